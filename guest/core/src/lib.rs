@@ -1,0 +1,37 @@
+//! The pure lease logic of proclease: everything that decides, nothing that acts.
+//!
+//! This crate is the brain of the proclease WebAssembly component (see `guest/component`), and
+//! is also linked natively by the host for the conformance runner and unit tests. It performs no
+//! I/O: file bytes, owner statuses, boot ids and clocks come in as arguments (or, for the
+//! operations of later modules, through small traits that the component implements over its
+//! WIT imports), and decisions come back as values.
+//!
+//! It implements the reference behaviour of ghostget 0.17.2
+//! (`shared/spec/reference-behaviour.md`):
+//!
+//! * [`canonical_json`] — §1: canonical JSON text and the "canonical file" check;
+//! * [`digest`] — §1.2 and §2.1–2.3: sha256, identity digests, boot ids, process start ids;
+//! * [`proc_stat`] — §2.3: the `/proc/<pid>/stat` line parser;
+//! * [`records`] — §4, §6A.2–6A.3, §6B.1–6B.3: parsing and validation of every record kind with
+//!   the reference's exact messages, in the reference's check order.
+//!
+//! ```
+//! use proclease_core::records::export_admission;
+//! let text = "{\"id\":\"11111111-1111-4111-8111-111111111111\",\"kind\":\"beeper-message-like-me-export-admission\",\"owner\":{\"bootId\":\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\",\"pid\":4242,\"processStartId\":\"bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb\"},\"schemaVersion\":1}\n";
+//! let parsed = export_admission::parse_file(text).unwrap();
+//! assert_eq!(parsed.sha256, "4a1fab41d79d1f49836cd1cdfbc26db778b62f1e95a189d91e5512b131a8c9ee");
+//! ```
+#![no_std]
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+extern crate alloc;
+
+pub mod canonical_json;
+pub mod digest;
+pub mod error;
+pub mod js;
+pub mod proc_stat;
+pub mod records;
+
+pub use error::Error;

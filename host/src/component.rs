@@ -1,0 +1,8 @@
+//! The component embedded in this crate: the exact bytes that `proclease component` writes and
+//! that other runtimes (Node through jco, Python through `wasmtime`) load.
+
+/// The component (`guest/component` built for `wasm32-wasip2`, stripped).
+pub const BYTES: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/proclease.wasm"));
+
+/// Lowercase hex sha256 of [`BYTES`], computed at build time.
+pub const SHA256: &str = env!("PROCLEASE_COMPONENT_SHA256");

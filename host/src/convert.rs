@@ -1,0 +1,116 @@
+//! Conversions from the generated WIT types to the `proclease-core` types the library exposes.
+//! Pure data mapping: no rule lives here.
+
+use proclease_core::records::{
+    DirectoryIdentity, Owner, Parsed, directory_lease as dl, export_admission as ea, invocation_lease as il,
+    portable_identity as pi,
+};
+
+use crate::bindings::exports::proclease::lease::records as wit;
+use crate::bindings::proclease::lease::types as t;
+
+pub(crate) fn error(e: t::Error) -> proclease_core::Error {
+    match e {
+        t::Error::Lease(m) => proclease_core::Error::Lease(m),
+        t::Error::Storage(m) => proclease_core::Error::Storage(m),
+        t::Error::System(m) => proclease_core::Error::System(m),
+    }
+}
+
+pub(crate) fn owner(o: t::Owner) -> Owner {
+    Owner { pid: o.pid, boot_id: o.boot_id, process_start_id: o.process_start_id }
+}
+
+fn directory_identity(d: t::DirectoryIdentity) -> DirectoryIdentity {
+    DirectoryIdentity { device: d.device, inode: d.inode, birthtime_ns: d.birthtime_ns }
+}
+
+pub(crate) fn parsed<T>(record: T, form: wit::CanonicalForm) -> Parsed<T> {
+    Parsed { record, canonical: form.canonical, sha256: form.sha256 }
+}
+
+pub(crate) fn admission_claim(c: t::AdmissionClaim) -> ea::ExportAdmission {
+    ea::ExportAdmission {
+        schema: match c.schema {
+            t::AdmissionSchema::V1 => ea::Schema::V1,
+            t::AdmissionSchema::V2PreRevision => ea::Schema::V2PreRevision,
+            t::AdmissionSchema::V2 => ea::Schema::V2,
+        },
+        id: c.id,
+        owner: owner(c.owner),
+        helper_owner: c.helper_owner.map(owner),
+        phase: c.phase.map(|p| match p {
+            t::AdmissionPhase::ParentOwned => ea::Phase::ParentOwned,
+            t::AdmissionPhase::HelperLaunching => ea::Phase::HelperLaunching,
+            t::AdmissionPhase::HelperActive => ea::Phase::HelperActive,
+            t::AdmissionPhase::CleanupUnsafe => ea::Phase::CleanupUnsafe,
+        }),
+        revision: c.revision,
+    }
+}
+
+pub(crate) fn directory_lease_claim(c: t::DirectoryLeaseClaim) -> dl::DirectoryLease {
+    dl::DirectoryLease {
+        id: c.id,
+        role: match c.role {
+            t::LeaseRole::RawWorking => dl::Role::RawWorking,
+            t::LeaseRole::BundleStage => dl::Role::BundleStage,
+        },
+        path: c.path,
+        parent_path: c.parent_path,
+        parent_identity: directory_identity(c.parent_identity),
+        directory_identity: directory_identity(c.directory_identity),
+        output_root: c.output_root,
+        owner: owner(c.owner),
+        child_owner: c.child_owner.map(owner),
+        phase: match c.phase {
+            t::RawPhase::Preparing => dl::Phase::Preparing,
+            t::RawPhase::Launching => dl::Phase::Launching,
+            t::RawPhase::Running => dl::Phase::Running,
+            t::RawPhase::Settled => dl::Phase::Settled,
+        },
+        created_at_ms: c.created_at_ms,
+        recover_after_ms: c.recover_after_ms,
+    }
+}
+
+pub(crate) fn portable_identity(i: t::PortableIdentity) -> pi::PortableIdentity {
+    pi::PortableIdentity {
+        plugin_id: i.plugin_id,
+        plugin_version: i.plugin_version,
+        host_api_version: i.host_api_version,
+        bundle_sha256: i.bundle_sha256,
+        manifest_sha256: i.manifest_sha256,
+        descriptor_sha256: i.descriptor_sha256,
+        adapter_id: i.adapter_id,
+        transport: match i.transport {
+            t::Transport::ProviderApi => pi::Transport::ProviderApi,
+            t::Transport::WebSessionApi => pi::Transport::WebSessionApi,
+            t::Transport::LinkedDevice => pi::Transport::LinkedDevice,
+        },
+        surface_id: i.surface_id,
+        operation: i.operation,
+        contract_version: i.contract_version,
+    }
+}
+
+pub(crate) fn invocation_lease(l: t::InvocationLease) -> il::InvocationLease {
+    il::InvocationLease {
+        schema_version: l.schema_version,
+        lease_id: l.lease_id,
+        run_id: l.run_id,
+        identity: portable_identity(l.identity),
+        owner: il::LeaseOwner { process: owner(l.owner.process), token: l.owner.token },
+        acquired_at: l.acquired_at,
+        containment: l.containment.map(|c| il::Containment {
+            status: match c.status {
+                t::ContainmentStatus::ParentOwned => il::ContainmentStatus::ParentOwned,
+                t::ContainmentStatus::HostStarting => il::ContainmentStatus::HostStarting,
+                t::ContainmentStatus::HostActive => il::ContainmentStatus::HostActive,
+                t::ContainmentStatus::CleanupComplete => il::ContainmentStatus::CleanupComplete,
+                t::ContainmentStatus::CleanupUnsafe => il::ContainmentStatus::CleanupUnsafe,
+            },
+            host: c.host.map(owner),
+        }),
+    }
+}

@@ -1,0 +1,31 @@
+//! proclease: crash-safe, process-owned leases on shared local state — the wasmtime host.
+//!
+//! The lease logic is a WebAssembly component (`guest/`, WIT contract in `wit/proclease.wit`)
+//! embedded in this crate. This crate runs it with wasmtime and gives it its effects through
+//! capability-scoped imports; it is also the library plugin hosts embed, and the home of the
+//! `proclease` command-line tool.
+//!
+//! ```no_run
+//! # fn main() -> Result<(), proclease::Error> {
+//! let runtime = proclease::Runtime::shared()?;
+//! let mut instance = runtime.instantiate()?;
+//! let verdict = instance.records().inspect_file("active.json", "{}\n")?;
+//! assert!(verdict.error.is_some());
+//! # Ok(()) }
+//! ```
+//!
+//! Modules: [`component`] (the embedded bytes), [`runtime`] (engine, compiled-component cache,
+//! limits), [`records`] (the typed API over the `records` export), [`error`].
+#![warn(missing_docs)]
+
+mod bindings;
+pub mod component;
+mod convert;
+pub mod error;
+pub mod records;
+pub mod runtime;
+
+pub use error::Error;
+pub use proclease_core as core;
+pub use records::Records;
+pub use runtime::{Instance, Runtime, RuntimeConfig};
