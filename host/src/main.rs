@@ -22,6 +22,7 @@ const MAX_VALIDATE_BYTES: u64 = 4 << 20;
     after_help = "Examples:\n  \
         proclease validate ~/.local/share/ghostget/recovery/beeper-message-like-me-export-admission/active.json\n  \
         proclease validate --json lease.json other.json\n  \
+        proclease validate examples/records\n  \
         proclease component -o proclease.wasm\n\n\
         Exit status: 0 ok, 1 invalid record or failure, 2 usage error."
 )]
@@ -37,7 +38,8 @@ enum Command {
     #[command(after_help = "Examples:\n  proclease validate active.json\n  proclease validate --json *.json\n\n\
         Exit status: 0 when every file is valid, 1 when any is invalid or unreadable.")]
     Validate {
-        /// Record files (export admission, directory lease, invocation lease, portable identity).
+        /// Record files (export admission, directory lease, invocation lease, portable identity),
+        /// or directories whose `*.json` files (recursively) are checked.
         #[arg(required = true)]
         files: Vec<PathBuf>,
         /// Print one JSON document (an array with one object per file) instead of text.
@@ -79,7 +81,7 @@ fn validate(files: &[PathBuf], as_json: bool) -> Result<ExitCode, Error> {
     let mut instance = runtime.instantiate()?;
     let mut all_valid = true;
     let mut documents = Vec::new();
-    for path in files {
+    for path in &expand_directories(files) {
         let outcome = match read_record_text(path) {
             Ok(text) => {
                 let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
@@ -100,6 +102,36 @@ fn validate(files: &[PathBuf], as_json: bool) -> Result<ExitCode, Error> {
         println!("{text}");
     }
     Ok(if all_valid { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+/// The files to check: each named file, and the `*.json` files below each named directory
+/// (sorted; symbolic links are not followed into directories).
+fn expand_directories(paths: &[PathBuf]) -> Vec<PathBuf> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            out.push(dir.to_path_buf());
+            return;
+        };
+        let mut children: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+        children.sort();
+        for child in children {
+            let is_dir = std::fs::symlink_metadata(&child).is_ok_and(|m| m.is_dir());
+            if is_dir {
+                walk(&child, out);
+            } else if child.extension().is_some_and(|e| e == "json") {
+                out.push(child);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for path in paths {
+        if std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir()) {
+            walk(path, &mut out);
+        } else {
+            out.push(path.clone());
+        }
+    }
+    out
 }
 
 /// Reads a record file as text: bounded, strict UTF-8 (a BOM is kept, and makes the file

@@ -1,1 +1,8 @@
+//! Conformance runner and shared helpers for proclease's integration tests.
+//!
+//! [`conformance`] runs the vectors of `shared/vectors/` (format:
+//! `shared/vectors/README.md`) against two backends: the guest logic linked natively, and the
+//! embedded component through the wasmtime host. The test suite and (later) the `conformance`
+//! command use this one implementation.
 
+pub mod conformance;

@@ -1,0 +1,171 @@
+//! The `proclease` command line, run as a user would: real files, the real binary.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const A: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+const B: &str = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+const C: &str = "cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc";
+
+fn proclease(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_proclease")).args(args).output().expect("proclease runs")
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// The byte-exact examples of the reference's Appendix A that state a sha256: (file name,
+/// file text, sha256).
+fn appendix_a() -> Vec<(&'static str, String, &'static str)> {
+    let owner = format!(r#"{{"bootId":"{A}","pid":4242,"processStartId":"{B}"}}"#);
+    let identity = format!(
+        r#"{{"adapterId":"portable-test","bundleSha256":"{A}","contractVersion":1,"descriptorSha256":"{C}","hostApiVersion":1,"manifestSha256":"{B}","operation":"records.read","pluginId":"portable-test","pluginVersion":"1.0.0","surfaceId":"portable-test","transport":"provider-api"}}"#
+    );
+    let invocation = |containment: &str| {
+        format!(
+            r#"{{"acquiredAt":"2026-07-25T12:00:00.000Z","containment":{containment},"identity":{identity},"leaseId":"44444444-4444-4444-8444-444444444444","owner":{{"bootId":"{A}","pid":101,"processStartId":"{B}","token":"66666666-6666-4666-8666-666666666666"}},"runId":"55555555-5555-4555-8555-555555555555","schemaVersion":2}}"#
+        ) + "\n"
+    };
+    vec![
+        (
+            "active.json",
+            format!(
+                r#"{{"helperOwner":null,"id":"11111111-1111-4111-8111-111111111111","kind":"beeper-message-like-me-export-admission","owner":{owner},"phase":"parent-owned","revision":"22222222-2222-4222-a222-222222222222","schemaVersion":2}}"#
+            ) + "\n",
+            "1c92998c4b17846b2887d47528da64853b94d362dadb84edbc6dd9763492b690",
+        ),
+        (
+            "active.json",
+            format!(
+                r#"{{"id":"11111111-1111-4111-8111-111111111111","kind":"beeper-message-like-me-export-admission","owner":{owner},"schemaVersion":1}}"#
+            ) + "\n",
+            "4a1fab41d79d1f49836cd1cdfbc26db778b62f1e95a189d91e5512b131a8c9ee",
+        ),
+        (
+            "33333333-3333-4333-9333-333333333333.json",
+            format!(
+                r#"{{"childOwner":null,"createdAtMs":1000,"directoryIdentity":{{"birthtimeNs":"1722000001000000000","device":"2049","inode":"131074"}},"id":"33333333-3333-4333-9333-333333333333","kind":"beeper-message-like-me-directory-lease","outputRoot":"/home/u/exports/published","owner":{owner},"parentIdentity":{{"birthtimeNs":"1722000000123456789","device":"2049","inode":"131073"}},"parentPath":"/home/u/exports","path":"/home/u/exports/stage","phase":"preparing","recoverAfterMs":2000,"role":"bundle-stage","schemaVersion":2}}"#
+            ) + "\n",
+            "e8a6927340e4a5d0fcc0e736e9554b43ab3473762081fc419d2cd8037487f3d3",
+        ),
+        (
+            "44444444-4444-4444-8444-444444444444.json",
+            invocation(r#"{"status":"parent-owned"}"#),
+            "328d266aa362da4a3871b2de637f263f291b2ad0bcc1937254495712bd0fe123",
+        ),
+        (
+            "44444444-4444-4444-8444-444444444444.json",
+            invocation(r#"{"host":null,"status":"cleanup-complete"}"#),
+            "a171156fc3085501393c987cb711af0726bcd56bf0dd1afda3f0aa3ffba961f0",
+        ),
+    ]
+}
+
+fn write(dir: &Path, sub: usize, name: &str, text: &str) -> PathBuf {
+    let dir = dir.join(sub.to_string());
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let path = dir.join(name);
+    std::fs::write(&path, text).expect("write");
+    path
+}
+
+#[test]
+fn validate_prints_the_appendix_a_sha256_of_each_example() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for (i, (name, text, sha256)) in appendix_a().into_iter().enumerate() {
+        let path = write(dir.path(), i, name, &text);
+        let output = proclease(&["validate", path.to_str().expect("utf-8 path")]);
+        let out = stdout(&output);
+        assert!(output.status.success(), "example {}: {out}", i + 1);
+        assert!(out.contains(&format!("canonical, sha256 {sha256}")), "example {}: {out}", i + 1);
+        assert!(out.contains(": valid "), "example {}: {out}", i + 1);
+    }
+}
+
+#[test]
+fn validate_rejects_one_altered_byte_with_the_reference_message() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let expected = [
+        "Beeper Message Like Me recovery: export admission is not canonical",
+        "Beeper Message Like Me recovery: export admission is not canonical",
+        "Beeper Message Like Me recovery: directory lease is not canonical",
+        "portable invocation lease is not canonical",
+        "portable invocation lease is not canonical",
+    ];
+    for (i, ((name, text, _), message)) in appendix_a().into_iter().zip(expected).enumerate() {
+        // Replace the final newline with a space: still JSON, still a valid record, one byte off.
+        let altered = format!("{} ", text.trim_end_matches('\n'));
+        let path = write(dir.path(), i, name, &altered);
+        let output = proclease(&["validate", path.to_str().expect("utf-8 path")]);
+        let out = stdout(&output);
+        assert_eq!(output.status.code(), Some(1), "example {}: {out}", i + 1);
+        assert!(out.contains(message), "example {}: {out}", i + 1);
+        assert!(out.contains("not canonical, sha256"), "example {}: {out}", i + 1);
+    }
+}
+
+#[test]
+fn validate_reports_every_file_and_fails_if_any_is_invalid() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (name, text, sha256) = appendix_a().remove(0);
+    let good = write(dir.path(), 0, name, &text);
+    let bad = write(dir.path(), 1, "active.json", "{\"schemaVersion\":2}\n");
+    let missing = dir.path().join("absent.json");
+    let output = proclease(&[
+        "validate",
+        "--json",
+        good.to_str().expect("utf-8"),
+        bad.to_str().expect("utf-8"),
+        missing.to_str().expect("utf-8"),
+    ]);
+    assert_eq!(output.status.code(), Some(1));
+    let doc: serde_json::Value = serde_json::from_slice(&output.stdout).expect("--json prints JSON");
+    let items = doc.as_array().expect("an array");
+    assert_eq!(items.len(), 3);
+    assert_eq!(items[0]["valid"], true);
+    assert_eq!(items[0]["kind"], "export-admission");
+    assert_eq!(items[0]["schema"], "v2");
+    assert_eq!(items[0]["sha256"], sha256);
+    assert_eq!(items[1]["valid"], false);
+    assert_eq!(items[1]["error"], "Beeper Message Like Me recovery: export admission has an unsupported shape");
+    assert_eq!(items[2]["valid"], false);
+    assert!(items[2]["error"].as_str().expect("message").starts_with("cannot open"));
+}
+
+#[test]
+fn validate_refuses_non_utf8_and_unknown_records_clearly() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let binary = dir.path().join("binary.json");
+    std::fs::write(&binary, b"{\"a\":\"\xff\"}\n").expect("write");
+    let unknown = write(dir.path(), 0, "thing.json", "{\"hello\":1}\n");
+    let output = proclease(&["validate", binary.to_str().expect("utf-8"), unknown.to_str().expect("utf-8")]);
+    let out = stdout(&output);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(out.contains("unreadable: not valid UTF-8 (first bad byte at offset 6)"), "{out}");
+    assert!(out.contains("invalid unknown kind: not a proclease record"), "{out}");
+}
+
+#[test]
+fn component_writes_the_embedded_component() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("proclease.wasm");
+    let output = proclease(&["component", "-o", path.to_str().expect("utf-8")]);
+    assert!(output.status.success());
+    let bytes = std::fs::read(&path).expect("written");
+    // A component (not a core module): magic, then version 0x0d layer 1.
+    assert_eq!(&bytes[..8], b"\0asm\x0d\x00\x01\x00");
+    let to_stdout = proclease(&["component"]);
+    assert_eq!(to_stdout.stdout, bytes);
+}
+
+#[test]
+fn usage_errors_exit_2_and_help_shows_examples() {
+    assert_eq!(proclease(&["validate"]).status.code(), Some(2));
+    assert_eq!(proclease(&["no-such-command"]).status.code(), Some(2));
+    let help = proclease(&["--help"]);
+    assert!(help.status.success());
+    assert!(stdout(&help).contains("Examples:"));
+    let version = proclease(&["--version"]);
+    assert_eq!(stdout(&version).trim(), format!("proclease {}", env!("CARGO_PKG_VERSION")));
+}

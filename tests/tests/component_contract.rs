@@ -1,0 +1,48 @@
+//! The component's boundary is exactly its WIT world: it imports nothing the world does not
+//! declare (no ambient authority, no stray `wasi:*` interfaces) and exports what it declares.
+
+use std::path::Path;
+
+use proclease::Runtime;
+use wit_parser::{Resolve, WorldItem, WorldKey};
+
+/// The world `proclease` of `wit/`, resolved: (imports, exports) as component-model names.
+fn world_items() -> (Vec<String>, Vec<String>) {
+    let mut resolve = Resolve::default();
+    let wit = Path::new(env!("CARGO_MANIFEST_DIR")).join("../wit");
+    let (package, _) = resolve.push_dir(&wit).expect("wit/ parses");
+    let world = resolve.select_world(&[package], Some("proclease")).expect("world proclease exists");
+    let names = |items: &wit_parser::IndexMap<WorldKey, WorldItem>| {
+        let mut names: Vec<String> = items
+            .iter()
+            .filter_map(|(key, item)| match (key, item) {
+                (WorldKey::Interface(id), WorldItem::Interface { .. }) => resolve.id_of(*id),
+                (WorldKey::Name(name), _) => Some(name.clone()),
+                _ => None,
+            })
+            .collect();
+        names.sort();
+        names
+    };
+    let world = &resolve.worlds[world];
+    (names(&world.imports), names(&world.exports))
+}
+
+#[test]
+fn component_imports_exactly_what_the_world_declares() {
+    let runtime = Runtime::shared().expect("component compiles");
+    let (imports, _) = world_items();
+    assert_eq!(runtime.import_names(), imports, "component imports vs world `proclease` imports");
+    assert!(
+        runtime.import_names().iter().all(|name| name.starts_with("proclease:lease/")),
+        "the component must not import wasi or other interfaces: {:?}",
+        runtime.import_names()
+    );
+}
+
+#[test]
+fn component_exports_exactly_what_the_world_declares() {
+    let runtime = Runtime::shared().expect("component compiles");
+    let (_, exports) = world_items();
+    assert_eq!(runtime.export_names(), exports);
+}

@@ -1,0 +1,91 @@
+//! The public conformance vectors, run natively (proclease-core linked in) and through the
+//! embedded component in wasmtime. Every suite file found is accounted for: handled suites must
+//! pass 100% on both paths; suites whose operations have not landed are named, never skipped
+//! silently; an unknown suite fails the test.
+
+use proclease_tests::conformance::{self, Backend, ComponentBackend, Native, SuiteReport};
+
+fn run_all(backend: &mut dyn Backend) -> Vec<SuiteReport> {
+    let dir = conformance::public_vectors_dir();
+    let files = conformance::vector_files(&dir)
+        .unwrap_or_else(|e| panic!("cannot read the vectors at {}: {e} (set PROCLEASE_VECTORS)", dir.display()));
+    assert!(!files.is_empty(), "no *.jsonl vectors in {}", dir.display());
+    let mut reports = Vec::new();
+    for file in files {
+        let suite = file.file_stem().and_then(|s| s.to_str()).unwrap_or_default().to_string();
+        if let Some((_, issue)) = conformance::PENDING.iter().find(|(name, _)| *name == suite) {
+            eprintln!("{suite} {}: not run yet — its operations land with {issue}", backend.label());
+            continue;
+        }
+        reports.push(conformance::run_file(&file, backend).unwrap_or_else(|e| panic!("{e}")));
+    }
+    reports
+}
+
+fn assert_all_pass(reports: &[SuiteReport]) {
+    let mut problems = Vec::new();
+    for report in reports {
+        eprintln!("{}", report.summary());
+        if !report.known {
+            problems.push(format!("{}: unknown suite", report.suite));
+        }
+        for failure in report.failures.iter().take(20) {
+            problems.push(format!(
+                "{} [{}]\n  expected: {}\n  actual:   {}",
+                failure.name, report.backend, failure.expected, failure.actual
+            ));
+        }
+    }
+    let handled: Vec<&str> = reports.iter().map(|r| r.suite.as_str()).collect();
+    for suite in conformance::HANDLED {
+        if !handled.contains(suite) {
+            problems.push(format!("{suite}: no vector file found"));
+        }
+    }
+    assert!(problems.is_empty(), "{} problem(s):\n{}", problems.len(), problems.join("\n"));
+}
+
+#[test]
+fn public_vectors_pass_natively() {
+    assert_all_pass(&run_all(&mut Native));
+}
+
+#[test]
+fn public_vectors_pass_through_the_component() {
+    let mut backend = ComponentBackend::new().expect("the component instantiates");
+    assert_all_pass(&run_all(&mut backend));
+}
+
+/// The runner itself can fail: a copied vector file with one altered expectation is reported
+/// with that vector's name, and the others still pass.
+#[test]
+fn an_altered_expectation_is_reported_by_name() {
+    let source = conformance::public_vectors_dir().join("sha256.jsonl");
+    let text = std::fs::read_to_string(&source).expect("sha256 vectors");
+    let mut lines: Vec<String> = text.lines().take(3).map(String::from).collect();
+    let mut altered: serde_json::Value = serde_json::from_str(&lines[1]).expect("a vector");
+    altered["expect"]["hex"] = serde_json::json!("0".repeat(64));
+    let name = altered["name"].as_str().expect("named").to_string();
+    lines[1] = altered.to_string();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let copy = dir.path().join("sha256.jsonl");
+    std::fs::write(&copy, lines.join("\n") + "\n").expect("write copy");
+    for backend in [&mut Native as &mut dyn Backend, &mut ComponentBackend::new().expect("component")] {
+        let report = conformance::run_file(&copy, backend).expect("runs");
+        assert_eq!((report.passed, report.total), (2, 3), "{}", report.backend);
+        assert_eq!(report.failures.len(), 1);
+        assert_eq!(report.failures[0].name, name);
+    }
+}
+
+/// A suite the runner does not know is a failure of every vector in it, never a pass.
+#[test]
+fn an_unknown_suite_fails() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("no-such-suite.jsonl");
+    std::fs::write(&path, "{\"suite\":\"no-such-suite\",\"name\":\"no-such-suite:x\",\"expect\":{}}\n").expect("write");
+    let report = conformance::run_file(&path, &mut Native).expect("runs");
+    assert!(!report.known);
+    assert_eq!((report.passed, report.total), (0, 1));
+    assert_eq!(report.summary(), "no-such-suite native: 0/1 (unknown suite)");
+}
