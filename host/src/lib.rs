@@ -22,7 +22,12 @@ mod bindings;
 pub mod component;
 mod convert;
 pub mod error;
+mod fsops;
+pub mod process_identity;
 pub mod records;
+pub mod state_home;
+pub mod state_store;
+pub mod workspace;
 pub mod runtime;
 
 pub use error::Error;

@@ -6,3 +6,4 @@
 //! command use this one implementation.
 
 pub mod conformance;
+pub mod store_fixtures;

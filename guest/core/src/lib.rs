@@ -12,6 +12,7 @@
 //! * [`canonical_json`] — §1: canonical JSON text and the "canonical file" check;
 //! * [`digest`] — §1.2 and §2.1–2.3: sha256, identity digests, boot ids, process start ids;
 //! * [`proc_stat`] — §2.3: the `/proc/<pid>/stat` line parser;
+//! * [`liveness`] — §2.4: owner status from what a host observed;
 //! * [`records`] — §4, §6A.2–6A.3, §6B.1–6B.3: parsing and validation of every record kind with
 //!   the reference's exact messages, in the reference's check order.
 //!
@@ -31,6 +32,7 @@ pub mod canonical_json;
 pub mod digest;
 pub mod error;
 pub mod js;
+pub mod liveness;
 pub mod proc_stat;
 pub mod records;
 

@@ -1,0 +1,196 @@
+//! Single-component, descriptor-relative file operations the store and the workspace are built
+//! from. Every name passed here is one already-validated entry name (no `/`), resolved relative
+//! to a directory descriptor, and never followed if it is a symbolic link.
+
+use std::io::{Read as _, Write as _};
+use std::os::fd::{AsFd, OwnedFd};
+
+use rustix::fs::{AtFlags, Mode, OFlags, Stat};
+use rustix::io::Errno;
+
+/// The fields whose change between two `fstat`s means a file changed while it was read
+/// (§3.2): device, inode, size, mtime, ctime, mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Fingerprint {
+    dev: u64,
+    ino: u64,
+    size: i64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+    mode: u32,
+}
+
+impl Fingerprint {
+    pub(crate) fn of(stat: &Stat) -> Self {
+        Fingerprint {
+            dev: stat.st_dev,
+            ino: stat.st_ino,
+            size: stat.st_size,
+            mtime: (stat.st_mtime, stat.st_mtime_nsec as i64),
+            ctime: (stat.st_ctime, stat.st_ctime_nsec as i64),
+            mode: stat.st_mode,
+        }
+    }
+}
+
+/// The effective uid of this process: "owned" means owned by it.
+pub(crate) fn euid() -> u32 {
+    rustix::process::geteuid().as_raw()
+}
+
+/// `S_IFMT` bits of a mode.
+pub(crate) fn file_kind(mode: u32) -> u32 {
+    mode & 0o170000
+}
+
+pub(crate) const S_IFREG: u32 = 0o100000;
+pub(crate) const S_IFDIR: u32 = 0o040000;
+pub(crate) const S_IFLNK: u32 = 0o120000;
+
+/// Opens `name` in `dir` for reading without following a symbolic link and without blocking on
+/// a FIFO (`O_NOFOLLOW|O_NONBLOCK`). `ELOOP` means the name is a symbolic link.
+pub(crate) fn open_read(dir: impl AsFd, name: &str) -> rustix::io::Result<OwnedFd> {
+    rustix::fs::openat(dir, name, OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC, Mode::empty())
+}
+
+/// `lstat` of `name` in `dir`; `None` when absent.
+pub(crate) fn lstat(dir: impl AsFd, name: &str) -> rustix::io::Result<Option<Stat>> {
+    match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(stat) => Ok(Some(stat)),
+        Err(Errno::NOENT) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Why a regular state file is not safe to trust, or `None` when it is: a regular file owned by
+/// this user with no group or other permission bits (§3.2).
+pub(crate) fn unsafe_file_reason(stat: &Stat) -> Option<&'static str> {
+    if file_kind(stat.st_mode) != S_IFREG {
+        Some("not a regular file")
+    } else if stat.st_uid != euid() {
+        Some("not owned by the current user")
+    } else if stat.st_mode & 0o077 != 0 {
+        Some("readable or writable by group or others (expected mode 0600)")
+    } else {
+        None
+    }
+}
+
+/// What reading a file stably gave.
+pub(crate) enum StableRead {
+    /// The bytes, unchanged between the two `fstat`s around the read.
+    Bytes(Vec<u8>),
+    /// Larger than the bound.
+    TooLarge,
+    /// The file changed while it was read.
+    Changed,
+}
+
+/// Reads at most `max_bytes` from an open file, checking that it did not change meanwhile.
+pub(crate) fn read_stable(fd: &OwnedFd, before: &Stat, max_bytes: u64) -> std::io::Result<StableRead> {
+    if before.st_size < 0 || before.st_size as u64 > max_bytes {
+        return Ok(StableRead::TooLarge);
+    }
+    let mut file = std::fs::File::from(fd.try_clone()?);
+    let mut bytes = Vec::with_capacity(before.st_size as usize);
+    (&mut file).take(max_bytes + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > max_bytes {
+        return Ok(StableRead::TooLarge);
+    }
+    let after = rustix::fs::fstat(fd)?;
+    if Fingerprint::of(before) != Fingerprint::of(&after) || bytes.len() as i64 != after.st_size {
+        return Ok(StableRead::Changed);
+    }
+    Ok(StableRead::Bytes(bytes))
+}
+
+/// Creates `name` in `dir` exclusively (`O_CREAT|O_EXCL|O_NOFOLLOW`, mode 0600), writes
+/// `bytes` and fsyncs it.
+pub(crate) fn write_new_file(dir: impl AsFd, name: &str, bytes: &[u8]) -> std::io::Result<()> {
+    let fd = rustix::fs::openat(
+        dir,
+        name,
+        OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::from_raw_mode(0o600),
+    )?;
+    rustix::fs::fchmod(&fd, Mode::from_raw_mode(0o600))?;
+    let mut file = std::fs::File::from(fd);
+    file.write_all(bytes)?;
+    file.sync_all()?;
+    Ok(())
+}
+
+/// fsync of a directory, making the entries created, renamed or removed in it durable.
+pub(crate) fn fsync_dir(dir: impl AsFd) -> std::io::Result<()> {
+    rustix::fs::fsync(dir)?;
+    Ok(())
+}
+
+/// Creates directory `name` in `dir` with mode 0700 (`mkdirat` then `fchmod`, as the umask may
+/// have narrowed it), fsyncs it and `dir`. `Ok(false)` when it already existed.
+pub(crate) fn create_private_dir(dir: impl AsFd + Copy, name: &str) -> std::io::Result<bool> {
+    match rustix::fs::mkdirat(dir, name, Mode::from_raw_mode(0o700)) {
+        Ok(()) => {}
+        Err(Errno::EXIST) => return Ok(false),
+        Err(e) => return Err(e.into()),
+    }
+    let fd = rustix::fs::openat(dir, name, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())?;
+    rustix::fs::fchmod(&fd, Mode::from_raw_mode(0o700))?;
+    rustix::fs::fsync(&fd)?;
+    fsync_dir(dir)?;
+    Ok(true)
+}
+
+/// Opens directory `name` in `dir` without following a symbolic link. A symbolic link gives
+/// `ELOOP` (Linux itself reports `ENOTDIR` for `O_DIRECTORY|O_NOFOLLOW` on a link; this tells
+/// the two apart with an `lstat`), anything else that is not a directory `ENOTDIR`.
+pub(crate) fn open_dir(dir: impl AsFd + Copy, name: &str) -> rustix::io::Result<OwnedFd> {
+    match rustix::fs::openat(dir, name, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty()) {
+        Err(Errno::NOTDIR) => match lstat(dir, name) {
+            Ok(Some(stat)) if file_kind(stat.st_mode) == S_IFLNK => Err(Errno::LOOP),
+            _ => Err(Errno::NOTDIR),
+        },
+        other => other,
+    }
+}
+
+/// The names in a directory (without `.` and `..`), as raw bytes, at most `bound` of them.
+/// `Err(None)` means the bound was exceeded.
+pub(crate) fn list_names(dir: impl AsFd, bound: usize) -> Result<Vec<Vec<u8>>, Option<std::io::Error>> {
+    let fd = rustix::fs::openat(dir, ".", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
+        .map_err(|e| Some(e.into()))?;
+    let mut reader = rustix::fs::Dir::read_from(&fd).map_err(|e| Some(e.into()))?;
+    let mut names = Vec::new();
+    while let Some(entry) = reader.read() {
+        let entry = entry.map_err(|e| Some(e.into()))?;
+        let name = entry.file_name().to_bytes();
+        if name == b"." || name == b".." {
+            continue;
+        }
+        if names.len() == bound {
+            return Err(None);
+        }
+        names.push(name.to_vec());
+    }
+    Ok(names)
+}
+
+/// `st_dev` as `stat(2)` (and Node) report it, from statx's major/minor pair.
+pub(crate) fn device_of(stat: &rustix::fs::Statx) -> u64 {
+    rustix::fs::makedev(stat.stx_dev_major, stat.stx_dev_minor)
+}
+
+/// The physical identity statx gives (§6A.4): device, inode, birth time in ns (`"0"` when the
+/// filesystem reports none).
+pub(crate) fn directory_identity(stat: &rustix::fs::Statx) -> proclease_core::records::DirectoryIdentity {
+    let birth = if stat.stx_mask & rustix::fs::StatxFlags::BTIME.bits() != 0 {
+        i128::from(stat.stx_btime.tv_sec) * 1_000_000_000 + i128::from(stat.stx_btime.tv_nsec)
+    } else {
+        0
+    };
+    proclease_core::records::DirectoryIdentity {
+        device: device_of(stat).to_string(),
+        inode: stat.stx_ino.to_string(),
+        birthtime_ns: birth.to_string(),
+    }
+}

@@ -1,0 +1,50 @@
+//! The per-collection writer lock: a kernel `flock` on a lock file under
+//! `<state home>/.proclease/locks/`, never inside a collection and never unlinked (unlinking a
+//! lock file lets two writers lock two different inodes). The kernel drops the lock when its
+//! holder dies, so a crash can never leave a collection locked.
+
+use std::fs::{File, TryLockError};
+use std::os::fd::AsFd;
+use std::time::{Duration, Instant};
+
+use rustix::fs::{Mode, OFlags};
+
+/// How long a writer waits for another live writer of the same collection before giving up
+/// with a `contended` error. Writers hold the lock for one durable write (milliseconds).
+pub(crate) const WAIT: Duration = Duration::from_secs(10);
+
+/// A held lock; dropping it releases it.
+pub(crate) struct CollectionLock {
+    _file: File,
+}
+
+/// Outcome of trying to lock.
+pub(crate) enum Locked {
+    Held(CollectionLock),
+    /// Another process held it for longer than [`WAIT`].
+    TimedOut,
+}
+
+/// Locks `name` (created 0600 if absent) in the lock directory, waiting at most [`WAIT`].
+pub(crate) fn lock(locks: impl AsFd, name: &str) -> std::io::Result<Locked> {
+    let fd = rustix::fs::openat(
+        locks,
+        name,
+        OFlags::RDWR | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::from_raw_mode(0o600),
+    )?;
+    let file = File::from(fd);
+    let start = Instant::now();
+    let mut pause = Duration::from_micros(200);
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(Locked::Held(CollectionLock { _file: file })),
+            Err(TryLockError::WouldBlock) if start.elapsed() < WAIT => {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(20));
+            }
+            Err(TryLockError::WouldBlock) => return Ok(Locked::TimedOut),
+            Err(TryLockError::Error(e)) => return Err(e),
+        }
+    }
+}

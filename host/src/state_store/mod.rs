@@ -1,0 +1,584 @@
+//! The private state store (`state-store` import; spec §3.3 contracts, adapted to paths
+//! relative to the state home).
+//!
+//! Guarantees, each tested in `tests/state_store.rs`:
+//! * **Durable and atomic**: a record is written to a temporary in `.proclease/staging/`,
+//!   fsynced, then published by `link` (create: never overwrites) or `rename` (replace), and the
+//!   collection directory is fsynced. After a crash at any instant the record is absent, the
+//!   complete old version or the complete new version.
+//! * **Compare-and-swap across processes**: every mutation of a collection holds its kernel lock
+//!   (`.proclease/locks/`, see [`lock`]); a replace or remove happens only if the bytes on disk
+//!   hash to the expected sha256 at that instant.
+//! * **Collections hold only records**: temporaries and locks live under `.proclease/`, which no
+//!   store path can name; a crashed writer's temporary is removed by a later operation once its
+//!   writer is provably dead (its pid and process start id are in the temporary's name).
+//! * **No escape**: paths are relative ([`path`]), every directory is opened component by
+//!   component without following symbolic links, and must be owned by the user with mode 0700;
+//!   every file must be a regular, private, owned file.
+//! * **Bounded**: reads take a byte bound; listings at most 10 000 entries; batches at most
+//!   1 000 names.
+
+mod lock;
+pub mod path;
+
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::Arc;
+
+use proclease_core::digest;
+use proclease_core::liveness::OwnerStatus;
+use proclease_core::records::Owner;
+use rustix::fs::AtFlags;
+use rustix::io::Errno;
+
+use crate::fsops::{self, S_IFDIR, S_IFLNK, S_IFREG, StableRead};
+use crate::process_identity::ProcessIdentity;
+use crate::state_home::StateHome;
+
+/// The most entries a collection listing returns (§3.3 snapshot).
+pub const MAX_ENTRIES: usize = 10_000;
+/// The most names one batch read takes (§3.3 batch).
+pub const MAX_BATCH_NAMES: usize = 1_000;
+/// The largest record the store writes or reads for a compare-and-swap: 2 MiB (§3.2).
+pub const MAX_RECORD_BYTES: u64 = 2 << 20;
+/// The largest per-file bound of a batch read: 2 MiB; aggregate: 64 MiB (§3.3).
+pub const MAX_BATCH_FILE_BYTES: u32 = 2 << 20;
+/// The largest aggregate bound of a batch read.
+pub const MAX_BATCH_TOTAL_BYTES: u32 = 64 << 20;
+
+/// A store failure. Messages name the store path and what the user can do.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// Another live writer held the collection's lock longer than the store waits (the
+    /// reference's `state file mutation is already active`).
+    #[error("{path}: state file mutation is already active (another proclease process is writing this collection); retry in a moment")]
+    Contended {
+        /// The store path.
+        path: String,
+    },
+    /// The path is not a safe relative path inside the state layout.
+    #[error("{path}: refused: {reason}")]
+    Refused {
+        /// The store path as given.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+    /// Something on disk is not safe to trust; nothing was changed.
+    #[error("{path}: unsafe: {reason}")]
+    Unsafe {
+        /// The store path.
+        path: String,
+        /// What is wrong and how to fix it.
+        reason: String,
+    },
+    /// An I/O error.
+    #[error("{path}: {operation} failed: {source}")]
+    Io {
+        /// The store path.
+        path: String,
+        /// What the store was doing.
+        operation: &'static str,
+        /// The error.
+        source: std::io::Error,
+    },
+}
+
+impl StoreError {
+    fn io(path: &str, operation: &'static str, source: impl Into<std::io::Error>) -> Self {
+        StoreError::Io { path: path.into(), operation, source: source.into() }
+    }
+
+    fn unsafe_(path: &str, reason: impl Into<String>) -> Self {
+        StoreError::Unsafe { path: path.into(), reason: reason.into() }
+    }
+}
+
+/// Device and inode of a directory, as decimal strings (§3.3).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct CollectionIdentity {
+    /// `st_dev`.
+    pub device: String,
+    /// `st_ino`.
+    pub inode: String,
+}
+
+impl CollectionIdentity {
+    fn of(stat: &rustix::fs::Stat) -> Self {
+        CollectionIdentity { device: stat.st_dev.to_string(), inode: stat.st_ino.to_string() }
+    }
+}
+
+/// The kind of a directory entry; symbolic links are reported, never followed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EntryKind {
+    /// A regular file.
+    File,
+    /// A directory (owned, mode 0700).
+    Directory,
+    /// A symbolic link.
+    SymbolicLink,
+    /// Anything else (FIFO, socket, device).
+    Other,
+}
+
+/// One entry of a collection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CollectionEntry {
+    /// The entry name.
+    pub name: String,
+    /// Its kind.
+    pub kind: EntryKind,
+    /// Sub-directories only: their identity.
+    pub identity: Option<CollectionIdentity>,
+}
+
+/// A collection directory's identity and entries, sorted by name (UTF-16 order).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CollectionSnapshot {
+    /// The directory's identity.
+    pub identity: CollectionIdentity,
+    /// Its entries.
+    pub entries: Vec<CollectionEntry>,
+}
+
+/// Why a file of a batch read is not present (§3.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BatchInvalid {
+    /// A symbolic link, not a regular file, not owned, or group/other permission bits.
+    UnsafeFile,
+    /// Could not be opened or read.
+    Unreadable,
+    /// Larger than the per-file bound.
+    FileByteBound,
+    /// Would exceed the aggregate bound.
+    AggregateByteBound,
+    /// Changed while it was read.
+    ChangedDuringRead,
+    /// Not UTF-8.
+    InvalidUtf8,
+}
+
+/// The result for one file of a batch read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BatchStatus {
+    /// The file's text.
+    Present(String),
+    /// No such file.
+    Absent,
+    /// Not readable as a record, and why.
+    Invalid(BatchInvalid),
+}
+
+/// The private state store on one state home.
+pub struct StateStore {
+    home: StateHome,
+    staging: OwnedFd,
+    locks: OwnedFd,
+    processes: Arc<ProcessIdentity>,
+}
+
+/// Where the store keeps its own files, inside the state home.
+const INTERNAL: &str = ".proclease";
+
+impl StateStore {
+    /// Opens the store on a validated state home, creating `.proclease/{staging,locks}` (0700).
+    ///
+    /// Errors: the internal directories cannot be created or are unsafe.
+    pub fn open(home: StateHome, processes: Arc<ProcessIdentity>) -> Result<Self, StoreError> {
+        let internal = private_dir(home.dir(), INTERNAL, INTERNAL)?;
+        let staging = private_dir(&internal, "staging", ".proclease/staging")?;
+        let locks = private_dir(&internal, "locks", ".proclease/locks")?;
+        Ok(StateStore { home, staging, locks, processes })
+    }
+
+    /// The state home this store writes to.
+    pub fn home(&self) -> &StateHome {
+        &self.home
+    }
+
+    /// The file's text, or `None` when it or a parent directory is absent
+    /// (`readPrivateStateFileIfPresent`, §3.3). The file must be a private, owned, regular file
+    /// of at most `max_bytes`, unchanged while read, and UTF-8.
+    pub fn read_if_present(&self, path: &str, max_bytes: u32) -> Result<Option<String>, StoreError> {
+        let (segments, name) = split(path)?;
+        let Some(dir) = self.walk(path, &segments, false)? else { return Ok(None) };
+        let Some(bytes) = read_record(&dir, name, path, u64::from(max_bytes))? else { return Ok(None) };
+        String::from_utf8(bytes).map(Some).map_err(|_| StoreError::unsafe_(path, "not valid UTF-8"))
+    }
+
+    /// Creates the file with `content` unless it exists (`createPrivateJsonIfAbsent`, §3.3):
+    /// `Ok(true)` when created, `Ok(false)` when a file was already there. Never overwrites.
+    /// Missing parent directories are created (0700).
+    pub fn create_if_absent(&self, path: &str, content: &str) -> Result<bool, StoreError> {
+        let (segments, name) = split(path)?;
+        check_size(path, content)?;
+        let dir = self.walk(path, &segments, true)?.ok_or_else(|| StoreError::unsafe_(path, "parent vanished"))?;
+        let _lock = self.lock(path, &segments)?;
+        let temp = self.stage(path, content)?;
+        let linked = rustix::fs::linkat(&self.staging, &temp, &dir, name, AtFlags::empty());
+        let _ = rustix::fs::unlinkat(&self.staging, &temp, AtFlags::empty());
+        match linked {
+            Ok(()) => {
+                fsops::fsync_dir(&dir).map_err(|e| StoreError::io(path, "fsync of the collection", e))?;
+                Ok(true)
+            }
+            Err(Errno::EXIST) => Ok(false),
+            Err(e) => Err(StoreError::io(path, "link into the collection", e)),
+        }
+    }
+
+    /// Replaces the file with `content` only if its bytes hash to `expected_sha256` at the
+    /// instant of the swap (`writePrivateJsonIfUnchanged`, §3.3): `Ok(false)` when the file is
+    /// absent or differs.
+    pub fn replace_if_unchanged(&self, path: &str, expected_sha256: &str, content: &str) -> Result<bool, StoreError> {
+        let (segments, name) = split(path)?;
+        check_hash(path, expected_sha256)?;
+        check_size(path, content)?;
+        let Some(dir) = self.walk(path, &segments, false)? else { return Ok(false) };
+        let _lock = self.lock(path, &segments)?;
+        let current = read_record(&dir, name, path, MAX_RECORD_BYTES)?;
+        if current.is_none_or(|bytes| digest::sha256_hex(&bytes) != expected_sha256) {
+            return Ok(false);
+        }
+        let temp = self.stage(path, content)?;
+        if let Err(e) = rustix::fs::renameat(&self.staging, &temp, &dir, name) {
+            let _ = rustix::fs::unlinkat(&self.staging, &temp, AtFlags::empty());
+            return Err(StoreError::io(path, "rename into the collection", e));
+        }
+        fsops::fsync_dir(&dir).map_err(|e| StoreError::io(path, "fsync of the collection", e))?;
+        Ok(true)
+    }
+
+    /// Removes the file only if its bytes hash to `expected_sha256` at the instant of removal
+    /// (`removePrivateStateFileIfUnchanged`, §3.3): `Ok(false)` when absent or different.
+    pub fn remove_if_unchanged(&self, path: &str, expected_sha256: &str) -> Result<bool, StoreError> {
+        let (segments, name) = split(path)?;
+        check_hash(path, expected_sha256)?;
+        let Some(dir) = self.walk(path, &segments, false)? else { return Ok(false) };
+        let _lock = self.lock(path, &segments)?;
+        let fd = match fsops::open_read(&dir, name) {
+            Ok(fd) => fd,
+            Err(Errno::NOENT) => return Ok(false),
+            Err(Errno::LOOP) => return Err(StoreError::unsafe_(path, "is a symbolic link; remove it by hand after checking it")),
+            Err(e) => return Err(StoreError::io(path, "open", e)),
+        };
+        let before = rustix::fs::fstat(&fd).map_err(|e| StoreError::io(path, "fstat", e))?;
+        if let Some(reason) = fsops::unsafe_file_reason(&before) {
+            return Err(StoreError::unsafe_(path, reason));
+        }
+        let bytes = match fsops::read_stable(&fd, &before, MAX_RECORD_BYTES).map_err(|e| StoreError::io(path, "read", e))? {
+            StableRead::Bytes(bytes) => bytes,
+            StableRead::TooLarge => return Err(StoreError::unsafe_(path, "larger than a record may be")),
+            StableRead::Changed => return Ok(false),
+        };
+        if digest::sha256_hex(&bytes) != expected_sha256 {
+            return Ok(false);
+        }
+        // Under the lock no proclease writer can swap the name; still, remove only the inode
+        // that was read.
+        match fsops::lstat(&dir, name).map_err(|e| StoreError::io(path, "lstat", e))? {
+            Some(now) if now.st_ino == before.st_ino && now.st_dev == before.st_dev => {}
+            _ => return Ok(false),
+        }
+        rustix::fs::unlinkat(&dir, name, AtFlags::empty()).map_err(|e| StoreError::io(path, "unlink", e))?;
+        fsops::fsync_dir(&dir).map_err(|e| StoreError::io(path, "fsync of the collection", e))?;
+        Ok(true)
+    }
+
+    /// Creates (mode 0700) each missing directory of `path` and verifies the existing ones
+    /// (owned, mode 0700, not a symbolic link); returns the identity of the last
+    /// (`ensurePrivateStateDirectory`, §3.3).
+    pub fn ensure_private_directory(&self, path: &str) -> Result<CollectionIdentity, StoreError> {
+        let segments = path::segments(path).map_err(|reason| StoreError::Refused { path: path.into(), reason })?;
+        let dir = self.walk(path, &segments, true)?.ok_or_else(|| StoreError::unsafe_(path, "vanished while created"))?;
+        let stat = rustix::fs::fstat(&dir).map_err(|e| StoreError::io(path, "fstat", e))?;
+        Ok(CollectionIdentity::of(&stat))
+    }
+
+    /// Lists a collection directory; `None` when it (or a parent) is absent
+    /// (`snapshotPrivateStateDirectory`, §3.3). With `recover_orphans`, temporaries of provably
+    /// dead writers are removed first (they never sit in a collection, so a listing never sees
+    /// them either way).
+    ///
+    /// Errors: more than [`MAX_ENTRIES`] entries; an unsafe entry name; a sub-directory that is
+    /// not owned with mode 0700.
+    pub fn snapshot(&self, path: &str, recover_orphans: bool) -> Result<Option<CollectionSnapshot>, StoreError> {
+        let segments = path::segments(path).map_err(|reason| StoreError::Refused { path: path.into(), reason })?;
+        if recover_orphans {
+            self.remove_dead_temporaries();
+        }
+        let Some(dir) = self.walk(path, &segments, false)? else { return Ok(None) };
+        let stat = rustix::fs::fstat(&dir).map_err(|e| StoreError::io(path, "fstat", e))?;
+        let names = fsops::list_names(&dir, MAX_ENTRIES).map_err(|e| match e {
+            Some(e) => StoreError::io(path, "list", e),
+            None => StoreError::unsafe_(path, format!("the collection has more than {MAX_ENTRIES} entries")),
+        })?;
+        let mut entries = Vec::with_capacity(names.len());
+        for raw in names {
+            let name = String::from_utf8(raw)
+                .ok()
+                .filter(|n| path::is_safe_name(n))
+                .ok_or_else(|| StoreError::unsafe_(path, "state directory contains an unsafe entry name"))?;
+            let Some(entry_stat) = fsops::lstat(&dir, &name).map_err(|e| StoreError::io(path, "lstat", e))? else {
+                continue; // removed while listed
+            };
+            let (kind, identity) = match fsops::file_kind(entry_stat.st_mode) {
+                S_IFREG => (EntryKind::File, None),
+                S_IFLNK => (EntryKind::SymbolicLink, None),
+                S_IFDIR => {
+                    if entry_stat.st_uid != fsops::euid() || entry_stat.st_mode & 0o777 != 0o700 {
+                        return Err(StoreError::unsafe_(
+                            path,
+                            format!("sub-directory {name} must be owned by you with mode 0700"),
+                        ));
+                    }
+                    (EntryKind::Directory, Some(CollectionIdentity::of(&entry_stat)))
+                }
+                _ => (EntryKind::Other, None),
+            };
+            entries.push(CollectionEntry { name, kind, identity });
+        }
+        entries.sort_by(|a, b| proclease_core::js::cmp_utf16(&a.name, &b.name));
+        Ok(Some(CollectionSnapshot { identity: CollectionIdentity::of(&stat), entries }))
+    }
+
+    /// Reads files of a collection whose identity must be `expected` before and after
+    /// (`readPrivateStateFilesBatch`, §3.3). Results are in request order.
+    ///
+    /// Errors: bounds out of range (per file ≤ 2 MiB, total ≤ 64 MiB, ≤ 1 000 unique safe names);
+    /// the directory absent or no longer `expected`.
+    pub fn read_batch(
+        &self,
+        path: &str,
+        names: &[String],
+        max_bytes_per_file: u32,
+        max_total_bytes: u32,
+        expected: &CollectionIdentity,
+    ) -> Result<Vec<(String, BatchStatus)>, StoreError> {
+        let refused = |reason: &str| StoreError::Refused { path: path.into(), reason: reason.into() };
+        let segments = path::segments(path).map_err(|reason| StoreError::Refused { path: path.into(), reason })?;
+        if max_bytes_per_file > MAX_BATCH_FILE_BYTES {
+            return Err(refused("private state batch per-file byte bound is invalid"));
+        }
+        if max_total_bytes > MAX_BATCH_TOTAL_BYTES {
+            return Err(refused("private state batch aggregate byte bound is invalid"));
+        }
+        if names.len() > MAX_BATCH_NAMES {
+            return Err(refused("private state batch file count is invalid"));
+        }
+        if names.iter().any(|n| !path::is_safe_name(n)) {
+            return Err(refused("private state batch contains an invalid file name"));
+        }
+        let mut unique: Vec<&String> = names.iter().collect();
+        unique.sort();
+        unique.dedup();
+        if unique.len() != names.len() {
+            return Err(refused("private state batch file names must be unique"));
+        }
+        let dir = self.walk(path, &segments, false)?.ok_or_else(|| StoreError::unsafe_(path, "private state batch directory is absent"))?;
+        let identity = |dir: &OwnedFd| rustix::fs::fstat(dir).map(|s| CollectionIdentity::of(&s));
+        let changed = || StoreError::unsafe_(path, "private state batch directory changed identity");
+        if identity(&dir).map_err(|e| StoreError::io(path, "fstat", e))? != *expected {
+            return Err(changed());
+        }
+        let mut remaining = u64::from(max_total_bytes);
+        let mut results = Vec::with_capacity(names.len());
+        for name in names {
+            let status = batch_read_one(&dir, name, u64::from(max_bytes_per_file), &mut remaining);
+            results.push((name.clone(), status));
+        }
+        // The directory must still be the same one at the same path.
+        let reopened = self.walk(path, &segments, false)?.ok_or_else(changed)?;
+        let now = identity(&reopened).map_err(|e| StoreError::io(path, "fstat", e))?;
+        if now != *expected || identity(&dir).ok().as_ref() != Some(expected) {
+            return Err(changed());
+        }
+        Ok(results)
+    }
+
+    /// Opens the directory of `segments` below the state home, one component at a time without
+    /// following symbolic links, checking each is owned with mode 0700; creates missing ones
+    /// when `create`. `None` when one is absent (and not created).
+    fn walk(&self, path: &str, segments: &[&str], create: bool) -> Result<Option<OwnedFd>, StoreError> {
+        let mut current: OwnedFd = self.home.dir().as_fd().try_clone_to_owned().map_err(|e| StoreError::io(path, "dup", e))?;
+        for segment in segments {
+            if create {
+                fsops::create_private_dir(&current, segment).map_err(|e| StoreError::io(path, "mkdir", e))?;
+            }
+            let next = match fsops::open_dir(&current, segment) {
+                Ok(fd) => fd,
+                Err(Errno::NOENT) => return Ok(None),
+                Err(Errno::LOOP) => {
+                    return Err(StoreError::unsafe_(path, format!("{segment} is a symbolic link; the store never follows them")));
+                }
+                Err(Errno::NOTDIR) => return Err(StoreError::unsafe_(path, format!("{segment} is not a directory"))),
+                Err(e) => return Err(StoreError::io(path, "open directory", e)),
+            };
+            let stat = rustix::fs::fstat(&next).map_err(|e| StoreError::io(path, "fstat", e))?;
+            if stat.st_uid != fsops::euid() || stat.st_mode & 0o777 != 0o700 {
+                return Err(StoreError::unsafe_(
+                    path,
+                    format!("directory {segment} must be owned by you with mode 0700 (chmod 700 it if it is yours)"),
+                ));
+            }
+            current = next;
+        }
+        Ok(Some(current))
+    }
+
+    /// Takes the lock of the collection that holds `path`'s file.
+    fn lock(&self, path: &str, parent: &[&str]) -> Result<lock::CollectionLock, StoreError> {
+        let name = format!("{}.lock", digest::identity_digest("proclease-collection-lock", &parent.join("/")));
+        match lock::lock(&self.locks, &name).map_err(|e| StoreError::io(path, "lock", e))? {
+            lock::Locked::Held(held) => Ok(held),
+            lock::Locked::TimedOut => Err(StoreError::Contended { path: path.into() }),
+        }
+    }
+
+    /// Writes `content` to a fresh, fsynced temporary in the staging directory, named
+    /// `<pid>-<process start id>-<uuid>.tmp` so that a later operation can prove its writer dead.
+    fn stage(&self, path: &str, content: &str) -> Result<String, StoreError> {
+        self.remove_dead_temporaries();
+        let own = self
+            .processes
+            .self_identity()
+            .map_err(|e| StoreError::io(path, "reading this process's identity", std::io::Error::other(e.0)))?;
+        let name = format!("{}-{}-{}.tmp", own.pid, own.process_start_id, uuid::Uuid::new_v4());
+        fsops::write_new_file(&self.staging, &name, content.as_bytes()).map_err(|e| {
+            let _ = rustix::fs::unlinkat(&self.staging, &name, AtFlags::empty());
+            StoreError::io(path, "write of the temporary", e)
+        })?;
+        Ok(name)
+    }
+
+    /// Removes temporaries whose writer is provably dead (another boot, no such process, or
+    /// another process on that pid). A temporary of a live or unknown writer stays.
+    fn remove_dead_temporaries(&self) {
+        let Ok(names) = fsops::list_names(&self.staging, MAX_ENTRIES) else { return };
+        let Ok(boot_id) = self.processes.current_boot_id() else { return };
+        for raw in names {
+            let Ok(name) = std::str::from_utf8(&raw) else { continue };
+            let Some(owner) = temporary_owner(name, &boot_id) else { continue };
+            if self.processes.owner_status(&owner).ok() == Some(OwnerStatus::DifferentOrDead) {
+                let _ = rustix::fs::unlinkat(&self.staging, name, AtFlags::empty());
+            }
+        }
+    }
+}
+
+/// The writer a staging temporary name `<pid>-<start id>-<uuid>.tmp` records, on this boot.
+fn temporary_owner(name: &str, boot_id: &str) -> Option<Owner> {
+    let stem = name.strip_suffix(".tmp")?;
+    let (pid, rest) = stem.split_once('-')?;
+    let (start, uuid) = rest.split_once('-')?;
+    let pid: u64 = pid.parse().ok().filter(|p| *p > 0)?;
+    (proclease_core::js::is_digest(start) && uuid.len() == 36).then(|| Owner {
+        pid,
+        boot_id: boot_id.into(),
+        process_start_id: start.into(),
+    })
+}
+
+/// Splits a record path into its parent directory segments and file name.
+fn split(path: &str) -> Result<(Vec<&str>, &str), StoreError> {
+    let mut segments = path::segments(path).map_err(|reason| StoreError::Refused { path: path.into(), reason })?;
+    if segments.len() < 2 {
+        return Err(StoreError::Refused {
+            path: path.into(),
+            reason: "a record must be nested inside a state directory".into(),
+        });
+    }
+    let name = segments.pop().unwrap_or_default();
+    Ok((segments, name))
+}
+
+fn check_hash(path: &str, expected: &str) -> Result<(), StoreError> {
+    if proclease_core::js::is_digest(expected) {
+        Ok(())
+    } else {
+        Err(StoreError::Refused { path: path.into(), reason: "expected private state content hash is invalid".into() })
+    }
+}
+
+fn check_size(path: &str, content: &str) -> Result<(), StoreError> {
+    if content.len() as u64 > MAX_RECORD_BYTES {
+        return Err(StoreError::Refused { path: path.into(), reason: format!("content exceeds {MAX_RECORD_BYTES} bytes") });
+    }
+    Ok(())
+}
+
+/// Reads a record file: `None` when absent; an error when unsafe, oversized or changing.
+fn read_record(dir: &OwnedFd, name: &str, path: &str, max_bytes: u64) -> Result<Option<Vec<u8>>, StoreError> {
+    let fd = match fsops::open_read(dir, name) {
+        Ok(fd) => fd,
+        Err(Errno::NOENT) => return Ok(None),
+        Err(Errno::LOOP) => return Err(StoreError::unsafe_(path, "is a symbolic link; the store never follows them")),
+        Err(e) => return Err(StoreError::io(path, "open", e)),
+    };
+    let stat = rustix::fs::fstat(&fd).map_err(|e| StoreError::io(path, "fstat", e))?;
+    if let Some(reason) = fsops::unsafe_file_reason(&stat) {
+        return Err(StoreError::unsafe_(path, reason));
+    }
+    match fsops::read_stable(&fd, &stat, max_bytes).map_err(|e| StoreError::io(path, "read", e))? {
+        StableRead::Bytes(bytes) => Ok(Some(bytes)),
+        StableRead::TooLarge => Err(StoreError::unsafe_(path, format!("larger than {max_bytes} bytes"))),
+        StableRead::Changed => Err(StoreError::unsafe_(path, "state file changed while it was read; retry")),
+    }
+}
+
+fn batch_read_one(dir: &OwnedFd, name: &str, per_file: u64, remaining: &mut u64) -> BatchStatus {
+    let fd = match fsops::open_read(dir, name) {
+        Ok(fd) => fd,
+        Err(Errno::NOENT) => return BatchStatus::Absent,
+        Err(Errno::LOOP) => return BatchStatus::Invalid(BatchInvalid::UnsafeFile),
+        Err(_) => return BatchStatus::Invalid(BatchInvalid::Unreadable),
+    };
+    let Ok(stat) = rustix::fs::fstat(&fd) else { return BatchStatus::Invalid(BatchInvalid::Unreadable) };
+    if fsops::unsafe_file_reason(&stat).is_some() {
+        return BatchStatus::Invalid(BatchInvalid::UnsafeFile);
+    }
+    let size = u64::try_from(stat.st_size).unwrap_or(u64::MAX);
+    if size > per_file {
+        return BatchStatus::Invalid(BatchInvalid::FileByteBound);
+    }
+    if size > *remaining {
+        return BatchStatus::Invalid(BatchInvalid::AggregateByteBound);
+    }
+    let bytes = match fsops::read_stable(&fd, &stat, per_file) {
+        Ok(StableRead::Bytes(bytes)) => bytes,
+        Ok(StableRead::TooLarge) => return BatchStatus::Invalid(BatchInvalid::FileByteBound),
+        Ok(StableRead::Changed) => return BatchStatus::Invalid(BatchInvalid::ChangedDuringRead),
+        Err(_) => return BatchStatus::Invalid(BatchInvalid::Unreadable),
+    };
+    // The name must still be this inode.
+    match fsops::lstat(dir, name) {
+        Ok(Some(now)) if now.st_ino == stat.st_ino && now.st_dev == stat.st_dev => {}
+        _ => return BatchStatus::Invalid(BatchInvalid::ChangedDuringRead),
+    }
+    *remaining -= bytes.len() as u64;
+    match String::from_utf8(bytes) {
+        Ok(text) => BatchStatus::Present(text),
+        Err(_) => BatchStatus::Invalid(BatchInvalid::InvalidUtf8),
+    }
+}
+
+/// Opens (creating 0700 if absent) a private directory of the store's own.
+fn private_dir(parent: impl AsFd + Copy, name: &str, label: &str) -> Result<OwnedFd, StoreError> {
+    fsops::create_private_dir(parent, name).map_err(|e| StoreError::io(label, "mkdir", e))?;
+    let fd = fsops::open_dir(parent, name).map_err(|e| match e {
+        Errno::LOOP => StoreError::unsafe_(label, "is a symbolic link"),
+        e => StoreError::io(label, "open", e),
+    })?;
+    let stat = rustix::fs::fstat(&fd).map_err(|e| StoreError::io(label, "fstat", e))?;
+    if stat.st_uid != fsops::euid() || stat.st_mode & 0o777 != 0o700 {
+        return Err(StoreError::unsafe_(label, "must be owned by you with mode 0700"));
+    }
+    Ok(fd)
+}
+
+/// Creates `name` in `dir` exclusively (mode 0600), writes and fsyncs it (for the state home's
+/// marker, which is published like a record).
+pub(crate) fn write_new_file_at(dir: impl AsFd, name: &str, bytes: &[u8]) -> std::io::Result<()> {
+    fsops::write_new_file(dir, name, bytes)
+}

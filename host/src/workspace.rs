@@ -1,0 +1,396 @@
+//! Directories under the workspace roots the user granted (`workspace` import; spec §6A.4 and
+//! §3.3 `removePrivateDirectoryTree`).
+//!
+//! Two primitives, both confined to the granted roots (opened once, as `O_NOFOLLOW`
+//! descriptors) and both walking paths component by component without following a symbolic
+//! link:
+//! * [`Workspace::inspect`] reports the physical facts of a directory (statx: device, inode,
+//!   birth time, owner, mode; whether the path is its own realpath). The lease rules over those
+//!   facts are the component's.
+//! * [`Workspace::remove_tree`] removes a directory tree only while it still has the expected
+//!   (device, inode, birth time): it renames the target to a quarantine name in its parent,
+//!   re-verifies, and deletes descriptor-relative, never following a symbolic link and never
+//!   crossing into another filesystem. An interrupted quarantine of the same identity is
+//!   completed only when its remover is provably dead. Quarantine names are the reference's
+//!   (`.io-remove-<pid>-<uuid>.quarantine`), so ghostget and proclease complete each other's.
+//!
+//! Default roots (when the CLI is given no `--workspace-root`): the user's home directory and
+//! the system temporary directory.
+
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::{Path, PathBuf};
+
+use proclease_core::records::DirectoryIdentity;
+use rustix::fs::{AtFlags, Mode, OFlags, RenameFlags, StatxFlags};
+use rustix::io::Errno;
+
+use crate::fsops::{self, S_IFDIR, S_IFLNK};
+
+/// The most entries a quarantine scan of a parent directory looks at (§3.3).
+pub const MAX_SCAN_ENTRIES: usize = 100_000;
+/// The most entries one removal deletes before it gives up (a tree still growing under it).
+pub const MAX_REMOVAL_ENTRIES: usize = 10_000_000;
+
+/// A workspace failure; messages name the path and what to do.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum WorkspaceError {
+    /// The path is not under any granted root (or not an absolute, normalised path).
+    #[error("{path}: refused: {reason}")]
+    Refused {
+        /// The path.
+        path: String,
+        /// Why, and which flag grants access.
+        reason: String,
+    },
+    /// The identity-bound removal refused; the reference's message.
+    #[error("{path}: {message}")]
+    IdentityChanged {
+        /// The path.
+        path: String,
+        /// The reference's message (e.g. `recursive removal target changed identity`).
+        message: String,
+    },
+    /// An I/O error.
+    #[error("{path}: {operation} failed: {source}")]
+    Io {
+        /// The path.
+        path: String,
+        /// What was being done.
+        operation: &'static str,
+        /// The error.
+        source: std::io::Error,
+    },
+}
+
+fn io_error<'a>(path: &'a str, operation: &'static str) -> impl FnOnce(Errno) -> WorkspaceError + 'a {
+    move |e| WorkspaceError::Io { path: path.into(), operation, source: e.into() }
+}
+
+fn identity_changed(path: &str, message: &str) -> WorkspaceError {
+    WorkspaceError::IdentityChanged { path: path.into(), message: message.into() }
+}
+
+/// The physical facts of a directory path (no symbolic link followed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirectoryFacts {
+    /// The path is its own realpath: no component is a symbolic link.
+    pub canonical: bool,
+    /// A real directory (not a symbolic link).
+    pub is_directory: bool,
+    /// Owned by this process's effective uid.
+    pub owned: bool,
+    /// Permission bits (`st_mode & 0o7777`).
+    pub mode: u32,
+    /// Device, inode, birth time (ns; `"0"` where the filesystem reports none).
+    pub identity: DirectoryIdentity,
+}
+
+struct GrantedRoot {
+    path: PathBuf,
+    fd: OwnedFd,
+}
+
+/// The granted workspace roots.
+pub struct Workspace {
+    roots: Vec<GrantedRoot>,
+}
+
+impl Workspace {
+    /// The roots granted when none is given: `$HOME` and the temporary directory.
+    pub fn default_roots() -> Vec<PathBuf> {
+        let mut roots = Vec::new();
+        if let Some(home) = std::env::var_os("HOME").filter(|h| !h.is_empty()) {
+            roots.push(PathBuf::from(home));
+        }
+        roots.push(std::env::temp_dir());
+        roots
+    }
+
+    /// Grants `roots` (each resolved with realpath and opened `O_NOFOLLOW`).
+    ///
+    /// Errors: a root that does not exist or is not a directory.
+    pub fn new(roots: &[PathBuf]) -> Result<Workspace, WorkspaceError> {
+        let mut granted = Vec::new();
+        for root in roots {
+            let label = root.display().to_string();
+            let path = std::fs::canonicalize(root)
+                .map_err(|e| WorkspaceError::Io { path: label.clone(), operation: "realpath of a workspace root", source: e })?;
+            let fd = rustix::fs::open(&path, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())
+                .map_err(io_error(&label, "open of a workspace root"))?;
+            granted.push(GrantedRoot { path, fd });
+        }
+        Ok(Workspace { roots: granted })
+    }
+
+    /// The granted roots, resolved.
+    pub fn roots(&self) -> impl Iterator<Item = &Path> {
+        self.roots.iter().map(|r| r.path.as_path())
+    }
+
+    /// The facts of the directory at `path`; `None` when it (or an ancestor below the root)
+    /// does not exist.
+    ///
+    /// Errors: `path` is not absolute and normalised, or not under a granted root.
+    pub fn inspect(&self, path: &str) -> Result<Option<DirectoryFacts>, WorkspaceError> {
+        let (root, rest) = self.locate(path, true)?;
+        let Some((name, parent)) = rest.split_last() else {
+            let stat = statx(&root.fd, "", AtFlags::EMPTY_PATH).map_err(io_error(path, "statx"))?;
+            return Ok(stat.map(|s| facts(&s, true)));
+        };
+        let parent_fd = match walk(&root.fd, parent) {
+            Walk::Open(fd) => fd,
+            Walk::Absent => return Ok(None),
+            Walk::NotPhysical => return Ok(Some(not_physical())),
+            Walk::Failed(e) => return Err(io_error(path, "open of an ancestor")(e)),
+        };
+        let stat = statx(&parent_fd, name, AtFlags::SYMLINK_NOFOLLOW).map_err(io_error(path, "statx"))?;
+        Ok(stat.map(|s| facts(&s, fsops::file_kind(u32::from(s.stx_mode)) != S_IFLNK)))
+    }
+
+    /// Removes the directory tree at `path` only while it is still `expected`; completes an
+    /// interrupted quarantine of `expected` whose remover is provably dead. `Ok(true)` when a
+    /// tree was removed, `Ok(false)` when neither the target nor a quarantine of it exists.
+    ///
+    /// Errors (the reference's messages): `recursive removal target is too broad`,
+    /// `recursive removal parent is absent for an identity-bound target`, `directory path no
+    /// longer matches its validated identity`, `recursive removal target changed identity`,
+    /// `recursive removal quarantine is not a private current-user directory`, `recursive
+    /// removal quarantine owner is live or cannot be proven dead`, `recursive removal identity
+    /// has multiple quarantine paths`, `recursive removal recovery exceeds its 100000 entry
+    /// bound`; refusals outside the granted roots.
+    pub fn remove_tree(&self, path: &str, expected: &DirectoryIdentity) -> Result<bool, WorkspaceError> {
+        if path.split('/').filter(|s| !s.is_empty()).count() < 2 {
+            return Err(identity_changed(path, "private recursive removal target is too broad"));
+        }
+        let (root, rest) = self.locate(path, false)?;
+        let Some((name, parent)) = rest.split_last() else {
+            return Err(identity_changed(path, "private recursive removal target is too broad"));
+        };
+        let parent_fd = match walk(&root.fd, parent) {
+            Walk::Open(fd) => fd,
+            Walk::Absent => return Err(identity_changed(path, "recursive removal parent is absent for an identity-bound target")),
+            Walk::NotPhysical => return Err(identity_changed(path, "directory path no longer matches its validated identity")),
+            Walk::Failed(e) => return Err(io_error(path, "open of the parent")(e)),
+        };
+        match statx(&parent_fd, name, AtFlags::SYMLINK_NOFOLLOW).map_err(io_error(path, "statx"))? {
+            Some(stat) => {
+                if !is_private_owned_dir(&stat) || !matches(&stat, expected) {
+                    return Err(identity_changed(path, "recursive removal target changed identity"));
+                }
+                self.quarantine_and_delete(path, &parent_fd, name, expected)?;
+                Ok(true)
+            }
+            None => self.complete_quarantine(path, &parent_fd, expected),
+        }
+    }
+
+    /// Renames `name` to a fresh quarantine in the parent, re-verifies it, and deletes it.
+    fn quarantine_and_delete(&self, path: &str, parent: &OwnedFd, name: &str, expected: &DirectoryIdentity) -> Result<(), WorkspaceError> {
+        let quarantine = format!(".io-remove-{}-{}.quarantine", std::process::id(), uuid::Uuid::new_v4());
+        rustix::fs::renameat_with(parent, name, parent, &quarantine, RenameFlags::NOREPLACE)
+            .map_err(io_error(path, "rename to quarantine"))?;
+        let moved = statx(parent, &quarantine, AtFlags::SYMLINK_NOFOLLOW).map_err(io_error(path, "statx of the quarantine"))?;
+        if !moved.as_ref().is_some_and(|s| is_private_owned_dir(s) && matches(s, expected)) {
+            // Swapped between the check and the rename: put it back untouched.
+            let _ = rustix::fs::renameat_with(parent, &quarantine, parent, name, RenameFlags::NOREPLACE);
+            return Err(identity_changed(path, "recursive removal target changed identity"));
+        }
+        fsops::fsync_dir(parent).map_err(|e| WorkspaceError::Io { path: path.into(), operation: "fsync of the parent", source: e })?;
+        let device = moved.map(|s| fsops::device_of(&s)).unwrap_or_default();
+        let mut budget = MAX_REMOVAL_ENTRIES;
+        delete_tree(parent, &quarantine, device, &mut budget).map_err(io_error(path, "removal"))?;
+        fsops::fsync_dir(parent).map_err(|e| WorkspaceError::Io { path: path.into(), operation: "fsync of the parent", source: e })
+    }
+
+    /// §3.3 (c): the target is absent; finish an interrupted quarantine of exactly `expected`
+    /// whose remover is provably dead.
+    fn complete_quarantine(&self, path: &str, parent: &OwnedFd, expected: &DirectoryIdentity) -> Result<bool, WorkspaceError> {
+        let names = fsops::list_names(parent, MAX_SCAN_ENTRIES).map_err(|e| match e {
+            Some(e) => WorkspaceError::Io { path: path.into(), operation: "scan of the parent", source: e },
+            None => identity_changed(path, &format!("recursive removal recovery exceeds its {MAX_SCAN_ENTRIES} entry bound")),
+        })?;
+        let mut found: Option<(String, u32)> = None;
+        for raw in names {
+            let Ok(name) = String::from_utf8(raw) else { continue };
+            let Some(pid) = quarantine_pid(&name) else { continue };
+            let Some(stat) = statx(parent, &name, AtFlags::SYMLINK_NOFOLLOW).map_err(io_error(path, "statx"))? else { continue };
+            if !matches(&stat, expected) {
+                continue;
+            }
+            if !is_private_owned_dir(&stat) {
+                return Err(identity_changed(path, "recursive removal quarantine is not a private current-user directory"));
+            }
+            if found.is_some() {
+                return Err(identity_changed(path, "recursive removal identity has multiple quarantine paths"));
+            }
+            found = Some((name, pid));
+        }
+        let Some((name, pid)) = found else { return Ok(false) };
+        if !definitely_dead(pid) {
+            return Err(identity_changed(path, "recursive removal quarantine owner is live or cannot be proven dead"));
+        }
+        self.quarantine_and_delete(path, parent, &name, expected)?;
+        Ok(true)
+    }
+
+    /// The granted root `path` lies in, and the components below it. `allow_root` lets `path`
+    /// be the root itself (inspection of a lease's parent).
+    fn locate<'a>(&self, path: &'a str, allow_root: bool) -> Result<(&GrantedRoot, Vec<&'a str>), WorkspaceError> {
+        if !proclease_core::records::directory_lease::is_bounded_path(path) {
+            return Err(WorkspaceError::Refused {
+                path: path.into(),
+                reason: "not an absolute, normalised path (no trailing /, //, . or ..)".into(),
+            });
+        }
+        for root in &self.roots {
+            let Ok(rest) = Path::new(path).strip_prefix(&root.path) else { continue };
+            let rest: Vec<&'a str> = path[path.len() - rest.as_os_str().len()..].split('/').filter(|s| !s.is_empty()).collect();
+            if rest.is_empty() && !allow_root {
+                continue;
+            }
+            return Ok((root, rest));
+        }
+        let roots: Vec<String> = self.roots.iter().map(|r| r.path.display().to_string()).collect();
+        Err(WorkspaceError::Refused {
+            path: path.into(),
+            reason: format!(
+                "outside the granted workspace roots ({}); grant its parent with --workspace-root",
+                roots.join(", ")
+            ),
+        })
+    }
+}
+
+enum Walk {
+    Open(OwnedFd),
+    Absent,
+    /// A component is a symbolic link or not a directory.
+    NotPhysical,
+    Failed(Errno),
+}
+
+/// Opens `components` below `root`, one at a time, never following a symbolic link.
+fn walk(root: &OwnedFd, components: &[&str]) -> Walk {
+    let mut current = match root.as_fd().try_clone_to_owned() {
+        Ok(fd) => fd,
+        Err(e) => return Walk::Failed(Errno::from_io_error(&e).unwrap_or(Errno::IO)),
+    };
+    for component in components {
+        current = match fsops::open_dir(&current, component) {
+            Ok(fd) => fd,
+            Err(Errno::NOENT) => return Walk::Absent,
+            Err(Errno::LOOP | Errno::NOTDIR) => return Walk::NotPhysical,
+            Err(e) => return Walk::Failed(e),
+        };
+    }
+    Walk::Open(current)
+}
+
+fn statx(dir: impl AsFd, name: &str, flags: AtFlags) -> Result<Option<rustix::fs::Statx>, Errno> {
+    match rustix::fs::statx(dir, name, flags, StatxFlags::BASIC_STATS | StatxFlags::BTIME) {
+        Ok(stat) => Ok(Some(stat)),
+        Err(Errno::NOENT) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+fn facts(stat: &rustix::fs::Statx, canonical: bool) -> DirectoryFacts {
+    let mode = u32::from(stat.stx_mode);
+    DirectoryFacts {
+        canonical,
+        is_directory: fsops::file_kind(mode) == S_IFDIR,
+        owned: stat.stx_uid == fsops::euid(),
+        mode: mode & 0o7777,
+        identity: fsops::directory_identity(stat),
+    }
+}
+
+fn not_physical() -> DirectoryFacts {
+    DirectoryFacts {
+        canonical: false,
+        is_directory: false,
+        owned: false,
+        mode: 0,
+        identity: DirectoryIdentity { device: "0".into(), inode: "0".into(), birthtime_ns: "0".into() },
+    }
+}
+
+fn is_private_owned_dir(stat: &rustix::fs::Statx) -> bool {
+    let mode = u32::from(stat.stx_mode);
+    fsops::file_kind(mode) == S_IFDIR && stat.stx_uid == fsops::euid() && mode & 0o777 == 0o700
+}
+
+/// Identity equality: device and inode, and birth time (§6A.4).
+fn matches(stat: &rustix::fs::Statx, expected: &DirectoryIdentity) -> bool {
+    fsops::directory_identity(stat) == *expected
+}
+
+/// `^\.io-remove-([1-9][0-9]{0,9})-<uuid v4>\.quarantine$` → the remover's pid.
+fn quarantine_pid(name: &str) -> Option<u32> {
+    let rest = name.strip_prefix(".io-remove-")?.strip_suffix(".quarantine")?;
+    let (pid, uuid) = rest.split_once('-')?;
+    let valid_pid = !pid.is_empty() && pid.len() <= 10 && !pid.starts_with('0') && pid.bytes().all(|c| c.is_ascii_digit());
+    (valid_pid && proclease_core::js::is_uuid_v4(uuid)).then(|| pid.parse().ok()).flatten()
+}
+
+/// The kernel says no such process (`kill(pid, 0)` → `ESRCH`). Anything else is not proof.
+fn definitely_dead(pid: u32) -> bool {
+    let Some(pid) = i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw) else { return true };
+    rustix::process::test_kill_process(pid) == Err(Errno::SRCH)
+}
+
+/// Deletes the tree `name` in `parent`, descriptor-relative: directories are opened
+/// `O_NOFOLLOW` (a directory swapped for a symbolic link is unlinked as a link, its target
+/// untouched), and a directory on another device (a mount point) is refused.
+fn delete_tree(parent: &OwnedFd, name: &str, device: u64, budget: &mut usize) -> Result<(), Errno> {
+    let dir = fsops::open_dir(parent, name)?;
+    let here = rustix::fs::fstat(&dir)?;
+    if here.st_dev != device {
+        return Err(Errno::XDEV);
+    }
+    let names = fsops::list_names(&dir, MAX_SCAN_ENTRIES).map_err(|e| match e {
+        Some(e) => Errno::from_io_error(&e).unwrap_or(Errno::IO),
+        None => Errno::NOSPC,
+    })?;
+    for raw in names {
+        *budget = budget.checked_sub(1).ok_or(Errno::NOSPC)?;
+        let Ok(entry) = std::str::from_utf8(&raw) else {
+            // Not UTF-8: rustix paths take bytes too.
+            let entry = std::ffi::CString::new(raw).map_err(|_| Errno::INVAL)?;
+            remove_entry_raw(&dir, &entry, device, budget)?;
+            continue;
+        };
+        let entry = std::ffi::CString::new(entry).map_err(|_| Errno::INVAL)?;
+        remove_entry_raw(&dir, &entry, device, budget)?;
+    }
+    rustix::fs::unlinkat(parent, name, AtFlags::REMOVEDIR)
+}
+
+fn remove_entry_raw(dir: &OwnedFd, entry: &std::ffi::CStr, device: u64, budget: &mut usize) -> Result<(), Errno> {
+    let stat = match rustix::fs::statat(dir, entry, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(stat) => stat,
+        Err(Errno::NOENT) => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    if fsops::file_kind(stat.st_mode) == S_IFDIR {
+        match entry.to_str() {
+            Ok(name) => match delete_tree(dir, name, device, budget) {
+                // Swapped for a symbolic link (or a file) since the lstat: unlink the link itself.
+                Err(Errno::LOOP | Errno::NOTDIR) => rustix::fs::unlinkat(dir, entry, AtFlags::empty()),
+                other => other,
+            },
+            Err(_) => Err(Errno::INVAL),
+        }
+    } else {
+        match rustix::fs::unlinkat(dir, entry, AtFlags::empty()) {
+            // Swapped for a directory since the lstat: remove it as one.
+            Err(Errno::ISDIR) => match entry.to_str() {
+                Ok(name) => delete_tree(dir, name, device, budget),
+                Err(_) => Err(Errno::INVAL),
+            },
+            Err(Errno::NOENT) => Ok(()),
+            other => other,
+        }
+    }
+}

@@ -1,0 +1,93 @@
+//! A child process for the state-store tests: races compare-and-swap writers against each other
+//! and churns records so the parent can SIGKILL it at random instants.
+//!
+//! Usage:
+//!   store_worker race-replace <state-home> <rounds> <id>   print `won <round>` for each win
+//!   store_worker race-create <state-home> <rounds> <id>    print `created <round>`
+//!   store_worker churn <state-home>                        write, replace, remove forever
+
+use std::path::Path;
+use std::sync::Arc;
+
+use proclease::process_identity::ProcessIdentity;
+use proclease::state_home::StateHome;
+use proclease::state_store::StateStore;
+use proclease_tests::store_fixtures::{churn_record, round_record, round_of};
+
+fn open(home: &str) -> StateStore {
+    let home = StateHome::open(Path::new(home)).unwrap_or_else(|e| fail(&e.to_string()));
+    StateStore::open(home, Arc::new(ProcessIdentity::new())).unwrap_or_else(|e| fail(&e.to_string()))
+}
+
+fn fail(message: &str) -> ! {
+    eprintln!("store_worker: {message}");
+    std::process::exit(3)
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let arg = |i: usize| args.get(i).cloned().unwrap_or_else(|| fail("missing argument"));
+    match arg(1).as_str() {
+        "race-replace" => {
+            let store = open(&arg(2));
+            let rounds: u64 = arg(3).parse().unwrap_or_else(|_| fail("rounds"));
+            let id = arg(4);
+            loop {
+                let text = store
+                    .read_if_present("recovery/race/record.json", 1 << 16)
+                    .unwrap_or_else(|e| fail(&e.to_string()))
+                    .unwrap_or_else(|| fail("record vanished"));
+                let round = round_of(&text).unwrap_or_else(|| fail(&format!("torn record: {text:?}")));
+                if round >= rounds {
+                    return;
+                }
+                let expected = proclease::core::digest::sha256_hex(text.as_bytes());
+                let next = round_record(round + 1, &id);
+                match store.replace_if_unchanged("recovery/race/record.json", &expected, &next) {
+                    Ok(true) => println!("won {round}"),
+                    Ok(false) => {}
+                    Err(e) => fail(&e.to_string()),
+                }
+            }
+        }
+        "race-create" => {
+            let store = open(&arg(2));
+            let rounds: u64 = arg(3).parse().unwrap_or_else(|_| fail("rounds"));
+            let id = arg(4);
+            for round in 0..rounds {
+                let path = format!("recovery/race-create/{round}.json");
+                match store.create_if_absent(&path, &round_record(round, &id)) {
+                    Ok(true) => println!("created {round}"),
+                    Ok(false) => {}
+                    Err(e) => fail(&e.to_string()),
+                }
+            }
+        }
+        "churn" => {
+            let store = open(&arg(2));
+            let mut n: u64 = 0;
+            loop {
+                for k in 0..4u64 {
+                    n += 1;
+                    let path = format!("recovery/churn/{k}.json");
+                    let current = store.read_if_present(&path, 1 << 20).unwrap_or_else(|e| fail(&e.to_string()));
+                    let result = match current {
+                        None => store.create_if_absent(&path, &churn_record(k, n)),
+                        Some(text) if n % 7 == 0 => {
+                            store.remove_if_unchanged(&path, &proclease::core::digest::sha256_hex(text.as_bytes()))
+                        }
+                        Some(text) => store.replace_if_unchanged(
+                            &path,
+                            &proclease::core::digest::sha256_hex(text.as_bytes()),
+                            &churn_record(k, n),
+                        ),
+                    };
+                    if let Err(e) = result {
+                        fail(&e.to_string());
+                    }
+                }
+            }
+        }
+        other => fail(&format!("unknown mode {other}")),
+    }
+}
