@@ -21,6 +21,52 @@ pub(crate) fn owner(o: t::Owner) -> Owner {
     Owner { pid: o.pid, boot_id: o.boot_id, process_start_id: o.process_start_id }
 }
 
+pub(crate) fn owner_out(o: Owner) -> t::Owner {
+    t::Owner { pid: o.pid, boot_id: o.boot_id, process_start_id: o.process_start_id }
+}
+
+pub(crate) fn status_out(s: proclease_core::liveness::OwnerStatus) -> t::OwnerStatus {
+    use proclease_core::liveness::OwnerStatus as S;
+    match s {
+        S::ExactLiveOwner => t::OwnerStatus::ExactLiveOwner,
+        S::DifferentOrDead => t::OwnerStatus::DifferentOrDead,
+        S::Unknown => t::OwnerStatus::Unknown,
+    }
+}
+
+pub(crate) fn status(s: t::OwnerStatus) -> proclease_core::liveness::OwnerStatus {
+    use proclease_core::liveness::OwnerStatus as S;
+    match s {
+        t::OwnerStatus::ExactLiveOwner => S::ExactLiveOwner,
+        t::OwnerStatus::DifferentOrDead => S::DifferentOrDead,
+        t::OwnerStatus::Unknown => S::Unknown,
+    }
+}
+
+pub(crate) fn admission_claim_out(c: ea::ExportAdmission) -> t::AdmissionClaim {
+    t::AdmissionClaim {
+        schema: match c.schema {
+            ea::Schema::V1 => t::AdmissionSchema::V1,
+            ea::Schema::V2PreRevision => t::AdmissionSchema::V2PreRevision,
+            ea::Schema::V2 => t::AdmissionSchema::V2,
+        },
+        id: c.id,
+        owner: owner_out(c.owner),
+        helper_owner: c.helper_owner.map(owner_out),
+        phase: c.phase.map(admission_phase_out),
+        revision: c.revision,
+    }
+}
+
+pub(crate) fn admission_phase_out(p: ea::Phase) -> t::AdmissionPhase {
+    match p {
+        ea::Phase::ParentOwned => t::AdmissionPhase::ParentOwned,
+        ea::Phase::HelperLaunching => t::AdmissionPhase::HelperLaunching,
+        ea::Phase::HelperActive => t::AdmissionPhase::HelperActive,
+        ea::Phase::CleanupUnsafe => t::AdmissionPhase::CleanupUnsafe,
+    }
+}
+
 fn directory_identity(d: t::DirectoryIdentity) -> DirectoryIdentity {
     DirectoryIdentity { device: d.device, inode: d.inode, birthtime_ns: d.birthtime_ns }
 }
@@ -111,6 +157,73 @@ pub(crate) fn invocation_lease(l: t::InvocationLease) -> il::InvocationLease {
                 t::ContainmentStatus::CleanupUnsafe => il::ContainmentStatus::CleanupUnsafe,
             },
             host: c.host.map(owner),
+        }),
+    }
+}
+
+fn directory_identity_out(d: DirectoryIdentity) -> t::DirectoryIdentity {
+    t::DirectoryIdentity { device: d.device, inode: d.inode, birthtime_ns: d.birthtime_ns }
+}
+
+pub(crate) fn directory_lease_claim_out(c: dl::DirectoryLease) -> t::DirectoryLeaseClaim {
+    t::DirectoryLeaseClaim {
+        id: c.id,
+        role: match c.role {
+            dl::Role::RawWorking => t::LeaseRole::RawWorking,
+            dl::Role::BundleStage => t::LeaseRole::BundleStage,
+        },
+        path: c.path,
+        parent_path: c.parent_path,
+        parent_identity: directory_identity_out(c.parent_identity),
+        directory_identity: directory_identity_out(c.directory_identity),
+        output_root: c.output_root,
+        owner: owner_out(c.owner),
+        child_owner: c.child_owner.map(owner_out),
+        phase: match c.phase {
+            dl::Phase::Preparing => t::RawPhase::Preparing,
+            dl::Phase::Launching => t::RawPhase::Launching,
+            dl::Phase::Running => t::RawPhase::Running,
+            dl::Phase::Settled => t::RawPhase::Settled,
+        },
+        created_at_ms: c.created_at_ms,
+        recover_after_ms: c.recover_after_ms,
+    }
+}
+
+pub(crate) fn invocation_lease_out(l: il::InvocationLease) -> t::InvocationLease {
+    let identity = l.identity;
+    t::InvocationLease {
+        schema_version: l.schema_version,
+        lease_id: l.lease_id,
+        run_id: l.run_id,
+        identity: t::PortableIdentity {
+            plugin_id: identity.plugin_id,
+            plugin_version: identity.plugin_version,
+            host_api_version: identity.host_api_version,
+            bundle_sha256: identity.bundle_sha256,
+            manifest_sha256: identity.manifest_sha256,
+            descriptor_sha256: identity.descriptor_sha256,
+            adapter_id: identity.adapter_id,
+            transport: match identity.transport {
+                pi::Transport::ProviderApi => t::Transport::ProviderApi,
+                pi::Transport::WebSessionApi => t::Transport::WebSessionApi,
+                pi::Transport::LinkedDevice => t::Transport::LinkedDevice,
+            },
+            surface_id: identity.surface_id,
+            operation: identity.operation,
+            contract_version: identity.contract_version,
+        },
+        owner: t::LeaseOwner { process: owner_out(l.owner.process), token: l.owner.token },
+        acquired_at: l.acquired_at,
+        containment: l.containment.map(|c| t::Containment {
+            status: match c.status {
+                il::ContainmentStatus::ParentOwned => t::ContainmentStatus::ParentOwned,
+                il::ContainmentStatus::HostStarting => t::ContainmentStatus::HostStarting,
+                il::ContainmentStatus::HostActive => t::ContainmentStatus::HostActive,
+                il::ContainmentStatus::CleanupComplete => t::ContainmentStatus::CleanupComplete,
+                il::ContainmentStatus::CleanupUnsafe => t::ContainmentStatus::CleanupUnsafe,
+            },
+            host: c.host.map(owner_out),
         }),
     }
 }

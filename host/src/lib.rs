@@ -18,9 +18,13 @@
 //! limits), [`records`] (the typed API over the `records` export), [`error`].
 #![warn(missing_docs)]
 
+pub mod admission;
 mod bindings;
 pub mod component;
 mod convert;
+pub mod dispositions;
+pub mod effects;
+mod imports;
 pub mod error;
 mod fsops;
 pub mod process_identity;
@@ -32,5 +36,7 @@ pub mod runtime;
 
 pub use error::Error;
 pub use proclease_core as core;
+pub use admission::Admission;
+pub use dispositions::Dispositions;
 pub use records::Records;
 pub use runtime::{Instance, Runtime, RuntimeConfig};

@@ -18,6 +18,8 @@ use wasmtime::component::{Component, Linker};
 use wasmtime::{Config, Engine, Store, StoreLimits, StoreLimitsBuilder};
 
 use crate::bindings::{Proclease, ProcleasePre};
+use crate::effects::Effects;
+use crate::process_identity::ProcessIdentity;
 use crate::{Error, component};
 
 /// How the runtime limits and caches the component.
@@ -52,9 +54,10 @@ pub struct Runtime {
     config: RuntimeConfig,
 }
 
-/// What each store holds: its resource limits.
+/// What each store holds: its resource limits and the effects behind its imports.
 pub(crate) struct HostState {
     limits: StoreLimits,
+    pub(crate) effects: Effects,
 }
 
 impl Runtime {
@@ -79,18 +82,30 @@ impl Runtime {
         let engine = Engine::new(&wasm_config).map_err(Error::component)?;
         start_epoch_ticker(&engine);
         let component = load_component(&engine, config.cache_dir.as_ref())?;
-        let linker: Linker<HostState> = Linker::new(&engine);
+        let mut linker: Linker<HostState> = Linker::new(&engine);
+        Proclease::add_to_linker::<HostState, wasmtime::component::HasSelf<HostState>>(&mut linker, |state| state)
+            .map_err(Error::component)?;
         let pre = linker.instantiate_pre(&component).map_err(Error::component)?;
         let pre = ProcleasePre::new(pre).map_err(Error::component)?;
         Ok(Runtime { engine, component, pre, config })
     }
 
-    /// A fresh instance of the component (~0.2 ms), in its own store.
+    /// A fresh instance of the component (~0.2 ms) with no state home: for the pure exports
+    /// (records, dispositions). Its process identity is this host's; store calls are refused.
     ///
     /// Errors: [`Error::Component`] if instantiation fails.
     pub fn instantiate(&self) -> Result<Instance, Error> {
+        static PROCESSES: OnceLock<std::sync::Arc<ProcessIdentity>> = OnceLock::new();
+        let processes = PROCESSES.get_or_init(|| std::sync::Arc::new(ProcessIdentity::new())).clone();
+        self.instantiate_with(Effects::native(None, processes))
+    }
+
+    /// A fresh instance whose imports are served by `effects`.
+    ///
+    /// Errors: [`Error::Component`] if instantiation fails.
+    pub fn instantiate_with(&self, effects: Effects) -> Result<Instance, Error> {
         let limits = StoreLimitsBuilder::new().memory_size(self.config.max_memory_bytes).instances(4).build();
-        let mut store = Store::new(&self.engine, HostState { limits });
+        let mut store = Store::new(&self.engine, HostState { limits, effects });
         store.limiter(|state| &mut state.limits);
         let ticks = self.config.call_deadline.as_millis() / EPOCH_TICK.as_millis();
         store.set_epoch_deadline(u64::try_from(ticks).unwrap_or(u64::MAX).max(1));
@@ -137,6 +152,11 @@ impl Instance {
     /// The typed API over the `records` export.
     pub fn records(&mut self) -> crate::Records<'_> {
         crate::Records { instance: self }
+    }
+
+    /// The typed API over the `dispositions` export.
+    pub fn dispositions(&mut self) -> crate::Dispositions<'_> {
+        crate::Dispositions { instance: self }
     }
 }
 

@@ -8,4 +8,7 @@
 #![no_std]
 
 #[cfg(target_arch = "wasm32")]
+extern crate alloc;
+
+#[cfg(target_arch = "wasm32")]
 mod glue;

@@ -14,7 +14,10 @@
 //! * [`proc_stat`] — §2.3: the `/proc/<pid>/stat` line parser;
 //! * [`liveness`] — §2.4: owner status from what a host observed;
 //! * [`records`] — §4, §6A.2–6A.3, §6B.1–6B.3: parsing and validation of every record kind with
-//!   the reference's exact messages, in the reference's check order.
+//!   the reference's exact messages, in the reference's check order;
+//! * [`dispositions`] — §6A.5, §6A.6, §6B.4: the pure decision tables;
+//! * [`effects`] — the traits the operations use for their effects (mirroring the WIT imports);
+//! * [`admission`] — §6A.5: acquire, helper lifecycle and release of the export admission.
 //!
 //! ```
 //! use proclease_core::records::export_admission;
@@ -28,8 +31,11 @@
 
 extern crate alloc;
 
+pub mod admission;
 pub mod canonical_json;
 pub mod digest;
+pub mod dispositions;
+pub mod effects;
 pub mod error;
 pub mod js;
 pub mod liveness;

@@ -94,80 +94,12 @@ impl StoreError {
     }
 }
 
-/// Device and inode of a directory, as decimal strings (§3.3).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct CollectionIdentity {
-    /// `st_dev`.
-    pub device: String,
-    /// `st_ino`.
-    pub inode: String,
-}
+pub use proclease_core::effects::{
+    BatchInvalid, BatchStatus, CollectionEntry, CollectionIdentity, CollectionSnapshot, EntryKind,
+};
 
-impl CollectionIdentity {
-    fn of(stat: &rustix::fs::Stat) -> Self {
-        CollectionIdentity { device: stat.st_dev.to_string(), inode: stat.st_ino.to_string() }
-    }
-}
-
-/// The kind of a directory entry; symbolic links are reported, never followed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EntryKind {
-    /// A regular file.
-    File,
-    /// A directory (owned, mode 0700).
-    Directory,
-    /// A symbolic link.
-    SymbolicLink,
-    /// Anything else (FIFO, socket, device).
-    Other,
-}
-
-/// One entry of a collection.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CollectionEntry {
-    /// The entry name.
-    pub name: String,
-    /// Its kind.
-    pub kind: EntryKind,
-    /// Sub-directories only: their identity.
-    pub identity: Option<CollectionIdentity>,
-}
-
-/// A collection directory's identity and entries, sorted by name (UTF-16 order).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CollectionSnapshot {
-    /// The directory's identity.
-    pub identity: CollectionIdentity,
-    /// Its entries.
-    pub entries: Vec<CollectionEntry>,
-}
-
-/// Why a file of a batch read is not present (§3.3).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BatchInvalid {
-    /// A symbolic link, not a regular file, not owned, or group/other permission bits.
-    UnsafeFile,
-    /// Could not be opened or read.
-    Unreadable,
-    /// Larger than the per-file bound.
-    FileByteBound,
-    /// Would exceed the aggregate bound.
-    AggregateByteBound,
-    /// Changed while it was read.
-    ChangedDuringRead,
-    /// Not UTF-8.
-    InvalidUtf8,
-}
-
-/// The result for one file of a batch read.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum BatchStatus {
-    /// The file's text.
-    Present(String),
-    /// No such file.
-    Absent,
-    /// Not readable as a record, and why.
-    Invalid(BatchInvalid),
+fn collection_identity(stat: &rustix::fs::Stat) -> CollectionIdentity {
+    CollectionIdentity { device: stat.st_dev.to_string(), inode: stat.st_ino.to_string() }
 }
 
 /// The private state store on one state home.
@@ -293,7 +225,7 @@ impl StateStore {
         let segments = path::segments(path).map_err(|reason| StoreError::Refused { path: path.into(), reason })?;
         let dir = self.walk(path, &segments, true)?.ok_or_else(|| StoreError::unsafe_(path, "vanished while created"))?;
         let stat = rustix::fs::fstat(&dir).map_err(|e| StoreError::io(path, "fstat", e))?;
-        Ok(CollectionIdentity::of(&stat))
+        Ok(collection_identity(&stat))
     }
 
     /// Lists a collection directory; `None` when it (or a parent) is absent
@@ -333,14 +265,14 @@ impl StateStore {
                             format!("sub-directory {name} must be owned by you with mode 0700"),
                         ));
                     }
-                    (EntryKind::Directory, Some(CollectionIdentity::of(&entry_stat)))
+                    (EntryKind::Directory, Some(collection_identity(&entry_stat)))
                 }
                 _ => (EntryKind::Other, None),
             };
             entries.push(CollectionEntry { name, kind, identity });
         }
         entries.sort_by(|a, b| proclease_core::js::cmp_utf16(&a.name, &b.name));
-        Ok(Some(CollectionSnapshot { identity: CollectionIdentity::of(&stat), entries }))
+        Ok(Some(CollectionSnapshot { identity: collection_identity(&stat), entries }))
     }
 
     /// Reads files of a collection whose identity must be `expected` before and after
@@ -377,7 +309,7 @@ impl StateStore {
             return Err(refused("private state batch file names must be unique"));
         }
         let dir = self.walk(path, &segments, false)?.ok_or_else(|| StoreError::unsafe_(path, "private state batch directory is absent"))?;
-        let identity = |dir: &OwnedFd| rustix::fs::fstat(dir).map(|s| CollectionIdentity::of(&s));
+        let identity = |dir: &OwnedFd| rustix::fs::fstat(dir).map(|s| collection_identity(&s));
         let changed = || StoreError::unsafe_(path, "private state batch directory changed identity");
         if identity(&dir).map_err(|e| StoreError::io(path, "fstat", e))? != *expected {
             return Err(changed());

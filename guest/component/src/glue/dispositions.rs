@@ -1,0 +1,83 @@
+//! The `dispositions` export: the pure decision tables, with the probe answers given as facts.
+
+use alloc::vec::Vec;
+
+use proclease_core::dispositions::{self as tables, Disposition, Probe};
+use proclease_core::liveness::OwnerStatus;
+
+use super::Component;
+use super::bindings::exports::proclease::lease::dispositions as wit;
+use super::bindings::proclease::lease::types as t;
+use super::convert::{admission_claim_in, directory_lease_claim_in, error, invocation_lease_in, status, status_in};
+
+fn disposition(d: Disposition) -> t::Disposition {
+    match d {
+        Disposition::Active => t::Disposition::Active,
+        Disposition::Indeterminate => t::Disposition::Indeterminate,
+        Disposition::Recoverable => t::Disposition::Recoverable,
+    }
+}
+
+fn probe(p: Probe) -> wit::Probe {
+    match p {
+        Probe::Owner => wit::Probe::Owner,
+        Probe::Helper => wit::Probe::Helper,
+        Probe::Child => wit::Probe::Child,
+        Probe::Host => wit::Probe::Host,
+    }
+}
+
+/// A probe that answers from the given facts and records the calls.
+fn answering<'a>(
+    answer: impl Fn(Probe) -> OwnerStatus + 'a,
+    calls: &'a mut Vec<wit::Probe>,
+) -> impl FnMut(Probe, &proclease_core::records::Owner) -> Result<OwnerStatus, core::convert::Infallible> + 'a {
+    move |p, _| {
+        calls.push(probe(p));
+        Ok(answer(p))
+    }
+}
+
+impl wit::Guest for Component {
+    fn admission(
+        claim: t::AdmissionClaim,
+        current_boot_id: alloc::string::String,
+        owner_status: t::OwnerStatus,
+        helper_status: t::OwnerStatus,
+    ) -> Result<wit::Verdict, t::Error> {
+        let claim = admission_claim_in(claim).map_err(error)?;
+        let (owner_status, helper_status) = (status_in(owner_status), status_in(helper_status));
+        let mut consulted = Vec::new();
+        let answer = move |p| if p == Probe::Owner { owner_status } else { helper_status };
+        let Ok(d) = tables::admission(&claim, &current_boot_id, &mut answering(answer, &mut consulted));
+        Ok(wit::Verdict { disposition: disposition(d), consulted })
+    }
+
+    fn raw_lease(claim: t::DirectoryLeaseClaim, now_ms: u64, child_status: t::OwnerStatus) -> Result<wit::Verdict, t::Error> {
+        let claim = directory_lease_claim_in(claim).map_err(error)?;
+        let child_status = status_in(child_status);
+        let mut consulted = Vec::new();
+        let Ok(d) = tables::raw_lease(&claim, now_ms, &mut answering(move |_| child_status, &mut consulted));
+        Ok(wit::Verdict { disposition: disposition(d), consulted })
+    }
+
+    fn invocation_owner_status(
+        lease: t::InvocationLease,
+        content_sha256: alloc::string::String,
+        parent_status: t::OwnerStatus,
+        host_status: t::OwnerStatus,
+    ) -> Result<wit::InvocationStatus, t::Error> {
+        let lease = invocation_lease_in(lease).map_err(error)?;
+        let (parent_status, host_status) = (status_in(parent_status), status_in(host_status));
+        let mut calls = Vec::new();
+        let result = {
+            let mut inspect = |p: Probe, _: &proclease_core::records::Owner| -> Result<OwnerStatus, proclease_core::Error> {
+                calls.push(probe(p));
+                Ok(if p == Probe::Owner { parent_status } else { host_status })
+            };
+            tables::invocation_owner_status(&lease, &content_sha256, &mut inspect)
+        };
+        let (combined, reported) = result.map_err(error)?;
+        Ok(wit::InvocationStatus { combined: status(combined), reported: status(reported), consulted: calls })
+    }
+}

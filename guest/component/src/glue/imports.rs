@@ -1,0 +1,133 @@
+//! The effect traits of `proclease-core`, implemented over the component's WIT imports.
+
+use alloc::string::String;
+use alloc::vec::Vec;
+
+use proclease_core::effects::{
+    BatchInvalid, BatchStatus, CollectionEntry, CollectionIdentity, CollectionSnapshot, Entropy, EntryKind, Processes, Store,
+    StoreFailure,
+};
+use proclease_core::liveness::OwnerStatus;
+use proclease_core::records::Owner;
+
+use super::bindings::proclease::lease::{entropy, process_identity, state_store as ss};
+use super::convert::{owner, owner_in, status_in};
+
+/// The `state-store` import.
+pub(crate) struct ImportedStore;
+
+fn failure(e: ss::StoreError) -> StoreFailure {
+    match e {
+        ss::StoreError::Contended(m) => StoreFailure::Contended(m),
+        ss::StoreError::Refused(m) => StoreFailure::Refused(m),
+        ss::StoreError::Unsafe(m) => StoreFailure::Unsafe(m),
+        ss::StoreError::Io(m) => StoreFailure::Io(m),
+    }
+}
+
+fn identity(i: ss::CollectionIdentity) -> CollectionIdentity {
+    CollectionIdentity { device: i.device, inode: i.inode }
+}
+
+impl Store for ImportedStore {
+    fn read_if_present(&mut self, path: &str, max_bytes: u32) -> Result<Option<String>, StoreFailure> {
+        ss::read_if_present(path, max_bytes).map_err(failure)
+    }
+
+    fn create_if_absent(&mut self, path: &str, content: &str) -> Result<bool, StoreFailure> {
+        ss::create_if_absent(path, content).map_err(failure)
+    }
+
+    fn replace_if_unchanged(&mut self, path: &str, expected_sha256: &str, content: &str) -> Result<bool, StoreFailure> {
+        ss::replace_if_unchanged(path, expected_sha256, content).map_err(failure)
+    }
+
+    fn remove_if_unchanged(&mut self, path: &str, expected_sha256: &str) -> Result<bool, StoreFailure> {
+        ss::remove_if_unchanged(path, expected_sha256).map_err(failure)
+    }
+
+    fn ensure_private_directory(&mut self, path: &str) -> Result<CollectionIdentity, StoreFailure> {
+        ss::ensure_private_directory(path).map(identity).map_err(failure)
+    }
+
+    fn snapshot(&mut self, path: &str, recover_orphans: bool) -> Result<Option<CollectionSnapshot>, StoreFailure> {
+        let snapshot = ss::snapshot(path, recover_orphans).map_err(failure)?;
+        Ok(snapshot.map(|s| CollectionSnapshot {
+            identity: identity(s.identity),
+            entries: s
+                .entries
+                .into_iter()
+                .map(|e| CollectionEntry {
+                    name: e.name,
+                    kind: match e.kind {
+                        ss::EntryKind::File => EntryKind::File,
+                        ss::EntryKind::Directory => EntryKind::Directory,
+                        ss::EntryKind::SymbolicLink => EntryKind::SymbolicLink,
+                        ss::EntryKind::Other => EntryKind::Other,
+                    },
+                    identity: e.identity.map(identity),
+                })
+                .collect(),
+        }))
+    }
+
+    fn read_batch(
+        &mut self,
+        path: &str,
+        names: &[String],
+        max_bytes_per_file: u32,
+        max_total_bytes: u32,
+        expected: &CollectionIdentity,
+    ) -> Result<Vec<(String, BatchStatus)>, StoreFailure> {
+        let expected = ss::CollectionIdentity { device: expected.device.clone(), inode: expected.inode.clone() };
+        let entries = ss::read_batch(path, names, max_bytes_per_file, max_total_bytes, &expected).map_err(failure)?;
+        Ok(entries
+            .into_iter()
+            .map(|e| {
+                let status = match e.status {
+                    ss::BatchStatus::Present(text) => BatchStatus::Present(text),
+                    ss::BatchStatus::Absent => BatchStatus::Absent,
+                    ss::BatchStatus::Invalid(reason) => BatchStatus::Invalid(match reason {
+                        ss::BatchInvalidReason::UnsafeFile => BatchInvalid::UnsafeFile,
+                        ss::BatchInvalidReason::Unreadable => BatchInvalid::Unreadable,
+                        ss::BatchInvalidReason::FileByteBound => BatchInvalid::FileByteBound,
+                        ss::BatchInvalidReason::AggregateByteBound => BatchInvalid::AggregateByteBound,
+                        ss::BatchInvalidReason::ChangedDuringRead => BatchInvalid::ChangedDuringRead,
+                        ss::BatchInvalidReason::InvalidUtf8 => BatchInvalid::InvalidUtf8,
+                    }),
+                };
+                (e.name, status)
+            })
+            .collect())
+    }
+}
+
+/// The `process-identity` import.
+pub(crate) struct ImportedProcesses;
+
+impl Processes for ImportedProcesses {
+    fn current_boot_id(&mut self) -> Result<String, String> {
+        process_identity::current_boot_id()
+    }
+
+    fn self_identity(&mut self) -> Result<Owner, String> {
+        process_identity::self_identity().map(owner_in)
+    }
+
+    fn capture(&mut self, pid: u64) -> Result<Owner, String> {
+        process_identity::capture(pid).map(owner_in)
+    }
+
+    fn owner_status(&mut self, recorded: &Owner) -> Result<OwnerStatus, String> {
+        process_identity::inspect_owner(&owner(recorded.clone())).map(status_in)
+    }
+}
+
+/// The `entropy` import.
+pub(crate) struct ImportedEntropy;
+
+impl Entropy for ImportedEntropy {
+    fn random_bytes(&mut self, len: u32) -> Vec<u8> {
+        entropy::random_bytes(len)
+    }
+}

@@ -1,0 +1,161 @@
+//! The pure decision tables (spec §6A.5, §6A.6, §6B.4): given a record and the answers of the
+//! liveness probe, what may be done. The probe is a closure so that it is consulted exactly
+//! where the reference consults it, in the same order; callers that already hold the answers
+//! pass a closure that returns them (and records the calls).
+
+use alloc::string::String;
+
+use crate::Error;
+use crate::liveness::OwnerStatus;
+use crate::records::directory_lease::{DirectoryLease, Phase as RawPhase};
+use crate::records::export_admission::{ExportAdmission, Phase, Schema};
+use crate::records::invocation_lease::{ContainmentStatus, InvocationLease};
+use crate::records::{Owner, Parsed};
+
+/// What may be done with observed state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Disposition {
+    /// A live owner holds it.
+    Active,
+    /// Liveness cannot be proven either way.
+    Indeterminate,
+    /// The owner is provably gone.
+    Recoverable,
+}
+
+impl Disposition {
+    /// `active`, `indeterminate` or `recoverable`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Disposition::Active => "active",
+            Disposition::Indeterminate => "indeterminate",
+            Disposition::Recoverable => "recoverable",
+        }
+    }
+}
+
+/// Which recorded process a probe asks about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Probe {
+    /// The record's owner.
+    Owner,
+    /// An export admission's helper.
+    Helper,
+    /// A raw directory lease's child.
+    Child,
+    /// An invocation lease's containment host.
+    Host,
+}
+
+impl Probe {
+    /// `owner`, `helper`, `child` or `host` (the vectors' names).
+    pub fn name(self) -> &'static str {
+        match self {
+            Probe::Owner => "owner",
+            Probe::Helper => "helper",
+            Probe::Child => "child",
+            Probe::Host => "host",
+        }
+    }
+}
+
+/// The liveness probe: the status of the process `owner` recorded in role `probe`.
+pub type Inspect<'a, E> = &'a mut dyn FnMut(Probe, &Owner) -> Result<OwnerStatus, E>;
+
+/// §6A.5 rows 1–12: the disposition of an observed export admission, with `boot_id` the current
+/// boot. The owner is inspected first; the helper only where rows 11–12 need it.
+pub fn admission<E>(claim: &ExportAdmission, boot_id: &str, inspect: Inspect<'_, E>) -> Result<Disposition, E> {
+    use Disposition::*;
+    match inspect(Probe::Owner, &claim.owner)? {
+        OwnerStatus::ExactLiveOwner => return Ok(Active),
+        OwnerStatus::Unknown => return Ok(Indeterminate),
+        OwnerStatus::DifferentOrDead => {}
+    }
+    let same_boot = claim.owner.boot_id == boot_id;
+    if claim.schema == Schema::V1 {
+        return Ok(if same_boot { Indeterminate } else { Recoverable });
+    }
+    if claim.helper_owner.as_ref().is_some_and(|h| h.boot_id != claim.owner.boot_id) {
+        return Ok(Indeterminate);
+    }
+    match claim.phase {
+        Some(Phase::CleanupUnsafe) => return Ok(if same_boot { Indeterminate } else { Recoverable }),
+        Some(Phase::ParentOwned) => return Ok(Recoverable),
+        _ => {}
+    }
+    if !same_boot {
+        return Ok(Recoverable);
+    }
+    let Some(helper) = &claim.helper_owner else { return Ok(Indeterminate) };
+    Ok(match inspect(Probe::Helper, helper)? {
+        OwnerStatus::ExactLiveOwner => Active,
+        _ => Indeterminate,
+    })
+}
+
+/// §6A.6: the disposition of a raw-working lease whose owner is known dead, at `now_ms`.
+pub fn raw_lease<E>(claim: &DirectoryLease, now_ms: u64, inspect: Inspect<'_, E>) -> Result<Disposition, E> {
+    Ok(match (claim.phase, &claim.child_owner) {
+        (RawPhase::Preparing | RawPhase::Settled, _) => Disposition::Recoverable,
+        (RawPhase::Running, Some(child)) => match inspect(Probe::Child, child)? {
+            OwnerStatus::ExactLiveOwner => Disposition::Active,
+            OwnerStatus::Unknown => Disposition::Indeterminate,
+            OwnerStatus::DifferentOrDead => Disposition::Recoverable,
+        },
+        _ if now_ms >= claim.recover_after_ms => Disposition::Recoverable,
+        _ => Disposition::Indeterminate,
+    })
+}
+
+/// §6B.4 `combinedOwnerStatus`: the owner is always inspected first; the host (when recorded
+/// and the lease is past parent-owned) always next.
+pub fn invocation_combined<E>(lease: &InvocationLease, inspect: Inspect<'_, E>) -> Result<OwnerStatus, E> {
+    let parent = inspect(Probe::Owner, &lease.owner.process)?;
+    let host = match &lease.containment {
+        Some(c) if c.status != ContainmentStatus::ParentOwned => c.host.as_ref(),
+        _ => None,
+    };
+    let Some(host) = host else { return Ok(parent) };
+    let host = inspect(Probe::Host, host)?;
+    Ok(if parent == OwnerStatus::ExactLiveOwner || host == OwnerStatus::ExactLiveOwner {
+        OwnerStatus::ExactLiveOwner
+    } else if parent == OwnerStatus::Unknown || host == OwnerStatus::Unknown {
+        OwnerStatus::Unknown
+    } else {
+        OwnerStatus::DifferentOrDead
+    })
+}
+
+/// Whether a lease is a *tombstone* (§6B.9): schema 1, or a containment status other than
+/// cleanup-complete.
+pub fn is_tombstone(lease: &InvocationLease) -> bool {
+    lease.containment.as_ref().is_none_or(|c| c.status != ContainmentStatus::CleanupComplete)
+}
+
+/// The owner status §6B.4 reports for a combined status: a tombstone is live or `unknown`,
+/// never provably dead; cleanup-complete reports the combination as is.
+pub fn invocation_reported(lease: &InvocationLease, combined: OwnerStatus) -> OwnerStatus {
+    if is_tombstone(lease) && combined != OwnerStatus::ExactLiveOwner { OwnerStatus::Unknown } else { combined }
+}
+
+/// The reference's message when a snapshot's hash is not its lease's (§6B.4).
+pub const NOT_CONTENT_BOUND: &str = "portable invocation lease snapshot is not content-bound";
+
+/// Re-snapshots `lease` and checks it is bound to `content_sha256` (§6B.4, §6B.6–6B.8).
+pub fn content_bound(lease: &InvocationLease, content_sha256: &str) -> Result<Parsed<InvocationLease>, Error> {
+    let parsed = lease.clone().parsed();
+    if parsed.sha256 == content_sha256 { Ok(parsed) } else { Err(Error::lease(String::from(NOT_CONTENT_BOUND))) }
+}
+
+/// §6B.4 `portableProviderPluginInvocationLeaseOwnerStatus`: `(combined, reported)`.
+///
+/// Errors: [`NOT_CONTENT_BOUND`] (before any probe), or the probe's.
+pub fn invocation_owner_status<E: From<Error>>(
+    lease: &InvocationLease,
+    content_sha256: &str,
+    inspect: Inspect<'_, E>,
+) -> Result<(OwnerStatus, OwnerStatus), E> {
+    content_bound(lease, content_sha256)?;
+    let combined = invocation_combined(lease, inspect)?;
+    Ok((combined, invocation_reported(lease, combined)))
+}

@@ -1,0 +1,199 @@
+//! The effects the lease operations need, as small traits mirroring the WIT imports
+//! (`state-store`, `process-identity`, `entropy`, `clock`).
+//!
+//! The component implements them over its imports; the native host and the tests implement
+//! them directly (real files, in-memory fakes). The operations in [`crate::admission`] and the
+//! other lease modules are written only against these traits, so they run — and are tested —
+//! the same way everywhere.
+
+use alloc::string::String;
+use alloc::vec::Vec;
+
+use crate::liveness::OwnerStatus;
+use crate::records::Owner;
+
+/// Why a store operation failed (WIT `store-error`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreFailure {
+    /// Another writer of the collection is mid-mutation (the reference's `state file mutation
+    /// is already active`).
+    Contended(String),
+    /// The path is not a safe relative path inside the state layout.
+    Refused(String),
+    /// Something on disk is not safe to trust.
+    Unsafe(String),
+    /// An I/O error.
+    Io(String),
+}
+
+impl StoreFailure {
+    /// The message, whatever the case.
+    pub fn message(&self) -> &str {
+        match self {
+            StoreFailure::Contended(m) | StoreFailure::Refused(m) | StoreFailure::Unsafe(m) | StoreFailure::Io(m) => m,
+        }
+    }
+}
+
+impl From<StoreFailure> for crate::Error {
+    fn from(failure: StoreFailure) -> Self {
+        crate::Error::Storage(match failure {
+            StoreFailure::Contended(m) | StoreFailure::Refused(m) | StoreFailure::Unsafe(m) | StoreFailure::Io(m) => m,
+        })
+    }
+}
+
+/// Device and inode of a directory, decimal.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct CollectionIdentity {
+    /// `st_dev`.
+    pub device: String,
+    /// `st_ino`.
+    pub inode: String,
+}
+
+/// The kind of a directory entry (symbolic links are never followed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EntryKind {
+    /// A regular file.
+    File,
+    /// A directory.
+    Directory,
+    /// A symbolic link.
+    SymbolicLink,
+    /// Anything else.
+    Other,
+}
+
+/// One entry of a collection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CollectionEntry {
+    /// The name.
+    pub name: String,
+    /// The kind.
+    pub kind: EntryKind,
+    /// Sub-directories only.
+    pub identity: Option<CollectionIdentity>,
+}
+
+/// A collection directory and its entries, sorted by name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CollectionSnapshot {
+    /// The directory's identity.
+    pub identity: CollectionIdentity,
+    /// Its entries.
+    pub entries: Vec<CollectionEntry>,
+}
+
+/// Why a file of a batch read is not present (§3.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BatchInvalid {
+    /// Symbolic link, not regular, not owned, or group/other bits.
+    UnsafeFile,
+    /// Could not be opened or read.
+    Unreadable,
+    /// Over the per-file bound.
+    FileByteBound,
+    /// Over the aggregate bound.
+    AggregateByteBound,
+    /// Changed while read.
+    ChangedDuringRead,
+    /// Not UTF-8.
+    InvalidUtf8,
+}
+
+/// One file of a batch read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BatchStatus {
+    /// Its text.
+    Present(String),
+    /// No such file.
+    Absent,
+    /// Not readable as a record.
+    Invalid(BatchInvalid),
+}
+
+/// The private state store (WIT `state-store`): paths relative to the state home.
+pub trait Store {
+    /// The file's text, `None` when it or a parent is absent; bounded by `max_bytes`.
+    fn read_if_present(&mut self, path: &str, max_bytes: u32) -> Result<Option<String>, StoreFailure>;
+    /// Creates the file unless it exists; `false` when it existed. Never overwrites.
+    fn create_if_absent(&mut self, path: &str, content: &str) -> Result<bool, StoreFailure>;
+    /// Replaces the file only if its bytes hash to `expected_sha256` at the swap.
+    fn replace_if_unchanged(&mut self, path: &str, expected_sha256: &str, content: &str) -> Result<bool, StoreFailure>;
+    /// Removes the file only if its bytes hash to `expected_sha256` at the removal.
+    fn remove_if_unchanged(&mut self, path: &str, expected_sha256: &str) -> Result<bool, StoreFailure>;
+    /// Creates (0700) or verifies a private directory; returns its identity.
+    fn ensure_private_directory(&mut self, path: &str) -> Result<CollectionIdentity, StoreFailure>;
+    /// Lists a collection; `None` when absent.
+    fn snapshot(&mut self, path: &str, recover_orphans: bool) -> Result<Option<CollectionSnapshot>, StoreFailure>;
+    /// Reads files of a collection whose identity must still be `expected`.
+    fn read_batch(
+        &mut self,
+        path: &str,
+        names: &[String],
+        max_bytes_per_file: u32,
+        max_total_bytes: u32,
+        expected: &CollectionIdentity,
+    ) -> Result<Vec<(String, BatchStatus)>, StoreFailure>;
+}
+
+/// Process identity (WIT `process-identity`, spec §2). Errors are the messages to report
+/// (e.g. `exact live process identity is unavailable`).
+pub trait Processes {
+    /// The current boot id.
+    fn current_boot_id(&mut self) -> Result<String, String>;
+    /// This process's own identity (the host process, for the component).
+    fn self_identity(&mut self) -> Result<Owner, String>;
+    /// The identity of live process `pid`.
+    fn capture(&mut self, pid: u64) -> Result<Owner, String>;
+    /// §2.4 status of a recorded owner.
+    fn owner_status(&mut self, owner: &Owner) -> Result<OwnerStatus, String>;
+}
+
+/// Randomness (WIT `entropy`).
+pub trait Entropy {
+    /// `len` random bytes.
+    fn random_bytes(&mut self, len: u32) -> Vec<u8>;
+}
+
+/// Wall-clock time (WIT `clock`).
+pub trait Clock {
+    /// Milliseconds since the Unix epoch.
+    fn now_ms(&mut self) -> u64;
+}
+
+/// A fresh lowercase UUID v4 from 16 random bytes (RFC 9562 §5.4: version 4, variant 10).
+pub fn uuid_v4(entropy: &mut dyn Entropy) -> String {
+    let mut bytes = entropy.random_bytes(16);
+    bytes.resize(16, 0);
+    bytes[6] = (bytes[6] & 0x0f) | 0x40;
+    bytes[8] = (bytes[8] & 0x3f) | 0x80;
+    let mut out = String::with_capacity(36);
+    for (i, b) in bytes.iter().enumerate() {
+        if matches!(i, 4 | 6 | 8 | 10) {
+            out.push('-');
+        }
+        let _ = core::fmt::Write::write_fmt(&mut out, format_args!("{b:02x}"));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Fixed(u8);
+    impl Entropy for Fixed {
+        fn random_bytes(&mut self, len: u32) -> Vec<u8> {
+            alloc::vec![self.0; len as usize]
+        }
+    }
+
+    #[test]
+    fn uuids_are_lowercase_v4() {
+        for byte in [0x00, 0xff, 0x5a] {
+            assert!(crate::js::is_uuid_v4(&uuid_v4(&mut Fixed(byte))));
+        }
+    }
+}

@@ -1,0 +1,129 @@
+//! The typed API over the component's `export-admission` export (spec §6A.5): a held export
+//! admission, with its helper lifecycle.
+//!
+//! ```no_run
+//! # fn main() -> Result<(), proclease::Error> {
+//! # let effects: proclease::effects::Effects = todo!();
+//! let runtime = proclease::Runtime::shared()?;
+//! let mut admission = proclease::Admission::acquire(runtime, effects)?;
+//! admission.begin_helper_launch()?;
+//! // … spawn the helper …
+//! # let helper_pid = 0;
+//! admission.bind_helper(helper_pid)?;
+//! // … wait for it …
+//! admission.settle_helper()?;
+//! admission.release()?;
+//! # Ok(()) }
+//! ```
+
+use proclease_core::records::Owner;
+use proclease_core::records::export_admission::{ExportAdmission, Phase};
+use wasmtime::component::ResourceAny;
+
+use crate::effects::Effects;
+use crate::runtime::{Instance, Runtime};
+use crate::{Error, convert};
+
+/// A held export admission, living in its own component instance. Every write rotates the
+/// claim's revision and is a compare-and-swap on the claim this handle last wrote; a failed
+/// write leaves the handle unchanged.
+pub struct Admission {
+    instance: Instance,
+    resource: ResourceAny,
+}
+
+macro_rules! call {
+    ($self:ident, $method:ident $(, $arg:expr)*) => {{
+        let instance = &mut $self.instance;
+        instance
+            .bindings
+            .proclease_lease_export_admission()
+            .admission()
+            .$method(&mut instance.store, $self.resource $(, $arg)*)
+            .map_err(Error::component)
+    }};
+}
+
+impl Admission {
+    /// Acquires the admission (§6A.5) in a fresh instance served by `effects`.
+    ///
+    /// Errors: the reference's messages (`… another export is active`, `… prior export owner
+    /// cannot be inspected safely`, …) as [`Error::Rule`].
+    pub fn acquire(runtime: &Runtime, effects: Effects) -> Result<Admission, Error> {
+        let mut instance = runtime.instantiate_with(effects)?;
+        let resource = instance
+            .bindings
+            .proclease_lease_export_admission()
+            .call_acquire(&mut instance.store)
+            .map_err(Error::component)?
+            .map_err(convert::error)?;
+        Ok(Admission { instance, resource })
+    }
+
+    /// Resumes a handle on `claim` (a current v2 claim) as if this process had written it.
+    pub fn resume(runtime: &Runtime, effects: Effects, claim: &ExportAdmission, released: bool) -> Result<Admission, Error> {
+        let mut instance = runtime.instantiate_with(effects)?;
+        let claim = convert::admission_claim_out(claim.clone());
+        let resource = instance
+            .bindings
+            .proclease_lease_export_admission()
+            .admission()
+            .call_resume(&mut instance.store, &claim, released)
+            .map_err(Error::component)?
+            .map_err(convert::error)?;
+        Ok(Admission { instance, resource })
+    }
+
+    /// The claim this handle last wrote.
+    pub fn claim(&mut self) -> Result<ExportAdmission, Error> {
+        Ok(convert::admission_claim(call!(self, call_claim)?))
+    }
+
+    /// sha256 of that claim's file text.
+    pub fn content_sha256(&mut self) -> Result<String, Error> {
+        call!(self, call_content_sha256)
+    }
+
+    /// Whether this handle released the admission.
+    pub fn released(&mut self) -> Result<bool, Error> {
+        call!(self, call_released)
+    }
+
+    /// The generic lifecycle transition (§6A.5 table).
+    pub fn update(&mut self, phase: Phase, helper: Option<&Owner>) -> Result<(), Error> {
+        let helper = helper.cloned().map(convert::owner_out);
+        call!(self, call_update, convert::admission_phase_out(phase), helper.as_ref())?.map_err(|e| convert::error(e).into())
+    }
+
+    /// parent-owned → helper-launching.
+    pub fn begin_helper_launch(&mut self) -> Result<(), Error> {
+        call!(self, call_begin_helper_launch)?.map_err(|e| convert::error(e).into())
+    }
+
+    /// helper-launching → helper-active, recording the live process `pid`.
+    pub fn bind_helper(&mut self, pid: i64) -> Result<(), Error> {
+        call!(self, call_bind_helper, pid)?.map_err(|e| convert::error(e).into())
+    }
+
+    /// helper-launching / helper-active → parent-owned.
+    pub fn settle_helper(&mut self) -> Result<(), Error> {
+        call!(self, call_settle_helper)?.map_err(|e| convert::error(e).into())
+    }
+
+    /// helper-launching / helper-active → cleanup-unsafe (keeps the recorded helper).
+    pub fn mark_cleanup_unsafe(&mut self) -> Result<(), Error> {
+        call!(self, call_mark_cleanup_unsafe)?.map_err(|e| convert::error(e).into())
+    }
+
+    /// Removes the claim (parent-owned only); a no-op once released.
+    pub fn release(&mut self) -> Result<(), Error> {
+        call!(self, call_release)?.map_err(|e| convert::error(e).into())
+    }
+}
+
+impl Drop for Admission {
+    fn drop(&mut self) {
+        // Dropping the handle never releases the admission: only `release` does.
+        let _ = self.resource.resource_drop(&mut self.instance.store);
+    }
+}

@@ -1,0 +1,96 @@
+//! The typed API over the component's `dispositions` export: the pure decision tables with the
+//! probe answers given as facts, returning the disposition and the probes it consulted.
+
+use proclease_core::dispositions::{Disposition, Probe};
+use proclease_core::liveness::OwnerStatus;
+use proclease_core::records::directory_lease::DirectoryLease;
+use proclease_core::records::export_admission::ExportAdmission;
+use proclease_core::records::invocation_lease::InvocationLease;
+
+use crate::bindings::exports::proclease::lease::dispositions as wit;
+use crate::bindings::proclease::lease::types as t;
+use crate::runtime::Instance;
+use crate::{Error, convert};
+
+/// The `dispositions` export of one [`Instance`].
+pub struct Dispositions<'a> {
+    pub(crate) instance: &'a mut Instance,
+}
+
+fn disposition(d: t::Disposition) -> Disposition {
+    match d {
+        t::Disposition::Active => Disposition::Active,
+        t::Disposition::Indeterminate => Disposition::Indeterminate,
+        t::Disposition::Recoverable => Disposition::Recoverable,
+    }
+}
+
+fn probes(consulted: Vec<wit::Probe>) -> Vec<Probe> {
+    consulted
+        .into_iter()
+        .map(|p| match p {
+            wit::Probe::Owner => Probe::Owner,
+            wit::Probe::Helper => Probe::Helper,
+            wit::Probe::Child => Probe::Child,
+            wit::Probe::Host => Probe::Host,
+        })
+        .collect()
+}
+
+macro_rules! call {
+    ($self:ident, $method:ident $(, $arg:expr)*) => {{
+        let instance = &mut *$self.instance;
+        instance
+            .bindings
+            .proclease_lease_dispositions()
+            .$method(&mut instance.store $(, $arg)*)
+            .map_err(Error::component)
+    }};
+}
+
+impl Dispositions<'_> {
+    /// §6A.5: the disposition of an observed admission and the probes consulted (owner, then
+    /// helper only where the table needs it).
+    pub fn admission(
+        &mut self,
+        claim: &ExportAdmission,
+        current_boot_id: &str,
+        owner: OwnerStatus,
+        helper: OwnerStatus,
+    ) -> Result<(Disposition, Vec<Probe>), Error> {
+        let claim = convert::admission_claim_out(claim.clone());
+        let verdict = call!(self, call_admission, &claim, current_boot_id, convert::status_out(owner), convert::status_out(helper))?
+            .map_err(convert::error)?;
+        Ok((disposition(verdict.disposition), probes(verdict.consulted)))
+    }
+
+    /// §6A.6: the disposition of a raw-working lease whose owner is dead, at `now_ms`.
+    pub fn raw_lease(&mut self, claim: &DirectoryLease, now_ms: u64, child: OwnerStatus) -> Result<(Disposition, Vec<Probe>), Error> {
+        let claim = convert::directory_lease_claim_out(claim.clone());
+        let verdict = call!(self, call_raw_lease, &claim, now_ms, convert::status_out(child))?.map_err(convert::error)?;
+        Ok((disposition(verdict.disposition), probes(verdict.consulted)))
+    }
+
+    /// §6B.4: `(combined, reported, probes)` for an invocation lease snapshot.
+    ///
+    /// Errors: `portable invocation lease snapshot is not content-bound`.
+    pub fn invocation_owner_status(
+        &mut self,
+        lease: &InvocationLease,
+        content_sha256: &str,
+        parent: OwnerStatus,
+        host: OwnerStatus,
+    ) -> Result<(OwnerStatus, OwnerStatus, Vec<Probe>), Error> {
+        let lease = convert::invocation_lease_out(lease.clone());
+        let status = call!(
+            self,
+            call_invocation_owner_status,
+            &lease,
+            content_sha256,
+            convert::status_out(parent),
+            convert::status_out(host)
+        )?
+        .map_err(convert::error)?;
+        Ok((convert::status(status.combined), convert::status(status.reported), probes(status.consulted)))
+    }
+}

@@ -1,0 +1,125 @@
+//! The component's imports, one module per WIT interface, each a plain trait impl that
+//! forwards to the instance's [`Effects`](crate::effects::Effects) with type conversions only.
+
+use proclease_core::effects::{BatchInvalid, BatchStatus, CollectionIdentity, EntryKind, StoreFailure};
+
+use crate::bindings::proclease::lease::{entropy, process_identity, state_store as ss, types as t};
+use crate::convert;
+use crate::runtime::HostState;
+
+impl t::Host for HostState {}
+
+fn store_error(failure: StoreFailure) -> ss::StoreError {
+    match failure {
+        StoreFailure::Contended(m) => ss::StoreError::Contended(m),
+        StoreFailure::Refused(m) => ss::StoreError::Refused(m),
+        StoreFailure::Unsafe(m) => ss::StoreError::Unsafe(m),
+        StoreFailure::Io(m) => ss::StoreError::Io(m),
+    }
+}
+
+fn identity(i: CollectionIdentity) -> ss::CollectionIdentity {
+    ss::CollectionIdentity { device: i.device, inode: i.inode }
+}
+
+impl ss::Host for HostState {
+    fn read_if_present(&mut self, path: String, max_bytes: u32) -> Result<Option<String>, ss::StoreError> {
+        self.effects.store.read_if_present(&path, max_bytes).map_err(store_error)
+    }
+
+    fn create_if_absent(&mut self, path: String, content: String) -> Result<bool, ss::StoreError> {
+        self.effects.store.create_if_absent(&path, &content).map_err(store_error)
+    }
+
+    fn replace_if_unchanged(&mut self, path: String, expected_sha256: String, content: String) -> Result<bool, ss::StoreError> {
+        self.effects.store.replace_if_unchanged(&path, &expected_sha256, &content).map_err(store_error)
+    }
+
+    fn remove_if_unchanged(&mut self, path: String, expected_sha256: String) -> Result<bool, ss::StoreError> {
+        self.effects.store.remove_if_unchanged(&path, &expected_sha256).map_err(store_error)
+    }
+
+    fn ensure_private_directory(&mut self, path: String) -> Result<ss::CollectionIdentity, ss::StoreError> {
+        self.effects.store.ensure_private_directory(&path).map(identity).map_err(store_error)
+    }
+
+    fn snapshot(&mut self, path: String, recover_orphans: bool) -> Result<Option<ss::CollectionSnapshot>, ss::StoreError> {
+        let snapshot = self.effects.store.snapshot(&path, recover_orphans).map_err(store_error)?;
+        Ok(snapshot.map(|s| ss::CollectionSnapshot {
+            identity: identity(s.identity),
+            entries: s
+                .entries
+                .into_iter()
+                .map(|e| ss::CollectionEntry {
+                    name: e.name,
+                    kind: match e.kind {
+                        EntryKind::File => ss::EntryKind::File,
+                        EntryKind::Directory => ss::EntryKind::Directory,
+                        EntryKind::SymbolicLink => ss::EntryKind::SymbolicLink,
+                        EntryKind::Other => ss::EntryKind::Other,
+                    },
+                    identity: e.identity.map(identity),
+                })
+                .collect(),
+        }))
+    }
+
+    fn read_batch(
+        &mut self,
+        path: String,
+        names: Vec<String>,
+        max_bytes_per_file: u32,
+        max_total_bytes: u32,
+        expected: ss::CollectionIdentity,
+    ) -> Result<Vec<ss::BatchEntry>, ss::StoreError> {
+        let expected = CollectionIdentity { device: expected.device, inode: expected.inode };
+        let entries = self
+            .effects
+            .store
+            .read_batch(&path, &names, max_bytes_per_file, max_total_bytes, &expected)
+            .map_err(store_error)?;
+        Ok(entries
+            .into_iter()
+            .map(|(name, status)| ss::BatchEntry {
+                name,
+                status: match status {
+                    BatchStatus::Present(text) => ss::BatchStatus::Present(text),
+                    BatchStatus::Absent => ss::BatchStatus::Absent,
+                    BatchStatus::Invalid(reason) => ss::BatchStatus::Invalid(match reason {
+                        BatchInvalid::UnsafeFile => ss::BatchInvalidReason::UnsafeFile,
+                        BatchInvalid::Unreadable => ss::BatchInvalidReason::Unreadable,
+                        BatchInvalid::FileByteBound => ss::BatchInvalidReason::FileByteBound,
+                        BatchInvalid::AggregateByteBound => ss::BatchInvalidReason::AggregateByteBound,
+                        BatchInvalid::ChangedDuringRead => ss::BatchInvalidReason::ChangedDuringRead,
+                        BatchInvalid::InvalidUtf8 => ss::BatchInvalidReason::InvalidUtf8,
+                    }),
+                },
+            })
+            .collect())
+    }
+}
+
+impl process_identity::Host for HostState {
+    fn current_boot_id(&mut self) -> Result<String, String> {
+        self.effects.processes.current_boot_id()
+    }
+
+    fn self_identity(&mut self) -> Result<t::Owner, String> {
+        self.effects.processes.self_identity().map(convert::owner_out)
+    }
+
+    fn capture(&mut self, pid: u64) -> Result<t::Owner, String> {
+        self.effects.processes.capture(pid).map(convert::owner_out)
+    }
+
+    fn inspect_owner(&mut self, owner: t::Owner) -> Result<t::OwnerStatus, String> {
+        self.effects.processes.owner_status(&convert::owner(owner)).map(convert::status_out)
+    }
+}
+
+impl entropy::Host for HostState {
+    fn random_bytes(&mut self, len: u32) -> Vec<u8> {
+        // Bounded: ids need 16 bytes; a guest asking for more than 4 KiB gets 4 KiB.
+        self.effects.entropy.random_bytes(len.min(4096))
+    }
+}
