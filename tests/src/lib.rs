@@ -6,4 +6,5 @@
 //! command use this one implementation.
 
 pub mod conformance;
+pub mod fakes;
 pub mod store_fixtures;

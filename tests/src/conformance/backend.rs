@@ -3,7 +3,14 @@
 //! core types, so one piece of code turns results into the vectors' JSON shapes.
 
 use proclease::records::InputMode;
-use proclease::{Instance, Runtime};
+use proclease::{Admission, Instance, Runtime};
+use proclease_core::admission::{self, Handle};
+use proclease_core::dispositions::{self, Disposition, Probe};
+use proclease_core::liveness::OwnerStatus;
+use proclease_core::records::Owner;
+use proclease_core::records::export_admission::Phase;
+
+use crate::fakes::FakeWorld;
 use proclease_core::proc_stat::ProcStat;
 use proclease_core::records::invocation_lease::Listed;
 use proclease_core::records::{
@@ -49,6 +56,104 @@ pub trait Backend {
     fn classify_invocation_entry(&mut self, file_name: &str, text: &str) -> Infra<Listed>;
     /// Portable identity parse (§4).
     fn portable_identity(&mut self, json: &str) -> Infra<Result<PortableIdentity, Error>>;
+    /// §6A.5 disposition table, with the probes consulted.
+    fn admission_disposition(
+        &mut self,
+        claim: &ExportAdmission,
+        boot_id: &str,
+        owner: OwnerStatus,
+        helper: OwnerStatus,
+    ) -> Infra<(Disposition, Vec<Probe>)>;
+    /// §6B.4 invocation owner status: `(combined, reported, probes)`.
+    fn invocation_owner_status(
+        &mut self,
+        lease: &InvocationLease,
+        content_sha256: &str,
+        parent: OwnerStatus,
+        host: OwnerStatus,
+    ) -> Infra<Result<(OwnerStatus, OwnerStatus, Vec<Probe>), Error>>;
+    /// §6A.5 acquire over the fakes of `world`.
+    fn admission_acquire(&mut self, world: &FakeWorld) -> Infra<Result<(), Error>>;
+    /// A handle resumed on `claim` over the fakes of `world`, to take lifecycle steps.
+    fn admission_session(&mut self, world: &FakeWorld, claim: &ExportAdmission, released: bool) -> Infra<Box<dyn AdmissionSession>>;
+}
+
+/// One lifecycle step of a held admission (§6A.5).
+#[derive(Debug, Clone)]
+pub enum AdmissionStep {
+    /// The generic transition.
+    Update(Phase, Option<Owner>),
+    /// parent-owned → helper-launching.
+    Begin,
+    /// helper-launching → helper-active with the captured pid.
+    Bind(i64),
+    /// → parent-owned.
+    Settle,
+    /// → cleanup-unsafe.
+    MarkCleanupUnsafe,
+    /// Remove the claim.
+    Release,
+}
+
+/// A held admission that takes steps and shows its state.
+pub trait AdmissionSession {
+    /// Takes one step.
+    fn step(&mut self, step: &AdmissionStep) -> Infra<Result<(), Error>>;
+    /// `(claim, content sha256, released)`.
+    fn state(&mut self) -> Infra<(ExportAdmission, String, bool)>;
+}
+
+struct NativeAdmission {
+    handle: Handle,
+    world: FakeWorld,
+}
+
+impl AdmissionSession for NativeAdmission {
+    fn step(&mut self, step: &AdmissionStep) -> Infra<Result<(), Error>> {
+        let FakeWorld { store, processes, entropy } = &mut self.world;
+        let h = &mut self.handle;
+        Ok(match step {
+            AdmissionStep::Update(phase, helper) => admission::update(h, *phase, helper.clone(), store, entropy),
+            AdmissionStep::Begin => admission::begin_helper_launch(h, store, entropy),
+            AdmissionStep::Bind(pid) => admission::bind_helper(h, *pid, store, processes, entropy),
+            AdmissionStep::Settle => admission::settle_helper(h, store, entropy),
+            AdmissionStep::MarkCleanupUnsafe => admission::mark_cleanup_unsafe(h, store, entropy),
+            AdmissionStep::Release => admission::release(h, store),
+        })
+    }
+
+    fn state(&mut self) -> Infra<(ExportAdmission, String, bool)> {
+        Ok((self.handle.claim.clone(), self.handle.content_sha256.clone(), self.handle.released))
+    }
+}
+
+struct ComponentAdmission(Admission);
+
+impl AdmissionSession for ComponentAdmission {
+    fn step(&mut self, step: &AdmissionStep) -> Infra<Result<(), Error>> {
+        let a = &mut self.0;
+        split(match step {
+            AdmissionStep::Update(phase, helper) => a.update(*phase, helper.as_ref()),
+            AdmissionStep::Begin => a.begin_helper_launch(),
+            AdmissionStep::Bind(pid) => a.bind_helper(*pid),
+            AdmissionStep::Settle => a.settle_helper(),
+            AdmissionStep::MarkCleanupUnsafe => a.mark_cleanup_unsafe(),
+            AdmissionStep::Release => a.release(),
+        })
+    }
+
+    fn state(&mut self) -> Infra<(ExportAdmission, String, bool)> {
+        let infra = |e: proclease::Error| e.to_string();
+        Ok((self.0.claim().map_err(infra)?, self.0.content_sha256().map_err(infra)?, self.0.released().map_err(infra)?))
+    }
+}
+
+/// A probe answering from the given statuses (owner, then any other role) that records calls.
+fn answering(owner: OwnerStatus, other: OwnerStatus, calls: &mut Vec<Probe>) -> impl FnMut(Probe, &Owner) -> Result<OwnerStatus, Error> + '_ {
+    move |probe, _| {
+        calls.push(probe);
+        Ok(if probe == Probe::Owner { owner } else { other })
+    }
 }
 
 /// proclease-core linked into this process.
@@ -121,6 +226,40 @@ impl Backend for Native {
         Ok(canonical_json::parse(json)
             .map_err(|_| Error::lease("portable operation identity is not valid JSON"))
             .and_then(|v| records::portable_identity::parse_value(&v)))
+    }
+
+    fn admission_disposition(
+        &mut self,
+        claim: &ExportAdmission,
+        boot_id: &str,
+        owner: OwnerStatus,
+        helper: OwnerStatus,
+    ) -> Infra<(Disposition, Vec<Probe>)> {
+        let mut calls = Vec::new();
+        let disposition = dispositions::admission(claim, boot_id, &mut answering(owner, helper, &mut calls)).map_err(|e| e.to_string())?;
+        Ok((disposition, calls))
+    }
+
+    fn invocation_owner_status(
+        &mut self,
+        lease: &InvocationLease,
+        content_sha256: &str,
+        parent: OwnerStatus,
+        host: OwnerStatus,
+    ) -> Infra<Result<(OwnerStatus, OwnerStatus, Vec<Probe>), Error>> {
+        let mut calls = Vec::new();
+        let result = dispositions::invocation_owner_status(lease, content_sha256, &mut answering(parent, host, &mut calls));
+        Ok(result.map(|(combined, reported)| (combined, reported, calls)))
+    }
+
+    fn admission_acquire(&mut self, world: &FakeWorld) -> Infra<Result<(), Error>> {
+        let FakeWorld { mut store, mut processes, mut entropy } = world.clone();
+        Ok(admission::acquire(&mut store, &mut processes, &mut entropy).map(|_| ()))
+    }
+
+    fn admission_session(&mut self, world: &FakeWorld, claim: &ExportAdmission, released: bool) -> Infra<Box<dyn AdmissionSession>> {
+        let handle = Handle::resume(claim.clone(), released).map_err(|e| e.to_string())?;
+        Ok(Box::new(NativeAdmission { handle, world: world.clone() }))
     }
 }
 
@@ -203,5 +342,36 @@ impl Backend for ComponentBackend {
 
     fn portable_identity(&mut self, json: &str) -> Infra<Result<PortableIdentity, Error>> {
         split(self.instance.records().parse_portable_identity(json))
+    }
+
+    fn admission_disposition(
+        &mut self,
+        claim: &ExportAdmission,
+        boot_id: &str,
+        owner: OwnerStatus,
+        helper: OwnerStatus,
+    ) -> Infra<(Disposition, Vec<Probe>)> {
+        self.instance.dispositions().admission(claim, boot_id, owner, helper).map_err(|e| e.to_string())
+    }
+
+    fn invocation_owner_status(
+        &mut self,
+        lease: &InvocationLease,
+        content_sha256: &str,
+        parent: OwnerStatus,
+        host: OwnerStatus,
+    ) -> Infra<Result<(OwnerStatus, OwnerStatus, Vec<Probe>), Error>> {
+        split(self.instance.dispositions().invocation_owner_status(lease, content_sha256, parent, host))
+    }
+
+    fn admission_acquire(&mut self, world: &FakeWorld) -> Infra<Result<(), Error>> {
+        let runtime = Runtime::shared().map_err(|e| e.to_string())?;
+        split(Admission::acquire(runtime, world.effects()).map(|_| ()))
+    }
+
+    fn admission_session(&mut self, world: &FakeWorld, claim: &ExportAdmission, released: bool) -> Infra<Box<dyn AdmissionSession>> {
+        let runtime = Runtime::shared().map_err(|e| e.to_string())?;
+        let admission = Admission::resume(runtime, world.effects(), claim, released).map_err(|e| e.to_string())?;
+        Ok(Box::new(ComponentAdmission(admission)))
     }
 }

@@ -8,7 +8,18 @@ use proclease_core::records::Parsed;
 use proclease_core::records::invocation_lease::{InvalidReason, Listed};
 use serde_json::{Value, json};
 
-use super::backend::{Backend, Infra};
+use proclease_core::admission::CLAIM_PATH;
+use proclease_core::dispositions::Probe;
+use proclease_core::liveness::OwnerStatus;
+use proclease_core::records::export_admission::{self, Phase};
+use proclease_core::records::{Owner, invocation_lease};
+
+use super::backend::{AdmissionStep, Backend, Infra};
+use crate::fakes::FakeWorld;
+
+/// The marker a handler returns for a vector it cannot express in the typed API (only allowed
+/// for vectors tagged `dynamic-type`; the runner counts them as skipped, never as passed).
+pub const SKIPPED: &str = "skipped: dynamic-type";
 
 /// Suites this runner evaluates.
 pub const HANDLED: &[&str] = &[
@@ -20,17 +31,17 @@ pub const HANDLED: &[&str] = &[
     "directory-lease-parse",
     "invocation-lease-parse",
     "portable-identity-parse",
+    "admission-disposition",
+    "admission-transition",
+    "invocation-owner-status",
 ];
 
 /// Suites of the public set whose operations have not landed yet, with the issue that adds
 /// them. The runner reports them by name; it never passes them silently.
 pub const PENDING: &[(&str, &str)] = &[
-    ("admission-disposition", "export admission (issue 4)"),
-    ("admission-transition", "export admission (issue 4)"),
     ("directory-lease-request", "directory leases (issue 5)"),
     ("raw-lease-disposition", "directory leases (issue 5)"),
     ("raw-lease-transition", "directory leases (issue 5)"),
-    ("invocation-owner-status", "invocation leases (issue 6)"),
     ("repair-decision", "invocation leases (issue 6)"),
     ("admission-entry-decision", "invocation leases (issue 6)"),
     ("containment-transition", "invocation leases (issue 6)"),
@@ -47,6 +58,9 @@ pub fn evaluate(suite: &str, v: &Value, b: &mut dyn Backend) -> Option<Infra<Val
         "directory-lease-parse" => directory_lease(v, b),
         "invocation-lease-parse" => invocation_lease(v, b),
         "portable-identity-parse" => portable_identity(v, b),
+        "admission-disposition" => admission_disposition(v, b),
+        "admission-transition" => admission_transition(v, b),
+        "invocation-owner-status" => invocation_owner_status(v, b),
         _ => return None,
     })
 }
@@ -181,3 +195,133 @@ fn portable_identity(v: &Value, b: &mut dyn Backend) -> Infra<Value> {
         Err(error) => failure(&error),
     })
 }
+
+fn status(value: &Value) -> Option<OwnerStatus> {
+    value.as_str().and_then(OwnerStatus::from_name)
+}
+
+fn probe_names(probes: &[Probe]) -> Vec<&'static str> {
+    probes.iter().map(|p| p.name()).collect()
+}
+
+/// An owner from the vector's JSON (`{pid, bootId, processStartId}`).
+fn owner(value: &Value) -> Option<Owner> {
+    Some(Owner {
+        pid: value["pid"].as_u64()?,
+        boot_id: value["bootId"].as_str()?.into(),
+        process_start_id: value["processStartId"].as_str()?.into(),
+    })
+}
+
+fn malformed(what: &str) -> Infra<Value> {
+    Err(format!("malformed vector: {what}"))
+}
+
+fn admission_disposition(v: &Value, b: &mut dyn Backend) -> Infra<Value> {
+    let Ok(claim) = export_admission::parse_value(&v["claim"]) else { return malformed("claim") };
+    let (Some(owner_status), Some(helper_status)) = (status(&v["owner_status"]), status(&v["helper_status"])) else {
+        return malformed("statuses");
+    };
+    let boot_id = text(&v["current_boot_id"]);
+    let (disposition, calls) = b.admission_disposition(&claim, boot_id, owner_status, helper_status)?;
+
+    // Acquire with this claim on disk and the same probe answers: the first probe is the
+    // owner's, any later one the helper's.
+    let mut probes = 0;
+    let oracle = Box::new(move |_: &Owner| {
+        probes += 1;
+        if probes == 1 { owner_status } else { helper_status }
+    });
+    let world = FakeWorld {
+        processes: crate::fakes::ScriptedProcesses::with_oracle(boot_id, oracle),
+        ..FakeWorld::new(boot_id, OwnerStatus::Unknown)
+    };
+    world.store.put(CLAIM_PATH, &claim.clone().parsed().canonical);
+    let acquire = match b.admission_acquire(&world)? {
+        Ok(()) => json!({ "ok": true }),
+        Err(error) => failure(&error),
+    };
+    Ok(json!({ "disposition": disposition.name(), "calls": probe_names(&calls), "acquire": acquire }))
+}
+
+/// One step of an admission-transition vector, or `None` when it cannot be expressed.
+fn admission_step(step: &Value) -> Option<AdmissionStep> {
+    Some(match step["op"].as_str()? {
+        "update" => {
+            let phase = Phase::from_name(step["phase"].as_str()?)?;
+            let helper = if step["helper"].is_null() { None } else { Some(owner(&step["helper"])?) };
+            AdmissionStep::Update(phase, helper)
+        }
+        "begin" => AdmissionStep::Begin,
+        "bind" => AdmissionStep::Bind(step["child_pid"].as_i64()?),
+        "settle" => AdmissionStep::Settle,
+        "mark-cleanup-unsafe" => AdmissionStep::MarkCleanupUnsafe,
+        "release" => AdmissionStep::Release,
+        _ => return None,
+    })
+}
+
+fn admission_transition(v: &Value, b: &mut dyn Backend) -> Infra<Value> {
+    let Ok(claim) = export_admission::parse_value(&v["claim"]) else { return malformed("claim") };
+    let steps = v["steps"].as_array().cloned().unwrap_or_default();
+    let Some(parsed_steps) = steps.iter().map(admission_step).collect::<Option<Vec<_>>>() else {
+        return Ok(json!(SKIPPED));
+    };
+    let world = FakeWorld::new(&"a".repeat(64), OwnerStatus::Unknown);
+    world.store.put(CLAIM_PATH, &claim.clone().parsed().canonical);
+    let mut session = b.admission_session(&world, &claim, v["released"].as_bool().unwrap_or(false))?;
+    let mut results = Vec::new();
+    for (raw, step) in steps.iter().zip(&parsed_steps) {
+        world.processes.script().capture = match raw.get("child_capture") {
+            None => None,
+            Some(Value::Null) => Some(Err("exact live process identity is unavailable".into())),
+            Some(captured) => Some(owner(captured).ok_or("malformed child_capture")?.pipe(Ok)),
+        };
+        world.store.state().fail_next_cas = raw["cas_ok"] == false;
+        let (before, before_sha, _) = session.state()?;
+        let outcome = session.step(step)?;
+        world.store.state().fail_next_cas = false;
+        results.push(match outcome {
+            Err(error) => failure(&error),
+            Ok(()) => {
+                let (after, after_sha, released) = session.state()?;
+                let rotated = after.revision != before.revision;
+                let rotation_ok = !rotated || after.revision.as_deref().is_some_and(proclease_core::js::is_uuid_v4);
+                json!({
+                    "ok": true,
+                    "changed": after_sha != before_sha,
+                    "released": released,
+                    "phase": after.phase.map(Phase::name),
+                    "helperOwner": after.helper_owner.as_ref().map_or(Value::Null, Owner::to_value),
+                    "revision_rotated": if rotation_ok { json!(rotated) } else { json!("not a lowercase UUID v4") },
+                })
+            }
+        });
+    }
+    Ok(json!({ "results": results }))
+}
+
+fn invocation_owner_status(v: &Value, b: &mut dyn Backend) -> Infra<Value> {
+    let Ok(lease) = invocation_lease::parse_value(&v["lease"]) else { return malformed("lease") };
+    let (Some(parent), Some(host)) = (status(&v["parent_status"]), status(&v["host_status"])) else {
+        return malformed("statuses");
+    };
+    let sha = match v.get("content_sha256").and_then(Value::as_str) {
+        Some(sha) => sha.to_string(),
+        None => lease.clone().parsed().sha256,
+    };
+    Ok(match b.invocation_owner_status(&lease, &sha, parent, host)? {
+        Ok((combined, reported, calls)) => {
+            json!({ "ok": true, "combined": combined.name(), "reported": reported.name(), "calls": probe_names(&calls) })
+        }
+        Err(error) => json!({ "ok": false, "error": error.message(), "calls": [] }),
+    })
+}
+
+/// `x.pipe(f)` = `f(x)`, to keep a match arm on one line.
+trait Pipe: Sized {
+    fn pipe<T>(self, f: impl FnOnce(Self) -> T) -> T {
+        f(self)
+    }
+}
+impl<T> Pipe for T {}

@@ -1,0 +1,282 @@
+//! In-memory effects for the conformance runner and the lease tests: a state store with
+//! compare-and-swap semantics, a scripted process table with a fixed boot id, and counting
+//! entropy. The same fakes serve the native runs (as `&mut dyn` traits) and the component runs
+//! (boxed into the host's `Effects`), so both paths see identical facts.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use proclease::core::digest::sha256_hex;
+use proclease::core::effects::{
+    BatchStatus, CollectionEntry, CollectionIdentity, CollectionSnapshot, Entropy, EntryKind, Processes, Store, StoreFailure,
+};
+use proclease::core::liveness::OwnerStatus;
+use proclease::core::records::Owner;
+use proclease::effects::Effects;
+
+/// What the memory store holds; tests reach in through [`MemoryStore::state`].
+#[derive(Debug, Default)]
+pub struct MemoryState {
+    /// File path → text.
+    pub files: BTreeMap<String, String>,
+    /// Directory path → identity.
+    pub directories: BTreeMap<String, CollectionIdentity>,
+    /// When set, the next conditional write or removal reports that the file changed (and
+    /// clears the flag).
+    pub fail_next_cas: bool,
+    next_inode: u64,
+}
+
+/// An in-memory state store (cheap to clone: clones share the state).
+#[derive(Debug, Clone, Default)]
+pub struct MemoryStore(Arc<Mutex<MemoryState>>);
+
+impl MemoryStore {
+    /// The shared state.
+    pub fn state(&self) -> MutexGuard<'_, MemoryState> {
+        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Puts `text` at `path` (and its directories).
+    pub fn put(&self, path: &str, text: &str) {
+        let mut state = self.state();
+        ensure_directories(&mut state, parent(path));
+        state.files.insert(path.into(), text.into());
+    }
+
+    /// The text at `path`.
+    pub fn get(&self, path: &str) -> Option<String> {
+        self.state().files.get(path).cloned()
+    }
+}
+
+fn parent(path: &str) -> &str {
+    path.rsplit_once('/').map_or("", |(p, _)| p)
+}
+
+fn ensure_directories(state: &mut MemoryState, path: &str) -> CollectionIdentity {
+    let mut prefix = String::new();
+    let mut identity = CollectionIdentity { device: "1".into(), inode: "1".into() };
+    for segment in path.split('/').filter(|s| !s.is_empty()) {
+        if !prefix.is_empty() {
+            prefix.push('/');
+        }
+        prefix.push_str(segment);
+        if !state.directories.contains_key(&prefix) {
+            state.next_inode += 1;
+            let inode = (1000 + state.next_inode).to_string();
+            state.directories.insert(prefix.clone(), CollectionIdentity { device: "1".into(), inode });
+        }
+        identity = state.directories[&prefix].clone();
+    }
+    identity
+}
+
+impl Store for MemoryStore {
+    fn read_if_present(&mut self, path: &str, max_bytes: u32) -> Result<Option<String>, StoreFailure> {
+        match self.state().files.get(path) {
+            Some(text) if text.len() > max_bytes as usize => Err(StoreFailure::Unsafe(format!("{path}: larger than {max_bytes} bytes"))),
+            other => Ok(other.cloned()),
+        }
+    }
+
+    fn create_if_absent(&mut self, path: &str, content: &str) -> Result<bool, StoreFailure> {
+        let mut state = self.state();
+        ensure_directories(&mut state, parent(path));
+        if state.files.contains_key(path) {
+            return Ok(false);
+        }
+        state.files.insert(path.into(), content.into());
+        Ok(true)
+    }
+
+    fn replace_if_unchanged(&mut self, path: &str, expected_sha256: &str, content: &str) -> Result<bool, StoreFailure> {
+        let mut state = self.state();
+        if std::mem::take(&mut state.fail_next_cas) {
+            return Ok(false);
+        }
+        match state.files.get(path) {
+            Some(current) if sha256_hex(current.as_bytes()) == expected_sha256 => {
+                state.files.insert(path.into(), content.into());
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    fn remove_if_unchanged(&mut self, path: &str, expected_sha256: &str) -> Result<bool, StoreFailure> {
+        let mut state = self.state();
+        if std::mem::take(&mut state.fail_next_cas) {
+            return Ok(false);
+        }
+        match state.files.get(path) {
+            Some(current) if sha256_hex(current.as_bytes()) == expected_sha256 => {
+                state.files.remove(path);
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    fn ensure_private_directory(&mut self, path: &str) -> Result<CollectionIdentity, StoreFailure> {
+        Ok(ensure_directories(&mut self.state(), path))
+    }
+
+    fn snapshot(&mut self, path: &str, _recover_orphans: bool) -> Result<Option<CollectionSnapshot>, StoreFailure> {
+        let state = self.state();
+        let Some(identity) = state.directories.get(path).cloned() else { return Ok(None) };
+        let prefix = format!("{path}/");
+        let mut entries: Vec<CollectionEntry> = state
+            .files
+            .keys()
+            .filter_map(|k| k.strip_prefix(&prefix))
+            .filter(|rest| !rest.contains('/'))
+            .map(|name| CollectionEntry { name: name.into(), kind: EntryKind::File, identity: None })
+            .collect();
+        entries.extend(state.directories.iter().filter_map(|(k, id)| {
+            let name = k.strip_prefix(&prefix).filter(|rest| !rest.contains('/'))?;
+            Some(CollectionEntry { name: name.into(), kind: EntryKind::Directory, identity: Some(id.clone()) })
+        }));
+        entries.sort_by(|a, b| proclease::core::js::cmp_utf16(&a.name, &b.name));
+        Ok(Some(CollectionSnapshot { identity, entries }))
+    }
+
+    fn read_batch(
+        &mut self,
+        path: &str,
+        names: &[String],
+        max_bytes_per_file: u32,
+        _max_total_bytes: u32,
+        expected: &CollectionIdentity,
+    ) -> Result<Vec<(String, BatchStatus)>, StoreFailure> {
+        let state = self.state();
+        if state.directories.get(path) != Some(expected) {
+            return Err(StoreFailure::Unsafe(format!("{path}: private state batch directory changed identity")));
+        }
+        Ok(names
+            .iter()
+            .map(|name| {
+                let status = match state.files.get(&format!("{path}/{name}")) {
+                    None => BatchStatus::Absent,
+                    Some(text) if text.len() > max_bytes_per_file as usize => {
+                        BatchStatus::Invalid(proclease::core::effects::BatchInvalid::FileByteBound)
+                    }
+                    Some(text) => BatchStatus::Present(text.clone()),
+                };
+                (name.clone(), status)
+            })
+            .collect())
+    }
+}
+
+/// Answers owner-status probes.
+pub type StatusOracle = Box<dyn FnMut(&Owner) -> OwnerStatus + Send>;
+
+/// The scripted process table.
+pub struct Script {
+    /// What `current_boot_id` returns.
+    pub boot_id: Result<String, String>,
+    /// What `self_identity` returns.
+    pub own: Owner,
+    /// What `capture` returns; `None` means a capture must not happen (it errors loudly).
+    pub capture: Option<Result<Owner, String>>,
+    /// Answers `owner_status`.
+    pub status: StatusOracle,
+    /// Every owner probed, in order.
+    pub probed: Vec<Owner>,
+}
+
+/// A scripted process table (clones share the script).
+#[derive(Clone)]
+pub struct ScriptedProcesses(Arc<Mutex<Script>>);
+
+/// The owner the fakes use for "this process".
+pub fn own_owner() -> Owner {
+    Owner { pid: 4242, boot_id: "e".repeat(64), process_start_id: "f".repeat(64) }
+}
+
+impl ScriptedProcesses {
+    /// A table on boot `boot_id` where every probe answers `status`.
+    pub fn new(boot_id: &str, status: OwnerStatus) -> Self {
+        Self::with_oracle(boot_id, Box::new(move |_| status))
+    }
+
+    /// A table whose probes are answered by `oracle`.
+    pub fn with_oracle(boot_id: &str, oracle: StatusOracle) -> Self {
+        ScriptedProcesses(Arc::new(Mutex::new(Script {
+            boot_id: Ok(boot_id.into()),
+            own: Owner { boot_id: boot_id.into(), ..own_owner() },
+            capture: None,
+            status: oracle,
+            probed: Vec::new(),
+        })))
+    }
+
+    /// The shared script.
+    pub fn script(&self) -> MutexGuard<'_, Script> {
+        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl Processes for ScriptedProcesses {
+    fn current_boot_id(&mut self) -> Result<String, String> {
+        self.script().boot_id.clone()
+    }
+
+    fn self_identity(&mut self) -> Result<Owner, String> {
+        Ok(self.script().own.clone())
+    }
+
+    fn capture(&mut self, pid: u64) -> Result<Owner, String> {
+        match self.script().capture.clone() {
+            Some(result) => result.map(|owner| Owner { pid, ..owner }),
+            None => Err(format!("test script: capture({pid}) must not be reached")),
+        }
+    }
+
+    fn owner_status(&mut self, owner: &Owner) -> Result<OwnerStatus, String> {
+        let mut script = self.script();
+        script.probed.push(owner.clone());
+        Ok((script.status)(owner))
+    }
+}
+
+/// Entropy that counts: every id differs, runs are reproducible.
+#[derive(Debug, Clone, Default)]
+pub struct CountingEntropy(Arc<Mutex<u64>>);
+
+impl Entropy for CountingEntropy {
+    fn random_bytes(&mut self, len: u32) -> Vec<u8> {
+        let mut counter = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        *counter += 1;
+        let seed = counter.to_be_bytes();
+        (0..len as usize).map(|i| seed[i % 8] ^ (i as u8).wrapping_mul(31)).collect()
+    }
+}
+
+/// One set of fakes, usable natively and as a component's effects.
+#[derive(Clone)]
+pub struct FakeWorld {
+    /// The store.
+    pub store: MemoryStore,
+    /// The process table.
+    pub processes: ScriptedProcesses,
+    /// The entropy.
+    pub entropy: CountingEntropy,
+}
+
+impl FakeWorld {
+    /// A world on boot `boot_id` whose probes answer `status`.
+    pub fn new(boot_id: &str, status: OwnerStatus) -> Self {
+        FakeWorld { store: MemoryStore::default(), processes: ScriptedProcesses::new(boot_id, status), entropy: CountingEntropy::default() }
+    }
+
+    /// The same fakes as a component's effects.
+    pub fn effects(&self) -> Effects {
+        Effects {
+            store: Box::new(self.store.clone()),
+            processes: Box::new(self.processes.clone()),
+            entropy: Box::new(self.entropy.clone()),
+        }
+    }
+}
