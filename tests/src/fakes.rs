@@ -280,3 +280,109 @@ impl FakeWorld {
         }
     }
 }
+
+/// Real process identity with the reference's two test seams (§6A.5 step 1): an injected
+/// liveness answer for recorded owners and an injected current boot id. Capture and the
+/// process's own identity stay real.
+#[derive(Clone)]
+pub struct SeamedProcesses {
+    real: Arc<proclease::process_identity::ProcessIdentity>,
+    inspect: Option<Arc<Mutex<StatusOracle>>>,
+    boot_id: Option<String>,
+}
+
+impl SeamedProcesses {
+    /// No seams: the real thing.
+    pub fn real(real: Arc<proclease::process_identity::ProcessIdentity>) -> Self {
+        SeamedProcesses { real, inspect: None, boot_id: None }
+    }
+
+    /// Every recorded owner answers `status`.
+    pub fn inspect(mut self, status: OwnerStatus) -> Self {
+        self.inspect = Some(Arc::new(Mutex::new(Box::new(move |_: &Owner| status))));
+        self
+    }
+
+    /// Recorded owners are answered by `oracle`.
+    pub fn inspect_with(mut self, oracle: StatusOracle) -> Self {
+        self.inspect = Some(Arc::new(Mutex::new(oracle)));
+        self
+    }
+
+    /// The current boot id is `boot_id`.
+    pub fn boot(mut self, boot_id: &str) -> Self {
+        self.boot_id = Some(boot_id.into());
+        self
+    }
+}
+
+impl Processes for SeamedProcesses {
+    fn current_boot_id(&mut self) -> Result<String, String> {
+        match &self.boot_id {
+            Some(boot_id) => Ok(boot_id.clone()),
+            None => self.real.current_boot_id().map_err(|e| e.0),
+        }
+    }
+
+    fn self_identity(&mut self) -> Result<Owner, String> {
+        self.real.self_identity().map_err(|e| e.0)
+    }
+
+    fn capture(&mut self, pid: u64) -> Result<Owner, String> {
+        self.real.capture(pid).map_err(|e| e.0)
+    }
+
+    fn owner_status(&mut self, owner: &Owner) -> Result<OwnerStatus, String> {
+        match &self.inspect {
+            Some(oracle) => Ok((oracle.lock().unwrap_or_else(|p| p.into_inner()))(owner)),
+            None => self.real.owner_status(owner).map_err(|e| e.0),
+        }
+    }
+}
+
+/// A real state home in a temporary directory, and effects over it.
+pub struct RealHome {
+    /// Keeps the directory alive.
+    pub dir: tempfile::TempDir,
+    /// The state home path.
+    pub home: std::path::PathBuf,
+    /// The store on it.
+    pub store: Arc<proclease::state_store::StateStore>,
+    /// This process's identity.
+    pub identity: Arc<proclease::process_identity::ProcessIdentity>,
+}
+
+impl RealHome {
+    /// A fresh state home at `<tempdir>/state`.
+    pub fn new() -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let home = dir.path().join("state");
+        let identity = Arc::new(proclease::process_identity::ProcessIdentity::new());
+        let state_home = proclease::state_home::StateHome::open(&home).expect("state home");
+        let store = Arc::new(proclease::state_store::StateStore::open(state_home, identity.clone()).expect("store"));
+        RealHome { dir, home, store, identity }
+    }
+
+    /// Effects over this home with the given process seams.
+    pub fn effects(&self, processes: SeamedProcesses) -> Effects {
+        let mut effects = Effects::native(Some(self.store.clone()), self.identity.clone());
+        effects.processes = Box::new(processes);
+        effects
+    }
+
+    /// Effects over this home with real process identity.
+    pub fn real_effects(&self) -> Effects {
+        Effects::native(Some(self.store.clone()), self.identity.clone())
+    }
+
+    /// Real process identity, to add seams to.
+    pub fn processes(&self) -> SeamedProcesses {
+        SeamedProcesses::real(self.identity.clone())
+    }
+}
+
+impl Default for RealHome {
+    fn default() -> Self {
+        Self::new()
+    }
+}
