@@ -67,7 +67,7 @@ pub(crate) fn admission_phase_out(p: ea::Phase) -> t::AdmissionPhase {
     }
 }
 
-fn directory_identity(d: t::DirectoryIdentity) -> DirectoryIdentity {
+pub(crate) fn directory_identity(d: t::DirectoryIdentity) -> DirectoryIdentity {
     DirectoryIdentity { device: d.device, inode: d.inode, birthtime_ns: d.birthtime_ns }
 }
 
@@ -161,7 +161,7 @@ pub(crate) fn invocation_lease(l: t::InvocationLease) -> il::InvocationLease {
     }
 }
 
-fn directory_identity_out(d: DirectoryIdentity) -> t::DirectoryIdentity {
+pub(crate) fn directory_identity_out(d: DirectoryIdentity) -> t::DirectoryIdentity {
     t::DirectoryIdentity { device: d.device, inode: d.inode, birthtime_ns: d.birthtime_ns }
 }
 

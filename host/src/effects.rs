@@ -9,13 +9,16 @@
 use std::sync::Arc;
 
 use proclease_core::effects::{
-    BatchStatus, CollectionIdentity, CollectionSnapshot, Entropy, Processes, Store, StoreFailure,
+    BatchStatus, Clock, CollectionIdentity, CollectionSnapshot, DirectoryFacts, Entropy, Processes, Store, StoreFailure,
+    Workspace, WorkspaceFailure,
 };
+use proclease_core::records::DirectoryIdentity;
 use proclease_core::liveness::OwnerStatus;
 use proclease_core::records::Owner;
 
 use crate::process_identity::ProcessIdentity;
 use crate::state_store::{StateStore, StoreError};
+use crate::workspace::{Workspace as GrantedWorkspace, WorkspaceError};
 
 /// The effect implementations behind one instance's imports.
 pub struct Effects {
@@ -25,11 +28,16 @@ pub struct Effects {
     pub processes: Box<dyn Processes + Send>,
     /// `entropy`.
     pub entropy: Box<dyn Entropy + Send>,
+    /// `workspace`.
+    pub workspace: Box<dyn Workspace + Send>,
+    /// `clock`.
+    pub clock: Box<dyn Clock + Send>,
 }
 
 impl Effects {
     /// The real effects: `store` (or none: every store call is refused with a message saying a
-    /// state home is needed), this host's process identity, and the OS random source.
+    /// state home is needed), this host's process identity, the OS random source, the system
+    /// clock, and no workspace (every workspace call is refused; see [`Effects::with_workspace`]).
     pub fn native(store: Option<Arc<StateStore>>, processes: Arc<ProcessIdentity>) -> Effects {
         Effects {
             store: match store {
@@ -38,7 +46,63 @@ impl Effects {
             },
             processes: Box::new(SharedProcesses(processes)),
             entropy: Box::new(OsEntropy),
+            workspace: Box::new(NoWorkspace),
+            clock: Box::new(SystemClock),
         }
+    }
+
+    /// The same effects with directories under `workspace`'s granted roots.
+    pub fn with_workspace(mut self, workspace: Arc<GrantedWorkspace>) -> Effects {
+        self.workspace = Box::new(SharedWorkspace(workspace));
+        self
+    }
+}
+
+/// A granted workspace shared by several instances.
+struct SharedWorkspace(Arc<GrantedWorkspace>);
+
+fn workspace_failure(error: WorkspaceError) -> WorkspaceFailure {
+    let message = error.to_string();
+    match error {
+        WorkspaceError::Refused { .. } => WorkspaceFailure::Refused(message),
+        WorkspaceError::IdentityChanged { .. } => WorkspaceFailure::IdentityChanged(message),
+        _ => WorkspaceFailure::Io(message),
+    }
+}
+
+impl Workspace for SharedWorkspace {
+    fn inspect(&mut self, path: &str) -> Result<Option<DirectoryFacts>, WorkspaceFailure> {
+        let facts = self.0.inspect(path).map_err(workspace_failure)?;
+        Ok(facts.map(|f| DirectoryFacts { canonical: f.canonical, is_directory: f.is_directory, owned: f.owned, mode: f.mode, identity: f.identity }))
+    }
+
+    fn remove_tree(&mut self, path: &str, expected: &DirectoryIdentity) -> Result<bool, WorkspaceFailure> {
+        self.0.remove_tree(path, expected).map_err(workspace_failure)
+    }
+}
+
+/// The workspace of an instance that was granted no roots.
+struct NoWorkspace;
+
+const NO_WORKSPACE: &str = "no workspace roots were granted: give --workspace-root";
+
+impl Workspace for NoWorkspace {
+    fn inspect(&mut self, path: &str) -> Result<Option<DirectoryFacts>, WorkspaceFailure> {
+        Err(WorkspaceFailure::Refused(format!("{path}: {NO_WORKSPACE}")))
+    }
+
+    fn remove_tree(&mut self, path: &str, _: &DirectoryIdentity) -> Result<bool, WorkspaceFailure> {
+        Err(WorkspaceFailure::Refused(format!("{path}: {NO_WORKSPACE}")))
+    }
+}
+
+/// The system's wall clock.
+struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now_ms(&mut self) -> u64 {
+        let since_epoch = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        u64::try_from(since_epoch.as_millis()).unwrap_or(u64::MAX)
     }
 }
 

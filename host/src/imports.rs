@@ -3,7 +3,7 @@
 
 use proclease_core::effects::{BatchInvalid, BatchStatus, CollectionIdentity, EntryKind, StoreFailure};
 
-use crate::bindings::proclease::lease::{entropy, process_identity, state_store as ss, types as t};
+use crate::bindings::proclease::lease::{clock, entropy, process_identity, state_store as ss, types as t, workspace as ws};
 use crate::convert;
 use crate::runtime::HostState;
 
@@ -121,5 +121,38 @@ impl entropy::Host for HostState {
     fn random_bytes(&mut self, len: u32) -> Vec<u8> {
         // Bounded: ids need 16 bytes; a guest asking for more than 4 KiB gets 4 KiB.
         self.effects.entropy.random_bytes(len.min(4096))
+    }
+}
+
+impl ws::Host for HostState {
+    fn inspect(&mut self, path: String) -> Result<Option<ws::DirectoryFacts>, ws::WorkspaceError> {
+        let facts = self.effects.workspace.inspect(&path).map_err(workspace_error)?;
+        Ok(facts.map(|f| ws::DirectoryFacts {
+            canonical: f.canonical,
+            is_directory: f.is_directory,
+            owned: f.owned,
+            mode: f.mode,
+            identity: convert::directory_identity_out(f.identity),
+        }))
+    }
+
+    fn remove_tree(&mut self, path: String, expected: t::DirectoryIdentity) -> Result<bool, ws::WorkspaceError> {
+        let expected = convert::directory_identity(expected);
+        self.effects.workspace.remove_tree(&path, &expected).map_err(workspace_error)
+    }
+}
+
+fn workspace_error(failure: proclease_core::effects::WorkspaceFailure) -> ws::WorkspaceError {
+    use proclease_core::effects::WorkspaceFailure as F;
+    match failure {
+        F::Refused(m) => ws::WorkspaceError::Refused(m),
+        F::Io(m) => ws::WorkspaceError::Io(m),
+        F::IdentityChanged(m) => ws::WorkspaceError::IdentityChanged(m),
+    }
+}
+
+impl clock::Host for HostState {
+    fn now_ms(&mut self) -> u64 {
+        self.effects.clock.now_ms()
     }
 }

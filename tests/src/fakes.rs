@@ -8,8 +8,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use proclease::core::digest::sha256_hex;
 use proclease::core::effects::{
-    BatchStatus, CollectionEntry, CollectionIdentity, CollectionSnapshot, Entropy, EntryKind, Processes, Store, StoreFailure,
+    BatchStatus, Clock, CollectionEntry, CollectionIdentity, CollectionSnapshot, DirectoryFacts, Entropy, EntryKind, Processes,
+    Store, StoreFailure, Workspace, WorkspaceFailure,
 };
+use proclease::core::records::DirectoryIdentity;
 use proclease::core::liveness::OwnerStatus;
 use proclease::core::records::Owner;
 use proclease::effects::Effects;
@@ -254,6 +256,59 @@ impl Entropy for CountingEntropy {
     }
 }
 
+/// An in-memory workspace: absolute directory paths and their facts (clones share it).
+#[derive(Debug, Clone, Default)]
+pub struct MemoryWorkspace(Arc<Mutex<BTreeMap<String, DirectoryFacts>>>);
+
+impl MemoryWorkspace {
+    /// The directories.
+    pub fn directories(&self) -> MutexGuard<'_, BTreeMap<String, DirectoryFacts>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Adds a private, owned, physical directory with inode `inode`.
+    pub fn add(&self, path: &str, inode: u64) -> DirectoryFacts {
+        let facts = DirectoryFacts {
+            canonical: true,
+            is_directory: true,
+            owned: true,
+            mode: 0o700,
+            identity: DirectoryIdentity { device: "2049".into(), inode: inode.to_string(), birthtime_ns: (1_700_000_000_000_000_000u64 + inode).to_string() },
+        };
+        self.directories().insert(path.into(), facts.clone());
+        facts
+    }
+}
+
+impl Workspace for MemoryWorkspace {
+    fn inspect(&mut self, path: &str) -> Result<Option<DirectoryFacts>, WorkspaceFailure> {
+        Ok(self.directories().get(path).cloned())
+    }
+
+    fn remove_tree(&mut self, path: &str, expected: &DirectoryIdentity) -> Result<bool, WorkspaceFailure> {
+        let mut directories = self.directories();
+        match directories.get(path) {
+            None => Ok(false),
+            Some(facts) if facts.identity != *expected => Err(WorkspaceFailure::IdentityChanged(format!("{path}: recursive removal target changed identity"))),
+            Some(_) => {
+                let below = format!("{path}/");
+                directories.retain(|p, _| p != path && !p.starts_with(&below));
+                Ok(true)
+            }
+        }
+    }
+}
+
+/// A clock that reads what the test sets (ms).
+#[derive(Debug, Clone, Default)]
+pub struct FixedClock(pub Arc<Mutex<u64>>);
+
+impl Clock for FixedClock {
+    fn now_ms(&mut self) -> u64 {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
 /// One set of fakes, usable natively and as a component's effects.
 #[derive(Clone)]
 pub struct FakeWorld {
@@ -263,12 +318,27 @@ pub struct FakeWorld {
     pub processes: ScriptedProcesses,
     /// The entropy.
     pub entropy: CountingEntropy,
+    /// The workspace.
+    pub workspace: MemoryWorkspace,
+    /// The clock.
+    pub clock: FixedClock,
 }
 
 impl FakeWorld {
     /// A world on boot `boot_id` whose probes answer `status`.
     pub fn new(boot_id: &str, status: OwnerStatus) -> Self {
-        FakeWorld { store: MemoryStore::default(), processes: ScriptedProcesses::new(boot_id, status), entropy: CountingEntropy::default() }
+        Self::with_processes(ScriptedProcesses::new(boot_id, status))
+    }
+
+    /// A world around a given process table.
+    pub fn with_processes(processes: ScriptedProcesses) -> Self {
+        FakeWorld {
+            store: MemoryStore::default(),
+            processes,
+            entropy: CountingEntropy::default(),
+            workspace: MemoryWorkspace::default(),
+            clock: FixedClock::default(),
+        }
     }
 
     /// The same fakes as a component's effects.
@@ -277,6 +347,8 @@ impl FakeWorld {
             store: Box::new(self.store.clone()),
             processes: Box::new(self.processes.clone()),
             entropy: Box::new(self.entropy.clone()),
+            workspace: Box::new(self.workspace.clone()),
+            clock: Box::new(self.clock.clone()),
         }
     }
 }
@@ -350,6 +422,8 @@ pub struct RealHome {
     pub store: Arc<proclease::state_store::StateStore>,
     /// This process's identity.
     pub identity: Arc<proclease::process_identity::ProcessIdentity>,
+    /// The workspace: the temporary directory granted as its one root.
+    pub workspace: Arc<proclease::workspace::Workspace>,
 }
 
 impl RealHome {
@@ -360,19 +434,22 @@ impl RealHome {
         let identity = Arc::new(proclease::process_identity::ProcessIdentity::new());
         let state_home = proclease::state_home::StateHome::open(&home).expect("state home");
         let store = Arc::new(proclease::state_store::StateStore::open(state_home, identity.clone()).expect("store"));
-        RealHome { dir, home, store, identity }
+        let workspace = Arc::new(proclease::workspace::Workspace::new(&[dir.path().to_path_buf()]).expect("workspace"));
+        RealHome { dir, home, store, identity, workspace }
     }
 
-    /// Effects over this home with the given process seams.
+    /// Effects over this home with the given process seams (and the temporary directory as
+    /// the granted workspace).
     pub fn effects(&self, processes: SeamedProcesses) -> Effects {
-        let mut effects = Effects::native(Some(self.store.clone()), self.identity.clone());
+        let mut effects = self.real_effects();
         effects.processes = Box::new(processes);
         effects
     }
 
-    /// Effects over this home with real process identity.
+    /// Effects over this home with real process identity, granting the temporary directory
+    /// (which holds the state home and the tests' working directories) as the workspace.
     pub fn real_effects(&self) -> Effects {
-        Effects::native(Some(self.store.clone()), self.identity.clone())
+        Effects::native(Some(self.store.clone()), self.identity.clone()).with_workspace(self.workspace.clone())
     }
 
     /// Real process identity, to add seams to.

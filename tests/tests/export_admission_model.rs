@@ -17,7 +17,7 @@ use proclease::core::liveness::OwnerStatus;
 use proclease::core::records::Owner;
 use proclease::core::records::export_admission::{self, Phase};
 use proclease::{Admission, Runtime};
-use proclease_tests::fakes::{CountingEntropy, FakeWorld, MemoryStore, ScriptedProcesses};
+use proclease_tests::fakes::{FakeWorld, ScriptedProcesses};
 use proptest::prelude::*;
 
 #[derive(Debug, Clone, Copy)]
@@ -106,11 +106,7 @@ impl Harness {
             }
             l.lock().expect("liveness").get(&o.pid).copied().unwrap_or(OwnerStatus::DifferentOrDead)
         });
-        let world = FakeWorld {
-            store: MemoryStore::default(),
-            processes: ScriptedProcesses::with_oracle(&"a".repeat(64), oracle),
-            entropy: CountingEntropy::default(),
-        };
+        let world = FakeWorld::with_processes(ScriptedProcesses::with_oracle(&"a".repeat(64), oracle));
         Harness { coverage, world, liveness, boot, next_pid: 100, handles: Vec::new(), current: None, parent: None, helper: None, phase: Phase::ParentOwned, disk: None }
     }
 

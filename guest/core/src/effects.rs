@@ -197,3 +197,46 @@ mod tests {
         }
     }
 }
+
+/// The physical facts of a directory path (WIT `workspace.directory-facts`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirectoryFacts {
+    /// The path is its own realpath (no symbolic link on it).
+    pub canonical: bool,
+    /// A real directory (not a symbolic link).
+    pub is_directory: bool,
+    /// Owned by the host process's user.
+    pub owned: bool,
+    /// Permission bits.
+    pub mode: u32,
+    /// Device, inode, birth time (`"0"` when the filesystem reports none).
+    pub identity: crate::records::DirectoryIdentity,
+}
+
+/// Why a workspace operation failed (WIT `workspace-error`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WorkspaceFailure {
+    /// Outside every granted root.
+    Refused(String),
+    /// An I/O error.
+    Io(String),
+    /// The identity-bound removal refused; the reference's message.
+    IdentityChanged(String),
+}
+
+impl From<WorkspaceFailure> for crate::Error {
+    fn from(failure: WorkspaceFailure) -> Self {
+        crate::Error::Storage(match failure {
+            WorkspaceFailure::Refused(m) | WorkspaceFailure::Io(m) | WorkspaceFailure::IdentityChanged(m) => m,
+        })
+    }
+}
+
+/// Directories under the granted workspace roots (WIT `workspace`).
+pub trait Workspace {
+    /// The facts of `path`; `None` when it does not exist.
+    fn inspect(&mut self, path: &str) -> Result<Option<DirectoryFacts>, WorkspaceFailure>;
+    /// Removes the tree at `path` only while it is still `expected` (completing an interrupted
+    /// quarantine of it whose remover is provably dead); `false` when nothing of it exists.
+    fn remove_tree(&mut self, path: &str, expected: &crate::records::DirectoryIdentity) -> Result<bool, WorkspaceFailure>;
+}

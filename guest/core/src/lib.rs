@@ -17,7 +17,8 @@
 //!   the reference's exact messages, in the reference's check order;
 //! * [`dispositions`] — §6A.5, §6A.6, §6B.4: the pure decision tables;
 //! * [`effects`] — the traits the operations use for their effects (mirroring the WIT imports);
-//! * [`admission`] — §6A.5: acquire, helper lifecycle and release of the export admission.
+//! * [`admission`] — §6A.5: acquire, helper lifecycle and release of the export admission;
+//! * [`directory_leases`] — §6A.6: create, update, release and recovery of directory leases.
 //!
 //! ```
 //! use proclease_core::records::export_admission;
@@ -34,6 +35,7 @@ extern crate alloc;
 pub mod admission;
 pub mod canonical_json;
 pub mod digest;
+pub mod directory_leases;
 pub mod dispositions;
 pub mod effects;
 pub mod error;

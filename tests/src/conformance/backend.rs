@@ -110,7 +110,7 @@ struct NativeAdmission {
 
 impl AdmissionSession for NativeAdmission {
     fn step(&mut self, step: &AdmissionStep) -> Infra<Result<(), Error>> {
-        let FakeWorld { store, processes, entropy } = &mut self.world;
+        let FakeWorld { store, processes, entropy, .. } = &mut self.world;
         let h = &mut self.handle;
         Ok(match step {
             AdmissionStep::Update(phase, helper) => admission::update(h, *phase, helper.clone(), store, entropy),
@@ -253,7 +253,7 @@ impl Backend for Native {
     }
 
     fn admission_acquire(&mut self, world: &FakeWorld) -> Infra<Result<(), Error>> {
-        let FakeWorld { mut store, mut processes, mut entropy } = world.clone();
+        let FakeWorld { mut store, mut processes, mut entropy, .. } = world.clone();
         Ok(admission::acquire(&mut store, &mut processes, &mut entropy).map(|_| ()))
     }
 

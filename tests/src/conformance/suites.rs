@@ -232,10 +232,7 @@ fn admission_disposition(v: &Value, b: &mut dyn Backend) -> Infra<Value> {
         probes += 1;
         if probes == 1 { owner_status } else { helper_status }
     });
-    let world = FakeWorld {
-        processes: crate::fakes::ScriptedProcesses::with_oracle(boot_id, oracle),
-        ..FakeWorld::new(boot_id, OwnerStatus::Unknown)
-    };
+    let world = FakeWorld::with_processes(crate::fakes::ScriptedProcesses::with_oracle(boot_id, oracle));
     world.store.put(CLAIM_PATH, &claim.clone().parsed().canonical);
     let acquire = match b.admission_acquire(&world)? {
         Ok(()) => json!({ "ok": true }),

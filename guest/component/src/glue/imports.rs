@@ -131,3 +131,55 @@ impl Entropy for ImportedEntropy {
         entropy::random_bytes(len)
     }
 }
+
+/// The `workspace` import.
+pub(crate) struct ImportedWorkspace;
+
+fn workspace_failure(e: super::bindings::proclease::lease::workspace::WorkspaceError) -> proclease_core::effects::WorkspaceFailure {
+    use super::bindings::proclease::lease::workspace::WorkspaceError as E;
+    use proclease_core::effects::WorkspaceFailure as F;
+    match e {
+        E::Refused(m) => F::Refused(m),
+        E::Io(m) => F::Io(m),
+        E::IdentityChanged(m) => F::IdentityChanged(m),
+    }
+}
+
+impl proclease_core::effects::Workspace for ImportedWorkspace {
+    fn inspect(&mut self, path: &str) -> Result<Option<proclease_core::effects::DirectoryFacts>, proclease_core::effects::WorkspaceFailure> {
+        let facts = super::bindings::proclease::lease::workspace::inspect(path).map_err(workspace_failure)?;
+        Ok(facts.map(|f| proclease_core::effects::DirectoryFacts {
+            canonical: f.canonical,
+            is_directory: f.is_directory,
+            owned: f.owned,
+            mode: f.mode,
+            identity: proclease_core::records::DirectoryIdentity {
+                device: f.identity.device,
+                inode: f.identity.inode,
+                birthtime_ns: f.identity.birthtime_ns,
+            },
+        }))
+    }
+
+    fn remove_tree(
+        &mut self,
+        path: &str,
+        expected: &proclease_core::records::DirectoryIdentity,
+    ) -> Result<bool, proclease_core::effects::WorkspaceFailure> {
+        let expected = super::bindings::proclease::lease::types::DirectoryIdentity {
+            device: expected.device.clone(),
+            inode: expected.inode.clone(),
+            birthtime_ns: expected.birthtime_ns.clone(),
+        };
+        super::bindings::proclease::lease::workspace::remove_tree(path, &expected).map_err(workspace_failure)
+    }
+}
+
+/// The `clock` import.
+pub(crate) struct ImportedClock;
+
+impl proclease_core::effects::Clock for ImportedClock {
+    fn now_ms(&mut self) -> u64 {
+        super::bindings::proclease::lease::clock::now_ms()
+    }
+}

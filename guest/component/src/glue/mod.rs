@@ -3,6 +3,7 @@
 
 mod admission;
 mod convert;
+mod directory_leases;
 mod dispositions;
 mod imports;
 mod records;

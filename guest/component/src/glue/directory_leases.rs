@@ -1,0 +1,102 @@
+//! The `directory-leases` export: create, update, release and recovery of directory leases
+//! over the imported store, workspace, process identity, clock and entropy.
+
+use core::cell::RefCell;
+
+use proclease_core::directory_leases::{self as leases, Effects, Handle, Request};
+use proclease_core::records::directory_lease::{Phase, Role};
+
+use super::Component;
+use super::bindings::exports::proclease::lease::directory_leases as wit;
+use super::bindings::proclease::lease::types as t;
+use super::convert::{directory_lease_claim, directory_lease_claim_in, error};
+use super::imports::{ImportedClock, ImportedEntropy, ImportedProcesses, ImportedStore, ImportedWorkspace};
+
+fn effects<'a>(
+    store: &'a mut ImportedStore,
+    processes: &'a mut ImportedProcesses,
+    workspace: &'a mut ImportedWorkspace,
+    clock: &'a mut ImportedClock,
+    entropy: &'a mut ImportedEntropy,
+) -> Effects<'a> {
+    Effects { store, processes, workspace, clock, entropy }
+}
+
+fn request(r: wit::LeaseRequest) -> Request {
+    Request {
+        role: match r.role {
+            t::LeaseRole::RawWorking => Role::RawWorking,
+            t::LeaseRole::BundleStage => Role::BundleStage,
+        },
+        path: r.path,
+        output_root: r.output_root,
+        recover_after_ms: r.recover_after_ms,
+        now_ms: r.now_ms,
+    }
+}
+
+fn phase(p: t::RawPhase) -> Phase {
+    match p {
+        t::RawPhase::Preparing => Phase::Preparing,
+        t::RawPhase::Launching => Phase::Launching,
+        t::RawPhase::Running => Phase::Running,
+        t::RawPhase::Settled => Phase::Settled,
+    }
+}
+
+/// A held directory lease (WIT resource `directory-lease`).
+pub(crate) struct LeaseResource {
+    handle: RefCell<Handle>,
+}
+
+impl wit::Guest for Component {
+    type DirectoryLease = LeaseResource;
+
+    fn check_request(r: wit::LeaseRequest) -> Result<(), t::Error> {
+        leases::check_request(&request(r), &mut ImportedClock).map(|_| ()).map_err(error)
+    }
+
+    fn create(r: wit::LeaseRequest) -> Result<wit::DirectoryLease, t::Error> {
+        let (mut s, mut p, mut w, mut c, mut e) = (ImportedStore, ImportedProcesses, ImportedWorkspace, ImportedClock, ImportedEntropy);
+        let handle = leases::create(&request(r), effects(&mut s, &mut p, &mut w, &mut c, &mut e)).map_err(error)?;
+        Ok(wit::DirectoryLease::new(LeaseResource { handle: RefCell::new(handle) }))
+    }
+
+    fn recover(now_ms: Option<f64>) -> Result<wit::RecoveryReport, t::Error> {
+        let (mut s, mut p, mut w, mut c, mut e) = (ImportedStore, ImportedProcesses, ImportedWorkspace, ImportedClock, ImportedEntropy);
+        let report = leases::recover(now_ms, effects(&mut s, &mut p, &mut w, &mut c, &mut e)).map_err(error)?;
+        Ok(wit::RecoveryReport {
+            recovered: report.recovered,
+            published: report.published,
+            active: report.active,
+            indeterminate: report.indeterminate,
+        })
+    }
+}
+
+impl wit::GuestDirectoryLease for LeaseResource {
+    fn resume(claim: t::DirectoryLeaseClaim, released: bool) -> Result<wit::DirectoryLease, t::Error> {
+        let claim = directory_lease_claim_in(claim).map_err(error)?;
+        Ok(wit::DirectoryLease::new(LeaseResource { handle: RefCell::new(Handle::resume(claim, released)) }))
+    }
+
+    fn claim(&self) -> t::DirectoryLeaseClaim {
+        directory_lease_claim(self.handle.borrow().claim.clone())
+    }
+
+    fn content_sha256(&self) -> alloc::string::String {
+        self.handle.borrow().content_sha256.clone()
+    }
+
+    fn released(&self) -> bool {
+        self.handle.borrow().released
+    }
+
+    fn update(&self, to: t::RawPhase, child_pid: Option<i64>) -> Result<(), t::Error> {
+        leases::update(&mut self.handle.borrow_mut(), phase(to), child_pid, &mut ImportedStore, &mut ImportedProcesses).map_err(error)
+    }
+
+    fn release(&self) -> Result<(), t::Error> {
+        leases::release(&mut self.handle.borrow_mut(), &mut ImportedStore).map_err(error)
+    }
+}
