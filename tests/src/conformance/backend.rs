@@ -3,7 +3,9 @@
 //! core types, so one piece of code turns results into the vectors' JSON shapes.
 
 use proclease::records::InputMode;
-use proclease::{Admission, Instance, Runtime};
+use proclease::{Admission, DirectoryLease as HostLease, Instance, Runtime};
+use proclease_core::directory_leases::{self, Report, Request};
+use proclease_core::records::directory_lease::{DirectoryLease as LeaseClaim, Phase as RawPhase};
 use proclease_core::admission::{self, Handle};
 use proclease_core::dispositions::{self, Disposition, Probe};
 use proclease_core::liveness::OwnerStatus;
@@ -76,6 +78,71 @@ pub trait Backend {
     fn admission_acquire(&mut self, world: &FakeWorld) -> Infra<Result<(), Error>>;
     /// A handle resumed on `claim` over the fakes of `world`, to take lifecycle steps.
     fn admission_session(&mut self, world: &FakeWorld, claim: &ExportAdmission, released: bool) -> Infra<Box<dyn AdmissionSession>>;
+    /// §6A.6 steps 1–2 over the fakes of `world` (its clock).
+    fn directory_request(&mut self, world: &FakeWorld, request: &Request) -> Infra<Result<(), Error>>;
+    /// §6A.6 raw-lease disposition table, with the probes consulted.
+    fn raw_lease_disposition(&mut self, claim: &LeaseClaim, now_ms: u64, child: OwnerStatus) -> Infra<(Disposition, Vec<Probe>)>;
+    /// §6A.6 recovery over the fakes of `world`.
+    fn directory_recover(&mut self, world: &FakeWorld, now_ms: Option<f64>) -> Infra<Result<Report, Error>>;
+    /// A directory lease handle resumed on `claim` over the fakes of `world`.
+    fn lease_session(&mut self, world: &FakeWorld, claim: &LeaseClaim, released: bool) -> Infra<Box<dyn LeaseSession>>;
+}
+
+/// One step of a held directory lease (§6A.6).
+#[derive(Debug, Clone)]
+pub enum LeaseStep {
+    /// A raw lifecycle step with the optional child pid.
+    Update(RawPhase, Option<i64>),
+    /// Remove the claim.
+    Release,
+}
+
+/// A held directory lease that takes steps and shows its state.
+pub trait LeaseSession {
+    /// Takes one step.
+    fn step(&mut self, step: &LeaseStep) -> Infra<Result<(), Error>>;
+    /// `(claim, content sha256, released)`.
+    fn state(&mut self) -> Infra<(LeaseClaim, String, bool)>;
+}
+
+struct NativeLease {
+    handle: directory_leases::Handle,
+    world: FakeWorld,
+}
+
+impl LeaseSession for NativeLease {
+    fn step(&mut self, step: &LeaseStep) -> Infra<Result<(), Error>> {
+        let FakeWorld { store, processes, .. } = &mut self.world;
+        Ok(match step {
+            LeaseStep::Update(phase, pid) => directory_leases::update(&mut self.handle, *phase, *pid, store, processes),
+            LeaseStep::Release => directory_leases::release(&mut self.handle, store),
+        })
+    }
+
+    fn state(&mut self) -> Infra<(LeaseClaim, String, bool)> {
+        Ok((self.handle.claim.clone(), self.handle.content_sha256.clone(), self.handle.released))
+    }
+}
+
+struct ComponentLease(HostLease);
+
+impl LeaseSession for ComponentLease {
+    fn step(&mut self, step: &LeaseStep) -> Infra<Result<(), Error>> {
+        split(match step {
+            LeaseStep::Update(phase, pid) => self.0.update(*phase, *pid),
+            LeaseStep::Release => self.0.release(),
+        })
+    }
+
+    fn state(&mut self) -> Infra<(LeaseClaim, String, bool)> {
+        let infra = |e: proclease::Error| e.to_string();
+        Ok((self.0.claim().map_err(infra)?, self.0.content_sha256().map_err(infra)?, self.0.released().map_err(infra)?))
+    }
+}
+
+fn native_effects(world: &mut FakeWorld) -> directory_leases::Effects<'_> {
+    let FakeWorld { store, processes, workspace, clock, entropy } = world;
+    directory_leases::Effects { store, processes, workspace, clock, entropy }
 }
 
 /// One lifecycle step of a held admission (§6A.5).
@@ -261,6 +328,27 @@ impl Backend for Native {
         let handle = Handle::resume(claim.clone(), released).map_err(|e| e.to_string())?;
         Ok(Box::new(NativeAdmission { handle, world: world.clone() }))
     }
+
+    fn directory_request(&mut self, world: &FakeWorld, request: &Request) -> Infra<Result<(), Error>> {
+        let mut clock = world.clock.clone();
+        Ok(directory_leases::check_request(request, &mut clock).map(|_| ()))
+    }
+
+    fn raw_lease_disposition(&mut self, claim: &LeaseClaim, now_ms: u64, child: OwnerStatus) -> Infra<(Disposition, Vec<Probe>)> {
+        let mut calls = Vec::new();
+        let disposition = dispositions::raw_lease(claim, now_ms, &mut answering(child, child, &mut calls)).map_err(|e| e.to_string())?;
+        Ok((disposition, calls))
+    }
+
+    fn directory_recover(&mut self, world: &FakeWorld, now_ms: Option<f64>) -> Infra<Result<Report, Error>> {
+        let mut world = world.clone();
+        Ok(directory_leases::recover(now_ms, native_effects(&mut world)))
+    }
+
+    fn lease_session(&mut self, world: &FakeWorld, claim: &LeaseClaim, released: bool) -> Infra<Box<dyn LeaseSession>> {
+        let handle = directory_leases::Handle::resume(claim.clone(), released);
+        Ok(Box::new(NativeLease { handle, world: world.clone() }))
+    }
 }
 
 /// The embedded component, through the wasmtime host's typed API.
@@ -373,5 +461,25 @@ impl Backend for ComponentBackend {
         let runtime = Runtime::shared().map_err(|e| e.to_string())?;
         let admission = Admission::resume(runtime, world.effects(), claim, released).map_err(|e| e.to_string())?;
         Ok(Box::new(ComponentAdmission(admission)))
+    }
+
+    fn directory_request(&mut self, world: &FakeWorld, request: &Request) -> Infra<Result<(), Error>> {
+        let runtime = Runtime::shared().map_err(|e| e.to_string())?;
+        split(HostLease::check_request(runtime, world.effects(), request))
+    }
+
+    fn raw_lease_disposition(&mut self, claim: &LeaseClaim, now_ms: u64, child: OwnerStatus) -> Infra<(Disposition, Vec<Probe>)> {
+        self.instance.dispositions().raw_lease(claim, now_ms, child).map_err(|e| e.to_string())
+    }
+
+    fn directory_recover(&mut self, world: &FakeWorld, now_ms: Option<f64>) -> Infra<Result<Report, Error>> {
+        let runtime = Runtime::shared().map_err(|e| e.to_string())?;
+        split(proclease::recover_directory_leases(runtime, world.effects(), now_ms))
+    }
+
+    fn lease_session(&mut self, world: &FakeWorld, claim: &LeaseClaim, released: bool) -> Infra<Box<dyn LeaseSession>> {
+        let runtime = Runtime::shared().map_err(|e| e.to_string())?;
+        let lease = HostLease::resume(runtime, world.effects(), claim, released).map_err(|e| e.to_string())?;
+        Ok(Box::new(ComponentLease(lease)))
     }
 }

@@ -14,7 +14,10 @@ use proclease_core::liveness::OwnerStatus;
 use proclease_core::records::export_admission::{self, Phase};
 use proclease_core::records::{Owner, invocation_lease};
 
-use super::backend::{AdmissionStep, Backend, Infra};
+use proclease_core::directory_leases::Request;
+use proclease_core::records::directory_lease::{self, Phase as RawPhase, Role};
+
+use super::backend::{AdmissionStep, Backend, Infra, LeaseStep};
 use crate::fakes::FakeWorld;
 
 /// The marker a handler returns for a vector it cannot express in the typed API (only allowed
@@ -34,14 +37,14 @@ pub const HANDLED: &[&str] = &[
     "admission-disposition",
     "admission-transition",
     "invocation-owner-status",
+    "directory-lease-request",
+    "raw-lease-disposition",
+    "raw-lease-transition",
 ];
 
 /// Suites of the public set whose operations have not landed yet, with the issue that adds
 /// them. The runner reports them by name; it never passes them silently.
 pub const PENDING: &[(&str, &str)] = &[
-    ("directory-lease-request", "directory leases (issue 5)"),
-    ("raw-lease-disposition", "directory leases (issue 5)"),
-    ("raw-lease-transition", "directory leases (issue 5)"),
     ("repair-decision", "invocation leases (issue 6)"),
     ("admission-entry-decision", "invocation leases (issue 6)"),
     ("containment-transition", "invocation leases (issue 6)"),
@@ -61,6 +64,9 @@ pub fn evaluate(suite: &str, v: &Value, b: &mut dyn Backend) -> Option<Infra<Val
         "admission-disposition" => admission_disposition(v, b),
         "admission-transition" => admission_transition(v, b),
         "invocation-owner-status" => invocation_owner_status(v, b),
+        "directory-lease-request" => directory_lease_request(v, b),
+        "raw-lease-disposition" => raw_lease_disposition(v, b),
+        "raw-lease-transition" => raw_lease_transition(v, b),
         _ => return None,
     })
 }
@@ -272,7 +278,7 @@ fn admission_transition(v: &Value, b: &mut dyn Backend) -> Infra<Value> {
         world.processes.script().capture = match raw.get("child_capture") {
             None => None,
             Some(Value::Null) => Some(Err("exact live process identity is unavailable".into())),
-            Some(captured) => Some(owner(captured).ok_or("malformed child_capture")?.pipe(Ok)),
+            Some(captured) => Some(Ok(owner(captured).ok_or("malformed child_capture")?)),
         };
         world.store.state().fail_next_cas = raw["cas_ok"] == false;
         let (before, before_sha, _) = session.state()?;
@@ -315,10 +321,109 @@ fn invocation_owner_status(v: &Value, b: &mut dyn Backend) -> Infra<Value> {
     })
 }
 
-/// `x.pipe(f)` = `f(x)`, to keep a match arm on one line.
-trait Pipe: Sized {
-    fn pipe<T>(self, f: impl FnOnce(Self) -> T) -> T {
-        f(self)
+
+/// A JavaScript-number argument: the typed API takes an `f64`; a JSON value that is not a
+/// number is passed as NaN, which no time rule accepts (as the reference rejects a non-number).
+fn js_number(value: &Value) -> f64 {
+    value.as_f64().unwrap_or(f64::NAN)
+}
+
+fn directory_lease_request(v: &Value, b: &mut dyn Backend) -> Infra<Value> {
+    let (Some(role), Some(path)) = (v["role"].as_str().and_then(Role::from_name), v["path"].as_str()) else {
+        return Ok(json!(SKIPPED));
+    };
+    let output_root = match v.get("output_root") {
+        None => None,
+        Some(Value::String(out)) => Some(out.clone()),
+        Some(_) => return Ok(json!(SKIPPED)),
+    };
+    let request = Request {
+        role,
+        path: path.into(),
+        output_root,
+        recover_after_ms: js_number(&v["recover_after_ms"]),
+        now_ms: Some(js_number(&v["now_ms"])),
+    };
+    let world = FakeWorld::new(&"a".repeat(64), OwnerStatus::Unknown);
+    Ok(match b.directory_request(&world, &request)? {
+        Ok(()) => json!({ "ok": true }),
+        Err(error) => failure(&error),
+    })
+}
+
+fn raw_lease_disposition(v: &Value, b: &mut dyn Backend) -> Infra<Value> {
+    match text(&v["op"]) {
+        "disposition" => {
+            let Ok(claim) = directory_lease::parse_value(&v["claim"]) else { return malformed("claim") };
+            let (Some(now_ms), Some(child)) = (v["now_ms"].as_u64(), status(&v["child_status"])) else {
+                return malformed("now_ms or child_status");
+            };
+            let (disposition, calls) = b.raw_lease_disposition(&claim, now_ms, child)?;
+            Ok(json!({ "disposition": disposition.name(), "calls": probe_names(&calls) }))
+        }
+        "recovery-time" => {
+            let world = FakeWorld::new(&"a".repeat(64), OwnerStatus::Unknown);
+            Ok(match b.directory_recover(&world, Some(js_number(&v["now_ms"])))? {
+                Ok(report) => json!({ "ok": true, "report": {
+                    "recovered": report.recovered, "published": report.published,
+                    "active": report.active, "indeterminate": report.indeterminate,
+                }}),
+                Err(error) => failure(&error),
+            })
+        }
+        other => malformed(&format!("op {other}")),
     }
 }
-impl<T> Pipe for T {}
+
+fn lease_step(step: &Value) -> Option<LeaseStep> {
+    Some(match step["op"].as_str()? {
+        "update" => {
+            let phase = RawPhase::from_name(step["phase"].as_str()?)?;
+            let pid = match step.get("child_pid") {
+                None => None,
+                Some(pid) => Some(pid.as_i64()?),
+            };
+            LeaseStep::Update(phase, pid)
+        }
+        "release" => LeaseStep::Release,
+        _ => return None,
+    })
+}
+
+fn raw_lease_transition(v: &Value, b: &mut dyn Backend) -> Infra<Value> {
+    let Ok(claim) = directory_lease::parse_value(&v["claim"]) else { return malformed("claim") };
+    let steps = v["steps"].as_array().cloned().unwrap_or_default();
+    let Some(parsed_steps) = steps.iter().map(lease_step).collect::<Option<Vec<_>>>() else {
+        return Ok(json!(SKIPPED));
+    };
+    let world = FakeWorld::new(&"a".repeat(64), OwnerStatus::Unknown);
+    world.store.put(&proclease_core::directory_leases::claim_path(&claim.id), &claim.clone().parsed().canonical);
+    let mut session = b.lease_session(&world, &claim, v["released"].as_bool().unwrap_or(false))?;
+    let mut results = Vec::new();
+    for (raw, step) in steps.iter().zip(&parsed_steps) {
+        world.processes.script().capture = match raw.get("child_capture") {
+            None => None,
+            Some(Value::Null) => Some(Err("exact live process identity is unavailable".into())),
+            Some(captured) => Some(Ok(owner(captured).ok_or("malformed child_capture")?)),
+        };
+        world.store.state().fail_next_cas = raw["cas_ok"] == false;
+        let (_, before_sha, _) = session.state()?;
+        let outcome = session.step(step)?;
+        world.store.state().fail_next_cas = false;
+        results.push(match outcome {
+            Err(error) => failure(&error),
+            Ok(()) => {
+                let (after, after_sha, released) = session.state()?;
+                json!({
+                    "ok": true,
+                    "changed": after_sha != before_sha,
+                    "released": released,
+                    "phase": after.phase.name(),
+                    "childOwner": after.child_owner.as_ref().map_or(Value::Null, Owner::to_value),
+                    "sha256": after_sha,
+                })
+            }
+        });
+    }
+    Ok(json!({ "results": results }))
+}
