@@ -47,11 +47,15 @@ enum Command {
         json: bool,
     },
     /// Write the embedded WebAssembly component, for other runtimes (Node/jco, Python/wasmtime).
-    #[command(after_help = "Examples:\n  proclease component -o proclease.wasm\n  proclease component > proclease.wasm")]
+    #[command(after_help = "Examples:\n  proclease component -o proclease.wasm\n  proclease component > proclease.wasm\n  proclease component --interfaces")]
     Component {
         /// Where to write it; standard output when absent.
         #[arg(short, long)]
         output: Option<PathBuf>,
+        /// Instead of the bytes, print the component's sha256, size, and the interfaces it
+        /// imports (what a host must provide) and exports.
+        #[arg(long, conflicts_with = "output")]
+        interfaces: bool,
     },
 }
 
@@ -59,7 +63,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Validate { files, json } => validate(&files, json),
-        Command::Component { output } => write_component(output.as_deref()),
+        Command::Component { interfaces: true, .. } => describe_component(),
+        Command::Component { output, .. } => write_component(output.as_deref()),
     };
     match result {
         Ok(code) => code,
@@ -180,6 +185,19 @@ fn verdict_json(path: &Path, outcome: &Outcome) -> serde_json::Value {
             "error": v.error.as_ref().map(|e| e.message().to_string()),
         }),
     }
+}
+
+fn describe_component() -> Result<ExitCode, Error> {
+    let runtime = Runtime::shared()?;
+    println!("sha256  {}", proclease::component::SHA256);
+    println!("bytes   {}", proclease::component::BYTES.len());
+    for name in runtime.import_names() {
+        println!("import  {name}");
+    }
+    for name in runtime.export_names() {
+        println!("export  {name}");
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn write_component(output: Option<&Path>) -> Result<ExitCode, Error> {

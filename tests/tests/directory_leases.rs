@@ -1,0 +1,275 @@
+//! Directory leases end to end (spec §7.1 scenarios 17–26): the component over the real state
+//! store, real directories under a granted workspace root, and real process identity, with the
+//! reference's liveness seam injected through the process-identity import where it uses one.
+
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use proclease::core::directory_leases::{Report, Request};
+use proclease::core::liveness::OwnerStatus;
+use proclease::core::records::Owner;
+use proclease::core::records::directory_lease::{DirectoryLease as Claim, Phase, Role};
+use proclease::{DirectoryLease, Runtime, recover_directory_leases};
+use proclease_tests::fakes::RealHome;
+
+const LIVE: OwnerStatus = OwnerStatus::ExactLiveOwner;
+const DEAD: OwnerStatus = OwnerStatus::DifferentOrDead;
+const UNKNOWN: OwnerStatus = OwnerStatus::Unknown;
+
+struct Fixture {
+    h: RealHome,
+    parent: PathBuf,
+    target: PathBuf,
+    output: PathBuf,
+}
+
+fn private_dir(path: &Path) {
+    std::fs::create_dir_all(path).expect("mkdir");
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+}
+
+/// The reference's fixture: `root/private-exports` (0700) holding `working` (0700); the output
+/// root `private-exports/published` is not created.
+fn fixture() -> Fixture {
+    let h = RealHome::new();
+    let root = std::fs::canonicalize(h.dir.path()).expect("realpath");
+    let parent = root.join("private-exports");
+    let target = parent.join("working");
+    private_dir(&target);
+    Fixture { output: parent.join("published"), parent, target, h }
+}
+
+fn s(path: &Path) -> String {
+    path.to_str().expect("utf-8").to_string()
+}
+
+fn runtime() -> &'static Runtime {
+    Runtime::shared().expect("component")
+}
+
+impl Fixture {
+    fn create(&self, role: Role) -> DirectoryLease {
+        let request = Request {
+            role,
+            path: s(&self.target),
+            output_root: (role == Role::BundleStage).then(|| s(&self.output)),
+            recover_after_ms: 2000.0,
+            now_ms: Some(1000.0),
+        };
+        DirectoryLease::create(runtime(), self.h.real_effects(), &request).expect("lease created")
+    }
+
+    fn claim_file(&self, claim: &Claim) -> PathBuf {
+        self.h.home.join(format!("recovery/beeper-message-like-me-directory-leases/{}.json", claim.id))
+    }
+
+    fn recover(&self, now_ms: f64, status: OwnerStatus) -> Result<Report, String> {
+        let effects = self.h.effects(self.h.processes().inspect(status));
+        recover_directory_leases(runtime(), effects, Some(now_ms)).map_err(|e| e.to_string())
+    }
+
+    /// Recovery whose probe answers `answers` in call order, recording each probed owner.
+    fn recover_scripted(&self, now_ms: f64, answers: Vec<OwnerStatus>) -> (Result<Report, String>, Vec<Owner>) {
+        let calls: Arc<Mutex<Vec<Owner>>> = Arc::default();
+        let recorded = calls.clone();
+        let oracle = Box::new(move |owner: &Owner| {
+            let mut calls = recorded.lock().expect("calls");
+            calls.push(owner.clone());
+            answers.get(calls.len() - 1).copied().unwrap_or(UNKNOWN)
+        });
+        let effects = self.h.effects(self.h.processes().inspect_with(oracle));
+        let result = recover_directory_leases(runtime(), effects, Some(now_ms)).map_err(|e| e.to_string());
+        let calls = calls.lock().expect("calls").clone();
+        (result, calls)
+    }
+}
+
+fn report(recovered: u32, published: u32, active: u32, indeterminate: u32) -> Report {
+    Report { recovered, published, active, indeterminate }
+}
+
+/// §7.1.17: a live owner's lease is active; nothing is touched.
+#[test]
+fn s17_live_owner_keeps_its_directory() {
+    let f = fixture();
+    let mut lease = f.create(Role::RawWorking);
+    let claim = lease.claim().expect("claim");
+    assert_eq!(f.recover(10_000.0, LIVE), Ok(report(0, 0, 1, 0)));
+    assert!(f.target.is_dir());
+    assert!(f.claim_file(&claim).is_file());
+}
+
+/// §7.1.18: a settled lease of a dead owner is recovered: directory and claim removed.
+#[test]
+fn s18_settled_lease_of_a_dead_owner_is_recovered() {
+    let f = fixture();
+    let mut lease = f.create(Role::RawWorking);
+    lease.update(Phase::Launching, None).expect("launching");
+    lease.update(Phase::Settled, None).expect("settled");
+    let claim = lease.claim().expect("claim");
+    std::fs::write(f.target.join("work.txt"), "x").expect("write");
+    assert_eq!(f.recover(1001.0, DEAD), Ok(report(1, 0, 0, 0)));
+    assert!(!f.target.exists());
+    assert!(!f.claim_file(&claim).exists());
+    assert!(f.parent.is_dir(), "the parent stays");
+}
+
+/// §7.1.19: a launching lease of a dead owner waits for its recovery time.
+#[test]
+fn s19_launching_lease_waits_for_its_recovery_time() {
+    let f = fixture();
+    let mut lease = f.create(Role::RawWorking);
+    lease.update(Phase::Launching, None).expect("launching");
+    let claim = lease.claim().expect("claim");
+    assert_eq!(f.recover(1999.0, DEAD), Ok(report(0, 0, 0, 1)));
+    assert!(f.target.is_dir() && f.claim_file(&claim).is_file());
+    assert_eq!(f.recover(2000.0, DEAD), Ok(report(1, 0, 0, 0)));
+    assert!(!f.target.exists() && !f.claim_file(&claim).exists());
+}
+
+/// §7.1.20: a running lease with a dead owner follows its child: live → active, unknown →
+/// indeterminate, dead → recovered; exactly two probes (owner, then child) each time.
+#[test]
+fn s20_running_lease_follows_its_child() {
+    for (child, expected) in [(LIVE, report(0, 0, 1, 0)), (UNKNOWN, report(0, 0, 0, 1)), (DEAD, report(1, 0, 0, 0))] {
+        let f = fixture();
+        let mut lease = f.create(Role::RawWorking);
+        lease.update(Phase::Launching, None).expect("launching");
+        lease.update(Phase::Running, Some(i64::from(std::process::id()))).expect("running");
+        let claim = lease.claim().expect("claim");
+        let (result, calls) = f.recover_scripted(10_000.0, vec![DEAD, child]);
+        assert_eq!(result, Ok(expected), "child {child:?}");
+        assert_eq!(calls, vec![claim.owner.clone(), claim.child_owner.clone().expect("child")]);
+        assert_eq!(f.target.exists(), child != DEAD);
+    }
+}
+
+/// §7.1.21: a directory replaced at the leased path is refused, and nothing is deleted.
+#[test]
+fn s21_replaced_target_is_refused() {
+    let f = fixture();
+    let mut lease = f.create(Role::RawWorking);
+    lease.update(Phase::Launching, None).expect("launching");
+    lease.update(Phase::Settled, None).expect("settled");
+    let claim = lease.claim().expect("claim");
+    let displaced = f.parent.join("displaced");
+    std::fs::rename(&f.target, &displaced).expect("rename away");
+    private_dir(&f.target);
+    std::fs::write(f.target.join("marker"), "new").expect("marker");
+    assert_eq!(f.recover(1001.0, DEAD), Err("Beeper Message Like Me recovery: directory lease target changed before recovery".into()));
+    assert!(f.target.join("marker").is_file());
+    assert!(displaced.is_dir());
+    assert!(f.claim_file(&claim).is_file());
+}
+
+/// §7.1.22: a bundle stage of a dead owner is recovered.
+#[test]
+fn s22_bundle_stage_is_recovered() {
+    let f = fixture();
+    let mut lease = f.create(Role::BundleStage);
+    let claim = lease.claim().expect("claim");
+    assert_eq!(f.recover(1001.0, DEAD), Ok(report(1, 0, 0, 0)));
+    assert!(!f.target.exists() && !f.claim_file(&claim).exists());
+}
+
+/// §7.1.23: a bundle stage already renamed to its output root counts as published; the output
+/// stays intact and the claim goes.
+#[test]
+fn s23_published_bundle_stage_keeps_its_output() {
+    let f = fixture();
+    let mut lease = f.create(Role::BundleStage);
+    let claim = lease.claim().expect("claim");
+    std::fs::write(f.target.join("bundle.txt"), "payload").expect("write");
+    std::fs::rename(&f.target, &f.output).expect("publish");
+    assert_eq!(f.recover(1001.0, DEAD), Ok(report(0, 1, 0, 0)));
+    assert_eq!(std::fs::read_to_string(f.output.join("bundle.txt")).expect("output intact"), "payload");
+    assert!(!f.claim_file(&claim).exists());
+}
+
+/// §7.1.24: an output root that is not the staged directory (same dev/ino, other birth time)
+/// is refused.
+#[test]
+fn s24_foreign_output_is_refused() {
+    for birth in ["1", "2"] {
+        let f = fixture();
+        let mut lease = f.create(Role::BundleStage);
+        let claim = lease.claim().expect("claim");
+        std::fs::remove_dir(&f.target).expect("delete target");
+        private_dir(&f.output);
+        std::fs::write(f.output.join("marker"), "x").expect("marker");
+        let facts = f.h.workspace.inspect(&s(&f.output)).expect("inspect").expect("present");
+        let mut rewritten = claim.clone();
+        rewritten.directory_identity.device = facts.identity.device.clone();
+        rewritten.directory_identity.inode = facts.identity.inode.clone();
+        rewritten.directory_identity.birthtime_ns = birth.into();
+        std::fs::write(f.claim_file(&claim), rewritten.parsed().canonical).expect("rewrite claim");
+        assert_eq!(f.recover(1001.0, DEAD), Err("Beeper Message Like Me recovery: directory lease output changed before recovery".into()));
+        assert!(f.output.join("marker").is_file());
+        assert!(f.claim_file(&claim).is_file());
+    }
+}
+
+/// §7.1.25: a claim without `directoryIdentity.birthtimeNs` is refused by the parser; nothing is
+/// touched.
+#[test]
+fn s25_claim_without_birth_time_is_refused() {
+    let f = fixture();
+    let mut lease = f.create(Role::RawWorking);
+    let claim = lease.claim().expect("claim");
+    let text = std::fs::read_to_string(f.claim_file(&claim)).expect("claim file");
+    let mut value: serde_json::Value = serde_json::from_str(&text).expect("json");
+    value["directoryIdentity"].as_object_mut().expect("identity").remove("birthtimeNs");
+    // Still canonical: only the shape is wrong.
+    let stripped = proclease::core::canonical_json::to_canonical_file(&value).expect("canonical");
+    std::fs::write(f.claim_file(&claim), &stripped).expect("rewrite");
+    assert_eq!(
+        f.recover(1001.0, DEAD),
+        Err("Beeper Message Like Me recovery: directory lease directory identity has an unsupported shape".into())
+    );
+    assert!(f.target.is_dir());
+    assert_eq!(std::fs::read_to_string(f.claim_file(&claim)).expect("kept"), stripped);
+}
+
+/// §7.1.26: the raw lifecycle records and clears the child; release is idempotent and keeps
+/// the directory; an altered claim defeats an update and leaves everything as it was.
+#[test]
+fn s26_lifecycle_release_and_altered_claim() {
+    let f = fixture();
+    let mut lease = f.create(Role::RawWorking);
+    lease.update(Phase::Launching, None).expect("launching");
+    lease.update(Phase::Running, Some(i64::from(std::process::id()))).expect("running");
+    assert_eq!(lease.claim().expect("claim").child_owner.expect("child").pid, u64::from(std::process::id()));
+    lease.update(Phase::Settled, None).expect("settled");
+    let claim = lease.claim().expect("claim");
+    assert_eq!(claim.child_owner, None);
+    lease.release().expect("release");
+    lease.release().expect("release again");
+    assert!(!f.claim_file(&claim).exists());
+    assert!(f.target.is_dir(), "release never deletes the directory");
+
+    let mut second = f.create(Role::RawWorking);
+    let claim = second.claim().expect("claim");
+    let altered = format!("{} ", std::fs::read_to_string(f.claim_file(&claim)).expect("file"));
+    std::fs::write(f.claim_file(&claim), &altered).expect("alter");
+    assert_eq!(
+        second.update(Phase::Launching, None).expect_err("changed").to_string(),
+        "Beeper Message Like Me recovery: directory lease changed before its lifecycle update"
+    );
+    assert_eq!(second.claim().expect("claim").phase, Phase::Preparing);
+    assert_eq!(std::fs::read_to_string(f.claim_file(&claim)).expect("kept"), altered);
+    assert!(f.target.is_dir());
+}
+
+/// Creation refuses a directory that is not private, and one outside the granted roots.
+#[test]
+fn creation_checks_the_physical_directory() {
+    let f = fixture();
+    std::fs::set_permissions(&f.target, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let request = Request { role: Role::RawWorking, path: s(&f.target), output_root: None, recover_after_ms: 2000.0, now_ms: Some(1000.0) };
+    let error = DirectoryLease::create(runtime(), f.h.real_effects(), &request).err().expect("refused");
+    assert_eq!(error.to_string(), "Beeper Message Like Me recovery: directory lease target is not an owned physical directory");
+    let outside = Request { path: "/etc/ssl".into(), ..request };
+    let error = DirectoryLease::create(runtime(), f.h.real_effects(), &outside).err().expect("refused");
+    assert!(error.to_string().contains("outside the granted workspace roots"), "{error}");
+}
