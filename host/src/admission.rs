@@ -121,6 +121,23 @@ impl Admission {
     }
 }
 
+/// Reads and judges the admission without changing anything (`None` when no claim is held),
+/// in a fresh instance served by `effects`.
+pub fn survey_admission(runtime: &Runtime, effects: Effects) -> Result<Option<proclease_core::admission::Survey>, Error> {
+    let mut instance = runtime.instantiate_with(effects)?;
+    let survey = instance
+        .bindings
+        .proclease_lease_export_admission()
+        .call_survey(&mut instance.store)
+        .map_err(Error::component)?
+        .map_err(convert::error)?;
+    Ok(survey.map(|s| proclease_core::admission::Survey {
+        claim: convert::admission_claim(s.claim),
+        disposition: convert::disposition(s.disposition),
+        reason: s.reason,
+    }))
+}
+
 impl Drop for Admission {
     fn drop(&mut self) {
         // Dropping the handle never releases the admission: only `release` does.

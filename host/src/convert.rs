@@ -227,3 +227,12 @@ pub(crate) fn invocation_lease_out(l: il::InvocationLease) -> t::InvocationLease
         }),
     }
 }
+
+pub(crate) fn disposition(d: t::Disposition) -> proclease_core::dispositions::Disposition {
+    use proclease_core::dispositions::Disposition as D;
+    match d {
+        t::Disposition::Active => D::Active,
+        t::Disposition::Indeterminate => D::Indeterminate,
+        t::Disposition::Recoverable => D::Recoverable,
+    }
+}

@@ -135,3 +135,25 @@ pub fn recover_directory_leases(runtime: &Runtime, effects: Effects, now_ms: Opt
         .map_err(convert::error)?;
     Ok(Report { recovered: report.recovered, published: report.published, active: report.active, indeterminate: report.indeterminate })
 }
+
+/// What a recovery at `now_ms` would decide for each entry of the lease collection, without
+/// changing anything, in a fresh instance served by `effects`.
+pub fn survey_directory_leases(runtime: &Runtime, effects: Effects, now_ms: Option<f64>) -> Result<Vec<proclease_core::directory_leases::Survey>, Error> {
+    let mut instance = runtime.instantiate_with(effects)?;
+    let entries = instance
+        .bindings
+        .proclease_lease_directory_leases()
+        .call_survey(&mut instance.store, now_ms)
+        .map_err(Error::component)?
+        .map_err(convert::error)?;
+    Ok(entries
+        .into_iter()
+        .map(|e| proclease_core::directory_leases::Survey {
+            name: e.file_name,
+            claim: e.claim.map(convert::directory_lease_claim),
+            disposition: e.disposition.map(convert::disposition),
+            action: e.action,
+            reason: e.reason,
+        })
+        .collect())
+}

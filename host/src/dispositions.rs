@@ -2,13 +2,13 @@
 //! probe answers given as facts, returning the disposition and the probes it consulted.
 
 use proclease_core::dispositions::{Disposition, Probe};
+
 use proclease_core::liveness::OwnerStatus;
 use proclease_core::records::directory_lease::DirectoryLease;
 use proclease_core::records::export_admission::ExportAdmission;
 use proclease_core::records::invocation_lease::InvocationLease;
 
 use crate::bindings::exports::proclease::lease::dispositions as wit;
-use crate::bindings::proclease::lease::types as t;
 use crate::runtime::Instance;
 use crate::{Error, convert};
 
@@ -17,13 +17,7 @@ pub struct Dispositions<'a> {
     pub(crate) instance: &'a mut Instance,
 }
 
-fn disposition(d: t::Disposition) -> Disposition {
-    match d {
-        t::Disposition::Active => Disposition::Active,
-        t::Disposition::Indeterminate => Disposition::Indeterminate,
-        t::Disposition::Recoverable => Disposition::Recoverable,
-    }
-}
+use crate::convert::disposition;
 
 fn probes(consulted: Vec<wit::Probe>) -> Vec<Probe> {
     consulted

@@ -37,8 +37,8 @@ pub mod runtime;
 
 pub use error::Error;
 pub use proclease_core as core;
-pub use admission::Admission;
-pub use directory_lease::{DirectoryLease, recover_directory_leases};
+pub use admission::{Admission, survey_admission};
+pub use directory_lease::{DirectoryLease, recover_directory_leases, survey_directory_leases};
 pub use dispositions::Dispositions;
 pub use records::Records;
 pub use runtime::{Instance, Runtime, RuntimeConfig};

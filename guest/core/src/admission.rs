@@ -227,3 +227,42 @@ pub fn release(handle: &mut Handle, store: &mut dyn Store) -> Result<(), Error> 
     Ok(())
 }
 
+
+/// What `doctor` shows for the admission: the claim on disk, its disposition (§6A.5) and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Survey {
+    /// The claim.
+    pub claim: ExportAdmission,
+    /// Its disposition for a new acquirer.
+    pub disposition: Disposition,
+    /// Why, in words.
+    pub reason: String,
+}
+
+/// Surveys the admission without changing anything: `None` when no claim is held.
+///
+/// Errors: the parse errors of a malformed `active.json`; a store or boot id failure.
+pub fn survey(store: &mut dyn Store, processes: &mut dyn Processes) -> Result<Option<Survey>, Error> {
+    let Some(text) = store.read_if_present(CLAIM_PATH, MAX_CLAIM_BYTES)? else { return Ok(None) };
+    let claim = export_admission::parse_file(&text)?.record;
+    let boot_id = processes.current_boot_id().map_err(Error::System)?;
+    let mut words = alloc::vec::Vec::new();
+    let disposition = dispositions::admission(&claim, &boot_id, &mut |probe, owner| {
+        let status = processes.owner_status(owner)?;
+        let role = if probe == dispositions::Probe::Owner { "owner" } else { "helper" };
+        words.push(match status {
+            crate::liveness::OwnerStatus::ExactLiveOwner => alloc::format!("{role} pid {} is alive", owner.pid),
+            crate::liveness::OwnerStatus::Unknown => alloc::format!("{role} pid {} cannot be inspected", owner.pid),
+            _ if owner.boot_id != boot_id => alloc::format!("{role} pid {} ran before the last reboot", owner.pid),
+            _ => alloc::format!("{role} pid {} is gone", owner.pid),
+        });
+        Ok(status)
+    })
+    .map_err(Error::System)?;
+    let phase = claim.phase.map_or("v1", Phase::name);
+    let mut reason = words.join("; ");
+    reason.push_str(" (");
+    reason.push_str(phase);
+    reason.push(')');
+    Ok(Some(Survey { claim, disposition, reason }))
+}

@@ -410,3 +410,142 @@ fn carry_out(claim: &DirectoryLease, workspace: &mut dyn Workspace) -> Result<De
         }
     }
 }
+
+/// What `doctor` and `recover --dry-run` show for one entry of the lease collection: the claim
+/// (when it parses), its disposition, what recovery would do with it, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Survey {
+    /// The entry's name in the collection.
+    pub name: String,
+    /// The claim, when the file is a valid lease.
+    pub claim: Option<DirectoryLease>,
+    /// The disposition, when it could be decided.
+    pub disposition: Option<Disposition>,
+    /// What recovery would do: `keep`, `remove directory`, `count as published`, `remove claim`,
+    /// or `stop: <the error recovery would raise>`.
+    pub action: String,
+    /// Why, in words.
+    pub reason: String,
+}
+
+/// Surveys the lease collection without changing anything (§6A.6 rules, read-only): for each
+/// entry, what a recovery at `now_ms` would decide and do.
+///
+/// Errors: `… directory recovery time is invalid`; a store failure listing or reading.
+pub fn survey(now_ms: Option<f64>, fx: Effects<'_>) -> Result<Vec<Survey>, Error> {
+    let now = now_ms.unwrap_or_else(|| fx.clock.now_ms() as f64);
+    let now_ms = milliseconds(now).ok_or_else(|| Error::beeper("directory recovery time is invalid"))?;
+    let Effects { store, processes, workspace, .. } = fx;
+    let Some(snapshot) = store.snapshot(DIRECTORY, false)? else { return Ok(Vec::new()) };
+    let boot_id = processes.current_boot_id().map_err(Error::System)?;
+    let mut out = Vec::new();
+    let mut names = Vec::new();
+    for entry in &snapshot.entries {
+        if entry.kind == EntryKind::File && entry.name.strip_suffix(".json").is_some_and(js::is_uuid_v4) {
+            names.push(entry.name.clone());
+        } else {
+            out.push(Survey {
+                name: entry.name.clone(),
+                claim: None,
+                disposition: None,
+                action: String::from("stop: Beeper Message Like Me recovery: directory lease collection contains an unsupported entry"),
+                reason: String::from("not a lease file: recovery refuses the whole collection until it is removed"),
+            });
+        }
+    }
+    let total = MAX_CLAIM_BYTES.saturating_mul(names.len().max(1) as u32);
+    for (name, status) in store.read_batch(DIRECTORY, &names, MAX_CLAIM_BYTES, total, &snapshot.identity)? {
+        let text = match status {
+            BatchStatus::Present(text) => text,
+            other => {
+                out.push(Survey { name, claim: None, disposition: None, action: String::from("stop: unreadable"), reason: format!("{other:?}") });
+                continue;
+            }
+        };
+        let claim = match directory_lease::parse_file(&text, &name) {
+            Ok(parsed) => parsed.record,
+            Err(error) => {
+                out.push(Survey {
+                    name,
+                    claim: None,
+                    disposition: None,
+                    action: format!("stop: {error}"),
+                    reason: String::from("the claim file is not a valid lease: inspect it by hand"),
+                });
+                continue;
+            }
+        };
+        let (disposition, reason) = explain(&claim, now_ms, &boot_id, processes)?;
+        let action = match disposition {
+            Disposition::Active | Disposition::Indeterminate => String::from("keep"),
+            Disposition::Recoverable => match predict(&claim, workspace) {
+                Ok(Decision::Recover) => String::from("remove directory"),
+                Ok(Decision::Published) => String::from("count as published, remove claim"),
+                Ok(_) => String::from("remove claim (directory already gone)"),
+                Err(error) => format!("stop: {error}"),
+            },
+        };
+        out.push(Survey { name, claim: Some(claim), disposition: Some(disposition), action, reason });
+    }
+    out.sort_by(|a, b| js::cmp_utf16(&a.name, &b.name));
+    Ok(out)
+}
+
+fn owner_words(status: OwnerStatus, owner: &Owner, boot_id: &str, role: &str) -> String {
+    match status {
+        OwnerStatus::ExactLiveOwner => format!("{role} pid {} is alive", owner.pid),
+        OwnerStatus::Unknown => format!("{role} pid {} cannot be inspected", owner.pid),
+        OwnerStatus::DifferentOrDead if owner.boot_id != boot_id => format!("{role} pid {} ran before the last reboot", owner.pid),
+        OwnerStatus::DifferentOrDead => format!("{role} pid {} is gone", owner.pid),
+    }
+}
+
+/// The disposition of a lease and the reason in words (the same decision as recovery's).
+fn explain(claim: &DirectoryLease, now_ms: u64, boot_id: &str, processes: &mut dyn Processes) -> Result<(Disposition, String), Error> {
+    let owner = processes.owner_status(&claim.owner).map_err(Error::System)?;
+    let owner_text = owner_words(owner, &claim.owner, boot_id, "owner");
+    match owner {
+        OwnerStatus::ExactLiveOwner => return Ok((Disposition::Active, owner_text)),
+        OwnerStatus::Unknown => return Ok((Disposition::Indeterminate, owner_text)),
+        OwnerStatus::DifferentOrDead => {}
+    }
+    if claim.role == Role::BundleStage {
+        return Ok((Disposition::Recoverable, owner_text));
+    }
+    let mut child_text = String::new();
+    let disposition = dispositions::raw_lease(claim, now_ms, &mut |_, child| {
+        let status = processes.owner_status(child)?;
+        child_text = owner_words(status, child, boot_id, "child");
+        Ok(status)
+    })
+    .map_err(Error::System)?;
+    let reason = match (claim.phase, disposition) {
+        (Phase::Running, _) => format!("{owner_text}; {child_text}"),
+        (Phase::Launching, Disposition::Indeterminate) => {
+            format!("{owner_text} while launching; recoverable from {} ms (now {now_ms} ms)", claim.recover_after_ms)
+        }
+        (Phase::Launching, _) => format!("{owner_text} while launching; its launch window has passed"),
+        (phase, _) => format!("{owner_text} ({})", phase.name()),
+    };
+    Ok((disposition, reason))
+}
+
+/// What [`carry_out`] would do, without doing it.
+fn predict(claim: &DirectoryLease, workspace: &mut dyn Workspace) -> Result<Decision, Error> {
+    let parent = identity_of(workspace, &claim.parent_path, false)?;
+    if parent != claim.parent_identity {
+        return Err(Error::beeper("directory lease parent changed before recovery"));
+    }
+    match identity_if_present(workspace, &claim.path, true)? {
+        Some(current) if current != claim.directory_identity => Err(Error::beeper("directory lease target changed before recovery")),
+        Some(_) => Ok(Decision::Recover),
+        None => {
+            let Some(output) = &claim.output_root else { return Ok(Decision::ClaimOnly) };
+            match identity_if_present(workspace, output, true)? {
+                Some(out) if out != claim.directory_identity => Err(Error::beeper("directory lease output changed before recovery")),
+                Some(_) => Ok(Decision::Published),
+                None => Ok(Decision::ClaimOnly),
+            }
+        }
+    }
+}

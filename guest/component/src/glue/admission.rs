@@ -25,6 +25,15 @@ impl AdmissionResource {
 impl wit::Guest for Component {
     type Admission = AdmissionResource;
 
+    fn survey() -> Result<Option<wit::AdmissionSurvey>, t::Error> {
+        let survey = admission::survey(&mut ImportedStore, &mut ImportedProcesses).map_err(error)?;
+        Ok(survey.map(|s| wit::AdmissionSurvey {
+            claim: admission_claim(s.claim),
+            disposition: super::convert::disposition(s.disposition),
+            reason: s.reason,
+        }))
+    }
+
     fn acquire() -> Result<wit::Admission, t::Error> {
         let handle = admission::acquire(&mut ImportedStore, &mut ImportedProcesses, &mut ImportedEntropy).map_err(error)?;
         Ok(wit::Admission::new(AdmissionResource { handle: RefCell::new(handle) }))

@@ -253,3 +253,12 @@ pub(crate) fn invocation_parsed(p: Parsed<il::InvocationLease>) -> (t::Invocatio
     (invocation_lease(p.record), f)
 }
 
+
+pub(crate) fn disposition(d: proclease_core::dispositions::Disposition) -> t::Disposition {
+    use proclease_core::dispositions::Disposition as D;
+    match d {
+        D::Active => t::Disposition::Active,
+        D::Indeterminate => t::Disposition::Indeterminate,
+        D::Recoverable => t::Disposition::Recoverable,
+    }
+}

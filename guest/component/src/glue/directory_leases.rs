@@ -62,6 +62,12 @@ impl wit::Guest for Component {
         Ok(wit::DirectoryLease::new(LeaseResource { handle: RefCell::new(handle) }))
     }
 
+    fn survey(now_ms: Option<f64>) -> Result<alloc::vec::Vec<wit::LeaseSurvey>, t::Error> {
+        let (mut s, mut p, mut w, mut c, mut e) = (ImportedStore, ImportedProcesses, ImportedWorkspace, ImportedClock, ImportedEntropy);
+        let entries = leases::survey(now_ms, effects(&mut s, &mut p, &mut w, &mut c, &mut e)).map_err(error)?;
+        Ok(entries.into_iter().map(LeaseResource::survey_entry).collect())
+    }
+
     fn recover(now_ms: Option<f64>) -> Result<wit::RecoveryReport, t::Error> {
         let (mut s, mut p, mut w, mut c, mut e) = (ImportedStore, ImportedProcesses, ImportedWorkspace, ImportedClock, ImportedEntropy);
         let report = leases::recover(now_ms, effects(&mut s, &mut p, &mut w, &mut c, &mut e)).map_err(error)?;
@@ -71,6 +77,18 @@ impl wit::Guest for Component {
             active: report.active,
             indeterminate: report.indeterminate,
         })
+    }
+}
+
+impl LeaseResource {
+    fn survey_entry(s: leases::Survey) -> wit::LeaseSurvey {
+        wit::LeaseSurvey {
+            file_name: s.name,
+            claim: s.claim.map(directory_lease_claim),
+            disposition: s.disposition.map(super::convert::disposition),
+            action: s.action,
+            reason: s.reason,
+        }
     }
 }
 

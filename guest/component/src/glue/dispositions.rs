@@ -2,7 +2,7 @@
 
 use alloc::vec::Vec;
 
-use proclease_core::dispositions::{self as tables, Disposition, Probe};
+use proclease_core::dispositions::{self as tables, Probe};
 use proclease_core::liveness::OwnerStatus;
 
 use super::Component;
@@ -10,13 +10,7 @@ use super::bindings::exports::proclease::lease::dispositions as wit;
 use super::bindings::proclease::lease::types as t;
 use super::convert::{admission_claim_in, directory_lease_claim_in, error, invocation_lease_in, status, status_in};
 
-fn disposition(d: Disposition) -> t::Disposition {
-    match d {
-        Disposition::Active => t::Disposition::Active,
-        Disposition::Indeterminate => t::Disposition::Indeterminate,
-        Disposition::Recoverable => t::Disposition::Recoverable,
-    }
-}
+use super::convert::disposition;
 
 fn probe(p: Probe) -> wit::Probe {
     match p {

@@ -1,0 +1,124 @@
+//! `proclease doctor`: every claim and lease in the state home, with its disposition and why.
+
+use std::process::ExitCode;
+
+use clap::Args;
+use proclease::{Runtime, survey_admission, survey_directory_leases};
+use serde_json::{Value, json};
+
+use super::{Context, Global};
+
+/// Arguments of `doctor`.
+#[derive(Args)]
+pub struct DoctorArgs {
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// One row of the report.
+struct Row {
+    kind: &'static str,
+    what: String,
+    owner: String,
+    phase: String,
+    age: String,
+    disposition: String,
+    reason: String,
+    action: Option<String>,
+    child: Option<u64>,
+}
+
+fn age(now_ms: u64, created_ms: u64) -> String {
+    let seconds = now_ms.saturating_sub(created_ms) / 1000;
+    match seconds {
+        s if s < 120 => format!("{s}s"),
+        s if s < 7200 => format!("{}m", s / 60),
+        s if s < 172_800 => format!("{}h", s / 3600),
+        s => format!("{}d", s / 86_400),
+    }
+}
+
+/// Runs `doctor`.
+pub fn run(global: &Global, args: &DoctorArgs) -> Result<ExitCode, String> {
+    let ctx = Context::open(global)?;
+    let runtime = Runtime::shared().map_err(|e| e.to_string())?;
+    let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
+    let mut rows = Vec::new();
+    match survey_admission(runtime, ctx.effects()) {
+        Ok(Some(s)) => rows.push(Row {
+            kind: "admission",
+            what: s.claim.id.clone(),
+            owner: s.claim.owner.pid.to_string(),
+            phase: s.claim.phase.map_or("v1", |p| p.name()).to_string(),
+            age: "-".into(),
+            disposition: s.disposition.name().into(),
+            child: s.claim.helper_owner.as_ref().map(|h| h.pid),
+            reason: s.reason,
+            action: None,
+        }),
+        Ok(None) => {}
+        Err(error) => rows.push(Row {
+            kind: "admission",
+            what: "active.json".into(),
+            owner: "-".into(),
+            phase: "-".into(),
+            age: "-".into(),
+            disposition: "invalid".into(),
+            reason: error.to_string(),
+            action: None,
+            child: None,
+        }),
+    }
+    for e in survey_directory_leases(runtime, ctx.effects(), Some(now_ms as f64)).map_err(|e| e.to_string())? {
+        rows.push(match &e.claim {
+            Some(c) => Row {
+                kind: if c.role == proclease::core::records::directory_lease::Role::BundleStage { "bundle-stage" } else { "raw-working" },
+                what: c.path.clone(),
+                owner: c.owner.pid.to_string(),
+                phase: c.phase.name().into(),
+                age: age(now_ms, c.created_at_ms),
+                disposition: e.disposition.map_or("invalid", |d| d.name()).into(),
+                reason: e.reason.clone(),
+                action: Some(e.action.clone()),
+                child: c.child_owner.as_ref().map(|o| o.pid),
+            },
+            None => Row {
+                kind: "lease-entry",
+                what: e.name.clone(),
+                owner: "-".into(),
+                phase: "-".into(),
+                age: "-".into(),
+                disposition: "invalid".into(),
+                reason: format!("{}; recover would {}", e.reason, e.action),
+                action: Some(e.action.clone()),
+                child: None,
+            },
+        });
+    }
+    if args.json {
+        let items: Vec<Value> = rows
+            .iter()
+            .map(|r| {
+                json!({
+                    "kind": r.kind, "target": r.what, "ownerPid": r.owner, "childPid": r.child, "phase": r.phase, "age": r.age,
+                    "disposition": r.disposition, "reason": r.reason, "recoverAction": r.action,
+                })
+            })
+            .collect();
+        let doc = json!({ "stateHome": ctx.store.home().path().display().to_string(), "entries": items });
+        println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("state home: {}", ctx.store.home().path().display());
+    if rows.is_empty() {
+        println!("no admission claim and no directory leases");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let width = rows.iter().map(|r| r.what.len()).max().unwrap_or(6).clamp(6, 60);
+    println!("{:<13} {:<width$} {:>7} {:<16} {:>5} {:<13} WHY", "KIND", "TARGET", "OWNER", "PHASE", "AGE", "DISPOSITION");
+    for r in &rows {
+        println!("{:<13} {:<width$} {:>7} {:<16} {:>5} {:<13} {}", r.kind, r.what, r.owner, r.phase, r.age, r.disposition, r.reason);
+    }
+    Ok(ExitCode::SUCCESS)
+}

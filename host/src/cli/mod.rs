@@ -1,0 +1,169 @@
+//! The command line: argument parsing, the shared context (state home, workspace, process
+//! identity), exit codes, and one module per subcommand.
+
+mod component;
+mod doctor;
+mod identity;
+mod recover;
+mod run;
+mod validate;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::{Args, Parser, Subcommand};
+use proclease::effects::Effects;
+use proclease::process_identity::ProcessIdentity;
+use proclease::state_home::StateHome;
+use proclease::state_store::StateStore;
+use proclease::workspace::Workspace;
+
+/// Exit status when a live owner holds what was asked for (`… another export is active`).
+pub const EXIT_BLOCKED: u8 = 3;
+/// Exit status when a prior owner cannot be proven dead (`… cannot be inspected safely`).
+pub const EXIT_INDETERMINATE: u8 = 4;
+
+#[derive(Parser)]
+#[command(
+    name = "proclease",
+    version,
+    about = "Crash-safe, process-owned leases on shared local state (ghostget 0.17.2 compatible)",
+    long_about = "Crash-safe, process-owned leases on shared local state (ghostget 0.17.2 compatible).\n\n\
+        proclease leases working directories and the export admission to live processes, and after a crash \
+        tells with proof (boot id, process start time, directory identity) whether their owner is gone, \
+        cleaning up only what provably belongs to a dead owner.",
+    after_help = "Examples:\n  \
+        proclease run --workdir ~/jobs/build -- make\n  \
+        proclease doctor\n  \
+        proclease recover --dry-run\n  \
+        proclease validate examples/records\n  \
+        proclease identity 1234\n\n\
+        Exit status: 0 ok; 1 error or invalid record; 2 usage error; 3 blocked by a live owner; \
+        4 a prior owner cannot be proven dead. `run` exits with the command's status once it ran."
+)]
+struct Cli {
+    #[command(flatten)]
+    global: Global,
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// Options every subcommand that touches state takes.
+#[derive(Args, Clone)]
+pub struct Global {
+    /// The state home (default: $PROCLEASE_STATE_HOME, $GHOSTGET_STATE_HOME,
+    /// $XDG_DATA_HOME/proclease, ~/.local/share/proclease).
+    #[arg(long, global = true, value_name = "DIR")]
+    state_home: Option<PathBuf>,
+    /// A directory under which leased directories may be inspected and removed; repeatable
+    /// (default: your home directory and the temporary directory).
+    #[arg(long = "workspace-root", global = true, value_name = "DIR")]
+    workspace_roots: Vec<PathBuf>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a command in a leased directory, recording it as the lease's child (and, with
+    /// --exclusive, as the export admission's helper), so a crash at any instant can be
+    /// recovered exactly.
+    #[command(after_help = run::HELP)]
+    Run(run::RunArgs),
+    /// Recover leases whose owners are provably gone: remove their directories by identity,
+    /// count published stages, remove their claims.
+    #[command(after_help = "Examples:\n  proclease recover\n  proclease recover --dry-run\n  proclease recover --json\n\n\
+        A lease whose owner (or recorded child) is alive is kept; one whose owner cannot be proven dead is kept and \
+        counted as indeterminate.")]
+    Recover(recover::RecoverArgs),
+    /// List the admission claim and every directory lease with its owner, phase, age and
+    /// disposition (active / indeterminate / recoverable), and why.
+    #[command(after_help = "Examples:\n  proclease doctor\n  proclease doctor --json")]
+    Doctor(doctor::DoctorArgs),
+    /// Print the boot id, process start id and owner status of a process (default: this one).
+    #[command(after_help = "Examples:\n  proclease identity\n  proclease identity 1234")]
+    Identity(identity::IdentityArgs),
+    /// Check record files as ghostget's readers would: kind, schema, canonical bytes, sha256,
+    /// or the exact reason a reader refuses them.
+    #[command(after_help = "Examples:\n  proclease validate active.json\n  proclease validate --json *.json\n  proclease validate examples/records\n\n\
+        Exit status: 0 when every file is valid, 1 when any is invalid or unreadable.")]
+    Validate {
+        /// Record files (export admission, directory lease, invocation lease, portable identity),
+        /// or directories whose `*.json` files (recursively) are checked.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Print one JSON document (an array with one object per file) instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write the embedded WebAssembly component, for other runtimes (Node/jco, Python/wasmtime).
+    #[command(after_help = "Examples:\n  proclease component -o proclease.wasm\n  proclease component > proclease.wasm\n  proclease component --interfaces")]
+    Component {
+        /// Where to write it; standard output when absent.
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+        /// Instead of the bytes, print the component's sha256, size, and the interfaces it
+        /// imports (what a host must provide) and exports.
+        #[arg(long, conflicts_with = "output")]
+        interfaces: bool,
+    },
+}
+
+/// The state a subcommand works on.
+pub struct Context {
+    /// The opened store.
+    pub store: Arc<StateStore>,
+    /// This process's identity.
+    pub identity: Arc<ProcessIdentity>,
+    /// The granted workspace.
+    pub workspace: Arc<Workspace>,
+}
+
+impl Context {
+    /// Opens the state home and grants the workspace roots.
+    pub fn open(global: &Global) -> Result<Context, String> {
+        let (path, _) = StateHome::select(global.state_home.as_deref()).map_err(|e| e.to_string())?;
+        let home = StateHome::open(&path).map_err(|e| e.to_string())?;
+        let identity = Arc::new(ProcessIdentity::new());
+        let store = Arc::new(StateStore::open(home, identity.clone()).map_err(|e| e.to_string())?);
+        let roots = if global.workspace_roots.is_empty() { Workspace::default_roots() } else { global.workspace_roots.clone() };
+        let workspace = Arc::new(Workspace::new(&roots).map_err(|e| e.to_string())?);
+        Ok(Context { store, identity, workspace })
+    }
+
+    /// Effects for a component instance over this context.
+    pub fn effects(&self) -> Effects {
+        Effects::native(Some(self.store.clone()), self.identity.clone()).with_workspace(self.workspace.clone())
+    }
+}
+
+/// The exit status for a failed operation: 3 / 4 for the two refusals a script can act on.
+pub fn failure_status(message: &str) -> ExitCode {
+    if message.ends_with("another export is active") {
+        ExitCode::from(EXIT_BLOCKED)
+    } else if message.ends_with("cannot be inspected safely") {
+        ExitCode::from(EXIT_INDETERMINATE)
+    } else {
+        ExitCode::from(1)
+    }
+}
+
+/// Parses the arguments and runs the subcommand.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result: Result<ExitCode, String> = match cli.command {
+        Command::Validate { files, json } => validate::run(&files, json).map_err(|e| e.to_string()),
+        Command::Component { interfaces: true, .. } => component::describe_component().map_err(|e| e.to_string()),
+        Command::Component { output, .. } => component::write_component(output.as_deref()).map_err(|e| e.to_string()),
+        Command::Run(args) => run::run(&cli.global, args),
+        Command::Recover(args) => recover::run(&cli.global, &args),
+        Command::Doctor(args) => doctor::run(&cli.global, &args),
+        Command::Identity(args) => identity::run(&args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(message) => {
+            eprintln!("proclease: {message}");
+            failure_status(&message)
+        }
+    }
+}

@@ -1,0 +1,66 @@
+//! `proclease recover`: recover leases whose owners are provably gone.
+
+use std::process::ExitCode;
+
+use clap::Args;
+use proclease::{Runtime, recover_directory_leases, survey_directory_leases};
+use serde_json::json;
+
+use super::{Context, Global};
+
+/// Arguments of `recover`.
+#[derive(Args)]
+pub struct RecoverArgs {
+    /// Show what would be done, and why, without changing anything.
+    #[arg(long)]
+    dry_run: bool,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Runs `recover`.
+pub fn run(global: &Global, args: &RecoverArgs) -> Result<ExitCode, String> {
+    let ctx = Context::open(global)?;
+    let runtime = Runtime::shared().map_err(|e| e.to_string())?;
+    if args.dry_run {
+        let entries = survey_directory_leases(runtime, ctx.effects(), None).map_err(|e| e.to_string())?;
+        if args.json {
+            let items: Vec<_> = entries
+                .iter()
+                .map(|e| {
+                    json!({
+                        "file": e.name,
+                        "path": e.claim.as_ref().map(|c| c.path.clone()),
+                        "disposition": e.disposition.map(|d| d.name()),
+                        "action": e.action,
+                        "reason": e.reason,
+                    })
+                })
+                .collect();
+            println!("{}", serde_json::to_string_pretty(&json!({ "dryRun": true, "directoryLeases": items })).unwrap_or_default());
+        } else if entries.is_empty() {
+            println!("nothing to recover: no directory leases");
+        } else {
+            for e in &entries {
+                let what = e.claim.as_ref().map_or(e.name.clone(), |c| c.path.clone());
+                println!("{what}: would {} ({})", e.action.trim_start_matches("stop: "), e.reason);
+            }
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let report = recover_directory_leases(runtime, ctx.effects(), None).map_err(|e| e.to_string())?;
+    if args.json {
+        let doc = json!({ "directoryLeases": {
+            "recovered": report.recovered, "published": report.published,
+            "active": report.active, "indeterminate": report.indeterminate,
+        }});
+        println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
+    } else {
+        println!("recovered: {}", report.recovered);
+        println!("published: {}", report.published);
+        println!("active: {}", report.active);
+        println!("indeterminate: {}", report.indeterminate);
+    }
+    Ok(ExitCode::SUCCESS)
+}
