@@ -1,0 +1,247 @@
+//! The main job end to end, through the `proclease` binary, with real processes and real
+//! directories: run, SIGKILL the supervisor, doctor, kill the command, recover.
+
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+struct Sandbox {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+    state: PathBuf,
+}
+
+fn sandbox() -> Sandbox {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = std::fs::canonicalize(dir.path()).expect("realpath");
+    let state = root.join("state");
+    Sandbox { _dir: dir, root, state }
+}
+
+impl Sandbox {
+    fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_proclease"));
+        command
+            .arg("--state-home")
+            .arg(&self.state)
+            .arg("--workspace-root")
+            .arg(&self.root)
+            .args(args)
+            .env_remove("PROCLEASE_STATE_HOME")
+            .env_remove("GHOSTGET_STATE_HOME");
+        command
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.command(args).output().expect("proclease runs")
+    }
+
+    fn doctor(&self) -> serde_json::Value {
+        let output = self.run(&["doctor", "--json"]);
+        assert!(output.status.success(), "doctor: {output:?}");
+        serde_json::from_slice(&output.stdout).expect("doctor --json prints JSON")
+    }
+
+    fn spawn(&self, args: &[&str]) -> Child {
+        self.command(args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("spawn proclease")
+    }
+
+    /// Waits until doctor shows the lease of `target` in `phase`; returns its entry.
+    fn wait_for_phase(&self, target: &Path, phase: &str) -> serde_json::Value {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let doc = self.doctor();
+            let found = doc["entries"].as_array().and_then(|entries| {
+                entries.iter().find(|e| e["target"] == target.to_str().expect("utf-8") && e["phase"] == phase).cloned()
+            });
+            if let Some(entry) = found {
+                return entry;
+            }
+            assert!(Instant::now() < deadline, "the lease of {} never reached {phase}: {doc}", target.display());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn kill(pid: u64) {
+    let pid = rustix::process::Pid::from_raw(pid as i32).expect("pid");
+    rustix::process::kill_process(pid, rustix::process::Signal::KILL).expect("kill");
+}
+
+/// Waits until `pid` is gone or a zombie (its supervisor was killed, so nobody here reaps it).
+fn wait_until_dead(pid: u64) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let state = stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next());
+        if stat.is_empty() || state == Some('Z') {
+            return;
+        }
+        assert!(Instant::now() < deadline, "pid {pid} did not die");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn entries(doc: &serde_json::Value) -> Vec<serde_json::Value> {
+    doc["entries"].as_array().cloned().unwrap_or_default()
+}
+
+#[test]
+fn a_normal_run_leaves_its_output_and_no_lease() {
+    let s = sandbox();
+    let work = s.root.join("jobs/build");
+    let output = s.run(&["run", "--workdir", work.to_str().expect("utf-8"), "--", "sh", "-c", "echo hello > out.txt; exit 7"]);
+    assert_eq!(output.status.code(), Some(7), "run exits with the command's status: {output:?}");
+    assert_eq!(std::fs::read_to_string(work.join("out.txt")).expect("output"), "hello\n");
+    assert_eq!(std::fs::metadata(&work).expect("dir").permissions().mode() & 0o777, 0o700);
+    assert!(entries(&s.doctor()).is_empty(), "the lease was released");
+}
+
+#[test]
+fn sigkilled_supervisor_is_recovered_only_after_its_command_dies() {
+    let s = sandbox();
+    let work = s.root.join("jobs/long");
+    let mut supervisor = s.spawn(&["run", "--workdir", work.to_str().expect("utf-8"), "--", "sleep", "60"]);
+    let entry = s.wait_for_phase(&work, "running");
+    let child = entry["childPid"].as_u64().expect("the command is recorded");
+    supervisor.kill().expect("SIGKILL the supervisor");
+    supervisor.wait().expect("reap the supervisor");
+
+    let entry = s.wait_for_phase(&work, "running");
+    assert_eq!(entry["disposition"], "active", "the command still runs: {entry}");
+    let dry = s.run(&["recover", "--dry-run"]);
+    assert!(stdout(&dry).contains("would keep"), "{}", stdout(&dry));
+    let recover = s.run(&["recover"]);
+    assert!(stdout(&recover).contains("active: 1"), "{}", stdout(&recover));
+    assert!(work.is_dir(), "nothing is removed while the command lives");
+
+    kill(child);
+    wait_until_dead(child);
+    let entry = s.wait_for_phase(&work, "running");
+    assert_eq!(entry["disposition"], "recoverable", "{entry}");
+    let recover = s.run(&["recover"]);
+    assert!(recover.status.success(), "{recover:?}");
+    assert!(stdout(&recover).contains("recovered: 1"), "{}", stdout(&recover));
+    assert!(!work.exists(), "the directory is removed");
+    assert!(entries(&s.doctor()).is_empty(), "and its claim");
+    let again = s.run(&["recover"]);
+    assert!(stdout(&again).contains("recovered: 0") && stdout(&again).contains("active: 0"), "{}", stdout(&again));
+}
+
+#[test]
+fn a_stage_is_published_on_success_and_removed_on_failure() {
+    let s = sandbox();
+    let stage = s.root.join("exports/.stage");
+    let output = s.root.join("exports/v1");
+    let ok = s.run(&["run", "--stage", stage.to_str().expect("utf-8"), "--output", output.to_str().expect("utf-8"), "--", "sh", "-c", "echo bundle > b.txt"]);
+    assert!(ok.status.success(), "{ok:?}");
+    assert_eq!(std::fs::read_to_string(output.join("b.txt")).expect("published"), "bundle\n");
+    assert!(!stage.exists());
+
+    let output2 = s.root.join("exports/v2");
+    let failed = s.run(&["run", "--stage", stage.to_str().expect("utf-8"), "--output", output2.to_str().expect("utf-8"), "--", "sh", "-c", "echo partial > b.txt; exit 3"]);
+    assert_eq!(failed.status.code(), Some(3));
+    assert!(!stage.exists(), "a failed stage is removed");
+    assert!(!output2.exists(), "and never published");
+    assert!(entries(&s.doctor()).is_empty());
+
+    let exists = s.run(&["run", "--stage", stage.to_str().expect("utf-8"), "--output", output.to_str().expect("utf-8"), "--", "true"]);
+    assert_eq!(exists.status.code(), Some(1), "publishing never overwrites");
+    assert!(String::from_utf8_lossy(&exists.stderr).contains("the output already exists"));
+}
+
+#[test]
+fn a_crashed_stage_is_recovered_or_counted_as_published() {
+    // Unpublished: the supervisor dies with the stage in place.
+    let s = sandbox();
+    let stage = s.root.join("exports/.stage");
+    let output = s.root.join("exports/v1");
+    let mut supervisor = s.spawn(&["run", "--stage", stage.to_str().expect("utf-8"), "--output", output.to_str().expect("utf-8"), "--", "sleep", "60"]);
+    s.wait_for_phase(&stage, "preparing");
+    supervisor.kill().expect("SIGKILL");
+    supervisor.wait().expect("reap");
+    let recover = s.run(&["recover"]);
+    assert!(stdout(&recover).contains("recovered: 1"), "{}", stdout(&recover));
+    assert!(!stage.exists());
+
+    // Published: the supervisor dies after the rename, before releasing the claim.
+    let mut supervisor = s.spawn(&["run", "--stage", stage.to_str().expect("utf-8"), "--output", output.to_str().expect("utf-8"), "--", "sleep", "60"]);
+    s.wait_for_phase(&stage, "preparing");
+    supervisor.kill().expect("SIGKILL");
+    supervisor.wait().expect("reap");
+    std::fs::write(stage.join("b.txt"), "bundle").expect("write");
+    std::fs::rename(&stage, &output).expect("the publication the supervisor made before it died");
+    let recover = s.run(&["recover"]);
+    assert!(stdout(&recover).contains("published: 1"), "{}", stdout(&recover));
+    assert_eq!(std::fs::read_to_string(output.join("b.txt")).expect("output intact"), "bundle");
+    assert!(entries(&s.doctor()).is_empty());
+}
+
+#[test]
+fn a_replaced_directory_is_never_removed() {
+    let s = sandbox();
+    let work = s.root.join("jobs/reuse");
+    let mut supervisor = s.spawn(&["run", "--workdir", work.to_str().expect("utf-8"), "--", "sleep", "60"]);
+    let entry = s.wait_for_phase(&work, "running");
+    supervisor.kill().expect("SIGKILL");
+    supervisor.wait().expect("reap");
+    let child = entry["childPid"].as_u64().expect("child");
+    kill(child);
+    wait_until_dead(child);
+    let displaced = s.root.join("jobs/displaced");
+    std::fs::rename(&work, &displaced).expect("move away");
+    std::fs::create_dir(&work).expect("a new directory at the same path");
+    std::fs::set_permissions(&work, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    std::fs::write(work.join("precious"), "new").expect("write");
+    let recover = s.run(&["recover"]);
+    assert_eq!(recover.status.code(), Some(1), "{recover:?}");
+    assert!(
+        String::from_utf8_lossy(&recover.stderr).contains("Beeper Message Like Me recovery: directory lease target changed before recovery"),
+        "{recover:?}"
+    );
+    assert_eq!(std::fs::read_to_string(work.join("precious")).expect("kept"), "new");
+    assert!(displaced.is_dir());
+}
+
+#[test]
+fn exclusive_runs_exclude_each_other() {
+    let s = sandbox();
+    let first = s.root.join("jobs/a");
+    let mut supervisor = s.spawn(&["run", "--exclusive", "--workdir", first.to_str().expect("utf-8"), "--", "sleep", "60"]);
+    let entry = s.wait_for_phase(&first, "running");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let doc = s.doctor();
+        if entries(&doc).iter().any(|e| e["kind"] == "admission" && e["phase"] == "helper-active") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the admission never became helper-active: {doc}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let second = s.run(&["run", "--exclusive", "--workdir", s.root.join("jobs/b").to_str().expect("utf-8"), "--", "true"]);
+    assert_eq!(second.status.code(), Some(3), "{second:?}");
+    assert!(String::from_utf8_lossy(&second.stderr).contains("another export is active"));
+    supervisor.kill().expect("SIGKILL");
+    supervisor.wait().expect("reap");
+    kill(entry["childPid"].as_u64().expect("child"));
+}
+
+#[test]
+fn identity_reports_live_processes_and_refuses_dead_ones() {
+    let own = Command::new(env!("CARGO_BIN_EXE_proclease")).args(["identity", "--json"]).output().expect("identity");
+    let doc: serde_json::Value = serde_json::from_slice(&own.stdout).expect("json");
+    assert_eq!(doc["status"], "exact-live-owner");
+    let mut sleeper = Command::new("sleep").arg("30").spawn().expect("sleep");
+    let out = Command::new(env!("CARGO_BIN_EXE_proclease")).args(["identity", &sleeper.id().to_string()]).output().expect("identity");
+    assert!(stdout(&out).contains("owner status      exact-live-owner"), "{}", stdout(&out));
+    sleeper.kill().expect("kill");
+    sleeper.wait().expect("reap");
+    let dead = Command::new(env!("CARGO_BIN_EXE_proclease")).args(["identity", &sleeper.id().to_string()]).output().expect("identity");
+    assert_eq!(dead.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&dead.stderr).contains("exact live process identity is unavailable"));
+}
