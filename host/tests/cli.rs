@@ -169,3 +169,15 @@ fn usage_errors_exit_2_and_help_shows_examples() {
     let version = proclease(&["--version"]);
     assert_eq!(stdout(&version).trim(), format!("proclease {}", env!("CARGO_PKG_VERSION")));
 }
+
+#[test]
+fn component_interfaces_name_exactly_the_contract() {
+    let output = proclease(&["component", "--interfaces"]);
+    assert!(output.status.success());
+    let out = stdout(&output);
+    for import in ["state-store", "workspace", "process-identity", "clock", "entropy"] {
+        assert!(out.contains(&format!("import  proclease:lease/{import}@0.1.0")), "{out}");
+    }
+    assert!(!out.contains("wasi:"), "no ambient WASI imports: {out}");
+    assert!(out.contains("export  proclease:lease/records@0.1.0"), "{out}");
+}
