@@ -146,13 +146,12 @@ impl StateHome {
     }
 }
 
-/// `path` made absolute against the working directory, lexically normalised.
-fn absolute(path: &Path) -> Result<PathBuf, StateHomeError> {
-    let joined = if path.is_absolute() {
-        path.to_path_buf()
-    } else {
-        std::env::current_dir().map_err(io(path, "reading the working directory"))?.join(path)
-    };
+/// `path` made absolute against the working directory and lexically normalised (`.` dropped,
+/// `..` applied lexically; symbolic links are not resolved).
+///
+/// Errors: the working directory cannot be read (for a relative path).
+pub fn lexical_absolute(path: &Path) -> std::io::Result<PathBuf> {
+    let joined = if path.is_absolute() { path.to_path_buf() } else { std::env::current_dir()?.join(path) };
     let mut out = PathBuf::from("/");
     for component in joined.components() {
         match component {
@@ -164,6 +163,10 @@ fn absolute(path: &Path) -> Result<PathBuf, StateHomeError> {
         }
     }
     Ok(out)
+}
+
+fn absolute(path: &Path) -> Result<PathBuf, StateHomeError> {
+    lexical_absolute(path).map_err(io(path, "reading the working directory"))
 }
 
 /// The physical path: the deepest existing *ancestor* resolved with realpath, the rest

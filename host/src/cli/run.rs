@@ -9,7 +9,7 @@
 
 use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
 use std::os::unix::process::ExitStatusExt as _;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Args;
@@ -56,26 +56,10 @@ pub struct RunArgs {
     command: Vec<String>,
 }
 
-/// An absolute, lexically normalised path (relative paths resolve against the working
-/// directory; `..` is applied lexically, symbolic links are not resolved — the lease refuses a
-/// path that is not its own realpath).
+/// An absolute, lexically normalised path (symbolic links are not resolved: the lease refuses
+/// a path that is not its own realpath).
 fn absolute(path: &Path) -> Result<PathBuf, String> {
-    let joined = if path.is_absolute() {
-        path.to_path_buf()
-    } else {
-        std::env::current_dir().map_err(|e| format!("cannot read the working directory: {e}"))?.join(path)
-    };
-    let mut out = PathBuf::from("/");
-    for component in joined.components() {
-        match component {
-            Component::Normal(part) => out.push(part),
-            Component::ParentDir => {
-                out.pop();
-            }
-            _ => {}
-        }
-    }
-    Ok(out)
+    proclease::state_home::lexical_absolute(path).map_err(|e| format!("cannot read the working directory: {e}"))
 }
 
 fn text(path: &Path) -> Result<String, String> {
