@@ -104,9 +104,11 @@ pub fn run(global: &Global, args: RunArgs) -> Result<ExitCode, String> {
             return Err(format!("{}: the output already exists; publishing never overwrites", output.display()));
         }
     }
-    ensure_directory(&dir)?;
+    // Everything that can be slow or fail (state home, compiling the component on a cold
+    // start) comes before the directory is created, so that a crash leaves no unleased one.
     let ctx = Context::open(global)?;
     let runtime = Runtime::shared().map_err(|e| e.to_string())?;
+    ensure_directory(&dir)?;
 
     let mut admission = match args.exclusive {
         true => Some(Admission::acquire(runtime, ctx.effects()).map_err(|e| e.to_string())?),
