@@ -245,3 +245,71 @@ fn identity_reports_live_processes_and_refuses_dead_ones() {
     assert_eq!(dead.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&dead.stderr).contains("exact live process identity is unavailable"));
 }
+
+/// Pids of live (non-zombie) processes whose command line is exactly `argv`.
+fn processes_running(argv: &[&str]) -> Vec<u64> {
+    let wanted: Vec<u8> = argv.iter().flat_map(|a| a.bytes().chain(std::iter::once(0))).collect();
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u64>().ok()) else { continue };
+        if std::fs::read(entry.path().join("cmdline")).ok().as_deref() != Some(&wanted[..]) {
+            continue;
+        }
+        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        if stat.rsplit_once(')').and_then(|(_, r)| r.trim_start().chars().next()) != Some('Z') {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+/// SIGKILL the supervisor at random instants of its whole life: while its command lives,
+/// recovery removes nothing; once the command is gone (and a launch window has passed),
+/// recovery leaves no lease and no leased directory behind.
+#[test]
+fn sigkill_of_run_at_random_instants_is_recovered_exactly() {
+    const TRIALS: u64 = 40;
+    let s = sandbox();
+    let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(7, |d| d.subsec_nanos() as u64) | 1;
+    let mut x = seed;
+    let mut saw_running = 0;
+    for trial in 0..TRIALS {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let work = s.root.join(format!("jobs/t{trial}"));
+        let duration = format!("{}", 4000 + trial);
+        let mut supervisor = s.spawn(&["run", "--recover-after", "1s", "--workdir", work.to_str().expect("utf-8"), "--", "sleep", &duration]);
+        std::thread::sleep(Duration::from_micros(x % 120_000));
+        supervisor.kill().expect("SIGKILL");
+        supervisor.wait().expect("reap");
+        let children = processes_running(&["sleep", &duration]);
+        if !children.is_empty() {
+            let doc = s.doctor();
+            let leased = entries(&doc).iter().any(|e| e["target"] == work.to_str().expect("utf-8"));
+            let recover = s.run(&["recover"]);
+            assert!(recover.status.success(), "trial {trial} (seed {seed}): {recover:?}");
+            if leased {
+                assert!(work.is_dir(), "trial {trial} (seed {seed}): removed while its command runs");
+                saw_running += 1;
+            }
+            for child in children {
+                kill(child);
+                wait_until_dead(child);
+            }
+        }
+        let doc = s.doctor();
+        if entries(&doc).iter().any(|e| e["phase"] == "launching") {
+            std::thread::sleep(Duration::from_millis(1100)); // the launch window
+        }
+        let recover = s.run(&["recover"]);
+        assert!(recover.status.success(), "trial {trial} (seed {seed}): {recover:?}");
+        assert!(entries(&s.doctor()).is_empty(), "trial {trial} (seed {seed}): a lease is left: {}", s.doctor());
+        if work.exists() {
+            // Killed after creating the directory and before leasing it: an empty directory
+            // that was never leased (and never held the command's work).
+            assert_eq!(std::fs::read_dir(&work).expect("list").count(), 0, "trial {trial} (seed {seed})");
+        }
+    }
+    assert!(saw_running > 0, "no trial killed the supervisor while its command ran (seed {seed})");
+}
