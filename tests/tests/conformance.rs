@@ -89,3 +89,35 @@ fn an_unknown_suite_fails() {
     assert_eq!((report.passed, report.total), (0, 1));
     assert_eq!(report.summary(), "no-such-suite native: 0/1 (unknown suite)");
 }
+
+/// The `conformance` command: exit 0 when every vector passes on both paths; an altered
+/// expectation makes it exit non-zero and name the vector.
+#[test]
+fn the_conformance_command_reports_and_fails_by_vector_name() {
+    let public = conformance::public_vectors_dir();
+    let good = std::process::Command::new(env!("CARGO_BIN_EXE_conformance"))
+        .arg(public.join("sha256.jsonl"))
+        .arg(public.join("proc-stat.jsonl"))
+        .output()
+        .expect("conformance runs");
+    let text = String::from_utf8_lossy(&good.stdout);
+    assert!(good.status.success(), "{text}");
+    assert!(text.contains("sha256 native: 99/99") && text.contains("sha256 component: 99/99"), "{text}");
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let source = std::fs::read_to_string(public.join("proc-stat.jsonl")).expect("vectors");
+    let mut lines: Vec<String> = source.lines().map(String::from).collect();
+    let mut altered: serde_json::Value = serde_json::from_str(&lines[3]).expect("vector");
+    altered["expect"] = serde_json::json!({"status": "alive", "rawStart": "1", "processStartId": "0"});
+    let name = altered["name"].as_str().expect("name").to_string();
+    lines[3] = altered.to_string();
+    std::fs::write(dir.path().join("proc-stat.jsonl"), lines.join("\n") + "\n").expect("write");
+    let bad = std::process::Command::new(env!("CARGO_BIN_EXE_conformance")).arg(dir.path()).arg("--json").output().expect("runs");
+    assert_eq!(bad.status.code(), Some(1));
+    let doc: serde_json::Value = serde_json::from_slice(&bad.stdout).expect("--json");
+    assert_eq!(doc["ok"], false);
+    for suite in doc["suites"].as_array().expect("suites") {
+        assert_eq!(suite["failureCount"], 1);
+        assert_eq!(suite["failures"][0]["name"], name.as_str());
+    }
+}

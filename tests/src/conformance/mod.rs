@@ -133,3 +133,23 @@ pub fn json_eq(a: &Value, b: &Value) -> bool {
         _ => a == b,
     }
 }
+
+/// Runs every `*.jsonl` file found in `paths` (directories or files) through each backend, in
+/// order: one report per suite file and backend.
+///
+/// Errors: a path cannot be read, or a vector line is not JSON.
+pub fn run_paths(paths: &[PathBuf], backends: &mut [&mut dyn Backend]) -> Result<Vec<SuiteReport>, String> {
+    let mut reports = Vec::new();
+    for path in paths {
+        let files = vector_files(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        if files.is_empty() {
+            return Err(format!("{}: no *.jsonl vector files", path.display()));
+        }
+        for file in files {
+            for backend in backends.iter_mut() {
+                reports.push(run_file(&file, &mut **backend)?);
+            }
+        }
+    }
+    Ok(reports)
+}
