@@ -236,3 +236,23 @@ pub(crate) fn disposition(d: t::Disposition) -> proclease_core::dispositions::Di
         t::Disposition::Recoverable => D::Recoverable,
     }
 }
+
+pub(crate) fn portable_identity_out(i: pi::PortableIdentity) -> t::PortableIdentity {
+    t::PortableIdentity {
+        plugin_id: i.plugin_id,
+        plugin_version: i.plugin_version,
+        host_api_version: i.host_api_version,
+        bundle_sha256: i.bundle_sha256,
+        manifest_sha256: i.manifest_sha256,
+        descriptor_sha256: i.descriptor_sha256,
+        adapter_id: i.adapter_id,
+        transport: match i.transport {
+            pi::Transport::ProviderApi => t::Transport::ProviderApi,
+            pi::Transport::WebSessionApi => t::Transport::WebSessionApi,
+            pi::Transport::LinkedDevice => t::Transport::LinkedDevice,
+        },
+        surface_id: i.surface_id,
+        operation: i.operation,
+        contract_version: i.contract_version,
+    }
+}

@@ -8,7 +8,6 @@ use proclease_core::records::directory_lease::DirectoryLease;
 use proclease_core::records::export_admission::ExportAdmission;
 use proclease_core::records::invocation_lease::InvocationLease;
 
-use crate::bindings::exports::proclease::lease::dispositions as wit;
 use crate::runtime::Instance;
 use crate::{Error, convert};
 
@@ -19,14 +18,15 @@ pub struct Dispositions<'a> {
 
 use crate::convert::disposition;
 
-fn probes(consulted: Vec<wit::Probe>) -> Vec<Probe> {
+pub(crate) fn probes(consulted: Vec<crate::bindings::proclease::lease::types::Probe>) -> Vec<Probe> {
+    use crate::bindings::proclease::lease::types::Probe as P;
     consulted
         .into_iter()
         .map(|p| match p {
-            wit::Probe::Owner => Probe::Owner,
-            wit::Probe::Helper => Probe::Helper,
-            wit::Probe::Child => Probe::Child,
-            wit::Probe::Host => Probe::Host,
+            P::Owner => Probe::Owner,
+            P::Helper => Probe::Helper,
+            P::Child => Probe::Child,
+            P::Host => Probe::Host,
         })
         .collect()
 }

@@ -9,13 +9,14 @@
 use std::sync::Arc;
 
 use proclease_core::effects::{
-    BatchStatus, Clock, CollectionIdentity, CollectionSnapshot, DirectoryFacts, Entropy, Processes, Store, StoreFailure,
+    BatchStatus, Catalog, Clock, InstalledPlugin, CollectionIdentity, CollectionSnapshot, DirectoryFacts, Entropy, Processes, Store, StoreFailure,
     Workspace, WorkspaceFailure,
 };
 use proclease_core::records::DirectoryIdentity;
 use proclease_core::liveness::OwnerStatus;
 use proclease_core::records::Owner;
 
+use crate::plugin_catalog::PluginCatalog;
 use crate::process_identity::ProcessIdentity;
 use crate::state_store::{StateStore, StoreError};
 use crate::workspace::{Workspace as GrantedWorkspace, WorkspaceError};
@@ -32,6 +33,8 @@ pub struct Effects {
     pub workspace: Box<dyn Workspace + Send>,
     /// `clock`.
     pub clock: Box<dyn Clock + Send>,
+    /// `plugin-catalog`.
+    pub catalog: Box<dyn Catalog + Send>,
 }
 
 impl Effects {
@@ -48,7 +51,14 @@ impl Effects {
             entropy: Box::new(OsEntropy),
             workspace: Box::new(NoWorkspace),
             clock: Box::new(SystemClock),
+            catalog: Box::new(NoCatalog),
         }
+    }
+
+    /// The same effects with `catalog` as the plugin catalog.
+    pub fn with_catalog(mut self, catalog: Arc<PluginCatalog>) -> Effects {
+        self.catalog = Box::new(SharedCatalog(catalog));
+        self
     }
 
     /// The same effects with directories under `workspace`'s granted roots.
@@ -94,6 +104,40 @@ impl Workspace for NoWorkspace {
     fn remove_tree(&mut self, path: &str, _: &DirectoryIdentity) -> Result<bool, WorkspaceFailure> {
         Err(WorkspaceFailure::Refused(format!("{path}: {NO_WORKSPACE}")))
     }
+}
+
+/// A plugin catalog shared by several instances.
+struct SharedCatalog(Arc<PluginCatalog>);
+
+impl Catalog for SharedCatalog {
+    fn installed(&mut self, plugin_id: &str) -> Result<Option<InstalledPlugin>, String> {
+        self.0.installed(plugin_id)
+    }
+
+    fn lock(&mut self) -> Result<(), String> {
+        self.0.lock()
+    }
+
+    fn unlock(&mut self) {
+        self.0.unlock()
+    }
+}
+
+/// The catalog of an instance that was given none.
+struct NoCatalog;
+
+const NO_CATALOG: &str = "no plugin catalog: give --state-home (its provider-plugins/catalog.json) or --plugin-catalog";
+
+impl Catalog for NoCatalog {
+    fn installed(&mut self, _: &str) -> Result<Option<InstalledPlugin>, String> {
+        Err(NO_CATALOG.into())
+    }
+
+    fn lock(&mut self) -> Result<(), String> {
+        Err(NO_CATALOG.into())
+    }
+
+    fn unlock(&mut self) {}
 }
 
 /// The system's wall clock.

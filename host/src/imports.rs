@@ -3,7 +3,9 @@
 
 use proclease_core::effects::{BatchInvalid, BatchStatus, CollectionIdentity, EntryKind, StoreFailure};
 
-use crate::bindings::proclease::lease::{clock, entropy, process_identity, state_store as ss, types as t, workspace as ws};
+use wasmtime::component::Resource;
+
+use crate::bindings::proclease::lease::{clock, entropy, plugin_catalog, process_identity, state_store as ss, types as t, workspace as ws};
 use crate::convert;
 use crate::runtime::HostState;
 
@@ -154,5 +156,37 @@ fn workspace_error(failure: proclease_core::effects::WorkspaceFailure) -> ws::Wo
 impl clock::Host for HostState {
     fn now_ms(&mut self) -> u64 {
         self.effects.clock.now_ms()
+    }
+}
+
+impl plugin_catalog::HostCatalogLock for HostState {
+    fn drop(&mut self, lock: Resource<plugin_catalog::CatalogLock>) -> wasmtime::Result<()> {
+        // Each resource is one level of the lock; dropping it (the guest's `unlock`, or the
+        // instance going away) releases that level.
+        if self.catalog_levels.remove(&lock.rep()) {
+            self.effects.catalog.unlock();
+        }
+        Ok(())
+    }
+}
+
+impl plugin_catalog::Host for HostState {
+    fn installed(&mut self, plugin_id: String) -> Result<Option<plugin_catalog::InstalledPlugin>, String> {
+        let installed = self.effects.catalog.installed(&plugin_id)?;
+        Ok(installed.map(|p| plugin_catalog::InstalledPlugin {
+            plugin_id: p.plugin_id,
+            version: p.version,
+            host_api_version: p.host_api_version,
+            bundle_sha256: p.bundle_sha256,
+            manifest_sha256: p.manifest_sha256,
+        }))
+    }
+
+    fn lock(&mut self) -> Result<Resource<plugin_catalog::CatalogLock>, String> {
+        self.effects.catalog.lock()?;
+        self.next_catalog_level += 1;
+        let rep = self.next_catalog_level;
+        self.catalog_levels.insert(rep);
+        Ok(Resource::new_own(rep))
     }
 }

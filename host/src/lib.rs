@@ -26,6 +26,8 @@ pub mod directory_lease;
 pub mod dispositions;
 pub mod effects;
 mod imports;
+pub mod invocation_lease;
+pub mod plugin_catalog;
 pub mod error;
 mod fsops;
 pub mod process_identity;
@@ -40,5 +42,9 @@ pub use proclease_core as core;
 pub use admission::{Admission, survey_admission};
 pub use directory_lease::{DirectoryLease, recover_directory_leases, survey_directory_leases};
 pub use dispositions::Dispositions;
+pub use invocation_lease::{
+    ContainmentController, acquire_invocation_lease, invocation_lease_status, list_invocation_leases, release_invocation_lease,
+    repair_invocation_leases,
+};
 pub use records::Records;
 pub use runtime::{Instance, Runtime, RuntimeConfig};

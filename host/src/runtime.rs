@@ -58,6 +58,18 @@ pub struct Runtime {
 pub(crate) struct HostState {
     limits: StoreLimits,
     pub(crate) effects: Effects,
+    /// Catalog lock levels the guest holds, by resource rep.
+    pub(crate) catalog_levels: std::collections::HashSet<u32>,
+    pub(crate) next_catalog_level: u32,
+}
+
+impl Drop for HostState {
+    fn drop(&mut self) {
+        // An instance that goes away releases every catalog lock level it still holds.
+        for _ in self.catalog_levels.drain() {
+            self.effects.catalog.unlock();
+        }
+    }
 }
 
 impl Runtime {
@@ -105,7 +117,8 @@ impl Runtime {
     /// Errors: [`Error::Component`] if instantiation fails.
     pub fn instantiate_with(&self, effects: Effects) -> Result<Instance, Error> {
         let limits = StoreLimitsBuilder::new().memory_size(self.config.max_memory_bytes).instances(4).build();
-        let mut store = Store::new(&self.engine, HostState { limits, effects });
+        let state = HostState { limits, effects, catalog_levels: Default::default(), next_catalog_level: 0 };
+        let mut store = Store::new(&self.engine, state);
         store.limiter(|state| &mut state.limits);
         let ticks = self.config.call_deadline.as_millis() / EPOCH_TICK.as_millis();
         store.set_epoch_deadline(u64::try_from(ticks).unwrap_or(u64::MAX).max(1));

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use proclease::core::digest::sha256_hex;
 use proclease::core::effects::{
-    BatchStatus, Clock, CollectionEntry, CollectionIdentity, CollectionSnapshot, DirectoryFacts, Entropy, EntryKind, Processes,
+    BatchStatus, Catalog, Clock, CollectionEntry, InstalledPlugin, CollectionIdentity, CollectionSnapshot, DirectoryFacts, Entropy, EntryKind, Processes,
     Store, StoreFailure, Workspace, WorkspaceFailure,
 };
 use proclease::core::records::DirectoryIdentity;
@@ -186,6 +186,8 @@ pub struct Script {
     pub status: StatusOracle,
     /// Every owner probed, in order.
     pub probed: Vec<Owner>,
+    /// How many times the current boot id was asked for.
+    pub boot_lookups: usize,
 }
 
 /// A scripted process table (clones share the script).
@@ -211,6 +213,7 @@ impl ScriptedProcesses {
             capture: None,
             status: oracle,
             probed: Vec::new(),
+            boot_lookups: 0,
         })))
     }
 
@@ -222,7 +225,9 @@ impl ScriptedProcesses {
 
 impl Processes for ScriptedProcesses {
     fn current_boot_id(&mut self) -> Result<String, String> {
-        self.script().boot_id.clone()
+        let mut script = self.script();
+        script.boot_lookups += 1;
+        script.boot_id.clone()
     }
 
     fn self_identity(&mut self) -> Result<Owner, String> {
@@ -299,6 +304,51 @@ impl Workspace for MemoryWorkspace {
     }
 }
 
+/// An in-memory plugin catalog with a lock that another "process" can hold.
+#[derive(Debug, Clone, Default)]
+pub struct MemoryCatalog(Arc<Mutex<CatalogState>>);
+
+/// What the memory catalog holds.
+#[derive(Debug, Default)]
+pub struct CatalogState {
+    /// Installed, enabled plugins by id.
+    pub plugins: BTreeMap<String, InstalledPlugin>,
+    /// Another process holds the lock: `lock` fails fast.
+    pub held_elsewhere: bool,
+    /// This process's lock depth.
+    pub depth: usize,
+    /// Every `lock` that succeeded.
+    pub acquisitions: usize,
+}
+
+impl MemoryCatalog {
+    /// The shared state.
+    pub fn state(&self) -> MutexGuard<'_, CatalogState> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl Catalog for MemoryCatalog {
+    fn installed(&mut self, plugin_id: &str) -> Result<Option<InstalledPlugin>, String> {
+        Ok(self.state().plugins.get(plugin_id).cloned())
+    }
+
+    fn lock(&mut self) -> Result<(), String> {
+        let mut state = self.state();
+        if state.held_elsewhere {
+            return Err("portable plugin catalog mutation is already locked".into());
+        }
+        state.depth += 1;
+        state.acquisitions += 1;
+        Ok(())
+    }
+
+    fn unlock(&mut self) {
+        let mut state = self.state();
+        state.depth = state.depth.saturating_sub(1);
+    }
+}
+
 /// A clock that reads what the test sets (ms).
 #[derive(Debug, Clone, Default)]
 pub struct FixedClock(pub Arc<Mutex<u64>>);
@@ -322,6 +372,8 @@ pub struct FakeWorld {
     pub workspace: MemoryWorkspace,
     /// The clock.
     pub clock: FixedClock,
+    /// The plugin catalog.
+    pub catalog: MemoryCatalog,
 }
 
 impl FakeWorld {
@@ -338,6 +390,7 @@ impl FakeWorld {
             entropy: CountingEntropy::default(),
             workspace: MemoryWorkspace::default(),
             clock: FixedClock::default(),
+            catalog: MemoryCatalog::default(),
         }
     }
 
@@ -349,6 +402,7 @@ impl FakeWorld {
             entropy: Box::new(self.entropy.clone()),
             workspace: Box::new(self.workspace.clone()),
             clock: Box::new(self.clock.clone()),
+            catalog: Box::new(self.catalog.clone()),
         }
     }
 }
@@ -424,6 +478,8 @@ pub struct RealHome {
     pub identity: Arc<proclease::process_identity::ProcessIdentity>,
     /// The workspace: the temporary directory granted as its one root.
     pub workspace: Arc<proclease::workspace::Workspace>,
+    /// The plugin catalog: `provider-plugins/catalog.json` in the state home.
+    pub catalog: Arc<proclease::plugin_catalog::PluginCatalog>,
 }
 
 impl RealHome {
@@ -435,7 +491,8 @@ impl RealHome {
         let state_home = proclease::state_home::StateHome::open(&home).expect("state home");
         let store = Arc::new(proclease::state_store::StateStore::open(state_home, identity.clone()).expect("store"));
         let workspace = Arc::new(proclease::workspace::Workspace::new(&[dir.path().to_path_buf()]).expect("workspace"));
-        RealHome { dir, home, store, identity, workspace }
+        let catalog = Arc::new(proclease::plugin_catalog::PluginCatalog::new(store.clone(), proclease::plugin_catalog::Source::StateHome));
+        RealHome { dir, home, store, identity, workspace, catalog }
     }
 
     /// Effects over this home with the given process seams (and the temporary directory as
@@ -449,7 +506,9 @@ impl RealHome {
     /// Effects over this home with real process identity, granting the temporary directory
     /// (which holds the state home and the tests' working directories) as the workspace.
     pub fn real_effects(&self) -> Effects {
-        Effects::native(Some(self.store.clone()), self.identity.clone()).with_workspace(self.workspace.clone())
+        Effects::native(Some(self.store.clone()), self.identity.clone())
+            .with_workspace(self.workspace.clone())
+            .with_catalog(self.catalog.clone())
     }
 
     /// Real process identity, to add seams to.

@@ -240,3 +240,30 @@ pub trait Workspace {
     /// quarantine of it whose remover is provably dead); `false` when nothing of it exists.
     fn remove_tree(&mut self, path: &str, expected: &crate::records::DirectoryIdentity) -> Result<bool, WorkspaceFailure>;
 }
+
+/// The installed identity of an enabled plugin (§5 `loadInstalledPortableProviderPlugin`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InstalledPlugin {
+    /// `package.manifest.id`.
+    pub plugin_id: String,
+    /// `package.manifest.version`.
+    pub version: String,
+    /// `package.manifest.hostApiVersion`.
+    pub host_api_version: u32,
+    /// `package.bundleSha256`.
+    pub bundle_sha256: String,
+    /// `package.manifestSha256`.
+    pub manifest_sha256: String,
+}
+
+/// The plugin catalog and its mutation lock (WIT `plugin-catalog`, §5).
+pub trait Catalog {
+    /// The enabled installation of `plugin_id`; `None` when absent or disabled. Errors: the
+    /// store's or verification's message, as is.
+    fn installed(&mut self, plugin_id: &str) -> Result<Option<InstalledPlugin>, String>;
+    /// Takes the catalog mutation lock (re-entrant within one process), failing fast with
+    /// `portable plugin catalog mutation is already locked` while another live process holds it.
+    fn lock(&mut self) -> Result<(), String>;
+    /// Releases one level of the lock taken by [`Catalog::lock`].
+    fn unlock(&mut self);
+}

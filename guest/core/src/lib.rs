@@ -18,7 +18,9 @@
 //! * [`dispositions`] — §6A.5, §6A.6, §6B.4: the pure decision tables;
 //! * [`effects`] — the traits the operations use for their effects (mirroring the WIT imports);
 //! * [`admission`] — §6A.5: acquire, helper lifecycle and release of the export admission;
-//! * [`directory_leases`] — §6A.6: create, update, release and recovery of directory leases.
+//! * [`directory_leases`] — §6A.6: create, update, release and recovery of directory leases;
+//! * [`invocation_leases`] — §6B.5–6B.9: acquire, containment, release, list and repair of
+//!   plugin invocation leases.
 //!
 //! ```
 //! use proclease_core::records::export_admission;
@@ -38,6 +40,7 @@ pub mod digest;
 pub mod directory_leases;
 pub mod dispositions;
 pub mod effects;
+pub mod invocation_leases;
 pub mod error;
 pub mod js;
 pub mod liveness;

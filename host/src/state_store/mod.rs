@@ -124,6 +124,21 @@ impl StateStore {
         Ok(StateStore { home, staging, locks, processes })
     }
 
+    /// Opens (creating 0600 if absent) the lock file `name` in the store's own lock directory
+    /// (`.proclease/locks/`, never inside a collection), for a kernel lock of the caller's.
+    pub fn lock_file(&self, name: &str) -> std::io::Result<std::fs::File> {
+        if !path::is_safe_name(name) {
+            return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "unsafe lock name"));
+        }
+        let fd = rustix::fs::openat(
+            &self.locks,
+            name,
+            rustix::fs::OFlags::RDWR | rustix::fs::OFlags::CREATE | rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::from_raw_mode(0o600),
+        )?;
+        Ok(std::fs::File::from(fd))
+    }
+
     /// The state home this store writes to.
     pub fn home(&self) -> &StateHome {
         &self.home

@@ -3,7 +3,8 @@
 //! core types, so one piece of code turns results into the vectors' JSON shapes.
 
 use proclease::records::InputMode;
-use proclease::{Admission, DirectoryLease as HostLease, Instance, Runtime};
+use proclease::{Admission, ContainmentController, DirectoryLease as HostLease, Instance, Runtime};
+use proclease_core::invocation_leases::{self, Controller, Entry, EntryDecision, RepairDecision, RepairReport};
 use proclease_core::directory_leases::{self, Report, Request};
 use proclease_core::records::directory_lease::{DirectoryLease as LeaseClaim, Phase as RawPhase};
 use proclease_core::admission::{self, Handle};
@@ -86,6 +87,90 @@ pub trait Backend {
     fn directory_recover(&mut self, world: &FakeWorld, now_ms: Option<f64>) -> Infra<Result<Report, Error>>;
     /// A directory lease handle resumed on `claim` over the fakes of `world`.
     fn lease_session(&mut self, world: &FakeWorld, claim: &LeaseClaim, released: bool) -> Infra<Box<dyn LeaseSession>>;
+    /// §6B.5 step c for one entry: `(decision, probes, error)`.
+    fn invocation_admission_entry(
+        &mut self,
+        plugin_id: &str,
+        entry: &Entry,
+        parent: OwnerStatus,
+        host: OwnerStatus,
+    ) -> Infra<(EntryDecision, Vec<Probe>, Option<Error>)>;
+    /// §6B.9 repair over the fakes of `world`.
+    fn invocation_repair(&mut self, world: &FakeWorld, recover: bool) -> Infra<Result<(RepairReport, Vec<RepairDecision>), Error>>;
+    /// A containment controller on `initial` over the fakes of `world`.
+    fn containment_session(&mut self, world: &FakeWorld, initial: &Parsed<InvocationLease>) -> Infra<Result<Box<dyn ContainmentSession>, Error>>;
+}
+
+/// One containment step (§6B.7), or the release of the current snapshot (§6B.8).
+#[derive(Debug, Clone)]
+pub enum ContainmentStep {
+    /// `hostStarting(host)`.
+    HostStarting(Owner),
+    /// `hostStarted(host)`.
+    HostStarted(Owner),
+    /// `cleanupComplete()`.
+    CleanupComplete,
+    /// `cleanupUnsafe()`.
+    CleanupUnsafe,
+    /// `release(current)`.
+    Release,
+}
+
+/// A containment controller that takes steps and shows its current snapshot.
+pub trait ContainmentSession {
+    /// Takes one step.
+    fn step(&mut self, step: &ContainmentStep) -> Infra<Result<(), Error>>;
+    /// The controller's current snapshot.
+    fn current(&mut self) -> Infra<Parsed<InvocationLease>>;
+}
+
+struct NativeContainment {
+    controller: Controller,
+    world: FakeWorld,
+}
+
+impl ContainmentSession for NativeContainment {
+    fn step(&mut self, step: &ContainmentStep) -> Infra<Result<(), Error>> {
+        let FakeWorld { store, catalog, .. } = &mut self.world;
+        let c = &mut self.controller;
+        Ok(match step {
+            ContainmentStep::HostStarting(host) => c.host_starting(host.clone(), store, catalog),
+            ContainmentStep::HostStarted(host) => c.host_started(host.clone(), store, catalog),
+            ContainmentStep::CleanupComplete => c.cleanup_complete(store, catalog),
+            ContainmentStep::CleanupUnsafe => c.cleanup_unsafe(store, catalog),
+            ContainmentStep::Release => invocation_leases::release(&c.current, store, catalog),
+        })
+    }
+
+    fn current(&mut self) -> Infra<Parsed<InvocationLease>> {
+        Ok(self.controller.current.clone())
+    }
+}
+
+struct ComponentContainment {
+    controller: ContainmentController,
+    world: FakeWorld,
+}
+
+impl ContainmentSession for ComponentContainment {
+    fn step(&mut self, step: &ContainmentStep) -> Infra<Result<(), Error>> {
+        let c = &mut self.controller;
+        split(match step {
+            ContainmentStep::HostStarting(host) => c.host_starting(host),
+            ContainmentStep::HostStarted(host) => c.host_started(host),
+            ContainmentStep::CleanupComplete => c.cleanup_complete(),
+            ContainmentStep::CleanupUnsafe => c.cleanup_unsafe(),
+            ContainmentStep::Release => {
+                let runtime = Runtime::shared().map_err(|e| e.to_string())?;
+                let current = c.current().map_err(|e| e.to_string())?;
+                proclease::release_invocation_lease(runtime, self.world.effects(), &current)
+            }
+        })
+    }
+
+    fn current(&mut self) -> Infra<Parsed<InvocationLease>> {
+        self.controller.current().map_err(|e| e.to_string())
+    }
 }
 
 /// One step of a held directory lease (§6A.6).
@@ -141,7 +226,7 @@ impl LeaseSession for ComponentLease {
 }
 
 fn native_effects(world: &mut FakeWorld) -> directory_leases::Effects<'_> {
-    let FakeWorld { store, processes, workspace, clock, entropy } = world;
+    let FakeWorld { store, processes, workspace, clock, entropy, .. } = world;
     directory_leases::Effects { store, processes, workspace, clock, entropy }
 }
 
@@ -349,6 +434,29 @@ impl Backend for Native {
         let handle = directory_leases::Handle::resume(claim.clone(), released);
         Ok(Box::new(NativeLease { handle, world: world.clone() }))
     }
+
+    fn invocation_admission_entry(
+        &mut self,
+        plugin_id: &str,
+        entry: &Entry,
+        parent: OwnerStatus,
+        host: OwnerStatus,
+    ) -> Infra<(EntryDecision, Vec<Probe>, Option<Error>)> {
+        let mut calls = Vec::new();
+        let (decision, error) = invocation_leases::admission_entry(plugin_id, entry, &mut answering(parent, host, &mut calls)).map_err(|e| e.to_string())?;
+        Ok((decision, calls, error))
+    }
+
+    fn invocation_repair(&mut self, world: &FakeWorld, recover: bool) -> Infra<Result<(RepairReport, Vec<RepairDecision>), Error>> {
+        let FakeWorld { mut store, mut processes, mut catalog, .. } = world.clone();
+        let mut decisions = Vec::new();
+        let report = invocation_leases::repair(recover, &mut store, &mut processes, &mut catalog, &mut |_, d| decisions.push(d));
+        Ok(report.map(|r| (r, decisions)))
+    }
+
+    fn containment_session(&mut self, world: &FakeWorld, initial: &Parsed<InvocationLease>) -> Infra<Result<Box<dyn ContainmentSession>, Error>> {
+        Ok(Controller::new(initial).map(|controller| Box::new(NativeContainment { controller, world: world.clone() }) as Box<dyn ContainmentSession>))
+    }
 }
 
 /// The embedded component, through the wasmtime host's typed API.
@@ -481,5 +589,26 @@ impl Backend for ComponentBackend {
         let runtime = Runtime::shared().map_err(|e| e.to_string())?;
         let lease = HostLease::resume(runtime, world.effects(), claim, released).map_err(|e| e.to_string())?;
         Ok(Box::new(ComponentLease(lease)))
+    }
+
+    fn invocation_admission_entry(
+        &mut self,
+        plugin_id: &str,
+        entry: &Entry,
+        parent: OwnerStatus,
+        host: OwnerStatus,
+    ) -> Infra<(EntryDecision, Vec<Probe>, Option<Error>)> {
+        self.instance.invocation_admission_entry(plugin_id, entry, parent, host).map_err(|e| e.to_string())
+    }
+
+    fn invocation_repair(&mut self, world: &FakeWorld, recover: bool) -> Infra<Result<(RepairReport, Vec<RepairDecision>), Error>> {
+        let runtime = Runtime::shared().map_err(|e| e.to_string())?;
+        split(proclease::repair_invocation_leases(runtime, world.effects(), recover).map(|(r, d)| (r, d.into_iter().map(|(_, d)| d).collect())))
+    }
+
+    fn containment_session(&mut self, world: &FakeWorld, initial: &Parsed<InvocationLease>) -> Infra<Result<Box<dyn ContainmentSession>, Error>> {
+        let runtime = Runtime::shared().map_err(|e| e.to_string())?;
+        Ok(split(ContainmentController::create(runtime, world.effects(), initial))?
+            .map(|controller| Box::new(ComponentContainment { controller, world: world.clone() }) as Box<dyn ContainmentSession>))
     }
 }

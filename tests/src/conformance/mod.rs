@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 pub use backend::{Backend, ComponentBackend, Infra, Native};
-pub use suites::{HANDLED, PENDING};
+pub use suites::HANDLED;
 
 /// One vector that did not give the expected result.
 #[derive(Debug, Clone)]

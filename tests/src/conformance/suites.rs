@@ -5,7 +5,7 @@ use proclease::records::InputMode;
 use proclease_core::Error;
 use proclease_core::proc_stat::ProcStat;
 use proclease_core::records::Parsed;
-use proclease_core::records::invocation_lease::{InvalidReason, Listed};
+use proclease_core::records::invocation_lease::InvalidReason;
 use serde_json::{Value, json};
 
 use proclease_core::admission::CLAIM_PATH;
@@ -17,7 +17,10 @@ use proclease_core::records::{Owner, invocation_lease};
 use proclease_core::directory_leases::Request;
 use proclease_core::records::directory_lease::{self, Phase as RawPhase, Role};
 
-use super::backend::{AdmissionStep, Backend, Infra, LeaseStep};
+use proclease_core::invocation_leases::{Entry, lease_path};
+use proclease_core::records::invocation_lease::{InvocationLease, Listed};
+
+use super::backend::{AdmissionStep, Backend, ContainmentStep, Infra, LeaseStep};
 use crate::fakes::FakeWorld;
 
 /// The marker a handler returns for a vector it cannot express in the typed API (only allowed
@@ -40,14 +43,9 @@ pub const HANDLED: &[&str] = &[
     "directory-lease-request",
     "raw-lease-disposition",
     "raw-lease-transition",
-];
-
-/// Suites of the public set whose operations have not landed yet, with the issue that adds
-/// them. The runner reports them by name; it never passes them silently.
-pub const PENDING: &[(&str, &str)] = &[
-    ("repair-decision", "invocation leases (issue 6)"),
-    ("admission-entry-decision", "invocation leases (issue 6)"),
-    ("containment-transition", "invocation leases (issue 6)"),
+    "admission-entry-decision",
+    "repair-decision",
+    "containment-transition",
 ];
 
 /// The actual result of one vector, or `None` for a suite the runner does not handle.
@@ -67,6 +65,9 @@ pub fn evaluate(suite: &str, v: &Value, b: &mut dyn Backend) -> Option<Infra<Val
         "directory-lease-request" => directory_lease_request(v, b),
         "raw-lease-disposition" => raw_lease_disposition(v, b),
         "raw-lease-transition" => raw_lease_transition(v, b),
+        "admission-entry-decision" => admission_entry_decision(v, b),
+        "repair-decision" => repair_decision(v, b),
+        "containment-transition" => containment_transition(v, b),
         _ => return None,
     })
 }
@@ -426,4 +427,131 @@ fn raw_lease_transition(v: &Value, b: &mut dyn Backend) -> Infra<Value> {
         });
     }
     Ok(json!({ "results": results }))
+}
+
+/// The single entry of an invocation-lease vector: `lease` (valid; its canonical file is the
+/// entry) or `lease_id` + `entry_text` (listing as invalid). Also its file name and text.
+fn invocation_entry(v: &Value) -> Option<(Entry, String, String)> {
+    if let Some(lease) = v.get("lease") {
+        let parsed = invocation_lease::parse_value(lease).ok()?.parsed();
+        let name = format!("{}.json", parsed.record.lease_id);
+        let text = parsed.canonical.clone();
+        return Some((Entry::Valid(parsed), name, text));
+    }
+    let lease_id = v["lease_id"].as_str()?;
+    let name = format!("{lease_id}.json");
+    let text = v["entry_text"].as_str()?.to_string();
+    let entry = match invocation_lease::classify_entry(&name, &text) {
+        Listed::Valid(parsed) => Entry::Valid(parsed),
+        _ => Entry::Invalid(lease_id.into()),
+    };
+    Some((entry, name, text))
+}
+
+fn admission_entry_decision(v: &Value, b: &mut dyn Backend) -> Infra<Value> {
+    let Some((entry, _, _)) = invocation_entry(v) else { return malformed("entry") };
+    let (Some(parent), Some(host)) = (status(&v["parent_status"]), status(&v["host_status"])) else { return malformed("statuses") };
+    let (decision, calls, error) = b.invocation_admission_entry(text(&v["plugin_id"]), &entry, parent, host)?;
+    let mut out = json!({ "decision": decision.name(), "calls": probe_names(&calls) });
+    if let Some(error) = error {
+        out["error"] = json!(error.message());
+    }
+    Ok(out)
+}
+
+fn repair_decision(v: &Value, b: &mut dyn Backend) -> Infra<Value> {
+    let Some((entry, name, text_on_disk)) = invocation_entry(v) else { return malformed("entry") };
+    let (Some(parent), Some(host)) = (status(&v["parent_status"]), status(&v["host_status"])) else { return malformed("statuses") };
+    let owner = match &entry {
+        Entry::Valid(s) => Some(s.record.owner.process.clone()),
+        Entry::Invalid(_) => None,
+    };
+    let recorded_owner = owner.clone();
+    let oracle = Box::new(move |o: &Owner| if Some(o) == recorded_owner.as_ref() { parent } else { host });
+    let world = FakeWorld::with_processes(crate::fakes::ScriptedProcesses::with_oracle(&"0".repeat(64), oracle));
+    world.processes.script().boot_id = match v["current_boot_id"].as_str() {
+        Some(boot) => Ok(boot.into()),
+        None => Err("system boot identity is unavailable".into()),
+    };
+    world.store.put(&format!("provider-plugin-state/.invocations/{name}"), &text_on_disk);
+    world.store.state().fail_next_cas = v["removal_succeeds"] == false;
+    let outcome = b.invocation_repair(&world, v["recover"].as_bool().unwrap_or(false))?;
+    let script = world.processes.script();
+    let calls: Vec<&str> = script.probed.iter().map(|o| if Some(o) == owner.as_ref() { "owner" } else { "host" }).collect();
+    Ok(match outcome {
+        Ok((report, decisions)) => json!({
+            "decision": decisions.first().map_or("none", |d| d.name()),
+            "calls": calls,
+            "boot_lookups": script.boot_lookups,
+            "report": {
+                "inspected": report.inspected, "removed": report.removed, "active": report.active,
+                "unknown": report.unknown, "invalid": report.invalid,
+            },
+        }),
+        Err(error) => failure(&error),
+    })
+}
+
+/// A host argument the typed API can express: exactly `pid`, `bootId`, `processStartId` with a
+/// non-negative integer pid and string digests (their values are validated by the component).
+fn host_argument(value: &Value) -> Option<Owner> {
+    let members = value.as_object()?;
+    (members.len() == 3).then_some(())?;
+    owner(value)
+}
+
+fn containment_step(step: &Value) -> Option<ContainmentStep> {
+    Some(match step["method"].as_str()? {
+        "hostStarting" => ContainmentStep::HostStarting(host_argument(&step["host"])?),
+        "hostStarted" => ContainmentStep::HostStarted(host_argument(&step["host"])?),
+        "cleanupComplete" => ContainmentStep::CleanupComplete,
+        "cleanupUnsafe" => ContainmentStep::CleanupUnsafe,
+        "release" => ContainmentStep::Release,
+        _ => return None,
+    })
+}
+
+fn containment_json(lease: &InvocationLease) -> Value {
+    lease.containment.as_ref().map_or(Value::Null, |c| c.to_value())
+}
+
+fn containment_transition(v: &Value, b: &mut dyn Backend) -> Infra<Value> {
+    let Ok(lease) = invocation_lease::parse_value(&v["lease"]) else { return malformed("lease") };
+    let steps = v["steps"].as_array().cloned().unwrap_or_default();
+    let Some(parsed_steps) = steps.iter().map(containment_step).collect::<Option<Vec<_>>>() else {
+        return Ok(json!(SKIPPED));
+    };
+    let mut initial = lease.clone().parsed();
+    let world = FakeWorld::new(&"a".repeat(64), OwnerStatus::Unknown);
+    world.store.put(&lease_path(&lease.lease_id), &initial.canonical);
+    if let Some(sha) = v.get("content_sha256").and_then(Value::as_str) {
+        initial.sha256 = sha.into();
+    }
+    let mut session = match b.containment_session(&world, &initial)? {
+        Ok(session) => session,
+        Err(error) => return Ok(json!({ "constructed": failure(&error), "results": [] })),
+    };
+    let mut released = false;
+    let mut results = Vec::new();
+    for (raw, step) in steps.iter().zip(&parsed_steps) {
+        world.store.state().fail_next_cas = raw["cas_ok"] == false;
+        let before = session.current()?.sha256;
+        let outcome = session.step(step)?;
+        world.store.state().fail_next_cas = false;
+        results.push(match outcome {
+            Err(error) => failure(&error),
+            Ok(()) => {
+                released |= matches!(step, ContainmentStep::Release);
+                let current = session.current()?;
+                json!({
+                    "ok": true,
+                    "changed": current.sha256 != before,
+                    "released": released,
+                    "containment": containment_json(&current.record),
+                    "sha256": current.sha256,
+                })
+            }
+        });
+    }
+    Ok(json!({ "constructed": { "ok": true }, "results": results }))
 }

@@ -180,7 +180,7 @@ pub(crate) fn portable_identity(i: pi::PortableIdentity) -> t::PortableIdentity 
     }
 }
 
-fn portable_identity_in(i: t::PortableIdentity) -> pi::PortableIdentity {
+pub(crate) fn portable_identity_in(i: t::PortableIdentity) -> pi::PortableIdentity {
     pi::PortableIdentity {
         plugin_id: i.plugin_id,
         plugin_version: i.plugin_version,
@@ -261,4 +261,26 @@ pub(crate) fn disposition(d: proclease_core::dispositions::Disposition) -> t::Di
         D::Indeterminate => t::Disposition::Indeterminate,
         D::Recoverable => t::Disposition::Recoverable,
     }
+}
+
+pub(crate) fn probe(p: proclease_core::dispositions::Probe) -> t::Probe {
+    use proclease_core::dispositions::Probe as P;
+    match p {
+        P::Owner => t::Probe::Owner,
+        P::Helper => t::Probe::Helper,
+        P::Child => t::Probe::Child,
+        P::Host => t::Probe::Host,
+    }
+}
+
+pub(crate) fn snapshot(p: Parsed<il::InvocationLease>) -> super::bindings::exports::proclease::lease::invocation_leases::Snapshot {
+    super::bindings::exports::proclease::lease::invocation_leases::Snapshot { content_sha256: p.sha256, lease: invocation_lease(p.record) }
+}
+
+/// A snapshot from the boundary: the lease re-validated, with the hash it was given (the
+/// content-bound check then compares it with the lease's own).
+pub(crate) fn snapshot_in(s: super::bindings::exports::proclease::lease::invocation_leases::Snapshot) -> Result<Parsed<il::InvocationLease>, Error> {
+    let lease = invocation_lease_in(s.lease)?;
+    let canonical = proclease_core::canonical_json::to_canonical_file(&lease.to_value()).unwrap_or_default();
+    Ok(Parsed { record: lease, canonical, sha256: s.content_sha256 })
 }

@@ -12,19 +12,12 @@ use super::convert::{admission_claim_in, directory_lease_claim_in, error, invoca
 
 use super::convert::disposition;
 
-fn probe(p: Probe) -> wit::Probe {
-    match p {
-        Probe::Owner => wit::Probe::Owner,
-        Probe::Helper => wit::Probe::Helper,
-        Probe::Child => wit::Probe::Child,
-        Probe::Host => wit::Probe::Host,
-    }
-}
+use super::convert::probe;
 
 /// A probe that answers from the given facts and records the calls.
 fn answering<'a>(
     answer: impl Fn(Probe) -> OwnerStatus + 'a,
-    calls: &'a mut Vec<wit::Probe>,
+    calls: &'a mut Vec<t::Probe>,
 ) -> impl FnMut(Probe, &proclease_core::records::Owner) -> Result<OwnerStatus, core::convert::Infallible> + 'a {
     move |p, _| {
         calls.push(probe(p));

@@ -183,3 +183,31 @@ impl proclease_core::effects::Clock for ImportedClock {
         super::bindings::proclease::lease::clock::now_ms()
     }
 }
+
+/// The `plugin-catalog` import; the held lock levels are resources the host releases on drop.
+#[derive(Default)]
+pub(crate) struct ImportedCatalog {
+    held: Vec<super::bindings::proclease::lease::plugin_catalog::CatalogLock>,
+}
+
+impl proclease_core::effects::Catalog for ImportedCatalog {
+    fn installed(&mut self, plugin_id: &str) -> Result<Option<proclease_core::effects::InstalledPlugin>, String> {
+        let installed = super::bindings::proclease::lease::plugin_catalog::installed(plugin_id)?;
+        Ok(installed.map(|p| proclease_core::effects::InstalledPlugin {
+            plugin_id: p.plugin_id,
+            version: p.version,
+            host_api_version: p.host_api_version,
+            bundle_sha256: p.bundle_sha256,
+            manifest_sha256: p.manifest_sha256,
+        }))
+    }
+
+    fn lock(&mut self) -> Result<(), String> {
+        self.held.push(super::bindings::proclease::lease::plugin_catalog::lock()?);
+        Ok(())
+    }
+
+    fn unlock(&mut self) {
+        drop(self.held.pop());
+    }
+}

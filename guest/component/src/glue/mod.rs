@@ -6,6 +6,7 @@ mod convert;
 mod directory_leases;
 mod dispositions;
 mod imports;
+mod invocation_leases;
 mod records;
 
 pub(crate) mod bindings {
