@@ -5,6 +5,7 @@
 //!   store_worker race-replace <state-home> <rounds> <id>   print `won <round>` for each win
 //!   store_worker race-create <state-home> <rounds> <id>    print `created <round>`
 //!   store_worker churn <state-home>                        write, replace, remove forever
+//!   store_worker hold-catalog-lock <state-home>            take the catalog lock, print `locked`, sleep
 
 use std::path::Path;
 use std::sync::Arc;
@@ -87,6 +88,13 @@ fn main() {
                     }
                 }
             }
+        }
+        "hold-catalog-lock" => {
+            let store = Arc::new(open(&arg(2)));
+            let catalog = proclease::plugin_catalog::PluginCatalog::new(store, proclease::plugin_catalog::Source::StateHome);
+            catalog.lock().unwrap_or_else(|e| fail(&e));
+            println!("locked");
+            std::thread::sleep(std::time::Duration::from_secs(120));
         }
         other => fail(&format!("unknown mode {other}")),
     }

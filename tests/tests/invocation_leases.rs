@@ -1,0 +1,325 @@
+//! Plugin invocation leases end to end (spec §7.3 scenarios 1–4, and the catalog lock): the
+//! component over the real state store, a real catalog file, real process identity and real
+//! `sleep` processes, with liveness injected through the process-identity import where the
+//! reference injects it.
+
+use std::io::{BufRead as _, BufReader};
+use std::process::{Child, Command, Stdio};
+
+use proclease::core::invocation_leases::{Entry, RepairReport, lease_path};
+use proclease::core::liveness::OwnerStatus;
+use proclease::core::records::invocation_lease::{Containment, ContainmentStatus, InvocationLease, LeaseOwner};
+use proclease::core::records::portable_identity::{self, PortableIdentity};
+use proclease::core::records::{Owner, Parsed};
+use proclease::{
+    ContainmentController, Runtime, acquire_invocation_lease, invocation_lease_status, list_invocation_leases, release_invocation_lease,
+    repair_invocation_leases,
+};
+use proclease_tests::fakes::RealHome;
+
+const A: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+const B: &str = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+const C: &str = "cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc";
+const RUN: &str = "55555555-5555-4555-8555-555555555555";
+
+fn runtime() -> &'static Runtime {
+    Runtime::shared().expect("component")
+}
+
+fn identity(plugin: &str, bundle: &str) -> PortableIdentity {
+    portable_identity::parse_value(&serde_json::json!({
+        "pluginId": plugin, "pluginVersion": "1.0.0", "hostApiVersion": 1, "bundleSha256": bundle,
+        "manifestSha256": B, "adapterId": "portable-test", "transport": "provider-api",
+        "surfaceId": "portable-test", "operation": "records.read", "contractVersion": 1, "descriptorSha256": C,
+    }))
+    .expect("identity")
+}
+
+/// The reference's fixture lease: schema 2, runId = token = id, parent-owned.
+fn lease(id: &str, pid: u64, plugin: &str) -> InvocationLease {
+    InvocationLease {
+        schema_version: 2,
+        lease_id: id.into(),
+        run_id: id.into(),
+        identity: identity(plugin, A),
+        owner: LeaseOwner { process: Owner { pid, boot_id: A.into(), process_start_id: B.into() }, token: id.into() },
+        acquired_at: "2026-07-25T12:00:00.000Z".into(),
+        containment: Some(Containment { status: ContainmentStatus::ParentOwned, host: None }),
+    }
+}
+
+fn id(n: u32) -> String {
+    format!("{n:08}-0000-4000-8000-000000000000")
+}
+
+fn put(h: &RealHome, lease: &InvocationLease) -> Parsed<InvocationLease> {
+    let parsed = lease.clone().parsed();
+    assert!(h.store.create_if_absent(&lease_path(&lease.lease_id), &parsed.canonical).expect("write lease"));
+    parsed
+}
+
+fn put_text(h: &RealHome, lease_id: &str, text: &str) {
+    assert!(h.store.create_if_absent(&lease_path(lease_id), text).expect("write entry"));
+}
+
+fn remove(h: &RealHome, lease_id: &str) {
+    std::fs::remove_file(h.home.join(lease_path(lease_id))).expect("remove entry");
+}
+
+fn install(h: &RealHome, plugins: &[(&str, &str)]) {
+    let plugins: Vec<_> = plugins
+        .iter()
+        .map(|(id, bundle)| {
+            serde_json::json!({"pluginId": id, "version": "1.0.0", "hostApiVersion": 1, "bundleSha256": bundle, "manifestSha256": B, "enabled": true})
+        })
+        .collect();
+    let text = serde_json::json!({"schemaVersion": 1, "plugins": plugins}).to_string();
+    let path = "provider-plugins/catalog.json";
+    match h.store.read_if_present(path, 1 << 20).expect("read") {
+        Some(old) => assert!(h.store.replace_if_unchanged(path, &proclease::core::digest::sha256_hex(old.as_bytes()), &text).expect("replace")),
+        None => assert!(h.store.create_if_absent(path, &text).expect("create")),
+    }
+}
+
+fn acquire(h: &RealHome, plugin: &str, bundle: &str) -> Result<Parsed<InvocationLease>, String> {
+    acquire_invocation_lease(runtime(), h.real_effects(), &identity(plugin, bundle), RUN).map_err(|e| e.to_string())
+}
+
+fn complete_and_release(h: &RealHome, snapshot: &Parsed<InvocationLease>) {
+    let mut controller = ContainmentController::create(runtime(), h.real_effects(), snapshot).expect("controller");
+    controller.cleanup_complete().expect("complete");
+    let current = controller.current().expect("current");
+    release_invocation_lease(runtime(), h.real_effects(), &current).expect("release");
+}
+
+fn valid(h: &RealHome) -> Vec<Parsed<InvocationLease>> {
+    list_invocation_leases(runtime(), h.real_effects())
+        .expect("list")
+        .into_iter()
+        .filter_map(|e| match e {
+            Entry::Valid(s) => Some(s),
+            Entry::Invalid(_) => None,
+        })
+        .collect()
+}
+
+/// §7.3.1: the admission rules on real files and the real liveness check.
+#[test]
+fn s1_admission() {
+    let h = RealHome::new();
+    install(&h, &[("portable-test", A), ("other-plugin", A)]);
+    h.store.ensure_private_directory("provider-plugin-state/.invocations").expect("dir");
+
+    let malformed = id(1);
+    put_text(&h, &malformed, "{\"schemaVersion\":2}\n");
+    assert_eq!(
+        acquire(&h, "portable-test", A).expect_err("blocked"),
+        format!("portable provider plugin invocation is blocked by malformed lease {malformed}; run ghostget plugin doctor before retrying")
+    );
+    remove(&h, &malformed);
+
+    let unverifiable = format!("portable provider plugin portable-test invocation is blocked by unverifiable non-complete lease {}; run ghostget plugin doctor before retrying", id(2));
+    put(&h, &lease(&id(2), 987_654_321, "portable-test"));
+    assert_eq!(acquire(&h, "portable-test", A).expect_err("blocked"), unverifiable);
+    remove(&h, &id(2));
+    let mut legacy = lease(&id(2), 987_654_321, "portable-test");
+    legacy.schema_version = 1;
+    legacy.containment = None;
+    put(&h, &legacy);
+    assert_eq!(acquire(&h, "portable-test", A).expect_err("blocked"), unverifiable);
+    remove(&h, &id(2));
+
+    // Another plugin's cleanup-unsafe lease is ignored.
+    let mut unrelated = lease(&id(3), 987_654_321, "other-plugin");
+    unrelated.containment = Some(Containment { status: ContainmentStatus::CleanupUnsafe, host: None });
+    put(&h, &unrelated);
+    let first = acquire(&h, "portable-test", A).expect("acquired despite another plugin's tombstone");
+    complete_and_release(&h, &first);
+    remove(&h, &id(3));
+
+    // Two live leases of the same plugin coexist.
+    let one = acquire(&h, "portable-test", A).expect("first");
+    let two = acquire(&h, "portable-test", A).expect("second");
+    assert_eq!(valid(&h).len(), 2);
+    complete_and_release(&h, &one);
+    complete_and_release(&h, &two);
+    assert!(valid(&h).is_empty());
+
+    // A cleanup-unsafe lease of the same plugin (another bundle) blocks.
+    let mut unsafe_other_bundle = lease(&id(4), 987_654_321, "portable-test");
+    unsafe_other_bundle.identity = identity("portable-test", C);
+    unsafe_other_bundle.containment = Some(Containment { status: ContainmentStatus::CleanupUnsafe, host: None });
+    put(&h, &unsafe_other_bundle);
+    assert_eq!(
+        acquire(&h, "portable-test", A).expect_err("blocked"),
+        format!("portable provider plugin portable-test invocation is blocked by cleanup-unsafe lease {}; run ghostget plugin doctor before retrying", id(4))
+    );
+    remove(&h, &id(4));
+
+    // A real lease marked cleanup-unsafe blocks the next acquire.
+    let real = acquire(&h, "portable-test", A).expect("acquired");
+    let mut controller = ContainmentController::create(runtime(), h.real_effects(), &real).expect("controller");
+    controller.cleanup_unsafe().expect("unsafe");
+    let error = acquire(&h, "portable-test", A).expect_err("blocked");
+    assert!(error.contains("is blocked by cleanup-unsafe lease"), "{error}");
+    assert_eq!(valid(&h).len(), 1);
+
+    // A changed installation blocks too.
+    install(&h, &[("portable-test", C)]);
+    assert_eq!(
+        acquire(&h, "portable-test", A).expect_err("changed"),
+        "portable provider plugin portable-test changed or was disabled before execution; retry from current capabilities"
+    );
+}
+
+fn report(inspected: u32, removed: u32, active: u32, unknown: u32, invalid: u32) -> RepairReport {
+    RepairReport { inspected, removed, active, unknown, invalid }
+}
+
+/// §7.3.2: repair with an injected liveness check.
+#[test]
+fn s2_repair() {
+    let h = RealHome::new();
+    h.store.ensure_private_directory("provider-plugin-state/.invocations").expect("dir");
+    let mut dead = lease(&id(101), 101, "portable-test");
+    dead.containment = Some(Containment { status: ContainmentStatus::CleanupComplete, host: None });
+    put(&h, &dead);
+    put(&h, &lease(&id(102), 102, "portable-test"));
+    put(&h, &lease(&id(103), 103, "portable-test"));
+    let mut legacy = lease(&id(104), 104, "portable-test");
+    legacy.schema_version = 1;
+    legacy.containment = None;
+    put(&h, &legacy);
+    put_text(&h, &id(105), "{\"schemaVersion\":1}\n");
+    let oracle = Box::new(|o: &Owner| match o.pid {
+        101 => OwnerStatus::DifferentOrDead,
+        102 => OwnerStatus::ExactLiveOwner,
+        _ => OwnerStatus::Unknown,
+    });
+    let effects = h.effects(h.processes().inspect_with(oracle));
+    let (got, _) = repair_invocation_leases(runtime(), effects, false).expect("repair");
+    assert_eq!(got, report(5, 1, 1, 2, 1));
+    let mut remaining: Vec<String> = std::fs::read_dir(h.home.join("provider-plugin-state/.invocations"))
+        .expect("list")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().trim_end_matches(".json").to_string())
+        .collect();
+    remaining.sort();
+    assert_eq!(remaining, vec![id(102), id(103), id(104), id(105)]);
+}
+
+/// §7.3.3: the containment controller's state machine and release.
+#[test]
+fn s3_controllers() {
+    let h = RealHome::new();
+    install(&h, &[("portable-test", A)]);
+    let host = Owner { pid: 202, boot_id: B.into(), process_start_id: C.into() };
+
+    let direct = acquire(&h, "portable-test", A).expect("direct");
+    assert_eq!(
+        release_invocation_lease(runtime(), h.real_effects(), &direct).expect_err("not complete").to_string(),
+        "portable invocation lease cannot be released before durable cleanup completion"
+    );
+    let mut controller = ContainmentController::create(runtime(), h.real_effects(), &direct).expect("controller");
+    controller.cleanup_complete().expect("complete");
+    let current = controller.current().expect("current");
+    assert_eq!(current.record.containment, Some(Containment { status: ContainmentStatus::CleanupComplete, host: None }));
+    release_invocation_lease(runtime(), h.real_effects(), &current).expect("release");
+
+    let hosted = acquire(&h, "portable-test", A).expect("hosted");
+    let mut controller = ContainmentController::create(runtime(), h.real_effects(), &hosted).expect("controller");
+    controller.host_starting(&host).expect("starting");
+    controller.host_started(&host).expect("started");
+    controller.cleanup_complete().expect("complete");
+    let current = controller.current().expect("current");
+    assert_eq!(current.record.containment, Some(Containment { status: ContainmentStatus::CleanupComplete, host: Some(host.clone()) }));
+    release_invocation_lease(runtime(), h.real_effects(), &current).expect("release");
+
+    let risky = acquire(&h, "portable-test", A).expect("unsafe");
+    let mut controller = ContainmentController::create(runtime(), h.real_effects(), &risky).expect("controller");
+    controller.host_starting(&host).expect("starting");
+    controller.host_started(&host).expect("started");
+    controller.cleanup_unsafe().expect("unsafe");
+    assert_eq!(controller.cleanup_complete().expect_err("terminal").to_string(), "portable invocation lease cleanup cannot complete after becoming unsafe");
+    let current = controller.current().expect("current");
+    assert_eq!(
+        release_invocation_lease(runtime(), h.real_effects(), &current).expect_err("unsafe").to_string(),
+        "portable invocation lease cannot be released before durable cleanup completion"
+    );
+    let listed = valid(&h);
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].record.containment.as_ref().map(|c| c.status), Some(ContainmentStatus::CleanupUnsafe));
+}
+
+fn sleeper() -> Child {
+    Command::new("sleep").arg("60").spawn().expect("sleep")
+}
+
+/// §7.3.4: real parent and host processes, killed during the test.
+#[test]
+fn s4_tombstones_with_real_processes() {
+    let h = RealHome::new();
+    h.store.ensure_private_directory("provider-plugin-state/.invocations").expect("dir");
+    let (mut parent, mut host) = (sleeper(), sleeper());
+    let parent_owner = h.identity.capture(u64::from(parent.id())).expect("parent");
+    let host_owner = h.identity.capture(u64::from(host.id())).expect("host");
+    let with = |n: u32, status: ContainmentStatus| {
+        let mut l = lease(&id(n), parent_owner.pid, "portable-test");
+        l.owner.process = parent_owner.clone();
+        l.containment = Some(Containment { status, host: Some(host_owner.clone()) });
+        l
+    };
+    put(&h, &with(1, ContainmentStatus::HostStarting));
+    put(&h, &with(2, ContainmentStatus::HostActive));
+    put(&h, &with(3, ContainmentStatus::CleanupUnsafe));
+
+    parent.kill().expect("kill parent");
+    parent.wait().expect("reap");
+    let (got, _) = repair_invocation_leases(runtime(), h.real_effects(), true).expect("recover");
+    assert_eq!(got, report(3, 0, 1, 2, 0), "host-starting with a live host is active; the others need a reboot");
+
+    host.kill().expect("kill host");
+    host.wait().expect("reap");
+    let (got, _) = repair_invocation_leases(runtime(), h.real_effects(), false).expect("repair");
+    assert_eq!(got, report(3, 0, 0, 3, 0));
+    for snapshot in valid(&h) {
+        assert_eq!(invocation_lease_status(runtime(), h.real_effects(), &snapshot).expect("status"), OwnerStatus::Unknown);
+    }
+
+    let other_boot = |n: u32, status| {
+        let mut l = with(n, status);
+        l.owner.process.boot_id = C.into();
+        if let Some(c) = l.containment.as_mut() {
+            c.host.as_mut().expect("host").boot_id = C.into();
+        }
+        l
+    };
+    put(&h, &other_boot(4, ContainmentStatus::HostActive));
+    put(&h, &other_boot(5, ContainmentStatus::CleanupUnsafe));
+    let (got, _) = repair_invocation_leases(runtime(), h.real_effects(), true).expect("recover");
+    assert_eq!(got, report(5, 3, 0, 2, 0));
+    let remaining: Vec<String> = valid(&h).into_iter().map(|s| s.record.lease_id).collect();
+    assert_eq!(remaining, vec![id(2), id(3)], "host-active and cleanup-unsafe on this boot stay");
+}
+
+/// The catalog lock fails fast while another live process holds it, and a SIGKILLed holder
+/// never blocks the next acquirer.
+#[test]
+fn catalog_lock_fails_fast_and_dies_with_its_holder() {
+    let h = RealHome::new();
+    install(&h, &[("portable-test", A)]);
+    let mut holder = Command::new(env!("CARGO_BIN_EXE_store_worker"))
+        .args(["hold-catalog-lock", h.home.to_str().expect("utf-8")])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn holder");
+    let mut line = String::new();
+    BufReader::new(holder.stdout.as_mut().expect("stdout")).read_line(&mut line).expect("read");
+    assert_eq!(line.trim(), "locked");
+    let started = std::time::Instant::now();
+    assert_eq!(acquire(&h, "portable-test", A).expect_err("locked"), "portable plugin catalog mutation is already locked");
+    assert!(started.elapsed() < std::time::Duration::from_secs(5), "it fails fast, without waiting");
+    holder.kill().expect("SIGKILL the holder");
+    holder.wait().expect("reap");
+    let snapshot = acquire(&h, "portable-test", A).expect("the lock died with its holder");
+    complete_and_release(&h, &snapshot);
+}
