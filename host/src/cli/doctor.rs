@@ -3,7 +3,9 @@
 use std::process::ExitCode;
 
 use clap::Args;
-use proclease::{Runtime, survey_admission, survey_directory_leases};
+use proclease::core::invocation_leases::Entry;
+use proclease::core::liveness::OwnerStatus;
+use proclease::{Runtime, invocation_lease_status, list_invocation_leases, survey_admission, survey_directory_leases};
 use serde_json::{Value, json};
 
 use super::{Context, Global};
@@ -96,6 +98,42 @@ pub fn run(global: &Global, args: &DoctorArgs) -> Result<ExitCode, String> {
             },
         });
     }
+    for entry in list_invocation_leases(runtime, ctx.effects()).map_err(|e| e.to_string())? {
+        rows.push(match entry {
+            Entry::Invalid(id) => Row {
+                kind: "invocation",
+                what: id,
+                owner: "-".into(),
+                phase: "-".into(),
+                age: "-".into(),
+                disposition: "invalid".into(),
+                reason: "not a valid canonical lease: blocks every plugin's acquire until repaired by hand".into(),
+                action: None,
+                child: None,
+            },
+            Entry::Valid(s) => {
+                let status = invocation_lease_status(runtime, ctx.effects(), &s).map_err(|e| e.to_string())?;
+                let l = &s.record;
+                let containment = l.containment.as_ref().map_or("v1", |c| c.status.name());
+                let disposition = match status {
+                    OwnerStatus::ExactLiveOwner => "active",
+                    OwnerStatus::Unknown => "indeterminate",
+                    OwnerStatus::DifferentOrDead => "recoverable",
+                };
+                Row {
+                    kind: "invocation",
+                    what: format!("{} {} ({})", l.identity.plugin_id, l.identity.operation, l.lease_id),
+                    owner: l.owner.process.pid.to_string(),
+                    phase: containment.into(),
+                    age: "-".into(),
+                    disposition: disposition.into(),
+                    reason: format!("owner status {} (acquired {})", status.name(), l.acquired_at),
+                    action: None,
+                    child: l.containment.as_ref().and_then(|c| c.host.as_ref()).map(|h| h.pid),
+                }
+            }
+        });
+    }
     if args.json {
         let items: Vec<Value> = rows
             .iter()
@@ -112,7 +150,7 @@ pub fn run(global: &Global, args: &DoctorArgs) -> Result<ExitCode, String> {
     }
     println!("state home: {}", ctx.store.home().path().display());
     if rows.is_empty() {
-        println!("no admission claim and no directory leases");
+        println!("no admission claim, directory leases or invocation leases");
         return Ok(ExitCode::SUCCESS);
     }
     let width = rows.iter().map(|r| r.what.len()).max().unwrap_or(6).clamp(6, 60);

@@ -4,6 +4,7 @@
 mod component;
 mod doctor;
 mod identity;
+mod invocations;
 mod recover;
 mod run;
 mod validate;
@@ -14,6 +15,7 @@ use std::sync::Arc;
 
 use clap::{Args, Parser, Subcommand};
 use proclease::effects::Effects;
+use proclease::plugin_catalog::{PluginCatalog, Source};
 use proclease::process_identity::ProcessIdentity;
 use proclease::state_home::StateHome;
 use proclease::state_store::StateStore;
@@ -60,6 +62,9 @@ pub struct Global {
     /// (default: your home directory and the temporary directory).
     #[arg(long = "workspace-root", global = true, value_name = "DIR")]
     workspace_roots: Vec<PathBuf>,
+    /// The plugin catalog file (default: <state home>/provider-plugins/catalog.json).
+    #[arg(long, global = true, value_name = "FILE")]
+    plugin_catalog: Option<PathBuf>,
 }
 
 #[derive(Subcommand)]
@@ -79,6 +84,9 @@ enum Command {
     /// disposition (active / indeterminate / recoverable), and why.
     #[command(after_help = "Examples:\n  proclease doctor\n  proclease doctor --json")]
     Doctor(doctor::DoctorArgs),
+    /// Plugin invocation leases: list, repair, or run a plugin host under a lease.
+    #[command(subcommand, after_help = invocations::HELP)]
+    Invocations(invocations::InvocationsCommand),
     /// Print the boot id, process start id and owner status of a process (default: this one).
     #[command(after_help = "Examples:\n  proclease identity\n  proclease identity 1234")]
     Identity(identity::IdentityArgs),
@@ -116,6 +124,8 @@ pub struct Context {
     pub identity: Arc<ProcessIdentity>,
     /// The granted workspace.
     pub workspace: Arc<Workspace>,
+    /// The plugin catalog.
+    pub catalog: Arc<PluginCatalog>,
 }
 
 impl Context {
@@ -127,12 +137,16 @@ impl Context {
         let store = Arc::new(StateStore::open(home, identity.clone()).map_err(|e| e.to_string())?);
         let roots = if global.workspace_roots.is_empty() { Workspace::default_roots() } else { global.workspace_roots.clone() };
         let workspace = Arc::new(Workspace::new(&roots).map_err(|e| e.to_string())?);
-        Ok(Context { store, identity, workspace })
+        let source = global.plugin_catalog.clone().map_or(Source::StateHome, Source::File);
+        let catalog = Arc::new(PluginCatalog::new(store.clone(), source));
+        Ok(Context { store, identity, workspace, catalog })
     }
 
     /// Effects for a component instance over this context.
     pub fn effects(&self) -> Effects {
-        Effects::native(Some(self.store.clone()), self.identity.clone()).with_workspace(self.workspace.clone())
+        Effects::native(Some(self.store.clone()), self.identity.clone())
+            .with_workspace(self.workspace.clone())
+            .with_catalog(self.catalog.clone())
     }
 }
 
@@ -158,6 +172,7 @@ pub fn main() -> ExitCode {
         Command::Recover(args) => recover::run(&cli.global, &args),
         Command::Doctor(args) => doctor::run(&cli.global, &args),
         Command::Identity(args) => identity::run(&args),
+        Command::Invocations(command) => invocations::run(&cli.global, command),
     };
     match result {
         Ok(code) => code,

@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use clap::Args;
-use proclease::{Runtime, recover_directory_leases, survey_directory_leases};
+use proclease::{Runtime, recover_directory_leases, repair_invocation_leases, survey_directory_leases};
 use serde_json::json;
 
 use super::{Context, Global};
@@ -50,17 +50,27 @@ pub fn run(global: &Global, args: &RecoverArgs) -> Result<ExitCode, String> {
         return Ok(ExitCode::SUCCESS);
     }
     let report = recover_directory_leases(runtime, ctx.effects(), None).map_err(|e| e.to_string())?;
+    let (tombstones, _) = repair_invocation_leases(runtime, ctx.effects(), true).map_err(|e| e.to_string())?;
     if args.json {
-        let doc = json!({ "directoryLeases": {
-            "recovered": report.recovered, "published": report.published,
-            "active": report.active, "indeterminate": report.indeterminate,
-        }});
+        let doc = json!({
+            "directoryLeases": {
+                "recovered": report.recovered, "published": report.published,
+                "active": report.active, "indeterminate": report.indeterminate,
+            },
+            "invocationLeases": {
+                "inspected": tombstones.inspected, "removed": tombstones.removed, "active": tombstones.active,
+                "unknown": tombstones.unknown, "invalid": tombstones.invalid,
+            },
+        });
         println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
     } else {
         println!("recovered: {}", report.recovered);
         println!("published: {}", report.published);
         println!("active: {}", report.active);
         println!("indeterminate: {}", report.indeterminate);
+        if tombstones.inspected > 0 {
+            println!("invocation leases removed: {} (active {}, unknown {}, invalid {})", tombstones.removed, tombstones.active, tombstones.unknown, tombstones.invalid);
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
