@@ -237,9 +237,15 @@ fn validate_present(path: &Path, meta: &std::fs::Metadata) -> Result<(), StateHo
         .map_err(io(path, "list"))?
         .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
         .collect();
+    // Another process may be claiming the same home right now: its marker stage and marker,
+    // and the store's own directory, are not foreign (§3.1 allows interrupted marker stages).
     let foreign: Vec<&String> = entries
         .iter()
-        .filter(|name| !crate::state_store::path::STATE_DIRECTORIES.contains(&name.as_str()) && name.as_str() != ".proclease")
+        .filter(|name| {
+            !crate::state_store::path::STATE_DIRECTORIES.contains(&name.as_str())
+                && !matches!(name.as_str(), ".proclease" | MARKER)
+                && !is_marker_stage(name)
+        })
         .collect();
     if !foreign.is_empty() {
         return Err(unsafe_(
@@ -251,6 +257,13 @@ fn validate_present(path: &Path, meta: &std::fs::Metadata) -> Result<(), StateHo
         return Err(unsafe_(path, format!("the state home must be private (mode 0700, is {mode:o}); run chmod 700 on it")));
     }
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700)).map_err(io(path, "chmod 700"))
+}
+
+/// `^\.io-state\.stage-\d+-[0-9a-f-]{36}\.json$`: a marker being published (§3.1).
+fn is_marker_stage(name: &str) -> bool {
+    let Some(rest) = name.strip_prefix(".io-state.stage-").and_then(|r| r.strip_suffix(".json")) else { return false };
+    let Some((pid, id)) = rest.split_once('-') else { return false };
+    !pid.is_empty() && pid.bytes().all(|c| c.is_ascii_digit()) && id.len() == 36 && id.bytes().all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c) || c == b'-')
 }
 
 /// Creates the state home and any missing ancestors (0700) from the nearest existing ancestor,

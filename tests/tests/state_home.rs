@@ -81,3 +81,21 @@ fn an_existing_ghostget_layout_is_claimed_and_modes_are_enforced() {
     let error = StateHome::open(&home).expect_err("a foreign marker is refused");
     assert!(error.to_string().contains("marker"), "{error}");
 }
+
+/// Many processes opening the same fresh state home at once all succeed (each may see another's
+/// marker being published).
+#[test]
+fn concurrent_first_opens_all_succeed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let home = dir.path().join("state");
+    let threads: Vec<_> = (0..8)
+        .map(|_| {
+            let home = home.clone();
+            std::thread::spawn(move || StateHome::open(&home).map(|_| ()).map_err(|e| e.to_string()))
+        })
+        .collect();
+    for thread in threads {
+        thread.join().expect("thread").expect("every open succeeds");
+    }
+    assert_eq!(std::fs::read_to_string(home.join(MARKER)).expect("marker"), MARKER_CONTENT);
+}
