@@ -191,28 +191,11 @@ pub(crate) fn directory_lease_claim_out(c: dl::DirectoryLease) -> t::DirectoryLe
 }
 
 pub(crate) fn invocation_lease_out(l: il::InvocationLease) -> t::InvocationLease {
-    let identity = l.identity;
     t::InvocationLease {
         schema_version: l.schema_version,
         lease_id: l.lease_id,
         run_id: l.run_id,
-        identity: t::PortableIdentity {
-            plugin_id: identity.plugin_id,
-            plugin_version: identity.plugin_version,
-            host_api_version: identity.host_api_version,
-            bundle_sha256: identity.bundle_sha256,
-            manifest_sha256: identity.manifest_sha256,
-            descriptor_sha256: identity.descriptor_sha256,
-            adapter_id: identity.adapter_id,
-            transport: match identity.transport {
-                pi::Transport::ProviderApi => t::Transport::ProviderApi,
-                pi::Transport::WebSessionApi => t::Transport::WebSessionApi,
-                pi::Transport::LinkedDevice => t::Transport::LinkedDevice,
-            },
-            surface_id: identity.surface_id,
-            operation: identity.operation,
-            contract_version: identity.contract_version,
-        },
+        identity: portable_identity_out(l.identity),
         owner: t::LeaseOwner { process: owner_out(l.owner.process), token: l.owner.token },
         acquired_at: l.acquired_at,
         containment: l.containment.map(|c| t::Containment {
