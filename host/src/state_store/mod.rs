@@ -455,23 +455,30 @@ fn check_size(path: &str, content: &str) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// Reads a record file: `None` when absent; an error when unsafe, oversized or changing.
+/// Reads a record file: `None` when absent; an error when unsafe or oversized. A file that
+/// changed while it was read (another process replaced or removed it: renames and unlinks
+/// change its ctime) is read again, a few times, so that a reader racing a writer sees the old
+/// file, the new one, or none — and only a file that keeps changing is an error.
 fn read_record(dir: &OwnedFd, name: &str, path: &str, max_bytes: u64) -> Result<Option<Vec<u8>>, StoreError> {
-    let fd = match fsops::open_read(dir, name) {
-        Ok(fd) => fd,
-        Err(Errno::NOENT) => return Ok(None),
-        Err(Errno::LOOP) => return Err(StoreError::unsafe_(path, "is a symbolic link; the store never follows them")),
-        Err(e) => return Err(StoreError::io(path, "open", e)),
-    };
-    let stat = rustix::fs::fstat(&fd).map_err(|e| StoreError::io(path, "fstat", e))?;
-    if let Some(reason) = fsops::unsafe_file_reason(&stat) {
-        return Err(StoreError::unsafe_(path, reason));
+    const ATTEMPTS: usize = 4;
+    for _ in 0..ATTEMPTS {
+        let fd = match fsops::open_read(dir, name) {
+            Ok(fd) => fd,
+            Err(Errno::NOENT) => return Ok(None),
+            Err(Errno::LOOP) => return Err(StoreError::unsafe_(path, "is a symbolic link; the store never follows them")),
+            Err(e) => return Err(StoreError::io(path, "open", e)),
+        };
+        let stat = rustix::fs::fstat(&fd).map_err(|e| StoreError::io(path, "fstat", e))?;
+        if let Some(reason) = fsops::unsafe_file_reason(&stat) {
+            return Err(StoreError::unsafe_(path, reason));
+        }
+        match fsops::read_stable(&fd, &stat, max_bytes).map_err(|e| StoreError::io(path, "read", e))? {
+            StableRead::Bytes(bytes) => return Ok(Some(bytes)),
+            StableRead::TooLarge => return Err(StoreError::unsafe_(path, format!("larger than {max_bytes} bytes"))),
+            StableRead::Changed => continue,
+        }
     }
-    match fsops::read_stable(&fd, &stat, max_bytes).map_err(|e| StoreError::io(path, "read", e))? {
-        StableRead::Bytes(bytes) => Ok(Some(bytes)),
-        StableRead::TooLarge => Err(StoreError::unsafe_(path, format!("larger than {max_bytes} bytes"))),
-        StableRead::Changed => Err(StoreError::unsafe_(path, "state file changed while it was read; retry")),
-    }
+    Err(StoreError::unsafe_(path, "state file changed while it was read, again and again; retry when its writers are done"))
 }
 
 fn batch_read_one(dir: &OwnedFd, name: &str, per_file: u64, remaining: &mut u64) -> BatchStatus {

@@ -1,0 +1,190 @@
+// A second, independent implementation of the component's import contract, in JavaScript and
+// in memory: a state store with compare-and-swap semantics, a scripted process table with a
+// fixed boot id, a workspace of directory facts, a plugin catalog with its lock, a clock and
+// counting entropy.
+import { createHash } from 'node:crypto';
+
+export const sha256 = (text) => createHash('sha256').update(text, 'utf8').digest('hex');
+const fail = (tag, val) => ({ payload: { tag, val } });
+
+export class MemoryHost {
+  constructor({ bootId = 'a'.repeat(64), status = () => 'unknown' } = {}) {
+    this.files = new Map();
+    this.dirs = new Map();
+    this.nextInode = 1000;
+    this.failNextCas = false;
+    this.bootId = bootId;
+    this.bootLookups = 0;
+    this.status = status;
+    this.probed = [];
+    this.own = { pid: 4242n, bootId, processStartId: 'f'.repeat(64) };
+    this.capture = undefined; // undefined: must not be reached; null: not alive; owner: alive
+    this.workspace = new Map();
+    this.plugins = new Map();
+    this.lockDepth = 0;
+    this.lockedElsewhere = false;
+    this.now = 0n;
+    this.counter = 0;
+  }
+
+  ensureDirs(path) {
+    let prefix = '';
+    let identity = { device: '1', inode: '1' };
+    for (const part of path.split('/').filter(Boolean)) {
+      prefix = prefix ? `${prefix}/${part}` : part;
+      if (!this.dirs.has(prefix)) this.dirs.set(prefix, { device: '1', inode: String(this.nextInode++) });
+      identity = this.dirs.get(prefix);
+    }
+    return identity;
+  }
+
+  put(path, text) {
+    this.ensureDirs(path.split('/').slice(0, -1).join('/'));
+    this.files.set(path, text);
+  }
+
+  takeCasFailure() {
+    const fail = this.failNextCas;
+    this.failNextCas = false;
+    return fail;
+  }
+
+  imports() {
+    const host = this;
+    return {
+      'state-store': {
+        readIfPresent(path, maxBytes) {
+          const text = host.files.get(path);
+          if (text !== undefined && Buffer.byteLength(text) > maxBytes) throw fail('unsafe', `${path}: too large`);
+          return text;
+        },
+        createIfAbsent(path, content) {
+          host.ensureDirs(path.split('/').slice(0, -1).join('/'));
+          if (host.files.has(path)) return false;
+          host.files.set(path, content);
+          return true;
+        },
+        replaceIfUnchanged(path, expected, content) {
+          if (host.takeCasFailure()) return false;
+          const current = host.files.get(path);
+          if (current === undefined || sha256(current) !== expected) return false;
+          host.files.set(path, content);
+          return true;
+        },
+        removeIfUnchanged(path, expected) {
+          if (host.takeCasFailure()) return false;
+          const current = host.files.get(path);
+          if (current === undefined || sha256(current) !== expected) return false;
+          host.files.delete(path);
+          return true;
+        },
+        ensurePrivateDirectory(path) {
+          return host.ensureDirs(path);
+        },
+        snapshot(path, _recoverOrphans) {
+          const identity = host.dirs.get(path);
+          if (!identity) return undefined;
+          const prefix = `${path}/`;
+          const entries = [];
+          for (const name of host.files.keys()) {
+            const rest = name.startsWith(prefix) ? name.slice(prefix.length) : null;
+            if (rest && !rest.includes('/')) entries.push({ name: rest, kind: 'file' });
+          }
+          for (const [name, id] of host.dirs) {
+            const rest = name.startsWith(prefix) ? name.slice(prefix.length) : null;
+            if (rest && !rest.includes('/')) entries.push({ name: rest, kind: 'directory', identity: id });
+          }
+          entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+          return { identity, entries };
+        },
+        readBatch(path, names, maxPerFile, _maxTotal, expected) {
+          const identity = host.dirs.get(path);
+          if (!identity || identity.inode !== expected.inode) throw fail('unsafe', `${path}: private state batch directory changed identity`);
+          return names.map((name) => {
+            const text = host.files.get(`${path}/${name}`);
+            if (text === undefined) return { name, status: { tag: 'absent' } };
+            if (Buffer.byteLength(text) > maxPerFile) return { name, status: { tag: 'invalid', val: 'file-byte-bound' } };
+            return { name, status: { tag: 'present', val: text } };
+          });
+        },
+      },
+      'process-identity': {
+        currentBootId() {
+          host.bootLookups += 1;
+          if (host.bootId === null) throw { payload: 'system boot identity is unavailable' };
+          return host.bootId;
+        },
+        selfIdentity() {
+          return host.own;
+        },
+        capture(pid) {
+          if (host.capture === undefined) throw { payload: `test script: capture(${pid}) must not be reached` };
+          if (host.capture === null) throw { payload: 'exact live process identity is unavailable' };
+          return host.capture;
+        },
+        inspectOwner(owner) {
+          host.probed.push(owner);
+          return host.status(owner, host.probed.length);
+        },
+      },
+      workspace: {
+        inspect(path) {
+          return host.workspace.get(path);
+        },
+        removeTree(path, expected) {
+          const facts = host.workspace.get(path);
+          if (!facts) return false;
+          const id = facts.identity;
+          if (id.device !== expected.device || id.inode !== expected.inode || id.birthtimeNs !== expected.birthtimeNs) {
+            throw fail('identity-changed', `${path}: recursive removal target changed identity`);
+          }
+          for (const key of [...host.workspace.keys()]) if (key === path || key.startsWith(`${path}/`)) host.workspace.delete(key);
+          return true;
+        },
+      },
+      'plugin-catalog': {
+        installed(pluginId) {
+          return host.plugins.get(pluginId);
+        },
+        lock() {
+          if (host.lockedElsewhere) throw { payload: 'portable plugin catalog mutation is already locked' };
+          host.lockDepth += 1;
+          return new CatalogLock(host);
+        },
+        CatalogLock,
+      },
+      clock: {
+        nowMs() {
+          return host.now;
+        },
+      },
+      entropy: {
+        randomBytes(len) {
+          host.counter += 1;
+          return Uint8Array.from({ length: len }, (_, i) => (host.counter * 31 + i * 7) & 0xff);
+        },
+      },
+    };
+  }
+
+  /** A private, owned, physical directory in the workspace. */
+  addDirectory(path, inode) {
+    this.workspace.set(path, {
+      canonical: true,
+      isDirectory: true,
+      owned: true,
+      mode: 0o700,
+      identity: { device: '2049', inode: String(inode), birthtimeNs: String(1700000000000000000n + BigInt(inode)) },
+    });
+  }
+}
+
+/** The imported `catalog-lock` resource: one level of the catalog lock, released on drop. */
+export class CatalogLock {
+  constructor(host) {
+    this.host = host;
+  }
+  [Symbol.dispose ?? Symbol.for("dispose")]() {
+    this.host.lockDepth -= 1;
+  }
+}
