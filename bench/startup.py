@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""Whole-process comparisons (issue 8 items 4 and 5), as medians of paired runs.
+
+  python3 bench/startup.py            # after: cargo build --release -p proclease --examples
+
+Start-up: `proclease doctor` on an empty state home, cold (an empty compiled-component cache, so
+Cranelift runs) and warm, against `open_state_home` (a minimal native binary opening the same
+state home). Alternatives: `proclease run --workdir DIR -- true` against util-linux
+`flock LOCKFILE true`. Each pair runs back to back, alternating order; ratios are of medians.
+"""
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PROCLEASE = os.path.join(ROOT, "target", "release", "proclease")
+BASELINE = os.path.join(ROOT, "target", "release", "examples", "open_state_home")
+
+
+def timed(cmd, env):
+    start = time.perf_counter()
+    subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    return (time.perf_counter() - start) * 1000
+
+
+def paired(a, b, runs, prepare=lambda: None):
+    xs, ys = [], []
+    for i in range(runs):
+        for first in ((a, xs), (b, ys)) if i % 2 == 0 else ((b, ys), (a, xs)):
+            prepare()
+            fn, out = first
+            out.append(fn())
+    return statistics.median(xs), statistics.median(ys)
+
+
+def main():
+    for binary in (PROCLEASE, BASELINE):
+        if not os.path.exists(binary):
+            sys.exit(f"{binary} missing: run cargo build --release -p proclease --examples")
+    work = tempfile.mkdtemp(prefix="proclease-bench-")
+    os.chmod(work, 0o700)
+    env = dict(os.environ, PROCLEASE_STATE_HOME=os.path.join(work, "state"), HOME=work)
+    cache = os.path.join(work, "cache")
+    warm_env = dict(env, PROCLEASE_CACHE_DIR=cache)
+    subprocess.run([PROCLEASE, "doctor"], env=warm_env, stdout=subprocess.DEVNULL, check=True)
+
+    def cold_env():
+        d = tempfile.mkdtemp(dir=work)
+        return dict(env, PROCLEASE_CACHE_DIR=d)
+
+    rows = []
+    cold, base = paired(lambda: timed([PROCLEASE, "doctor"], cold_env()), lambda: timed([BASELINE], env), 7)
+    rows.append(("doctor, cold (Cranelift)", cold, "open_state_home", base))
+    warm, base = paired(lambda: timed([PROCLEASE, "doctor"], warm_env), lambda: timed([BASELINE], env), 21)
+    rows.append(("doctor, warm", warm, "open_state_home", base))
+    job = os.path.join(work, "jobs", "j")
+    lock = os.path.join(work, "lockfile")
+    run_ms, flock_ms = paired(
+        lambda: timed([PROCLEASE, "run", "--workdir", job, "--", "true"], warm_env),
+        lambda: timed(["flock", lock, "true"], env),
+        21,
+    )
+    rows.append(("run --workdir DIR -- true", run_ms, "flock LOCKFILE true", flock_ms))
+    print(f"{'measured':32} {'ms':>8}   {'baseline':24} {'ms':>8}   ratio")
+    for name, ms, base_name, base_ms in rows:
+        print(f"{name:32} {ms:8.2f}   {base_name:24} {base_ms:8.2f}   {ms / base_ms:5.2f}x")
+    soft_file_lock()
+    shutil.rmtree(work, ignore_errors=True)
+
+
+def soft_file_lock():
+    """Python's filelock SoftFileLock, acquire + release in-process on tmpfs, for comparison
+    with `cargo bench --bench component_overhead` (admission acquire+release)."""
+    try:
+        import filelock
+    except ImportError:
+        print("filelock not installed (pip install filelock): SoftFileLock comparison skipped")
+        return
+    base = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
+    d = tempfile.mkdtemp(dir=base)
+    lock = filelock.SoftFileLock(os.path.join(d, "lock"))
+    rounds = 2000
+    samples = []
+    for _ in range(5):
+        start = time.perf_counter()
+        for _ in range(rounds):
+            lock.acquire()
+            lock.release()
+        samples.append((time.perf_counter() - start) / rounds * 1e6)
+    print(f"filelock {filelock.__version__} SoftFileLock acquire+release (tmpfs, in-process): {statistics.median(samples):.1f} us")
+    shutil.rmtree(d, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

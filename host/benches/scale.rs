@@ -1,0 +1,84 @@
+//! list / repair of 100, 1,000 and 10,000 invocation leases through the component, against a
+//! read-all-files floor (readdir, read every file, sha256 it), on tmpfs. Read the results as
+//! time per lease and as ratios to the floor within one run.
+//!
+//! `cargo bench -p proclease --bench scale`
+
+use std::io::Read as _;
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::Path;
+use std::sync::Arc;
+
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use proclease::core::digest::sha256_hex;
+use proclease::core::invocation_leases::lease_path;
+use proclease::core::records::invocation_lease::{Containment, ContainmentStatus, InvocationLease, LeaseOwner};
+use proclease::core::records::portable_identity;
+use proclease::effects::Effects;
+use proclease::plugin_catalog::{PluginCatalog, Source};
+use proclease::process_identity::ProcessIdentity;
+use proclease::state_home::StateHome;
+use proclease::state_store::StateStore;
+use proclease::{Runtime, list_invocation_leases, repair_invocation_leases};
+
+fn tmpfs() -> &'static Path {
+    if Path::new("/dev/shm").is_dir() { Path::new("/dev/shm") } else { Path::new(env!("CARGO_TARGET_TMPDIR")) }
+}
+
+fn floor(dir: &Path) -> usize {
+    let mut total = 0;
+    for entry in std::fs::read_dir(dir).expect("list") {
+        let mut text = Vec::new();
+        std::fs::File::open(entry.expect("entry").path()).expect("open").read_to_end(&mut text).expect("read");
+        total += sha256_hex(&text).len();
+    }
+    total
+}
+
+fn bench(c: &mut Criterion) {
+    let runtime = Runtime::shared().expect("component");
+    let identity = Arc::new(ProcessIdentity::new());
+    let own = identity.self_identity().expect("own");
+    let template = portable_identity::parse_value(&serde_json::json!({
+        "pluginId": "portable-test", "pluginVersion": "1.0.0", "hostApiVersion": 1, "bundleSha256": "a".repeat(64),
+        "manifestSha256": "b".repeat(64), "adapterId": "portable-test", "transport": "provider-api",
+        "surfaceId": "portable-test", "operation": "records.read", "contractVersion": 1, "descriptorSha256": "c".repeat(64),
+    }))
+    .expect("identity");
+    let mut group = c.benchmark_group("invocation leases at scale (tmpfs)");
+    group.sample_size(10);
+    for n in [100u64, 1000, 10_000] {
+        let dir = tempfile::tempdir_in(tmpfs()).expect("scratch");
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).expect("chmod");
+        let store = Arc::new(StateStore::open(StateHome::open(&dir.path().join("state")).expect("home"), identity.clone()).expect("store"));
+        for i in 0..n {
+            let id = format!("{:08x}-0000-4000-8000-{:012x}", i, i);
+            let lease = InvocationLease {
+                schema_version: 2,
+                lease_id: id.clone(),
+                run_id: id.clone(),
+                identity: template.clone(),
+                owner: LeaseOwner { process: own.clone(), token: id.clone() },
+                acquired_at: "2026-07-25T12:00:00.000Z".into(),
+                containment: Some(Containment { status: ContainmentStatus::ParentOwned, host: None }),
+            }
+            .parsed();
+            store.create_if_absent(&lease_path(&id), &lease.canonical).expect("write");
+        }
+        let catalog = Arc::new(PluginCatalog::new(store.clone(), Source::StateHome));
+        let effects = || Effects::native(Some(store.clone()), identity.clone()).with_catalog(catalog.clone());
+        let collection = dir.path().join("state/provider-plugin-state/.invocations");
+        group.throughput(Throughput::Elements(n));
+        group.bench_with_input(BenchmarkId::new("floor: read+hash all files", n), &n, |b, _| b.iter(|| floor(&collection)));
+        group.bench_with_input(BenchmarkId::new("list", n), &n, |b, _| {
+            b.iter(|| assert_eq!(list_invocation_leases(runtime, effects()).expect("list").len() as u64, n))
+        });
+        group.bench_with_input(BenchmarkId::new("repair", n), &n, |b, _| {
+            b.iter(|| assert_eq!(u64::from(repair_invocation_leases(runtime, effects(), false).expect("repair").0.active), n))
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
