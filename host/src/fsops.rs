@@ -175,6 +175,22 @@ pub(crate) fn list_names(dir: impl AsFd, bound: usize) -> Result<Vec<Vec<u8>>, O
     Ok(names)
 }
 
+/// The first `at_most` names in a directory (without `.` and `..`), as raw bytes — for
+/// consumers that remove what they read and then read again.
+pub(crate) fn some_names(dir: impl AsFd, at_most: usize) -> rustix::io::Result<Vec<Vec<u8>>> {
+    let fd = rustix::fs::openat(dir, ".", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
+    let mut reader = rustix::fs::Dir::read_from(&fd)?;
+    let mut names = Vec::new();
+    while names.len() < at_most {
+        let Some(entry) = reader.read() else { break };
+        let name = entry?.file_name().to_bytes().to_vec();
+        if name != b"." && name != b".." {
+            names.push(name);
+        }
+    }
+    Ok(names)
+}
+
 /// `st_dev` as `stat(2)` (and Node) report it, from statx's major/minor pair.
 pub(crate) fn device_of(stat: &rustix::fs::Statx) -> u64 {
     rustix::fs::makedev(stat.stx_dev_major, stat.stx_dev_minor)

@@ -340,57 +340,123 @@ fn definitely_dead(pid: u32) -> bool {
     rustix::process::test_kill_process(pid) == Err(Errno::SRCH)
 }
 
-/// Deletes the tree `name` in `parent`, descriptor-relative: directories are opened
-/// `O_NOFOLLOW` (a directory swapped for a symbolic link is unlinked as a link, its target
-/// untouched), and a directory on another device (a mount point) is refused.
+/// How deep a deletion descends while holding directory descriptors; deeper subtrees are
+/// first moved up into the quarantine root (a rename inside the quarantine, never outside it),
+/// so any depth is deleted with a bounded number of open descriptors and no recursion.
+const MAX_OPEN_DEPTH: usize = 64;
+/// How many names a deletion reads from a directory at a time (it deletes them, then reads
+/// again), so a directory of any size is deleted in bounded memory.
+const NAMES_PER_READ: usize = 4096;
+
+/// Deletes the tree `name` in `parent` (a quarantine the caller identified), descriptor-relative
+/// and iteratively: directories are opened `O_NOFOLLOW` (a directory swapped for a symbolic link
+/// is unlinked as a link, its target untouched), names are raw bytes (any name works), a
+/// directory on another device (a mount point) is refused, and at most [`MAX_OPEN_DEPTH`]
+/// descriptors are open at once. Fails with the cause (EXDEV for a mount point, ENOSPC when the
+/// tree exceeds [`MAX_REMOVAL_ENTRIES`]).
 fn delete_tree(parent: &OwnedFd, name: &str, device: u64, budget: &mut usize) -> Result<(), Errno> {
-    let dir = fsops::open_dir(parent, name)?;
-    let here = rustix::fs::fstat(&dir)?;
-    if here.st_dev != device {
+    let root = fsops::open_dir(parent, name)?;
+    if rustix::fs::fstat(&root)?.st_dev != device {
         return Err(Errno::XDEV);
     }
-    let names = fsops::list_names(&dir, MAX_SCAN_ENTRIES).map_err(|e| match e {
-        Some(e) => Errno::from_io_error(&e).unwrap_or(Errno::IO),
-        None => Errno::NOSPC,
-    })?;
-    for raw in names {
-        *budget = budget.checked_sub(1).ok_or(Errno::NOSPC)?;
-        let Ok(entry) = std::str::from_utf8(&raw) else {
-            // Not UTF-8: rustix paths take bytes too.
-            let entry = std::ffi::CString::new(raw).map_err(|_| Errno::INVAL)?;
-            remove_entry_raw(&dir, &entry, device, budget)?;
+    let mut flattened = 0u64;
+    // Each frame: an open directory whose entries are being removed.
+    let mut stack: Vec<OwnedFd> = vec![root];
+    while let Some(top) = stack.last() {
+        let names = fsops::some_names(top, NAMES_PER_READ)?;
+        if names.is_empty() {
+            // Empty: remove it from its parent (the frame below), or finish at the root.
+            let done = stack.pop();
+            drop(done);
             continue;
-        };
-        let entry = std::ffi::CString::new(entry).map_err(|_| Errno::INVAL)?;
-        remove_entry_raw(&dir, &entry, device, budget)?;
+        }
+        for raw in names {
+            *budget = budget.checked_sub(1).ok_or(Errno::NOSPC)?;
+            let entry = std::ffi::CString::new(raw).map_err(|_| Errno::INVAL)?;
+            let top = stack.last().ok_or(Errno::INVAL)?;
+            let stat = match rustix::fs::statat(top, entry.as_c_str(), AtFlags::SYMLINK_NOFOLLOW) {
+                Ok(stat) => stat,
+                Err(Errno::NOENT) => continue,
+                Err(e) => return Err(e),
+            };
+            if fsops::file_kind(stat.st_mode) != S_IFDIR {
+                match rustix::fs::unlinkat(top, entry.as_c_str(), AtFlags::empty()) {
+                    Ok(()) | Err(Errno::NOENT) => continue,
+                    Err(Errno::ISDIR) => {} // swapped for a directory: handled below
+                    Err(e) => return Err(e),
+                }
+            }
+            // A directory: remove it if empty, else descend (or flatten when too deep).
+            match rustix::fs::unlinkat(top, entry.as_c_str(), AtFlags::REMOVEDIR) {
+                Ok(()) | Err(Errno::NOENT) => continue,
+                Err(Errno::NOTEMPTY | Errno::EXIST) => {}
+                Err(Errno::NOTDIR) => {
+                    rustix::fs::unlinkat(top, entry.as_c_str(), AtFlags::empty())?;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            }
+            if stack.len() >= MAX_OPEN_DEPTH {
+                flattened += 1;
+                let moved = std::ffi::CString::new(format!(".proclease-flat-{flattened}-{}", uuid::Uuid::new_v4())).map_err(|_| Errno::INVAL)?;
+                rustix::fs::renameat_with(top, entry.as_c_str(), &stack[0], moved.as_c_str(), RenameFlags::NOREPLACE)?;
+                continue;
+            }
+            let child = match rustix::fs::openat(top, entry.as_c_str(), OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty()) {
+                Ok(child) => child,
+                // Swapped for a symbolic link or a file since the lstat: unlink that instead.
+                Err(Errno::LOOP | Errno::NOTDIR) => {
+                    rustix::fs::unlinkat(top, entry.as_c_str(), AtFlags::empty())?;
+                    continue;
+                }
+                Err(Errno::NOENT) => continue,
+                Err(e) => return Err(e),
+            };
+            if rustix::fs::fstat(&child)?.st_dev != device {
+                return Err(Errno::XDEV);
+            }
+            stack.push(child);
+            break;
+        }
     }
-    rustix::fs::unlinkat(parent, name, AtFlags::REMOVEDIR)
+    // Every directory below is gone; the frames were only descriptors. Remove the emptied
+    // directories bottom-up by walking again (each is now empty or holds only emptied ones).
+    remove_emptied(parent, name, budget)
 }
 
-fn remove_entry_raw(dir: &OwnedFd, entry: &std::ffi::CStr, device: u64, budget: &mut usize) -> Result<(), Errno> {
-    let stat = match rustix::fs::statat(dir, entry, AtFlags::SYMLINK_NOFOLLOW) {
-        Ok(stat) => stat,
-        Err(Errno::NOENT) => return Ok(()),
-        Err(e) => return Err(e),
-    };
-    if fsops::file_kind(stat.st_mode) == S_IFDIR {
-        match entry.to_str() {
-            Ok(name) => match delete_tree(dir, name, device, budget) {
-                // Swapped for a symbolic link (or a file) since the lstat: unlink the link itself.
-                Err(Errno::LOOP | Errno::NOTDIR) => rustix::fs::unlinkat(dir, entry, AtFlags::empty()),
-                other => other,
-            },
-            Err(_) => Err(Errno::INVAL),
+/// Removes the (now file-free) directory tree `name` in `parent`: `rmdir` bottom-up, iteratively
+/// with the same bounds as [`delete_tree`].
+fn remove_emptied(parent: &OwnedFd, name: &str, budget: &mut usize) -> Result<(), Errno> {
+    loop {
+        match rustix::fs::unlinkat(parent, name, AtFlags::REMOVEDIR) {
+            Ok(()) | Err(Errno::NOENT) => return Ok(()),
+            Err(Errno::NOTEMPTY | Errno::EXIST) => {}
+            Err(e) => return Err(e),
         }
-    } else {
-        match rustix::fs::unlinkat(dir, entry, AtFlags::empty()) {
-            // Swapped for a directory since the lstat: remove it as one.
-            Err(Errno::ISDIR) => match entry.to_str() {
-                Ok(name) => delete_tree(dir, name, device, budget),
-                Err(_) => Err(Errno::INVAL),
-            },
-            Err(Errno::NOENT) => Ok(()),
-            other => other,
+        // Descend to a leaf directory and remove it; repeat from the top.
+        let mut stack: Vec<OwnedFd> = vec![fsops::open_dir(parent, name)?];
+        loop {
+            let top = stack.last().ok_or(Errno::INVAL)?;
+            let names = fsops::some_names(top, 1)?;
+            let Some(raw) = names.into_iter().next() else { break };
+            *budget = budget.checked_sub(1).ok_or(Errno::NOSPC)?;
+            let entry = std::ffi::CString::new(raw).map_err(|_| Errno::INVAL)?;
+            match rustix::fs::unlinkat(top, entry.as_c_str(), AtFlags::REMOVEDIR) {
+                Ok(()) | Err(Errno::NOENT) => continue,
+                Err(Errno::NOTDIR) => {
+                    rustix::fs::unlinkat(top, entry.as_c_str(), AtFlags::empty())?;
+                    continue;
+                }
+                Err(Errno::NOTEMPTY | Errno::EXIST) if stack.len() < MAX_OPEN_DEPTH => {
+                    let child = rustix::fs::openat(top, entry.as_c_str(), OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())?;
+                    stack.push(child);
+                }
+                Err(Errno::NOTEMPTY | Errno::EXIST) => {
+                    let moved = std::ffi::CString::new(format!(".proclease-flat-{}", uuid::Uuid::new_v4())).map_err(|_| Errno::INVAL)?;
+                    rustix::fs::renameat_with(top, entry.as_c_str(), &stack[0], moved.as_c_str(), RenameFlags::NOREPLACE)?;
+                }
+                Err(e) => return Err(e),
+            }
         }
     }
 }

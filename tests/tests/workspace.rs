@@ -199,3 +199,35 @@ fn subdirectories_swapped_for_symlinks_during_removal_never_lead_outside() {
         assert_eq!(left, 20, "round {round}: files outside the target were deleted");
     }
 }
+
+/// Whatever a leased command leaves in its directory is removable: 20,000 levels of nesting (no
+/// recursion, bounded descriptors), 105,000 files in one directory, and names that are not UTF-8.
+#[test]
+fn removal_handles_deep_wide_and_non_utf8_trees() {
+    use std::os::unix::ffi::OsStrExt as _;
+    let f = fixture();
+    let target = f.root.join("work");
+    private_dir(&target);
+    // Deep: create 20,000 nested directories descriptor-relative (paths would be too long).
+    let mut dir = std::fs::File::open(&target).expect("open");
+    for _ in 0..20_000 {
+        rustix::fs::mkdirat(&dir, "d", rustix::fs::Mode::from_raw_mode(0o700)).expect("mkdir");
+        let next = rustix::fs::openat(&dir, "d", rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY, rustix::fs::Mode::empty()).expect("open");
+        dir = std::fs::File::from(next);
+    }
+    drop(dir);
+    // Wide.
+    let wide = target.join("wide");
+    private_dir(&wide);
+    for i in 0..105_000 {
+        std::fs::File::create(wide.join(format!("f{i}"))).expect("file");
+    }
+    // Not UTF-8.
+    let odd = target.join(std::ffi::OsStr::from_bytes(b"bad\xffdir"));
+    private_dir(&odd);
+    std::fs::write(odd.join(std::ffi::OsStr::from_bytes(b"\xfe\xfd")), "x").expect("file");
+    let identity = f.workspace.inspect(s(&target)).expect("inspect").expect("present").identity;
+    assert!(f.workspace.remove_tree(s(&target), &identity).expect("removed"));
+    assert!(!target.exists());
+    assert_eq!(std::fs::read_dir(&f.root).expect("list").count(), 0, "no quarantine left behind");
+}
