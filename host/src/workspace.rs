@@ -148,6 +148,65 @@ impl Workspace {
         Ok(stat.map(|s| facts(&s, fsops::file_kind(u32::from(s.stx_mode)) != S_IFLNK)))
     }
 
+    /// Creates the directory `path` (mode 0700) and any missing ancestors below its granted root,
+    /// walking from the root without following a symbolic link. Returns the directories it
+    /// created, outermost first (empty when `path` already existed).
+    ///
+    /// Errors: outside the granted roots; a component that is a symbolic link or not a directory.
+    pub fn create_private_directory(&self, path: &str) -> Result<Vec<String>, WorkspaceError> {
+        let (root, rest) = self.locate(path, false)?;
+        let mut current = root.fd.as_fd().try_clone_to_owned().map_err(|e| WorkspaceError::Io { path: path.into(), operation: "dup", source: e })?;
+        let mut created = Vec::new();
+        let mut walked = root.path.clone();
+        for component in rest {
+            walked.push(component);
+            let here = walked.display().to_string();
+            match rustix::fs::mkdirat(&current, component, Mode::from_raw_mode(0o700)) {
+                Ok(()) => created.push(here.clone()),
+                Err(Errno::EXIST) => {}
+                Err(e) => return Err(io_error(&here, "mkdir")(e)),
+            }
+            current = match fsops::open_dir(&current, component) {
+                Ok(fd) => fd,
+                Err(Errno::LOOP) => {
+                    return Err(WorkspaceError::Refused { path: here, reason: "is a symbolic link; give the real path".into() });
+                }
+                Err(Errno::NOTDIR) => return Err(WorkspaceError::Refused { path: here, reason: "is not a directory".into() }),
+                Err(e) => return Err(io_error(&here, "open")(e)),
+            };
+            if created.last() == Some(&here) {
+                rustix::fs::fchmod(&current, Mode::from_raw_mode(0o700)).map_err(io_error(&here, "chmod"))?;
+            }
+        }
+        Ok(created)
+    }
+
+    /// Removes the directory `path` if it is empty (`rmdir`, through its granted root, no
+    /// symbolic link followed). Used to undo [`Self::create_private_directory`].
+    pub fn remove_empty_directory(&self, path: &str) -> Result<(), WorkspaceError> {
+        let (root, rest) = self.locate(path, false)?;
+        let Some((name, parent)) = rest.split_last() else { return Ok(()) };
+        match walk(&root.fd, parent) {
+            Walk::Open(fd) => match rustix::fs::unlinkat(&fd, *name, AtFlags::REMOVEDIR) {
+                Ok(()) | Err(Errno::NOENT) => Ok(()),
+                Err(e) => Err(io_error(path, "rmdir")(e)),
+            },
+            _ => Ok(()),
+        }
+    }
+
+    /// Whether the directory `path` (which must exist) has no entries.
+    pub fn is_empty_directory(&self, path: &str) -> Result<bool, WorkspaceError> {
+        let (root, rest) = self.locate(path, true)?;
+        let fd = match walk(&root.fd, &rest) {
+            Walk::Open(fd) => fd,
+            Walk::Absent => return Ok(true),
+            Walk::NotPhysical => return Err(WorkspaceError::Refused { path: path.into(), reason: "a component is a symbolic link or not a directory".into() }),
+            Walk::Failed(e) => return Err(io_error(path, "open")(e)),
+        };
+        Ok(fsops::some_names(&fd, 1).map_err(io_error(path, "list"))?.is_empty())
+    }
+
     /// Removes the directory tree at `path` only while it is still `expected`; completes an
     /// interrupted quarantine of `expected` whose remover is provably dead. `Ok(true)` when a
     /// tree was removed, `Ok(false)` when neither the target nor a quarantine of it exists.

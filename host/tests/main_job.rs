@@ -313,3 +313,48 @@ fn sigkill_of_run_at_random_instants_is_recovered_exactly() {
     }
     assert!(saw_running > 0, "no trial killed the supervisor while its command ran (seed {seed})");
 }
+
+/// `run` never leases a directory with content, the state home, or anything through a symbolic
+/// link or outside the granted roots — and a refused run creates nothing.
+#[test]
+fn run_refuses_what_recovery_must_never_delete() {
+    let s = sandbox();
+    let precious = s.root.join("keys");
+    std::fs::create_dir(&precious).expect("mkdir");
+    std::fs::set_permissions(&precious, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    std::fs::write(precious.join("id"), "KEY").expect("write");
+    let out = s.run(&["run", "--workdir", precious.to_str().expect("utf-8"), "--", "true"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("refused: not empty"), "{out:?}");
+    let out = s.run(&["run", "--stage", precious.to_str().expect("utf-8"), "--output", s.root.join("out").to_str().expect("utf-8"), "--", "false"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(std::fs::read_to_string(precious.join("id")).expect("intact"), "KEY");
+
+    let out = s.run(&["run", "--workdir", s.state.join("recovery").to_str().expect("utf-8"), "--", "true"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("the state home"), "{out:?}");
+
+    let outside = s.root.parent().expect("parent").join(format!("proclease-outside-{}", std::process::id()));
+    let out = s.run(&["run", "--workdir", outside.join("deep").to_str().expect("utf-8"), "--", "true"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(!outside.exists(), "nothing is created outside the granted roots");
+
+    let victim = tempfile::tempdir().expect("victim");
+    std::os::unix::fs::symlink(victim.path(), s.root.join("link")).expect("symlink");
+    let out = s.run(&["run", "--workdir", s.root.join("link/created").to_str().expect("utf-8"), "--", "true"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("symbolic link"), "{out:?}");
+    assert_eq!(std::fs::read_dir(victim.path()).expect("list").count(), 0, "nothing created through the link");
+}
+
+/// A command that cannot start leaves no lease and no admission behind.
+#[test]
+fn a_command_that_cannot_start_releases_everything() {
+    let s = sandbox();
+    let work = s.root.join("jobs/nostart");
+    let out = s.run(&["run", "--exclusive", "--workdir", work.to_str().expect("utf-8"), "--", "/nonexistent/command"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(entries(&s.doctor()).is_empty(), "{}", s.doctor());
+    assert!(!work.exists(), "the directory it created is removed");
+    let next = s.run(&["run", "--exclusive", "--workdir", work.to_str().expect("utf-8"), "--", "true"]);
+    assert!(next.status.success(), "{next:?}");
+}

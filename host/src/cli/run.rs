@@ -7,7 +7,6 @@
 //! lease active; the launch window (between spawn and recording the child) is bounded by
 //! `--recover-after`.
 
-use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
 use std::os::unix::process::ExitStatusExt as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -24,7 +23,8 @@ pub const HELP: &str = "Examples:\n  \
     proclease run --workdir ~/jobs/build -- sh -c 'make > build.log'\n  \
     proclease run --stage ~/exports/.stage --output ~/exports/v2 -- ./build-bundle\n  \
     proclease run --exclusive --workdir ~/jobs/export -- ./export\n\n\
-    The directory is created (mode 0700) if absent; an existing one must be yours with mode 0700. After a \
+    The directory is created (mode 0700, with missing parents) if absent; an existing one must be empty, yours, \
+    mode 0700 — `run` never leases a directory with content, nor the state home. After a \
     normal exit the working directory stays (the lease is released); a --stage directory is renamed to \
     --output when the command succeeds and removed when it fails. If proclease itself is killed, \
     `proclease recover` removes the directory once the command is gone too — never while it runs. \
@@ -66,19 +66,6 @@ fn text(path: &Path) -> Result<String, String> {
     path.to_str().map(String::from).ok_or_else(|| format!("{}: paths must be UTF-8", path.display()))
 }
 
-/// Creates `dir` (and missing ancestors) with mode 0700 if absent.
-fn ensure_directory(dir: &Path) -> Result<(), String> {
-    if std::fs::symlink_metadata(dir).is_ok() {
-        return Ok(());
-    }
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .and_then(|()| std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)))
-        .map_err(|e| format!("{}: cannot create the directory: {e}", dir.display()))
-}
-
 fn now_ms() -> f64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_millis() as f64)
 }
@@ -105,19 +92,52 @@ pub fn run(global: &Global, args: RunArgs) -> Result<ExitCode, String> {
         }
     }
     // Everything that can be slow or fail (state home, compiling the component on a cold
-    // start) comes before the directory is created, so that a crash leaves no unleased one.
+    // start, the admission) comes before the directory is created, so that a crash or a refusal
+    // leaves no unleased directory behind.
     let ctx = Context::open(global)?;
     let runtime = Runtime::shared().map_err(|e| e.to_string())?;
-    ensure_directory(&dir)?;
-
+    let dir_text = text(&dir)?;
+    let home = ctx.store.home().path();
+    if dir.starts_with(home) || home.starts_with(&dir) {
+        return Err(format!(
+            "{}: refused: a leased directory may be removed by `recover`, so it can be neither the state home ({}), inside it, nor hold it",
+            dir.display(),
+            home.display()
+        ));
+    }
+    let existed = std::fs::symlink_metadata(&dir).is_ok();
+    if existed && !ctx.workspace.is_empty_directory(&dir_text).map_err(|e| e.to_string())? {
+        return Err(format!(
+            "{}: refused: not empty. `run` leases only a directory it creates or an empty one, because after a crash \
+             `recover` deletes the leased directory with everything in it; give a new path and proclease creates it",
+            dir.display()
+        ));
+    }
     let mut admission = match args.exclusive {
         true => Some(Admission::acquire(runtime, ctx.effects()).map_err(|e| e.to_string())?),
         false => None,
     };
+    let release_admission = |admission: &mut Option<Admission>| {
+        if let Some(admission) = admission.as_mut() {
+            let _ = admission.release();
+        }
+    };
+    let created = match ctx.workspace.create_private_directory(&dir_text) {
+        Ok(created) => created,
+        Err(e) => {
+            release_admission(&mut admission);
+            return Err(e.to_string());
+        }
+    };
+    let undo_created = || {
+        for path in created.iter().rev() {
+            let _ = ctx.workspace.remove_empty_directory(path);
+        }
+    };
     let now = now_ms();
     let request = Request {
         role,
-        path: text(&dir)?,
+        path: dir_text.clone(),
         output_root: output.as_deref().map(text).transpose()?,
         recover_after_ms: now + args.recover_after.as_millis() as f64,
         now_ms: Some(now),
@@ -125,9 +145,8 @@ pub fn run(global: &Global, args: RunArgs) -> Result<ExitCode, String> {
     let mut lease = match DirectoryLease::create(runtime, ctx.effects(), &request) {
         Ok(lease) => lease,
         Err(error) => {
-            if let Some(admission) = admission.as_mut() {
-                let _ = admission.release();
-            }
+            undo_created();
+            release_admission(&mut admission);
             let hint = if error.to_string().ends_with("not an owned physical directory") { physical_hint(&dir) } else { String::new() };
             return Err(format!("{error}{hint}"));
         }
@@ -140,11 +159,22 @@ pub fn run(global: &Global, args: RunArgs) -> Result<ExitCode, String> {
         step(admission.begin_helper_launch())?;
     }
 
-    let mut child = std::process::Command::new(&args.command[0])
-        .args(&args.command[1..])
-        .current_dir(&dir)
-        .spawn()
-        .map_err(|e| format!("{}: cannot start the command: {e}", args.command[0]))?;
+    let mut child = match std::process::Command::new(&args.command[0]).args(&args.command[1..]).current_dir(&dir).spawn() {
+        Ok(child) => child,
+        Err(e) => {
+            // Nothing ran: settle and release everything, and remove what this run created.
+            if role == Role::RawWorking {
+                let _ = lease.update(Phase::Settled, None);
+            }
+            if let Some(admission) = admission.as_mut() {
+                let _ = admission.settle_helper();
+                let _ = admission.release();
+            }
+            let _ = lease.release();
+            undo_created();
+            return Err(format!("{}: cannot start the command: {e}", args.command[0]));
+        }
+    };
     let pid = i64::from(child.id());
     let forwarder = forward_signals(child.id());
 
