@@ -253,7 +253,10 @@ fn validate_present(path: &Path, meta: &std::fs::Metadata) -> Result<(), StateHo
             format!("is not empty and not a state home (it holds {:?}); choose a dedicated directory", foreign[0]),
         ));
     }
-    if mode & 0o022 != 0 && !entries.is_empty() {
+    if entries.is_empty() && mode & 0o022 != 0 {
+        return Err(unsafe_(path, format!("an unclaimed state home must not be group/world-writable (mode {mode:o}); use a private directory")));
+    }
+    if !entries.is_empty() && mode != 0o700 {
         return Err(unsafe_(path, format!("the state home must be private (mode 0700, is {mode:o}); run chmod 700 on it")));
     }
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700)).map_err(io(path, "chmod 700"))

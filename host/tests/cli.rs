@@ -181,3 +181,19 @@ fn component_interfaces_name_exactly_the_contract() {
     assert!(!out.contains("wasi:"), "no ambient WASI imports: {out}");
     assert!(out.contains("export  proclease:lease/records@0.1.0"), "{out}");
 }
+
+#[test]
+fn validate_never_blocks_on_special_files_and_says_when_nothing_was_found() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let fifo = dir.path().join("lease.json");
+    let status = Command::new("mkfifo").arg(&fifo).status().expect("mkfifo");
+    assert!(status.success());
+    let output = proclease(&["validate", fifo.to_str().expect("utf-8")]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(stdout(&output).contains("unreadable: not a regular file"), "{}", stdout(&output));
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).expect("mkdir");
+    let output = proclease(&["validate", empty.to_str().expect("utf-8")]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("no *.json files"));
+}

@@ -358,3 +358,49 @@ fn a_command_that_cannot_start_releases_everything() {
     let next = s.run(&["run", "--exclusive", "--workdir", work.to_str().expect("utf-8"), "--", "true"]);
     assert!(next.status.success(), "{next:?}");
 }
+
+/// A claim naming a directory outside the granted roots stops recovery with the reference's
+/// general message — and proclease says which lease and why, and `doctor` shows it too.
+#[test]
+fn recovery_says_which_lease_stops_it_and_why() {
+    use proclease::core::records::directory_lease::{DirectoryLease, Phase, Role};
+    use proclease::core::records::{DirectoryIdentity, Owner};
+    let s = sandbox();
+    assert!(s.run(&["doctor"]).status.success(), "creates the state home");
+    let identity = DirectoryIdentity { device: "1".into(), inode: "2".into(), birthtime_ns: "3".into() };
+    let claim = DirectoryLease {
+        id: "12345678-1234-4234-8234-123456789abc".into(),
+        role: Role::RawWorking,
+        path: "/etc/forged".into(),
+        parent_path: "/etc".into(),
+        parent_identity: identity.clone(),
+        directory_identity: identity,
+        output_root: None,
+        owner: Owner { pid: 2_147_483_647, boot_id: "e".repeat(64), process_start_id: "f".repeat(64) },
+        child_owner: None,
+        phase: Phase::Settled,
+        created_at_ms: 1,
+        recover_after_ms: 2,
+    }
+    .parsed();
+    let dir = s.state.join("recovery/beeper-message-like-me-directory-leases");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    for d in [s.state.join("recovery"), dir.clone()] {
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    }
+    let file = dir.join(format!("{}.json", claim.record.id));
+    std::fs::write(&file, &claim.canonical).expect("write claim");
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+
+    let out = s.run(&["recover"]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("Beeper Message Like Me recovery: directory lease recovery failed safely"), "{stderr}");
+    assert!(stderr.contains("/etc/forged") && stderr.contains("outside the granted workspace roots"), "{stderr}");
+    let dry = s.run(&["recover", "--dry-run"]);
+    assert_eq!(dry.status.code(), Some(1), "a dry run that would stop says so in its status");
+    assert!(stdout(&dry).contains("recovery would stop here"), "{}", stdout(&dry));
+    let doctor = s.run(&["doctor"]);
+    assert!(stdout(&doctor).contains("but recover would stop"), "{}", stdout(&doctor));
+    assert!(Path::new("/etc").is_dir());
+}

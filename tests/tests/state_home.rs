@@ -67,7 +67,10 @@ fn an_existing_ghostget_layout_is_claimed_and_modes_are_enforced() {
     std::fs::create_dir_all(home.join("recovery")).expect("mkdir");
     chmod(&home, 0o755);
     chmod(&home.join("recovery"), 0o700);
-    StateHome::open(&home).expect("a ghostget layout not writable by others is claimed");
+    let error = StateHome::open(&home).expect_err("a non-empty unclaimed home must be 0700 (§3.1)");
+    assert!(error.to_string().contains("run chmod 700"), "{error}");
+    chmod(&home, 0o700);
+    StateHome::open(&home).expect("a private ghostget layout is claimed");
     assert_eq!(std::fs::metadata(&home).expect("exists").permissions().mode() & 0o777, 0o700);
     assert_eq!(std::fs::read_to_string(home.join(MARKER)).expect("marker"), MARKER_CONTENT);
 
@@ -98,4 +101,15 @@ fn concurrent_first_opens_all_succeed() {
         thread.join().expect("thread").expect("every open succeeds");
     }
     assert_eq!(std::fs::read_to_string(home.join(MARKER)).expect("marker"), MARKER_CONTENT);
+}
+
+#[test]
+fn an_empty_world_writable_home_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let home = dir.path().join("state");
+    std::fs::create_dir(&home).expect("mkdir");
+    chmod(&home, 0o777);
+    let error = StateHome::open(&home).expect_err("refused");
+    assert!(error.to_string().contains("must not be group/world-writable"), "{error}");
+    assert!(!home.join(MARKER).exists());
 }

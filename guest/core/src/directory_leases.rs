@@ -458,7 +458,22 @@ pub fn survey(now_ms: Option<f64>, fx: Effects<'_>) -> Result<Vec<Survey>, Error
         let text = match status {
             BatchStatus::Present(text) => text,
             other => {
-                out.push(Survey { name, claim: None, disposition: None, action: String::from("stop: unreadable"), reason: format!("{other:?}") });
+                let why = match other {
+                    BatchStatus::Absent => "vanished while read",
+                    BatchStatus::Invalid(crate::effects::BatchInvalid::UnsafeFile) => "not a private regular file of yours (a symbolic link, another owner, or group/other permissions)",
+                    BatchStatus::Invalid(crate::effects::BatchInvalid::FileByteBound) => "larger than a claim may be (16 KiB)",
+                    BatchStatus::Invalid(crate::effects::BatchInvalid::AggregateByteBound) => "over the batch's byte bound",
+                    BatchStatus::Invalid(crate::effects::BatchInvalid::ChangedDuringRead) => "changed while it was read",
+                    BatchStatus::Invalid(crate::effects::BatchInvalid::InvalidUtf8) => "not UTF-8",
+                    _ => "unreadable",
+                };
+                out.push(Survey {
+                    name,
+                    claim: None,
+                    disposition: None,
+                    action: String::from("stop: Beeper Message Like Me recovery: directory lease changed during recovery inspection"),
+                    reason: format!("the claim file is {why}: inspect it by hand"),
+                });
                 continue;
             }
         };

@@ -44,12 +44,28 @@ pub fn run(global: &Global, args: &RecoverArgs) -> Result<ExitCode, String> {
         } else {
             for e in &entries {
                 let what = e.claim.as_ref().map_or(e.name.clone(), |c| c.path.clone());
-                println!("{what}: would {} ({})", e.action.trim_start_matches("stop: "), e.reason);
+                match e.action.strip_prefix("stop: ") {
+                    Some(stop) => println!("{what}: recovery would stop here: {stop} ({})", e.reason),
+                    None => println!("{what}: would {} ({})", e.action, e.reason),
+                }
             }
         }
-        return Ok(ExitCode::SUCCESS);
+        let stops = entries.iter().any(|e| e.action.starts_with("stop: "));
+        return Ok(if stops { ExitCode::from(1) } else { ExitCode::SUCCESS });
     }
-    let report = recover_directory_leases(runtime, ctx.effects(), None).map_err(|e| e.to_string())?;
+    let report = match recover_directory_leases(runtime, ctx.effects(), None) {
+        Ok(report) => report,
+        Err(error) => {
+            // The reference's message is deliberately general; say which lease stops it and why.
+            if let Ok(entries) = survey_directory_leases(runtime, ctx.effects(), None) {
+                for e in entries.iter().filter(|e| e.action.starts_with("stop: ")) {
+                    let what = e.claim.as_ref().map_or(e.name.clone(), |c| c.path.clone());
+                    eprintln!("proclease: {what}: {} ({})", e.action.trim_start_matches("stop: "), e.reason);
+                }
+            }
+            return Err(error.to_string());
+        }
+    };
     let (tombstones, _) = repair_invocation_leases(runtime, ctx.effects(), true).map_err(|e| e.to_string())?;
     if args.json {
         let doc = json!({

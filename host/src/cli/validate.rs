@@ -22,7 +22,12 @@ pub fn run(files: &[PathBuf], as_json: bool) -> Result<ExitCode, Error> {
     let mut instance = runtime.instantiate()?;
     let mut all_valid = true;
     let mut documents = Vec::new();
-    for path in &expand_directories(files) {
+    let expanded = expand_directories(files);
+    if expanded.is_empty() {
+        eprintln!("proclease: no *.json files under {}", files.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "));
+        return Ok(ExitCode::from(1));
+    }
+    for path in &expanded {
         let outcome = match read_record_text(path) {
             Ok(text) => {
                 let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
@@ -79,6 +84,11 @@ fn expand_directories(paths: &[PathBuf]) -> Vec<PathBuf> {
 /// non-canonical, as in the reference).
 fn read_record_text(path: &Path) -> Result<String, String> {
     use std::io::Read as _;
+    // A FIFO or device would block or never end: only regular files are records.
+    let meta = std::fs::metadata(path).map_err(|e| format!("cannot open: {e}"))?;
+    if !meta.is_file() {
+        return Err("not a regular file".into());
+    }
     let file = std::fs::File::open(path).map_err(|e| format!("cannot open: {e}"))?;
     let mut bytes = Vec::new();
     file.take(MAX_VALIDATE_BYTES + 1).read_to_end(&mut bytes).map_err(|e| format!("cannot read: {e}"))?;
