@@ -56,7 +56,15 @@ pub fn run(global: &Global, args: &DoctorArgs) -> Result<ExitCode, String> {
             age: "-".into(),
             disposition: s.disposition.name().into(),
             child: s.claim.helper_owner.as_ref().map(|h| h.pid),
-            reason: s.reason,
+            reason: if s.disposition == proclease::core::dispositions::Disposition::Indeterminate {
+                format!(
+                    "{}; new --exclusive runs are refused until a reboot proves it gone, or until you remove {} by hand after checking no helper runs",
+                    s.reason,
+                    ctx.store.home().path().join(proclease::core::admission::CLAIM_PATH).display()
+                )
+            } else {
+                s.reason
+            },
             action: None,
         }),
         Ok(None) => {}
