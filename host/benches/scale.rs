@@ -70,6 +70,17 @@ fn bench(c: &mut Criterion) {
         let collection = dir.path().join("state/provider-plugin-state/.invocations");
         group.throughput(Throughput::Elements(n));
         group.bench_with_input(BenchmarkId::new("floor: read+hash all files", n), &n, |b, _| b.iter(|| floor(&collection)));
+        group.bench_with_input(BenchmarkId::new("snapshot + batch read (store only)", n), &n, |b, _| {
+            b.iter(|| {
+                let snapshot = store.snapshot("provider-plugin-state/.invocations", false).expect("snapshot").expect("present");
+                let names: Vec<String> = snapshot.entries.iter().map(|e| e.name.clone()).collect();
+                let mut read = 0;
+                for chunk in names.chunks(1000) {
+                    read += store.read_batch("provider-plugin-state/.invocations", chunk, 32_768, 32_768 * chunk.len() as u32, &snapshot.identity).expect("batch").len();
+                }
+                assert_eq!(read as u64, n);
+            })
+        });
         group.bench_with_input(BenchmarkId::new("list", n), &n, |b, _| {
             b.iter(|| assert_eq!(list_invocation_leases(runtime, effects()).expect("list").len() as u64, n))
         });
