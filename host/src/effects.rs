@@ -82,8 +82,7 @@ fn workspace_failure(error: WorkspaceError) -> WorkspaceFailure {
 
 impl Workspace for SharedWorkspace {
     fn inspect(&mut self, path: &str) -> Result<Option<DirectoryFacts>, WorkspaceFailure> {
-        let facts = self.0.inspect(path).map_err(workspace_failure)?;
-        Ok(facts.map(|f| DirectoryFacts { canonical: f.canonical, is_directory: f.is_directory, owned: f.owned, mode: f.mode, identity: f.identity }))
+        self.0.inspect(path).map_err(workspace_failure)
     }
 
     fn remove_tree(&mut self, path: &str, expected: &DirectoryIdentity) -> Result<bool, WorkspaceFailure> {

@@ -71,20 +71,7 @@ fn identity_changed(path: &str, message: &str) -> WorkspaceError {
     WorkspaceError::IdentityChanged { path: path.into(), message: message.into() }
 }
 
-/// The physical facts of a directory path (no symbolic link followed).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DirectoryFacts {
-    /// The path is its own realpath: no component is a symbolic link.
-    pub canonical: bool,
-    /// A real directory (not a symbolic link).
-    pub is_directory: bool,
-    /// Owned by this process's effective uid.
-    pub owned: bool,
-    /// Permission bits (`st_mode & 0o7777`).
-    pub mode: u32,
-    /// Device, inode, birth time (ns; `"0"` where the filesystem reports none).
-    pub identity: DirectoryIdentity,
-}
+pub use proclease_core::effects::DirectoryFacts;
 
 struct GrantedRoot {
     path: PathBuf,
