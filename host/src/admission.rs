@@ -3,7 +3,7 @@
 //!
 //! ```no_run
 //! # fn main() -> Result<(), proclease::Error> {
-//! # let effects: proclease::effects::Effects = todo!();
+//! # let effects = proclease::effects::Effects::native(None, std::sync::Arc::new(proclease::process_identity::ProcessIdentity::new()));
 //! let runtime = proclease::Runtime::shared()?;
 //! let mut admission = proclease::Admission::acquire(runtime, effects)?;
 //! admission.begin_helper_launch()?;
