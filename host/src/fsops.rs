@@ -127,17 +127,26 @@ pub(crate) fn fsync_dir(dir: impl AsFd) -> std::io::Result<()> {
 }
 
 /// Creates directory `name` in `dir` with mode 0700 (`mkdirat` then `fchmod`, as the umask may
-/// have narrowed it), fsyncs it and `dir`. `Ok(false)` when it already existed.
+/// have narrowed it), fsyncs it and `dir`. `Ok(false)` when it already existed. If anything
+/// after the `mkdirat` fails, the directory is removed again before the error is returned.
 pub(crate) fn create_private_dir(dir: impl AsFd + Copy, name: &str) -> std::io::Result<bool> {
     match rustix::fs::mkdirat(dir, name, Mode::from_raw_mode(0o700)) {
         Ok(()) => {}
         Err(Errno::EXIST) => return Ok(false),
         Err(e) => return Err(e.into()),
     }
-    let fd = rustix::fs::openat(dir, name, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())?;
-    rustix::fs::fchmod(&fd, Mode::from_raw_mode(0o700))?;
-    rustix::fs::fsync(&fd)?;
-    fsync_dir(dir)?;
+    let finish = || -> std::io::Result<()> {
+        let fd = rustix::fs::openat(dir, name, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())?;
+        rustix::fs::fchmod(&fd, Mode::from_raw_mode(0o700))?;
+        rustix::fs::fsync(&fd)?;
+        fsync_dir(dir)
+    };
+    if let Err(e) = finish() {
+        // Not made durable: remove it again, so that a retry creates (and fsyncs) it anew
+        // instead of finding it and trusting it.
+        let _ = rustix::fs::unlinkat(dir, name, rustix::fs::AtFlags::REMOVEDIR);
+        return Err(e);
+    }
     Ok(true)
 }
 

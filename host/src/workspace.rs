@@ -11,7 +11,8 @@
 //!   (device, inode, birth time): it renames the target to a quarantine name in its parent,
 //!   re-verifies, and deletes descriptor-relative, never following a symbolic link and never
 //!   crossing into another filesystem. An interrupted quarantine of the same identity is
-//!   completed only when its remover is provably dead. Quarantine names are the reference's
+//!   completed only when its remover is provably dead (or is this process, and no thread of it
+//!   is still deleting it: a removal that failed with an I/O error can be retried). Quarantine names are the reference's
 //!   (`.io-remove-<pid>-<uuid>.quarantine`), so ghostget and proclease complete each other's.
 //!
 //! Default roots (when the CLI is given no `--workspace-root`): the user's home directory and
@@ -234,6 +235,7 @@ impl Workspace {
     /// Renames `name` to a fresh quarantine in the parent, re-verifies it, and deletes it.
     fn quarantine_and_delete(&self, path: &str, parent: &OwnedFd, name: &str, expected: &DirectoryIdentity) -> Result<(), WorkspaceError> {
         let quarantine = format!(".io-remove-{}-{}.quarantine", std::process::id(), uuid::Uuid::new_v4());
+        let _removing = Removing::start(&quarantine);
         rustix::fs::renameat_with(parent, name, parent, &quarantine, RenameFlags::NOREPLACE)
             .map_err(io_error(path, "rename to quarantine"))?;
         let moved = statx(parent, &quarantine, AtFlags::SYMLINK_NOFOLLOW).map_err(io_error(path, "statx of the quarantine"))?;
@@ -245,7 +247,10 @@ impl Workspace {
         fsops::fsync_dir(parent).map_err(|e| WorkspaceError::Io { path: path.into(), operation: "fsync of the parent", source: e })?;
         let device = moved.map(|s| fsops::device_of(&s)).unwrap_or_default();
         let mut budget = MAX_REMOVAL_ENTRIES;
-        delete_tree(parent, &quarantine, device, &mut budget).map_err(io_error(path, "removal"))?;
+        delete_tree(parent, &quarantine, device, &mut budget).map_err(|e| match e {
+            Errno::XDEV => io_error(path, "removal (a filesystem is mounted inside the tree: unmount it, then recover again)")(e),
+            e => io_error(path, "removal")(e),
+        })?;
         fsops::fsync_dir(parent).map_err(|e| WorkspaceError::Io { path: path.into(), operation: "fsync of the parent", source: e })
     }
 
@@ -273,7 +278,10 @@ impl Workspace {
             found = Some((name, pid));
         }
         let Some((name, pid)) = found else { return Ok(false) };
-        if !definitely_dead(pid) {
+        // A quarantine of this process that no thread of it is deleting was left by a removal
+        // that failed (an I/O error): this process may finish it.
+        let abandoned_own = pid == std::process::id() && !Removing::is_active(&name);
+        if !abandoned_own && !definitely_dead(pid) {
             return Err(identity_changed(path, "recursive removal quarantine owner is live or cannot be proven dead"));
         }
         self.quarantine_and_delete(path, parent, &name, expected)?;
@@ -380,6 +388,31 @@ fn quarantine_pid(name: &str) -> Option<u32> {
     (valid_pid && proclease_core::js::is_uuid_v4(uuid)).then(|| pid.parse().ok()).flatten()
 }
 
+/// The quarantines this process is deleting right now (names carry a fresh UUID, so a name
+/// alone identifies one). Lets [`Workspace::remove_tree`] tell this process's abandoned
+/// quarantines (a removal that failed and returned) from ones another thread is deleting.
+static REMOVING: std::sync::Mutex<std::collections::BTreeSet<String>> = std::sync::Mutex::new(std::collections::BTreeSet::new());
+
+/// Membership of [`REMOVING`] for the life of one removal.
+struct Removing(String);
+
+impl Removing {
+    fn start(name: &str) -> Removing {
+        REMOVING.lock().unwrap_or_else(|p| p.into_inner()).insert(name.to_owned());
+        Removing(name.to_owned())
+    }
+
+    fn is_active(name: &str) -> bool {
+        REMOVING.lock().unwrap_or_else(|p| p.into_inner()).contains(name)
+    }
+}
+
+impl Drop for Removing {
+    fn drop(&mut self) {
+        REMOVING.lock().unwrap_or_else(|p| p.into_inner()).remove(&self.0);
+    }
+}
+
 /// The kernel says no such process (`kill(pid, 0)` → `ESRCH`). Anything else is not proof.
 fn definitely_dead(pid: u32) -> bool {
     let Some(pid) = i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw) else { return true };
@@ -425,6 +458,10 @@ fn delete_tree(parent: &OwnedFd, name: &str, device: u64, budget: &mut usize) ->
                 Err(Errno::NOENT) => continue,
                 Err(e) => return Err(e),
             };
+            if fsops::file_kind(stat.st_mode) == S_IFDIR && stat.st_dev != device {
+                // A mount point (stat sees the mounted root): never touch another filesystem.
+                return Err(Errno::XDEV);
+            }
             if fsops::file_kind(stat.st_mode) != S_IFDIR {
                 match rustix::fs::unlinkat(top, entry.as_c_str(), AtFlags::empty()) {
                     Ok(()) | Err(Errno::NOENT) => continue,

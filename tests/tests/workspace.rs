@@ -140,18 +140,31 @@ fn an_interrupted_quarantine_is_completed_only_when_its_remover_is_dead() {
     std::fs::write(target.join("file"), "x").expect("write");
     let identity = f.workspace.inspect(s(&target)).expect("inspect").expect("present").identity;
 
-    // A live remover (this process) was interrupted: not proof of death.
-    let live = f.root.join(format!(".io-remove-{}-{}.quarantine", std::process::id(), uuid::Uuid::new_v4()));
+    // A live remover (another process, perhaps still deleting it): not proof of death.
+    let mut remover = std::process::Command::new("sleep").arg("30").spawn().expect("spawn");
+    let live = f.root.join(format!(".io-remove-{}-{}.quarantine", remover.id(), uuid::Uuid::new_v4()));
     std::fs::rename(&target, &live).expect("quarantine");
     let error = f.workspace.remove_tree(s(&target), &identity).expect_err("refused");
     assert!(error.to_string().ends_with("recursive removal quarantine owner is live or cannot be proven dead"), "{error}");
     assert!(live.exists());
+    remover.kill().expect("kill");
+    remover.wait().expect("reap");
 
     // A dead remover's quarantine is completed.
     let dead = f.root.join(format!(".io-remove-{}-{}.quarantine", dead_pid(), uuid::Uuid::new_v4()));
     std::fs::rename(&live, &dead).expect("requarantine");
     assert!(f.workspace.remove_tree(s(&target), &identity).expect("completed"));
     assert_eq!(std::fs::read_dir(&f.root).expect("list").count(), 0);
+
+    // This process's own quarantine that no thread of it is deleting (a removal that failed
+    // and returned) is finished by it.
+    private_dir(&target);
+    std::fs::write(target.join("file"), "x").expect("write");
+    let identity = f.workspace.inspect(s(&target)).expect("inspect").expect("present").identity;
+    let own = f.root.join(format!(".io-remove-{}-{}.quarantine", std::process::id(), uuid::Uuid::new_v4()));
+    std::fs::rename(&target, &own).expect("quarantine");
+    assert!(f.workspace.remove_tree(s(&target), &identity).expect("completed"));
+    assert!(!own.exists());
 
     // A quarantine of another identity is not touched.
     let other = f.root.join(format!(".io-remove-{}-{}.quarantine", dead_pid(), uuid::Uuid::new_v4()));

@@ -5,7 +5,10 @@
 //! * **Durable and atomic**: a record is written to a temporary in `.proclease/staging/`,
 //!   fsynced, then published by `link` (create: never overwrites) or `rename` (replace), and the
 //!   collection directory is fsynced. After a crash at any instant the record is absent, the
-//!   complete old version or the complete new version.
+//!   complete old version or the complete new version. A change whose collection fsync fails
+//!   is undone before the error is returned (the old bytes are put back), so a caller told
+//!   "failed" can retry. `tests/tests/crash_states.rs` checks every crash state and every
+//!   injected I/O error of this protocol (on a simulated disk taking the same steps).
 //! * **Compare-and-swap across processes**: every mutation of a collection holds its kernel lock
 //!   (`.proclease/locks/`, see [`lock`]); a replace or remove happens only if the bytes on disk
 //!   hash to the expected sha256 at that instant.
@@ -162,16 +165,44 @@ impl StateStore {
         check_size(path, content)?;
         let dir = self.walk(path, &segments, true)?.ok_or_else(|| StoreError::unsafe_(path, "parent vanished"))?;
         let _lock = self.lock(path, &segments)?;
-        let temp = self.stage(path, content)?;
-        let linked = rustix::fs::linkat(&self.staging, &temp, &dir, name, AtFlags::empty());
-        let _ = rustix::fs::unlinkat(&self.staging, &temp, AtFlags::empty());
-        match linked {
-            Ok(()) => {
-                fsops::fsync_dir(&dir).map_err(|e| StoreError::io(path, "fsync of the collection", e))?;
-                Ok(true)
+        let temp = self.stage(path, content.as_bytes())?;
+        let unlink_temp = || {
+            let _ = rustix::fs::unlinkat(&self.staging, &temp, AtFlags::empty());
+        };
+        match rustix::fs::linkat(&self.staging, &temp, &dir, name, AtFlags::empty()) {
+            Ok(()) => {}
+            Err(Errno::EXIST) => {
+                unlink_temp();
+                return Ok(false);
             }
-            Err(Errno::EXIST) => Ok(false),
-            Err(e) => Err(StoreError::io(path, "link into the collection", e)),
+            Err(e) => {
+                unlink_temp();
+                return Err(StoreError::io(path, "link into the collection", e));
+            }
+        }
+        if let Err(e) = fsops::fsync_dir(&dir) {
+            // The caller is told the create failed, so it must not stay visible: unlink the
+            // name again (it is still our inode: the collection is locked).
+            if same_inode(&self.staging, &temp, &dir, name) {
+                let _ = rustix::fs::unlinkat(&dir, name, AtFlags::empty());
+            }
+            unlink_temp();
+            return Err(StoreError::io(path, "fsync of the collection", e));
+        }
+        unlink_temp();
+        Ok(true)
+    }
+
+    /// Puts `old` back at `name` after a visible change whose collection fsync failed (the
+    /// caller is told the change failed, so it must not stay): a fresh temporary with the old
+    /// bytes, renamed over the name, the collection fsynced again. Best effort: if this fails
+    /// too, the file holds the old or the new complete version.
+    fn restore(&self, path: &str, dir: &OwnedFd, name: &str, old: &[u8]) {
+        let Ok(back) = self.stage(path, old) else { return };
+        if rustix::fs::renameat(&self.staging, &back, dir, name).is_ok() {
+            let _ = fsops::fsync_dir(dir);
+        } else {
+            let _ = rustix::fs::unlinkat(&self.staging, &back, AtFlags::empty());
         }
     }
 
@@ -184,16 +215,19 @@ impl StateStore {
         check_size(path, content)?;
         let Some(dir) = self.walk(path, &segments, false)? else { return Ok(false) };
         let _lock = self.lock(path, &segments)?;
-        let current = read_record(&dir, name, path, MAX_RECORD_BYTES)?;
-        if current.is_none_or(|bytes| digest::sha256_hex(&bytes) != expected_sha256) {
+        let Some(old) = read_record(&dir, name, path, MAX_RECORD_BYTES)? else { return Ok(false) };
+        if digest::sha256_hex(&old) != expected_sha256 {
             return Ok(false);
         }
-        let temp = self.stage(path, content)?;
+        let temp = self.stage(path, content.as_bytes())?;
         if let Err(e) = rustix::fs::renameat(&self.staging, &temp, &dir, name) {
             let _ = rustix::fs::unlinkat(&self.staging, &temp, AtFlags::empty());
             return Err(StoreError::io(path, "rename into the collection", e));
         }
-        fsops::fsync_dir(&dir).map_err(|e| StoreError::io(path, "fsync of the collection", e))?;
+        if let Err(e) = fsops::fsync_dir(&dir) {
+            self.restore(path, &dir, name, &old);
+            return Err(StoreError::io(path, "fsync of the collection", e));
+        }
         Ok(true)
     }
 
@@ -229,7 +263,17 @@ impl StateStore {
             _ => return Ok(false),
         }
         rustix::fs::unlinkat(&dir, name, AtFlags::empty()).map_err(|e| StoreError::io(path, "unlink", e))?;
-        fsops::fsync_dir(&dir).map_err(|e| StoreError::io(path, "fsync of the collection", e))?;
+        if let Err(e) = fsops::fsync_dir(&dir) {
+            // Put the old bytes back (under the lock no proclease writer can have created the
+            // name meanwhile; `link` never overwrites one that appeared anyway).
+            if let Ok(back) = self.stage(path, &bytes) {
+                if rustix::fs::linkat(&self.staging, &back, &dir, name, AtFlags::empty()).is_ok() {
+                    let _ = fsops::fsync_dir(&dir);
+                }
+                let _ = rustix::fs::unlinkat(&self.staging, &back, AtFlags::empty());
+            }
+            return Err(StoreError::io(path, "fsync of the collection", e));
+        }
         Ok(true)
     }
 
@@ -385,14 +429,14 @@ impl StateStore {
 
     /// Writes `content` to a fresh, fsynced temporary in the staging directory, named
     /// `<pid>-<process start id>-<uuid>.tmp` so that a later operation can prove its writer dead.
-    fn stage(&self, path: &str, content: &str) -> Result<String, StoreError> {
+    fn stage(&self, path: &str, content: &[u8]) -> Result<String, StoreError> {
         self.remove_dead_temporaries();
         let own = self
             .processes
             .self_identity()
             .map_err(|e| StoreError::io(path, "reading this process's identity", std::io::Error::other(e.0)))?;
         let name = format!("{}-{}-{}.tmp", own.pid, own.process_start_id, uuid::Uuid::new_v4());
-        fsops::write_new_file(&self.staging, &name, content.as_bytes()).map_err(|e| {
+        fsops::write_new_file(&self.staging, &name, content).map_err(|e| {
             let _ = rustix::fs::unlinkat(&self.staging, &name, AtFlags::empty());
             StoreError::io(path, "write of the temporary", e)
         })?;
@@ -425,6 +469,14 @@ fn temporary_owner(name: &str, boot_id: &str) -> Option<Owner> {
         boot_id: boot_id.into(),
         process_start_id: start.into(),
     })
+}
+
+/// Whether `a_name` in `a_dir` and `b_name` in `b_dir` are the same inode.
+fn same_inode(a_dir: &OwnedFd, a_name: &str, b_dir: &OwnedFd, b_name: &str) -> bool {
+    match (fsops::lstat(a_dir, a_name), fsops::lstat(b_dir, b_name)) {
+        (Ok(Some(a)), Ok(Some(b))) => a.st_ino == b.st_ino && a.st_dev == b.st_dev,
+        _ => false,
+    }
 }
 
 /// Splits a record path into its parent directory segments and file name.

@@ -1,0 +1,213 @@
+//! Real I/O errors on real filesystems (issue #9, items 2 and 5): a full filesystem (ENOSPC),
+//! a read-only one (EROFS) and a mount point inside a leased tree (EXDEV), made with small
+//! tmpfs mounts. Each operation fails with a typed error that names the cause, changes nothing
+//! on disk, and succeeds when retried after the fault clears.
+//!
+//! Mounting needs CAP_SYS_ADMIN (root on the project's machines). Where it is missing the tests
+//! say so and pass, unless `PROCLEASE_REQUIRE_MOUNTS=1` (set by `.ci/run`) makes that a failure.
+
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+
+use proclease::process_identity::ProcessIdentity;
+use proclease::state_home::StateHome;
+use proclease::state_store::{StateStore, StoreError};
+use proclease::workspace::{Workspace, WorkspaceError};
+use proclease::effects::Effects;
+use proclease::{Admission, Runtime};
+
+/// A tmpfs of `size` mounted on a fresh directory, unmounted when dropped.
+struct Tmpfs {
+    _dir: tempfile::TempDir,
+    path: PathBuf,
+}
+
+impl Tmpfs {
+    fn mount(size: &str) -> Option<Tmpfs> {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = std::fs::canonicalize(dir.path()).expect("realpath").join("mnt");
+        std::fs::create_dir(&path).expect("mkdir");
+        Self::mount_at(&path, size).then_some(Tmpfs { _dir: dir, path })
+    }
+
+    fn mount_at(path: &Path, size: &str) -> bool {
+        let status = Command::new("mount").args(["-t", "tmpfs", "-o", &format!("size={size},mode=700"), "tmpfs"]).arg(path).status();
+        if status.is_ok_and(|s| s.success()) {
+            return true;
+        }
+        assert!(
+            std::env::var_os("PROCLEASE_REQUIRE_MOUNTS").is_none(),
+            "cannot mount a tmpfs (needs CAP_SYS_ADMIN) and PROCLEASE_REQUIRE_MOUNTS is set"
+        );
+        eprintln!("skipped: cannot mount a tmpfs here (needs CAP_SYS_ADMIN)");
+        false
+    }
+
+    fn remount(&self, option: &str) {
+        let status = Command::new("mount").args(["-o", &format!("remount,{option}")]).arg(&self.path).status().expect("mount");
+        assert!(status.success(), "remount {option}");
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.path).status();
+    }
+}
+
+fn open_store(home: &Path) -> StateStore {
+    let identity = Arc::new(ProcessIdentity::new());
+    StateStore::open(StateHome::open(home).expect("state home"), identity).expect("store")
+}
+
+fn staging_entries(home: &Path) -> Vec<String> {
+    std::fs::read_dir(home.join(".proclease/staging"))
+        .expect("staging")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
+/// Fills the filesystem at `dir` until it refuses another byte; returns the filler's path.
+fn fill(dir: &Path) -> PathBuf {
+    use std::io::Write as _;
+    let path = dir.join("filler");
+    let mut file = std::fs::File::create(&path).expect("filler");
+    let block = vec![0x5a; 4096];
+    loop {
+        if file.write_all(&block).is_err() || file.sync_all().is_err() {
+            break;
+        }
+    }
+    path
+}
+
+const ENOSPC: i32 = 28;
+
+fn is_errno(error: &StoreError, errno: i32) -> bool {
+    matches!(error, StoreError::Io { source, .. } if source.raw_os_error() == Some(errno))
+}
+
+#[test]
+fn a_full_filesystem_fails_each_write_cleanly_and_the_retry_succeeds() {
+    let Some(fs) = Tmpfs::mount("512k") else { return };
+    let home = fs.path.join("state");
+    let store = open_store(&home);
+    let record = "recovery/test/a.json";
+    assert!(store.create_if_absent(record, "{\"v\":1}\n").expect("create"));
+    let old_sha = proclease::core::digest::sha256_hex(b"{\"v\":1}\n");
+    let filler = fill(&fs.path);
+
+    let big = format!("{{\"v\":\"{}\"}}\n", "x".repeat(64 << 10));
+    let error = store.create_if_absent("recovery/test/b.json", &big).expect_err("no space for a new record");
+    assert!(is_errno(&error, ENOSPC), "{error}");
+    assert!(error.to_string().contains("recovery/test/b.json") && error.to_string().contains("No space left on device"), "{error}");
+    let error = store.replace_if_unchanged(record, &old_sha, &big).expect_err("no space for the new version");
+    assert!(is_errno(&error, ENOSPC), "{error}");
+    // Nothing changed: the old record is intact, the new one absent, no temporary left.
+    assert_eq!(std::fs::read_to_string(home.join(record)).expect("old record"), "{\"v\":1}\n");
+    assert!(!home.join("recovery/test/b.json").exists());
+    assert_eq!(staging_entries(&home), Vec::<String>::new());
+
+    std::fs::remove_file(filler).expect("free the space");
+    assert!(store.create_if_absent("recovery/test/b.json", &big).expect("retry create"));
+    assert!(store.replace_if_unchanged(record, &old_sha, "{\"v\":2}\n").expect("retry replace"));
+    assert_eq!(std::fs::read_to_string(home.join(record)).expect("new record"), "{\"v\":2}\n");
+    assert_eq!(staging_entries(&home), Vec::<String>::new());
+}
+
+#[test]
+fn a_full_filesystem_fails_a_lease_operation_with_a_typed_error_and_the_retry_succeeds() {
+    let Some(fs) = Tmpfs::mount("512k") else { return };
+    let home = fs.path.join("state");
+    let store = Arc::new(open_store(&home));
+    let identity = Arc::new(ProcessIdentity::new());
+    let runtime = Runtime::shared().expect("component");
+    let effects = || Effects::native(Some(store.clone()), identity.clone());
+    // The admission's collection exists; then the disk fills up.
+    let mut first = Admission::acquire(runtime, effects()).expect("acquire");
+    first.release().expect("release");
+    let filler = fill(&fs.path);
+    let claim = home.join("recovery/beeper-message-like-me-export-admission/active.json");
+    match Admission::acquire(runtime, effects()) {
+        Err(error) => {
+            assert!(error.to_string().contains("could not be acquired safely"), "{error}");
+            assert!(!claim.exists(), "a failed acquire left a claim");
+        }
+        // tmpfs may still find room for one small file; then it must be complete.
+        Ok(mut admission) => {
+            assert!(claim.exists());
+            admission.release().expect("release");
+        }
+    }
+    assert_eq!(staging_entries(&home), Vec::<String>::new());
+    std::fs::remove_file(filler).expect("free the space");
+    let mut retried = Admission::acquire(runtime, effects()).expect("retry acquire");
+    assert!(claim.exists());
+    retried.release().expect("release");
+    assert!(!claim.exists());
+}
+
+#[test]
+fn a_read_only_filesystem_refuses_every_mutation_and_loses_nothing() {
+    let Some(fs) = Tmpfs::mount("1m") else { return };
+    let home = fs.path.join("state");
+    let store = open_store(&home);
+    let record = "recovery/test/a.json";
+    assert!(store.create_if_absent(record, "{\"v\":1}\n").expect("create"));
+    let sha = proclease::core::digest::sha256_hex(b"{\"v\":1}\n");
+    fs.remount("ro");
+    const EROFS: i32 = 30;
+    for (what, result) in [
+        ("create", store.create_if_absent("recovery/test/b.json", "{}\n").map(|_| ())),
+        ("replace", store.replace_if_unchanged(record, &sha, "{\"v\":2}\n").map(|_| ())),
+        ("remove", store.remove_if_unchanged(record, &sha).map(|_| ())),
+        ("new collection", store.create_if_absent("runs/c.json", "{}\n").map(|_| ())),
+    ] {
+        let error = result.expect_err(what);
+        assert!(is_errno(&error, EROFS), "{what}: {error}");
+        assert!(error.to_string().contains("Read-only file system"), "{what}: {error}");
+    }
+    assert_eq!(store.read_if_present(record, 1024).expect("read"), Some("{\"v\":1}\n".into()));
+    fs.remount("rw");
+    assert!(store.replace_if_unchanged(record, &sha, "{\"v\":2}\n").expect("retry"));
+    assert!(store.create_if_absent("runs/c.json", "{}\n").expect("retry"));
+    assert_eq!(staging_entries(&home), Vec::<String>::new());
+}
+
+#[test]
+fn removal_never_crosses_into_a_mounted_filesystem_and_the_retry_finishes_after_unmount() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = std::fs::canonicalize(dir.path()).expect("realpath").join("root");
+    std::fs::create_dir(&root).expect("mkdir");
+    std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    let target = root.join("job");
+    std::fs::create_dir_all(target.join("mnt")).expect("mkdir");
+    std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    std::fs::write(target.join("out.txt"), "out").expect("write");
+    let workspace = Workspace::new(&[root.clone()]).expect("grant");
+    let expected = workspace.inspect(target.to_str().expect("utf-8")).expect("inspect").expect("present").identity;
+    if !Tmpfs::mount_at(&target.join("mnt"), "64k") {
+        return;
+    }
+    std::fs::write(target.join("mnt/precious.txt"), "on another filesystem").expect("write");
+
+    let error = workspace.remove_tree(target.to_str().expect("utf-8"), &expected).expect_err("must not cross the mount");
+    assert!(matches!(&error, WorkspaceError::Io { source, .. } if source.raw_os_error() == Some(18)), "{error}");
+    assert!(error.to_string().contains("a filesystem is mounted inside the tree: unmount it"), "{error}");
+    // The mounted filesystem is untouched (found through the quarantine the removal left).
+    let quarantine = std::fs::read_dir(&root)
+        .expect("list")
+        .map(|e| e.expect("entry").path())
+        .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with(".io-remove-")))
+        .expect("the failed removal leaves its quarantine");
+    assert_eq!(std::fs::read_to_string(quarantine.join("mnt/precious.txt")).expect("precious"), "on another filesystem");
+    assert!(!target.exists());
+
+    let status = Command::new("umount").arg(quarantine.join("mnt")).status().expect("umount");
+    assert!(status.success());
+    // The same process retries: its abandoned quarantine is finished.
+    assert!(workspace.remove_tree(target.to_str().expect("utf-8"), &expected).expect("retry"));
+    assert_eq!(std::fs::read_dir(&root).expect("list").count(), 0, "nothing of the tree is left");
+}
