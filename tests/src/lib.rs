@@ -6,5 +6,7 @@
 //! command use this one implementation.
 
 pub mod conformance;
+pub mod crash_world;
 pub mod fakes;
+pub mod sim_disk;
 pub mod store_fixtures;

@@ -1,0 +1,884 @@
+//! A simulated disk that can crash or fail at any step: the fault-injecting implementation of
+//! the state store and workspace primitives (the [`Store`] and [`Workspace`] traits the real
+//! cap-std/rustix implementations also provide), in the manner of LevelDB's fault-injection
+//! environment and ALICE/CrashMonkey's crash states.
+//!
+//! Each primitive runs as the same sequence of system calls the host's implementation makes
+//! (`host/src/state_store/mod.rs`, `host/src/workspace.rs`): write a temporary in
+//! `.proclease/staging`, fsync it, link or rename it into the collection, fsync the collection,
+//! unlink the temporary; undo a visible change whose collection fsync failed; quarantine a
+//! directory by renaming it, fsync the parent, delete bottom-up, fsync the parent. Every
+//! mutating call and every fsync is one numbered **step**. A [`Plan`] can:
+//! * **crash after step k**: step k+1 and everything after it never happen (the process is
+//!   gone). [`SimDisk::crash`] then keeps either everything (a process crash: the kernel
+//!   still has it) or only what was made durable (a power loss: file data as of its last
+//!   fsync, directory entries as of their directory's last fsync — the pessimistic POSIX
+//!   model, where nothing unsynced survives);
+//! * **fail step k** with an errno (ENOSPC, EIO, EXDEV, EACCES): the call does not happen and
+//!   returns the error, as the real call would; later steps run normally (a transient fault).
+//!
+//! Reads (open, stat, read, readdir) are not steps: they change nothing that a crash could
+//! tear, and their failures are covered by the real-filesystem tests.
+//!
+//! The disk has one namespace: the state home at [`HOME`] and the granted workspace root at
+//! [`WORKSPACE`]. Process liveness comes from a shared set of dead pids ([`SimProcesses`]).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use proclease::core::digest::sha256_hex;
+use proclease::core::effects::{
+    BatchStatus, CollectionEntry, CollectionIdentity, CollectionSnapshot, DirectoryFacts, EntryKind, Processes, Store, StoreFailure, Workspace,
+    WorkspaceFailure,
+};
+use proclease::core::liveness::OwnerStatus;
+use proclease::core::records::{DirectoryIdentity, Owner};
+
+/// The state home's path on the simulated disk.
+pub const HOME: &str = "/home";
+/// The granted workspace root.
+pub const WORKSPACE: &str = "/ws";
+/// Where the store stages its temporaries.
+pub const STAGING: &str = "/home/.proclease/staging";
+/// The boot every simulated process runs on.
+pub const BOOT: &str = "b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0";
+
+/// An error a step can be made to return.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Errno {
+    /// No space left on device.
+    Nospc,
+    /// I/O error (including on fsync).
+    Io,
+    /// Cross-device link or rename.
+    Xdev,
+    /// Permission denied.
+    Acces,
+}
+
+impl Errno {
+    /// Every errno the injector uses.
+    pub const ALL: [Errno; 4] = [Errno::Nospc, Errno::Io, Errno::Xdev, Errno::Acces];
+
+    fn text(self) -> &'static str {
+        match self {
+            Errno::Nospc => "No space left on device (os error 28)",
+            Errno::Io => "Input/output error (os error 5)",
+            Errno::Xdev => "Invalid cross-device link (os error 18)",
+            Errno::Acces => "Permission denied (os error 13)",
+        }
+    }
+}
+
+/// Why a step did not happen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fault {
+    /// The process is gone (a planned crash).
+    Crashed,
+    /// The call failed.
+    Errno(Errno),
+    /// The name exists (`EEXIST`, a real answer, not an injected fault).
+    Exists,
+}
+
+/// What the next run of steps will suffer.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Plan {
+    /// Crash after this many steps (counted from when the plan was set).
+    pub crash_after: Option<u64>,
+    /// Fail this step (1-based, counted from when the plan was set) with this errno, once.
+    pub fail_at: Option<(u64, Errno)>,
+}
+
+/// How a crash treats what was not made durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CrashKind {
+    /// The process died; the kernel keeps everything it had accepted.
+    Process,
+    /// The machine lost power; only fsynced data and fsynced directory entries remain.
+    PowerLoss,
+}
+
+#[derive(Debug, Clone)]
+enum Node {
+    File { data: Vec<u8>, synced: Vec<u8> },
+    Dir { entries: BTreeMap<String, u64>, synced: BTreeMap<String, u64> },
+}
+
+/// The disk's state (clones of [`SimDisk`] share it).
+#[derive(Debug, Clone)]
+pub struct DiskState {
+    nodes: BTreeMap<u64, Node>,
+    next_inode: u64,
+    plan: Plan,
+    steps: u64,
+    crashed: bool,
+    /// The pid of the process doing the operations (names temporaries and quarantines).
+    pub actor: u64,
+    next_unique: u64,
+    /// Quarantines this actor is deleting right now (an abandoned one of its own may be
+    /// completed by it, as the host does).
+    removing: BTreeSet<String>,
+    /// Names of the steps taken since the plan was set, for failure messages.
+    pub trace: Vec<&'static str>,
+    /// Every content published into a collection (linked or renamed there) since the plan
+    /// was set: the complete versions a record may hold after a crash.
+    pub published: Vec<Vec<u8>>,
+}
+
+/// The simulated disk: a [`Store`] on [`HOME`] and a [`Workspace`] on [`WORKSPACE`].
+#[derive(Debug, Clone)]
+pub struct SimDisk {
+    state: Arc<Mutex<DiskState>>,
+    dead: Arc<Mutex<BTreeSet<u64>>>,
+}
+
+const ROOT: u64 = 1;
+
+type Step<T> = Result<T, Fault>;
+
+impl DiskState {
+    fn new() -> Self {
+        let mut state = DiskState {
+            nodes: BTreeMap::new(),
+            next_inode: ROOT,
+            plan: Plan::default(),
+            steps: 0,
+            crashed: false,
+            actor: 1,
+            next_unique: 0,
+            removing: BTreeSet::new(),
+            trace: Vec::new(),
+            published: Vec::new(),
+        };
+        state.nodes.insert(ROOT, Node::Dir { entries: BTreeMap::new(), synced: BTreeMap::new() });
+        for path in [HOME, "/home/.proclease", STAGING, "/home/.proclease/locks", WORKSPACE] {
+            let (parent, name) = split_path(path);
+            let parent = state.lookup(parent).unwrap_or(ROOT);
+            let inode = state.new_dir();
+            state.entries_mut(parent).insert(name.into(), inode);
+        }
+        state.sync_all();
+        state
+    }
+
+    /// Makes everything durable (as after `sync`).
+    fn sync_all(&mut self) {
+        for node in self.nodes.values_mut() {
+            match node {
+                Node::File { data, synced } => *synced = data.clone(),
+                Node::Dir { entries, synced } => *synced = entries.clone(),
+            }
+        }
+    }
+
+    fn new_dir(&mut self) -> u64 {
+        self.next_inode += 1;
+        self.nodes.insert(self.next_inode, Node::Dir { entries: BTreeMap::new(), synced: BTreeMap::new() });
+        self.next_inode
+    }
+
+    fn new_file(&mut self) -> u64 {
+        self.next_inode += 1;
+        self.nodes.insert(self.next_inode, Node::File { data: Vec::new(), synced: Vec::new() });
+        self.next_inode
+    }
+
+    fn entries(&self, dir: u64) -> Option<&BTreeMap<String, u64>> {
+        match self.nodes.get(&dir) {
+            Some(Node::Dir { entries, .. }) => Some(entries),
+            _ => None,
+        }
+    }
+
+    fn entries_mut(&mut self, dir: u64) -> &mut BTreeMap<String, u64> {
+        match self.nodes.get_mut(&dir) {
+            Some(Node::Dir { entries, .. }) => entries,
+            _ => panic!("simulated disk: inode {dir} is not a directory"),
+        }
+    }
+
+    fn is_dir(&self, inode: u64) -> bool {
+        matches!(self.nodes.get(&inode), Some(Node::Dir { .. }))
+    }
+
+    fn lookup(&self, path: &str) -> Option<u64> {
+        let mut current = ROOT;
+        for segment in path.split('/').filter(|s| !s.is_empty()) {
+            current = *self.entries(current)?.get(segment)?;
+        }
+        Some(current)
+    }
+
+    fn child(&self, dir: u64, name: &str) -> Option<u64> {
+        self.entries(dir)?.get(name).copied()
+    }
+
+    fn data(&self, inode: u64) -> Option<&[u8]> {
+        match self.nodes.get(&inode) {
+            Some(Node::File { data, .. }) => Some(data),
+            _ => None,
+        }
+    }
+
+    /// Takes one step named `what`, or reports the planned fault.
+    fn step(&mut self, what: &'static str) -> Step<()> {
+        if self.crashed {
+            return Err(Fault::Crashed);
+        }
+        if self.plan.crash_after.is_some_and(|after| self.steps >= after) {
+            self.crashed = true;
+            return Err(Fault::Crashed);
+        }
+        self.steps += 1;
+        self.trace.push(what);
+        if let Some((at, errno)) = self.plan.fail_at {
+            if at == self.steps {
+                return Err(Fault::Errno(errno));
+            }
+        }
+        Ok(())
+    }
+
+    fn unique(&mut self) -> u64 {
+        self.next_unique += 1;
+        self.next_unique
+    }
+
+    // ---- system calls (each one step) ----
+
+    fn mkdir(&mut self, parent: u64, name: &str) -> Step<u64> {
+        self.step("mkdir")?;
+        if self.child(parent, name).is_some() {
+            return Err(Fault::Exists);
+        }
+        let inode = self.new_dir();
+        self.entries_mut(parent).insert(name.into(), inode);
+        Ok(inode)
+    }
+
+    fn create_file(&mut self, dir: u64, name: &str) -> Step<u64> {
+        self.step("create")?;
+        if self.child(dir, name).is_some() {
+            return Err(Fault::Exists);
+        }
+        let inode = self.new_file();
+        self.entries_mut(dir).insert(name.into(), inode);
+        Ok(inode)
+    }
+
+    fn write(&mut self, inode: u64, bytes: &[u8]) -> Step<()> {
+        self.step("write")?;
+        if let Some(Node::File { data, .. }) = self.nodes.get_mut(&inode) {
+            data.extend_from_slice(bytes);
+        }
+        Ok(())
+    }
+
+    fn fsync(&mut self, inode: u64, what: &'static str) -> Step<()> {
+        self.step(what)?;
+        match self.nodes.get_mut(&inode) {
+            Some(Node::File { data, synced }) => *synced = data.clone(),
+            Some(Node::Dir { entries, synced }) => *synced = entries.clone(),
+            None => {}
+        }
+        Ok(())
+    }
+
+    fn link(&mut self, from_dir: u64, from: &str, to_dir: u64, to: &str) -> Step<()> {
+        self.step("link")?;
+        let inode = self.child(from_dir, from).ok_or(Fault::Errno(Errno::Io))?;
+        if self.child(to_dir, to).is_some() {
+            return Err(Fault::Exists);
+        }
+        self.entries_mut(to_dir).insert(to.into(), inode);
+        self.note_published(inode);
+        Ok(())
+    }
+
+    fn note_published(&mut self, inode: u64) {
+        if let Some(data) = self.data(inode).map(<[u8]>::to_vec) {
+            self.published.push(data);
+        }
+    }
+
+    fn rename(&mut self, from_dir: u64, from: &str, to_dir: u64, to: &str, noreplace: bool) -> Step<()> {
+        self.step("rename")?;
+        let inode = self.child(from_dir, from).ok_or(Fault::Errno(Errno::Io))?;
+        if noreplace && self.child(to_dir, to).is_some() {
+            return Err(Fault::Exists);
+        }
+        self.entries_mut(from_dir).remove(from);
+        self.entries_mut(to_dir).insert(to.into(), inode);
+        self.note_published(inode);
+        Ok(())
+    }
+
+    fn unlink(&mut self, dir: u64, name: &str, what: &'static str) -> Step<()> {
+        self.step(what)?;
+        let inode = self.child(dir, name).ok_or(Fault::Errno(Errno::Io))?;
+        if self.entries(inode).is_some_and(|e| !e.is_empty()) {
+            return Err(Fault::Errno(Errno::Io)); // ENOTEMPTY
+        }
+        self.entries_mut(dir).remove(name);
+        Ok(())
+    }
+
+    // ---- the store's protocol (host/src/state_store/mod.rs) ----
+
+    /// `walk`: the directory of `segments` below the home, creating missing ones when `create`
+    /// (`fsops::create_private_dir`: mkdir, fsync it, fsync the parent; rmdir again if a later
+    /// call fails).
+    fn walk(&mut self, segments: &[&str], create: bool) -> Step<Option<u64>> {
+        let mut current = self.lookup(HOME).ok_or(Fault::Errno(Errno::Io))?;
+        for segment in segments {
+            if create && self.child(current, segment).is_none() {
+                let made = self.mkdir(current, segment)?;
+                let synced = self.fsync(made, "fsync new directory").and_then(|()| self.fsync(current, "fsync parent"));
+                if let Err(fault) = synced {
+                    let _ = self.unlink(current, segment, "rmdir (undo)");
+                    return Err(fault);
+                }
+            }
+            match self.child(current, segment) {
+                Some(next) if self.is_dir(next) => current = next,
+                Some(_) => return Err(Fault::Errno(Errno::Io)),
+                None => return Ok(None),
+            }
+        }
+        Ok(Some(current))
+    }
+
+    fn staging(&self) -> Step<u64> {
+        self.lookup(STAGING).ok_or(Fault::Errno(Errno::Io))
+    }
+
+    /// `stage`: removes dead writers' temporaries, then writes a fresh fsynced temporary
+    /// (unlinked again if writing it fails).
+    fn stage(&mut self, content: &[u8], dead: &BTreeSet<u64>) -> Step<String> {
+        self.remove_dead_temporaries(dead);
+        let staging = self.staging()?;
+        let unique = self.unique();
+        let name = format!("{}-{unique}.tmp", self.actor);
+        let inode = self.create_file(staging, &name)?;
+        if let Err(fault) = self.write(inode, content).and_then(|()| self.fsync(inode, "fsync temporary")) {
+            let _ = self.unlink(staging, &name, "unlink temporary (undo)");
+            return Err(fault);
+        }
+        Ok(name)
+    }
+
+    fn remove_dead_temporaries(&mut self, dead: &BTreeSet<u64>) {
+        let Ok(staging) = self.staging() else { return };
+        let names: Vec<String> = self.entries(staging).map(|e| e.keys().cloned().collect()).unwrap_or_default();
+        for name in names {
+            let pid = name.split('-').next().and_then(|p| p.parse::<u64>().ok());
+            if pid.is_some_and(|pid| dead.contains(&pid)) {
+                let _ = self.unlink(staging, &name, "unlink dead temporary");
+            }
+        }
+    }
+
+    fn create_if_absent(&mut self, segments: &[&str], name: &str, content: &[u8], dead: &BTreeSet<u64>) -> Step<bool> {
+        let dir = self.walk(segments, true)?.ok_or(Fault::Errno(Errno::Io))?;
+        let temp = self.stage(content, dead)?;
+        let staging = self.staging()?;
+        match self.link(staging, &temp, dir, name) {
+            Ok(()) => {}
+            Err(Fault::Exists) => {
+                let _ = self.unlink(staging, &temp, "unlink temporary");
+                return Ok(false);
+            }
+            Err(fault) => {
+                let _ = self.unlink(staging, &temp, "unlink temporary (undo)");
+                return Err(fault);
+            }
+        }
+        if let Err(fault) = self.fsync(dir, "fsync collection") {
+            // Undo the visible create: the caller is told it failed, so it must not stay.
+            let _ = self.unlink(dir, name, "unlink record (undo)");
+            let _ = self.unlink(staging, &temp, "unlink temporary (undo)");
+            return Err(fault);
+        }
+        let _ = self.unlink(staging, &temp, "unlink temporary");
+        Ok(true)
+    }
+
+    fn replace_if_unchanged(&mut self, segments: &[&str], name: &str, expected: &str, content: &[u8], dead: &BTreeSet<u64>) -> Step<bool> {
+        let Some(dir) = self.walk(segments, false)? else { return Ok(false) };
+        let Some(old) = self.child(dir, name).and_then(|i| self.data(i)).map(<[u8]>::to_vec) else { return Ok(false) };
+        if sha256_hex(&old) != expected {
+            return Ok(false);
+        }
+        let temp = self.stage(content, dead)?;
+        let staging = self.staging()?;
+        if let Err(fault) = self.rename(staging, &temp, dir, name, false) {
+            let _ = self.unlink(staging, &temp, "unlink temporary (undo)");
+            return Err(fault);
+        }
+        if let Err(fault) = self.fsync(dir, "fsync collection") {
+            // Undo: put the old bytes back the same way.
+            if let Ok(back) = self.stage(&old, dead) {
+                if self.rename(staging, &back, dir, name, false).is_ok() {
+                    let _ = self.fsync(dir, "fsync collection (undo)");
+                } else {
+                    let _ = self.unlink(staging, &back, "unlink temporary (undo)");
+                }
+            }
+            return Err(fault);
+        }
+        Ok(true)
+    }
+
+    fn remove_if_unchanged(&mut self, segments: &[&str], name: &str, expected: &str, dead: &BTreeSet<u64>) -> Step<bool> {
+        let Some(dir) = self.walk(segments, false)? else { return Ok(false) };
+        let Some(old) = self.child(dir, name).and_then(|i| self.data(i)).map(<[u8]>::to_vec) else { return Ok(false) };
+        if sha256_hex(&old) != expected {
+            return Ok(false);
+        }
+        self.unlink(dir, name, "unlink record")?;
+        if let Err(fault) = self.fsync(dir, "fsync collection") {
+            if let Ok(back) = self.stage(&old, dead) {
+                let staging = self.staging()?;
+                if self.link(staging, &back, dir, name).is_ok() {
+                    let _ = self.fsync(dir, "fsync collection (undo)");
+                }
+                let _ = self.unlink(staging, &back, "unlink temporary (undo)");
+            }
+            return Err(fault);
+        }
+        Ok(true)
+    }
+
+    // ---- the workspace's protocol (host/src/workspace.rs) ----
+
+    fn facts(&self, inode: u64) -> DirectoryFacts {
+        DirectoryFacts {
+            canonical: true,
+            is_directory: self.is_dir(inode),
+            owned: true,
+            mode: 0o700,
+            identity: identity_of(inode),
+        }
+    }
+
+    fn quarantine_and_delete(&mut self, parent: u64, name: &str) -> Step<()> {
+        let unique = self.unique();
+        let quarantine = format!(".io-remove-{}-{unique}.quarantine", self.actor);
+        self.rename(parent, name, parent, &quarantine, true)?;
+        self.removing.insert(quarantine.clone());
+        let result = self.fsync(parent, "fsync parent").and_then(|()| self.delete_tree(parent, &quarantine)).and_then(|()| self.fsync(parent, "fsync parent"));
+        self.removing.remove(&quarantine);
+        result
+    }
+
+    /// Deletes bottom-up, as `delete_tree` does (files, then each emptied directory).
+    fn delete_tree(&mut self, parent: u64, name: &str) -> Step<()> {
+        let Some(inode) = self.child(parent, name) else { return Ok(()) };
+        if self.is_dir(inode) {
+            let children: Vec<String> = self.entries(inode).map(|e| e.keys().cloned().collect()).unwrap_or_default();
+            for child in children {
+                self.delete_tree(inode, &child)?;
+            }
+            self.unlink(parent, name, "rmdir")
+        } else {
+            self.unlink(parent, name, "unlink file")
+        }
+    }
+}
+
+/// The identity the simulated disk reports for directory inode `inode`.
+pub fn identity_of(inode: u64) -> DirectoryIdentity {
+    DirectoryIdentity { device: "2049".into(), inode: inode.to_string(), birthtime_ns: (1_700_000_000_000_000_000u64 + inode).to_string() }
+}
+
+fn split_path(path: &str) -> (&str, &str) {
+    path.rsplit_once('/').map(|(p, n)| (if p.is_empty() { "/" } else { p }, n)).unwrap_or(("/", path))
+}
+
+fn store_failure(path: &str, fault: Fault) -> StoreFailure {
+    match fault {
+        Fault::Crashed => StoreFailure::Io(format!("{path}: the process crashed")),
+        Fault::Errno(errno) => StoreFailure::Io(format!("{path}: {}", errno.text())),
+        Fault::Exists => StoreFailure::Io(format!("{path}: File exists (os error 17)")),
+    }
+}
+
+fn workspace_failure(path: &str, fault: Fault) -> WorkspaceFailure {
+    match fault {
+        Fault::Crashed => WorkspaceFailure::Io(format!("{path}: the process crashed")),
+        Fault::Errno(errno) => WorkspaceFailure::Io(format!("{path}: {}", errno.text())),
+        Fault::Exists => WorkspaceFailure::Io(format!("{path}: File exists (os error 17)")),
+    }
+}
+
+/// What is on the disk, as the tests compare it: every file (path → bytes) and every directory
+/// (path → inode), below the root.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Listing {
+    /// Files.
+    pub files: BTreeMap<String, Vec<u8>>,
+    /// Directories.
+    pub directories: BTreeMap<String, u64>,
+}
+
+impl Listing {
+    /// The records: files under the state home outside `.proclease`.
+    pub fn records(&self) -> BTreeMap<&str, &[u8]> {
+        self.files
+            .iter()
+            .filter(|(p, _)| p.starts_with("/home/") && !p.starts_with("/home/.proclease/"))
+            .map(|(p, d)| (p.as_str(), d.as_slice()))
+            .collect()
+    }
+
+    /// Temporaries left in the staging directory.
+    pub fn temporaries(&self) -> Vec<&str> {
+        self.files.keys().filter(|p| p.starts_with("/home/.proclease/staging/")).map(String::as_str).collect()
+    }
+
+    /// Quarantines left under the workspace.
+    pub fn quarantines(&self) -> Vec<&str> {
+        self.directories.keys().chain(self.files.keys()).filter(|p| p.contains("/.io-remove-")).map(String::as_str).collect()
+    }
+}
+
+impl Default for SimDisk {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl SimDisk {
+    /// A disk with an empty state home and workspace root, all durable.
+    pub fn new() -> Self {
+        SimDisk { state: Arc::new(Mutex::new(DiskState::new())), dead: Arc::new(Mutex::new(BTreeSet::new())) }
+    }
+
+    /// An independent copy (same contents, same dead set contents, fresh sharing).
+    pub fn fork(&self) -> Self {
+        SimDisk {
+            state: Arc::new(Mutex::new(self.state().clone())),
+            dead: Arc::new(Mutex::new(self.dead.lock().unwrap_or_else(|p| p.into_inner()).clone())),
+        }
+    }
+
+    /// The shared state.
+    pub fn state(&self) -> MutexGuard<'_, DiskState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn dead(&self) -> BTreeSet<u64> {
+        self.dead.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Marks `pid` dead (or alive again with `false`).
+    pub fn set_dead(&self, pid: u64, dead: bool) {
+        let mut set = self.dead.lock().unwrap_or_else(|p| p.into_inner());
+        if dead {
+            set.insert(pid);
+        } else {
+            set.remove(&pid);
+        }
+    }
+
+    /// The process table over this disk's dead set, for the process `pid`.
+    pub fn processes(&self, pid: u64) -> SimProcesses {
+        SimProcesses { pid, dead: self.dead.clone() }
+    }
+
+    /// Sets the plan and restarts the step count and trace.
+    pub fn plan(&self, plan: Plan) {
+        let mut state = self.state();
+        state.plan = plan;
+        state.steps = 0;
+        state.crashed = false;
+        state.trace.clear();
+        state.published.clear();
+    }
+
+    /// Steps taken since the plan was set.
+    pub fn steps(&self) -> u64 {
+        self.state().steps
+    }
+
+    /// Whether the planned crash happened.
+    pub fn crashed(&self) -> bool {
+        self.state().crashed
+    }
+
+    /// Makes everything durable.
+    pub fn sync_all(&self) {
+        self.state().sync_all();
+    }
+
+    /// Crashes: keeps everything ([`CrashKind::Process`]) or only what was durable
+    /// ([`CrashKind::PowerLoss`]); clears the plan.
+    pub fn crash(&self, kind: CrashKind) {
+        let mut state = self.state();
+        if kind == CrashKind::PowerLoss {
+            for node in state.nodes.values_mut() {
+                match node {
+                    Node::File { data, synced } => *data = synced.clone(),
+                    Node::Dir { entries, synced } => *entries = synced.clone(),
+                }
+            }
+        }
+        state.plan = Plan::default();
+        state.crashed = false;
+        state.removing.clear();
+    }
+
+    /// Sets the acting process (names of its temporaries and quarantines).
+    pub fn act_as(&self, pid: u64) {
+        let mut state = self.state();
+        state.actor = pid;
+        state.removing.clear();
+    }
+
+    /// Everything reachable from the root.
+    pub fn listing(&self) -> Listing {
+        let state = self.state();
+        let mut listing = Listing::default();
+        let mut stack = vec![(String::new(), ROOT)];
+        while let Some((path, inode)) = stack.pop() {
+            let Some(entries) = state.entries(inode) else { continue };
+            for (name, child) in entries {
+                let child_path = format!("{path}/{name}");
+                match state.nodes.get(child) {
+                    Some(Node::Dir { .. }) => {
+                        listing.directories.insert(child_path.clone(), *child);
+                        stack.push((child_path, *child));
+                    }
+                    Some(Node::File { data, .. }) => {
+                        listing.files.insert(child_path, data.clone());
+                    }
+                    None => {}
+                }
+            }
+        }
+        listing
+    }
+
+    /// Creates a file with `content` at absolute `path` outside any protocol (a command's
+    /// output in a leased directory); one step per call, like the command's own writes.
+    pub fn write_file(&self, path: &str, content: &[u8]) -> Result<(), WorkspaceFailure> {
+        let mut state = self.state();
+        let (parent, name) = split_path(path);
+        let dir = state.lookup(parent).ok_or_else(|| WorkspaceFailure::Io(format!("{path}: no such directory")))?;
+        let inode = state.create_file(dir, name).map_err(|f| workspace_failure(path, f))?;
+        state.write(inode, content).map_err(|f| workspace_failure(path, f))
+    }
+
+    /// The host's `Workspace::create_private_directory`: creates each missing directory of
+    /// absolute `path` (mode 0700; no fsync, as the host does not); the paths created.
+    pub fn create_private_directory(&self, path: &str) -> Result<Vec<String>, WorkspaceFailure> {
+        let mut state = self.state();
+        let mut current = ROOT;
+        let mut walked = String::new();
+        let mut created = Vec::new();
+        for segment in path.split('/').filter(|s| !s.is_empty()) {
+            walked.push('/');
+            walked.push_str(segment);
+            current = match state.child(current, segment) {
+                Some(next) => next,
+                None => {
+                    let made = state.mkdir(current, segment).map_err(|f| workspace_failure(path, f))?;
+                    created.push(walked.clone());
+                    made
+                }
+            };
+        }
+        Ok(created)
+    }
+
+    /// The host's `Workspace::remove_empty_directory`.
+    pub fn remove_empty_directory(&self, path: &str) -> Result<(), WorkspaceFailure> {
+        let mut state = self.state();
+        let (parent, name) = split_path(path);
+        let Some(dir) = state.lookup(parent) else { return Ok(()) };
+        if state.child(dir, name).is_none() {
+            return Ok(());
+        }
+        state.unlink(dir, name, "rmdir").map_err(|f| workspace_failure(path, f))
+    }
+}
+
+fn store_split(path: &str) -> Result<(Vec<&str>, &str), StoreFailure> {
+    let mut segments: Vec<&str> = path.split('/').collect();
+    if segments.len() < 2 || segments.iter().any(|s| s.is_empty() || *s == "." || *s == ".." || *s == ".proclease") {
+        return Err(StoreFailure::Refused(format!("{path}: refused")));
+    }
+    let name = segments.pop().unwrap_or_default();
+    Ok((segments, name))
+}
+
+impl Store for SimDisk {
+    fn read_if_present(&mut self, path: &str, max_bytes: u32) -> Result<Option<String>, StoreFailure> {
+        let state = self.state();
+        let Some(inode) = state.lookup(&format!("{HOME}/{path}")) else { return Ok(None) };
+        let data = state.data(inode).ok_or_else(|| StoreFailure::Unsafe(format!("{path}: not a regular file")))?;
+        if data.len() > max_bytes as usize {
+            return Err(StoreFailure::Unsafe(format!("{path}: larger than {max_bytes} bytes")));
+        }
+        String::from_utf8(data.to_vec()).map(Some).map_err(|_| StoreFailure::Unsafe(format!("{path}: not valid UTF-8")))
+    }
+
+    fn create_if_absent(&mut self, path: &str, content: &str) -> Result<bool, StoreFailure> {
+        let (segments, name) = store_split(path)?;
+        let dead = self.dead();
+        self.state().create_if_absent(&segments, name, content.as_bytes(), &dead).map_err(|f| store_failure(path, f))
+    }
+
+    fn replace_if_unchanged(&mut self, path: &str, expected_sha256: &str, content: &str) -> Result<bool, StoreFailure> {
+        let (segments, name) = store_split(path)?;
+        let dead = self.dead();
+        self.state().replace_if_unchanged(&segments, name, expected_sha256, content.as_bytes(), &dead).map_err(|f| store_failure(path, f))
+    }
+
+    fn remove_if_unchanged(&mut self, path: &str, expected_sha256: &str) -> Result<bool, StoreFailure> {
+        let (segments, name) = store_split(path)?;
+        let dead = self.dead();
+        self.state().remove_if_unchanged(&segments, name, expected_sha256, &dead).map_err(|f| store_failure(path, f))
+    }
+
+    fn ensure_private_directory(&mut self, path: &str) -> Result<CollectionIdentity, StoreFailure> {
+        let segments: Vec<&str> = path.split('/').collect();
+        let dir = self.state().walk(&segments, true).map_err(|f| store_failure(path, f))?;
+        let dir = dir.ok_or_else(|| StoreFailure::Unsafe(format!("{path}: vanished while created")))?;
+        Ok(CollectionIdentity { device: "2049".into(), inode: dir.to_string() })
+    }
+
+    fn snapshot(&mut self, path: &str, recover_orphans: bool) -> Result<Option<CollectionSnapshot>, StoreFailure> {
+        let dead = self.dead();
+        let mut state = self.state();
+        if recover_orphans {
+            state.remove_dead_temporaries(&dead);
+        }
+        let Some(dir) = state.lookup(&format!("{HOME}/{path}")) else { return Ok(None) };
+        let entries = state.entries(dir).ok_or_else(|| StoreFailure::Unsafe(format!("{path}: not a directory")))?;
+        let mut listed: Vec<CollectionEntry> = entries
+            .iter()
+            .map(|(name, inode)| {
+                let is_dir = state.is_dir(*inode);
+                CollectionEntry {
+                    name: name.clone(),
+                    kind: if is_dir { EntryKind::Directory } else { EntryKind::File },
+                    identity: is_dir.then(|| CollectionIdentity { device: "2049".into(), inode: inode.to_string() }),
+                }
+            })
+            .collect();
+        listed.sort_by(|a, b| proclease::core::js::cmp_utf16(&a.name, &b.name));
+        Ok(Some(CollectionSnapshot { identity: CollectionIdentity { device: "2049".into(), inode: dir.to_string() }, entries: listed }))
+    }
+
+    fn read_batch(
+        &mut self,
+        path: &str,
+        names: &[String],
+        max_bytes_per_file: u32,
+        _max_total_bytes: u32,
+        expected: &CollectionIdentity,
+    ) -> Result<Vec<(String, BatchStatus)>, StoreFailure> {
+        let state = self.state();
+        let dir = state.lookup(&format!("{HOME}/{path}"));
+        if dir.map(|d| d.to_string()).as_ref() != Some(&expected.inode) {
+            return Err(StoreFailure::Unsafe(format!("{path}: private state batch directory changed identity")));
+        }
+        let dir = dir.unwrap_or(ROOT);
+        Ok(names
+            .iter()
+            .map(|name| {
+                let status = match state.child(dir, name).and_then(|i| state.data(i)) {
+                    None => BatchStatus::Absent,
+                    Some(data) if data.len() > max_bytes_per_file as usize => {
+                        BatchStatus::Invalid(proclease::core::effects::BatchInvalid::FileByteBound)
+                    }
+                    Some(data) => match String::from_utf8(data.to_vec()) {
+                        Ok(text) => BatchStatus::Present(text),
+                        Err(_) => BatchStatus::Invalid(proclease::core::effects::BatchInvalid::InvalidUtf8),
+                    },
+                };
+                (name.clone(), status)
+            })
+            .collect())
+    }
+}
+
+impl Workspace for SimDisk {
+    fn inspect(&mut self, path: &str) -> Result<Option<DirectoryFacts>, WorkspaceFailure> {
+        let state = self.state();
+        Ok(state.lookup(path).map(|inode| state.facts(inode)))
+    }
+
+    fn remove_tree(&mut self, path: &str, expected: &DirectoryIdentity) -> Result<bool, WorkspaceFailure> {
+        let dead = self.dead();
+        let mut state = self.state();
+        let (parent_path, name) = split_path(path);
+        let parent = state
+            .lookup(parent_path)
+            .ok_or_else(|| WorkspaceFailure::IdentityChanged(format!("{path}: recursive removal parent is absent for an identity-bound target")))?;
+        if let Some(target) = state.child(parent, name) {
+            if !state.is_dir(target) || identity_of(target) != *expected {
+                return Err(WorkspaceFailure::IdentityChanged(format!("{path}: recursive removal target changed identity")));
+            }
+            state.quarantine_and_delete(parent, name).map_err(|f| workspace_failure(path, f))?;
+            return Ok(true);
+        }
+        // Complete an interrupted quarantine of exactly `expected` whose remover is provably
+        // dead (or is this process, no longer removing it).
+        let mut found = None;
+        for (entry, inode) in state.entries(parent).cloned().unwrap_or_default() {
+            let Some(pid) = entry.strip_prefix(".io-remove-").and_then(|r| r.split('-').next()).and_then(|p| p.parse::<u64>().ok()) else { continue };
+            if identity_of(inode) != *expected {
+                continue;
+            }
+            if found.is_some() {
+                return Err(WorkspaceFailure::IdentityChanged(format!("{path}: recursive removal identity has multiple quarantine paths")));
+            }
+            found = Some((entry, pid));
+        }
+        let Some((quarantine, pid)) = found else { return Ok(false) };
+        let abandoned_own = pid == state.actor && !state.removing.contains(&quarantine);
+        if !dead.contains(&pid) && !abandoned_own {
+            return Err(WorkspaceFailure::IdentityChanged(format!("{path}: recursive removal quarantine owner is live or cannot be proven dead")));
+        }
+        state.quarantine_and_delete(parent, &quarantine).map_err(|f| workspace_failure(path, f))?;
+        Ok(true)
+    }
+}
+
+/// Process identity over the disk's dead set: every process runs on [`BOOT`]; its start id is
+/// derived from its pid; it is `different-or-dead` once marked dead, `exact-live` before.
+#[derive(Debug, Clone)]
+pub struct SimProcesses {
+    pid: u64,
+    dead: Arc<Mutex<BTreeSet<u64>>>,
+}
+
+/// The identity of simulated process `pid`.
+pub fn owner(pid: u64) -> Owner {
+    Owner { pid, boot_id: BOOT.into(), process_start_id: sha256_hex(format!("start-{pid}").as_bytes()) }
+}
+
+impl Processes for SimProcesses {
+    fn current_boot_id(&mut self) -> Result<String, String> {
+        Ok(BOOT.into())
+    }
+
+    fn self_identity(&mut self) -> Result<Owner, String> {
+        Ok(owner(self.pid))
+    }
+
+    fn capture(&mut self, pid: u64) -> Result<Owner, String> {
+        if self.dead.lock().unwrap_or_else(|p| p.into_inner()).contains(&pid) {
+            return Err("exact live process identity is unavailable".into());
+        }
+        Ok(owner(pid))
+    }
+
+    fn owner_status(&mut self, recorded: &Owner) -> Result<OwnerStatus, String> {
+        let dead = self.dead.lock().unwrap_or_else(|p| p.into_inner()).contains(&recorded.pid);
+        Ok(if dead || *recorded != owner(recorded.pid) { OwnerStatus::DifferentOrDead } else { OwnerStatus::ExactLiveOwner })
+    }
+}

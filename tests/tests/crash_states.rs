@@ -1,0 +1,348 @@
+//! Crash-state enumeration and I/O-fault injection over every short history of lease
+//! operations (issue #9, items 1–2), on the simulated disk (`proclease_tests::sim_disk`), whose
+//! primitives take the host's system-call steps.
+//!
+//! For every sequence of up to three operations of the actor (11 operations across the three
+//! lease kinds, recovery included: 1,463 sequences):
+//! * **crashes** — after every step k (0 ≤ k ≤ all steps), as a process crash and as a power
+//!   loss: every record is absent, old-complete or new-complete (the state before or after the
+//!   operation in flight, from the same run without a crash); then, with the actor dead (and its
+//!   command and plugin host either dead too or still running), recovery by another process
+//!   succeeds, deletes no directory of a live owner or live child and no unleased directory,
+//!   leaves no temporary or quarantine, removes every recoverable lease of the actor, and a
+//!   second recovery changes nothing;
+//! * **I/O errors** — ENOSPC, EIO, EXDEV and EACCES injected at every step of the last
+//!   operation: it fails with an error (or succeeds when the fault hit only a best-effort
+//!   clean-up), leaves every record old- or new-complete, and a retry after the fault clears
+//!   succeeds and leaves the same shape of state as a run without the fault; recovery after the
+//!   actor's death then leaves no temporary or quarantine.
+//!
+//! The totals are printed (run with `--nocapture` to see them).
+
+use std::collections::BTreeSet;
+
+use proclease::core::records::directory_lease;
+use proclease_tests::crash_world::{
+    ACTOR, ACTOR_CHILD, ACTOR_HOST, LIVE, LIVE_CHILD, OLD, Op, RECOVERER, RECOVERY_DELAY_MS, Session, World, directory_claims,
+};
+use proclease_tests::sim_disk::{CrashKind, Errno, Listing, Plan};
+
+fn sequences(max_len: usize) -> Vec<Vec<Op>> {
+    let mut all: Vec<Vec<Op>> = vec![vec![]];
+    let mut frontier: Vec<Vec<Op>> = vec![vec![]];
+    for _ in 0..max_len {
+        let mut next = Vec::new();
+        for prefix in &frontier {
+            for op in Op::ALL {
+                let mut seq = prefix.clone();
+                seq.push(op);
+                next.push(seq);
+            }
+        }
+        all.extend(next.iter().cloned());
+        frontier = next;
+    }
+    all.retain(|s| !s.is_empty());
+    all
+}
+
+/// A run without faults: the listing before each operation and after the last, and the step
+/// count at the end of each operation.
+struct Reference {
+    listings: Vec<Listing>,
+    /// The complete contents each operation published (including intermediate versions of a
+    /// record it writes more than once).
+    published: Vec<BTreeSet<Vec<u8>>>,
+    step_ends: Vec<u64>,
+    outcomes: Vec<Result<(), String>>,
+}
+
+fn reference(base: &World, ops: &[Op]) -> Reference {
+    let mut world = base.fork();
+    world.disk.act_as(ACTOR);
+    world.disk.plan(Plan::default());
+    let mut session = Session::default();
+    let mut listings = vec![world.disk.listing()];
+    let mut step_ends = Vec::new();
+    let mut outcomes = Vec::new();
+    let mut published = Vec::new();
+    for op in ops {
+        let already = world.disk.state().published.len();
+        outcomes.push(world.run(&mut session, ACTOR, *op));
+        published.push(world.disk.state().published[already..].iter().cloned().collect());
+        step_ends.push(world.disk.steps());
+        listings.push(world.disk.listing());
+    }
+    Reference { listings, published, step_ends, outcomes }
+}
+
+/// Every record path of `now` (and of either side) is absent, holds the bytes it held `before`
+/// or `after` the operation, or a complete version the operation published on the way
+/// (`during`: an operation that writes a record twice, or creates one it then removes).
+fn old_or_new(now: &Listing, before: &Listing, after: &Listing, during: &BTreeSet<Vec<u8>>) -> Result<(), String> {
+    let (now, before, after) = (now.records(), before.records(), after.records());
+    let paths: BTreeSet<&str> = now.keys().chain(before.keys()).chain(after.keys()).copied().collect();
+    for path in paths {
+        let value = now.get(path);
+        if value.is_some_and(|v| !during.contains(*v)) && value != before.get(path) && value != after.get(path) {
+            return Err(format!(
+                "{path} is neither old nor new: {:?} (old {:?}, new {:?})",
+                value.map(|v| String::from_utf8_lossy(v).into_owned()),
+                before.get(path).map(|v| String::from_utf8_lossy(v).into_owned()),
+                after.get(path).map(|v| String::from_utf8_lossy(v).into_owned()),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Recovery as another process once the actor is dead (its command and host alive when
+/// `survivors`): checks every recovery invariant against the state it started from.
+/// `claimed`: directory leases that held before the operation in flight and that no operation
+/// of the actor released since: recovery must remove their directories once their owners
+/// (and, without `survivors`, the actor's children) are dead.
+fn recover_and_check(world: &mut World, survivors: bool, claimed: &[directory_lease::DirectoryLease]) -> Result<(), String> {
+    world.disk.set_dead(ACTOR, true);
+    world.disk.set_dead(ACTOR_CHILD, !survivors);
+    world.disk.set_dead(ACTOR_HOST, !survivors);
+    world.clock.0 += RECOVERY_DELAY_MS;
+    world.disk.act_as(RECOVERER);
+    world.disk.plan(Plan::default());
+    let before = world.disk.listing();
+    world.recover(RECOVERER).map_err(|e| format!("recovery failed: {e}"))?;
+    let after = world.disk.listing();
+    // No directory of a live owner or child, and no unleased directory, was deleted.
+    let claims = directory_claims(&before);
+    for (dir, inode) in &before.directories {
+        if !dir.starts_with("/ws/") || dir.contains("/.io-remove-") || after.directories.get(dir) == Some(inode) {
+            continue;
+        }
+        let top = dir.split('/').take(3).collect::<Vec<_>>().join("/");
+        let claim = claims.iter().find(|(_, c)| c.path == top).map(|(_, c)| c);
+        let Some(claim) = claim else { return Err(format!("{dir} was deleted but no lease claimed it")) };
+        let owner_dead = claim.owner.pid != LIVE && claim.owner.pid != RECOVERER;
+        let child_alive = claim.child_owner.as_ref().is_some_and(|c| c.pid == LIVE_CHILD || (survivors && c.pid == ACTOR_CHILD));
+        if !owner_dead || child_alive {
+            return Err(format!("{dir} was deleted while its owner or child lives ({claim:?})"));
+        }
+    }
+    for (path, bytes) in &before.files {
+        if path.starts_with("/ws/") && !path.contains("/.io-remove-") && !after.files.contains_key(path) {
+            let top = path.split('/').take(3).collect::<Vec<_>>().join("/");
+            if !claims.iter().any(|(_, c)| c.path == top) {
+                return Err(format!("{path} ({} bytes) was deleted but no lease claimed it", bytes.len()));
+            }
+        }
+    }
+    if !after.directories.contains_key("/ws/job-200-0") || !after.files.contains_key("/ws/job-200-0/out.txt") {
+        return Err("the live owner's directory or its output is gone".into());
+    }
+    if !after.temporaries().is_empty() {
+        return Err(format!("temporaries left after recovery: {:?}", after.temporaries()));
+    }
+    if !after.quarantines().is_empty() {
+        return Err(format!("quarantines left after recovery: {:?}", after.quarantines()));
+    }
+    // Every recoverable lease of the dead is gone: with the actor's children dead, none of its
+    // directory or invocation leases remains.
+    if !survivors {
+        for (path, claim) in directory_claims(&after) {
+            if claim.owner.pid == ACTOR {
+                return Err(format!("{path}: a dead actor's directory lease survived recovery"));
+            }
+        }
+        let invocations = format!("/home/{}/", proclease::core::invocation_leases::DIRECTORY);
+        for (path, bytes) in after.records() {
+            if path.starts_with(&invocations) && String::from_utf8_lossy(bytes).contains("\"pid\":100,") {
+                return Err(format!("{path}: a dead actor's invocation lease survived recovery"));
+            }
+        }
+    }
+    // Recovery did its job: every directory leased by a dead owner without a live child is gone.
+    let dead_owner = |pid: u64| pid == OLD || (pid == ACTOR && !survivors);
+    for claim in claimed.iter().chain(claims.iter().map(|(_, c)| c)) {
+        if dead_owner(claim.owner.pid) && after.directories.contains_key(&claim.path) {
+            return Err(format!("{}: the directory of a dead owner's lease was left after recovery", claim.path));
+        }
+    }
+    // Convergence: a second recovery changes nothing.
+    world.recover(RECOVERER).map_err(|e| format!("second recovery failed: {e}"))?;
+    let again = world.disk.listing();
+    if again != after {
+        return Err(format!("a second recovery changed the disk:\n{after:#?}\n→\n{again:#?}"));
+    }
+    Ok(())
+}
+
+/// Writes every violation to `$PROCLEASE_VIOLATIONS` when set (for study).
+fn dump(violations: &[String]) {
+    if let Ok(path) = std::env::var("PROCLEASE_VIOLATIONS") {
+        let name = std::thread::current().name().unwrap_or("test").to_string();
+        let _ = std::fs::write(format!("{path}.{name}"), violations.join("\n"));
+    }
+}
+
+#[test]
+fn every_crash_state_of_every_short_history_recovers() {
+    let base = World::initial();
+    let mut states = 0u64;
+    let mut recoveries = 0u64;
+    let mut violations = Vec::new();
+    let all = sequences(3);
+    for ops in &all {
+        let reference = reference(&base, ops);
+        let total = *reference.step_ends.last().unwrap_or(&0);
+        for k in 0..=total {
+            for kind in [CrashKind::Process, CrashKind::PowerLoss] {
+                let mut world = base.fork();
+                world.disk.act_as(ACTOR);
+                world.disk.plan(Plan { crash_after: Some(k), fail_at: None });
+                let mut session = Session::default();
+                for op in ops {
+                    if world.disk.crashed() {
+                        break;
+                    }
+                    let _ = world.run(&mut session, ACTOR, *op);
+                }
+                world.disk.crash(kind);
+                states += 1;
+                // The operation in flight: the first whose steps reach past k.
+                let inflight = reference.step_ends.iter().position(|end| *end > k).unwrap_or(ops.len());
+                let before = &reference.listings[inflight.min(ops.len())];
+                let after = &reference.listings[(inflight + 1).min(ops.len())];
+                let crashed = world.disk.listing();
+                // Between operations, everything completed is there: durable once it returned.
+                let boundary = k == 0 || reference.step_ends.contains(&k);
+                if boundary && crashed.records() != before.records() {
+                    violations.push(format!("{ops:?} crash after step {k} ({kind:?}), between operations: completed work lost"));
+                    continue;
+                }
+                let empty = BTreeSet::new();
+                let during = reference.published.get(inflight).unwrap_or(&empty);
+                if let Err(e) = old_or_new(&crashed, before, after, during) {
+                    violations.push(format!("{ops:?} crash after step {k} ({kind:?}): {e}"));
+                    continue;
+                }
+                // Leases recovery must finish: those held before the operation in flight, unless
+                // that operation is the actor's own release.
+                let claimed: Vec<_> = if ops.get(inflight) == Some(&Op::DirectoryRelease) {
+                    vec![]
+                } else {
+                    directory_claims(before).into_iter().map(|(_, c)| c).collect()
+                };
+                for survivors in [false, true] {
+                    let mut recovering = world.fork();
+                    recoveries += 1;
+                    if let Err(e) = recover_and_check(&mut recovering, survivors, &claimed) {
+                        violations.push(format!("{ops:?} crash after step {k} ({kind:?}, children alive: {survivors}): {e}"));
+                    }
+                }
+            }
+        }
+    }
+    println!(
+        "crash states: {} sequences, {states} crash states (process crash + power loss), {recoveries} recoveries checked, {} violations",
+        all.len(),
+        violations.len()
+    );
+    dump(&violations);
+    assert!(violations.is_empty(), "{} violations, first ones:\n{}", violations.len(), violations.iter().take(5).cloned().collect::<Vec<_>>().join("\n"));
+    assert!(states > 10_000, "the enumeration is smaller than it should be: {states}");
+}
+
+/// What a retried operation must leave, whatever ids it drew: the same records per collection
+/// and the same workspace entries as a run without the fault.
+fn shape(listing: &Listing) -> (Vec<(String, usize)>, Vec<String>) {
+    let mut per_collection = std::collections::BTreeMap::<String, usize>::new();
+    for path in listing.records().keys() {
+        let collection = path.rsplit_once('/').map_or("", |(c, _)| c);
+        *per_collection.entry(collection.into()).or_default() += 1;
+    }
+    let workspace = listing.directories.keys().chain(listing.files.keys()).filter(|p| p.starts_with("/ws/")).cloned().collect();
+    (per_collection.into_iter().collect(), workspace)
+}
+
+#[test]
+fn every_io_error_at_every_step_fails_cleanly_and_a_retry_succeeds() {
+    let base = World::initial();
+    let mut faults = 0u64;
+    let mut failed = 0u64;
+    let mut violations = Vec::new();
+    for ops in sequences(2) {
+        let reference = reference(&base, &ops);
+        let last = ops.len() - 1;
+        let first_step = if last == 0 { 0 } else { reference.step_ends[last - 1] };
+        let steps = reference.step_ends[last] - first_step;
+        for step in 1..=steps {
+            for errno in Errno::ALL {
+                faults += 1;
+                let mut world = base.fork();
+                world.disk.act_as(ACTOR);
+                let mut session = Session::default();
+                for op in &ops[..last] {
+                    let _ = world.run(&mut session, ACTOR, *op);
+                }
+                world.disk.plan(Plan { crash_after: None, fail_at: Some((step, errno)) });
+                let outcome = world.run(&mut session, ACTOR, ops[last]);
+                let trace = world.disk.state().trace.clone();
+                let at = trace.get(step as usize - 1).copied().unwrap_or("?");
+                let label = format!("{ops:?} {errno:?} at step {step} ({at})");
+                let now = world.disk.listing();
+                if let Err(e) = old_or_new(&now, &reference.listings[last], &reference.listings[last + 1], &reference.published[last]) {
+                    violations.push(format!("{label}: {e}"));
+                    continue;
+                }
+                world.disk.plan(Plan::default());
+                if let Err(error) = outcome {
+                    failed += 1;
+                    if error.is_empty() {
+                        violations.push(format!("{label}: an empty error"));
+                    }
+                    if let Err(e) = world.run(&mut session, ACTOR, ops[last]) {
+                        violations.push(format!("{label}: the retry failed: {e} (first error: {error})"));
+                        continue;
+                    }
+                }
+                let retried = world.disk.listing();
+                if shape(&retried) != shape(&reference.listings[last + 1]) && reference.outcomes[last].is_ok() {
+                    violations.push(format!("{label}: after the retry {:?}, without the fault {:?}", shape(&retried), shape(&reference.listings[last + 1])));
+                    continue;
+                }
+                if !retried.quarantines().is_empty() {
+                    violations.push(format!("{label}: quarantines left: {:?}", retried.quarantines()));
+                }
+                if let Err(e) = recover_and_check(&mut world, false, &[]) {
+                    violations.push(format!("{label}: after the actor's death: {e}"));
+                }
+            }
+        }
+    }
+    println!("I/O faults: {faults} fault points injected (4 errnos × every step of the last operation of 132 histories), {failed} made the operation fail, {} violations", violations.len());
+    dump(&violations);
+    assert!(violations.is_empty(), "{} violations, first ones:\n{}", violations.len(), violations.iter().take(8).cloned().collect::<Vec<_>>().join("\n"));
+    assert!(failed > 500, "too few faults reached a failure: {failed}");
+}
+
+#[test]
+fn the_reference_runs_exercise_every_operation() {
+    // Guards the enumeration itself: each operation does real work somewhere.
+    let base = World::initial();
+    for op in Op::ALL {
+        let prefix: &[Op] = match op {
+            Op::AdmissionUpdate | Op::AdmissionRelease => &[Op::AdmissionAcquire],
+            Op::DirectoryLaunch => &[Op::DirectoryCreate],
+            Op::DirectoryRun => &[Op::DirectoryCreate, Op::DirectoryLaunch],
+            Op::DirectoryRelease => &[Op::DirectoryCreate],
+            Op::InvocationUpdate | Op::InvocationRelease => &[Op::InvocationAcquire],
+            _ => &[],
+        };
+        let mut ops = prefix.to_vec();
+        ops.push(op);
+        let r = reference(&base, &ops);
+        assert!(r.outcomes.iter().all(Result::is_ok), "{ops:?}: {:?}", r.outcomes);
+        let last = ops.len() - 1;
+        let before = if last == 0 { 0 } else { r.step_ends[last - 1] };
+        assert!(r.step_ends[last] > before, "{op:?} took no step");
+        assert_ne!(r.listings[last].records(), r.listings[last + 1].records(), "{op:?} changed no record");
+    }
+}
