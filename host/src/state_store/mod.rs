@@ -308,7 +308,7 @@ impl StateStore {
         let mut entries = Vec::with_capacity(names.len());
         for raw in names {
             let name = String::from_utf8(raw.clone()).ok().filter(|n| path::is_safe_name(n)).ok_or_else(|| {
-                let shown = String::from_utf8_lossy(&raw).escape_debug().to_string();
+                let shown = raw.escape_ascii().to_string();
                 StoreError::unsafe_(path, format!("state directory contains an unsafe entry name (\"{shown}\"): rename or remove it by hand"))
             })?;
             let Some(entry_stat) = fsops::lstat(&dir, &name).map_err(|e| StoreError::io(path, "lstat", e))? else {
