@@ -37,7 +37,7 @@ pub mod state_store;
 pub mod workspace;
 pub mod runtime;
 
-pub use error::Error;
+pub use error::{Error, Limit};
 pub use proclease_core as core;
 pub use admission::{Admission, survey_admission};
 pub use directory_lease::{DirectoryLease, recover_directory_leases, survey_directory_leases};
@@ -47,4 +47,7 @@ pub use invocation_lease::{
     repair_invocation_leases,
 };
 pub use records::Records;
-pub use runtime::{Instance, Runtime, RuntimeConfig};
+pub use runtime::{HostState, Instance, Runtime, RuntimeConfig};
+/// The wasmtime this host is built on, for embedders of [`Runtime::instantiate_component`]
+/// (whose components, stores and instances are its types).
+pub use wasmtime;

@@ -2,6 +2,14 @@
 //! disk), and cheap per-use [`Instance`]s, each in its own [`Store`] with a memory cap and an
 //! epoch deadline.
 //!
+//! The sandbox: a component gets no authority but the imports of world `proclease` (no WASI),
+//! each confined to what the host was granted (store paths inside the state home, workspace
+//! paths under the granted roots). Every call the host makes into it may run for at most
+//! [`RuntimeConfig::call_deadline`], and all of its linear memory together may grow to at most
+//! [`RuntimeConfig::max_memory_bytes`] (tables to [`MAX_TABLE_ELEMENTS`]); a component that goes
+//! past either is stopped with [`Error::Limit`] and the host carries on.
+//! [`Runtime::instantiate_component`] applies the same imports and limits to another component.
+//!
 //! Compiling the component with Cranelift takes ~0.2 s in a release host and seconds in a debug
 //! one, so the compiled artifact is cached in `$PROCLEASE_CACHE_DIR`, else
 //! `$XDG_CACHE_HOME/proclease`, else `~/.cache/proclease` (created 0700), keyed by the
@@ -15,19 +23,25 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use wasmtime::component::{Component, Linker};
-use wasmtime::{Config, Engine, Store, StoreLimits, StoreLimitsBuilder};
+use wasmtime::{CallHook, Config, Engine, ResourceLimiter, Store, UpdateDeadline};
 
 use crate::bindings::{Proclease, ProcleasePre};
 use crate::effects::Effects;
+use crate::error::Limit;
 use crate::process_identity::ProcessIdentity;
 use crate::{Error, component};
 
 /// How the runtime limits and caches the component.
 #[derive(Debug, Clone)]
 pub struct RuntimeConfig {
-    /// The most linear memory one instance may grow to, in bytes (default 64 MiB).
+    /// The most linear memory one instance (all the memories of its store together) may grow
+    /// to, in bytes (default 64 MiB). Growing past it traps with [`Error::Limit`]
+    /// ([`Limit::Memory`]); so does instantiating a component whose initial memory exceeds it.
     pub max_memory_bytes: usize,
-    /// How long one call into the component may run before it is interrupted (default 10 s).
+    /// How long one call from the host into the component may run before it is interrupted
+    /// with [`Error::Limit`] ([`Limit::Deadline`]) (default 10 s). Counted afresh for each
+    /// call, in 50 ms engine ticks (at least one); time the component spends inside an import
+    /// counts towards its call.
     pub call_deadline: Duration,
     /// Where compiled components are cached; `None` disables the cache.
     pub cache_dir: Option<PathBuf>,
@@ -46,21 +60,84 @@ impl Default for RuntimeConfig {
 /// The engine tick: the deadline is counted in these.
 const EPOCH_TICK: Duration = Duration::from_millis(50);
 
+/// The most table elements (all the tables of one store together) a component may have: a
+/// table element costs the host a pointer, so an unbounded `table.grow` would be an unbounded
+/// host allocation. Growing past it traps with [`Error::Limit`] ([`Limit::TableElements`]).
+pub const MAX_TABLE_ELEMENTS: usize = 1 << 20;
+
+/// The most core module instances one store may create (a component's main module and its
+/// glue modules).
+pub const MAX_CORE_INSTANCES: usize = 4;
+
 /// The engine and the compiled, pre-linked component.
 pub struct Runtime {
     engine: Engine,
     component: Component,
+    linker: Linker<HostState>,
     pre: ProcleasePre<HostState>,
     config: RuntimeConfig,
 }
 
-/// What each store holds: its resource limits and the effects behind its imports.
-pub(crate) struct HostState {
-    limits: StoreLimits,
+/// What each [`Store`] of this runtime holds: the effects behind its imports, its resource
+/// accounting and its call depth. Opaque: it is only named so that an embedder of
+/// [`Runtime::instantiate_component`] can hold the store.
+pub struct HostState {
+    limits: Limits,
     pub(crate) effects: Effects,
     /// Catalog lock levels the guest holds, by resource rep.
     pub(crate) catalog_levels: std::collections::HashSet<u32>,
     pub(crate) next_catalog_level: u32,
+    /// How many host-to-wasm entries are active: the deadline is re-armed only on the
+    /// outermost one, so that a guest cannot extend it by calling imports.
+    wasm_depth: u32,
+}
+
+/// The store's resource limiter: memory and table growth counted over the whole store.
+struct Limits {
+    max_memory_bytes: usize,
+    memory_bytes: usize,
+    /// The growth last allowed, taken back if the growth then failed.
+    pending_memory_bytes: usize,
+    table_elements: usize,
+    pending_table_elements: usize,
+}
+
+impl ResourceLimiter for Limits {
+    fn memory_growing(&mut self, current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+        let growth = desired.saturating_sub(current);
+        let total = self.memory_bytes.saturating_add(growth);
+        if total > self.max_memory_bytes {
+            return Err(wasmtime::Error::new(Limit::Memory { cap_bytes: self.max_memory_bytes, requested_bytes: total }));
+        }
+        self.memory_bytes = total;
+        self.pending_memory_bytes = growth;
+        Ok(true)
+    }
+
+    fn memory_grow_failed(&mut self, _error: wasmtime::Error) -> wasmtime::Result<()> {
+        self.memory_bytes = self.memory_bytes.saturating_sub(std::mem::take(&mut self.pending_memory_bytes));
+        Ok(())
+    }
+
+    fn table_growing(&mut self, current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+        let growth = desired.saturating_sub(current);
+        let total = self.table_elements.saturating_add(growth);
+        if total > MAX_TABLE_ELEMENTS {
+            return Err(wasmtime::Error::new(Limit::TableElements { cap: MAX_TABLE_ELEMENTS, requested: total }));
+        }
+        self.table_elements = total;
+        self.pending_table_elements = growth;
+        Ok(true)
+    }
+
+    fn table_grow_failed(&mut self, _error: wasmtime::Error) -> wasmtime::Result<()> {
+        self.table_elements = self.table_elements.saturating_sub(std::mem::take(&mut self.pending_table_elements));
+        Ok(())
+    }
+
+    fn instances(&self) -> usize {
+        MAX_CORE_INSTANCES
+    }
 }
 
 impl Drop for HostState {
@@ -99,7 +176,7 @@ impl Runtime {
             .map_err(Error::component)?;
         let pre = linker.instantiate_pre(&component).map_err(Error::component)?;
         let pre = ProcleasePre::new(pre).map_err(Error::component)?;
-        Ok(Runtime { engine, component, pre, config })
+        Ok(Runtime { engine, component, linker, pre, config })
     }
 
     /// A fresh instance of the component (~0.2 ms) with no state home: for the pure exports
@@ -114,16 +191,78 @@ impl Runtime {
 
     /// A fresh instance whose imports are served by `effects`.
     ///
-    /// Errors: [`Error::Component`] if instantiation fails.
+    /// Errors: [`Error::Component`] if instantiation fails; [`Error::Limit`] if the component
+    /// needs more memory than the cap to start.
     pub fn instantiate_with(&self, effects: Effects) -> Result<Instance, Error> {
-        let limits = StoreLimitsBuilder::new().memory_size(self.config.max_memory_bytes).instances(4).build();
-        let state = HostState { limits, effects, catalog_levels: Default::default(), next_catalog_level: 0 };
-        let mut store = Store::new(&self.engine, state);
-        store.limiter(|state| &mut state.limits);
-        let ticks = self.config.call_deadline.as_millis() / EPOCH_TICK.as_millis();
-        store.set_epoch_deadline(u64::try_from(ticks).unwrap_or(u64::MAX).max(1));
+        let mut store = self.new_store(effects);
         let bindings = self.pre.instantiate(&mut store).map_err(Error::component)?;
         Ok(Instance { store, bindings })
+    }
+
+    /// Instantiates another component against the same imports (world `proclease`'s
+    /// interfaces, served by `effects`) and under the same limits as
+    /// [`instantiate_with`](Runtime::instantiate_with): the memory cap and the call deadline
+    /// of this runtime's [`RuntimeConfig`], counted afresh for each call made through the
+    /// returned store.
+    ///
+    /// `component` must be compiled for this runtime's [`engine`](Runtime::engine) (for
+    /// example `Component::new(runtime.engine(), bytes)`) and may import any subset of the
+    /// world's interfaces (`proclease:lease/…@0.1.0`), nothing else: there is no WASI. Call its
+    /// exports with the returned store (`instance.get_typed_func(&mut store, "name")`); a
+    /// failed call converts to an [`Error`] with `Error::from`, which is [`Error::Limit`] when
+    /// the component hit the deadline or the memory cap.
+    ///
+    /// Errors: [`Error::Component`] if `component` imports anything else, or was compiled for
+    /// another engine, or its start-up traps; [`Error::Limit`] if it needs more memory than the
+    /// cap to start.
+    pub fn instantiate_component(
+        &self,
+        component: &Component,
+        effects: Effects,
+    ) -> Result<(Store<HostState>, wasmtime::component::Instance), Error> {
+        let mut store = self.new_store(effects);
+        let instance = self.linker.instantiate(&mut store, component).map_err(Error::component)?;
+        Ok((store, instance))
+    }
+
+    /// A store with this runtime's limits: the resource limiter, and a call deadline re-armed
+    /// on each outermost entry into wasm (a guest calling imports cannot extend it) that traps
+    /// with [`Limit::Deadline`] when it passes.
+    fn new_store(&self, effects: Effects) -> Store<HostState> {
+        let limits = Limits {
+            max_memory_bytes: self.config.max_memory_bytes,
+            memory_bytes: 0,
+            pending_memory_bytes: 0,
+            table_elements: 0,
+            pending_table_elements: 0,
+        };
+        let state = HostState { limits, effects, catalog_levels: Default::default(), next_catalog_level: 0, wasm_depth: 0 };
+        let mut store = Store::new(&self.engine, state);
+        store.limiter(|state| &mut state.limits);
+        let deadline = self.config.call_deadline;
+        let ticks = u64::try_from(deadline.as_millis() / EPOCH_TICK.as_millis()).unwrap_or(u64::MAX).max(1);
+        store.set_epoch_deadline(ticks);
+        store.call_hook(move |mut context, hook| {
+            match hook {
+                CallHook::CallingWasm => {
+                    let state = context.data_mut();
+                    state.wasm_depth = state.wasm_depth.saturating_add(1);
+                    if state.wasm_depth == 1 {
+                        context.set_epoch_deadline(ticks);
+                    }
+                }
+                CallHook::ReturningFromWasm => {
+                    let state = context.data_mut();
+                    state.wasm_depth = state.wasm_depth.saturating_sub(1);
+                }
+                _ => {}
+            }
+            Ok(())
+        });
+        store.epoch_deadline_callback(move |_| -> wasmtime::Result<UpdateDeadline> {
+            Err(wasmtime::Error::new(Limit::Deadline { deadline }))
+        });
+        store
     }
 
     /// The engine (to inspect the component's type, for example).
