@@ -8,5 +8,6 @@
 pub mod conformance;
 pub mod crash_world;
 pub mod fakes;
+pub mod hostile;
 pub mod sim_disk;
 pub mod store_fixtures;
