@@ -65,6 +65,12 @@ impl DirectoryLease {
     }
 
     /// Creates a lease (§6A.6) in a fresh instance served by `effects`.
+    ///
+    /// As in the reference, nothing stops two leases from claiming one directory; then the
+    /// recovery of one (its owner gone) deletes the directory the other may still be using. A
+    /// caller that does not create a fresh directory itself must first check that no lease
+    /// claims it ([`survey_directory_leases`]), holding one lock of its own across that check
+    /// and this call, as `proclease run` does (`.proclease/locks/directory-lease-creation.lock`).
     pub fn create(runtime: &Runtime, effects: Effects, r: &Request) -> Result<DirectoryLease, Error> {
         let mut instance = runtime.instantiate_with(effects)?;
         let resource = instance

@@ -10,9 +10,11 @@
 //! * [`Workspace::remove_tree`] removes a directory tree only while it still has the expected
 //!   (device, inode, birth time): it renames the target to a quarantine name in its parent,
 //!   re-verifies, and deletes descriptor-relative, never following a symbolic link and never
-//!   crossing into another filesystem. An interrupted quarantine of the same identity is
-//!   completed only when its remover is provably dead (or is this process, and no thread of it
-//!   is still deleting it: a removal that failed with an I/O error can be retried). Quarantine names are the reference's
+//!   crossing into another filesystem. Renames into quarantine and scans for quarantines hold
+//!   a `flock` on the parent, so concurrent recoveries never miss a tree being removed. An
+//!   interrupted quarantine of the same identity is completed only when its remover is provably
+//!   dead (or is this process, and no thread of it is still deleting it: a removal that failed
+//!   with an I/O error can be retried). Quarantine names are the reference's
 //!   (`.io-remove-<pid>-<uuid>.quarantine`), so ghostget and proclease complete each other's.
 //!
 //! Default roots (when the CLI is given no `--workspace-root`): the user's home directory and
@@ -220,20 +222,25 @@ impl Workspace {
             Walk::NotPhysical => return Err(identity_changed(path, "directory path no longer matches its validated identity")),
             Walk::Failed(e) => return Err(io_error(path, "open of the parent")(e)),
         };
+        // Renames into and out of quarantine, and the scan for quarantines, happen under the
+        // parent's lock: a scan racing a rename could otherwise see neither the target nor its
+        // quarantine and report "nothing left" while the tree is still being removed.
+        let guard = ParentLock::take(&parent_fd).map_err(io_error(path, "lock of the parent"))?;
         match statx(&parent_fd, name, AtFlags::SYMLINK_NOFOLLOW).map_err(io_error(path, "statx"))? {
             Some(stat) => {
                 if !is_private_owned_dir(&stat) || !matches(&stat, expected) {
                     return Err(identity_changed(path, "recursive removal target changed identity"));
                 }
-                self.quarantine_and_delete(path, &parent_fd, name, expected)?;
+                self.quarantine_and_delete(path, &parent_fd, name, expected, guard)?;
                 Ok(true)
             }
-            None => self.complete_quarantine(path, &parent_fd, expected),
+            None => self.complete_quarantine(path, &parent_fd, expected, guard),
         }
     }
 
-    /// Renames `name` to a fresh quarantine in the parent, re-verifies it, and deletes it.
-    fn quarantine_and_delete(&self, path: &str, parent: &OwnedFd, name: &str, expected: &DirectoryIdentity) -> Result<(), WorkspaceError> {
+    /// Renames `name` to a fresh quarantine in the parent, re-verifies it, releases the
+    /// parent's lock, and deletes it.
+    fn quarantine_and_delete(&self, path: &str, parent: &OwnedFd, name: &str, expected: &DirectoryIdentity, guard: ParentLock) -> Result<(), WorkspaceError> {
         let quarantine = format!(".io-remove-{}-{}.quarantine", std::process::id(), uuid::Uuid::new_v4());
         let _removing = Removing::start(&quarantine);
         rustix::fs::renameat_with(parent, name, parent, &quarantine, RenameFlags::NOREPLACE)
@@ -244,6 +251,7 @@ impl Workspace {
             let _ = rustix::fs::renameat_with(parent, &quarantine, parent, name, RenameFlags::NOREPLACE);
             return Err(identity_changed(path, "recursive removal target changed identity"));
         }
+        drop(guard);
         fsops::fsync_dir(parent).map_err(|e| WorkspaceError::Io { path: path.into(), operation: "fsync of the parent", source: e })?;
         let device = moved.map(|s| fsops::device_of(&s)).unwrap_or_default();
         let mut budget = MAX_REMOVAL_ENTRIES;
@@ -256,7 +264,7 @@ impl Workspace {
 
     /// §3.3 (c): the target is absent; finish an interrupted quarantine of exactly `expected`
     /// whose remover is provably dead.
-    fn complete_quarantine(&self, path: &str, parent: &OwnedFd, expected: &DirectoryIdentity) -> Result<bool, WorkspaceError> {
+    fn complete_quarantine(&self, path: &str, parent: &OwnedFd, expected: &DirectoryIdentity, guard: ParentLock) -> Result<bool, WorkspaceError> {
         let names = fsops::list_names(parent, MAX_SCAN_ENTRIES).map_err(|e| match e {
             Some(e) => WorkspaceError::Io { path: path.into(), operation: "scan of the parent", source: e },
             None => identity_changed(path, &format!("recursive removal recovery exceeds its {MAX_SCAN_ENTRIES} entry bound")),
@@ -284,7 +292,7 @@ impl Workspace {
         if !abandoned_own && !definitely_dead(pid) {
             return Err(identity_changed(path, "recursive removal quarantine owner is live or cannot be proven dead"));
         }
-        self.quarantine_and_delete(path, parent, &name, expected)?;
+        self.quarantine_and_delete(path, parent, &name, expected, guard)?;
         Ok(true)
     }
 
@@ -386,6 +394,19 @@ fn quarantine_pid(name: &str) -> Option<u32> {
     let (pid, uuid) = rest.split_once('-')?;
     let valid_pid = !pid.is_empty() && pid.len() <= 10 && !pid.starts_with('0') && pid.bytes().all(|c| c.is_ascii_digit());
     (valid_pid && proclease_core::js::is_uuid_v4(uuid)).then(|| pid.parse().ok()).flatten()
+}
+
+/// A kernel `flock` on a directory (through a descriptor of its own, so it is released when
+/// dropped, or when the process dies). Serialises proclease processes' renames into and out of
+/// quarantine with their scans for quarantines in that directory; ghostget does not take it.
+struct ParentLock(#[allow(dead_code)] OwnedFd);
+
+impl ParentLock {
+    fn take(parent: &OwnedFd) -> Result<ParentLock, Errno> {
+        let fd = rustix::fs::openat(parent, ".", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
+        rustix::fs::flock(&fd, rustix::fs::FlockOperation::LockExclusive)?;
+        Ok(ParentLock(fd))
+    }
 }
 
 /// The quarantines this process is deleting right now (names carry a fresh UUID, so a name

@@ -209,6 +209,36 @@ fn a_replaced_directory_is_never_removed() {
 }
 
 #[test]
+fn a_directory_another_lease_claims_is_refused_live_or_dead() {
+    let s = sandbox();
+    let work = s.root.join("jobs/shared");
+    let work_text = work.to_str().expect("utf-8");
+    let mut supervisor = s.spawn(&["run", "--workdir", work_text, "--", "sleep", "60"]);
+    let entry = s.wait_for_phase(&work, "running");
+    let owner = entry["ownerPid"].as_str().expect("owner").to_owned();
+    // The directory is empty (sleep writes nothing), yet it is someone's: a second lease on it
+    // would let the first lease's recovery delete it under the second run.
+    let second = s.run(&["run", "--workdir", work_text, "--", "true"]);
+    assert_eq!(second.status.code(), Some(1), "{second:?}");
+    let error = String::from_utf8_lossy(&second.stderr);
+    assert!(error.contains(&format!("{work_text}: refused: already leased by pid {owner}")) && error.contains("its owner is alive"), "{error}");
+    assert_eq!(entries(&s.doctor()).len(), 1, "no second lease");
+
+    supervisor.kill().expect("SIGKILL the supervisor");
+    supervisor.wait().expect("reap");
+    let child = entry["childPid"].as_u64().expect("child");
+    kill(child);
+    wait_until_dead(child);
+    let third = s.run(&["run", "--workdir", work_text, "--", "true"]);
+    assert_eq!(third.status.code(), Some(1), "{third:?}");
+    assert!(String::from_utf8_lossy(&third.stderr).contains("its owner is gone: run `proclease recover` first"), "{third:?}");
+    assert!(s.run(&["recover"]).status.success());
+    let fourth = s.run(&["run", "--workdir", work_text, "--", "true"]);
+    assert!(fourth.status.success(), "{fourth:?}");
+    assert!(entries(&s.doctor()).is_empty());
+}
+
+#[test]
 fn exclusive_runs_exclude_each_other() {
     let s = sandbox();
     let first = s.root.join("jobs/a");

@@ -122,6 +122,20 @@ pub fn run(global: &Global, args: RunArgs) -> Result<ExitCode, String> {
             let _ = admission.release();
         }
     };
+    // Two leases on one directory would let the recovery of one (its owner gone) delete the
+    // directory the other is still using: the check that no lease claims this directory and
+    // the creation of ours hold one lock, so that concurrent runs cannot both pass the check.
+    let creation_lock = match lock_lease_creation(&ctx) {
+        Ok(lock) => lock,
+        Err(e) => {
+            release_admission(&mut admission);
+            return Err(e);
+        }
+    };
+    if let Err(e) = refuse_if_claimed(&ctx, runtime, &dir_text) {
+        release_admission(&mut admission);
+        return Err(e);
+    }
     let created = match ctx.workspace.create_private_directory(&dir_text) {
         Ok(created) => created,
         Err(e) => {
@@ -151,6 +165,7 @@ pub fn run(global: &Global, args: RunArgs) -> Result<ExitCode, String> {
             return Err(format!("{error}{hint}"));
         }
     };
+    drop(creation_lock);
     let step = |result: Result<(), proclease::Error>| result.map_err(|e| e.to_string());
     if role == Role::RawWorking {
         step(lease.update(Phase::Launching, None))?;
@@ -238,6 +253,35 @@ pub fn run(global: &Global, args: RunArgs) -> Result<ExitCode, String> {
 }
 
 /// Says which of the §6A.4 conditions the directory or its parent misses.
+/// Takes the lock that serialises `run`'s claim check and lease creation (a kernel `flock` on
+/// `.proclease/locks/directory-lease-creation.lock`, released when dropped or when the process
+/// dies; ghostget does not take it).
+fn lock_lease_creation(ctx: &Context) -> Result<std::fs::File, String> {
+    let file = ctx.store.lock_file("directory-lease-creation.lock").map_err(|e| format!("directory lease creation lock: {e}"))?;
+    rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive).map_err(|e| format!("directory lease creation lock: {e}"))?;
+    Ok(file)
+}
+
+/// Refuses a directory (by path, or by identity when it exists) that a lease already claims,
+/// live or not: saying whose, and what to do.
+fn refuse_if_claimed(ctx: &Context, runtime: &Runtime, dir: &str) -> Result<(), String> {
+    let identity = ctx.workspace.inspect(dir).map_err(|e| e.to_string())?.map(|facts| facts.identity);
+    let survey = proclease::survey_directory_leases(runtime, ctx.effects(), None).map_err(|e| e.to_string())?;
+    for entry in survey {
+        let Some(claim) = entry.claim else { continue };
+        if claim.path != dir && identity.as_ref() != Some(&claim.directory_identity) {
+            continue;
+        }
+        let what = match entry.disposition.map(|d| d.name()) {
+            Some("active") => "its owner is alive: wait for that run to finish, or use another directory".to_string(),
+            Some("recoverable") => "its owner is gone: run `proclease recover` first (it removes the directory)".to_string(),
+            _ => format!("{}; see `proclease doctor`", entry.reason),
+        };
+        return Err(format!("{dir}: refused: already leased by pid {} (lease {}): {what}", claim.owner.pid, claim.id));
+    }
+    Ok(())
+}
+
 fn physical_hint(dir: &Path) -> String {
     use std::os::unix::fs::MetadataExt as _;
     let euid = rustix::process::geteuid().as_raw();
