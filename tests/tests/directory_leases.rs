@@ -273,3 +273,26 @@ fn creation_checks_the_physical_directory() {
     let error = DirectoryLease::create(runtime(), f.h.real_effects(), &outside).err().expect("refused");
     assert!(error.to_string().contains("outside the granted workspace roots"), "{error}");
 }
+
+/// Found by the 10,000-kill stress run: a recovery reads the claims, then probes each owner.
+/// An owner that released its lease (keeping its directory as the result) and then died, in
+/// between, looked dead with the stale claim in hand — and its released directory was deleted.
+/// Recovery now re-reads the claim after the probe and refuses, deleting nothing.
+#[test]
+fn a_lease_released_between_the_read_and_the_probe_keeps_its_directory() {
+    let f = fixture();
+    let mut lease = f.create(Role::RawWorking);
+    let claim = lease.claim().expect("claim");
+    std::fs::write(f.target.join("result.txt"), "the work").expect("write");
+    let claim_file = f.claim_file(&claim);
+    // The probe of the owner is where the owner releases its lease and dies.
+    let oracle = Box::new(move |_: &Owner| {
+        let _ = std::fs::remove_file(&claim_file);
+        DEAD
+    });
+    let effects = f.h.effects(f.h.processes().inspect_with(oracle));
+    let result = recover_directory_leases(runtime(), effects, Some(10_000.0)).map_err(|e| e.to_string());
+    assert_eq!(result, Err("Beeper Message Like Me recovery: directory lease changed before recovery release".into()));
+    assert_eq!(std::fs::read_to_string(f.target.join("result.txt")).expect("kept"), "the work", "the released directory stays");
+    drop(lease);
+}

@@ -354,9 +354,20 @@ pub fn recover_with(now_ms: Option<f64>, fx: Effects<'_>, observe: &mut dyn FnMu
                 observe(&claim, &decision);
                 continue;
             }
-            let decision = carry_out(&claim, workspace)?;
+            // The claim was read before its owner was probed: an owner that released it (its
+            // directory kept as the result) and then died looks dead with a stale claim in hand.
+            // So the claim must still be there, unchanged, *after* the probe — only its owner
+            // releases it, and that owner is now gone — before anything is deleted. Otherwise
+            // this is the reference's own "changed before recovery release" refusal, raised
+            // before the removal instead of after it.
             let sha = digest::sha256_hex(text.as_bytes());
-            if !store.remove_if_unchanged(&format!("{DIRECTORY}/{name}"), &sha)? {
+            let path = format!("{DIRECTORY}/{name}");
+            let current = store.read_if_present(&path, MAX_CLAIM_BYTES)?;
+            if current.is_none_or(|now| digest::sha256_hex(now.as_bytes()) != sha) {
+                return Err(Error::beeper("directory lease changed before recovery release"));
+            }
+            let decision = carry_out(&claim, workspace)?;
+            if !store.remove_if_unchanged(&path, &sha)? {
                 return Err(Error::beeper("directory lease changed before recovery release"));
             }
             observe(&claim, &decision);
