@@ -24,6 +24,10 @@
 //! violations and exits 1.
 //!
 //! CI runs 500 kills (`tests/tests/kill_stress.rs`); `bench/stress.sh` runs 10,000.
+//!
+//! Debugging aids: `STRESS_TRACE=<file>` makes every worker log each directory-lease claim
+//! written or removed and each tree removal (with its pid and a µs timestamp);
+//! `STRESS_COPY_BEFORE_CHECK=<dir>` copies the run's directory there before the checks change it.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -86,9 +90,15 @@ impl World {
     }
 
     fn effects(&self) -> Effects {
-        Effects::native(Some(self.store.clone()), self.identity.clone())
+        let mut effects = Effects::native(Some(self.store.clone()), self.identity.clone())
             .with_workspace(self.workspace.clone())
-            .with_catalog(self.catalog.clone())
+            .with_catalog(self.catalog.clone());
+        if let Some(path) = std::env::var_os("STRESS_TRACE") {
+            let log = Arc::new(std::sync::Mutex::new(std::fs::OpenOptions::new().append(true).create(true).open(path).unwrap_or_else(|e| fail(&e.to_string()))));
+            effects.store = Box::new(trace::Store(effects.store, log.clone()));
+            effects.workspace = Box::new(trace::Workspace(effects.workspace, log));
+        }
+        effects
     }
 
     /// Directory recovery, invocation repair with tombstones, and an admission takeover.
@@ -160,7 +170,9 @@ fn worker(home: &Path, root: &Path, seed: u64, log: &Path) -> ! {
                     check(b'-', oldest.release().map_err(|e| e.to_string()));
                 }
                 made += 1;
-                let dir = root.join(format!("job-{pid}-{made}"));
+                // Unique even when a pid comes round again: a worker never leases a directory
+                // another lease may claim (as `proclease run` refuses to).
+                let dir = root.join(format!("job-{pid}-{:x}-{made}", seed & 0xffff_ffff));
                 let text = dir.to_string_lossy().into_owned();
                 if let Err(e) = world.workspace.create_private_directory(&text) {
                     fail(&e.to_string());
@@ -385,6 +397,9 @@ fn run(options: Options) -> i32 {
         let _ = worker.wait();
     }
     let run_time = started.elapsed();
+    if let Some(copy) = std::env::var_os("STRESS_COPY_BEFORE_CHECK") {
+        let _ = Command::new("cp").arg("-a").arg(&base).arg(copy).status();
+    }
     let summary = match check_disk(&home, &root) {
         Ok((found, summary)) => {
             violations.extend(found);
@@ -433,5 +448,71 @@ fn main() {
             std::process::exit(i32::from(!violations.is_empty()))
         }
         _ => fail("usage: lease_stress run [--workers N] [--kills K] [--seed S] [--dir DIR] [--max-pause-ms MS] | check DIR"),
+    }
+}
+
+/// Debugging aid (`STRESS_TRACE=<file>`): logs every claim write and every tree removal.
+mod trace {
+    use std::io::Write as _;
+    use std::sync::{Arc, Mutex};
+
+    use proclease::core::effects::{self, BatchStatus, CollectionIdentity, CollectionSnapshot, DirectoryFacts, StoreFailure, WorkspaceFailure};
+    use proclease::core::records::DirectoryIdentity;
+
+    type Log = Arc<Mutex<std::fs::File>>;
+
+    fn line(log: &Log, text: String) {
+        let ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros());
+        let mut file = log.lock().unwrap_or_else(|p| p.into_inner());
+        let _ = file.write_all(format!("{ms} {} {text}\n", std::process::id()).as_bytes());
+    }
+
+    pub struct Store(pub Box<dyn effects::Store + Send>, pub Log);
+    pub struct Workspace(pub Box<dyn effects::Workspace + Send>, pub Log);
+
+    impl effects::Store for Store {
+        fn read_if_present(&mut self, path: &str, max: u32) -> Result<Option<String>, StoreFailure> {
+            self.0.read_if_present(path, max)
+        }
+        fn create_if_absent(&mut self, path: &str, content: &str) -> Result<bool, StoreFailure> {
+            let r = self.0.create_if_absent(path, content);
+            if path.contains("directory-leases") {
+                line(&self.1, format!("create {path} {r:?} {}", content.trim_end()));
+            }
+            r
+        }
+        fn replace_if_unchanged(&mut self, path: &str, sha: &str, content: &str) -> Result<bool, StoreFailure> {
+            self.0.replace_if_unchanged(path, sha, content)
+        }
+        fn remove_if_unchanged(&mut self, path: &str, sha: &str) -> Result<bool, StoreFailure> {
+            let r = self.0.remove_if_unchanged(path, sha);
+            if path.contains("directory-leases") {
+                line(&self.1, format!("remove {path} {r:?}"));
+            }
+            r
+        }
+        fn ensure_private_directory(&mut self, path: &str) -> Result<CollectionIdentity, StoreFailure> {
+            self.0.ensure_private_directory(path)
+        }
+        fn snapshot(&mut self, path: &str, orphans: bool) -> Result<Option<CollectionSnapshot>, StoreFailure> {
+            self.0.snapshot(path, orphans)
+        }
+        fn read_batch(&mut self, path: &str, names: &[String], per: u32, total: u32, expected: &CollectionIdentity) -> Result<Vec<(String, BatchStatus)>, StoreFailure> {
+            self.0.read_batch(path, names, per, total, expected)
+        }
+    }
+
+    impl effects::Workspace for Workspace {
+        fn inspect(&mut self, path: &str) -> Result<Option<DirectoryFacts>, WorkspaceFailure> {
+            let r = self.0.inspect(path);
+            line(&self.1, format!("inspect {path} {:?}", r.as_ref().map(|f| f.as_ref().map(|f| f.identity.inode.clone()))));
+            r
+        }
+        fn remove_tree(&mut self, path: &str, expected: &DirectoryIdentity) -> Result<bool, WorkspaceFailure> {
+            line(&self.1, format!("remove_tree {path} {} start", expected.inode));
+            let r = self.0.remove_tree(path, expected);
+            line(&self.1, format!("remove_tree {path} {} {r:?}", expected.inode));
+            r
+        }
     }
 }
