@@ -159,6 +159,9 @@ impl clock::Host for HostState {
     }
 }
 
+/// The most levels of the catalog lock one instance may hold at once.
+pub(crate) const MAX_CATALOG_LOCK_LEVELS: usize = 64;
+
 impl plugin_catalog::HostCatalogLock for HostState {
     fn drop(&mut self, lock: Resource<plugin_catalog::CatalogLock>) -> wasmtime::Result<()> {
         // Each resource is one level of the lock; dropping it (the guest's `unlock`, or the
@@ -183,6 +186,11 @@ impl plugin_catalog::Host for HostState {
     }
 
     fn lock(&mut self) -> Result<Resource<plugin_catalog::CatalogLock>, String> {
+        // The lease algorithms nest the lock at most twice; a component taking it without end
+        // would grow the host's memory until its deadline.
+        if self.catalog_levels.len() >= MAX_CATALOG_LOCK_LEVELS {
+            return Err(format!("portable plugin catalog lock is already held {MAX_CATALOG_LOCK_LEVELS} times over by this component"));
+        }
         self.effects.catalog.lock()?;
         self.next_catalog_level += 1;
         let rep = self.next_catalog_level;

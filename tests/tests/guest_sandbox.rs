@@ -64,7 +64,10 @@ fn the_hostile_component_imports_only_proclease_interfaces() {
     let ty = hostile_component().component_type();
     let mut imports: Vec<String> = ty.imports(runtime().engine()).map(|(name, _)| name.to_string()).collect();
     imports.sort();
-    assert_eq!(imports, ["proclease:lease/state-store@0.1.0", "proclease:lease/types@0.1.0", "proclease:lease/workspace@0.1.0"]);
+    assert_eq!(
+        imports,
+        ["proclease:lease/plugin-catalog@0.1.0", "proclease:lease/state-store@0.1.0", "proclease:lease/types@0.1.0", "proclease:lease/workspace@0.1.0"]
+    );
     assert!(imports.iter().all(|name| name.starts_with("proclease:lease/")), "no wasi or other imports: {imports:?}");
 }
 
@@ -374,4 +377,26 @@ fn workspace_calls_outside_the_granted_roots_are_refused_and_delete_nothing() {
     let outcome = escape_workspace(&mut store, &instance, &s(&control), None);
     assert!(outcome.ends_with("\nremove-tree: ok true"), "{outcome}");
     assert!(!control.exists());
+}
+
+#[test]
+fn a_guest_hoarding_catalog_locks_is_refused_past_the_bound_and_releases_them_all() {
+    let home = RealHome::new();
+    let (mut store, instance) = instantiate(home.real_effects());
+    let hoard = instance.get_typed_func::<(), (String,)>(&mut store, "hoard-locks").expect("hoard-locks export");
+    let (outcome,) = hoard.call(&mut store, ()).expect("returns the refusal");
+    assert_eq!(outcome, "64: portable plugin catalog lock is already held 64 times over by this component");
+    drop(store);
+    // Every level was released with the instance: another process gets the lock at once.
+    let mut holder = std::process::Command::new(env!("CARGO_BIN_EXE_store_worker"))
+        .args(["hold-catalog-lock", home.home.to_str().expect("utf-8")])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn holder");
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(holder.stdout.as_mut().expect("stdout")), &mut line).expect("read");
+    holder.kill().expect("kill the holder");
+    let output = holder.wait_with_output().expect("reap");
+    assert_eq!(line.trim(), "locked", "the lock was left held: {}", String::from_utf8_lossy(&output.stderr));
 }

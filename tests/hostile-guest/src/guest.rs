@@ -102,6 +102,16 @@ impl bindings::Guest for Hostile {
         }
     }
 
+    fn hoard_locks() -> String {
+        let mut held = Vec::new();
+        loop {
+            match bindings::proclease::lease::plugin_catalog::lock() {
+                Ok(lock) => held.push(lock),
+                Err(message) => return format!("{}: {message}", held.len()),
+            }
+        }
+    }
+
     fn escape_store(path: String) -> String {
         let identity = ss::CollectionIdentity { device: "0".into(), inode: "0".into() };
         let lines = [
