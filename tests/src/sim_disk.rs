@@ -124,6 +124,9 @@ pub struct DiskState {
     /// Every content published into a collection (linked or renamed there) since the plan
     /// was set: the complete versions a record may hold after a crash.
     pub published: Vec<Vec<u8>>,
+    /// Every record path (`/home/…`) a removal unlinked since the plan was set: the only
+    /// records that may be absent part-way through an operation that keeps them.
+    pub unlinked: Vec<String>,
 }
 
 /// The simulated disk: a [`Store`] on [`HOME`] and a [`Workspace`] on [`WORKSPACE`].
@@ -150,6 +153,7 @@ impl DiskState {
             removing: BTreeSet::new(),
             trace: Vec::new(),
             published: Vec::new(),
+            unlinked: Vec::new(),
         };
         state.nodes.insert(ROOT, Node::Dir { entries: BTreeMap::new(), synced: BTreeMap::new() });
         for path in [HOME, "/home/.proclease", STAGING, "/home/.proclease/locks", WORKSPACE] {
@@ -437,6 +441,7 @@ impl DiskState {
             return Ok(false);
         }
         self.unlink(dir, name, "unlink record")?;
+        self.unlinked.push(format!("{HOME}/{}/{name}", segments.join("/")));
         if let Err(fault) = self.fsync(dir, "fsync collection") {
             if let Ok(back) = self.stage(&old, dead) {
                 let staging = self.staging()?;
@@ -595,6 +600,7 @@ impl SimDisk {
         state.crashed = false;
         state.trace.clear();
         state.published.clear();
+        state.unlinked.clear();
     }
 
     /// Steps taken since the plan was set.

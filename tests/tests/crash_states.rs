@@ -53,6 +53,8 @@ struct Reference {
     /// The complete contents each operation published (including intermediate versions of a
     /// record it writes more than once).
     published: Vec<BTreeSet<Vec<u8>>>,
+    /// The record paths each operation removed at some point (and perhaps wrote again).
+    unlinked: Vec<BTreeSet<String>>,
     step_ends: Vec<u64>,
     outcomes: Vec<Result<(), String>>,
 }
@@ -66,27 +68,39 @@ fn reference(base: &World, ops: &[Op]) -> Reference {
     let mut step_ends = Vec::new();
     let mut outcomes = Vec::new();
     let mut published = Vec::new();
+    let mut unlinked = Vec::new();
     for op in ops {
-        let already = world.disk.state().published.len();
+        let (already, already_unlinked) = { let s = world.disk.state(); (s.published.len(), s.unlinked.len()) };
         outcomes.push(world.run(&mut session, ACTOR, *op));
-        published.push(world.disk.state().published[already..].iter().cloned().collect());
+        let state = world.disk.state();
+        published.push(state.published[already..].iter().cloned().collect());
+        unlinked.push(state.unlinked[already_unlinked..].iter().cloned().collect());
+        drop(state);
         step_ends.push(world.disk.steps());
         listings.push(world.disk.listing());
     }
-    Reference { listings, published, step_ends, outcomes }
+    Reference { listings, published, unlinked, step_ends, outcomes }
 }
 
-/// Every record path of `now` (and of either side) is absent, holds the bytes it held `before`
-/// or `after` the operation, or a complete version the operation published on the way
-/// (`during`: an operation that writes a record twice, or creates one it then removes).
-fn old_or_new(now: &Listing, before: &Listing, after: &Listing, during: &BTreeSet<Vec<u8>>) -> Result<(), String> {
+/// Every record path of `now` (and of either side) holds the bytes it held `before` or `after`
+/// the operation, or a complete version the operation published on the way (`during`: an
+/// operation that writes a record twice, or creates one it then removes); it may be absent only
+/// where it was absent before or after, or where the operation removed it on the way
+/// (`unlinked`: a takeover removes the old claim before it creates its own). A replace is a
+/// rename: the record is never missing part-way through it.
+fn old_or_new(now: &Listing, before: &Listing, after: &Listing, during: &BTreeSet<Vec<u8>>, unlinked: &BTreeSet<String>) -> Result<(), String> {
     let (now, before, after) = (now.records(), before.records(), after.records());
     let paths: BTreeSet<&str> = now.keys().chain(before.keys()).chain(after.keys()).copied().collect();
     for path in paths {
         let value = now.get(path);
-        if value.is_some_and(|v| !during.contains(*v)) && value != before.get(path) && value != after.get(path) {
+        let may_be_absent = before.get(path).is_none() || after.get(path).is_none() || unlinked.contains(path);
+        let allowed = match value {
+            None => may_be_absent,
+            Some(v) => during.contains(*v) || Some(v) == before.get(path) || Some(v) == after.get(path),
+        };
+        if !allowed {
             return Err(format!(
-                "{path} is neither old nor new: {:?} (old {:?}, new {:?})",
+                "{path} is neither old nor new nor (where allowed) absent: {:?} (old {:?}, new {:?})",
                 value.map(|v| String::from_utf8_lossy(v).into_owned()),
                 before.get(path).map(|v| String::from_utf8_lossy(v).into_owned()),
                 after.get(path).map(|v| String::from_utf8_lossy(v).into_owned()),
@@ -143,8 +157,18 @@ fn recover_and_check(world: &mut World, survivors: bool, claimed: &[directory_le
     if !after.quarantines().is_empty() {
         return Err(format!("quarantines left after recovery: {:?}", after.quarantines()));
     }
-    // Every recoverable lease of the dead is gone: with the actor's children dead, none of its
-    // directory or invocation leases remains.
+    // Every recoverable lease of the dead is gone: nothing of the long-dead owner, and with the
+    // actor's children dead, none of its directory or invocation leases and no parent-owned
+    // admission of it (a helper-launching one needs a reboot, as the reference says).
+    for (path, bytes) in after.records() {
+        let text = String::from_utf8_lossy(bytes);
+        if text.contains(&format!("\"pid\":{OLD},")) {
+            return Err(format!("{path}: a lease of the long-dead owner survived recovery"));
+        }
+        if !survivors && path.ends_with("export-admission/active.json") && text.contains(&format!("\"pid\":{ACTOR},")) && text.contains("\"phase\":\"parent-owned\"") {
+            return Err(format!("{path}: a dead actor's parent-owned admission survived recovery"));
+        }
+    }
     if !survivors {
         for (path, claim) in directory_claims(&after) {
             if claim.owner.pid == ACTOR {
@@ -217,9 +241,10 @@ fn every_crash_state_of_every_short_history_recovers() {
                     violations.push(format!("{ops:?} crash after step {k} ({kind:?}), between operations: completed work lost"));
                     continue;
                 }
-                let empty = BTreeSet::new();
+                let (empty, none) = (BTreeSet::new(), BTreeSet::new());
                 let during = reference.published.get(inflight).unwrap_or(&empty);
-                if let Err(e) = old_or_new(&crashed, before, after, during) {
+                let unlinked = reference.unlinked.get(inflight).unwrap_or(&none);
+                if let Err(e) = old_or_new(&crashed, before, after, during, unlinked) {
                     violations.push(format!("{ops:?} crash after step {k} ({kind:?}): {e}"));
                     continue;
                 }
@@ -288,8 +313,15 @@ fn every_io_error_at_every_step_fails_cleanly_and_a_retry_succeeds() {
                 let at = trace.get(step as usize - 1).copied().unwrap_or("?");
                 let label = format!("{ops:?} {errno:?} at step {step} ({at})");
                 let now = world.disk.listing();
-                if let Err(e) = old_or_new(&now, &reference.listings[last], &reference.listings[last + 1], &reference.published[last]) {
+                if let Err(e) = old_or_new(&now, &reference.listings[last], &reference.listings[last + 1], &reference.published[last], &reference.unlinked[last]) {
                     violations.push(format!("{label}: {e}"));
+                    continue;
+                }
+                // Only a best-effort clean-up may fail without failing the operation: a
+                // swallowed error anywhere else (a failed fsync above all) is a lie to the caller.
+                let best_effort = at.ends_with("(undo)") || at == "unlink temporary" || at == "unlink dead temporary";
+                if outcome.is_ok() && !best_effort {
+                    violations.push(format!("{label}: the operation succeeded although a step it needs failed"));
                     continue;
                 }
                 world.disk.plan(Plan::default());
