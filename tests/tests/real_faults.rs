@@ -1,7 +1,9 @@
 //! Real I/O errors on real filesystems (issue #9, items 2 and 5): a full filesystem (ENOSPC),
 //! a read-only one (EROFS) and a mount point inside a leased tree (EXDEV), made with small
-//! tmpfs mounts. Each operation fails with a typed error that names the cause, changes nothing
-//! on disk, and succeeds when retried after the fault clears.
+//! tmpfs mounts; and a failing collection fsync (EIO, through the host's one test seam, as no
+//! real filesystem fails an fsync on demand). Each store operation fails with a typed error
+//! that names the path and the cause, changes nothing on disk, and succeeds when retried after
+//! the fault clears.
 //!
 //! Mounting needs CAP_SYS_ADMIN (root on the project's machines). Where it is missing the tests
 //! say so and pass, unless `PROCLEASE_REQUIRE_MOUNTS=1` (set by `.ci/run`) makes that a failure.
@@ -210,4 +212,46 @@ fn removal_never_crosses_into_a_mounted_filesystem_and_the_retry_finishes_after_
     // The same process retries: its abandoned quarantine is finished.
     assert!(workspace.remove_tree(target.to_str().expect("utf-8"), &expected).expect("retry"));
     assert_eq!(std::fs::read_dir(&root).expect("list").count(), 0, "nothing of the tree is left");
+}
+
+#[test]
+fn a_failed_collection_fsync_undoes_the_change_and_the_retry_succeeds() {
+    use proclease::state_store::fail_next_directory_fsyncs;
+    const EIO: i32 = 5;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let home = dir.path().join("state");
+    let store = open_store(&home);
+    let a = "recovery/test/a.json";
+    assert!(store.create_if_absent(a, "{\"v\":1}\n").expect("create"));
+    let v1 = proclease::core::digest::sha256_hex(b"{\"v\":1}\n");
+
+    // create: linked, the fsync fails, the link is undone.
+    fail_next_directory_fsyncs(1);
+    let error = store.create_if_absent("recovery/test/b.json", "{}\n").expect_err("fsync failed");
+    assert!(is_errno(&error, EIO) && error.to_string().contains("fsync of the collection"), "{error}");
+    assert!(!home.join("recovery/test/b.json").exists(), "a create reported failed must not stay");
+    assert!(store.create_if_absent("recovery/test/b.json", "{}\n").expect("retry"));
+
+    // replace: renamed, the fsync fails, the old bytes are put back.
+    fail_next_directory_fsyncs(1);
+    let error = store.replace_if_unchanged(a, &v1, "{\"v\":2}\n").expect_err("fsync failed");
+    assert!(is_errno(&error, EIO), "{error}");
+    assert_eq!(std::fs::read_to_string(home.join(a)).expect("old"), "{\"v\":1}\n");
+    assert!(store.replace_if_unchanged(a, &v1, "{\"v\":2}\n").expect("retry"));
+    let v2 = proclease::core::digest::sha256_hex(b"{\"v\":2}\n");
+
+    // remove: unlinked, the fsync fails, the record is put back.
+    fail_next_directory_fsyncs(1);
+    let error = store.remove_if_unchanged(a, &v2).expect_err("fsync failed");
+    assert!(is_errno(&error, EIO), "{error}");
+    assert_eq!(std::fs::read_to_string(home.join(a)).expect("restored"), "{\"v\":2}\n");
+    assert!(store.remove_if_unchanged(a, &v2).expect("retry"));
+    assert!(!home.join(a).exists());
+
+    // a new collection whose parent fsync fails is removed again, then made anew.
+    fail_next_directory_fsyncs(1);
+    assert!(store.create_if_absent("runs/c.json", "{}\n").is_err());
+    assert!(!home.join("runs").exists(), "a directory that was never made durable is not kept");
+    assert!(store.create_if_absent("runs/c.json", "{}\n").expect("retry"));
+    assert_eq!(staging_entries(&home), Vec::<String>::new());
 }

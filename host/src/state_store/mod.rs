@@ -97,6 +97,8 @@ impl StoreError {
     }
 }
 
+#[doc(hidden)]
+pub use crate::fsops::fail_next_directory_fsyncs;
 pub use proclease_core::effects::{
     BatchInvalid, BatchStatus, CollectionEntry, CollectionIdentity, CollectionSnapshot, EntryKind,
 };
