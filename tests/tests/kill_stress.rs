@@ -29,6 +29,22 @@ fn five_hundred_kills_leave_only_recoverable_state() {
     for kind in ["admissions", "directory leases,", "invocation leases,", "recoveries"] {
         assert!(summary_number(&stdout, kind) > 20, "too few {kind}: {stdout}");
     }
+    assert!(summary_number(&stdout, "released directories kept intact") > 20, "too few released directories checked: {stdout}");
+}
+
+#[test]
+fn the_checks_find_a_deleted_released_directory() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let status = Command::new(STRESS).args(["run", "--kills", "20", "--dir"]).arg(dir.path()).output().expect("run");
+    let stdout = String::from_utf8_lossy(&status.stdout);
+    assert!(status.status.success(), "{stdout}");
+    let released = std::fs::read_to_string(dir.path().join("released.log")).expect("released log");
+    let victim = released.lines().next().expect("at least one released directory");
+    std::fs::remove_dir_all(victim).expect("delete a released directory");
+    let output = Command::new(STRESS).arg("check").arg(dir.path()).output().expect("check");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains(&format!("VIOLATION: {victim}: a released directory (its owner's kept result) was deleted")), "{stdout}");
 }
 
 #[test]

@@ -18,7 +18,8 @@
 //! that does not parse.
 //!
 //! After the last kill every worker is killed, and the orchestrator checks the disk: every
-//! record parses; recovery (directory recovery, invocation repair with tombstones, admission
+//! directory a worker released (its kept result) still exists with its output; every record
+//! parses; recovery (directory recovery, invocation repair with tombstones, admission
 //! takeover) succeeds with every owner dead and leaves no lease, temporary or quarantine; a
 //! second recovery changes nothing. It prints one summary line and exits 0, or names the
 //! violations and exits 1.
@@ -139,6 +140,8 @@ fn now_ms() -> f64 {
 
 fn worker(home: &Path, root: &Path, seed: u64, log: &Path) -> ! {
     use std::io::Write as _;
+    let mut released_log =
+        std::fs::OpenOptions::new().append(true).create(true).open(log.with_file_name("released.log")).unwrap_or_else(|e| fail(&e.to_string()));
     let mut log = std::fs::OpenOptions::new().append(true).create(true).open(log).unwrap_or_else(|e| fail(&e.to_string()));
     let world = World::open(home, root).unwrap_or_else(|e| fail(&e));
     let pid = std::process::id();
@@ -166,8 +169,14 @@ fn worker(home: &Path, root: &Path, seed: u64, log: &Path) -> ! {
             })()),
             1 => {
                 if held.len() >= 2 {
-                    let (_, mut oldest) = held.remove(0);
-                    check(b'-', oldest.release().map_err(|e| e.to_string()));
+                    let (dir, mut oldest) = held.remove(0);
+                    let released = oldest.release().map_err(|e| e.to_string());
+                    if released.is_ok() {
+                        // The directory is now the owner's kept result: the checks demand it
+                        // survives every later recovery.
+                        let _ = released_log.write_all(format!("{}\n", dir.display()).as_bytes());
+                    }
+                    check(b'-', released);
                 }
                 made += 1;
                 // Unique even when a pid comes round again: a worker never leases a directory
@@ -239,6 +248,19 @@ fn names_in(dir: &Path) -> Vec<String> {
 fn check_disk(home: &Path, root: &Path) -> Result<(Vec<String>, String), String> {
     let world = World::open(home, root)?;
     let mut violations = Vec::new();
+    // Every released directory is its owner's kept result and must have survived (a kill can
+    // cut a line of the log short: only whole lines count).
+    let released_log = home.with_file_name("released.log");
+    let released_text = std::fs::read_to_string(&released_log).unwrap_or_default();
+    let released: Vec<&str> = released_text.split_inclusive('\n').filter_map(|l| l.strip_suffix('\n')).collect();
+    let released_gone = |violations: &mut Vec<String>| {
+        for dir in &released {
+            if !Path::new(dir).join("out.txt").is_file() {
+                violations.push(format!("{dir}: a released directory (its owner's kept result) was deleted"));
+            }
+        }
+    };
+    released_gone(&mut violations);
     // Every record parses (readers of the state home demand canonical files).
     let leases_dir = home.join(proclease::core::directory_leases::DIRECTORY);
     let before_leases = names_in(&leases_dir).len();
@@ -289,6 +311,7 @@ fn check_disk(home: &Path, root: &Path) -> Result<(Vec<String>, String), String>
     if !quarantines.is_empty() {
         violations.push(format!("quarantines left after recovery: {quarantines:?}"));
     }
+    released_gone(&mut violations);
     // Convergence.
     let once = (listing(home), listing(root));
     if let Err(e) = world.recover() {
@@ -300,7 +323,10 @@ fn check_disk(home: &Path, root: &Path) -> Result<(Vec<String>, String), String>
     let kept = names_in(root).len();
     Ok((
         violations,
-        format!("{before_leases} directory leases and {before_invocations} invocation leases recovered, {kept} released or never-leased directories kept"),
+        format!(
+            "{before_leases} directory leases and {before_invocations} invocation leases recovered, {} released directories kept intact, {kept} directories kept",
+            released.len()
+        ),
     ))
 }
 
@@ -313,7 +339,9 @@ struct Options {
 }
 
 fn parse_options(args: &[String]) -> Options {
-    let mut options = Options { workers: 4, kills: 500, seed: 0x5eed, dir: None, max_pause_ms: 50 };
+    // A fresh seed each run unless one is given (the summary prints it, to replay a failure).
+    let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0x5eed, |d| d.as_nanos() as u64 & 0xffff_ffff);
+    let mut options = Options { workers: 4, kills: 500, seed, dir: None, max_pause_ms: 50 };
     let mut i = 0;
     while i < args.len() {
         let value = || args.get(i + 1).cloned().unwrap_or_else(|| fail(&format!("{} needs a value", args[i])));
