@@ -2,8 +2,9 @@
 # Runs every fuzz target for SECONDS each (default 600) and prints the executions per target.
 #   fuzz/run.sh [SECONDS]
 # Needs the nightly toolchain and cargo-fuzz (`cargo install cargo-fuzz`). A crash stops the
-# run and leaves its input in fuzz/artifacts/<target>/; add it to the regression tests
-# (guest/core/tests/fuzz_regressions.rs) once fixed.
+# run and leaves its input in fuzz/artifacts/<target>/ (ignored by git); once it is fixed, copy
+# the input into fuzz/regressions/<target>/ and commit it: tests/tests/fuzz_corpus.rs replays
+# every file there under `cargo test`.
 set -euo pipefail
 cd "$(dirname "$0")"
 seconds="${1:-600}"
