@@ -14,7 +14,8 @@ fn main() {
     let manifest_dir = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
     let root = manifest_dir.parent().expect("tests/ lives in the workspace root").to_path_buf();
     let out_dir = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
-    for watched in [manifest_dir.join("hostile-guest"), root.join("wit"), root.join("Cargo.lock"), root.join("build-support")] {
+    let shared_runtime = root.join("guest/component/src/no_std_runtime.rs");
+    for watched in [manifest_dir.join("hostile-guest"), root.join("wit"), root.join("Cargo.lock"), root.join("build-support"), shared_runtime] {
         println!("cargo:rerun-if-changed={}", watched.display());
     }
     // Small and quick: no debug info, no LTO (one tiny crate), panics abort.

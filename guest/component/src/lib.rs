@@ -12,3 +12,5 @@ extern crate alloc;
 
 #[cfg(target_arch = "wasm32")]
 mod glue;
+#[cfg(target_arch = "wasm32")]
+mod no_std_runtime;

@@ -1,5 +1,4 @@
-//! The exports, and the `no_std` runtime pieces (allocator, panic handler, `cabi_realloc`) as
-//! in `guest/component`.
+//! The exports.
 
 use alloc::format;
 use alloc::string::String;
@@ -17,37 +16,6 @@ mod bindings {
 use bindings::proclease::lease::state_store::{self as ss, StoreError};
 use bindings::proclease::lease::types::DirectoryIdentity;
 use bindings::proclease::lease::workspace::{self as ws, WorkspaceError};
-
-#[global_allocator]
-static ALLOCATOR: dlmalloc::GlobalDlmalloc = dlmalloc::GlobalDlmalloc;
-
-/// The canonical ABI's allocation entry point (see `guest/component/src/glue/mod.rs`).
-///
-/// # Safety
-/// Called only by the component model runtime with a pointer/length it got from this function.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn cabi_realloc(old_ptr: *mut u8, old_len: usize, align: usize, new_len: usize) -> *mut u8 {
-    use alloc::alloc::{Layout, alloc, realloc};
-    let ptr = unsafe {
-        if old_len == 0 {
-            if new_len == 0 {
-                return align as *mut u8;
-            }
-            alloc(Layout::from_size_align_unchecked(new_len, align))
-        } else {
-            realloc(old_ptr, Layout::from_size_align_unchecked(old_len, align), new_len)
-        }
-    };
-    if ptr.is_null() {
-        core::arch::wasm32::unreachable();
-    }
-    ptr
-}
-
-#[panic_handler]
-fn panic(_: &core::panic::PanicInfo<'_>) -> ! {
-    core::arch::wasm32::unreachable()
-}
 
 fn store_outcome<T: Debug>(function: &str, result: Result<T, StoreError>) -> String {
     match result {

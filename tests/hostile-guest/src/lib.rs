@@ -12,3 +12,7 @@ extern crate alloc;
 
 #[cfg(target_arch = "wasm32")]
 mod guest;
+/// The allocator, `cabi_realloc` and panic handler, as the real guest has them.
+#[cfg(target_arch = "wasm32")]
+#[path = "../../../guest/component/src/no_std_runtime.rs"]
+mod no_std_runtime;
