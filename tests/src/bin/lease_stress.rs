@@ -255,8 +255,9 @@ fn check_disk(home: &Path, root: &Path) -> Result<(Vec<String>, String), String>
     let released: Vec<&str> = released_text.split_inclusive('\n').filter_map(|l| l.strip_suffix('\n')).collect();
     let released_gone = |violations: &mut Vec<String>| {
         for dir in &released {
-            if !Path::new(dir).join("out.txt").is_file() {
-                violations.push(format!("{dir}: a released directory (its owner's kept result) was deleted"));
+            let violation = format!("{dir}: a released directory (its owner's kept result) was deleted");
+            if !Path::new(dir).join("out.txt").is_file() && !violations.contains(&violation) {
+                violations.push(violation);
             }
         }
     };
@@ -451,8 +452,11 @@ fn run(options: Options) -> i32 {
         count(b'r'),
         violations.len()
     );
-    for v in &violations {
+    for v in violations.iter().take(20) {
         println!("  VIOLATION: {v}");
+    }
+    if violations.len() > 20 {
+        println!("  … and {} more", violations.len() - 20);
     }
     i32::from(!violations.is_empty())
 }
