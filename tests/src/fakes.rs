@@ -158,16 +158,24 @@ impl Store for MemoryStore {
         Ok(names
             .iter()
             .map(|name| {
-                let status = match state.files.get(&format!("{path}/{name}")) {
-                    None => BatchStatus::Absent,
-                    Some(text) if text.len() > max_bytes_per_file as usize => {
-                        BatchStatus::Invalid(proclease::core::effects::BatchInvalid::FileByteBound)
-                    }
-                    Some(text) => BatchStatus::Present(text.clone()),
-                };
-                (name.clone(), status)
+                let bytes = state.files.get(&format!("{path}/{name}")).map(String::as_bytes);
+                (name.clone(), batch_status(bytes, max_bytes_per_file))
             })
             .collect())
+    }
+}
+
+/// What a batch read reports for one file of an in-memory store: absent, over the per-file
+/// bound, not UTF-8, or its text (the in-memory stores share this).
+pub fn batch_status(bytes: Option<&[u8]>, max_bytes_per_file: u32) -> BatchStatus {
+    use proclease::core::effects::BatchInvalid;
+    match bytes {
+        None => BatchStatus::Absent,
+        Some(bytes) if bytes.len() > max_bytes_per_file as usize => BatchStatus::Invalid(BatchInvalid::FileByteBound),
+        Some(bytes) => match std::str::from_utf8(bytes) {
+            Ok(text) => BatchStatus::Present(text.into()),
+            Err(_) => BatchStatus::Invalid(BatchInvalid::InvalidUtf8),
+        },
     }
 }
 

@@ -421,17 +421,23 @@ impl DiskState {
             return Err(fault);
         }
         if let Err(fault) = self.fsync(dir, "fsync collection") {
-            // Undo: put the old bytes back the same way.
-            if let Ok(back) = self.stage(&old, dead) {
-                if self.rename(staging, &back, dir, name, false).is_ok() {
-                    let _ = self.fsync(dir, "fsync collection (undo)");
-                } else {
-                    let _ = self.unlink(staging, &back, "unlink temporary (undo)");
-                }
-            }
+            self.restore(dir, name, &old, true, dead);
             return Err(fault);
         }
         Ok(true)
+    }
+
+    /// The store's `restore`: the old bytes staged again and published over the name
+    /// (`rename`, after a replace) or at the emptied name (`link`, after a removal), the
+    /// collection fsynced, the temporary unlinked. Best effort.
+    fn restore(&mut self, dir: u64, name: &str, old: &[u8], over_the_name: bool, dead: &BTreeSet<u64>) {
+        let (Ok(back), Ok(staging)) = (self.stage(old, dead), self.staging()) else { return };
+        let published =
+            if over_the_name { self.rename(staging, &back, dir, name, false) } else { self.link(staging, &back, dir, name) };
+        if published.is_ok() {
+            let _ = self.fsync(dir, "fsync collection (undo)");
+        }
+        let _ = self.unlink(staging, &back, "unlink temporary (undo)");
     }
 
     fn remove_if_unchanged(&mut self, segments: &[&str], name: &str, expected: &str, dead: &BTreeSet<u64>) -> Step<bool> {
@@ -443,13 +449,7 @@ impl DiskState {
         self.unlink(dir, name, "unlink record")?;
         self.unlinked.push(format!("{HOME}/{}/{name}", segments.join("/")));
         if let Err(fault) = self.fsync(dir, "fsync collection") {
-            if let Ok(back) = self.stage(&old, dead) {
-                let staging = self.staging()?;
-                if self.link(staging, &back, dir, name).is_ok() {
-                    let _ = self.fsync(dir, "fsync collection (undo)");
-                }
-                let _ = self.unlink(staging, &back, "unlink temporary (undo)");
-            }
+            self.restore(dir, name, &old, false, dead);
             return Err(fault);
         }
         Ok(true)
@@ -795,17 +795,8 @@ impl Store for SimDisk {
         Ok(names
             .iter()
             .map(|name| {
-                let status = match state.child(dir, name).and_then(|i| state.data(i)) {
-                    None => BatchStatus::Absent,
-                    Some(data) if data.len() > max_bytes_per_file as usize => {
-                        BatchStatus::Invalid(proclease::core::effects::BatchInvalid::FileByteBound)
-                    }
-                    Some(data) => match String::from_utf8(data.to_vec()) {
-                        Ok(text) => BatchStatus::Present(text),
-                        Err(_) => BatchStatus::Invalid(proclease::core::effects::BatchInvalid::InvalidUtf8),
-                    },
-                };
-                (name.clone(), status)
+                let bytes = state.child(dir, name).and_then(|i| state.data(i));
+                (name.clone(), crate::fakes::batch_status(bytes, max_bytes_per_file))
             })
             .collect())
     }

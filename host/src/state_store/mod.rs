@@ -197,15 +197,21 @@ impl StateStore {
 
     /// Puts `old` back at `name` after a visible change whose collection fsync failed (the
     /// caller is told the change failed, so it must not stay): a fresh temporary with the old
-    /// bytes, renamed over the name, the collection fsynced again. Best effort: if this fails
-    /// too, the file holds the old or the new complete version.
-    fn restore(&self, path: &str, dir: &OwnedFd, name: &str, old: &[u8]) {
+    /// bytes, published over the name (`rename`, after a replace) or at the emptied name
+    /// (`link`, after a removal: it never overwrites a file that appeared meanwhile), and the
+    /// collection fsynced again. Best effort: if this fails too, the name holds the old or
+    /// the new complete version (or, after a removal, none).
+    fn restore(&self, path: &str, dir: &OwnedFd, name: &str, old: &[u8], over_the_name: bool) {
         let Ok(back) = self.stage(path, old) else { return };
-        if rustix::fs::renameat(&self.staging, &back, dir, name).is_ok() {
-            let _ = fsops::fsync_dir(dir);
+        let published = if over_the_name {
+            rustix::fs::renameat(&self.staging, &back, dir, name)
         } else {
-            let _ = rustix::fs::unlinkat(&self.staging, &back, AtFlags::empty());
+            rustix::fs::linkat(&self.staging, &back, dir, name, AtFlags::empty())
+        };
+        if published.is_ok() {
+            let _ = fsops::fsync_dir(dir);
         }
+        let _ = rustix::fs::unlinkat(&self.staging, &back, AtFlags::empty());
     }
 
     /// Replaces the file with `content` only if its bytes hash to `expected_sha256` at the
@@ -227,7 +233,7 @@ impl StateStore {
             return Err(StoreError::io(path, "rename into the collection", e));
         }
         if let Err(e) = fsops::fsync_dir(&dir) {
-            self.restore(path, &dir, name, &old);
+            self.restore(path, &dir, name, &old, true);
             return Err(StoreError::io(path, "fsync of the collection", e));
         }
         Ok(true)
@@ -266,14 +272,7 @@ impl StateStore {
         }
         rustix::fs::unlinkat(&dir, name, AtFlags::empty()).map_err(|e| StoreError::io(path, "unlink", e))?;
         if let Err(e) = fsops::fsync_dir(&dir) {
-            // Put the old bytes back (under the lock no proclease writer can have created the
-            // name meanwhile; `link` never overwrites one that appeared anyway).
-            if let Ok(back) = self.stage(path, &bytes) {
-                if rustix::fs::linkat(&self.staging, &back, &dir, name, AtFlags::empty()).is_ok() {
-                    let _ = fsops::fsync_dir(&dir);
-                }
-                let _ = rustix::fs::unlinkat(&self.staging, &back, AtFlags::empty());
-            }
+            self.restore(path, &dir, name, &bytes, false);
             return Err(StoreError::io(path, "fsync of the collection", e));
         }
         Ok(true)
