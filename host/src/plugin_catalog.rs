@@ -122,7 +122,12 @@ impl PluginCatalog {
         if let Some((_, depth)) = held.get_mut(&key) {
             *depth -= 1;
             if *depth == 0 {
-                held.remove(&key);
+                if let Some((file, _)) = held.remove(&key) {
+                    // Unlock explicitly: closing the descriptor alone leaves the lock held while
+                    // a child forked meanwhile by another thread still has a copy of it (until
+                    // its exec), and the next lock() here would fail as "already locked".
+                    let _ = file.unlock();
+                }
             }
         }
     }

@@ -323,3 +323,39 @@ fn catalog_lock_fails_fast_and_dies_with_its_holder() {
     let snapshot = acquire(&h, "portable-test", A).expect("the lock died with its holder");
     complete_and_release(&h, &snapshot);
 }
+
+/// Found by a CI run: another thread forking a child while the lock was released kept the
+/// lock held through the child's inherited descriptor (until its exec), so the next lock()
+/// here failed as "already locked". Unlocking is now explicit.
+#[test]
+fn the_catalog_lock_is_free_again_even_while_other_threads_fork() {
+    use std::os::unix::process::CommandExt as _;
+    let h = RealHome::new();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let forker = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let mut command = Command::new("true");
+                // Forces fork + exec (not posix_spawn) and widens the window before exec.
+                unsafe {
+                    command.pre_exec(|| {
+                        std::thread::sleep(std::time::Duration::from_millis(2));
+                        Ok(())
+                    });
+                }
+                let _ = command.status();
+            }
+        })
+    };
+    let mut refused = 0;
+    for _ in 0..2_000 {
+        match h.catalog.lock() {
+            Ok(()) => h.catalog.unlock(),
+            Err(_) => refused += 1,
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    forker.join().expect("forker");
+    assert_eq!(refused, 0, "the lock was refused {refused} times after this process had released it");
+}

@@ -15,7 +15,15 @@ pub(crate) const WAIT: Duration = Duration::from_secs(10);
 
 /// A held lock; dropping it releases it.
 pub(crate) struct CollectionLock {
-    _file: File,
+    file: File,
+}
+
+impl Drop for CollectionLock {
+    /// Unlocks explicitly: closing the descriptor alone leaves the lock held while a child
+    /// forked meanwhile by another thread still has a copy of it (until its exec).
+    fn drop(&mut self) {
+        let _ = self.file.unlock();
+    }
 }
 
 /// Outcome of trying to lock.
@@ -38,7 +46,7 @@ pub(crate) fn lock(locks: impl AsFd, name: &str) -> std::io::Result<Locked> {
     let mut pause = Duration::from_micros(200);
     loop {
         match file.try_lock() {
-            Ok(()) => return Ok(Locked::Held(CollectionLock { _file: file })),
+            Ok(()) => return Ok(Locked::Held(CollectionLock { file })),
             Err(TryLockError::WouldBlock) if start.elapsed() < WAIT => {
                 std::thread::sleep(pause);
                 pause = (pause * 2).min(Duration::from_millis(20));
