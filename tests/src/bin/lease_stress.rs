@@ -186,7 +186,10 @@ fn worker(home: &Path, root: &Path, seed: u64, log: &Path) -> ! {
                 if let Err(e) = world.workspace.create_private_directory(&text) {
                     fail(&e.to_string());
                 }
-                let request = Request { role: Role::RawWorking, path: text.clone(), output_root: None, recover_after_ms: now_ms(), now_ms: None };
+                // One clock reading for both times: the recovery time must not precede the creation time
+                // (`directory lease request is invalid`), which two readings a millisecond apart would do.
+                let now = now_ms();
+                let request = Request { role: Role::RawWorking, path: text.clone(), output_root: None, recover_after_ms: now, now_ms: Some(now) };
                 check(b'd', (|| {
                     let mut lease = match DirectoryLease::create(world.runtime, world.effects(), &request) {
                         Ok(lease) => lease,
