@@ -7,6 +7,7 @@ use proclease_core::records::{
 };
 
 use crate::bindings::exports::proclease::lease::records as wit;
+use crate::bindings::proclease::lease::process_identity as pid;
 use crate::bindings::proclease::lease::types as t;
 
 pub(crate) fn error(e: t::Error) -> proclease_core::Error {
@@ -237,5 +238,36 @@ pub(crate) fn portable_identity_out(i: pi::PortableIdentity) -> t::PortableIdent
         surface_id: i.surface_id,
         operation: i.operation,
         contract_version: i.contract_version,
+    }
+}
+
+fn witness_out(w: proclease_core::liveness::WitnessState) -> pid::WitnessState {
+    use proclease_core::liveness::WitnessState as W;
+    match w {
+        W::Absent => pid::WitnessState::Absent,
+        W::Held => pid::WitnessState::Held,
+        W::Free => pid::WitnessState::Free,
+        W::Untestable => pid::WitnessState::Untestable,
+    }
+}
+
+pub(crate) fn facts_out(f: proclease_core::liveness::OwnerFacts) -> pid::OwnerFacts {
+    use proclease_core::liveness::ProcRead;
+    pid::OwnerFacts {
+        boot_id: f.boot_id,
+        witness: witness_out(f.witness),
+        recorded_pid_namespace: f.recorded_pid_namespace,
+        spawned: witness_out(f.spawned),
+        stat: match f.stat {
+            ProcRead::Stat(text) => pid::ProcRead::Stat(text),
+            ProcRead::Missing => pid::ProcRead::Missing,
+            ProcRead::Unreadable => pid::ProcRead::Unreadable,
+        },
+        tasks: f.tasks,
+        view: pid::ProcView {
+            pid_namespace: f.view.pid_namespace,
+            boottime_offset_ns: f.view.boottime_offset_ns,
+            clock_ticks_per_second: f.view.clock_ticks_per_second,
+        },
     }
 }

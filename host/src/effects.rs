@@ -13,7 +13,7 @@ use proclease_core::effects::{
     Workspace, WorkspaceFailure,
 };
 use proclease_core::records::DirectoryIdentity;
-use proclease_core::liveness::OwnerStatus;
+use proclease_core::liveness::OwnerFacts;
 use proclease_core::records::Owner;
 
 use crate::plugin_catalog::PluginCatalog;
@@ -250,8 +250,8 @@ impl Processes for SharedProcesses {
         self.0.capture(pid).map_err(|e| e.0)
     }
 
-    fn owner_status(&mut self, owner: &Owner) -> Result<OwnerStatus, String> {
-        self.0.owner_status(owner).map_err(|e| e.0)
+    fn probe(&mut self, owner: &Owner) -> Result<OwnerFacts, String> {
+        self.0.probe(owner).map_err(|e| e.0)
     }
 }
 

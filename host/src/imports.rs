@@ -114,8 +114,8 @@ impl process_identity::Host for HostState {
         self.effects.processes.capture(pid).map(convert::owner_out)
     }
 
-    fn inspect_owner(&mut self, owner: t::Owner) -> Result<t::OwnerStatus, String> {
-        self.effects.processes.owner_status(&convert::owner(owner)).map(convert::status_out)
+    fn probe(&mut self, owner: t::Owner) -> Result<process_identity::OwnerFacts, String> {
+        self.effects.processes.probe(&convert::owner(owner)).map(convert::facts_out)
     }
 }
 

@@ -34,6 +34,8 @@ pub mod process_identity;
 pub mod records;
 pub mod state_home;
 pub mod state_store;
+pub mod supervisor;
+pub mod witness;
 pub mod workspace;
 pub mod runtime;
 

@@ -1,17 +1,27 @@
 //! Process identity on Linux (`process-identity` import; spec §2): the boot id, the host's own
-//! identity, capture of a live pid, and the status of a recorded owner.
+//! identity, capture of a live pid, and the facts a recorded owner is judged on.
 //!
-//! This module only observes — it reads `/proc/sys/kernel/random/boot_id` and
-//! `/proc/<pid>/stat` (through procfs, relative to the pid's directory) and asks the kernel
-//! whether a pid exists (`kill(pid, 0)`). The rules that turn observations into identities and
-//! statuses are `proclease-core`'s ([`proclease_core::digest`], [`proclease_core::liveness`]).
+//! This module only observes: it reads `/proc/sys/kernel/random/boot_id`, `/proc/<pid>/stat`
+//! and `/proc/<pid>/task` (through procfs, relative to the pid's directory), `/proc/self`'s
+//! namespaces and time offsets, asks the kernel whether a pid exists (`kill(pid, 0)`), and tests
+//! witnesses ([`crate::witness`]). The rules that turn observations into identities and statuses
+//! are `proclease-core`'s ([`proclease_core::digest`], [`proclease_core::liveness`]).
+//!
+//! Deviations from the reference, for safety (`docs/deviations.md`): the own identity comes
+//! from `/proc/self`, and an identity is refused when `/proc` does not show this process's own
+//! PID namespace (a pid looked up in a foreign `/proc` names another process); start times are
+//! brought back to the initial time namespace; an exited thread-group leader whose threads run
+//! is alive.
 
 use std::io::Read as _;
+use std::os::unix::fs::MetadataExt as _;
 use std::sync::OnceLock;
 
-use proclease_core::liveness::{self, Inspection, Observation, OwnerStatus};
+use proclease_core::liveness::{self, Liveness, OwnerFacts, OwnerStatus, ProcRead, ProcView, WitnessState};
 use proclease_core::records::Owner;
 use proclease_core::{digest, js};
+
+use crate::witness::{Namespaces, SpawnWitness, WitnessError, Witnesses};
 
 /// The reference's message for a pid that is not a safe integer ≥ 1 (§2.4).
 pub const PID_MALFORMED: &str = "process identity PID is malformed";
@@ -23,18 +33,93 @@ pub const NOT_LIVE: &str = "exact live process identity is unavailable";
 #[error("{0}")]
 pub struct IdentityError(pub String);
 
+/// What this process's `/proc` shows and which namespaces it lives in (read once).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Host {
+    /// The `/proc` view the core judges with.
+    pub view: ProcView,
+    /// This process's PID namespace (nsfs inode), whatever `/proc` shows.
+    pub pid_namespace: Option<u64>,
+    /// This process's time namespace (nsfs inode).
+    pub time_namespace: Option<u64>,
+}
+
+impl Host {
+    /// Reads this process's namespaces and `/proc` view.
+    pub fn read() -> Host {
+        let pid_namespace = std::fs::metadata("/proc/self/ns/pid").ok().map(|m| m.ino());
+        let time_namespace = std::fs::metadata("/proc/self/ns/time").ok().map(|m| m.ino());
+        // `/proc` shows this PID namespace when it lists this process with one pid (NSpid has
+        // one entry per namespace level from /proc's down to the process's own), and that pid
+        // is the one the kernel gives this process.
+        let own_proc = match std::fs::read_to_string("/proc/self/status") {
+            Ok(status) => match status.lines().find_map(|l| l.strip_prefix("NSpid:")) {
+                Some(pids) => {
+                    let pids: Vec<&str> = pids.split_whitespace().collect();
+                    pids.len() == 1 && pids[0] == std::process::id().to_string()
+                }
+                // A kernel without NSpid: /proc/self must at least name this pid.
+                None => std::fs::read_link("/proc/self").ok().is_some_and(|p| p.as_os_str() == std::process::id().to_string().as_str()),
+            },
+            Err(_) => false,
+        };
+        let boottime_offset_ns = std::fs::read_to_string("/proc/self/timens_offsets")
+            .ok()
+            .and_then(|text| {
+                text.lines().find_map(|l| {
+                    let mut fields = l.split_whitespace();
+                    (fields.next()? == "boottime").then_some(())?;
+                    let seconds: i64 = fields.next()?.parse().ok()?;
+                    let nanos: i64 = fields.next()?.parse().ok()?;
+                    seconds.checked_mul(1_000_000_000)?.checked_add(nanos)
+                })
+            })
+            .unwrap_or(0);
+        let clock_ticks_per_second = rustix::param::clock_ticks_per_second();
+        Host {
+            view: ProcView { pid_namespace: if own_proc { pid_namespace } else { None }, boottime_offset_ns, clock_ticks_per_second },
+            pid_namespace,
+            time_namespace,
+        }
+    }
+
+    /// What a witness records of this process.
+    fn namespaces(&self) -> Option<Namespaces> {
+        Some(Namespaces { pid: self.view.pid_namespace?, time: self.time_namespace.unwrap_or(0), boottime_offset_ns: self.view.boottime_offset_ns })
+    }
+}
+
 /// Process identity for this host, with the boot id and own identity cached after first success
-/// (§2.2, §2.3).
+/// (§2.2, §2.3), and the witnesses of one state home when it has one.
 #[derive(Debug, Default)]
 pub struct ProcessIdentity {
     boot_id: OnceLock<String>,
     own: OnceLock<Owner>,
+    host: OnceLock<Host>,
+    witnesses: Option<Witnesses>,
 }
 
 impl ProcessIdentity {
-    /// A fresh instance (nothing cached yet).
+    /// Process identity without witnesses (nothing to hold or test them in): probes report every
+    /// witness `absent`.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Process identity that holds this process's witness in, and tests witnesses of, a state
+    /// home's witness directory.
+    pub fn with_witnesses(witnesses: Witnesses) -> Self {
+        ProcessIdentity { witnesses: Some(witnesses), ..Self::default() }
+    }
+
+    /// The witness directory, when there is one.
+    pub fn witnesses(&self) -> Option<&Witnesses> {
+        self.witnesses.as_ref()
+    }
+
+    /// This process's namespaces and `/proc` view.
+    pub fn host(&self) -> Host {
+        *self.host.get_or_init(Host::read)
     }
 
     /// The current boot id (64 lowercase hex), §2.2.
@@ -52,84 +137,150 @@ impl ProcessIdentity {
         Ok(self.boot_id.get_or_init(|| boot_id).clone())
     }
 
-    /// This process's own identity (computed once).
-    ///
-    /// Errors: as [`ProcessIdentity::capture`].
-    pub fn self_identity(&self) -> Result<Owner, IdentityError> {
-        if let Some(own) = self.own.get() {
-            return Ok(own.clone());
+    /// The view this process's `/proc` gives, required to show its own PID namespace before an
+    /// identity is recorded: a pid looked up in another namespace's `/proc` names another
+    /// process.
+    fn own_view(&self) -> Result<Host, IdentityError> {
+        let host = self.host();
+        if host.view.pid_namespace.is_none() {
+            return Err(IdentityError(String::from(
+                "/proc does not show this process's own PID namespace (started with `unshare --pid --fork` but without \
+                 `--mount-proc`?): a pid recorded here would name another process; mount a /proc for this namespace \
+                 (unshare --pid --fork --mount-proc …) or run outside it",
+            )));
         }
-        let own = self.capture(u64::from(std::process::id()))?;
-        Ok(self.own.get_or_init(|| own).clone())
+        Ok(host)
     }
 
-    /// The identity of the live process `pid` (`captureProcessOwnerIdentity`, §2.4).
+    /// This process's own identity, from `/proc/self` (computed once), with its witness taken
+    /// in the state home's witness directory (once; again after a retirement).
     ///
-    /// Errors: [`PID_MALFORMED`] for pid 0 or beyond 2^53 − 1; the boot id errors;
-    /// [`NOT_LIVE`] when the pid is not a live (non-zombie) process whose stat can be read.
+    /// Errors: as [`ProcessIdentity::capture`]; the witness cannot be taken while this process
+    /// is outside the initial PID namespace (without it, no other namespace could check it).
+    pub fn self_identity(&self) -> Result<Owner, IdentityError> {
+        let own = match self.own.get() {
+            Some(own) => own.clone(),
+            None => {
+                let host = self.own_view()?;
+                let boot_id = self.current_boot_id()?;
+                let (text, tasks) = read_proc("self").ok_or_else(|| IdentityError(NOT_LIVE.into()))?;
+                let start = liveness::start_id(&text, tasks, &host.view, &boot_id).ok_or_else(|| IdentityError(NOT_LIVE.into()))?;
+                let own = Owner { pid: u64::from(std::process::id()), boot_id, process_start_id: start };
+                self.own.get_or_init(|| own).clone()
+            }
+        };
+        if let (Some(witnesses), Some(namespaces)) = (&self.witnesses, self.host().namespaces()) {
+            if let Err(error) = witnesses.hold(&own, &namespaces) {
+                let collision = matches!(error, WitnessError::Collision { .. });
+                if collision || namespaces.pid != liveness::INITIAL_PID_NAMESPACE {
+                    return Err(IdentityError(format!("this process's witness cannot be taken: {error}")));
+                }
+            }
+        }
+        Ok(own)
+    }
+
+    /// Takes a witness for a process this one is about to start ([`Witnesses::spawn`]); `None`
+    /// when there is no witness directory.
+    ///
+    /// Errors: the own identity's, or the witness cannot be created.
+    pub fn spawn_witness(&self) -> Result<Option<SpawnWitness<'_>>, IdentityError> {
+        let Some(witnesses) = &self.witnesses else { return Ok(None) };
+        let own = self.self_identity()?;
+        let namespaces = self.own_view()?.namespaces().ok_or_else(|| IdentityError("no PID namespace".into()))?;
+        witnesses.spawn(&own, &namespaces).map(Some).map_err(|e| IdentityError(format!("a witness for the command cannot be taken: {e}")))
+    }
+
+    /// The identity of the live process `pid` of this process's PID namespace
+    /// (`captureProcessOwnerIdentity`, §2.4); a spawn witness taken for it is linked under it.
+    ///
+    /// Errors: [`PID_MALFORMED`] for pid 0 or beyond 2^53 − 1; the boot id errors; `/proc`
+    /// shows another PID namespace; [`NOT_LIVE`] when the pid is not a live process whose stat
+    /// can be read (a zombie whose threads all exited is not live).
     pub fn capture(&self, pid: u64) -> Result<Owner, IdentityError> {
         if pid == 0 || pid as f64 > js::MAX_SAFE_INTEGER {
             return Err(IdentityError(PID_MALFORMED.into()));
         }
+        let host = self.own_view()?;
         let boot_id = self.current_boot_id()?;
-        match self.inspect(pid, &boot_id) {
-            Inspection::Alive(process_start_id) => Ok(Owner { pid, boot_id, process_start_id }),
-            Inspection::Dead | Inspection::Unknown => Err(IdentityError(NOT_LIVE.into())),
+        let Ok(pid32) = i32::try_from(pid) else { return Err(IdentityError(NOT_LIVE.into())) };
+        let (text, tasks) = read_proc(&pid32.to_string()).ok_or_else(|| IdentityError(NOT_LIVE.into()))?;
+        let start = liveness::start_id(&text, tasks, &host.view, &boot_id).ok_or_else(|| IdentityError(NOT_LIVE.into()))?;
+        let owner = Owner { pid, boot_id, process_start_id: start };
+        if let Some(witnesses) = &self.witnesses {
+            witnesses.bind(pid, &owner).map_err(|e| IdentityError(format!("the command's witness cannot be linked: {e}")))?;
         }
+        Ok(owner)
     }
 
-    /// `processOwnerStatus(owner)` (§2.4): another boot → different-or-dead without inspecting;
-    /// a zombie, a missing pid or another process on the pid → different-or-dead; an unreadable
-    /// stat of a pid that may exist → unknown.
+    /// Everything observable about a recorded process (WIT `probe`): the current boot id, its
+    /// witness and its spawn witnesses, `/proc/<pid>/stat` and its task count, and this host's
+    /// `/proc` view. Nothing is read for an owner of another boot.
+    ///
+    /// Errors: only when the current boot id cannot be established.
+    pub fn probe(&self, owner: &Owner) -> Result<OwnerFacts, IdentityError> {
+        let boot_id = self.current_boot_id()?;
+        let view = self.host().view;
+        if owner.boot_id != boot_id {
+            return Ok(OwnerFacts {
+                boot_id,
+                witness: WitnessState::Absent,
+                recorded_pid_namespace: None,
+                spawned: WitnessState::Absent,
+                stat: ProcRead::Unreadable,
+                tasks: 0,
+                view,
+            });
+        }
+        let (witness, recorded_pid_namespace) = self.witnesses.as_ref().map_or((WitnessState::Absent, None), |w| w.test(owner));
+        let spawned = self.witnesses.as_ref().map_or(WitnessState::Absent, |w| w.test_spawned(owner));
+        let (stat, tasks) = observe(owner.pid);
+        Ok(OwnerFacts { boot_id, witness, recorded_pid_namespace, spawned, stat, tasks, view })
+    }
+
+    /// What probing `owner` proves ([`liveness::judge`] over [`ProcessIdentity::probe`]).
+    ///
+    /// Errors: only when the current boot id cannot be established.
+    pub fn liveness(&self, owner: &Owner) -> Result<Liveness, IdentityError> {
+        Ok(liveness::judge(owner, &self.probe(owner)?))
+    }
+
+    /// `processOwnerStatus(owner)` (§2.4) with the witness and namespace rules of
+    /// [`liveness::judge`].
     ///
     /// Errors: only when the current boot id cannot be established.
     pub fn owner_status(&self, owner: &Owner) -> Result<OwnerStatus, IdentityError> {
-        let boot_id = self.current_boot_id()?;
-        Ok(liveness::owner_status(owner, &boot_id, |pid| self.inspect(pid, &boot_id)))
-    }
-
-    /// Observes `pid` and applies the §2.3 rules.
-    fn inspect(&self, pid: u64, boot_id: &str) -> Inspection {
-        let mut text = String::new();
-        let observation = match read_stat(pid, &mut text) {
-            StatRead::Read => Observation::Stat(&text),
-            StatRead::Failed => observe_without_proc(pid),
-            StatRead::OutOfRange => Observation::Missing,
-        };
-        liveness::inspect(&observation, boot_id)
+        Ok(self.liveness(owner)?.status)
     }
 }
 
-enum StatRead {
-    Read,
-    Failed,
-    OutOfRange,
+/// Reads `/proc/<entry>/stat` as text and counts `/proc/<entry>/task`, through the entry's
+/// procfs directory. `None` when the stat cannot be read.
+fn read_proc(entry: &str) -> Option<(String, u32)> {
+    let process = match entry {
+        "self" => procfs::process::Process::myself().ok()?,
+        pid => procfs::process::Process::new(pid.parse().ok()?).ok()?,
+    };
+    let mut text = String::new();
+    process.open_relative("stat").ok()?.read_to_string(&mut text).ok()?;
+    let tasks = process.tasks().map_or(0, |tasks| u32::try_from(tasks.count()).unwrap_or(u32::MAX));
+    Some((text, tasks))
 }
 
-/// Reads `/proc/<pid>/stat` as text through the pid's procfs directory.
-fn read_stat(pid: u64, text: &mut String) -> StatRead {
-    let Ok(pid) = i32::try_from(pid) else {
+/// `/proc/<pid>/stat` and the task count, or why they cannot be read: only the kernel's answer
+/// to `kill(pid, 0)` can prove a pid absent (`ESRCH`). `EPERM` (exists, not ours — e.g. hidden
+/// by `hidepid`) or success with an unreadable stat prove nothing.
+fn observe(pid: u64) -> (ProcRead, u32) {
+    let Some(pid32) = i32::try_from(pid).ok().filter(|p| *p > 0) else {
         // No Linux process has a pid beyond i32: it certainly does not exist.
-        return StatRead::OutOfRange;
+        return (ProcRead::Missing, 0);
     };
-    let Ok(process) = procfs::process::Process::new(pid) else {
-        return StatRead::Failed;
-    };
-    match process.open_relative("stat").map(|mut file| file.read_to_string(text)) {
-        Ok(Ok(_)) => StatRead::Read,
-        _ => StatRead::Failed,
+    if let Some((text, tasks)) = read_proc(&pid32.to_string()) {
+        return (ProcRead::Stat(text), tasks);
     }
-}
-
-/// When `/proc/<pid>` cannot be read, only the kernel's answer to `kill(pid, 0)` can prove the
-/// pid absent (`ESRCH`). `EPERM` (exists, not ours — e.g. hidden by `hidepid`) or success with
-/// an unreadable stat prove nothing.
-fn observe_without_proc(pid: u64) -> Observation<'static> {
-    let Some(pid) = i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw) else {
-        return Observation::Missing;
-    };
+    let Some(pid) = rustix::process::Pid::from_raw(pid32) else { return (ProcRead::Missing, 0) };
     match rustix::process::test_kill_process(pid) {
-        Err(rustix::io::Errno::SRCH) => Observation::Missing,
-        _ => Observation::Unreadable,
+        Err(rustix::io::Errno::SRCH) => (ProcRead::Missing, 0),
+        _ => (ProcRead::Unreadable, 0),
     }
 }

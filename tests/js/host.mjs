@@ -7,6 +7,28 @@ import { createHash } from 'node:crypto';
 export const sha256 = (text) => createHash('sha256').update(text, 'utf8').digest('hex');
 const fail = (tag, val) => ({ payload: { tag, val } });
 
+/** The initial PID namespace's inode (the kernel's PROC_PID_INIT_INO). */
+const INITIAL_PID_NAMESPACE = 0xeffffffcn;
+
+/**
+ * The facts a host would observe that prove `status` as the reference's injected `inspect`
+ * answers it: no witness file and nothing of spawned processes; a live owner as a held witness,
+ * a dead one as a pid the kernel says is gone, an unknown one as an unreadable stat.
+ */
+export function factsImplying(owner, status) {
+  const witness = status === 'exact-live-owner' ? 'held' : 'absent';
+  const stat = status === 'different-or-dead' ? { tag: 'missing' } : { tag: 'unreadable' };
+  return {
+    bootId: owner.bootId,
+    witness,
+    recordedPidNamespace: undefined,
+    spawned: 'absent',
+    stat,
+    tasks: 0,
+    view: { pidNamespace: INITIAL_PID_NAMESPACE, boottimeOffsetNs: 0n, clockTicksPerSecond: 100n },
+  };
+}
+
 export class MemoryHost {
   constructor({ bootId = 'a'.repeat(64), status = () => 'unknown' } = {}) {
     this.files = new Map();
@@ -122,9 +144,9 @@ export class MemoryHost {
           if (host.capture === null) throw { payload: 'exact live process identity is unavailable' };
           return host.capture;
         },
-        inspectOwner(owner) {
+        probe(owner) {
           host.probed.push(owner);
-          return host.status(owner, host.probed.length);
+          return factsImplying(owner, host.status(owner, host.probed.length));
         },
       },
       workspace: {

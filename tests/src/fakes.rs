@@ -12,7 +12,7 @@ use proclease::core::effects::{
     Store, StoreFailure, Workspace, WorkspaceFailure,
 };
 use proclease::core::records::DirectoryIdentity;
-use proclease::core::liveness::OwnerStatus;
+use proclease::core::liveness::{OwnerFacts, OwnerStatus};
 use proclease::core::records::Owner;
 use proclease::effects::Effects;
 
@@ -182,6 +182,9 @@ pub fn batch_status(bytes: Option<&[u8]>, max_bytes_per_file: u32) -> BatchStatu
 /// Answers owner-status probes.
 pub type StatusOracle = Box<dyn FnMut(&Owner) -> OwnerStatus + Send>;
 
+/// Answers probes with the facts a host would observe.
+pub type FactsOracle = Box<dyn FnMut(&Owner) -> OwnerFacts + Send>;
+
 /// The scripted process table.
 pub struct Script {
     /// What `current_boot_id` returns.
@@ -190,8 +193,10 @@ pub struct Script {
     pub own: Owner,
     /// What `capture` returns; `None` means a capture must not happen (it errors loudly).
     pub capture: Option<Result<Owner, String>>,
-    /// Answers `owner_status`.
+    /// Answers probes with a status (as the reference's injected `inspect` does).
     pub status: StatusOracle,
+    /// Answers probes with facts instead (witnesses, `/proc`), when set.
+    pub facts: Option<FactsOracle>,
     /// Every owner probed, in order.
     pub probed: Vec<Owner>,
     /// How many times the current boot id was asked for.
@@ -220,6 +225,7 @@ impl ScriptedProcesses {
             own: Owner { boot_id: boot_id.into(), ..own_owner() },
             capture: None,
             status: oracle,
+            facts: None,
             probed: Vec::new(),
             boot_lookups: 0,
         })))
@@ -249,10 +255,16 @@ impl Processes for ScriptedProcesses {
         }
     }
 
-    fn owner_status(&mut self, owner: &Owner) -> Result<OwnerStatus, String> {
+    /// The oracle's status as the facts that imply it ([`OwnerFacts::implying`]: no witness,
+    /// nothing of spawned processes), or the facts oracle's facts when one is set.
+    fn probe(&mut self, owner: &Owner) -> Result<OwnerFacts, String> {
         let mut script = self.script();
         script.probed.push(owner.clone());
-        Ok((script.status)(owner))
+        if let Some(facts) = script.facts.as_mut() {
+            return Ok(facts(owner));
+        }
+        let status = (script.status)(owner);
+        Ok(OwnerFacts::implying(owner, status))
     }
 }
 
@@ -466,10 +478,10 @@ impl Processes for SeamedProcesses {
         self.real.capture(pid).map_err(|e| e.0)
     }
 
-    fn owner_status(&mut self, owner: &Owner) -> Result<OwnerStatus, String> {
+    fn probe(&mut self, owner: &Owner) -> Result<OwnerFacts, String> {
         match &self.inspect {
-            Some(oracle) => Ok((oracle.lock().unwrap_or_else(|p| p.into_inner()))(owner)),
-            None => self.real.owner_status(owner).map_err(|e| e.0),
+            Some(oracle) => Ok(OwnerFacts::implying(owner, (oracle.lock().unwrap_or_else(|p| p.into_inner()))(owner))),
+            None => self.real.probe(owner).map_err(|e| e.0),
         }
     }
 }

@@ -31,7 +31,7 @@ use proclease::core::effects::{
     BatchStatus, CollectionEntry, CollectionIdentity, CollectionSnapshot, DirectoryFacts, EntryKind, Processes, Store, StoreFailure, Workspace,
     WorkspaceFailure,
 };
-use proclease::core::liveness::OwnerStatus;
+use proclease::core::liveness::{OwnerFacts, OwnerStatus, WitnessState};
 use proclease::core::records::{DirectoryIdentity, Owner};
 
 /// The state home's path on the simulated disk.
@@ -874,8 +874,17 @@ impl Processes for SimProcesses {
         Ok(owner(pid))
     }
 
-    fn owner_status(&mut self, recorded: &Owner) -> Result<OwnerStatus, String> {
+    /// Every simulated process holds a witness (`docs/witness.md`): held while it lives, free
+    /// once it is dead. A recorded identity that is not the process on that pid has none, and
+    /// `/proc` shows the pid's own process. Processes start nothing unrecorded (no spawn
+    /// witnesses).
+    fn probe(&mut self, recorded: &Owner) -> Result<OwnerFacts, String> {
         let dead = self.dead.lock().unwrap_or_else(|p| p.into_inner()).contains(&recorded.pid);
-        Ok(if dead || *recorded != owner(recorded.pid) { OwnerStatus::DifferentOrDead } else { OwnerStatus::ExactLiveOwner })
+        if *recorded != owner(recorded.pid) {
+            return Ok(OwnerFacts::implying(recorded, OwnerStatus::DifferentOrDead));
+        }
+        let mut facts = OwnerFacts::implying(recorded, if dead { OwnerStatus::DifferentOrDead } else { OwnerStatus::ExactLiveOwner });
+        facts.witness = if dead { WitnessState::Free } else { WitnessState::Held };
+        Ok(facts)
     }
 }

@@ -12,7 +12,7 @@ use crate::effects::{Entropy, Processes, Store, StoreFailure, uuid_v4};
 use crate::error::BEEPER_PREFIX;
 use crate::records::Owner;
 use crate::records::export_admission::{self, ExportAdmission, Phase, Schema};
-use crate::{Error, digest, js};
+use crate::{Error, digest, js, liveness};
 
 /// The admission collection (§6A.1).
 pub const DIRECTORY: &str = "recovery/beeper-message-like-me-export-admission";
@@ -78,9 +78,8 @@ pub fn acquire(store: &mut dyn Store, processes: &mut dyn Processes, entropy: &m
         for _ in 0..MAX_ATTEMPTS {
             if let Some(text) = store.read_if_present(CLAIM_PATH, MAX_CLAIM_BYTES)? {
                 let observed = export_admission::parse_file(&text)?;
-                let disposition =
-                    dispositions::admission(&observed.record, &boot_id, &mut |_, owner| processes.owner_status(owner))
-                        .map_err(Error::System)?;
+                let disposition = dispositions::admission(&observed.record, &boot_id, &mut |_, owner| liveness::probe(processes, owner))
+                    .map_err(Error::System)?;
                 match disposition {
                     Disposition::Active => return Err(Error::beeper("another export is active")),
                     Disposition::Indeterminate => return Err(Error::beeper("prior export owner cannot be inspected safely")),
@@ -248,15 +247,9 @@ pub fn survey(store: &mut dyn Store, processes: &mut dyn Processes) -> Result<Op
     let boot_id = processes.current_boot_id().map_err(Error::System)?;
     let mut words = alloc::vec::Vec::new();
     let disposition = dispositions::admission(&claim, &boot_id, &mut |probe, owner| {
-        let status = processes.owner_status(owner)?;
-        let role = if probe == dispositions::Probe::Owner { "owner" } else { "helper" };
-        words.push(match status {
-            crate::liveness::OwnerStatus::ExactLiveOwner => alloc::format!("{role} pid {} is alive", owner.pid),
-            crate::liveness::OwnerStatus::Unknown => alloc::format!("{role} pid {} cannot be inspected", owner.pid),
-            _ if owner.boot_id != boot_id => alloc::format!("{role} pid {} ran before the last reboot", owner.pid),
-            _ => alloc::format!("{role} pid {} is gone", owner.pid),
-        });
-        Ok(status)
+        let liveness = liveness::probe(processes, owner)?;
+        words.push(liveness::describe(probe.name(), owner, &liveness));
+        Ok(liveness)
     })
     .map_err(Error::System)?;
     let phase = claim.phase.map_or("v1", Phase::name);

@@ -10,7 +10,7 @@ use alloc::vec::Vec;
 use crate::dispositions::{self, Disposition};
 use crate::effects::{BatchStatus, Clock, DirectoryFacts, Entropy, EntryKind, Processes, Store, Workspace, uuid_v4};
 use crate::error::BEEPER_PREFIX;
-use crate::liveness::OwnerStatus;
+use crate::liveness::{self, OwnerStatus, Spawned};
 use crate::records::directory_lease::{self, DirectoryLease, Phase, Role, dirname, is_bounded_path};
 use crate::records::{DirectoryIdentity, Owner};
 use crate::{Error, digest, js};
@@ -380,13 +380,15 @@ pub fn recover_with(now_ms: Option<f64>, fx: Effects<'_>, observe: &mut dyn FnMu
 /// its recorded child or launch window — proves it gone; what recovery then does is
 /// [`carry_out`]'s).
 fn decide(claim: &DirectoryLease, now_ms: u64, processes: &mut dyn Processes) -> Result<Decision, Error> {
-    match processes.owner_status(&claim.owner).map_err(Error::System)? {
+    let owner = liveness::probe(processes, &claim.owner).map_err(Error::System)?;
+    match owner.status {
         OwnerStatus::ExactLiveOwner => return Ok(Decision::Active),
         OwnerStatus::Unknown => return Ok(Decision::Indeterminate),
         OwnerStatus::DifferentOrDead => {}
     }
     if claim.role == Role::RawWorking {
-        let disposition = dispositions::raw_lease(claim, now_ms, &mut |_, owner| processes.owner_status(owner)).map_err(Error::System)?;
+        let disposition =
+            dispositions::raw_lease(claim, owner.spawned, now_ms, &mut |_, child| liveness::probe(processes, child)).map_err(Error::System)?;
         match disposition {
             Disposition::Active => return Ok(Decision::Active),
             Disposition::Indeterminate => return Ok(Decision::Indeterminate),
@@ -448,7 +450,6 @@ pub fn survey(now_ms: Option<f64>, fx: Effects<'_>) -> Result<Vec<Survey>, Error
     let now_ms = milliseconds(now).ok_or_else(|| Error::beeper("directory recovery time is invalid"))?;
     let Effects { store, processes, workspace, .. } = fx;
     let Some(snapshot) = store.snapshot(DIRECTORY, false)? else { return Ok(Vec::new()) };
-    let boot_id = processes.current_boot_id().map_err(Error::System)?;
     let mut out = Vec::new();
     let mut names = Vec::new();
     for entry in &snapshot.entries {
@@ -501,7 +502,7 @@ pub fn survey(now_ms: Option<f64>, fx: Effects<'_>) -> Result<Vec<Survey>, Error
                 continue;
             }
         };
-        let (disposition, reason) = explain(&claim, now_ms, &boot_id, processes)?;
+        let (disposition, reason) = explain(&claim, now_ms, processes)?;
         let action = match disposition {
             Disposition::Active | Disposition::Indeterminate => String::from("keep"),
             Disposition::Recoverable => match predict(&claim, workspace) {
@@ -517,20 +518,11 @@ pub fn survey(now_ms: Option<f64>, fx: Effects<'_>) -> Result<Vec<Survey>, Error
     Ok(out)
 }
 
-fn owner_words(status: OwnerStatus, owner: &Owner, boot_id: &str, role: &str) -> String {
-    match status {
-        OwnerStatus::ExactLiveOwner => format!("{role} pid {} is alive", owner.pid),
-        OwnerStatus::Unknown => format!("{role} pid {} cannot be inspected", owner.pid),
-        OwnerStatus::DifferentOrDead if owner.boot_id != boot_id => format!("{role} pid {} ran before the last reboot", owner.pid),
-        OwnerStatus::DifferentOrDead => format!("{role} pid {} is gone", owner.pid),
-    }
-}
-
 /// The disposition of a lease and the reason in words (the same decision as recovery's).
-fn explain(claim: &DirectoryLease, now_ms: u64, boot_id: &str, processes: &mut dyn Processes) -> Result<(Disposition, String), Error> {
-    let owner = processes.owner_status(&claim.owner).map_err(Error::System)?;
-    let owner_text = owner_words(owner, &claim.owner, boot_id, "owner");
-    match owner {
+fn explain(claim: &DirectoryLease, now_ms: u64, processes: &mut dyn Processes) -> Result<(Disposition, String), Error> {
+    let owner = liveness::probe(processes, &claim.owner).map_err(Error::System)?;
+    let owner_text = liveness::describe("owner", &claim.owner, &owner);
+    match owner.status {
         OwnerStatus::ExactLiveOwner => return Ok((Disposition::Active, owner_text)),
         OwnerStatus::Unknown => return Ok((Disposition::Indeterminate, owner_text)),
         OwnerStatus::DifferentOrDead => {}
@@ -539,17 +531,19 @@ fn explain(claim: &DirectoryLease, now_ms: u64, boot_id: &str, processes: &mut d
         return Ok((Disposition::Recoverable, owner_text));
     }
     let mut child_text = String::new();
-    let disposition = dispositions::raw_lease(claim, now_ms, &mut |_, child| {
-        let status = processes.owner_status(child)?;
-        child_text = owner_words(status, child, boot_id, "child");
-        Ok(status)
+    let disposition = dispositions::raw_lease(claim, owner.spawned, now_ms, &mut |_, child| {
+        let liveness = liveness::probe(processes, child)?;
+        child_text = liveness::describe("child", child, &liveness);
+        Ok(liveness)
     })
     .map_err(Error::System)?;
     let reason = match (claim.phase, disposition) {
+        (_, Disposition::Active) if owner.spawned == Spawned::SomeAlive => owner_text,
         (Phase::Running, _) => format!("{owner_text}; {child_text}"),
         (Phase::Launching, Disposition::Indeterminate) => {
             format!("{owner_text} while launching; recoverable from {} ms (now {now_ms} ms)", claim.recover_after_ms)
         }
+        (Phase::Launching, _) if owner.spawned == Spawned::AllGone => format!("{owner_text} while launching"),
         (Phase::Launching, _) => format!("{owner_text} while launching; its launch window has passed"),
         (phase, _) => format!("{owner_text} ({})", phase.name()),
     };

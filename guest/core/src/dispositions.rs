@@ -1,12 +1,15 @@
 //! The pure decision tables (spec §6A.5, §6A.6, §6B.4): given a record and the answers of the
-//! liveness probe, what may be done. The probe is a closure so that it is consulted exactly
+//! liveness probe, what may be done. Answers that carry only a status
+//! ([`Liveness::reference`], as the vectors and the WIT `dispositions` export give them) yield the
+//! reference's tables exactly; witness proofs extend them only towards safety or towards a
+//! proof the reference could not make (`docs/deviations.md`). The probe is a closure so that it is consulted exactly
 //! where the reference consults it, in the same order; callers that already hold the answers
 //! pass a closure that returns them (and records the calls).
 
 use alloc::string::String;
 
 use crate::Error;
-use crate::liveness::OwnerStatus;
+use crate::liveness::{Liveness, OwnerStatus, Spawned};
 use crate::records::directory_lease::{DirectoryLease, Phase as RawPhase};
 use crate::records::export_admission::{ExportAdmission, Phase, Schema};
 use crate::records::invocation_lease::{ContainmentStatus, InvocationLease};
@@ -59,17 +62,27 @@ impl Probe {
     }
 }
 
-/// The liveness probe: the status of the process `owner` recorded in role `probe`.
-pub type Inspect<'a, E> = &'a mut dyn FnMut(Probe, &Owner) -> Result<OwnerStatus, E>;
+/// The liveness probe: what is proven of the process `owner` recorded in role `probe`.
+pub type Inspect<'a, E> = &'a mut dyn FnMut(Probe, &Owner) -> Result<Liveness, E>;
 
 /// §6A.5 rows 1–12: the disposition of an observed export admission, with `boot_id` the current
 /// boot. The owner is inspected first; the helper only where rows 11–12 need it.
+///
+/// Beyond the reference (`docs/deviations.md`), for owners that took witnesses: a process the
+/// owner started that still holds its witness keeps the admission `active`; and where the
+/// reference must give up (row 10, a helper launched but never recorded; row 12, a dead helper
+/// whose descendants might run) a free witness proves every such process gone, so the claim is
+/// `recoverable`. Without witnesses the table is the reference's.
 pub fn admission<E>(claim: &ExportAdmission, boot_id: &str, inspect: Inspect<'_, E>) -> Result<Disposition, E> {
     use Disposition::*;
-    match inspect(Probe::Owner, &claim.owner)? {
+    let owner = inspect(Probe::Owner, &claim.owner)?;
+    match owner.status {
         OwnerStatus::ExactLiveOwner => return Ok(Active),
         OwnerStatus::Unknown => return Ok(Indeterminate),
         OwnerStatus::DifferentOrDead => {}
+    }
+    if owner.spawned == Spawned::SomeAlive {
+        return Ok(Active);
     }
     let same_boot = claim.owner.boot_id == boot_id;
     if claim.schema == Schema::V1 {
@@ -86,44 +99,93 @@ pub fn admission<E>(claim: &ExportAdmission, boot_id: &str, inspect: Inspect<'_,
     if !same_boot {
         return Ok(Recoverable);
     }
-    let Some(helper) = &claim.helper_owner else { return Ok(Indeterminate) };
-    Ok(match inspect(Probe::Helper, helper)? {
+    let Some(helper) = &claim.helper_owner else {
+        return Ok(if owner.spawned == Spawned::AllGone { Recoverable } else { Indeterminate });
+    };
+    let helper = inspect(Probe::Helper, helper)?;
+    Ok(match helper.status {
         OwnerStatus::ExactLiveOwner => Active,
+        OwnerStatus::DifferentOrDead if helper.lineage_gone() => Recoverable,
         _ => Indeterminate,
     })
 }
 
-/// §6A.6: the disposition of a raw-working lease whose owner is known dead, at `now_ms`.
-pub fn raw_lease<E>(claim: &DirectoryLease, now_ms: u64, inspect: Inspect<'_, E>) -> Result<Disposition, E> {
+/// §6A.6: the disposition of a raw-working lease whose owner is known dead, at `now_ms`;
+/// `spawned` is what probing that owner proved of the processes it started.
+///
+/// Beyond the reference (`docs/deviations.md`): a process the owner started that still holds
+/// its witness keeps the lease `active` in every phase (a settled lease's directory may still be
+/// the working directory of something its child left running); and a `launching` lease whose
+/// owner's spawned processes are all proven gone is `recoverable` before its launch window ends.
+pub fn raw_lease<E>(claim: &DirectoryLease, spawned: Spawned, now_ms: u64, inspect: Inspect<'_, E>) -> Result<Disposition, E> {
+    if spawned == Spawned::SomeAlive {
+        return Ok(Disposition::Active);
+    }
     Ok(match (claim.phase, &claim.child_owner) {
         (RawPhase::Preparing | RawPhase::Settled, _) => Disposition::Recoverable,
-        (RawPhase::Running, Some(child)) => match inspect(Probe::Child, child)? {
+        (RawPhase::Running, Some(child)) => match inspect(Probe::Child, child)?.status {
             OwnerStatus::ExactLiveOwner => Disposition::Active,
             OwnerStatus::Unknown => Disposition::Indeterminate,
             OwnerStatus::DifferentOrDead => Disposition::Recoverable,
         },
+        _ if spawned == Spawned::AllGone => Disposition::Recoverable,
         _ if now_ms >= claim.recover_after_ms => Disposition::Recoverable,
         _ => Disposition::Indeterminate,
     })
 }
 
-/// §6B.4 `combinedOwnerStatus`: the owner is always inspected first; the host (when recorded
-/// and the lease is past parent-owned) always next.
-pub fn invocation_combined<E>(lease: &InvocationLease, inspect: Inspect<'_, E>) -> Result<OwnerStatus, E> {
+/// What probing an invocation lease's recorded processes proved (§6B.4): the owner, and the
+/// host when the lease records one past parent-owned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InvocationProbes {
+    /// The lease's owner.
+    pub parent: Liveness,
+    /// Its containment host, when consulted.
+    pub host: Option<Liveness>,
+}
+
+impl InvocationProbes {
+    /// §6B.4 `combinedOwnerStatus` over these answers. A process the owner started that still
+    /// holds its witness counts as the owner alive.
+    pub fn combined(&self) -> OwnerStatus {
+        let parent = if self.parent.spawned == Spawned::SomeAlive { OwnerStatus::ExactLiveOwner } else { self.parent.status };
+        let Some(host) = self.host else { return parent };
+        let host = host.status;
+        if parent == OwnerStatus::ExactLiveOwner || host == OwnerStatus::ExactLiveOwner {
+            OwnerStatus::ExactLiveOwner
+        } else if parent == OwnerStatus::Unknown || host == OwnerStatus::Unknown {
+            OwnerStatus::Unknown
+        } else {
+            OwnerStatus::DifferentOrDead
+        }
+    }
+
+    /// Whether every recorded process and everything they started are proven gone by free
+    /// witnesses or a reboot (the proof a reboot gives the reference's tombstone recovery).
+    pub fn lineage_gone(&self) -> bool {
+        self.parent.lineage_gone() && self.parent.spawned != Spawned::SomeAlive && self.host.is_none_or(|h| h.lineage_gone())
+    }
+}
+
+/// §6B.4: probes the owner first, then the host (when recorded and the lease is past
+/// parent-owned), always both.
+pub fn invocation_probes<E>(lease: &InvocationLease, inspect: Inspect<'_, E>) -> Result<InvocationProbes, E> {
     let parent = inspect(Probe::Owner, &lease.owner.process)?;
     let host = match &lease.containment {
         Some(c) if c.status != ContainmentStatus::ParentOwned => c.host.as_ref(),
         _ => None,
     };
-    let Some(host) = host else { return Ok(parent) };
-    let host = inspect(Probe::Host, host)?;
-    Ok(if parent == OwnerStatus::ExactLiveOwner || host == OwnerStatus::ExactLiveOwner {
-        OwnerStatus::ExactLiveOwner
-    } else if parent == OwnerStatus::Unknown || host == OwnerStatus::Unknown {
-        OwnerStatus::Unknown
-    } else {
-        OwnerStatus::DifferentOrDead
-    })
+    let host = match host {
+        Some(host) => Some(inspect(Probe::Host, host)?),
+        None => None,
+    };
+    Ok(InvocationProbes { parent, host })
+}
+
+/// §6B.4 `combinedOwnerStatus`: the owner is always inspected first; the host (when recorded
+/// and the lease is past parent-owned) always next.
+pub fn invocation_combined<E>(lease: &InvocationLease, inspect: Inspect<'_, E>) -> Result<OwnerStatus, E> {
+    Ok(invocation_probes(lease, inspect)?.combined())
 }
 
 /// Whether a lease is a *tombstone* (§6B.9): schema 1, or a containment status other than

@@ -9,7 +9,7 @@
 use alloc::string::String;
 use alloc::vec::Vec;
 
-use crate::liveness::OwnerStatus;
+use crate::liveness::OwnerFacts;
 use crate::records::Owner;
 
 /// Why a store operation failed (WIT `store-error`).
@@ -147,8 +147,10 @@ pub trait Processes {
     fn self_identity(&mut self) -> Result<Owner, String>;
     /// The identity of live process `pid`.
     fn capture(&mut self, pid: u64) -> Result<Owner, String>;
-    /// §2.4 status of a recorded owner.
-    fn owner_status(&mut self, owner: &Owner) -> Result<OwnerStatus, String>;
+    /// What can be observed about a recorded process: its witness, the witnesses of what it
+    /// started, its `/proc` entry and the host's `/proc` view (the rules that judge them are
+    /// [`crate::liveness::judge`]). Errors: the current boot id cannot be read.
+    fn probe(&mut self, owner: &Owner) -> Result<OwnerFacts, String>;
 }
 
 /// Randomness (WIT `entropy`).

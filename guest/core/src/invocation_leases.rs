@@ -6,9 +6,9 @@ use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 
-use crate::dispositions::{self, Probe, content_bound, is_tombstone};
+use crate::dispositions::{self, content_bound, is_tombstone};
 use crate::effects::{BatchStatus, Catalog, Clock, Entropy, EntryKind, Processes, Store, uuid_v4};
-use crate::liveness::OwnerStatus;
+use crate::liveness::{self, OwnerStatus};
 use crate::records::invocation_lease::{
     self, Containment, ContainmentStatus, InvocationLease, LeaseOwner, Listed, candidate_lease_id, iso_timestamp,
 };
@@ -192,9 +192,8 @@ pub fn acquire(identity: &PortableIdentity, run_id: &str, fx: Effects<'_>) -> Re
         }
         store.ensure_private_directory(DIRECTORY)?;
         for entry in list(store)? {
-            let (_, blocked) = admission_entry(&identity.plugin_id, &entry, &mut |_, owner| {
-                processes.owner_status(owner).map_err(Error::System)
-            })?;
+            let (_, blocked) =
+                admission_entry(&identity.plugin_id, &entry, &mut |_, owner| liveness::probe(processes, owner).map_err(Error::System))?;
             if let Some(error) = blocked {
                 return Err(error);
             }
@@ -414,17 +413,22 @@ fn repair_entry(
 ) -> Result<RepairDecision, Error> {
     let Entry::Valid(snapshot) = entry else { return Ok(RepairDecision::Invalid) };
     let lease = &snapshot.record;
-    let mut inspect = |_: Probe, owner: &Owner| processes.owner_status(owner).map_err(Error::System);
-    let (_, mut status) = dispositions::invocation_owner_status(lease, &snapshot.sha256, &mut inspect)?;
+    content_bound(lease, &snapshot.sha256)?;
+    let probes = dispositions::invocation_probes(lease, &mut |_, owner| liveness::probe(processes, owner).map_err(Error::System))?;
+    let mut status = dispositions::invocation_reported(lease, probes.combined());
     let tombstone = is_tombstone(lease);
     if recover && tombstone {
         let mut current_boot = |processes: &mut dyn Processes| boot.get_or_insert_with(|| processes.current_boot_id()).clone().ok();
         match lease.containment.as_ref() {
             Some(c) if matches!(c.status, ContainmentStatus::ParentOwned | ContainmentStatus::HostStarting) => {
-                status = dispositions::invocation_combined(lease, &mut |_, owner| processes.owner_status(owner).map_err(Error::System))?;
+                status = dispositions::invocation_combined(lease, &mut |_, owner| liveness::probe(processes, owner).map_err(Error::System))?;
             }
+            // host-active: a reboot past every recorded process proves it gone (the reference);
+            // so do free witnesses of every recorded process and of what they started, which
+            // prove the same of those processes (docs/deviations.md).
+            Some(c) if c.status == ContainmentStatus::HostActive && probes.lineage_gone() => status = OwnerStatus::DifferentOrDead,
+            // host-active / cleanup-unsafe: only a reboot past every recorded process proves it.
             Some(c) => {
-                // host-active / cleanup-unsafe: only a reboot past every recorded process proves it.
                 status = match current_boot(processes) {
                     Some(b) if lease.owner.process.boot_id != b && c.host.as_ref().is_none_or(|h| h.boot_id != b) => OwnerStatus::DifferentOrDead,
                     _ => OwnerStatus::Unknown,

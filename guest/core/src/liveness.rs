@@ -1,11 +1,26 @@
-//! Owner liveness (spec §2.4): what probing a recorded owner proves.
+//! Owner liveness (spec §2.4, and proclease's witness, `docs/witness.md`): what probing a
+//! recorded process proves.
 //!
-//! The host only observes (reads the boot id and `/proc/<pid>/stat` bytes, asks the kernel
-//! whether a pid exists); the rules that turn those observations into an [`OwnerStatus`] live
-//! here, so every host decides the same way.
+//! The host only observes. For a recorded process it reports [`OwnerFacts`]: the state of the
+//! process's kernel-lock *witness* (a `flock` that the process, and everything that inherited it,
+//! holds until it is gone), the witnesses of processes it started before recording them, what
+//! `/proc/<pid>/stat` and `/proc/<pid>/task` show, and which PID and time namespace that `/proc`
+//! view belongs to. The rules that turn those facts into an [`OwnerStatus`] are here, so every
+//! host decides the same way.
+//!
+//! Where the reference's `/proc` proof is unsound, these rules keep its answer only where the
+//! facts make it sound (`docs/deviations.md`):
+//! - a pid is only meaningful in the PID namespace it was recorded in: a `/proc` that shows
+//!   another namespace proves nothing but an exact match;
+//! - `starttime` in `/proc/<pid>/stat` is shifted by the *reader's* time namespace: it is brought
+//!   back to the initial time namespace before the process start id is computed;
+//! - a thread-group leader that exited while its other threads run shows state `Z` but is alive;
+//! - a witness that is held proves a holder alive, a free one proves every holder gone, in any
+//!   namespace and whatever `/proc` hides.
 
-use alloc::string::String;
+use alloc::string::{String, ToString};
 
+use crate::digest;
 use crate::proc_stat::{self, ProcStat};
 use crate::records::Owner;
 
@@ -41,18 +56,201 @@ impl OwnerStatus {
     }
 }
 
-/// What a host observed about one pid.
+/// The inode number of the initial PID namespace (`PROC_PID_INIT_INO` in the Linux kernel):
+/// what `stat(/proc/self/ns/pid).st_ino` gives outside any container.
+pub const INITIAL_PID_NAMESPACE: u64 = 0xEFFF_FFFC;
+
+/// The state of a kernel-lock witness as a host found it (`docs/witness.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WitnessState {
+    /// No witness file: the record was not written with one (ghostget, or a process that could
+    /// not take one).
+    Absent,
+    /// Its lock is held: the process, or something that inherited the witness, is alive.
+    Held,
+    /// Its lock is free: every process that held it is gone.
+    Free,
+    /// The witness exists but its lock cannot be tested (the filesystem refuses `flock`).
+    Untestable,
+}
+
+impl WitnessState {
+    /// `absent`, `held`, `free` or `untestable`.
+    pub fn name(self) -> &'static str {
+        match self {
+            WitnessState::Absent => "absent",
+            WitnessState::Held => "held",
+            WitnessState::Free => "free",
+            WitnessState::Untestable => "untestable",
+        }
+    }
+}
+
+/// What reading `/proc/<pid>/stat` gave.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Observation<'a> {
-    /// The content of `/proc/<pid>/stat`.
-    Stat(&'a str),
-    /// The stat could not be read and the kernel says no such process exists (`ESRCH`), or the
-    /// pid is outside the range a process can have.
+pub enum ProcRead {
+    /// The file's content.
+    Stat(String),
+    /// It could not be read and the kernel says no such process exists (`ESRCH`), or the pid is
+    /// outside the range a process can have.
     Missing,
-    /// The stat could not be read but the process may exist (`EPERM`, hidden by `hidepid`,
-    /// any other error). Beyond the reference, a hidden `/proc` entry of an existing pid is
-    /// never taken as proof of death.
+    /// It could not be read but the process may exist (`EPERM`, hidden by `hidepid`, any other
+    /// error). Beyond the reference, this is never taken as proof of death.
     Unreadable,
+}
+
+/// The host's `/proc` view: which namespaces its numbers are relative to. The same for every
+/// probe a host makes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProcView {
+    /// The PID namespace whose pids the host's `/proc` shows (`st_ino` of its
+    /// `/proc/self/ns/pid`), or `None` when that `/proc` does not show the host's own PID
+    /// namespace (a `/proc` mounted for an ancestor namespace), so that its namespace cannot
+    /// be known.
+    pub pid_namespace: Option<u64>,
+    /// The boottime offset of the host's time namespace, ns (`/proc/self/timens_offsets`; 0
+    /// outside a time namespace).
+    pub boottime_offset_ns: i64,
+    /// `USER_HZ`, the unit of `starttime` (clock ticks per second; 100 on Linux).
+    pub clock_ticks_per_second: u64,
+}
+
+impl ProcView {
+    /// The view of a host in the initial namespaces with `USER_HZ` 100.
+    pub const INITIAL: ProcView = ProcView { pid_namespace: Some(INITIAL_PID_NAMESPACE), boottime_offset_ns: 0, clock_ticks_per_second: 100 };
+
+    /// The boottime offset in clock ticks, when it is a whole number of ticks (it always is for
+    /// offsets set in seconds, as `unshare --boottime` sets them).
+    pub fn offset_ticks(&self) -> Option<i64> {
+        if self.clock_ticks_per_second == 0 || 1_000_000_000 % self.clock_ticks_per_second != 0 {
+            return None;
+        }
+        let tick_ns = (1_000_000_000 / self.clock_ticks_per_second) as i64;
+        (self.boottime_offset_ns % tick_ns == 0).then_some(self.boottime_offset_ns / tick_ns)
+    }
+}
+
+/// What a host observed about one recorded process (WIT `process-identity.owner-facts`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnerFacts {
+    /// The current boot id, as the host read it for this probe (§2.4 step 1: a probe fails when
+    /// it cannot be read).
+    pub boot_id: String,
+    /// The witness of this identity.
+    pub witness: WitnessState,
+    /// The PID namespace the witness says the pid was recorded in (its content), when there is
+    /// a readable witness.
+    pub recorded_pid_namespace: Option<u64>,
+    /// The witnesses this identity took for processes it started before it could record them:
+    /// `held` if any is held, `free` if there are some and all are free, `absent` if none.
+    pub spawned: WitnessState,
+    /// `/proc/<pid>/stat`.
+    pub stat: ProcRead,
+    /// Entries in `/proc/<pid>/task` (the process's threads, an exited leader included); 0 when
+    /// not read.
+    pub tasks: u32,
+    /// The host's `/proc` view.
+    pub view: ProcView,
+}
+
+impl OwnerFacts {
+    /// Facts that prove `status` exactly as the reference's injected `inspect` seam would
+    /// answer it, with no witness and nothing of spawned processes: `exact-live-owner` as a held
+    /// witness, `different-or-dead` as a pid the kernel says is gone, `unknown` as an unreadable
+    /// stat. For in-memory hosts and the conformance vectors, which script statuses.
+    pub fn implying(owner: &Owner, status: OwnerStatus) -> OwnerFacts {
+        let (witness, stat) = match status {
+            OwnerStatus::ExactLiveOwner => (WitnessState::Held, ProcRead::Unreadable),
+            OwnerStatus::DifferentOrDead => (WitnessState::Absent, ProcRead::Missing),
+            OwnerStatus::Unknown => (WitnessState::Absent, ProcRead::Unreadable),
+        };
+        OwnerFacts {
+            boot_id: owner.boot_id.clone(),
+            witness,
+            recorded_pid_namespace: None,
+            spawned: WitnessState::Absent,
+            stat,
+            tasks: 0,
+            view: ProcView::INITIAL,
+        }
+    }
+}
+
+/// What is proven of the processes a recorded owner started before it could record them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Spawned {
+    /// It started some under witness, and every one of them (and what inherited their witness)
+    /// is gone.
+    AllGone,
+    /// One of them, or something that inherited its witness, is alive.
+    SomeAlive,
+    /// Nothing is known (no spawn witness: ghostget, or an embedder that did not use one).
+    Unproven,
+}
+
+/// Which fact decided an owner status (for explanations and logs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Proof {
+    /// The owner ran before the last reboot.
+    OtherBoot,
+    /// Its witness is held.
+    WitnessHeld,
+    /// Its witness is free.
+    WitnessFree,
+    /// `/proc` shows the same process alive.
+    ProcAlive,
+    /// `/proc` shows its pid gone, a zombie, or another process.
+    ProcGone,
+    /// `/proc` cannot be read for the pid.
+    ProcUnreadable,
+    /// `/proc` shows another PID namespace than the one the pid was recorded in (or the
+    /// recorder's namespace cannot be known): only an exact match would prove anything.
+    ForeignNamespace,
+}
+
+impl Proof {
+    /// Words for an explanation, e.g. `its witness lock is free`.
+    pub fn words(self) -> &'static str {
+        match self {
+            Proof::OtherBoot => "it ran before the last reboot",
+            Proof::WitnessHeld => "its witness lock is held",
+            Proof::WitnessFree => "its witness lock is free",
+            Proof::ProcAlive => "/proc shows it running",
+            Proof::ProcGone => "/proc shows it gone",
+            Proof::ProcUnreadable => "/proc cannot be read for it",
+            Proof::ForeignNamespace => "it was recorded in another PID namespace than this /proc shows",
+        }
+    }
+}
+
+/// What probing a recorded process proves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Liveness {
+    /// The process itself (with a witness: the process or what inherited its witness).
+    pub status: OwnerStatus,
+    /// The processes it started before it could record them.
+    pub spawned: Spawned,
+    /// What decided `status`.
+    pub proof: Proof,
+}
+
+impl Liveness {
+    /// A status as the reference's injected `inspect` seam answers it: nothing known of
+    /// spawned processes.
+    pub fn reference(status: OwnerStatus) -> Liveness {
+        let proof = match status {
+            OwnerStatus::ExactLiveOwner => Proof::ProcAlive,
+            OwnerStatus::DifferentOrDead => Proof::ProcGone,
+            OwnerStatus::Unknown => Proof::ProcUnreadable,
+        };
+        Liveness { status, spawned: Spawned::Unproven, proof }
+    }
+
+    /// Whether this process, and every process it inherited its witness to, is proven gone by
+    /// a free witness or a reboot (not by `/proc` alone, which cannot see descendants).
+    pub fn lineage_gone(&self) -> bool {
+        self.status == OwnerStatus::DifferentOrDead && matches!(self.proof, Proof::WitnessFree | Proof::OtherBoot)
+    }
 }
 
 /// What an observation proves about a pid (`inspectProcessStartId`, §2.3).
@@ -66,64 +264,251 @@ pub enum Inspection {
     Unknown,
 }
 
-/// Turns an observation of a pid into an inspection, for the system whose boot id is
-/// `boot_id` (§2.3).
-pub fn inspect(observation: &Observation<'_>, boot_id: &str) -> Inspection {
-    match observation {
-        Observation::Stat(stat) => match proc_stat::parse(stat, boot_id) {
-            ProcStat::Alive { process_start_id, .. } => Inspection::Alive(process_start_id),
-            ProcStat::Dead => Inspection::Dead,
-            ProcStat::Unknown => Inspection::Unknown,
+/// Turns `/proc` facts about a pid into an inspection for the boot `boot_id` (§2.3, with the
+/// two corrections above): a `Z`/`X` leader with other tasks is alive, and the start time is
+/// brought back to the initial time namespace.
+///
+/// When the view's boottime offset is not a whole number of clock ticks, the start time cannot
+/// be corrected exactly: the inspection is then `Unknown` for a live process (its start id could
+/// be either neighbour).
+pub fn inspect(stat: &ProcRead, tasks: u32, view: &ProcView, boot_id: &str) -> Inspection {
+    let text = match stat {
+        ProcRead::Stat(text) => text,
+        ProcRead::Missing => return Inspection::Dead,
+        ProcRead::Unreadable => return Inspection::Unknown,
+    };
+    let raw_start = match proc_stat::parse(text, boot_id) {
+        ProcStat::Alive { raw_start, .. } => raw_start,
+        // An exited leader whose other threads still run: the process is alive, and its stat
+        // still carries the start time.
+        ProcStat::Dead if tasks > 1 => match proc_stat::start_field(text) {
+            Some(start) => start.to_string(),
+            None => return Inspection::Unknown,
         },
-        Observation::Missing => Inspection::Dead,
-        Observation::Unreadable => Inspection::Unknown,
+        ProcStat::Dead => return Inspection::Dead,
+        ProcStat::Unknown => return Inspection::Unknown,
+    };
+    match normalized_start(&raw_start, view) {
+        Some(start) => Inspection::Alive(digest::process_start_id(boot_id, &start)),
+        None => Inspection::Unknown,
     }
 }
 
-/// `processOwnerStatus(owner)` (§2.4) once the current boot id is known: another boot proves
-/// nothing of this boot's processes is the owner (no inspection needed); otherwise the pid's
-/// inspection decides, and a live process counts only if its start id matches.
-pub fn owner_status(owner: &Owner, current_boot_id: &str, inspect_pid: impl FnOnce(u64) -> Inspection) -> OwnerStatus {
+/// `starttime` as the initial time namespace shows it: the reader's value less its boottime
+/// offset in ticks. `None` when the offset is not whole ticks or the value is out of range.
+pub fn normalized_start(raw_start: &str, view: &ProcView) -> Option<String> {
+    let offset = view.offset_ticks()?;
+    if offset == 0 {
+        return Some(raw_start.into());
+    }
+    let start: i128 = raw_start.parse().ok()?;
+    let corrected = start - i128::from(offset);
+    (corrected >= 0).then(|| corrected.to_string())
+}
+
+/// The process start id of a live process from its `/proc/<pid>/stat` (§2.3), corrected as
+/// [`inspect`] does. `None` when the stat does not show a live process.
+pub fn start_id(stat: &str, tasks: u32, view: &ProcView, boot_id: &str) -> Option<String> {
+    match inspect(&ProcRead::Stat(stat.into()), tasks, view, boot_id) {
+        Inspection::Alive(start) => Some(start),
+        _ => None,
+    }
+}
+
+/// `processOwnerStatus(owner)` (§2.4) from what a host observed, with the witness and namespace
+/// rules of this module:
+///
+/// 1. another boot → `different-or-dead` (nothing of that boot runs), no probe needed;
+/// 2. witness held → `exact-live-owner`;
+/// 3. witness free → `different-or-dead`, unless a `/proc` in the recorded namespace shows the
+///    same process running (it closed its inherited witness): then `exact-live-owner`;
+/// 4. no testable witness → the `/proc` proof of §2.3–2.4, which decides only when `/proc`
+///    shows the namespace the pid was recorded in (from the witness's content, or — for a
+///    record without a witness — the initial PID namespace); otherwise only an exact match
+///    counts, and anything else is `unknown`.
+pub fn judge(owner: &Owner, facts: &OwnerFacts) -> Liveness {
+    let current_boot_id = facts.boot_id.as_str();
     if owner.boot_id != current_boot_id {
-        return OwnerStatus::DifferentOrDead;
+        return Liveness { status: OwnerStatus::DifferentOrDead, spawned: Spawned::AllGone, proof: Proof::OtherBoot };
     }
-    match inspect_pid(owner.pid) {
-        Inspection::Unknown => OwnerStatus::Unknown,
-        Inspection::Dead => OwnerStatus::DifferentOrDead,
-        Inspection::Alive(start) if start == owner.process_start_id => OwnerStatus::ExactLiveOwner,
-        Inspection::Alive(_) => OwnerStatus::DifferentOrDead,
+    let spawned = match facts.spawned {
+        WitnessState::Held => Spawned::SomeAlive,
+        WitnessState::Free => Spawned::AllGone,
+        WitnessState::Absent | WitnessState::Untestable => Spawned::Unproven,
+    };
+    let at = |status, proof| Liveness { status, spawned, proof };
+    if facts.witness == WitnessState::Held {
+        return at(OwnerStatus::ExactLiveOwner, Proof::WitnessHeld);
     }
+    let recorded_namespace = match facts.witness {
+        WitnessState::Absent => Some(INITIAL_PID_NAMESPACE),
+        _ => facts.recorded_pid_namespace,
+    };
+    let consultable = recorded_namespace.is_some() && recorded_namespace == facts.view.pid_namespace;
+    let inspection = inspect(&facts.stat, facts.tasks, &facts.view, current_boot_id);
+    let same_process = matches!(&inspection, Inspection::Alive(start) if *start == owner.process_start_id);
+    if same_process {
+        return at(OwnerStatus::ExactLiveOwner, Proof::ProcAlive);
+    }
+    if facts.witness == WitnessState::Free {
+        return at(OwnerStatus::DifferentOrDead, Proof::WitnessFree);
+    }
+    if !consultable {
+        return at(OwnerStatus::Unknown, Proof::ForeignNamespace);
+    }
+    match inspection {
+        Inspection::Unknown => at(OwnerStatus::Unknown, Proof::ProcUnreadable),
+        Inspection::Dead | Inspection::Alive(_) => at(OwnerStatus::DifferentOrDead, Proof::ProcGone),
+    }
+}
+
+/// Words for a probe's answer in an explanation, e.g. `owner pid 42 is gone (its witness lock is
+/// free)`; `role` names the recorded process (`owner`, `helper`, `child`, `host`).
+pub fn describe(role: &str, owner: &Owner, liveness: &Liveness) -> String {
+    let state = match (liveness.status, liveness.proof) {
+        (_, Proof::OtherBoot) => "ran before the last reboot",
+        (OwnerStatus::ExactLiveOwner, _) => "is alive",
+        (OwnerStatus::DifferentOrDead, _) => "is gone",
+        (OwnerStatus::Unknown, _) => "cannot be inspected",
+    };
+    let mut text = alloc::format!("{role} pid {} {state}", owner.pid);
+    if liveness.proof != Proof::OtherBoot {
+        text.push_str(" (");
+        text.push_str(liveness.proof.words());
+        text.push(')');
+    }
+    match liveness.spawned {
+        Spawned::SomeAlive => text.push_str("; a process it started still runs (its witness lock is held)"),
+        Spawned::AllGone if liveness.proof != Proof::OtherBoot && liveness.status != OwnerStatus::ExactLiveOwner => {
+            text.push_str("; every process it started is gone (their witness locks are free)")
+        }
+        _ => {}
+    }
+    text
+}
+
+/// Probes `owner` through `processes` and judges the facts ([`judge`]).
+///
+/// Errors: the probe's (the current boot id could not be read).
+pub fn probe(processes: &mut dyn crate::effects::Processes, owner: &Owner) -> Result<Liveness, String> {
+    Ok(judge(owner, &processes.probe(owner)?))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn owner(boot: &str, start: &str) -> Owner {
-        Owner { pid: 42, boot_id: boot.into(), process_start_id: start.into() }
+    const BOOT: &str = "2e428f285ab5c7529544f882ab5704fda290111df77d659381ffdf07d68f8572";
+
+    fn stat(state: &str, start: u64) -> String {
+        alloc::format!("42 (worker) {state} 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 {start} 0 0")
+    }
+
+    fn recorded(start: u64) -> Owner {
+        Owner { pid: 42, boot_id: BOOT.into(), process_start_id: digest::process_start_id(BOOT, &start.to_string()) }
+    }
+
+    fn facts(witness: WitnessState, stat: ProcRead) -> OwnerFacts {
+        OwnerFacts { boot_id: BOOT.into(), witness, recorded_pid_namespace: None, spawned: WitnessState::Absent, stat, tasks: 1, view: ProcView::INITIAL }
+    }
+
+    fn status(owner: &Owner, facts: &OwnerFacts) -> OwnerStatus {
+        judge(owner, facts).status
     }
 
     #[test]
-    fn other_boot_is_dead_without_inspection() {
-        let status = owner_status(&owner("b1", "s"), "b2", |_| panic!("must not inspect"));
-        assert_eq!(status, OwnerStatus::DifferentOrDead);
+    fn other_boot_is_dead_with_everything_it_started() {
+        let liveness = judge(&Owner { boot_id: "b".repeat(64), ..recorded(7) }, &facts(WitnessState::Held, ProcRead::Missing));
+        assert_eq!(liveness.status, OwnerStatus::DifferentOrDead);
+        assert_eq!(liveness.spawned, Spawned::AllGone);
+        assert!(liveness.lineage_gone());
     }
 
     #[test]
-    fn start_id_must_match() {
-        let alive = |s: &str| {
-            let s = String::from(s);
-            move |_| Inspection::Alive(s)
-        };
-        assert_eq!(owner_status(&owner("b", "s"), "b", alive("s")), OwnerStatus::ExactLiveOwner);
-        assert_eq!(owner_status(&owner("b", "s"), "b", alive("t")), OwnerStatus::DifferentOrDead);
-        assert_eq!(owner_status(&owner("b", "s"), "b", |_| Inspection::Dead), OwnerStatus::DifferentOrDead);
-        assert_eq!(owner_status(&owner("b", "s"), "b", |_| Inspection::Unknown), OwnerStatus::Unknown);
+    fn without_a_witness_the_reference_proof_holds_in_the_initial_namespace() {
+        let owner = recorded(424242);
+        assert_eq!(status(&owner, &facts(WitnessState::Absent, ProcRead::Stat(stat("S", 424242)))), OwnerStatus::ExactLiveOwner);
+        assert_eq!(status(&owner, &facts(WitnessState::Absent, ProcRead::Stat(stat("S", 1)))), OwnerStatus::DifferentOrDead);
+        assert_eq!(status(&owner, &facts(WitnessState::Absent, ProcRead::Stat(stat("Z", 424242)))), OwnerStatus::DifferentOrDead);
+        assert_eq!(status(&owner, &facts(WitnessState::Absent, ProcRead::Missing)), OwnerStatus::DifferentOrDead);
+        assert_eq!(status(&owner, &facts(WitnessState::Absent, ProcRead::Unreadable)), OwnerStatus::Unknown);
+        assert!(!judge(&owner, &facts(WitnessState::Absent, ProcRead::Missing)).lineage_gone());
     }
 
     #[test]
-    fn a_hidden_proc_entry_is_never_death() {
-        assert_eq!(inspect(&Observation::Unreadable, "b"), Inspection::Unknown);
-        assert_eq!(inspect(&Observation::Missing, "b"), Inspection::Dead);
+    fn a_zombie_leader_with_running_threads_is_alive() {
+        let owner = recorded(424242);
+        let mut threads = facts(WitnessState::Absent, ProcRead::Stat(stat("Z", 424242)));
+        threads.tasks = 2;
+        assert_eq!(status(&owner, &threads), OwnerStatus::ExactLiveOwner);
+        threads.tasks = 1;
+        assert_eq!(status(&owner, &threads), OwnerStatus::DifferentOrDead);
+    }
+
+    #[test]
+    fn a_foreign_or_unknowable_namespace_proves_nothing_but_a_match() {
+        let owner = recorded(424242);
+        for view_ns in [None, Some(4026532000)] {
+            let mut f = facts(WitnessState::Absent, ProcRead::Missing);
+            f.view.pid_namespace = view_ns;
+            assert_eq!(status(&owner, &f), OwnerStatus::Unknown, "{view_ns:?}");
+            f.stat = ProcRead::Stat(stat("S", 424242));
+            assert_eq!(status(&owner, &f), OwnerStatus::ExactLiveOwner);
+        }
+        // An untestable witness says where the pid was recorded.
+        let mut f = facts(WitnessState::Untestable, ProcRead::Missing);
+        f.recorded_pid_namespace = Some(4026532000);
+        assert_eq!(status(&owner, &f), OwnerStatus::Unknown);
+        f.view.pid_namespace = Some(4026532000);
+        assert_eq!(status(&owner, &f), OwnerStatus::DifferentOrDead);
+    }
+
+    #[test]
+    fn the_witness_decides_in_any_namespace() {
+        let owner = recorded(424242);
+        let mut f = facts(WitnessState::Held, ProcRead::Missing);
+        f.view.pid_namespace = None;
+        assert_eq!(status(&owner, &f), OwnerStatus::ExactLiveOwner);
+        f.witness = WitnessState::Free;
+        let liveness = judge(&owner, &f);
+        assert_eq!((liveness.status, liveness.proof), (OwnerStatus::DifferentOrDead, Proof::WitnessFree));
+        assert!(liveness.lineage_gone());
+        // A process that closed its inherited witness but still runs, seen in its namespace.
+        f.stat = ProcRead::Stat(stat("R", 424242));
+        assert_eq!(status(&owner, &f), OwnerStatus::ExactLiveOwner);
+    }
+
+    #[test]
+    fn start_times_are_read_in_the_initial_time_namespace() {
+        let owner = recorded(1_000);
+        // A reader whose boottime is one day ahead sees starttime + 86400 s × 100 ticks.
+        let mut f = facts(WitnessState::Absent, ProcRead::Stat(stat("S", 1_000 + 8_640_000)));
+        f.view.boottime_offset_ns = 86_400 * 1_000_000_000;
+        assert_eq!(status(&owner, &f), OwnerStatus::ExactLiveOwner);
+        // Not whole ticks: the correction is uncertain, so a mismatch proves nothing.
+        f.view.boottime_offset_ns += 1;
+        assert_eq!(status(&owner, &f), OwnerStatus::Unknown);
+        assert_eq!(normalized_start("5", &ProcView { boottime_offset_ns: -20_000_000, ..ProcView::INITIAL }).as_deref(), Some("7"));
+    }
+
+    #[test]
+    fn spawned_witnesses_are_reported() {
+        let owner = recorded(1);
+        let mut f = facts(WitnessState::Free, ProcRead::Missing);
+        f.spawned = WitnessState::Held;
+        assert_eq!(judge(&owner, &f).spawned, Spawned::SomeAlive);
+        f.spawned = WitnessState::Free;
+        assert_eq!(judge(&owner, &f).spawned, Spawned::AllGone);
+    }
+
+    #[test]
+    fn implied_facts_give_the_reference_statuses() {
+        let owner = recorded(1);
+        for s in [OwnerStatus::ExactLiveOwner, OwnerStatus::DifferentOrDead, OwnerStatus::Unknown] {
+            let liveness = judge(&owner, &OwnerFacts::implying(&owner, s));
+            assert_eq!(liveness.status, s);
+            assert_eq!(liveness.spawned, Spawned::Unproven);
+            assert!(!liveness.lineage_gone());
+        }
     }
 }

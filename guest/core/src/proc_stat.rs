@@ -31,15 +31,7 @@ pub enum ProcStat {
 /// of whitespace: field 0 is the state, field 19 the start time. `Z`/`X`/`x` → dead; a state not
 /// in `R S D T t W K P I` → unknown; a start time missing or not ASCII digits → unknown.
 pub fn parse(stat: &str, boot_id: &str) -> ProcStat {
-    let text = js::trim(stat);
-    let close = match text.rfind(')') {
-        Some(index) if index >= 1 => index,
-        _ => return ProcStat::Unknown,
-    };
-    let fields: Vec<&str> = js::trim(&text[close + 1..])
-        .split(js::is_js_space)
-        .filter(|f| !f.is_empty())
-        .collect();
+    let Some(fields) = fields(stat) else { return ProcStat::Unknown };
     match fields.first().copied() {
         Some("Z" | "X" | "x") => return ProcStat::Dead,
         Some("R" | "S" | "D" | "T" | "t" | "W" | "K" | "P" | "I") => {}
@@ -52,6 +44,23 @@ pub fn parse(stat: &str, boot_id: &str) -> ProcStat {
         },
         _ => ProcStat::Unknown,
     }
+}
+
+/// The fields after the command name (the last `)`), split on runs of whitespace: field 0 is
+/// the state. `None` when there is no `)` at index ≥ 1.
+fn fields(stat: &str) -> Option<Vec<&str>> {
+    let text = js::trim(stat);
+    let close = match text.rfind(')') {
+        Some(index) if index >= 1 => index,
+        _ => return None,
+    };
+    Some(js::trim(&text[close + 1..]).split(js::is_js_space).filter(|f| !f.is_empty()).collect())
+}
+
+/// Stat field 22 (`starttime`) as decimal text, whatever the state: a zombie thread-group
+/// leader whose other threads still run keeps its start time (`liveness::inspect`).
+pub fn start_field(stat: &str) -> Option<&str> {
+    fields(stat)?.get(19).copied().filter(|start| js::is_ascii_digits(start))
 }
 
 #[cfg(test)]
@@ -74,5 +83,7 @@ mod tests {
         assert_eq!(parse("42 (worker) Q 1", BOOT), ProcStat::Unknown);
         assert_eq!(parse("42 (worker) R", BOOT), ProcStat::Unknown);
         assert_eq!(parse(")", BOOT), ProcStat::Unknown);
+        assert_eq!(start_field("42 (w) Z 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 99 0"), Some("99"));
+        assert_eq!(start_field("42 (w) Z"), None);
     }
 }

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 use proclease::core::invocation_leases::{Entry, RepairDecision};
+use proclease::supervisor::Launch;
 use proclease::{ContainmentController, Runtime, acquire_invocation_lease, invocation_lease_status, list_invocation_leases, release_invocation_lease, repair_invocation_leases};
 use serde_json::json;
 
@@ -157,15 +158,28 @@ fn invoke(ctx: &Context, runtime: &Runtime, args: RunArgs) -> Result<ExitCode, S
     let snapshot = acquire_invocation_lease(runtime, ctx.effects(), &identity, &run_id).map_err(|e| e.to_string())?;
     let mut controller = ContainmentController::create(runtime, ctx.effects(), &snapshot).map_err(|e| e.to_string())?;
 
-    let mut child = match std::process::Command::new(&args.command[0]).args(&args.command[1..]).spawn() {
+    let abandon = |controller: &mut ContainmentController| {
+        // Nothing ran: cleanup is trivially complete.
+        let _ = controller.cleanup_complete();
+        if let Ok(current) = controller.current() {
+            let _ = release_invocation_lease(runtime, ctx.effects(), &current);
+        }
+    };
+    // The host's witness (docs/witness.md) is taken before it starts and handed to it.
+    let launch = match Launch::prepare(&ctx.identity) {
+        Ok(launch) => launch,
+        Err(e) => {
+            abandon(&mut controller);
+            return Err(e.to_string());
+        }
+    };
+    let mut command = std::process::Command::new(&args.command[0]);
+    command.args(&args.command[1..]);
+    let mut child = match launch.spawn(&mut command) {
         Ok(child) => child,
         Err(e) => {
-            // Nothing ran: cleanup is trivially complete.
-            let _ = controller.cleanup_complete();
-            if let Ok(current) = controller.current() {
-                let _ = release_invocation_lease(runtime, ctx.effects(), &current);
-            }
-            return Err(format!("{}: cannot start the command: {e}", args.command[0]));
+            abandon(&mut controller);
+            return Err(format!("{}: {e}", args.command[0]));
         }
     };
     // Record the host process before waiting on it; a host that already exited is reaped below.
@@ -186,8 +200,10 @@ fn invoke(ctx: &Context, runtime: &Runtime, args: RunArgs) -> Result<ExitCode, S
     let released = cleanup
         .and_then(|()| controller.current())
         .and_then(|current| if status.is_ok() { release_invocation_lease(runtime, ctx.effects(), &current) } else { Ok(()) });
-    if let Err(e) = released {
-        eprintln!("proclease: {e} (the lease stays; `proclease invocations repair` shows it)");
+    match released {
+        Err(e) => eprintln!("proclease: {e} (the lease stays; `proclease invocations repair` shows it)"),
+        Ok(()) if status.is_ok() => proclease::supervisor::retire(&ctx.identity),
+        Ok(()) => {}
     }
     let status = status.map_err(|e| format!("waiting for the command: {e}"))?;
     Ok(match (status.code(), status.signal()) {

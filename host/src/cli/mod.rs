@@ -19,6 +19,7 @@ use proclease::plugin_catalog::{PluginCatalog, Source};
 use proclease::process_identity::ProcessIdentity;
 use proclease::state_home::StateHome;
 use proclease::state_store::StateStore;
+use proclease::witness::Witnesses;
 use proclease::workspace::Workspace;
 
 /// Exit status when a live owner holds what was asked for (`… another export is active`).
@@ -133,7 +134,12 @@ impl Context {
     pub fn open(global: &Global) -> Result<Context, String> {
         let (path, _) = StateHome::select(global.state_home.as_deref()).map_err(|e| e.to_string())?;
         let home = StateHome::open(&path).map_err(|e| e.to_string())?;
-        let identity = Arc::new(ProcessIdentity::new());
+        // Witnesses are taken and tested in the state home (docs/witness.md); a home where they
+        // cannot be kept (read-only) still serves every read, with the /proc proof alone.
+        let identity = Arc::new(match Witnesses::open(&home) {
+            Ok(witnesses) => ProcessIdentity::with_witnesses(witnesses),
+            Err(_) => ProcessIdentity::new(),
+        });
         let store = Arc::new(StateStore::open(home, identity.clone()).map_err(|e| e.to_string())?);
         let roots = if global.workspace_roots.is_empty() { Workspace::default_roots() } else { global.workspace_roots.clone() };
         let workspace = Arc::new(Workspace::new(&roots).map_err(|e| e.to_string())?);

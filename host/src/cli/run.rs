@@ -14,6 +14,7 @@ use std::process::ExitCode;
 use clap::Args;
 use proclease::core::directory_leases::Request;
 use proclease::core::records::directory_lease::{Phase, Role};
+use proclease::supervisor::Launch;
 use proclease::{Admission, DirectoryLease, Runtime};
 
 use super::{Context, Global};
@@ -166,6 +167,17 @@ pub fn run(global: &Global, args: RunArgs) -> Result<ExitCode, String> {
         }
     };
     drop(creation_lock);
+    // The command's witness is taken before the lease says a launch begins: a crash from here
+    // on leaves it free (nothing started) or held by the command (docs/witness.md).
+    let launch = match Launch::prepare(&ctx.identity) {
+        Ok(launch) => launch,
+        Err(e) => {
+            let _ = lease.release();
+            undo_created();
+            release_admission(&mut admission);
+            return Err(e.to_string());
+        }
+    };
     let step = |result: Result<(), proclease::Error>| result.map_err(|e| e.to_string());
     if role == Role::RawWorking {
         step(lease.update(Phase::Launching, None))?;
@@ -174,7 +186,9 @@ pub fn run(global: &Global, args: RunArgs) -> Result<ExitCode, String> {
         step(admission.begin_helper_launch())?;
     }
 
-    let mut child = match std::process::Command::new(&args.command[0]).args(&args.command[1..]).current_dir(&dir).spawn() {
+    let mut command = std::process::Command::new(&args.command[0]);
+    command.args(&args.command[1..]).current_dir(&dir);
+    let mut child = match launch.spawn(&mut command) {
         Ok(child) => child,
         Err(e) => {
             // Nothing ran: settle and release everything, and remove what this run created.
@@ -187,7 +201,7 @@ pub fn run(global: &Global, args: RunArgs) -> Result<ExitCode, String> {
             }
             let _ = lease.release();
             undo_created();
-            return Err(format!("{}: cannot start the command: {e}", args.command[0]));
+            return Err(format!("{}: {e}", args.command[0]));
         }
     };
     let pid = i64::from(child.id());
@@ -248,6 +262,10 @@ pub fn run(global: &Global, args: RunArgs) -> Result<ExitCode, String> {
     }
     for problem in &problems {
         eprintln!("proclease: {problem} (the lease stays; `proclease recover` will clean it up once this run is gone)");
+    }
+    if problems.is_empty() {
+        // Nothing names this run any more: its witnesses have nothing left to prove.
+        proclease::supervisor::retire(&ctx.identity);
     }
     Ok(exit_code(status))
 }

@@ -9,7 +9,7 @@ use proclease_core::directory_leases::{self, Report, Request};
 use proclease_core::records::directory_lease::{DirectoryLease as LeaseClaim, Phase as RawPhase};
 use proclease_core::admission::{self, Handle};
 use proclease_core::dispositions::{self, Disposition, Probe};
-use proclease_core::liveness::OwnerStatus;
+use proclease_core::liveness::{Liveness, OwnerStatus, Spawned};
 use proclease_core::records::Owner;
 use proclease_core::records::export_admission::Phase;
 
@@ -301,10 +301,12 @@ impl AdmissionSession for ComponentAdmission {
 }
 
 /// A probe answering from the given statuses (owner, then any other role) that records calls.
-fn answering(owner: OwnerStatus, other: OwnerStatus, calls: &mut Vec<Probe>) -> impl FnMut(Probe, &Owner) -> Result<OwnerStatus, Error> + '_ {
+/// A probe answering as the reference's injected `inspect` does (bare statuses), recording the
+/// calls.
+fn answering(owner: OwnerStatus, other: OwnerStatus, calls: &mut Vec<Probe>) -> impl FnMut(Probe, &Owner) -> Result<Liveness, Error> + '_ {
     move |probe, _| {
         calls.push(probe);
-        Ok(if probe == Probe::Owner { owner } else { other })
+        Ok(Liveness::reference(if probe == Probe::Owner { owner } else { other }))
     }
 }
 
@@ -421,7 +423,7 @@ impl Backend for Native {
 
     fn raw_lease_disposition(&mut self, claim: &LeaseClaim, now_ms: u64, child: OwnerStatus) -> Infra<(Disposition, Vec<Probe>)> {
         let mut calls = Vec::new();
-        let disposition = dispositions::raw_lease(claim, now_ms, &mut answering(child, child, &mut calls)).map_err(|e| e.to_string())?;
+        let disposition = dispositions::raw_lease(claim, Spawned::Unproven, now_ms, &mut answering(child, child, &mut calls)).map_err(|e| e.to_string())?;
         Ok((disposition, calls))
     }
 

@@ -1,9 +1,11 @@
 //! The `dispositions` export: the pure decision tables, with the probe answers given as facts.
+//! The answers are bare statuses, as the reference's injected `inspect` gives them: the tables
+//! are the reference's (no witness proofs).
 
 use alloc::vec::Vec;
 
 use proclease_core::dispositions::{self as tables, Probe};
-use proclease_core::liveness::OwnerStatus;
+use proclease_core::liveness::{Liveness, OwnerStatus, Spawned};
 
 use super::Component;
 use super::bindings::exports::proclease::lease::dispositions as wit;
@@ -18,10 +20,10 @@ use super::convert::probe;
 fn answering<'a>(
     answer: impl Fn(Probe) -> OwnerStatus + 'a,
     calls: &'a mut Vec<t::Probe>,
-) -> impl FnMut(Probe, &proclease_core::records::Owner) -> Result<OwnerStatus, core::convert::Infallible> + 'a {
+) -> impl FnMut(Probe, &proclease_core::records::Owner) -> Result<Liveness, core::convert::Infallible> + 'a {
     move |p, _| {
         calls.push(probe(p));
-        Ok(answer(p))
+        Ok(Liveness::reference(answer(p)))
     }
 }
 
@@ -44,7 +46,7 @@ impl wit::Guest for Component {
         let claim = directory_lease_claim_in(claim).map_err(error)?;
         let child_status = status_in(child_status);
         let mut consulted = Vec::new();
-        let Ok(d) = tables::raw_lease(&claim, now_ms, &mut answering(move |_| child_status, &mut consulted));
+        let Ok(d) = tables::raw_lease(&claim, Spawned::Unproven, now_ms, &mut answering(move |_| child_status, &mut consulted));
         Ok(wit::Verdict { disposition: disposition(d), consulted })
     }
 
@@ -58,9 +60,9 @@ impl wit::Guest for Component {
         let (parent_status, host_status) = (status_in(parent_status), status_in(host_status));
         let mut calls = Vec::new();
         let result = {
-            let mut inspect = |p: Probe, _: &proclease_core::records::Owner| -> Result<OwnerStatus, proclease_core::Error> {
+            let mut inspect = |p: Probe, _: &proclease_core::records::Owner| -> Result<Liveness, proclease_core::Error> {
                 calls.push(probe(p));
-                Ok(if p == Probe::Owner { parent_status } else { host_status })
+                Ok(Liveness::reference(if p == Probe::Owner { parent_status } else { host_status }))
             };
             tables::invocation_owner_status(&lease, &content_sha256, &mut inspect)
         };

@@ -7,11 +7,11 @@ use proclease_core::effects::{
     BatchInvalid, BatchStatus, CollectionEntry, CollectionIdentity, CollectionSnapshot, Entropy, EntryKind, Processes, Store,
     StoreFailure,
 };
-use proclease_core::liveness::OwnerStatus;
+use proclease_core::liveness::{OwnerFacts, ProcRead, ProcView, WitnessState};
 use proclease_core::records::Owner;
 
 use super::bindings::proclease::lease::{entropy, process_identity, state_store as ss};
-use super::convert::{owner, owner_in, status_in};
+use super::convert::{owner, owner_in};
 
 /// The `state-store` import.
 pub(crate) struct ImportedStore;
@@ -118,8 +118,37 @@ impl Processes for ImportedProcesses {
         process_identity::capture(pid).map(owner_in)
     }
 
-    fn owner_status(&mut self, recorded: &Owner) -> Result<OwnerStatus, String> {
-        process_identity::inspect_owner(&owner(recorded.clone())).map(status_in)
+    fn probe(&mut self, recorded: &Owner) -> Result<OwnerFacts, String> {
+        process_identity::probe(&owner(recorded.clone())).map(facts_in)
+    }
+}
+
+fn witness_in(w: process_identity::WitnessState) -> WitnessState {
+    match w {
+        process_identity::WitnessState::Absent => WitnessState::Absent,
+        process_identity::WitnessState::Held => WitnessState::Held,
+        process_identity::WitnessState::Free => WitnessState::Free,
+        process_identity::WitnessState::Untestable => WitnessState::Untestable,
+    }
+}
+
+fn facts_in(f: process_identity::OwnerFacts) -> OwnerFacts {
+    OwnerFacts {
+        boot_id: f.boot_id,
+        witness: witness_in(f.witness),
+        recorded_pid_namespace: f.recorded_pid_namespace,
+        spawned: witness_in(f.spawned),
+        stat: match f.stat {
+            process_identity::ProcRead::Stat(text) => ProcRead::Stat(text),
+            process_identity::ProcRead::Missing => ProcRead::Missing,
+            process_identity::ProcRead::Unreadable => ProcRead::Unreadable,
+        },
+        tasks: f.tasks,
+        view: ProcView {
+            pid_namespace: f.view.pid_namespace,
+            boottime_offset_ns: f.view.boottime_offset_ns,
+            clock_ticks_per_second: f.view.clock_ticks_per_second,
+        },
     }
 }
 

@@ -55,7 +55,7 @@ impl wit::Guest for Component {
         let current = snapshot_in(current).map_err(error)?;
         let mut processes = ImportedProcesses;
         let mut inspect = |_, owner: &proclease_core::records::Owner| {
-            proclease_core::effects::Processes::owner_status(&mut processes, owner).map_err(proclease_core::Error::System)
+            proclease_core::liveness::probe(&mut processes, owner).map_err(proclease_core::Error::System)
         };
         let (_, reported) = proclease_core::dispositions::invocation_owner_status(&current.record, &current.sha256, &mut inspect).map_err(error)?;
         Ok(status(reported))
@@ -71,7 +71,7 @@ impl wit::Guest for Component {
         let mut consulted = Vec::new();
         let result = leases::admission_entry::<proclease_core::Error>(&plugin_id, &entry, &mut |p, o| {
             consulted.push(probe(p));
-            Ok(if Some(o) == owner.as_ref() { parent_status } else { host_status })
+            Ok(proclease_core::liveness::Liveness::reference(if Some(o) == owner.as_ref() { parent_status } else { host_status }))
         });
         let (decision, blocked) = result.map_err(error)?;
         Ok(wit::EntryVerdict {
