@@ -161,19 +161,30 @@ fn a_crashed_stage_is_recovered_or_counted_as_published() {
     let s = sandbox();
     let stage = s.root.join("exports/.stage");
     let output = s.root.join("exports/v1");
-    let mut supervisor = s.spawn(&["run", "--stage", stage.to_str().expect("utf-8"), "--output", output.to_str().expect("utf-8"), "--", "sleep", "60"]);
+    let mut supervisor = s.spawn(&["run", "--stage", stage.to_str().expect("utf-8"), "--output", output.to_str().expect("utf-8"), "--", "sleep", "100612"]);
     s.wait_for_phase(&stage, "preparing");
     supervisor.kill().expect("SIGKILL");
     supervisor.wait().expect("reap");
+    // Its command still works in the stage (its witness is held): kept until it is gone.
+    let recover = s.run(&["recover"]);
+    assert!(stdout(&recover).contains("active: 1"), "{}", stdout(&recover));
+    let command = processes_running(&["sleep", "100612"]);
+    assert_eq!(command.len(), 1);
+    kill(command[0]);
+    wait_until_dead(command[0]);
     let recover = s.run(&["recover"]);
     assert!(stdout(&recover).contains("recovered: 1"), "{}", stdout(&recover));
     assert!(!stage.exists());
 
     // Published: the supervisor dies after the rename, before releasing the claim.
-    let mut supervisor = s.spawn(&["run", "--stage", stage.to_str().expect("utf-8"), "--output", output.to_str().expect("utf-8"), "--", "sleep", "60"]);
+    let mut supervisor = s.spawn(&["run", "--stage", stage.to_str().expect("utf-8"), "--output", output.to_str().expect("utf-8"), "--", "sleep", "100613"]);
     s.wait_for_phase(&stage, "preparing");
     supervisor.kill().expect("SIGKILL");
     supervisor.wait().expect("reap");
+    let command = processes_running(&["sleep", "100613"]);
+    assert_eq!(command.len(), 1);
+    kill(command[0]);
+    wait_until_dead(command[0]);
     std::fs::write(stage.join("b.txt"), "bundle").expect("write");
     std::fs::rename(&stage, &output).expect("the publication the supervisor made before it died");
     let recover = s.run(&["recover"]);
@@ -293,9 +304,10 @@ fn processes_running(argv: &[&str]) -> Vec<u64> {
     pids
 }
 
-/// SIGKILL the supervisor at random instants of its whole life: while its command lives,
-/// recovery removes nothing; once the command is gone (and a launch window has passed),
-/// recovery leaves no lease and no leased directory behind.
+/// SIGKILL the supervisor at random instants of its whole life: while its command lives (even a
+/// command that was forked but not yet recorded, past its launch window), recovery removes
+/// nothing; once the command is gone (and a launch window has passed), recovery leaves no lease
+/// and no leased directory behind.
 #[test]
 fn sigkill_of_run_at_random_instants_is_recovered_exactly() {
     const TRIALS: u64 = 40;
@@ -313,6 +325,9 @@ fn sigkill_of_run_at_random_instants_is_recovered_exactly() {
         std::thread::sleep(Duration::from_micros(x % 120_000));
         supervisor.kill().expect("SIGKILL");
         supervisor.wait().expect("reap");
+        // Killed between fork and exec, the command still execs: give it the moment it needs
+        // (it holds its witness meanwhile, so it is never taken for gone).
+        std::thread::sleep(Duration::from_millis(100));
         let children = processes_running(&["sleep", &duration]);
         if !children.is_empty() {
             let doc = s.doctor();

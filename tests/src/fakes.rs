@@ -507,8 +507,9 @@ impl RealHome {
     pub fn new() -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         let home = dir.path().join("state");
-        let identity = Arc::new(proclease::process_identity::ProcessIdentity::new());
         let state_home = proclease::state_home::StateHome::open(&home).expect("state home");
+        let witnesses = proclease::witness::Witnesses::open(&state_home).expect("witnesses");
+        let identity = Arc::new(proclease::process_identity::ProcessIdentity::with_witnesses(witnesses));
         let store = Arc::new(proclease::state_store::StateStore::open(state_home, identity.clone()).expect("store"));
         let workspace = Arc::new(proclease::workspace::Workspace::new(&[dir.path().to_path_buf()]).expect("workspace"));
         let catalog = Arc::new(proclease::plugin_catalog::PluginCatalog::new(store.clone(), proclease::plugin_catalog::Source::StateHome));

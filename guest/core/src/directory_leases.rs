@@ -386,6 +386,11 @@ fn decide(claim: &DirectoryLease, now_ms: u64, processes: &mut dyn Processes) ->
         OwnerStatus::Unknown => return Ok(Decision::Indeterminate),
         OwnerStatus::DifferentOrDead => {}
     }
+    // Beyond the reference: a process the owner started that still holds its witness may be
+    // working in the directory — a bundle stage's command (which no lease records) included.
+    if owner.spawned == Spawned::SomeAlive {
+        return Ok(Decision::Active);
+    }
     if claim.role == Role::RawWorking {
         let disposition =
             dispositions::raw_lease(claim, owner.spawned, now_ms, &mut |_, child| liveness::probe(processes, child)).map_err(Error::System)?;
@@ -527,6 +532,9 @@ fn explain(claim: &DirectoryLease, now_ms: u64, processes: &mut dyn Processes) -
         OwnerStatus::Unknown => return Ok((Disposition::Indeterminate, owner_text)),
         OwnerStatus::DifferentOrDead => {}
     }
+    if owner.spawned == Spawned::SomeAlive {
+        return Ok((Disposition::Active, owner_text));
+    }
     if claim.role == Role::BundleStage {
         return Ok((Disposition::Recoverable, owner_text));
     }
@@ -538,7 +546,6 @@ fn explain(claim: &DirectoryLease, now_ms: u64, processes: &mut dyn Processes) -
     })
     .map_err(Error::System)?;
     let reason = match (claim.phase, disposition) {
-        (_, Disposition::Active) if owner.spawned == Spawned::SomeAlive => owner_text,
         (Phase::Running, _) => format!("{owner_text}; {child_text}"),
         (Phase::Launching, Disposition::Indeterminate) => {
             format!("{owner_text} while launching; recoverable from {} ms (now {now_ms} ms)", claim.recover_after_ms)

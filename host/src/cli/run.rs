@@ -29,7 +29,8 @@ pub const HELP: &str = "Examples:\n  \
     normal exit the working directory stays (the lease is released); a --stage directory is renamed to \
     --output when the command succeeds and removed when it fails. If proclease itself is killed, \
     `proclease recover` removes the directory once the command is gone too — never while it runs. \
-    A --stage lease records no child (as in the reference): it is recoverable as soon as its supervisor is gone.\n\n\
+    A --stage lease records no child (as in the reference), but its command holds a witness: it is recoverable once \
+    both the supervisor and the command are gone.\n\n\
     Exit status: the command's (128+N if it died of signal N); before the command ran: 1 error, 2 usage, \
     3 blocked by a live owner (--exclusive), 4 a prior owner cannot be proven dead.";
 

@@ -24,8 +24,9 @@ fn fail(message: &str) -> ! {
 }
 
 fn effects(home: &str) -> Effects {
-    let identity = Arc::new(ProcessIdentity::new());
     let home = StateHome::open(Path::new(home)).unwrap_or_else(|e| fail(&e.to_string()));
+    let witnesses = proclease::witness::Witnesses::open(&home).unwrap_or_else(|e| fail(&e.to_string()));
+    let identity = Arc::new(ProcessIdentity::with_witnesses(witnesses));
     let store = StateStore::open(home, identity.clone()).unwrap_or_else(|e| fail(&e.to_string()));
     Effects::native(Some(Arc::new(store)), identity)
 }

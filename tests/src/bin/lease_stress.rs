@@ -81,8 +81,9 @@ struct World {
 
 impl World {
     fn open(home: &Path, root: &Path) -> Result<World, String> {
-        let identity = Arc::new(ProcessIdentity::new());
         let state_home = StateHome::open(home).map_err(|e| e.to_string())?;
+        let witnesses = proclease::witness::Witnesses::open(&state_home).map_err(|e| e.to_string())?;
+        let identity = Arc::new(ProcessIdentity::with_witnesses(witnesses));
         let store = Arc::new(StateStore::open(state_home, identity.clone()).map_err(|e| e.to_string())?);
         let workspace = Arc::new(Workspace::new(&[root.to_path_buf()]).map_err(|e| e.to_string())?);
         let catalog = Arc::new(PluginCatalog::new(store.clone(), Source::StateHome));

@@ -1,0 +1,461 @@
+//! Sound proof of death (issue #14), through the `proclease` binary with real processes:
+//! a job whose thread-group leader exited while its threads run, jobs and recoverers in other
+//! PID and time namespaces (`unshare`), a PID namespace without its own `/proc`, and an
+//! `--exclusive` run killed with its helper. In each, the reference's `/proc` proof alone would
+//! delete the directory of a job that still runs (or block forever); here the job's directory is
+//! kept while it runs and recovered once it is really gone.
+//!
+//! The namespace tests need `unshare` with the rights to create PID, mount and time namespaces
+//! (root). Where that is not possible they print why and pass — unless
+//! `PROCLEASE_REQUIRE_NAMESPACES=1` (set by `.ci/run`) makes that a failure.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const PROCLEASE: &str = env!("CARGO_BIN_EXE_proclease");
+
+struct Sandbox {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+    state: PathBuf,
+}
+
+fn sandbox() -> Sandbox {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = std::fs::canonicalize(dir.path()).expect("realpath");
+    let state = root.join("state");
+    Sandbox { _dir: dir, root, state }
+}
+
+impl Sandbox {
+    /// The proclease arguments that select this sandbox.
+    fn global(&self) -> Vec<String> {
+        vec![
+            "--state-home".into(),
+            self.state.display().to_string(),
+            "--workspace-root".into(),
+            self.root.display().to_string(),
+        ]
+    }
+
+    /// `prefix… proclease <global> args…` (prefix: e.g. an `unshare` invocation).
+    fn command(&self, prefix: &[&str], args: &[&str]) -> Command {
+        let mut argv: Vec<String> = prefix.iter().map(|s| s.to_string()).collect();
+        argv.push(PROCLEASE.into());
+        argv.extend(self.global());
+        argv.extend(args.iter().map(|s| s.to_string()));
+        let mut command = Command::new(&argv[0]);
+        command.args(&argv[1..]).env_remove("PROCLEASE_STATE_HOME").env_remove("GHOSTGET_STATE_HOME");
+        command
+    }
+
+    fn run(&self, prefix: &[&str], args: &[&str]) -> Output {
+        self.command(prefix, args).output().expect("proclease runs")
+    }
+
+    /// `proclease recover --json` (in the namespaces `prefix` makes), asserting it succeeded.
+    fn recover(&self, prefix: &[&str]) -> serde_json::Value {
+        let output = self.run(prefix, &["recover", "--json"]);
+        assert!(output.status.success(), "recover: {output:?}");
+        serde_json::from_slice(&output.stdout).unwrap_or_else(|e| panic!("recover --json: {e}: {output:?}"))
+    }
+
+    fn doctor(&self) -> serde_json::Value {
+        let output = self.run(&[], &["doctor", "--json"]);
+        assert!(output.status.success(), "doctor: {output:?}");
+        serde_json::from_slice(&output.stdout).expect("doctor --json prints JSON")
+    }
+
+    /// Waits until doctor shows the lease of `target` running; returns its entry.
+    fn wait_until_running(&self, target: &Path) -> serde_json::Value {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let doc = self.doctor();
+            let found = doc["entries"].as_array().and_then(|entries| {
+                entries.iter().find(|e| e["target"] == target.to_str().expect("utf-8") && e["phase"] == "running").cloned()
+            });
+            if let Some(entry) = found {
+                return entry;
+            }
+            assert!(Instant::now() < deadline, "the lease of {} never ran: {doc}", target.display());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// A `sleep` duration (seconds) no other test or earlier run uses, so that its command line
+/// identifies its process.
+fn unique_seconds() -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos() as u64);
+    format!("{}", 100_000 + (nanos / 1000 + 7919 * NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)) % 800_000)
+}
+
+/// Kills the processes a test started when it ends, passed or failed.
+#[derive(Default)]
+struct Reaper {
+    pids: std::sync::Mutex<Vec<u64>>,
+    children: std::sync::Mutex<Vec<Child>>,
+}
+
+impl Reaper {
+    fn pid(&self, pid: u64) -> u64 {
+        self.pids.lock().expect("lock").push(pid);
+        pid
+    }
+
+    fn child(&self, child: Child) -> u32 {
+        let id = child.id();
+        self.children.lock().expect("lock").push(child);
+        id
+    }
+}
+
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        for pid in self.pids.lock().map(|p| p.clone()).unwrap_or_default() {
+            kill(pid);
+        }
+        for mut child in self.children.lock().map(|mut c| std::mem::take(&mut *c)).unwrap_or_default() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+fn report(doc: &serde_json::Value) -> (u64, u64) {
+    let leases = &doc["directoryLeases"];
+    (leases["recovered"].as_u64().expect("recovered"), leases["active"].as_u64().expect("active"))
+}
+
+fn kill(pid: u64) {
+    let pid = rustix::process::Pid::from_raw(pid as i32).expect("pid");
+    let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+}
+
+fn state_of(pid: u64) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next())
+}
+
+/// Waits until `pid` is gone or a zombie whose threads are all gone.
+fn wait_until_dead(pid: u64) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).map_or(0, |d| d.count());
+        if state_of(pid).is_none() || (state_of(pid) == Some('Z') && tasks <= 1) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "pid {pid} did not die");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// The pids (in this namespace) of processes whose command line is exactly `argv`.
+fn processes_running(argv: &[&str]) -> Vec<u64> {
+    let wanted: Vec<u8> = argv.iter().flat_map(|a| a.bytes().chain([0])).collect();
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u64>().ok()) else { continue };
+        if std::fs::read(entry.path().join("cmdline")).is_ok_and(|c| c == wanted) {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+/// Waits for exactly one process running `argv`; returns its pid here.
+fn wait_for_process(argv: &[&str]) -> u64 {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let [pid] = processes_running(argv)[..] {
+            return pid;
+        }
+        assert!(Instant::now() < deadline, "{argv:?} never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Whether `unshare` can make the namespaces of `flags` here; if not, says why, and fails when
+/// `PROCLEASE_REQUIRE_NAMESPACES` is set.
+fn namespaces_available(flags: &[&str]) -> bool {
+    let output = Command::new("unshare").args(flags).arg("true").output();
+    let ok = output.as_ref().is_ok_and(|o| o.status.success());
+    if !ok {
+        let why = match &output {
+            Ok(o) => String::from_utf8_lossy(&o.stderr).trim().to_string(),
+            Err(e) => e.to_string(),
+        };
+        assert!(
+            std::env::var_os("PROCLEASE_REQUIRE_NAMESPACES").is_none(),
+            "unshare {flags:?} is not possible here ({why}) and PROCLEASE_REQUIRE_NAMESPACES is set"
+        );
+        println!("skipped: unshare {flags:?} is not possible here ({why}); this needs root (CAP_SYS_ADMIN)");
+    }
+    ok
+}
+
+/// A Python program whose main thread exits (`pthread_exit`) while another thread keeps
+/// writing `beat.txt` in the working directory: its leader shows state `Z`, yet it runs.
+const LEADER_EXITS: &str = r#"
+import ctypes, threading, time
+def beat():
+    n = 0
+    while True:
+        with open("beat.txt", "w") as f:
+            f.write(str(n))
+        n += 1
+        time.sleep(0.02)
+threading.Thread(target=beat).start()
+time.sleep(0.2)
+ctypes.CDLL(None).pthread_exit(None)
+"#;
+
+fn python() -> Option<&'static str> {
+    ["python3", "python"].into_iter().find(|p| Command::new(p).arg("-c").arg("import ctypes, threading").output().is_ok_and(|o| o.status.success()))
+}
+
+fn beats(dir: &Path) -> u64 {
+    std::fs::read_to_string(dir.join("beat.txt")).ok().and_then(|t| t.trim().parse().ok()).unwrap_or(0)
+}
+
+#[test]
+fn an_exited_leader_whose_threads_run_keeps_its_directory() {
+    let Some(python) = python() else {
+        println!("skipped: no python3 with ctypes and threading to start a process whose leader exits");
+        return;
+    };
+    let s = sandbox();
+    let program = s.root.join("leader_exits.py");
+    std::fs::write(&program, LEADER_EXITS).expect("program");
+    let work = s.root.join("jobs/threads");
+    let reaper = Reaper::default();
+    let mut supervisor = s
+        .command(&[], &["run", "--workdir", work.to_str().expect("utf-8"), "--", python, program.to_str().expect("utf-8")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let child = reaper.pid(s.wait_until_running(&work)["childPid"].as_u64().expect("the command is recorded"));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while state_of(child) != Some('Z') {
+        assert!(Instant::now() < deadline, "the leader of {child} never exited");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    supervisor.kill().expect("SIGKILL the supervisor");
+    supervisor.wait().expect("reap");
+
+    // Without any witness (no state home), /proc alone shows it alive: a Z leader with tasks.
+    let identity = Command::new(PROCLEASE).args(["identity", &child.to_string(), "--json"]).output().expect("identity");
+    assert!(identity.status.success(), "{identity:?}");
+    let doc: serde_json::Value = serde_json::from_slice(&identity.stdout).expect("json");
+    assert_eq!(doc["status"], "exact-live-owner", "{doc}");
+
+    assert_eq!(report(&s.recover(&[])), (0, 1), "the job still runs: its directory stays");
+    let before = beats(&work);
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(beats(&work) > before, "its thread still writes in the kept directory");
+
+    kill(child);
+    wait_until_dead(child);
+    assert_eq!(report(&s.recover(&[])), (1, 0), "once it is gone, its directory is recovered");
+    assert!(!work.exists());
+}
+
+#[test]
+fn a_job_in_another_pid_namespace_is_never_recovered_while_it_runs() {
+    if !namespaces_available(&["--pid", "--fork", "--mount-proc"]) {
+        return;
+    }
+    let s = sandbox();
+    let work = s.root.join("jobs/contained");
+    let global = s.global().join(" ");
+    // A shell is the namespace's init, so that the supervisor (its child) can die alone; it must
+    // outlive the supervisor (the namespace dies with its init).
+    let seconds = unique_seconds();
+    let script = format!("{PROCLEASE} {global} run --workdir {} -- sleep {seconds} & wait; sleep {seconds}0", work.display());
+    let reaper = Reaper::default();
+    let namespace = Command::new("unshare")
+        .args(["--pid", "--fork", "--mount-proc", "--kill-child", "sh", "-c", &script])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("unshare");
+    reaper.child(namespace);
+    s.wait_until_running(&work);
+    let job = reaper.pid(wait_for_process(&["sleep", &seconds]));
+
+    // The recorded pids are the namespace's: outside, they name other processes (or none).
+    assert_eq!(report(&s.recover(&[])), (0, 1), "recover outside keeps the job of a live supervisor");
+    let run_pid = std::fs::read_dir("/proc")
+        .expect("/proc")
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<u64>().ok()))
+        .find(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| c.starts_with(PROCLEASE.as_bytes()) && c.ends_with(format!("sleep\0{seconds}\0").as_bytes()))
+        })
+        .expect("the supervisor in the namespace");
+    kill(run_pid);
+    wait_until_dead(run_pid);
+    assert_eq!(report(&s.recover(&[])), (0, 1), "recover outside keeps the job of a dead supervisor while the job runs");
+    assert!(work.exists());
+
+    kill(job);
+    wait_until_dead(job);
+    assert_eq!(report(&s.recover(&[])), (1, 0), "once the job is gone it is recovered from outside");
+    assert!(!work.exists());
+}
+
+#[test]
+fn a_recoverer_in_another_pid_namespace_never_recovers_a_running_job() {
+    let inside = ["unshare", "--pid", "--fork", "--mount-proc"];
+    if !namespaces_available(&inside[1..]) {
+        return;
+    }
+    let s = sandbox();
+    let work = s.root.join("jobs/outside");
+    let reaper = Reaper::default();
+    let mut supervisor = s
+        .command(&[], &["run", "--workdir", work.to_str().expect("utf-8"), "--", "sleep", &unique_seconds()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let child = reaper.pid(s.wait_until_running(&work)["childPid"].as_u64().expect("child"));
+    supervisor.kill().expect("SIGKILL the supervisor");
+    supervisor.wait().expect("reap");
+
+    // Inside a new PID namespace these pids do not exist at all.
+    assert_eq!(report(&s.recover(&inside)), (0, 1), "a recoverer that cannot see the job keeps it");
+    assert!(work.exists());
+    kill(child);
+    wait_until_dead(child);
+    assert_eq!(report(&s.recover(&inside)), (1, 0), "once the job is gone, even that recoverer recovers it");
+    assert!(!work.exists());
+}
+
+#[test]
+fn a_pid_namespace_without_its_own_proc_is_refused() {
+    if !namespaces_available(&["--pid", "--fork"]) {
+        return;
+    }
+    let s = sandbox();
+    let work = s.root.join("jobs/foreign-proc");
+    let output = s.run(&["unshare", "--pid", "--fork"], &["run", "--workdir", work.to_str().expect("utf-8"), "--", "true"]);
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("proclease: /proc does not show this process's own PID namespace")
+            && stderr.contains("unshare --pid --fork --mount-proc"),
+        "{stderr}"
+    );
+    assert!(!work.exists(), "nothing was created");
+    let doc = s.doctor();
+    assert_eq!(doc["entries"].as_array().map_or(0, Vec::len), 0, "no lease: {doc}");
+}
+
+#[test]
+fn time_namespaces_shift_neither_identities_nor_verdicts() {
+    let shifted = ["unshare", "--time", "--boottime", "86400", "--fork"];
+    if !namespaces_available(&shifted[1..]) {
+        return;
+    }
+    // Without witnesses: the start id a process in a time namespace computes for itself is the
+    // one a reader outside computes for it.
+    let output = Command::new("unshare")
+        .args(&shifted[1..])
+        .args(["sh", "-c", &format!("{PROCLEASE} identity $$ --json; sleep 2")])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("unshare");
+    let shell = wait_for_process(&["sh", "-c", &format!("{PROCLEASE} identity $$ --json; sleep 2")]);
+    let outside = Command::new(PROCLEASE).args(["identity", &shell.to_string(), "--json"]).output().expect("identity");
+    let inside = output.wait_with_output().expect("inside");
+    let inside: serde_json::Value = serde_json::from_slice(&inside.stdout).expect("inside json");
+    let outside: serde_json::Value = serde_json::from_slice(&outside.stdout).expect("outside json");
+    assert_eq!(inside["processStartId"], outside["processStartId"], "{inside} {outside}");
+    assert_eq!(inside["pid"], outside["pid"]);
+
+    // A job in a time namespace, its supervisor killed, recovered from outside.
+    let s = sandbox();
+    let work = s.root.join("jobs/shifted");
+    let global = s.global().join(" ");
+    let script = format!("{PROCLEASE} {global} run --workdir {} -- sleep {} & wait", work.display(), unique_seconds());
+    let reaper = Reaper::default();
+    let namespace = Command::new("unshare").args(&shifted[1..]).args(["sh", "-c", &script]).stdout(Stdio::null()).spawn().expect("unshare");
+    reaper.child(namespace);
+    let entry = s.wait_until_running(&work);
+    assert_eq!(report(&s.recover(&[])), (0, 1), "outside, the live supervisor's job is kept");
+    kill(entry["ownerPid"].as_str().and_then(|p| p.parse().ok()).or_else(|| entry["ownerPid"].as_u64()).expect("owner pid"));
+    let job = reaper.pid(entry["childPid"].as_u64().expect("child"));
+    assert_eq!(report(&s.recover(&[])), (0, 1), "outside, the job of a dead supervisor is kept while it runs");
+    // And the reverse: a recoverer inside a shifted time namespace.
+    assert_eq!(report(&s.recover(&shifted)), (0, 1), "inside a shifted namespace too");
+    kill(job);
+    wait_until_dead(job);
+    assert_eq!(report(&s.recover(&shifted)), (1, 0), "once the job is gone it is recovered");
+    assert!(!work.exists());
+}
+
+fn spawn_exclusive(s: &Sandbox, work: &Path, seconds: &str) -> Child {
+    s.command(&[], &["run", "--exclusive", "--workdir", work.to_str().expect("utf-8"), "--", "sleep", seconds])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn")
+}
+
+#[test]
+fn a_killed_exclusive_run_blocks_only_while_its_helper_runs() {
+    let s = sandbox();
+    // Supervisor killed, helper alive: the next exclusive run is blocked (exit 3).
+    let first = s.root.join("jobs/first");
+    let reaper = Reaper::default();
+    let mut supervisor = spawn_exclusive(&s, &first, &unique_seconds());
+    let helper = reaper.pid(s.wait_until_running(&first)["childPid"].as_u64().expect("helper"));
+    supervisor.kill().expect("SIGKILL");
+    supervisor.wait().expect("reap");
+    let next = s.root.join("jobs/next");
+    let blocked = s.run(&[], &["run", "--exclusive", "--workdir", next.to_str().expect("utf-8"), "--", "true"]);
+    assert_eq!(blocked.status.code(), Some(3), "{blocked:?}");
+    assert!(String::from_utf8_lossy(&blocked.stderr).contains("another export is active"), "{blocked:?}");
+
+    // Supervisor and helper both killed: the reference keeps every later exclusive run out
+    // until a reboot (exit 4); their free witnesses prove them gone, so the next one runs.
+    kill(helper);
+    wait_until_dead(helper);
+    let again = s.run(&[], &["run", "--exclusive", "--workdir", next.to_str().expect("utf-8"), "--", "true"]);
+    assert_eq!(again.status.code(), Some(0), "{again:?}");
+    let doc = s.doctor();
+    let admissions: Vec<_> = doc["entries"].as_array().expect("entries").iter().filter(|e| e["kind"] == "admission").collect();
+    assert!(admissions.is_empty(), "the dead run's admission was taken over and released: {doc}");
+}
+
+#[test]
+fn a_stage_whose_command_still_runs_is_kept() {
+    // A --stage lease records no child (as in the reference, which recovers it as soon as its
+    // supervisor is gone, deleting the stage under its running command); the command's witness
+    // proves it alive.
+    let s = sandbox();
+    let stage = s.root.join("exports/.stage");
+    let output = s.root.join("exports/published");
+    let seconds = unique_seconds();
+    let reaper = Reaper::default();
+    let mut supervisor = s
+        .command(&[], &["run", "--stage", stage.to_str().expect("utf-8"), "--output", output.to_str().expect("utf-8"), "--", "sleep", &seconds])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let command = reaper.pid(wait_for_process(&["sleep", &seconds]));
+    supervisor.kill().expect("SIGKILL the supervisor");
+    supervisor.wait().expect("reap");
+    assert_eq!(report(&s.recover(&[])), (0, 1), "the stage's command still runs");
+    assert!(stage.exists());
+    kill(command);
+    wait_until_dead(command);
+    assert_eq!(report(&s.recover(&[])), (1, 0), "once it is gone the stage is recovered");
+    assert!(!stage.exists() && !output.exists());
+}
