@@ -1,7 +1,7 @@
 //! The typed API over the component's `directory-leases` export (spec §6A.6): leasing a
 //! working or staging directory, its raw lifecycle, release, and recovery.
 
-use proclease_core::directory_leases::{Report, Request};
+use proclease_core::directory_leases::{Action, CreationAction, CreationOutcome, Options, Outcome, Report, Request, Run};
 use proclease_core::records::directory_lease::{DirectoryLease as Claim, Phase, Role};
 use wasmtime::component::ResourceAny;
 
@@ -82,6 +82,24 @@ impl DirectoryLease {
         Ok(DirectoryLease { instance, resource })
     }
 
+    /// Creates the directory of `r` (mode 0700, with its missing ancestors, under the granted
+    /// workspace roots) and leases it, recording the intent first so that a crash between the
+    /// two leaves nothing [`recover_directory_creations`] cannot clean up; what was created is
+    /// removed again if the lease fails. In its own component instance.
+    ///
+    /// Errors: those of [`DirectoryLease::create`]; a storage error naming the intent or the
+    /// directory.
+    pub fn create_with_directory(runtime: &Runtime, effects: Effects, r: &Request) -> Result<DirectoryLease, Error> {
+        let mut instance = runtime.instantiate_with(effects)?;
+        let resource = instance
+            .bindings
+            .proclease_lease_directory_leases()
+            .call_create_with_directory(&mut instance.store, &request(r))
+            .map_err(Error::component)?
+            .map_err(convert::error)?;
+        Ok(DirectoryLease { instance, resource })
+    }
+
     /// Resumes a handle on `claim` as if this process had written it.
     pub fn resume(runtime: &Runtime, effects: Effects, claim: &Claim, released: bool) -> Result<DirectoryLease, Error> {
         let mut instance = runtime.instantiate_with(effects)?;
@@ -142,24 +160,72 @@ pub fn recover_directory_leases(runtime: &Runtime, effects: Effects, now_ms: Opt
     Ok(Report { recovered: report.recovered, published: report.published, active: report.active, indeterminate: report.indeterminate })
 }
 
-/// What a recovery at `now_ms` would decide for each entry of the lease collection, without
-/// changing anything, in a fresh instance served by `effects`.
-pub fn survey_directory_leases(runtime: &Runtime, effects: Effects, now_ms: Option<f64>) -> Result<Vec<proclease_core::directory_leases::Survey>, Error> {
+/// Recovery (§6A.6) at `now_ms` (the clock when `None`) with `options` — a dry run, skipping
+/// what cannot be recovered, treating a lease another recoverer finished as done — in a fresh
+/// instance served by `effects`: every entry's outcome, and the refusal that stopped the run.
+///
+/// Errors: `… directory recovery time is invalid`; a component failure or limit.
+pub fn recover_each_directory_lease(runtime: &Runtime, effects: Effects, now_ms: Option<f64>, options: Options) -> Result<Run, Error> {
     let mut instance = runtime.instantiate_with(effects)?;
-    let entries = instance
+    let options = wit::RecoveryOptions { dry_run: options.dry_run, skip_invalid: options.skip_invalid, concurrent: options.concurrent };
+    let run = instance
         .bindings
         .proclease_lease_directory_leases()
-        .call_survey(&mut instance.store, now_ms)
+        .call_recover_each(&mut instance.store, now_ms, options)
         .map_err(Error::component)?
         .map_err(convert::error)?;
-    Ok(entries
+    Ok(Run {
+        outcomes: run
+            .outcomes
+            .into_iter()
+            .map(|o| Outcome {
+                name: o.file_name,
+                claim: o.claim.map(convert::directory_lease_claim),
+                disposition: o.disposition.map(convert::disposition),
+                action: match o.action {
+                    wit::RecoveryAction::Keep => Action::Keep,
+                    wit::RecoveryAction::RemoveDirectory => Action::RemoveDirectory,
+                    wit::RecoveryAction::CountPublished => Action::CountPublished,
+                    wit::RecoveryAction::RemoveClaim => Action::RemoveClaim,
+                    wit::RecoveryAction::AlreadyRecovered => Action::AlreadyRecovered,
+                    wit::RecoveryAction::Skip(e) => Action::Skip(convert::error(e)),
+                    wit::RecoveryAction::Stop(e) => Action::Stop(convert::error(e)),
+                },
+                reason: o.reason,
+                done: o.done,
+            })
+            .collect(),
+        stopped: run.stopped.map(convert::error),
+        cause: run.cause,
+    })
+}
+
+/// Finishes the directory-creation intents of provably dead creators (a crash between creating
+/// a directory and leasing it): removes each directory they created that is still empty, the
+/// same directory and claimed by no lease, then the intent. With `dry_run`, only says what it
+/// would do. In a fresh instance served by `effects`.
+///
+/// Errors: a store failure listing or reading the intents; a component failure or limit.
+pub fn recover_directory_creations(runtime: &Runtime, effects: Effects, dry_run: bool) -> Result<Vec<CreationOutcome>, Error> {
+    let mut instance = runtime.instantiate_with(effects)?;
+    let outcomes = instance
+        .bindings
+        .proclease_lease_directory_leases()
+        .call_recover_creations(&mut instance.store, dry_run)
+        .map_err(Error::component)?
+        .map_err(convert::error)?;
+    Ok(outcomes
         .into_iter()
-        .map(|e| proclease_core::directory_leases::Survey {
-            name: e.file_name,
-            claim: e.claim.map(convert::directory_lease_claim),
-            disposition: e.disposition.map(convert::disposition),
-            action: e.action,
-            reason: e.reason,
+        .map(|o| CreationOutcome {
+            name: o.file_name,
+            path: o.path,
+            action: match o.action {
+                wit::CreationAction::Keep => CreationAction::Keep,
+                wit::CreationAction::Finish(paths) => CreationAction::Finish(paths),
+                wit::CreationAction::Skip(why) => CreationAction::Skip(why),
+            },
+            reason: o.reason,
+            done: o.done,
         })
         .collect())
 }

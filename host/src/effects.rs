@@ -88,6 +88,14 @@ impl Workspace for SharedWorkspace {
     fn remove_tree(&mut self, path: &str, expected: &DirectoryIdentity) -> Result<bool, WorkspaceFailure> {
         self.0.remove_tree(path, expected).map_err(workspace_failure)
     }
+
+    fn create_private_directory(&mut self, path: &str) -> Result<Vec<String>, WorkspaceFailure> {
+        self.0.create_private_directory(path).map_err(workspace_failure)
+    }
+
+    fn remove_empty_directory(&mut self, path: &str, expected: Option<&DirectoryIdentity>) -> Result<bool, WorkspaceFailure> {
+        self.0.remove_empty_directory(path, expected).map_err(workspace_failure)
+    }
 }
 
 /// The workspace of an instance that was granted no roots.
@@ -101,6 +109,14 @@ impl Workspace for NoWorkspace {
     }
 
     fn remove_tree(&mut self, path: &str, _: &DirectoryIdentity) -> Result<bool, WorkspaceFailure> {
+        Err(WorkspaceFailure::Refused(format!("{path}: {NO_WORKSPACE}")))
+    }
+
+    fn create_private_directory(&mut self, path: &str) -> Result<Vec<String>, WorkspaceFailure> {
+        Err(WorkspaceFailure::Refused(format!("{path}: {NO_WORKSPACE}")))
+    }
+
+    fn remove_empty_directory(&mut self, path: &str, _: Option<&DirectoryIdentity>) -> Result<bool, WorkspaceFailure> {
         Err(WorkspaceFailure::Refused(format!("{path}: {NO_WORKSPACE}")))
     }
 }

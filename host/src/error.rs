@@ -17,7 +17,8 @@ pub enum Error {
     #[error("the proclease component failed: {0}")]
     Component(String),
     /// The component hit one of the runtime's limits ([`RuntimeConfig`](crate::RuntimeConfig))
-    /// and was stopped: it ran past its call deadline or tried to grow past its memory cap. The
+    /// and was stopped: it computed past its call deadline, made too many import calls, or tried
+    /// to grow past its memory cap. The
     /// call did not complete; its instance cannot be used again, the runtime can.
     #[error("{0}")]
     Limit(Limit),
@@ -35,13 +36,21 @@ pub enum Error {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum Limit {
-    /// One call into the component ran longer than the call deadline
-    /// ([`RuntimeConfig::call_deadline`](crate::RuntimeConfig::call_deadline)) and was
-    /// interrupted (within about one 50 ms engine tick of it).
-    #[error("the component ran past its {} call deadline and was interrupted", humantime::format_duration(*deadline))]
+    /// One call into the component computed for longer than the call deadline
+    /// ([`RuntimeConfig::call_deadline`](crate::RuntimeConfig::call_deadline); time inside
+    /// imports does not count) and was interrupted (within about one 50 ms engine tick of it).
+    #[error("the component computed past its {} call deadline and was interrupted", humantime::format_duration(*deadline))]
     Deadline {
         /// The deadline it ran past.
         deadline: Duration,
+    },
+    /// One call into the component made more import calls than the runtime allows
+    /// ([`RuntimeConfig::max_import_calls`](crate::RuntimeConfig::max_import_calls)): a guest
+    /// spinning on imports, whose own time the deadline would hardly count.
+    #[error("the component made more than {cap} import calls in one call and was stopped")]
+    ImportCalls {
+        /// The cap.
+        cap: u64,
     },
     /// The component tried to grow its linear memory (all its memories together) past the
     /// cap ([`RuntimeConfig::max_memory_bytes`](crate::RuntimeConfig::max_memory_bytes)).

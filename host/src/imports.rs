@@ -142,6 +142,15 @@ impl ws::Host for HostState {
         let expected = convert::directory_identity(expected);
         self.effects.workspace.remove_tree(&path, &expected).map_err(workspace_error)
     }
+
+    fn create_private_directory(&mut self, path: String) -> Result<Vec<String>, ws::WorkspaceError> {
+        self.effects.workspace.create_private_directory(&path).map_err(workspace_error)
+    }
+
+    fn remove_empty_directory(&mut self, path: String, expected: Option<t::DirectoryIdentity>) -> Result<bool, ws::WorkspaceError> {
+        let expected = expected.map(convert::directory_identity);
+        self.effects.workspace.remove_empty_directory(&path, expected.as_ref()).map_err(workspace_error)
+    }
 }
 
 fn workspace_error(failure: proclease_core::effects::WorkspaceFailure) -> ws::WorkspaceError {

@@ -42,7 +42,7 @@ pub mod runtime;
 pub use error::{Error, Limit};
 pub use proclease_core as core;
 pub use admission::{Admission, survey_admission};
-pub use directory_lease::{DirectoryLease, recover_directory_leases, survey_directory_leases};
+pub use directory_lease::{DirectoryLease, recover_directory_creations, recover_directory_leases, recover_each_directory_lease};
 pub use dispositions::Dispositions;
 pub use invocation_lease::{
     ContainmentController, acquire_invocation_lease, invocation_lease_status, list_invocation_leases, release_invocation_lease,

@@ -5,7 +5,9 @@
 //! The sandbox: a component gets no authority but the imports of world `proclease` (no WASI),
 //! each confined to what the host was granted (store paths inside the state home, workspace
 //! paths under the granted roots). Every call the host makes into it may run for at most
-//! [`RuntimeConfig::call_deadline`], and all of its linear memory together may grow to at most
+//! [`RuntimeConfig::call_deadline`] of its own computation (time in imports is the host's) and
+//! make at most [`RuntimeConfig::max_import_calls`] import calls, and all of its linear memory
+//! together may grow to at most
 //! [`RuntimeConfig::max_memory_bytes`] (tables to [`MAX_TABLE_ELEMENTS`]); a component that goes
 //! past either is stopped with [`Error::Limit`] and the host carries on.
 //! [`Runtime::instantiate_component`] applies the same imports and limits to another component.
@@ -20,7 +22,7 @@ use std::hash::{Hash, Hasher};
 use std::io::Write as _;
 use std::path::PathBuf;
 use std::sync::OnceLock;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use wasmtime::component::{Component, Linker};
 use wasmtime::{CallHook, Config, Engine, ResourceLimiter, Store, UpdateDeadline};
@@ -38,11 +40,17 @@ pub struct RuntimeConfig {
     /// to, in bytes (default 64 MiB). Growing past it traps with [`Error::Limit`]
     /// ([`Limit::Memory`]); so does instantiating a component whose initial memory exceeds it.
     pub max_memory_bytes: usize,
-    /// How long one call from the host into the component may run before it is interrupted
-    /// with [`Error::Limit`] ([`Limit::Deadline`]) (default 10 s). Counted afresh for each
-    /// call, in 50 ms engine ticks (at least one); time the component spends inside an import
-    /// counts towards its call.
+    /// How long one call from the host into the component may compute before it is
+    /// interrupted with [`Error::Limit`] ([`Limit::Deadline`]) (default 10 s). Counted afresh
+    /// for each call, in 50 ms engine ticks (at least one). Only the component's own execution
+    /// counts: time inside imports (removing a huge tree, waiting for a store lock) is the
+    /// host's, and the deadline exists to stop a spinning guest, not a slow disk.
     pub call_deadline: Duration,
+    /// How many import calls one call from the host into the component may make before it is
+    /// stopped with [`Error::Limit`] ([`Limit::ImportCalls`]) (default 1 000 000: a repair of
+    /// 10 000 invocation leases makes about 50 000). Bounds a guest that spins on imports,
+    /// whose own time the deadline hardly counts.
+    pub max_import_calls: u64,
     /// Where compiled components are cached; `None` disables the cache.
     pub cache_dir: Option<PathBuf>,
 }
@@ -52,6 +60,7 @@ impl Default for RuntimeConfig {
         RuntimeConfig {
             max_memory_bytes: 64 << 20,
             call_deadline: Duration::from_secs(10),
+            max_import_calls: 1_000_000,
             cache_dir: default_cache_dir(),
         }
     }
@@ -87,10 +96,32 @@ pub struct HostState {
     /// Catalog lock levels the guest holds, by resource rep.
     pub(crate) catalog_levels: std::collections::HashSet<u32>,
     pub(crate) next_catalog_level: u32,
-    /// How many host-to-wasm entries are active: the deadline is re-armed only on the
-    /// outermost one, so that a guest cannot extend it by calling imports.
-    wasm_depth: u32,
+    /// The current outermost call's budget.
+    budget: Budget,
 }
+
+/// What one outermost call into the component may still spend: the deadline counts only the
+/// component's own execution (the epoch deadline is pushed out while an import runs and
+/// re-armed with what is left when it returns), and import calls are counted.
+struct Budget {
+    /// How many host-to-wasm entries are active: a new budget starts only on the outermost
+    /// one (the host calls back into wasm during imports, e.g. `cabi_realloc`).
+    wasm_depth: u32,
+    /// Computation time left.
+    remaining: Duration,
+    /// When the component last resumed computing (entered, or returned from an import).
+    resumed: Instant,
+    /// Import calls made.
+    import_calls: u64,
+}
+
+/// Ticks of [`EPOCH_TICK`] for `duration`, rounded up, at least one.
+fn ticks(duration: Duration) -> u64 {
+    u64::try_from(duration.as_nanos().div_ceil(EPOCH_TICK.as_nanos())).unwrap_or(u64::MAX / 2).max(1)
+}
+
+/// An epoch deadline no import outlasts (about 1 700 years of 50 ms ticks).
+const WHILE_IN_AN_IMPORT: u64 = 1 << 40;
 
 /// The store's resource limiter: memory and table growth counted over the whole store.
 struct Limits {
@@ -225,9 +256,10 @@ impl Runtime {
         Ok((store, instance))
     }
 
-    /// A store with this runtime's limits: the resource limiter, and a call deadline re-armed
-    /// on each outermost entry into wasm (a guest calling imports cannot extend it) that traps
-    /// with [`Limit::Deadline`] when it passes.
+    /// A store with this runtime's limits: the resource limiter, and each outermost call's
+    /// budget — a deadline on the component's own computation, re-armed on each outermost entry
+    /// into wasm and paused while an import runs, that traps with [`Limit::Deadline`] when it
+    /// passes, and a cap on its import calls ([`Limit::ImportCalls`]).
     fn new_store(&self, effects: Effects) -> Store<HostState> {
         let limits = Limits {
             max_memory_bytes: self.config.max_memory_bytes,
@@ -236,24 +268,40 @@ impl Runtime {
             table_elements: 0,
             pending_table_elements: 0,
         };
-        let state = HostState { limits, effects, catalog_levels: Default::default(), next_catalog_level: 0, wasm_depth: 0 };
+        let deadline = self.config.call_deadline;
+        let max_import_calls = self.config.max_import_calls;
+        let budget = Budget { wasm_depth: 0, remaining: deadline, resumed: Instant::now(), import_calls: 0 };
+        let state = HostState { limits, effects, catalog_levels: Default::default(), next_catalog_level: 0, budget };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|state| &mut state.limits);
-        let deadline = self.config.call_deadline;
-        let ticks = u64::try_from(deadline.as_millis() / EPOCH_TICK.as_millis()).unwrap_or(u64::MAX).max(1);
-        store.set_epoch_deadline(ticks);
+        store.set_epoch_deadline(ticks(deadline));
         store.call_hook(move |mut context, hook| {
+            let budget = &mut context.data_mut().budget;
             match hook {
                 CallHook::CallingWasm => {
-                    let state = context.data_mut();
-                    state.wasm_depth = state.wasm_depth.saturating_add(1);
-                    if state.wasm_depth == 1 {
-                        context.set_epoch_deadline(ticks);
+                    budget.wasm_depth = budget.wasm_depth.saturating_add(1);
+                    if budget.wasm_depth == 1 {
+                        *budget = Budget { wasm_depth: 1, remaining: deadline, resumed: Instant::now(), import_calls: 0 };
+                        context.set_epoch_deadline(ticks(deadline));
                     }
                 }
-                CallHook::ReturningFromWasm => {
-                    let state = context.data_mut();
-                    state.wasm_depth = state.wasm_depth.saturating_sub(1);
+                CallHook::ReturningFromWasm => budget.wasm_depth = budget.wasm_depth.saturating_sub(1),
+                // The component calls an import (or a libcall): its computation pauses.
+                CallHook::CallingHost if budget.wasm_depth == 1 => {
+                    budget.remaining = budget.remaining.saturating_sub(budget.resumed.elapsed());
+                    budget.import_calls += 1;
+                    if budget.import_calls > max_import_calls {
+                        return Err(wasmtime::Error::new(Limit::ImportCalls { cap: max_import_calls }));
+                    }
+                    context.set_epoch_deadline(WHILE_IN_AN_IMPORT);
+                }
+                CallHook::ReturningFromHost if budget.wasm_depth == 1 => {
+                    if budget.remaining.is_zero() {
+                        return Err(wasmtime::Error::new(Limit::Deadline { deadline }));
+                    }
+                    budget.resumed = Instant::now();
+                    let left = ticks(budget.remaining);
+                    context.set_epoch_deadline(left);
                 }
                 _ => {}
             }

@@ -171,17 +171,24 @@ impl Workspace {
         Ok(created)
     }
 
-    /// Removes the directory `path` if it is empty (`rmdir`, through its granted root, no
-    /// symbolic link followed). Used to undo [`Self::create_private_directory`].
-    pub fn remove_empty_directory(&self, path: &str) -> Result<(), WorkspaceError> {
+    /// Removes the directory `path` if it is empty and, when `expected` is given, still that
+    /// directory (device, inode, birth time) — `rmdir` through its granted root, no symbolic
+    /// link followed. `Ok(false)` when it is absent, another directory, or not empty. Used to
+    /// undo [`Self::create_private_directory`] and by the recovery of creation intents.
+    ///
+    /// Errors: outside the granted roots; an I/O error other than "not empty".
+    pub fn remove_empty_directory(&self, path: &str, expected: Option<&DirectoryIdentity>) -> Result<bool, WorkspaceError> {
         let (root, rest) = self.locate(path, false)?;
-        let Some((name, parent)) = rest.split_last() else { return Ok(()) };
-        match walk(&root.fd, parent) {
-            Walk::Open(fd) => match rustix::fs::unlinkat(&fd, *name, AtFlags::REMOVEDIR) {
-                Ok(()) | Err(Errno::NOENT) => Ok(()),
-                Err(e) => Err(io_error(path, "rmdir")(e)),
-            },
-            _ => Ok(()),
+        let Some((name, parent)) = rest.split_last() else { return Ok(false) };
+        let Walk::Open(fd) = walk(&root.fd, parent) else { return Ok(false) };
+        let Some(stat) = statx(&fd, name, AtFlags::SYMLINK_NOFOLLOW).map_err(io_error(path, "statx"))? else { return Ok(false) };
+        if fsops::file_kind(u32::from(stat.stx_mode)) != fsops::S_IFDIR || expected.is_some_and(|e| fsops::directory_identity(&stat) != *e) {
+            return Ok(false);
+        }
+        match rustix::fs::unlinkat(&fd, *name, AtFlags::REMOVEDIR) {
+            Ok(()) => Ok(true),
+            Err(Errno::NOENT | Errno::NOTEMPTY | Errno::EXIST) => Ok(false),
+            Err(e) => Err(io_error(path, "rmdir")(e)),
         }
     }
 

@@ -163,6 +163,28 @@ export class MemoryHost {
           for (const key of [...host.workspace.keys()]) if (key === path || key.startsWith(`${path}/`)) host.workspace.delete(key);
           return true;
         },
+        createPrivateDirectory(path) {
+          const created = [];
+          let walked = '';
+          for (const part of path.split('/').filter(Boolean)) {
+            walked = `${walked}/${part}`;
+            if (!host.workspace.has(walked)) {
+              host.addDirectory(walked, host.nextInode++);
+              created.push(walked);
+            }
+          }
+          return created;
+        },
+        removeEmptyDirectory(path, expected) {
+          const facts = host.workspace.get(path);
+          if (!facts) return false;
+          const id = facts.identity;
+          const same = !expected || (id.device === expected.device && id.inode === expected.inode && id.birthtimeNs === expected.birthtimeNs);
+          const empty = ![...host.workspace.keys()].some((key) => key.startsWith(`${path}/`));
+          if (!same || !empty) return false;
+          host.workspace.delete(path);
+          return true;
+        },
       },
       'plugin-catalog': {
         installed(pluginId) {

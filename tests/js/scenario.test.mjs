@@ -35,8 +35,11 @@ test('directory recovery removes exactly the directories of dead owners', () => 
   directoryLeases.create({ role: 'raw-working', path: '/work/live', recoverAfterMs: 2000 });
   host.own = { pid: 2n, bootId: host.bootId, processStartId: 'f'.repeat(64) };
   directoryLeases.create({ role: 'raw-working', path: '/work/dead', recoverAfterMs: 2000 });
-  const dryRun = directoryLeases.survey(undefined);
-  assert.deepEqual(dryRun.map((s) => s.action).sort(), ['keep', 'remove directory']);
+  const dryRun = directoryLeases.recoverEach(undefined, { dryRun: true, skipInvalid: false, concurrent: false });
+  assert.equal(dryRun.stopped, undefined);
+  assert.deepEqual(dryRun.outcomes.map((o) => o.action.tag).sort(), ['keep', 'remove-directory']);
+  assert.ok(dryRun.outcomes.every((o) => !o.done), 'a dry run does nothing');
+  assert.ok(host.workspace.has('/work/dead'), 'a dry run removes nothing');
   const report = directoryLeases.recover(undefined);
   assert.deepEqual({ ...report }, { recovered: 1, published: 0, active: 1, indeterminate: 0 });
   assert.ok(host.workspace.has('/work/live'));

@@ -234,20 +234,12 @@ impl World {
             }
             Op::DirectoryCreate => {
                 let path = format!("/ws/job-{pid}-{}", session.directories.len());
-                let created = self.disk.create_private_directory(&path).map_err(|e| format!("{e:?}"))?;
+                // As `run` does: the lease creates its directory, recording the intent first.
                 let request = Request { role: Role::RawWorking, path: path.clone(), output_root: None, recover_after_ms: (self.clock.0 + 60_000) as f64, now_ms: None };
                 let mut workspace = self.disk.clone();
                 let fx = Self::directory_effects(&mut store, &mut workspace, &mut processes, &mut self.clock, &mut self.entropy);
-                match directory_leases::create(&request, fx) {
-                    Ok(handle) => session.directories.push((path, Some(handle))),
-                    Err(error) => {
-                        // As `run` does: remove what it created, innermost first.
-                        for dir in created.iter().rev() {
-                            let _ = self.disk.remove_empty_directory(dir);
-                        }
-                        return Err(text(error));
-                    }
-                }
+                let handle = directory_leases::create_with_directory(&request, fx).map_err(text)?;
+                session.directories.push((path, Some(handle)));
             }
             Op::DirectoryLaunch => {
                 if let Some((_, Some(handle))) = session.directories.last_mut() {
@@ -308,6 +300,7 @@ impl World {
         let now = self.clock.0 as f64;
         let fx = Self::directory_effects(&mut store, &mut workspace, &mut processes, &mut self.clock, &mut self.entropy);
         directory_leases::recover(Some(now), fx).map_err(text)?;
+        directory_leases::recover_creations(&mut store, &mut processes, &mut workspace, false).map_err(text)?;
         invocation_leases::repair(true, &mut store, &mut processes, &mut self.catalog, &mut |_, _| {}).map_err(text)?;
         if let Some(handle) = session.recovery_admission.as_mut() {
             admission::release(handle, &mut store).map_err(text)?;
@@ -340,6 +333,20 @@ pub fn directory_claims(listing: &Listing) -> Vec<(String, directory_lease::Dire
             let name = path.strip_prefix(&prefix)?;
             let text = std::str::from_utf8(bytes).ok()?;
             Some((path.clone(), directory_lease::parse_file(text, name).ok()?.record))
+        })
+        .collect()
+}
+
+/// The directory-creation intents among the records of `listing`: (creator pid, created paths).
+pub fn creation_intents(listing: &Listing) -> Vec<(u64, Vec<String>)> {
+    let prefix = format!("/home/{}/", directory_leases::INTENTS);
+    listing
+        .files
+        .iter()
+        .filter_map(|(path, bytes)| {
+            let name = path.strip_prefix(&prefix)?;
+            let intent = proclease::core::records::creation_intent::parse_file(std::str::from_utf8(bytes).ok()?, name).ok()?.record;
+            Some((intent.owner.pid, intent.created.into_iter().map(|(p, _)| p).collect()))
         })
         .collect()
 }

@@ -322,6 +322,34 @@ impl Workspace for MemoryWorkspace {
             }
         }
     }
+
+    fn create_private_directory(&mut self, path: &str) -> Result<Vec<String>, WorkspaceFailure> {
+        let mut created = Vec::new();
+        let mut walked = String::new();
+        for segment in path.split('/').filter(|s| !s.is_empty()) {
+            walked.push('/');
+            walked.push_str(segment);
+            if !self.directories().contains_key(&walked) {
+                let inode = 100_000 + self.directories().len() as u64;
+                self.add(&walked, inode);
+                created.push(walked.clone());
+            }
+        }
+        Ok(created)
+    }
+
+    fn remove_empty_directory(&mut self, path: &str, expected: Option<&DirectoryIdentity>) -> Result<bool, WorkspaceFailure> {
+        let mut directories = self.directories();
+        let below = format!("{path}/");
+        let empty = !directories.keys().any(|p| p.starts_with(&below));
+        match directories.get(path) {
+            Some(facts) if empty && expected.is_none_or(|e| *e == facts.identity) => {
+                directories.remove(path);
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
 }
 
 /// An in-memory plugin catalog with a lock that another "process" can hold.

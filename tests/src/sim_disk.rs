@@ -675,39 +675,6 @@ impl SimDisk {
         let inode = state.create_file(dir, name).map_err(|f| workspace_failure(path, f))?;
         state.write(inode, content).map_err(|f| workspace_failure(path, f))
     }
-
-    /// The host's `Workspace::create_private_directory`: creates each missing directory of
-    /// absolute `path` (mode 0700; no fsync, as the host does not); the paths created.
-    pub fn create_private_directory(&self, path: &str) -> Result<Vec<String>, WorkspaceFailure> {
-        let mut state = self.state();
-        let mut current = ROOT;
-        let mut walked = String::new();
-        let mut created = Vec::new();
-        for segment in path.split('/').filter(|s| !s.is_empty()) {
-            walked.push('/');
-            walked.push_str(segment);
-            current = match state.child(current, segment) {
-                Some(next) => next,
-                None => {
-                    let made = state.mkdir(current, segment).map_err(|f| workspace_failure(path, f))?;
-                    created.push(walked.clone());
-                    made
-                }
-            };
-        }
-        Ok(created)
-    }
-
-    /// The host's `Workspace::remove_empty_directory`.
-    pub fn remove_empty_directory(&self, path: &str) -> Result<(), WorkspaceFailure> {
-        let mut state = self.state();
-        let (parent, name) = split_path(path);
-        let Some(dir) = state.lookup(parent) else { return Ok(()) };
-        if state.child(dir, name).is_none() {
-            return Ok(());
-        }
-        state.unlink(dir, name, "rmdir").map_err(|f| workspace_failure(path, f))
-    }
 }
 
 fn store_split(path: &str) -> Result<(Vec<&str>, &str), StoreFailure> {
@@ -806,6 +773,42 @@ impl Workspace for SimDisk {
     fn inspect(&mut self, path: &str) -> Result<Option<DirectoryFacts>, WorkspaceFailure> {
         let state = self.state();
         Ok(state.lookup(path).map(|inode| state.facts(inode)))
+    }
+
+    /// The host's `Workspace::create_private_directory`: creates each missing directory of
+    /// absolute `path` (mode 0700; no fsync, as the host does not); the paths created.
+    fn create_private_directory(&mut self, path: &str) -> Result<Vec<String>, WorkspaceFailure> {
+        let mut state = self.state();
+        let mut current = ROOT;
+        let mut walked = String::new();
+        let mut created = Vec::new();
+        for segment in path.split('/').filter(|s| !s.is_empty()) {
+            walked.push('/');
+            walked.push_str(segment);
+            current = match state.child(current, segment) {
+                Some(next) => next,
+                None => {
+                    let made = state.mkdir(current, segment).map_err(|f| workspace_failure(path, f))?;
+                    created.push(walked.clone());
+                    made
+                }
+            };
+        }
+        Ok(created)
+    }
+
+    /// The host's `Workspace::remove_empty_directory`: `rmdir` of an empty directory that is
+    /// still `expected`.
+    fn remove_empty_directory(&mut self, path: &str, expected: Option<&DirectoryIdentity>) -> Result<bool, WorkspaceFailure> {
+        let mut state = self.state();
+        let (parent, name) = split_path(path);
+        let Some(dir) = state.lookup(parent) else { return Ok(false) };
+        let Some(target) = state.child(dir, name) else { return Ok(false) };
+        if !state.is_dir(target) || expected.is_some_and(|e| identity_of(target) != *e) || !state.entries(target).is_none_or(|e| e.is_empty()) {
+            return Ok(false);
+        }
+        state.unlink(dir, name, "rmdir").map_err(|f| workspace_failure(path, f))?;
+        Ok(true)
     }
 
     fn remove_tree(&mut self, path: &str, expected: &DirectoryIdentity) -> Result<bool, WorkspaceFailure> {

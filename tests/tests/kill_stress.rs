@@ -30,6 +30,7 @@ fn five_hundred_kills_leave_only_recoverable_state() {
         assert!(summary_number(&stdout, kind) > 20, "too few {kind}: {stdout}");
     }
     assert!(summary_number(&stdout, "released directories kept intact") > 20, "too few released directories checked: {stdout}");
+    assert!(stdout.contains(", 0 unleased empty directories;"), "a crash between mkdir and lease left litter: {stdout}");
 }
 
 #[test]

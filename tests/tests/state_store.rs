@@ -298,8 +298,12 @@ fn sigkill_at_random_instants_leaves_only_complete_records() {
     let mut previous: Vec<Option<String>> = vec![None; 4];
     let mut trials_with_writes = 0;
     for trial in 0..TRIALS {
-        let mut child = worker().args(["churn", &home]).spawn().expect("spawn");
-        std::thread::sleep(Duration::from_micros(rng.next() % 25_000));
+        let mut child = worker().args(["churn", &home]).stdout(std::process::Stdio::piped()).spawn().expect("spawn");
+        // Kill at a random instant of the churn (a loaded machine starts workers slowly).
+        let mut ready = String::new();
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.as_mut().expect("stdout")), &mut ready).expect("ready");
+        assert_eq!(ready, "ready\n", "trial {trial}: the worker did not start");
+        std::thread::sleep(Duration::from_micros(rng.next() % 50_000));
         child.kill().expect("SIGKILL");
         let status = child.wait().expect("reap");
         assert!(status.code().is_none(), "trial {trial} (seed {seed}): the worker must die by the signal, not {status}");

@@ -80,6 +80,17 @@ pub fn acquire(store: &mut dyn Store, processes: &mut dyn Processes, entropy: &m
                 let observed = export_admission::parse_file(&text)?;
                 let disposition = dispositions::admission(&observed.record, &boot_id, &mut |_, owner| liveness::probe(processes, owner))
                     .map_err(Error::System)?;
+                // The verdict is about the claim read before its owner was probed; an owner that
+                // moved on or released meanwhile (and then exited) would be judged by a claim that
+                // is no longer there. A refusal stands only if the claim is unchanged after the
+                // probe; otherwise this attempt starts again (not in the reference:
+                // docs/deviations.md).
+                if disposition != Disposition::Recoverable {
+                    let now = store.read_if_present(CLAIM_PATH, MAX_CLAIM_BYTES)?;
+                    if now.is_none_or(|now| digest::sha256_hex(now.as_bytes()) != observed.sha256) {
+                        continue;
+                    }
+                }
                 match disposition {
                     Disposition::Active => return Err(Error::beeper("another export is active")),
                     Disposition::Indeterminate => return Err(Error::beeper("prior export owner cannot be inspected safely")),
@@ -189,7 +200,7 @@ pub fn bind_helper(
     if !(1..=2_147_483_647).contains(&pid) {
         return Err(Error::beeper("export admission helper PID is invalid"));
     }
-    let helper = processes.capture(pid as u64).map_err(Error::System)?;
+    let helper = liveness::capture(processes, pid as u64).map_err(Error::System)?;
     update(handle, Phase::HelperActive, Some(helper), store, entropy)
 }
 

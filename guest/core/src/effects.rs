@@ -241,6 +241,13 @@ pub trait Workspace {
     /// Removes the tree at `path` only while it is still `expected` (completing an interrupted
     /// quarantine of it whose remover is provably dead); `false` when nothing of it exists.
     fn remove_tree(&mut self, path: &str, expected: &crate::records::DirectoryIdentity) -> Result<bool, WorkspaceFailure>;
+    /// Creates `path` (mode 0700) and its missing ancestors below its granted root without
+    /// following a symbolic link; returns the directories created, outermost first (none when
+    /// `path` existed).
+    fn create_private_directory(&mut self, path: &str) -> Result<Vec<String>, WorkspaceFailure>;
+    /// Removes `path` only if it is an empty directory and, when `expected` is given, still that
+    /// directory (`rmdir`); `false` when it is absent, another directory, or not empty.
+    fn remove_empty_directory(&mut self, path: &str, expected: Option<&crate::records::DirectoryIdentity>) -> Result<bool, WorkspaceFailure>;
 }
 
 /// The installed identity of an enabled plugin (§5 `loadInstalledPortableProviderPlugin`).

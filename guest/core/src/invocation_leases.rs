@@ -191,13 +191,7 @@ pub fn acquire(identity: &PortableIdentity, run_id: &str, fx: Effects<'_>) -> Re
             )));
         }
         store.ensure_private_directory(DIRECTORY)?;
-        for entry in list(store)? {
-            let (_, blocked) =
-                admission_entry(&identity.plugin_id, &entry, &mut |_, owner| liveness::probe(processes, owner).map_err(Error::System))?;
-            if let Some(error) = blocked {
-                return Err(error);
-            }
-        }
+        admit(&identity.plugin_id, store, processes)?;
         let own = processes.self_identity().map_err(Error::System)?;
         let acquired_at = i64::try_from(clock.now_ms())
             .ok()
@@ -218,6 +212,33 @@ pub fn acquire(identity: &PortableIdentity, run_id: &str, fx: Effects<'_>) -> Re
         }
         Ok(lease)
     })
+}
+
+/// How many times [`admit`] lists the collection again when a lease that blocked changed.
+const ADMISSION_ROUNDS: usize = 8;
+
+/// §6B.5 step c over the listing. A lease that blocks because its owner is not provably live is
+/// read again after the probe: if it changed or vanished meanwhile (its owner completed and
+/// released it, then exited), the verdict was about a stale lease and the listing is taken
+/// again, at most [`ADMISSION_ROUNDS`] times (not in the reference: docs/deviations.md).
+fn admit(plugin_id: &str, store: &mut dyn Store, processes: &mut dyn Processes) -> Result<(), Error> {
+    let mut round = 0;
+    'listing: loop {
+        round += 1;
+        for entry in list(store)? {
+            let (decision, blocked) = admission_entry(plugin_id, &entry, &mut |_, owner| liveness::probe(processes, owner).map_err(Error::System))?;
+            let Some(error) = blocked else { continue };
+            if let (EntryDecision::BlockedUnverifiable, Entry::Valid(snapshot)) = (&decision, &entry) {
+                let now = store.read_if_present(&lease_path(&snapshot.record.lease_id), MAX_LEASE_BYTES)?;
+                let changed = now.is_none_or(|text| crate::digest::sha256_hex(text.as_bytes()) != snapshot.sha256);
+                if changed && round < ADMISSION_ROUNDS {
+                    continue 'listing;
+                }
+            }
+            return Err(error);
+        }
+        return Ok(());
+    }
 }
 
 /// The internal `replace(current, containment)` (§6B.6): a compare-and-swap of the lease with a

@@ -387,6 +387,19 @@ pub fn describe(role: &str, owner: &Owner, liveness: &Liveness) -> String {
     text
 }
 
+/// `captureProcessOwnerIdentity(pid)` (§2.4) through `processes`, holding the host to its
+/// answer: an identity of another pid than the one asked for is refused, never recorded.
+///
+/// Errors: the capture's (`exact live process identity is unavailable`, …); `process identity
+/// capture answered for pid <other> instead of <pid>` from a faulty host.
+pub fn capture(processes: &mut dyn crate::effects::Processes, pid: u64) -> Result<Owner, String> {
+    let owner = processes.capture(pid)?;
+    if owner.pid != pid {
+        return Err(alloc::format!("process identity capture answered for pid {} instead of {pid}", owner.pid));
+    }
+    Ok(owner)
+}
+
 /// Probes `owner` through `processes` and judges the facts ([`judge`]).
 ///
 /// Errors: the probe's (the current boot id could not be read).

@@ -5,7 +5,8 @@ use std::process::ExitCode;
 use clap::Args;
 use proclease::core::invocation_leases::Entry;
 use proclease::core::liveness::OwnerStatus;
-use proclease::{Runtime, invocation_lease_status, list_invocation_leases, survey_admission, survey_directory_leases};
+use proclease::core::directory_leases::Options;
+use proclease::{Runtime, invocation_lease_status, list_invocation_leases, recover_each_directory_lease, survey_admission};
 use serde_json::{Value, json};
 
 use super::{Context, Global};
@@ -75,12 +76,29 @@ pub fn run(global: &Global, args: &DoctorArgs) -> Result<ExitCode, String> {
             phase: "-".into(),
             age: "-".into(),
             disposition: "invalid".into(),
-            reason: error.to_string(),
+            reason: super::invalid_admission_hint(&ctx, runtime).unwrap_or_else(|| error.to_string()),
             action: None,
             child: None,
         }),
     }
-    for e in survey_directory_leases(runtime, ctx.effects(), Some(now_ms as f64)).map_err(|e| e.to_string())? {
+    let dry_run = Options { dry_run: true, ..Options::default() };
+    let run = recover_each_directory_lease(runtime, ctx.effects(), Some(now_ms as f64), dry_run).map_err(|e| e.to_string())?;
+    if let (Some(stop), None) = (&run.stopped, run.outcomes.iter().find(|o| o.action.refusal().is_some())) {
+        // Stopped before any entry (the collection itself).
+        rows.push(Row {
+            kind: "lease-entry",
+            what: proclease::core::directory_leases::DIRECTORY.into(),
+            owner: "-".into(),
+            phase: "-".into(),
+            age: "-".into(),
+            disposition: "invalid".into(),
+            reason: format!("recover would stop: {stop}{}", run.cause.as_ref().map(|c| format!(" ({c})")).unwrap_or_default()),
+            action: Some("stop".into()),
+            child: None,
+        });
+    }
+    for e in &run.outcomes {
+        let stop = e.action.refusal().map(|error| format!("; recover would stop: {error} (`recover --skip-invalid` recovers the others)"));
         rows.push(match &e.claim {
             Some(c) => Row {
                 kind: if c.role == proclease::core::records::directory_lease::Role::BundleStage { "bundle-stage" } else { "raw-working" },
@@ -89,11 +107,8 @@ pub fn run(global: &Global, args: &DoctorArgs) -> Result<ExitCode, String> {
                 phase: c.phase.name().into(),
                 age: age(now_ms, c.created_at_ms),
                 disposition: e.disposition.map_or("invalid", |d| d.name()).into(),
-                reason: match e.action.strip_prefix("stop: ") {
-                    Some(stop) => format!("{}; but recover would stop: {stop}", e.reason),
-                    None => e.reason.clone(),
-                },
-                action: Some(e.action.clone()),
+                reason: format!("{}{}", e.reason, stop.unwrap_or_default()),
+                action: Some(e.action.words().into()),
                 child: c.child_owner.as_ref().map(|o| o.pid),
             },
             None => Row {
@@ -103,8 +118,8 @@ pub fn run(global: &Global, args: &DoctorArgs) -> Result<ExitCode, String> {
                 phase: "-".into(),
                 age: "-".into(),
                 disposition: "invalid".into(),
-                reason: format!("{}; recover would stop: {}", e.reason, e.action.trim_start_matches("stop: ")),
-                action: Some(e.action.clone()),
+                reason: format!("{}{}", e.reason, stop.unwrap_or_default()),
+                action: Some(e.action.words().into()),
                 child: None,
             },
         });

@@ -157,6 +157,27 @@ impl Context {
 }
 
 /// The exit status for a failed operation: 3 / 4 for the two refusals a script can act on.
+/// When the admission file itself is not a valid record, what to do about it: the reference's
+/// readers refuse it (every `--exclusive` run fails) and proclease never deletes it.
+pub fn invalid_admission_hint(ctx: &Context, runtime: &proclease::Runtime) -> Option<String> {
+    match proclease::survey_admission(runtime, ctx.effects()) {
+        Err(proclease::Error::Rule(error @ proclease::core::Error::Lease(_))) => {
+            let home = ctx.store.home().path();
+            let file = home.join(proclease::core::admission::CLAIM_PATH);
+            let aside = home.join(".proclease/set-aside-active.json");
+            Some(format!(
+                "{} is not a valid export admission ({}): no --exclusive run can start while it is there, and proclease never deletes it; \
+                 check that no export runs, then move it aside: mv -- '{}' '{}'",
+                file.display(),
+                error.message(),
+                file.display(),
+                aside.display()
+            ))
+        }
+        _ => None,
+    }
+}
+
 pub fn failure_status(message: &str) -> ExitCode {
     if message.ends_with("another export is active") {
         ExitCode::from(EXIT_BLOCKED)

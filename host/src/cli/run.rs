@@ -116,7 +116,10 @@ pub fn run(global: &Global, args: RunArgs) -> Result<ExitCode, String> {
         ));
     }
     let mut admission = match args.exclusive {
-        true => Some(Admission::acquire(runtime, ctx.effects()).map_err(|e| e.to_string())?),
+        true => Some(Admission::acquire(runtime, ctx.effects()).map_err(|e| match super::invalid_admission_hint(&ctx, runtime) {
+            Some(hint) => format!("{e}\n{hint}"),
+            None => e.to_string(),
+        })?),
         false => None,
     };
     let release_admission = |admission: &mut Option<Admission>| {
@@ -138,16 +141,12 @@ pub fn run(global: &Global, args: RunArgs) -> Result<ExitCode, String> {
         release_admission(&mut admission);
         return Err(e);
     }
-    let created = match ctx.workspace.create_private_directory(&dir_text) {
-        Ok(created) => created,
-        Err(e) => {
-            release_admission(&mut admission);
-            return Err(e.to_string());
-        }
-    };
+    // What the lease creates (the directory and its missing ancestors), to remove again if the
+    // command never runs.
+    let created: Vec<String> = dir.ancestors().take_while(|p| std::fs::symlink_metadata(p).is_err()).filter_map(|p| p.to_str().map(String::from)).collect();
     let undo_created = || {
-        for path in created.iter().rev() {
-            let _ = ctx.workspace.remove_empty_directory(path);
+        for path in &created {
+            let _ = ctx.workspace.remove_empty_directory(path, None);
         }
     };
     let now = now_ms();
@@ -158,10 +157,11 @@ pub fn run(global: &Global, args: RunArgs) -> Result<ExitCode, String> {
         recover_after_ms: now + args.recover_after.as_millis() as f64,
         now_ms: Some(now),
     };
-    let mut lease = match DirectoryLease::create(runtime, ctx.effects(), &request) {
+    // The lease creates the directory, its intent recorded first: a crash between `mkdir` and
+    // the lease leaves nothing `recover` cannot clean up.
+    let mut lease = match DirectoryLease::create_with_directory(runtime, ctx.effects(), &request) {
         Ok(lease) => lease,
         Err(error) => {
-            undo_created();
             release_admission(&mut admission);
             let hint = if error.to_string().ends_with("not an owned physical directory") { physical_hint(&dir) } else { String::new() };
             return Err(format!("{error}{hint}"));
@@ -285,8 +285,9 @@ fn lock_lease_creation(ctx: &Context) -> Result<std::fs::File, String> {
 /// live or not: saying whose, and what to do.
 fn refuse_if_claimed(ctx: &Context, runtime: &Runtime, dir: &str) -> Result<(), String> {
     let identity = ctx.workspace.inspect(dir).map_err(|e| e.to_string())?.map(|facts| facts.identity);
-    let survey = proclease::survey_directory_leases(runtime, ctx.effects(), None).map_err(|e| e.to_string())?;
-    for entry in survey {
+    let dry_run = proclease::core::directory_leases::Options { dry_run: true, ..Default::default() };
+    let run = proclease::recover_each_directory_lease(runtime, ctx.effects(), None, dry_run).map_err(|e| e.to_string())?;
+    for entry in run.outcomes {
         let Some(claim) = entry.claim else { continue };
         if claim.path != dir && identity.as_ref() != Some(&claim.directory_identity) {
             continue;

@@ -106,6 +106,7 @@ impl World {
     /// Directory recovery, invocation repair with tombstones, and an admission takeover.
     fn recover(&self) -> Result<(), String> {
         proclease::recover_directory_leases(self.runtime, self.effects(), None).map_err(|e| format!("directory recovery: {e}"))?;
+        proclease::recover_directory_creations(self.runtime, self.effects(), false).map_err(|e| format!("creation recovery: {e}"))?;
         proclease::repair_invocation_leases(self.runtime, self.effects(), true).map_err(|e| format!("invocation repair: {e}"))?;
         Ok(())
     }
@@ -184,21 +185,13 @@ fn worker(home: &Path, root: &Path, seed: u64, log: &Path) -> ! {
                 // another lease may claim (as `proclease run` refuses to).
                 let dir = root.join(format!("job-{pid}-{:x}-{made}", seed & 0xffff_ffff));
                 let text = dir.to_string_lossy().into_owned();
-                if let Err(e) = world.workspace.create_private_directory(&text) {
-                    fail(&e.to_string());
-                }
                 // One clock reading for both times: the recovery time must not precede the creation time
                 // (`directory lease request is invalid`), which two readings a millisecond apart would do.
                 let now = now_ms();
                 let request = Request { role: Role::RawWorking, path: text.clone(), output_root: None, recover_after_ms: now, now_ms: Some(now) };
                 check(b'd', (|| {
-                    let mut lease = match DirectoryLease::create(world.runtime, world.effects(), &request) {
-                        Ok(lease) => lease,
-                        Err(e) => {
-                            let _ = world.workspace.remove_empty_directory(&text);
-                            return Err(e.to_string());
-                        }
-                    };
+                    // As `run` does: the lease creates its directory, its intent recorded first.
+                    let mut lease = DirectoryLease::create_with_directory(world.runtime, world.effects(), &request).map_err(|e| e.to_string())?;
                     lease.update(Phase::Launching, None).map_err(|e| e.to_string())?;
                     lease.update(Phase::Running, Some(i64::from(pid))).map_err(|e| e.to_string())?;
                     std::fs::write(dir.join("out.txt"), format!("written by {pid}\n")).map_err(|e| e.to_string())?;
@@ -317,6 +310,16 @@ fn check_disk(home: &Path, root: &Path) -> Result<(Vec<String>, String), String>
         violations.push(format!("quarantines left after recovery: {quarantines:?}"));
     }
     released_gone(&mut violations);
+    // A crash between creating a directory and leasing it leaves nothing: every directory left
+    // is a worker's kept result (its output is in it).
+    let litter: Vec<String> = names_in(root).into_iter().filter(|n| n.starts_with("job-") && !root.join(n).join("out.txt").exists()).collect();
+    if !litter.is_empty() {
+        violations.push(format!("{} empty, unleased directories left after recovery: {litter:?}", litter.len()));
+    }
+    let intents = names_in(&home.join(proclease::core::directory_leases::INTENTS));
+    if !intents.is_empty() {
+        violations.push(format!("directory-creation intents of dead creators left after recovery: {intents:?}"));
+    }
     // Convergence.
     let once = (listing(home), listing(root));
     if let Err(e) = world.recover() {
@@ -329,8 +332,9 @@ fn check_disk(home: &Path, root: &Path) -> Result<(Vec<String>, String), String>
     Ok((
         violations,
         format!(
-            "{before_leases} directory leases and {before_invocations} invocation leases recovered, {} released directories kept intact, {kept} directories kept",
-            released.len()
+            "{before_leases} directory leases and {before_invocations} invocation leases recovered, {} released directories kept intact, {kept} directories kept, {} unleased empty directories",
+            released.len(),
+            litter.len()
         ),
     ))
 }
@@ -548,6 +552,14 @@ mod trace {
             line(&self.1, format!("remove_tree {path} {} start", expected.inode));
             let r = self.0.remove_tree(path, expected);
             line(&self.1, format!("remove_tree {path} {} {r:?}", expected.inode));
+            r
+        }
+        fn create_private_directory(&mut self, path: &str) -> Result<Vec<String>, WorkspaceFailure> {
+            self.0.create_private_directory(path)
+        }
+        fn remove_empty_directory(&mut self, path: &str, expected: Option<&DirectoryIdentity>) -> Result<bool, WorkspaceFailure> {
+            let r = self.0.remove_empty_directory(path, expected);
+            line(&self.1, format!("remove_empty_directory {path} {r:?}"));
             r
         }
     }

@@ -4,7 +4,7 @@
 //! Usage:
 //!   store_worker race-replace <state-home> <rounds> <id>   print `won <round>` for each win
 //!   store_worker race-create <state-home> <rounds> <id>    print `created <round>`
-//!   store_worker churn <state-home>                        write, replace, remove forever
+//!   store_worker churn <state-home>                        print `ready`, then write, replace, remove forever
 //!   store_worker hold-catalog-lock <state-home>            take the catalog lock, print `locked`, sleep
 
 use std::path::Path;
@@ -66,6 +66,8 @@ fn main() {
         }
         "churn" => {
             let store = open(&arg(2));
+            // The parent kills at random instants *of the churn*, not of the start-up.
+            println!("ready");
             let mut n: u64 = 0;
             loop {
                 for k in 0..4u64 {

@@ -62,10 +62,39 @@ impl wit::Guest for Component {
         Ok(wit::DirectoryLease::new(LeaseResource { handle: RefCell::new(handle) }))
     }
 
-    fn survey(now_ms: Option<f64>) -> Result<alloc::vec::Vec<wit::LeaseSurvey>, t::Error> {
+    fn create_with_directory(r: wit::LeaseRequest) -> Result<wit::DirectoryLease, t::Error> {
         let (mut s, mut p, mut w, mut c, mut e) = (ImportedStore, ImportedProcesses, ImportedWorkspace, ImportedClock, ImportedEntropy);
-        let entries = leases::survey(now_ms, effects(&mut s, &mut p, &mut w, &mut c, &mut e)).map_err(error)?;
-        Ok(entries.into_iter().map(LeaseResource::survey_entry).collect())
+        let handle = leases::create_with_directory(&request(r), effects(&mut s, &mut p, &mut w, &mut c, &mut e)).map_err(error)?;
+        Ok(wit::DirectoryLease::new(LeaseResource { handle: RefCell::new(handle) }))
+    }
+
+    fn recover_creations(dry_run: bool) -> Result<alloc::vec::Vec<wit::CreationOutcome>, t::Error> {
+        let outcomes = leases::recover_creations(&mut ImportedStore, &mut ImportedProcesses, &mut ImportedWorkspace, dry_run).map_err(error)?;
+        Ok(outcomes
+            .into_iter()
+            .map(|o| wit::CreationOutcome {
+                file_name: o.name,
+                path: o.path,
+                action: match o.action {
+                    leases::CreationAction::Keep => wit::CreationAction::Keep,
+                    leases::CreationAction::Finish(paths) => wit::CreationAction::Finish(paths),
+                    leases::CreationAction::Skip(why) => wit::CreationAction::Skip(why),
+                },
+                reason: o.reason,
+                done: o.done,
+            })
+            .collect())
+    }
+
+    fn recover_each(now_ms: Option<f64>, options: wit::RecoveryOptions) -> Result<wit::RecoveryRun, t::Error> {
+        let (mut s, mut p, mut w, mut c, mut e) = (ImportedStore, ImportedProcesses, ImportedWorkspace, ImportedClock, ImportedEntropy);
+        let options = leases::Options { dry_run: options.dry_run, skip_invalid: options.skip_invalid, concurrent: options.concurrent };
+        let run = leases::recover_each(now_ms, effects(&mut s, &mut p, &mut w, &mut c, &mut e), options).map_err(error)?;
+        Ok(wit::RecoveryRun {
+            outcomes: run.outcomes.into_iter().map(LeaseResource::outcome).collect(),
+            stopped: run.stopped.map(error),
+            cause: run.cause,
+        })
     }
 
     fn recover(now_ms: Option<f64>) -> Result<wit::RecoveryReport, t::Error> {
@@ -81,13 +110,22 @@ impl wit::Guest for Component {
 }
 
 impl LeaseResource {
-    fn survey_entry(s: leases::Survey) -> wit::LeaseSurvey {
-        wit::LeaseSurvey {
-            file_name: s.name,
-            claim: s.claim.map(directory_lease_claim),
-            disposition: s.disposition.map(super::convert::disposition),
-            action: s.action,
-            reason: s.reason,
+    fn outcome(o: leases::Outcome) -> wit::RecoveryOutcome {
+        wit::RecoveryOutcome {
+            file_name: o.name,
+            claim: o.claim.map(directory_lease_claim),
+            disposition: o.disposition.map(super::convert::disposition),
+            action: match o.action {
+                leases::Action::Keep => wit::RecoveryAction::Keep,
+                leases::Action::RemoveDirectory => wit::RecoveryAction::RemoveDirectory,
+                leases::Action::CountPublished => wit::RecoveryAction::CountPublished,
+                leases::Action::RemoveClaim => wit::RecoveryAction::RemoveClaim,
+                leases::Action::AlreadyRecovered => wit::RecoveryAction::AlreadyRecovered,
+                leases::Action::Skip(e) => wit::RecoveryAction::Skip(error(e)),
+                leases::Action::Stop(e) => wit::RecoveryAction::Stop(error(e)),
+            },
+            reason: o.reason,
+            done: o.done,
         }
     }
 }

@@ -202,6 +202,23 @@ impl proclease_core::effects::Workspace for ImportedWorkspace {
         };
         super::bindings::proclease::lease::workspace::remove_tree(path, &expected).map_err(workspace_failure)
     }
+
+    fn create_private_directory(&mut self, path: &str) -> Result<Vec<String>, proclease_core::effects::WorkspaceFailure> {
+        super::bindings::proclease::lease::workspace::create_private_directory(path).map_err(workspace_failure)
+    }
+
+    fn remove_empty_directory(
+        &mut self,
+        path: &str,
+        expected: Option<&proclease_core::records::DirectoryIdentity>,
+    ) -> Result<bool, proclease_core::effects::WorkspaceFailure> {
+        let expected = expected.map(|e| super::bindings::proclease::lease::types::DirectoryIdentity {
+            device: e.device.clone(),
+            inode: e.inode.clone(),
+            birthtime_ns: e.birthtime_ns.clone(),
+        });
+        super::bindings::proclease::lease::workspace::remove_empty_directory(path, expected.as_ref()).map_err(workspace_failure)
+    }
 }
 
 /// The `clock` import.

@@ -15,6 +15,7 @@ use serde_json::{Map, Value};
 
 use crate::{canonical_json, digest, js};
 
+pub mod creation_intent;
 pub mod detect;
 pub mod directory_lease;
 pub mod export_admission;

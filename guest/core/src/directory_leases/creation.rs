@@ -1,0 +1,245 @@
+//! Leasing a directory the lease itself creates (proclease's extension; the reference leases
+//! only existing directories): the intent is recorded before `mkdir`, so that a crash between
+//! creating the directory and leasing it leaves nothing a later recovery cannot clean up
+//! (`docs/deviations.md`).
+//!
+//! 1. `recovery/proclease-directory-creations/<id>.json` records the owner and the directory
+//!    ([`CreationIntent`]);
+//! 2. the directory and its missing ancestors are created (0700), and the intent is updated with
+//!    what was created and its identities;
+//! 3. the lease is created (§6A.6);
+//! 4. the intent is removed.
+//!
+//! [`recover_creations`] finishes the intents of provably dead owners: it removes each
+//! directory they created that is still empty, still the same directory, and claimed by no
+//! lease (innermost first), then the intent. It never removes a directory with anything in it.
+
+use alloc::format;
+use alloc::string::String;
+use alloc::vec::Vec;
+
+use super::{DIRECTORY, Effects, Handle, MAX_CLAIMS, MAX_CLAIM_BYTES, Request, check_request, create};
+use crate::effects::{BatchStatus, EntryKind, Processes, Store, Workspace, uuid_v4};
+use crate::liveness::{self, OwnerStatus, Spawned};
+use crate::records::creation_intent::{self, CreationIntent};
+use crate::records::{DirectoryIdentity, directory_lease};
+use crate::{Error, digest, js};
+
+/// The collection of creation intents.
+pub const INTENTS: &str = "recovery/proclease-directory-creations";
+/// The largest intent file read.
+const MAX_INTENT_BYTES: u32 = 65_536;
+/// The most intents one recovery looks at.
+const MAX_INTENTS: usize = 1_000;
+
+fn storage(context: &str, error: impl Into<Error>) -> Error {
+    let error: Error = error.into();
+    Error::Storage(format!("{context}: {}", error.message()))
+}
+
+/// Creates `request.path` (mode 0700, with its missing ancestors, under the granted roots) and
+/// leases it (§6A.6 create), recording the intent first. An existing directory is leased as
+/// [`create`] leases it. If the lease cannot be created, what was created is removed again.
+///
+/// Errors: those of [`check_request`] and [`create`]; a storage error naming the intent or the
+/// directory when either cannot be written.
+pub fn create_with_directory(request: &Request, fx: Effects<'_>) -> Result<Handle, Error> {
+    check_request(request, fx.clock)?;
+    let owner = fx.processes.self_identity().map_err(Error::System)?;
+    let id = uuid_v4(fx.entropy);
+    // The directories to create, known before `mkdir`: a crash right after it must still find
+    // them in the intent (their identities follow once they exist).
+    let planned = missing_directories(&request.path, fx.workspace)?;
+    let intent = CreationIntent { id: id.clone(), owner, path: request.path.clone(), created: planned.iter().map(|p| (p.clone(), None)).collect() }.parsed();
+    let record = format!("{INTENTS}/{id}.json");
+    fx.store.ensure_private_directory(INTENTS).map_err(|e| storage(INTENTS, e))?;
+    if !fx.store.create_if_absent(&record, &intent.canonical).map_err(|e| storage(&record, e))? {
+        return Err(Error::Storage(format!("{record}: a creation intent with this id exists already; retry")));
+    }
+    let mut sha = intent.sha256;
+    let created = match fx.workspace.create_private_directory(&request.path) {
+        Ok(created) => created,
+        Err(error) => {
+            let _ = fx.store.remove_if_unchanged(&record, &sha);
+            return Err(error.into());
+        }
+    };
+    let mut made = Vec::with_capacity(created.len());
+    for path in &created {
+        let identity = fx.workspace.inspect(path).ok().flatten().map(|facts| facts.identity);
+        made.push((path.clone(), identity));
+    }
+    let intended: Vec<(String, Option<DirectoryIdentity>)> = planned.iter().map(|p| (p.clone(), None)).collect();
+    let undo = |store: &mut dyn Store, workspace: &mut dyn Workspace, made: &[(String, Option<DirectoryIdentity>)], sha: &str| {
+        for (path, identity) in made.iter().rev() {
+            let _ = workspace.remove_empty_directory(path, identity.as_ref());
+        }
+        let _ = store.remove_if_unchanged(&record, sha);
+    };
+    if made != intended {
+        let updated = CreationIntent { created: made.clone(), ..intent.record.clone() }.parsed();
+        match fx.store.replace_if_unchanged(&record, &sha, &updated.canonical) {
+            Ok(true) => sha = updated.sha256,
+            Ok(false) => {
+                undo(fx.store, fx.workspace, &made, &sha);
+                return Err(Error::Storage(format!("{record}: changed while the directory was created; retry")));
+            }
+            Err(error) => {
+                undo(fx.store, fx.workspace, &made, &sha);
+                return Err(storage(&record, error));
+            }
+        }
+    }
+    let Effects { store, processes, workspace, clock, entropy } = fx;
+    let lease = create(request, Effects { store: &mut *store, processes, workspace: &mut *workspace, clock, entropy });
+    match lease {
+        Ok(handle) => {
+            // The lease claims the directory now: the intent has nothing left to prove. Should
+            // this removal fail, recovery finds the intent and leaves the leased directory.
+            let _ = store.remove_if_unchanged(&record, &sha);
+            Ok(handle)
+        }
+        Err(error) => {
+            undo(store, workspace, &made, &sha);
+            Err(error)
+        }
+    }
+}
+
+/// The directories of `path` and its ancestors that do not exist, outermost first (stopping at
+/// the first that exists, or that the workspace will not look at).
+fn missing_directories(path: &str, workspace: &mut dyn Workspace) -> Result<Vec<String>, Error> {
+    let mut missing = Vec::new();
+    let mut current = path;
+    while current.len() > 1 {
+        match workspace.inspect(current) {
+            Ok(None) => missing.push(String::from(current)),
+            Ok(Some(_)) => break,
+            Err(error) if missing.is_empty() => return Err(error.into()),
+            Err(_) => break,
+        }
+        current = directory_lease::dirname(current);
+    }
+    missing.reverse();
+    Ok(missing)
+}
+
+/// What recovery does (or would do) with one creation intent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CreationAction {
+    /// Its owner (or a process it started) is alive, or nothing proves it gone: left alone.
+    Keep,
+    /// Its owner is gone: these directories (empty, unleased) were removed, then the intent.
+    Finish(Vec<String>),
+    /// Not a valid intent: left in place and reported.
+    Skip(String),
+}
+
+/// One intent's outcome.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CreationOutcome {
+    /// The intent's file name.
+    pub name: String,
+    /// The directory it was creating, when the intent is valid.
+    pub path: Option<String>,
+    /// What was (or would be) done.
+    pub action: CreationAction,
+    /// Why, in words.
+    pub reason: String,
+    /// Whether it was carried out (never in a dry run).
+    pub done: bool,
+}
+
+/// Finishes the creation intents of provably dead owners (see the module docs); with
+/// `dry_run`, only says what it would do.
+///
+/// Errors: a store failure listing or reading the intents or the lease collection.
+pub fn recover_creations(
+    store: &mut dyn Store,
+    processes: &mut dyn Processes,
+    workspace: &mut dyn Workspace,
+    dry_run: bool,
+) -> Result<Vec<CreationOutcome>, Error> {
+    let Some(snapshot) = store.snapshot(INTENTS, !dry_run)? else { return Ok(Vec::new()) };
+    let names: Vec<String> = snapshot
+        .entries
+        .iter()
+        .filter(|e| e.kind == EntryKind::File && e.name.strip_suffix(".json").is_some_and(js::is_uuid_v4))
+        .take(MAX_INTENTS)
+        .map(|e| e.name.clone())
+        .collect();
+    if names.is_empty() {
+        return Ok(Vec::new());
+    }
+    let claimed = claimed_paths(store)?;
+    let total = MAX_INTENT_BYTES.saturating_mul(names.len() as u32);
+    let mut outcomes = Vec::new();
+    for (name, status) in store.read_batch(INTENTS, &names, MAX_INTENT_BYTES, total, &snapshot.identity)? {
+        let text = match status {
+            BatchStatus::Present(text) => text,
+            BatchStatus::Absent => continue,
+            BatchStatus::Invalid(_) => {
+                let skip = CreationAction::Skip(String::from("the intent file is not a readable private file"));
+                outcomes.push(CreationOutcome { name, path: None, action: skip, reason: String::from("inspect it by hand"), done: false });
+                continue;
+            }
+        };
+        let intent = match creation_intent::parse_file(&text, &name) {
+            Ok(parsed) => parsed.record,
+            Err(why) => {
+                outcomes.push(CreationOutcome { name, path: None, action: CreationAction::Skip(why), reason: String::from("inspect it by hand"), done: false });
+                continue;
+            }
+        };
+        let owner = liveness::probe(processes, &intent.owner).map_err(Error::System)?;
+        let reason = liveness::describe("creator", &intent.owner, &owner);
+        if owner.status != OwnerStatus::DifferentOrDead || owner.spawned == Spawned::SomeAlive {
+            outcomes.push(CreationOutcome { name, path: Some(intent.path), action: CreationAction::Keep, reason, done: false });
+            continue;
+        }
+        let mut removed = Vec::new();
+        for (path, identity) in intent.created.iter().rev() {
+            if claimed.iter().any(|c| c == path) {
+                continue;
+            }
+            if dry_run {
+                if workspace.inspect(path)?.is_some_and(|facts| identity.as_ref().is_none_or(|i| *i == facts.identity)) {
+                    removed.push(path.clone());
+                }
+            } else if workspace.remove_empty_directory(path, identity.as_ref())? {
+                removed.push(path.clone());
+            }
+        }
+        if !dry_run {
+            let sha = digest::sha256_hex(text.as_bytes());
+            store.remove_if_unchanged(&format!("{INTENTS}/{name}"), &sha)?;
+        }
+        outcomes.push(CreationOutcome { name, path: Some(intent.path), action: CreationAction::Finish(removed), reason, done: !dry_run });
+    }
+    Ok(outcomes)
+}
+
+/// The paths every valid lease of the lease collection claims.
+fn claimed_paths(store: &mut dyn Store) -> Result<Vec<String>, Error> {
+    let Some(snapshot) = store.snapshot(DIRECTORY, false)? else { return Ok(Vec::new()) };
+    let names: Vec<String> = snapshot
+        .entries
+        .iter()
+        .filter(|e| e.kind == EntryKind::File && e.name.ends_with(".json"))
+        .take(MAX_CLAIMS)
+        .map(|e| e.name.clone())
+        .collect();
+    if names.is_empty() {
+        return Ok(Vec::new());
+    }
+    let total = MAX_CLAIM_BYTES.saturating_mul(names.len() as u32);
+    let mut paths = Vec::new();
+    for (_, status) in store.read_batch(DIRECTORY, &names, MAX_CLAIM_BYTES, total, &snapshot.identity)? {
+        if let BatchStatus::Present(text) = status {
+            if let Ok(parsed) = directory_lease::parse_json(&text) {
+                paths.push(parsed.record.path);
+            }
+        }
+    }
+    Ok(paths)
+}

@@ -1,0 +1,456 @@
+//! Recovery of directory leases (spec §6A.6 `recoverBeeperMessageLikeMeDirectoryLeases`): every
+//! lease whose owner is provably gone has its directory removed by identity (or its published
+//! output counted) and then its claim removed.
+//!
+//! One code path serves the reference's recovery ([`recover`]), a dry run that only reads, and
+//! the command line's recovery that keeps going past entries it cannot recover
+//! ([`recover_each`] with [`Options`]); every entry's decision comes back as an [`Outcome`].
+
+use alloc::format;
+use alloc::string::String;
+use alloc::vec::Vec;
+
+use super::{DIRECTORY, Effects, MAX_CLAIMS, MAX_CLAIM_BYTES, identity_if_present, identity_of, milliseconds};
+use crate::dispositions::{self, Disposition};
+use crate::effects::{BatchInvalid, BatchStatus, EntryKind, Processes, Store, Workspace};
+use crate::error::BEEPER_PREFIX;
+use crate::liveness::{self, OwnerStatus, Spawned};
+use crate::records::directory_lease::{self, DirectoryLease, Phase, Role};
+use crate::{Error, digest, js};
+
+/// What a recovery run did (§6A.6).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Report {
+    /// Directories of dead owners removed.
+    pub recovered: u32,
+    /// Bundle stages found already published to their output root.
+    pub published: u32,
+    /// Leases of live owners (left alone).
+    pub active: u32,
+    /// Leases whose owners cannot be proven dead (left alone).
+    pub indeterminate: u32,
+}
+
+/// How a recovery run treats what the reference stops at. The default is the reference.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Options {
+    /// Decide, change nothing: the store and the workspace are only read (`recover
+    /// --dry-run`). A dry run reports what would stop a real run and goes on.
+    pub dry_run: bool,
+    /// Leave every entry recovery cannot recover — a file that is not a lease, a claim that
+    /// does not parse, a target, parent or output that changed — as it is, report it, and go
+    /// on with the rest. Without it, recovery stops at the first, as the reference does.
+    pub skip_invalid: bool,
+    /// A lease whose claim vanished before it could be recovered was finished by another
+    /// recoverer: report it as already recovered instead of stopping (the reference's
+    /// `changed during recovery inspection` / `changed before recovery release`).
+    pub concurrent: bool,
+}
+
+/// What recovery does (or, in a dry run, would do) with one entry of the lease collection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Left alone: its owner, recorded child or a process it started is alive
+    /// (disposition `active`), or nothing proves them gone (`indeterminate`).
+    Keep,
+    /// Its directory is removed by identity, then its claim.
+    RemoveDirectory,
+    /// Its stage was already published to its output root: only its claim is removed.
+    CountPublished,
+    /// Nothing of it is left on disk: only its claim is removed.
+    RemoveClaim,
+    /// Another recoverer finished it first: its claim vanished.
+    AlreadyRecovered,
+    /// Not recoverable as it is; left in place and reported ([`Options::skip_invalid`]).
+    Skip(Error),
+    /// Recovery stops here with the reference's refusal (in a dry run: would stop here).
+    Stop(Error),
+}
+
+impl Action {
+    /// Short words for the action: `keep`, `remove directory`, `count as published`, `remove
+    /// claim`, `already recovered`, `skip`, `stop`.
+    pub fn words(&self) -> &'static str {
+        match self {
+            Action::Keep => "keep",
+            Action::RemoveDirectory => "remove directory",
+            Action::CountPublished => "count as published",
+            Action::RemoveClaim => "remove claim",
+            Action::AlreadyRecovered => "already recovered",
+            Action::Skip(_) => "skip",
+            Action::Stop(_) => "stop",
+        }
+    }
+
+    /// The refusal of a skipped or stopping entry.
+    pub fn refusal(&self) -> Option<&Error> {
+        match self {
+            Action::Skip(error) | Action::Stop(error) => Some(error),
+            _ => None,
+        }
+    }
+}
+
+/// One entry's decision.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    /// The entry's name in the collection.
+    pub name: String,
+    /// The claim, when the file is a valid lease.
+    pub claim: Option<DirectoryLease>,
+    /// Its disposition, when it could be decided.
+    pub disposition: Option<Disposition>,
+    /// What was (or would be) done.
+    pub action: Action,
+    /// Why, in words: the probes' answers, or what is wrong with the entry and what to do.
+    pub reason: String,
+    /// Whether the action was carried out (never in a dry run; never for keep, skip or stop).
+    pub done: bool,
+}
+
+/// A recovery run: every entry's outcome in name order, and the refusal that stopped the run
+/// (the reference's error, which [`recover`] returns), if any.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Run {
+    /// The entries, in the order recovery took them.
+    pub outcomes: Vec<Outcome>,
+    /// The refusal that stopped the run (in a dry run: that would stop a real run).
+    pub stopped: Option<Error>,
+    /// What caused a stop that the reference reports only in general terms (`… recovery
+    /// failed safely`): the underlying store or workspace failure.
+    pub cause: Option<String>,
+}
+
+impl Run {
+    /// The reference's counts (§6A.6): directories removed and stages published (carried out),
+    /// leases kept as active or indeterminate.
+    pub fn report(&self) -> Report {
+        let mut report = Report::default();
+        for outcome in &self.outcomes {
+            match (&outcome.action, outcome.disposition) {
+                (Action::RemoveDirectory, _) if outcome.done => report.recovered += 1,
+                (Action::CountPublished, _) if outcome.done => report.published += 1,
+                (Action::Keep, Some(Disposition::Active)) => report.active += 1,
+                (Action::Keep, _) => report.indeterminate += 1,
+                _ => {}
+            }
+        }
+        report
+    }
+}
+
+/// `recoverBeeperMessageLikeMeDirectoryLeases({nowMs, inspectOwner})` (§6A.6), at `now_ms`
+/// (the clock when `None`). Leases are processed in name order; a refusal stops the run, and
+/// leases before it stay recovered.
+///
+/// Errors: `… directory recovery time is invalid`; `… directory lease collection exceeded its
+/// reviewed bound`; `… contains an unsupported entry`; `… changed during recovery inspection`;
+/// the parse errors; `… parent changed before recovery`; `… target changed before recovery`;
+/// `… output changed before recovery`; `… changed before recovery release`; anything else as
+/// `… directory lease recovery failed safely`.
+pub fn recover(now_ms: Option<f64>, fx: Effects<'_>) -> Result<Report, Error> {
+    let run = recover_each(now_ms, fx, Options::default())?;
+    match run.stopped {
+        Some(error) => Err(error),
+        None => Ok(run.report()),
+    }
+}
+
+/// The reference's "…safely" wrapping: an error that is not already a prefixed lease error
+/// becomes `Beeper Message Like Me recovery: directory lease recovery failed safely`.
+fn wrap(error: Error) -> (Error, Option<String>) {
+    match error {
+        Error::Lease(m) if m.starts_with(BEEPER_PREFIX) => (Error::Lease(m), None),
+        other => (Error::beeper("directory lease recovery failed safely"), Some(String::from(other.message()))),
+    }
+}
+
+/// Recovery (§6A.6) with `options`: every entry's outcome, in order.
+///
+/// Errors (before any entry is looked at): `… directory recovery time is invalid`. Every other
+/// refusal is in the run ([`Run::stopped`]).
+pub fn recover_each(now_ms: Option<f64>, fx: Effects<'_>, options: Options) -> Result<Run, Error> {
+    let now = now_ms.unwrap_or_else(|| fx.clock.now_ms() as f64);
+    let now_ms = milliseconds(now).ok_or_else(|| Error::beeper("directory recovery time is invalid"))?;
+    let Effects { store, processes, workspace, .. } = fx;
+    let mut recovery = Recovery { options, now_ms, store, processes, workspace, run: Run::default() };
+    if let Err(error) = recovery.entries() {
+        let (error, cause) = wrap(error);
+        recovery.run.stopped.get_or_insert(error);
+        if recovery.run.cause.is_none() {
+            recovery.run.cause = cause;
+        }
+    }
+    Ok(recovery.run)
+}
+
+struct Recovery<'a> {
+    options: Options,
+    now_ms: u64,
+    store: &'a mut dyn Store,
+    processes: &'a mut dyn Processes,
+    workspace: &'a mut dyn Workspace,
+    run: Run,
+}
+
+/// Why an entry cannot be recovered, and what to do about it.
+struct Refusal {
+    error: Error,
+    reason: String,
+}
+
+impl Recovery<'_> {
+    /// Reports an entry recovery cannot recover: skipped, or the stop of the run (a dry run
+    /// notes the first and goes on). `Err` ends the run.
+    fn refuse(&mut self, name: &str, claim: Option<DirectoryLease>, refusal: Refusal) -> Result<(), Error> {
+        let Refusal { error, reason } = refusal;
+        let (error, cause) = wrap(error);
+        let reason = match &cause {
+            Some(cause) => format!("{reason}: {cause}"),
+            None => reason,
+        };
+        let stop = !self.options.skip_invalid;
+        let action = if stop { Action::Stop(error.clone()) } else { Action::Skip(error.clone()) };
+        self.run.outcomes.push(Outcome { name: name.into(), claim, disposition: None, action, reason, done: false });
+        if stop && self.run.stopped.is_none() {
+            self.run.stopped = Some(error.clone());
+            self.run.cause = cause;
+            if !self.options.dry_run {
+                // The run ends here; the error is already recorded.
+                return Err(error);
+            }
+        }
+        Ok(())
+    }
+
+    fn entries(&mut self) -> Result<(), Error> {
+        let snapshot = if self.options.dry_run {
+            match self.store.snapshot(super::DIRECTORY, false)? {
+                Some(snapshot) => snapshot,
+                None => return Ok(()),
+            }
+        } else {
+            self.store.ensure_private_directory(DIRECTORY)?;
+            let snapshot = self.store.snapshot(DIRECTORY, true)?;
+            snapshot.ok_or_else(|| Error::beeper("directory lease collection exceeded its reviewed bound"))?
+        };
+        if snapshot.entries.len() > MAX_CLAIMS {
+            return Err(Error::beeper("directory lease collection exceeded its reviewed bound"));
+        }
+        // The reference refuses the whole collection when any entry is not a lease file, before
+        // it reads a single claim.
+        let mut names: Vec<String> = Vec::with_capacity(snapshot.entries.len());
+        for entry in &snapshot.entries {
+            let supported = entry.kind == EntryKind::File && entry.name.strip_suffix(".json").is_some_and(js::is_uuid_v4);
+            if supported {
+                names.push(entry.name.clone());
+                continue;
+            }
+            let what = match entry.kind {
+                EntryKind::File => "a file that is not named <lease id>.json",
+                EntryKind::Directory => "a directory",
+                EntryKind::SymbolicLink => "a symbolic link",
+                EntryKind::Other => "neither a file nor a directory",
+            };
+            let refusal = Refusal {
+                error: Error::beeper("directory lease collection contains an unsupported entry"),
+                reason: format!("{what}, not a lease: the reference's recovery refuses the whole collection while it is there; move it out of {DIRECTORY}"),
+            };
+            match self.refuse(&entry.name, None, refusal) {
+                Ok(()) => {}
+                Err(_) => return Ok(()),
+            }
+        }
+        names.sort_by(|a, b| js::cmp_utf16(a, b));
+        if names.is_empty() {
+            return Ok(());
+        }
+        let total = MAX_CLAIM_BYTES.saturating_mul(names.len() as u32);
+        let files = self.store.read_batch(DIRECTORY, &names, MAX_CLAIM_BYTES, total, &snapshot.identity)?;
+        for (name, status) in files {
+            if self.entry(&name, status).is_err() {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Decides, and unless this is a dry run carries out, one lease. `Err` ends the run.
+    fn entry(&mut self, name: &str, status: BatchStatus) -> Result<(), Error> {
+        let text = match status {
+            BatchStatus::Present(text) => text,
+            BatchStatus::Absent if self.options.concurrent => return self.already_recovered(name, None),
+            other => {
+                let why = match other {
+                    BatchStatus::Absent => "vanished while it was read",
+                    BatchStatus::Invalid(BatchInvalid::UnsafeFile) => {
+                        "not a private regular file of yours (a symbolic link, another owner, or group/other permissions)"
+                    }
+                    BatchStatus::Invalid(BatchInvalid::FileByteBound) => "larger than a claim may be (16 KiB)",
+                    BatchStatus::Invalid(BatchInvalid::AggregateByteBound) => "over the batch's byte bound",
+                    BatchStatus::Invalid(BatchInvalid::ChangedDuringRead) => "changed while it was read",
+                    BatchStatus::Invalid(BatchInvalid::InvalidUtf8) => "not UTF-8",
+                    _ => "unreadable",
+                };
+                let refusal = Refusal {
+                    error: Error::beeper("directory lease changed during recovery inspection"),
+                    reason: format!("the claim file is {why}"),
+                };
+                return self.refuse(name, None, refusal);
+            }
+        };
+        let claim = match directory_lease::parse_file(&text, name) {
+            Ok(parsed) => parsed.record,
+            Err(error) => {
+                let reason = String::from("the claim file is not a valid lease (an interrupted write by another program, or an edit)");
+                return self.refuse(name, None, Refusal { error, reason });
+            }
+        };
+        let (disposition, reason) = match explain(&claim, self.now_ms, self.processes) {
+            Ok(decided) => decided,
+            Err(error) => return self.refuse(name, Some(claim), Refusal { error, reason: String::from("its owner could not be probed") }),
+        };
+        if disposition != Disposition::Recoverable {
+            let outcome = Outcome { name: name.into(), claim: Some(claim), disposition: Some(disposition), action: Action::Keep, reason, done: false };
+            self.run.outcomes.push(outcome);
+            return Ok(());
+        }
+        // The claim was read before its owner was probed: an owner that released it (its
+        // directory kept as the result) and then died looks dead with a stale claim in hand.
+        // So the claim must still be there, unchanged, *after* the probe — only its owner
+        // releases it, and that owner is now gone — before anything is deleted. Otherwise this
+        // is the reference's own "changed before recovery release" refusal, raised before the
+        // removal instead of after it.
+        let sha = digest::sha256_hex(text.as_bytes());
+        let path = format!("{DIRECTORY}/{name}");
+        let current = match self.store.read_if_present(&path, MAX_CLAIM_BYTES) {
+            Ok(current) => current,
+            Err(error) => return self.refuse(name, Some(claim), Refusal { error: error.into(), reason }),
+        };
+        match current {
+            None if self.options.concurrent => return self.already_recovered(name, Some(claim)),
+            Some(now) if digest::sha256_hex(now.as_bytes()) == sha => {}
+            _ => {
+                let refusal = Refusal {
+                    error: Error::beeper("directory lease changed before recovery release"),
+                    reason: format!("{reason}; but its claim changed after it was read"),
+                };
+                return self.refuse(name, Some(claim), refusal);
+            }
+        }
+        let action = match carry_out(&claim, self.workspace, self.options.dry_run) {
+            Ok(action) => action,
+            Err(error) => {
+                let why = refusal_words(&error);
+                return self.refuse(name, Some(claim), Refusal { error, reason: format!("{reason}; {why}") });
+            }
+        };
+        if !self.options.dry_run {
+            let removed = match self.store.remove_if_unchanged(&path, &sha) {
+                Ok(removed) => removed,
+                Err(error) => return self.refuse(name, Some(claim), Refusal { error: error.into(), reason }),
+            };
+            if !removed {
+                let vanished = matches!(self.store.read_if_present(&path, MAX_CLAIM_BYTES), Ok(None));
+                if !(vanished && self.options.concurrent) {
+                    let refusal = Refusal {
+                        error: Error::beeper("directory lease changed before recovery release"),
+                        reason: format!("{reason}; but its claim changed while it was recovered"),
+                    };
+                    return self.refuse(name, Some(claim), refusal);
+                }
+            }
+        }
+        let done = !self.options.dry_run;
+        self.run.outcomes.push(Outcome { name: name.into(), claim: Some(claim), disposition: Some(disposition), action, reason, done });
+        Ok(())
+    }
+
+    fn already_recovered(&mut self, name: &str, claim: Option<DirectoryLease>) -> Result<(), Error> {
+        let reason = String::from("its claim vanished: another recoverer finished it");
+        self.run.outcomes.push(Outcome { name: name.into(), claim, disposition: None, action: Action::AlreadyRecovered, reason, done: false });
+        Ok(())
+    }
+}
+
+/// What to tell the user about a refusal of a recoverable lease.
+fn refusal_words(error: &Error) -> &'static str {
+    let message = error.message();
+    if message.ends_with("target changed before recovery") {
+        "but another directory is at its path now: it is left alone (remove it by hand if it is yours, or move it away)"
+    } else if message.ends_with("parent changed before recovery") {
+        "but its parent directory was replaced: it is left alone"
+    } else if message.ends_with("output changed before recovery") {
+        "but its output root holds another directory: it is left alone"
+    } else {
+        "but its directory could not be removed"
+    }
+}
+
+/// §6A.6 e.3–e.4: the disposition of a lease and the reason in words — the owner (and for a
+/// raw lease its recorded child or launch window, and beyond the reference the processes the
+/// owner started) proves it gone, or not.
+fn explain(claim: &DirectoryLease, now_ms: u64, processes: &mut dyn Processes) -> Result<(Disposition, String), Error> {
+    let owner = liveness::probe(processes, &claim.owner).map_err(Error::System)?;
+    let owner_text = liveness::describe("owner", &claim.owner, &owner);
+    match owner.status {
+        OwnerStatus::ExactLiveOwner => return Ok((Disposition::Active, owner_text)),
+        OwnerStatus::Unknown => return Ok((Disposition::Indeterminate, owner_text)),
+        OwnerStatus::DifferentOrDead => {}
+    }
+    // Beyond the reference: a process the owner started that still holds its witness may be
+    // working in the directory — a bundle stage's command (which no lease records) included.
+    if owner.spawned == Spawned::SomeAlive {
+        return Ok((Disposition::Active, owner_text));
+    }
+    if claim.role == Role::BundleStage {
+        return Ok((Disposition::Recoverable, owner_text));
+    }
+    let mut child_text = String::new();
+    let disposition = dispositions::raw_lease(claim, owner.spawned, now_ms, &mut |_, child| {
+        let liveness = liveness::probe(processes, child)?;
+        child_text = liveness::describe("child", child, &liveness);
+        Ok(liveness)
+    })
+    .map_err(Error::System)?;
+    let reason = match (claim.phase, disposition) {
+        (Phase::Running, _) => format!("{owner_text}; {child_text}"),
+        (Phase::Launching, Disposition::Indeterminate) => {
+            format!("{owner_text} while launching; recoverable from {} ms (now {now_ms} ms)", claim.recover_after_ms)
+        }
+        (Phase::Launching, _) if owner.spawned == Spawned::AllGone => format!("{owner_text} while launching"),
+        (Phase::Launching, _) => format!("{owner_text} while launching; its launch window has passed"),
+        (phase, _) => format!("{owner_text} ({})", phase.name()),
+    };
+    Ok((disposition, reason))
+}
+
+/// §6A.6 e.5–e.7 for a lease whose owner is provably gone: what is done (or, in a dry run,
+/// would be done) with its directory.
+fn carry_out(claim: &DirectoryLease, workspace: &mut dyn Workspace, dry_run: bool) -> Result<Action, Error> {
+    let parent = identity_of(workspace, &claim.parent_path, false)?;
+    if parent != claim.parent_identity {
+        return Err(Error::beeper("directory lease parent changed before recovery"));
+    }
+    match identity_if_present(workspace, &claim.path, true)? {
+        Some(current) if current != claim.directory_identity => Err(Error::beeper("directory lease target changed before recovery")),
+        Some(_) => {
+            if !dry_run {
+                workspace.remove_tree(&claim.path, &claim.directory_identity)?;
+            }
+            Ok(Action::RemoveDirectory)
+        }
+        None => {
+            // An interrupted quarantine of this exact directory by a dead remover is finished.
+            if !dry_run && workspace.remove_tree(&claim.path, &claim.directory_identity)? {
+                return Ok(Action::RemoveDirectory);
+            }
+            let Some(output) = &claim.output_root else { return Ok(Action::RemoveClaim) };
+            match identity_if_present(workspace, output, true)? {
+                Some(out) if out != claim.directory_identity => Err(Error::beeper("directory lease output changed before recovery")),
+                Some(_) => Ok(Action::CountPublished),
+                None => Ok(Action::RemoveClaim),
+            }
+        }
+    }
+}
