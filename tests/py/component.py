@@ -13,9 +13,10 @@ How values cross the boundary in wasmtime-py's dynamic API (what this module rel
 * variant: `Variant(tag, payload)` when its cases' Python types overlap (every variant of the
   contract that crosses here does), else the bare payload, wasmtime choosing the case by type.
 * result: the same rule. An export's `result<T, error>` therefore comes back as `T` or as the
-  `error` variant (`Variant('lease' | 'storage' | 'system', message)`); `call` raises the latter
-  as `ComponentError`. A host function returns its ok value or raises `HostError(payload)`;
-  the binding lowers both explicitly (see `_explicit_results`).
+  `error` variant (`Variant('lease' | 'storage' | 'system', message)`), and a
+  `result<string, string>` as `Variant('ok' | 'err', text)`; `Proclease.call` returns the ok
+  value and raises the err case as `ComponentError`. A host function returns its ok value or
+  raises `HostError(payload)`; the binding lowers both explicitly (see `_explicit_results`).
 * resource: an imported (host) resource is any Python object deriving from `HostResource`;
   its `release()` runs when the component drops it. An exported (guest) resource is a
   `ResourceAny`, wrapped here in `GuestResource`.
@@ -181,7 +182,7 @@ def _result_convert_to_c(self: ResultType, store: Any, val: Any, ptr: Any) -> No
 
 
 def _explicit_results() -> None:
-    if getattr(ResultType.convert_to_c, "__name__", "") != _result_convert_to_c.__name__:
+    if ResultType.convert_to_c is not _result_convert_to_c:
         ResultType.convert_to_c = _result_convert_to_c  # type: ignore[method-assign]
 
 

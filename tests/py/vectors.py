@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
-from component import ComponentError, Proclease, Rec, Variant
+from component import ComponentError, Proclease, Rec
 from memory_host import STATUSES, UNSCRIPTED, World, owner, same_owner
 
 SKIPPED = "skipped: dynamic-type"
