@@ -2,7 +2,7 @@
 //! Python by PyPI's `wasmtime` with every import written in Python (`tests/py/`), must pass
 //! every public conformance vector with the same per-suite counts as the Rust runner's, natively
 //! and through the component in wasmtime, and the Python scenario and contract tests. Needs
-//! `python3` (3.9 or newer, or `$PYTHON`); `tests/py/setup.sh` makes `tests/py/.venv` from the
+//! `python3` (3.11 or newer, or `$PYTHON`); `tests/py/setup.sh` makes `tests/py/.venv` from the
 //! hash-pinned `tests/py/requirements.txt` on first run.
 
 use std::collections::BTreeMap;
@@ -53,7 +53,7 @@ fn the_component_passes_the_vectors_and_scenarios_in_python() {
         .expect("bash must be installed to prepare the Python suite");
     assert!(
         setup.status.success(),
-        "tests/py/setup.sh failed (it needs python3 >= 3.9 with venv, and PyPI):\n{}{}",
+        "tests/py/setup.sh failed (it needs python3 >= 3.11 with venv, and PyPI):\n{}{}",
         String::from_utf8_lossy(&setup.stdout),
         String::from_utf8_lossy(&setup.stderr)
     );
