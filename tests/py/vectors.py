@@ -174,7 +174,7 @@ class Harness:
 
 
 def canonical_json(h: Harness, v: Dict[str, Any]) -> Any:
-    source = v["input"] if v.get("input_kind") == "text" else value_text(v["input"])
+    source = text(v["input"]) if v.get("input_kind") == "text" else value_text(v["input"])
     try:
         return {"ok": True, "text": h.p.records.canonicalize(source)}
     except ComponentError as error:
@@ -310,7 +310,7 @@ def admission_transition(h: Harness, v: Dict[str, Any]) -> Any:
     claim, form = h.parsed("parse-export-admission", value_text(v["claim"]), "value")
     world = h.fresh()
     world.store.put(ADMISSION_CLAIM, form.canonical)
-    handle = h.p.resource("export-admission", "admission", h.p.export_admission.static("admission", "resume", claim, bool(v.get("released"))))
+    handle = h.p.resource("export-admission", "admission", h.p.export_admission.static("admission", "resume", claim, v.get("released") is True))
     results = []
     try:
         for step, call in zip(steps, calls):
@@ -416,7 +416,7 @@ def raw_lease_transition(h: Harness, v: Dict[str, Any]) -> Any:
     claim, form = h.parsed("parse-directory-lease", value_text(v["claim"]), "value", "")
     world = h.fresh()
     world.store.put(f"{DIRECTORY_LEASES}/{claim.id}.json", form.canonical)
-    lease = h.p.resource("directory-leases", "directory-lease", h.p.directory_leases.static("directory-lease", "resume", claim, bool(v.get("released"))))
+    lease = h.p.resource("directory-leases", "directory-lease", h.p.directory_leases.static("directory-lease", "resume", claim, v.get("released") is True))
     results = []
     try:
         for step, call in zip(steps, calls):
