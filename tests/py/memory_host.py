@@ -223,6 +223,28 @@ class Workspace:
             del self.directories[known]
         return True
 
+    def create_private_directory(self, path: str) -> List[str]:
+        """Creates `path` and its missing ancestors (0700); the created ones, outermost first."""
+        self._granted(path)
+        created: List[str] = []
+        walked = ""
+        for part in [p for p in path.split("/") if p]:
+            walked = f"{walked}/{part}"
+            if walked not in self.directories:
+                self.add(walked, 500_000 + len(self.directories))
+                created.append(walked)
+        return created
+
+    def remove_empty_directory(self, path: str, expected: Optional[Rec]) -> bool:
+        """`rmdir` of an empty directory that is still `expected` (when given)."""
+        self._granted(path)
+        facts = self.directories.get(path)
+        below = path.rstrip("/") + "/"
+        if facts is None or (expected is not None and facts.identity != expected) or any(p.startswith(below) for p in self.directories):
+            return False
+        del self.directories[path]
+        return True
+
 
 #: `capture` has no scripted answer: reaching it is a failure of the test script.
 UNSCRIPTED = object()

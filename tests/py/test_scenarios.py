@@ -72,9 +72,12 @@ def test_directory_recovery_removes_exactly_the_dead_owners_directories(harness,
         assert claims["/work/dead"].directory_identity == world.workspace.directories["/work/dead"].identity
         assert claims["/work/live"].created_at_ms == 1000
 
-        survey = {s.claim.path: s for s in p.directory_leases.survey(None)}
-        assert {path: s.action for path, s in survey.items()} == {"/work/live": "keep", "/work/dead": "remove directory"}
+        dry_run = p.directory_leases.recover_each(None, Rec(dry_run=True, skip_invalid=False, concurrent=False))
+        assert dry_run.stopped is None
+        survey = {o.claim.path: o for o in dry_run.outcomes}
+        assert {path: o.action.tag for path, o in survey.items()} == {"/work/live": "keep", "/work/dead": "remove-directory"}
         assert (survey["/work/live"].disposition, survey["/work/dead"].disposition) == ("active", "recoverable")
+        assert not any(o.done for o in dry_run.outcomes) and "/work/dead" in world.workspace.directories
 
         report = p.directory_leases.recover(None)
         assert (report.recovered, report.published, report.active, report.indeterminate) == (1, 0, 1, 0)
