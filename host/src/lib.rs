@@ -14,40 +14,46 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Modules: [`component`] (the embedded bytes), [`runtime`] (engine, compiled-component cache,
-//! limits), [`records`] (the typed API over the `records` export), [`error`].
+//! Layout, by role:
+//! - [`api`]: the typed library — the admission, directory leases, invocation leases, records,
+//!   dispositions and the supervisor of a recorded process;
+//! - [`runtime`]: the wasmtime engine, the embedded component ([`component`]), its limits;
+//! - [`imports`]: one module per imported WIT interface — its native implementation and its glue;
+//! - [`error`]: the library's error type.
 #![warn(missing_docs)]
 
-pub mod admission;
-mod bindings;
-pub mod component;
-mod convert;
-pub mod directory_lease;
-pub mod dispositions;
-pub mod effects;
-mod imports;
-pub mod invocation_lease;
-pub mod plugin_catalog;
+extern crate alloc;
+
+pub mod api;
 pub mod error;
-mod fsops;
-pub mod process_identity;
-pub mod records;
-pub mod state_home;
-pub mod state_store;
-pub mod supervisor;
-pub mod witness;
-pub mod workspace;
+pub mod imports;
 pub mod runtime;
 
-pub use error::{Error, Limit};
-pub use proclease_core as core;
+/// The one conversion layer between the generated WIT types and proclease-core's, shared with
+/// the component (`wit/convert.rs`).
+#[path = "../../wit/convert.rs"]
+mod convert;
+
+pub(crate) use imports::fsops;
+pub(crate) use runtime::bindings;
+
+// Stable paths to the parts an embedder wires by hand.
+pub use api::{admission, directory_lease, dispositions, invocation_lease, records, supervisor};
+pub use imports as effects;
+pub use imports::process_identity::witness;
+pub use imports::state_store::home as state_home;
+pub use imports::{plugin_catalog, process_identity, state_store, workspace};
+pub use runtime::component;
+
 pub use admission::{Admission, survey_admission};
 pub use directory_lease::{DirectoryLease, recover_directory_creations, recover_directory_leases, recover_each_directory_lease};
 pub use dispositions::Dispositions;
+pub use error::{Error, Limit};
 pub use invocation_lease::{
     ContainmentController, acquire_invocation_lease, invocation_lease_status, list_invocation_leases, release_invocation_lease,
     repair_invocation_leases,
 };
+pub use proclease_core as core;
 pub use records::Records;
 pub use runtime::{HostState, Instance, Runtime, RuntimeConfig};
 /// The wasmtime this host is built on, for embedders of [`Runtime::instantiate_component`]

@@ -37,6 +37,8 @@ const message = (e) => {
   if (e && typeof e === 'object') {
     if ('payload' in e) return message(e.payload);
     if (typeof e.val === 'string') return e.val;
+    // A lease error: `{tag: 'lease', val: {code, message}}`.
+    if (e.val && typeof e.val.message === 'string') return e.val.message;
   }
   return String(e);
 };
@@ -146,7 +148,7 @@ const SUITES = {
     if (r.tag === 'invalid') {
       const [leaseId, reason] = r.val;
       const out = { listed: 'invalid', leaseId, reason: reason.tag };
-      if (reason.tag === 'parse-error') out.error = reason.val.val;
+      if (reason.tag === 'parse-error') out.error = message(reason.val);
       return out;
     }
     const [, form] = r.val;
@@ -282,7 +284,7 @@ const SUITES = {
     const entry = invocationEntry(v, records);
     const verdict = invocationLeases.admissionEntry(v.plugin_id, entry.wit, v.parent_status, v.host_status);
     const out = { decision: verdict.decision, calls: verdict.consulted };
-    if (verdict.error) out.error = verdict.error.val;
+    if (verdict.error) out.error = message(verdict.error);
     return out;
   },
   'repair-decision'(v, { records, invocationLeases }) {

@@ -11,7 +11,10 @@ test('an admission is acquired, walks its helper lifecycle and is released', () 
   const host = harness.fresh({ status: () => 'exact-live-owner' });
   const admission = exportAdmission.acquire();
   assert.ok(host.files.has(CLAIM));
-  assert.throws(() => exportAdmission.acquire(), (e) => e.val === 'Beeper Message Like Me recovery: another export is active');
+  assert.throws(
+    () => exportAdmission.acquire(),
+    (e) => e.val.code === 'another-export-is-active' && e.val.message === 'Beeper Message Like Me recovery: another export is active',
+  );
   const revision = admission.claim().revision;
   admission.beginHelperLaunch();
   host.capture = { pid: 777n, bootId: host.bootId, processStartId: 'd'.repeat(64) };

@@ -109,14 +109,23 @@ def adopt(value: Any) -> Any:
     return value
 
 
+def error_message(payload: Any) -> str:
+    """The message of an `error` variant's payload: a lease error's `message` (it also carries
+    its `code`), or the storage / system string."""
+    return payload.message if isinstance(payload, Rec) else payload
+
+
 class ComponentError(Exception):
     """The err case of an export's result: `kind` is the `error` variant's case (`lease`,
-    `storage`, `system`), or None where the contract's error is a plain string."""
+    `storage`, `system`), or None where the contract's error is a plain string; `code` is a
+    lease error's code (`another-export-is-active`, …)."""
 
-    def __init__(self, kind: Optional[str], message: str) -> None:
+    def __init__(self, kind: Optional[str], payload: Any) -> None:
+        message = error_message(payload)
         super().__init__(message if kind is None else f"{kind}: {message}")
         self.kind = kind
         self.message = message
+        self.code = payload.code if isinstance(payload, Rec) else None
 
 
 class HostError(Exception):
@@ -405,6 +414,7 @@ def _is_tagged(valtype: Any) -> bool:
 
 __all__ = [
     "ComponentError",
+    "error_message",
     "Exports",
     "GuestResource",
     "HostError",

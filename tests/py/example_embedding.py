@@ -50,8 +50,8 @@ def record(**fields):
 canonical = export("records", "canonicalize")('{"b": 1, "a": [true, null]}')
 print(canonical.tag, canonical.payload)
 
-# result<tuple<admission-claim, canonical-form>, error>: the tuple, or the error variant
-# (Variant("lease" | "storage" | "system", message)).
+# result<tuple<admission-claim, canonical-form>, error>: the tuple, or the error variant:
+# Variant("lease", lease-error{code, message}) or Variant("storage" | "system", message).
 parse_export_admission = export("records", "parse-export-admission")
 claim = {
     "schemaVersion": 1,
@@ -62,7 +62,7 @@ claim = {
 parsed, form = parse_export_admission(json.dumps(claim), "value")
 print(parsed.schema, getattr(parsed.owner, "pid"), form.sha256)
 refused = parse_export_admission(json.dumps({**claim, "id": "not-a-uuid"}), "value")
-print(refused.tag, refused.payload)
+print(refused.tag, getattr(refused.payload, "code"), getattr(refused.payload, "message"))
 
 # A lease request without now-ms is checked against the clock import above: a launch window
 # that ends before its clock reading is refused.
@@ -70,4 +70,4 @@ check_request = export("directory-leases", "check-request")
 request = record(role="raw-working", path="/home/me/job", output_root=None, recover_after_ms=1_700_000_060_000.0, now_ms=None)
 print(check_request(request))
 late = check_request(record(role="raw-working", path="/home/me/job", output_root=None, recover_after_ms=5.0, now_ms=None))
-print(late.tag, late.payload)
+print(late.tag, getattr(late.payload, "code"), getattr(late.payload, "message"))

@@ -18,9 +18,9 @@ def test_the_embedding_example_runs(wasm):
     assert run.stdout.splitlines() == [
         'ok {"a":[true,null],"b":1}',
         "v1 4242 4a1fab41d79d1f49836cd1cdfbc26db778b62f1e95a189d91e5512b131a8c9ee",
-        "lease Beeper Message Like Me recovery: export admission identity is invalid",
+        "lease export-admission-identity-is-invalid Beeper Message Like Me recovery: export admission identity is invalid",
         "None",
-        "lease Beeper Message Like Me recovery: directory lease request is invalid",
+        "lease directory-lease-request-is-invalid Beeper Message Like Me recovery: directory lease request is invalid",
     ]
 
 

@@ -28,7 +28,11 @@ def test_admission_lifecycle(harness, p):
 
         with pytest.raises(ComponentError) as refused:
             p.export_admission.acquire()
-        assert (refused.value.kind, refused.value.message) == ("lease", "Beeper Message Like Me recovery: another export is active")
+        assert (refused.value.kind, refused.value.code, refused.value.message) == (
+            "lease",
+            "another-export-is-active",
+            "Beeper Message Like Me recovery: another export is active",
+        )
 
         survey = p.export_admission.survey()
         assert (survey.disposition, survey.claim.id) == ("active", admission.claim().id)

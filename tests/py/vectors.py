@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
-from component import ComponentError, Proclease, Rec
+from component import ComponentError, Proclease, Rec, error_message
 from memory_host import STATUSES, UNSCRIPTED, World, owner, same_owner
 
 SKIPPED = "skipped: dynamic-type"
@@ -250,7 +250,7 @@ def invocation_lease_parse(h: Harness, v: Dict[str, Any]) -> Any:
         lease_id, reason = listed.payload
         out = {"listed": "invalid", "leaseId": lease_id, "reason": reason.tag}
         if reason.tag == "parse-error":
-            out["error"] = reason.payload.payload
+            out["error"] = error_message(reason.payload.payload)
         return out
     lease, form = listed.payload
     return {"listed": "valid", "leaseId": lease.lease_id, "lease": json.loads(form.canonical), "canonical": form.canonical, "sha256": form.sha256}
@@ -461,7 +461,7 @@ def admission_entry_decision(h: Harness, v: Dict[str, Any]) -> Any:
     verdict = h.p.invocation_leases.admission_entry(text(v.get("plugin_id")), entry, status_arg(v["parent_status"]), status_arg(v["host_status"]))
     out = {"decision": verdict.decision, "calls": verdict.consulted}
     if verdict.error is not None:
-        out["error"] = verdict.error.payload
+        out["error"] = error_message(verdict.error.payload)
     return out
 
 

@@ -46,3 +46,24 @@ fn component_exports_exactly_what_the_world_declares() {
     let (_, exports) = world_items();
     assert_eq!(runtime.export_names(), exports);
 }
+
+/// The WIT enum `lease-code` is proclease-core's `LeaseCode`, case for case and in order (both
+/// are generated from `guest/core/src/error.rs` by `build-support/lease_codes.py`), so that every
+/// refusal crosses the boundary with its code.
+#[test]
+fn the_wit_lease_codes_are_the_cores() {
+    let mut resolve = Resolve::default();
+    let wit = Path::new(env!("CARGO_MANIFEST_DIR")).join("../wit");
+    resolve.push_dir(&wit).expect("wit/ parses");
+    let codes = resolve
+        .types
+        .iter()
+        .find(|(_, ty)| ty.name.as_deref() == Some("lease-code"))
+        .map(|(_, ty)| match &ty.kind {
+            wit_parser::TypeDefKind::Enum(e) => e.cases.iter().map(|c| c.name.clone()).collect::<Vec<_>>(),
+            other => panic!("lease-code is not an enum: {other:?}"),
+        })
+        .expect("types.lease-code");
+    let core: Vec<&str> = proclease::core::LeaseCode::ALL.iter().map(|c| c.name()).collect();
+    assert_eq!(codes, core, "run build-support/lease_codes.py after changing the core's codes");
+}

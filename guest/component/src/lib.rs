@@ -13,4 +13,10 @@ extern crate alloc;
 #[cfg(target_arch = "wasm32")]
 mod glue;
 #[cfg(target_arch = "wasm32")]
+use glue::bindings;
+/// The one conversion layer between the WIT types and proclease-core's, shared with the host.
+#[cfg(target_arch = "wasm32")]
+#[path = "../../../wit/convert.rs"]
+mod convert;
+#[cfg(target_arch = "wasm32")]
 mod no_std_runtime;

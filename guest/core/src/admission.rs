@@ -9,7 +9,7 @@ use alloc::string::String;
 
 use crate::dispositions::{self, Disposition};
 use crate::effects::{Entropy, Processes, Store, StoreFailure, uuid_v4};
-use crate::error::BEEPER_PREFIX;
+use crate::error::LeaseCode;
 use crate::records::Owner;
 use crate::records::export_admission::{self, ExportAdmission, Phase, Schema};
 use crate::{Error, digest, js, liveness};
@@ -41,7 +41,7 @@ impl Handle {
     /// Errors: the claim is not a current (v2 with revision) admission.
     pub fn resume(claim: ExportAdmission, released: bool) -> Result<Handle, Error> {
         if claim.schema != Schema::V2 || claim.revision.is_none() || claim.phase.is_none() {
-            return Err(Error::beeper("export admission revision is invalid"));
+            return Err(Error::lease(LeaseCode::ExportAdmissionRevisionIsInvalid));
         }
         let parsed = claim.parsed();
         Ok(Handle { claim: parsed.record, content_sha256: parsed.sha256, released })
@@ -55,11 +55,8 @@ impl Handle {
 
 /// Runs `section`; an error that is not already a prefixed lease error becomes
 /// `Beeper Message Like Me recovery: <message>` (the reference's "…safely" wrapping).
-fn wrapped<T>(message: &str, section: impl FnOnce() -> Result<T, Error>) -> Result<T, Error> {
-    section().map_err(|error| match error {
-        Error::Lease(m) if m.starts_with(BEEPER_PREFIX) => Error::Lease(m),
-        _ => Error::beeper(message),
-    })
+fn wrapped<T>(code: LeaseCode, section: impl FnOnce() -> Result<T, Error>) -> Result<T, Error> {
+    section().map_err(|error| if error.is_beeper_refusal() { error } else { Error::lease(code) })
 }
 
 /// `acquireBeeperMessageLikeMeExportAdmission` (§6A.5).
@@ -71,9 +68,9 @@ fn wrapped<T>(message: &str, section: impl FnOnce() -> Result<T, Error>) -> Resu
 pub fn acquire(store: &mut dyn Store, processes: &mut dyn Processes, entropy: &mut dyn Entropy) -> Result<Handle, Error> {
     let boot_id = processes.current_boot_id().map_err(Error::System)?;
     if !js::is_digest(&boot_id) {
-        return Err(Error::beeper("current boot identity is invalid"));
+        return Err(Error::lease(LeaseCode::CurrentBootIdentityIsInvalid));
     }
-    wrapped("export admission could not be acquired safely", || {
+    wrapped(LeaseCode::ExportAdmissionCouldNotBeAcquiredSafely, || {
         store.ensure_private_directory(DIRECTORY)?;
         for _ in 0..MAX_ATTEMPTS {
             if let Some(text) = store.read_if_present(CLAIM_PATH, MAX_CLAIM_BYTES)? {
@@ -92,8 +89,8 @@ pub fn acquire(store: &mut dyn Store, processes: &mut dyn Processes, entropy: &m
                     }
                 }
                 match disposition {
-                    Disposition::Active => return Err(Error::beeper("another export is active")),
-                    Disposition::Indeterminate => return Err(Error::beeper("prior export owner cannot be inspected safely")),
+                    Disposition::Active => return Err(Error::lease(LeaseCode::AnotherExportIsActive)),
+                    Disposition::Indeterminate => return Err(Error::lease(LeaseCode::PriorExportOwnerCannotBeInspectedSafely)),
                     Disposition::Recoverable => {
                         if !store.remove_if_unchanged(CLAIM_PATH, &observed.sha256)? {
                             continue;
@@ -129,7 +126,7 @@ pub fn acquire(store: &mut dyn Store, processes: &mut dyn Processes, entropy: &m
                 return Ok(Handle { claim: claim.record, content_sha256: claim.sha256, released: false });
             }
         }
-        Err(Error::beeper("export admission could not be acquired after bounded contention"))
+        Err(Error::lease(LeaseCode::ExportAdmissionCouldNotBeAcquiredAfterBoundedContention))
     })
 }
 
@@ -158,10 +155,10 @@ pub fn update(
     entropy: &mut dyn Entropy,
 ) -> Result<(), Error> {
     if handle.released {
-        return Err(Error::beeper("released export admission cannot change lifecycle"));
+        return Err(Error::lease(LeaseCode::ReleasedExportAdmissionCannotChangeLifecycle));
     }
     if !transition_allowed(handle.phase(), phase, helper.is_some()) {
-        return Err(Error::beeper("export admission lifecycle transition is invalid"));
+        return Err(Error::lease(LeaseCode::ExportAdmissionLifecycleTransitionIsInvalid));
     }
     let next = ExportAdmission {
         phase: Some(phase),
@@ -170,11 +167,11 @@ pub fn update(
         ..handle.claim.clone()
     }
     .parsed();
-    let written = wrapped("export admission lifecycle could not be updated safely", || {
+    let written = wrapped(LeaseCode::ExportAdmissionLifecycleCouldNotBeUpdatedSafely, || {
         Ok(store.replace_if_unchanged(CLAIM_PATH, &handle.content_sha256, &next.canonical)?)
     })?;
     if !written {
-        return Err(Error::beeper("export admission changed before lifecycle update"));
+        return Err(Error::lease(LeaseCode::ExportAdmissionChangedBeforeLifecycleUpdate));
     }
     handle.claim = next.record;
     handle.content_sha256 = next.sha256;
@@ -198,7 +195,7 @@ pub fn bind_helper(
     entropy: &mut dyn Entropy,
 ) -> Result<(), Error> {
     if !(1..=2_147_483_647).contains(&pid) {
-        return Err(Error::beeper("export admission helper PID is invalid"));
+        return Err(Error::lease(LeaseCode::ExportAdmissionHelperPidIsInvalid));
     }
     let helper = liveness::capture(processes, pid as u64).map_err(Error::System)?;
     update(handle, Phase::HelperActive, Some(helper), store, entropy)
@@ -225,13 +222,13 @@ pub fn release(handle: &mut Handle, store: &mut dyn Store) -> Result<(), Error> 
         return Ok(());
     }
     if handle.phase() != Phase::ParentOwned || handle.claim.helper_owner.is_some() {
-        return Err(Error::beeper("export admission cannot release an unsettled helper lifecycle"));
+        return Err(Error::lease(LeaseCode::ExportAdmissionCannotReleaseAnUnsettledHelperLifecycle));
     }
-    let removed = wrapped("export admission could not be released safely", || {
+    let removed = wrapped(LeaseCode::ExportAdmissionCouldNotBeReleasedSafely, || {
         Ok(store.remove_if_unchanged(CLAIM_PATH, &handle.content_sha256)?)
     })?;
     if !removed {
-        return Err(Error::beeper("export admission changed before release"));
+        return Err(Error::lease(LeaseCode::ExportAdmissionChangedBeforeRelease));
     }
     handle.released = true;
     Ok(())

@@ -6,7 +6,7 @@
 //! where the reference consults it, in the same order; callers that already hold the answers
 //! pass a closure that returns them (and records the calls).
 
-use alloc::string::String;
+use crate::error::LeaseCode;
 
 use crate::Error;
 use crate::liveness::{Liveness, OwnerStatus, Spawned};
@@ -206,7 +206,7 @@ pub const NOT_CONTENT_BOUND: &str = "portable invocation lease snapshot is not c
 /// Re-snapshots `lease` and checks it is bound to `content_sha256` (§6B.4, §6B.6–6B.8).
 pub fn content_bound(lease: &InvocationLease, content_sha256: &str) -> Result<Parsed<InvocationLease>, Error> {
     let parsed = lease.clone().parsed();
-    if parsed.sha256 == content_sha256 { Ok(parsed) } else { Err(Error::lease(String::from(NOT_CONTENT_BOUND))) }
+    if parsed.sha256 == content_sha256 { Ok(parsed) } else { Err(Error::lease(LeaseCode::PortableInvocationLeaseSnapshotIsNotContentBound)) }
 }
 
 /// §6B.4 `portableProviderPluginInvocationLeaseOwnerStatus`: `(combined, reported)`.

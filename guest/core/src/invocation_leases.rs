@@ -2,6 +2,7 @@
 //! controller, release after durable cleanup, listing, repair and tombstone recovery.
 //! Messages carry no prefix.
 
+use crate::error::LeaseCode;
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -111,7 +112,7 @@ pub fn admission_entry<E: From<Error>>(
             let message = format!(
                 "portable provider plugin invocation is blocked by malformed lease {lease_id}; run ghostget plugin doctor before retrying"
             );
-            return Ok((EntryDecision::BlockedMalformed, Some(Error::lease(message))));
+            return Ok((EntryDecision::BlockedMalformed, Some(Error::lease_with(LeaseCode::InvocationBlockedByMalformedLease, &message))));
         }
         Entry::Valid(snapshot) => snapshot,
     };
@@ -126,7 +127,7 @@ pub fn admission_entry<E: From<Error>>(
                 "portable provider plugin {plugin_id} invocation is blocked by cleanup-unsafe lease {}; run ghostget plugin doctor before retrying",
                 lease.lease_id
             );
-            return Ok((EntryDecision::BlockedCleanupUnsafe, Some(Error::lease(message))));
+            return Ok((EntryDecision::BlockedCleanupUnsafe, Some(Error::lease_with(LeaseCode::InvocationBlockedByCleanupUnsafeLease, &message))));
         }
         _ => {}
     }
@@ -138,7 +139,7 @@ pub fn admission_entry<E: From<Error>>(
         "portable provider plugin {plugin_id} invocation is blocked by unverifiable non-complete lease {}; run ghostget plugin doctor before retrying",
         lease.lease_id
     );
-    Ok((EntryDecision::BlockedUnverifiable, Some(Error::lease(message))))
+    Ok((EntryDecision::BlockedUnverifiable, Some(Error::lease_with(LeaseCode::InvocationBlockedByUnverifiableLease, &message))))
 }
 
 /// The effects invocation leases use.
@@ -157,7 +158,13 @@ pub struct Effects<'a> {
 
 /// Runs `operation` holding the catalog mutation lock (§5), releasing it on every path.
 fn locked<T>(catalog: &mut dyn Catalog, operation: impl FnOnce(&mut dyn Catalog) -> Result<T, Error>) -> Result<T, Error> {
-    catalog.lock().map_err(Error::Lease)?;
+    catalog.lock().map_err(|message| {
+        // The lock's refusal is the reference's (§5: fail fast); anything else is the catalog's.
+        match LeaseCode::PortablePluginCatalogMutationIsAlreadyLocked.text() {
+            Some(locked) if message == locked => Error::lease(LeaseCode::PortablePluginCatalogMutationIsAlreadyLocked),
+            _ => Error::System(message),
+        }
+    })?;
     let result = operation(catalog);
     catalog.unlock();
     result
@@ -172,7 +179,7 @@ fn locked<T>(catalog: &mut dyn Catalog, operation: impl FnOnce(&mut dyn Catalog)
 pub fn acquire(identity: &PortableIdentity, run_id: &str, fx: Effects<'_>) -> Result<Parsed<InvocationLease>, Error> {
     let identity = portable_identity::parse_value(&identity.to_value())?;
     if !js::is_uuid_v4(run_id) {
-        return Err(Error::lease("portable invocation run ID is malformed"));
+        return Err(Error::lease(LeaseCode::PortableInvocationRunIdIsMalformed));
     }
     let Effects { store, processes, catalog, clock, entropy } = fx;
     locked(catalog, |catalog| {
@@ -185,10 +192,11 @@ pub fn acquire(identity: &PortableIdentity, run_id: &str, fx: Effects<'_>) -> Re
                 && p.manifest_sha256 == identity.manifest_sha256
         });
         if !exact {
-            return Err(Error::lease(format!(
+            let message = format!(
                 "portable provider plugin {} changed or was disabled before execution; retry from current capabilities",
                 identity.plugin_id
-            )));
+            );
+            return Err(Error::lease_with(LeaseCode::PluginChangedOrDisabled, &message));
         }
         store.ensure_private_directory(DIRECTORY)?;
         admit(&identity.plugin_id, store, processes)?;
@@ -208,7 +216,7 @@ pub fn acquire(identity: &PortableIdentity, run_id: &str, fx: Effects<'_>) -> Re
         }
         .parsed();
         if !store.create_if_absent(&lease_path(&lease.record.lease_id), &lease.canonical)? {
-            return Err(Error::lease("portable invocation lease ID collided"));
+            return Err(Error::lease(LeaseCode::PortableInvocationLeaseIdCollided));
         }
         Ok(lease)
     })
@@ -246,13 +254,13 @@ fn admit(plugin_id: &str, store: &mut dyn Store, processes: &mut dyn Processes) 
 fn replace(current: &Parsed<InvocationLease>, containment: Containment, store: &mut dyn Store, catalog: &mut dyn Catalog) -> Result<Parsed<InvocationLease>, Error> {
     let current = content_bound(&current.record, &current.sha256)?;
     if current.record.schema_version == 1 {
-        return Err(Error::lease("legacy portable invocation leases cannot bind containment"));
+        return Err(Error::lease(LeaseCode::LegacyPortableInvocationLeasesCannotBindContainment));
     }
     let next = InvocationLease { containment: Some(containment), ..current.record.clone() };
     let next = invocation_lease::parse_value(&next.to_value())?.parsed();
     locked(catalog, |_| {
         if !store.replace_if_unchanged(&lease_path(&next.record.lease_id), &current.sha256, &next.canonical)? {
-            return Err(Error::lease("portable invocation lease changed or disappeared before containment update"));
+            return Err(Error::lease(LeaseCode::PortableInvocationLeaseChangedOrDisappearedBeforeContainmentUpdate));
         }
         Ok(())
     })?;
@@ -286,9 +294,9 @@ impl Controller {
     /// cannot start a host`; `portable invocation lease host started out of order`.
     pub fn host_starting(&mut self, host: Owner, store: &mut dyn Store, catalog: &mut dyn Catalog) -> Result<(), Error> {
         match self.status() {
-            None => return Err(Error::lease("legacy portable invocation leases cannot start a host")),
+            None => return Err(Error::lease(LeaseCode::LegacyPortableInvocationLeasesCannotStartAHost)),
             Some(ContainmentStatus::ParentOwned) => {}
-            Some(_) => return Err(Error::lease("portable invocation lease host started out of order")),
+            Some(_) => return Err(Error::lease(LeaseCode::PortableInvocationLeaseHostStartedOutOfOrder)),
         }
         self.current = replace(&self.current, Containment { status: ContainmentStatus::HostStarting, host: Some(host) }, store, catalog)?;
         Ok(())
@@ -298,7 +306,7 @@ impl Controller {
     /// admission changed`.
     pub fn host_started(&mut self, host: Owner, store: &mut dyn Store, catalog: &mut dyn Catalog) -> Result<(), Error> {
         if self.status() != Some(ContainmentStatus::HostStarting) || self.recorded_host().as_ref() != Some(&host) {
-            return Err(Error::lease("portable invocation lease host admission changed"));
+            return Err(Error::lease(LeaseCode::PortableInvocationLeaseHostAdmissionChanged));
         }
         self.current = replace(&self.current, Containment { status: ContainmentStatus::HostActive, host: Some(host) }, store, catalog)?;
         Ok(())
@@ -308,9 +316,9 @@ impl Controller {
     /// unverifiable`; `portable invocation lease cleanup cannot complete after becoming unsafe`.
     pub fn cleanup_complete(&mut self, store: &mut dyn Store, catalog: &mut dyn Catalog) -> Result<(), Error> {
         match self.status() {
-            None => Err(Error::lease("legacy portable invocation lease cleanup is unverifiable")),
+            None => Err(Error::lease(LeaseCode::LegacyPortableInvocationLeaseCleanupIsUnverifiable)),
             Some(ContainmentStatus::CleanupComplete) => Ok(()),
-            Some(ContainmentStatus::CleanupUnsafe) => Err(Error::lease("portable invocation lease cleanup cannot complete after becoming unsafe")),
+            Some(ContainmentStatus::CleanupUnsafe) => Err(Error::lease(LeaseCode::PortableInvocationLeaseCleanupCannotCompleteAfterBecomingUnsafe)),
             Some(_) => {
                 let host = self.recorded_host();
                 self.current = replace(&self.current, Containment { status: ContainmentStatus::CleanupComplete, host }, store, catalog)?;
@@ -323,9 +331,9 @@ impl Controller {
     /// unverifiable`; `portable invocation lease cleanup became unsafe after completion`.
     pub fn cleanup_unsafe(&mut self, store: &mut dyn Store, catalog: &mut dyn Catalog) -> Result<(), Error> {
         match self.status() {
-            None => Err(Error::lease("legacy portable invocation lease cleanup is unverifiable")),
+            None => Err(Error::lease(LeaseCode::LegacyPortableInvocationLeaseCleanupIsUnverifiable)),
             Some(ContainmentStatus::CleanupUnsafe) => Ok(()),
-            Some(ContainmentStatus::CleanupComplete) => Err(Error::lease("portable invocation lease cleanup became unsafe after completion")),
+            Some(ContainmentStatus::CleanupComplete) => Err(Error::lease(LeaseCode::PortableInvocationLeaseCleanupBecameUnsafeAfterCompletion)),
             Some(_) => {
                 let host = self.recorded_host();
                 self.current = replace(&self.current, Containment { status: ContainmentStatus::CleanupUnsafe, host }, store, catalog)?;
@@ -343,11 +351,11 @@ impl Controller {
 pub fn release(current: &Parsed<InvocationLease>, store: &mut dyn Store, catalog: &mut dyn Catalog) -> Result<(), Error> {
     let current = content_bound(&current.record, &current.sha256)?;
     if current.record.containment.as_ref().map(|c| c.status) != Some(ContainmentStatus::CleanupComplete) {
-        return Err(Error::lease("portable invocation lease cannot be released before durable cleanup completion"));
+        return Err(Error::lease(LeaseCode::PortableInvocationLeaseCannotBeReleasedBeforeDurableCleanupCompletion));
     }
     locked(catalog, |_| {
         if !store.remove_if_unchanged(&lease_path(&current.record.lease_id), &current.sha256)? {
-            return Err(Error::lease("portable invocation lease changed or disappeared before release"));
+            return Err(Error::lease(LeaseCode::PortableInvocationLeaseChangedOrDisappearedBeforeRelease));
         }
         Ok(())
     })

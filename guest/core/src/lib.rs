@@ -47,4 +47,4 @@ pub mod liveness;
 pub mod proc_stat;
 pub mod records;
 
-pub use error::Error;
+pub use error::{Error, LeaseCode, LeaseError};

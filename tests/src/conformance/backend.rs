@@ -378,7 +378,7 @@ impl Backend for Native {
 
     fn portable_identity(&mut self, json: &str) -> Infra<Result<PortableIdentity, Error>> {
         Ok(canonical_json::parse(json)
-            .map_err(|_| Error::lease("portable operation identity is not valid JSON"))
+            .map_err(|_| Error::lease(proclease_core::LeaseCode::PortableOperationIdentityIsNotValidJson))
             .and_then(|v| records::portable_identity::parse_value(&v)))
     }
 

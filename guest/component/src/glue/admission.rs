@@ -8,7 +8,8 @@ use proclease_core::admission::{self, Handle};
 use super::Component;
 use super::bindings::exports::proclease::lease::export_admission as wit;
 use super::bindings::proclease::lease::types as t;
-use super::convert::{admission_claim, admission_claim_in, admission_phase_in, error, owner_in};
+use super::convert::admission_claim_in;
+use crate::convert::{admission_claim_to_wit as admission_claim, admission_phase_from_wit as admission_phase_in, error_to_wit as error, owner_from_wit as owner_in};
 use super::imports::{ImportedEntropy, ImportedProcesses, ImportedStore};
 
 /// A held admission (WIT resource `admission`).
@@ -29,7 +30,7 @@ impl wit::Guest for Component {
         let survey = admission::survey(&mut ImportedStore, &mut ImportedProcesses).map_err(error)?;
         Ok(survey.map(|s| wit::AdmissionSurvey {
             claim: admission_claim(s.claim),
-            disposition: super::convert::disposition(s.disposition),
+            disposition: crate::convert::disposition_to_wit(s.disposition),
             reason: s.reason,
         }))
     }

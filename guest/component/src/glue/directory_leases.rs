@@ -9,7 +9,8 @@ use proclease_core::records::directory_lease::{Phase, Role};
 use super::Component;
 use super::bindings::exports::proclease::lease::directory_leases as wit;
 use super::bindings::proclease::lease::types as t;
-use super::convert::{directory_lease_claim, directory_lease_claim_in, error};
+use super::convert::directory_lease_claim_in;
+use crate::convert::{directory_lease_claim_to_wit as directory_lease_claim, error_to_wit as error};
 use super::imports::{ImportedClock, ImportedEntropy, ImportedProcesses, ImportedStore, ImportedWorkspace};
 
 fn effects<'a>(
@@ -114,7 +115,7 @@ impl LeaseResource {
         wit::RecoveryOutcome {
             file_name: o.name,
             claim: o.claim.map(directory_lease_claim),
-            disposition: o.disposition.map(super::convert::disposition),
+            disposition: o.disposition.map(crate::convert::disposition_to_wit),
             action: match o.action {
                 leases::Action::Keep => wit::RecoveryAction::Keep,
                 leases::Action::RemoveDirectory => wit::RecoveryAction::RemoveDirectory,

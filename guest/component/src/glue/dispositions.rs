@@ -10,11 +10,12 @@ use proclease_core::liveness::{Liveness, OwnerStatus, Spawned};
 use super::Component;
 use super::bindings::exports::proclease::lease::dispositions as wit;
 use super::bindings::proclease::lease::types as t;
-use super::convert::{admission_claim_in, directory_lease_claim_in, error, invocation_lease_in, status, status_in};
+use super::convert::{admission_claim_in, directory_lease_claim_in, invocation_lease_in};
+use crate::convert::{error_to_wit as error, status_from_wit as status_in, status_to_wit as status};
 
-use super::convert::disposition;
+use crate::convert::disposition_to_wit as disposition;
 
-use super::convert::probe;
+use crate::convert::probe_to_wit as probe;
 
 /// A probe that answers from the given facts and records the calls.
 fn answering<'a>(

@@ -9,7 +9,8 @@ use proclease_core::invocation_leases::{self as leases, Controller, Effects, Ent
 use super::Component;
 use super::bindings::exports::proclease::lease::invocation_leases as wit;
 use super::bindings::proclease::lease::types as t;
-use super::convert::{error, owner_in, portable_identity_in, probe, snapshot, snapshot_in, status, status_in};
+use super::convert::{snapshot, snapshot_in};
+use crate::convert::{error_to_wit as error, owner_from_wit as owner_in, portable_identity_from_wit as portable_identity_in, probe_to_wit as probe, status_from_wit as status_in, status_to_wit as status};
 use super::imports::{ImportedCatalog, ImportedClock, ImportedEntropy, ImportedProcesses, ImportedStore};
 
 fn entry_out(e: Entry) -> wit::Entry {

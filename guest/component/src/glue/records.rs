@@ -9,7 +9,8 @@ use proclease_core::{canonical_json, digest, proc_stat};
 use super::Component;
 use super::bindings::exports::proclease::lease::records as wit;
 use super::bindings::proclease::lease::types as t;
-use super::convert::{admission_claim, directory_lease_claim, error, form, invocation_parsed, portable_identity};
+use super::convert::invocation_parsed;
+use crate::convert::{admission_claim_to_wit as admission_claim, directory_lease_claim_to_wit as directory_lease_claim, error_to_wit as error, form_to_wit as form, portable_identity_to_wit as portable_identity};
 
 impl wit::Guest for Component {
     fn canonicalize(json: String) -> Result<String, String> {
@@ -96,7 +97,7 @@ impl wit::Guest for Component {
 
     fn parse_portable_identity(json: String) -> Result<t::PortableIdentity, t::Error> {
         let value = canonical_json::parse(&json)
-            .map_err(|_| t::Error::Lease(String::from("portable operation identity is not valid JSON")))?;
+            .map_err(|_| error(proclease_core::Error::lease(proclease_core::LeaseCode::PortableOperationIdentityIsNotValidJson)))?;
         core_records::portable_identity::parse_value(&value).map(portable_identity).map_err(error)
     }
 

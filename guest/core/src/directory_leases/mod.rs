@@ -16,7 +16,7 @@ use alloc::format;
 use alloc::string::String;
 
 use crate::effects::{Clock, DirectoryFacts, Entropy, Processes, Store, Workspace, uuid_v4};
-use crate::error::BEEPER_PREFIX;
+use crate::error::LeaseCode;
 use crate::records::directory_lease::{DirectoryLease, Phase, Role, dirname, is_bounded_path};
 use crate::records::{DirectoryIdentity, Owner};
 use crate::{Error, js};
@@ -96,23 +96,23 @@ fn milliseconds(value: f64) -> Option<u64> {
 /// `directory lease creation time is invalid`, `directory lease request is invalid`.
 pub fn check_request(request: &Request, clock: &mut dyn Clock) -> Result<CheckedRequest, Error> {
     if !is_bounded_path(&request.path) {
-        return Err(Error::beeper("directory lease path is invalid"));
+        return Err(Error::lease(LeaseCode::DirectoryLeasePathIsInvalid));
     }
     let parent_path = dirname(&request.path);
     if let Some(output) = &request.output_root {
         if !is_bounded_path(output) {
-            return Err(Error::beeper("directory lease output is invalid"));
+            return Err(Error::lease(LeaseCode::DirectoryLeaseOutputIsInvalid));
         }
     }
     let now = request.now_ms.unwrap_or_else(|| clock.now_ms() as f64);
-    let now_ms = milliseconds(now).ok_or_else(|| Error::beeper("directory lease creation time is invalid"))?;
+    let now_ms = milliseconds(now).ok_or_else(|| Error::lease(LeaseCode::DirectoryLeaseCreationTimeIsInvalid))?;
     let recover = request.recover_after_ms;
     let recover_ok = recover.is_finite() && recover.abs() <= js::MAX_SAFE_INTEGER && recover == (recover as i64) as f64 && recover >= now as f64;
     let consistent = recover_ok
         && (request.role == Role::BundleStage) == request.output_root.is_some()
         && request.output_root.as_deref().is_none_or(|out| dirname(out) == parent_path);
     if !consistent {
-        return Err(Error::beeper("directory lease request is invalid"));
+        return Err(Error::lease(LeaseCode::DirectoryLeaseRequestIsInvalid));
     }
     Ok(CheckedRequest {
         role: request.role,
@@ -135,7 +135,7 @@ pub fn physical_identity(facts: &DirectoryFacts, private: bool) -> Result<Direct
     if facts.canonical && facts.is_directory && facts.owned && birth_ok && mode_ok {
         Ok(facts.identity.clone())
     } else {
-        Err(Error::beeper("directory lease target is not an owned physical directory"))
+        Err(Error::lease(LeaseCode::DirectoryLeaseTargetIsNotAnOwnedPhysicalDirectory))
     }
 }
 
@@ -154,11 +154,8 @@ fn identity_of(workspace: &mut dyn Workspace, path: &str, private: bool) -> Resu
         .ok_or_else(|| Error::Storage(format!("{path}: no such directory (ENOENT); create it first")))
 }
 
-fn wrapped<T>(message: &str, section: impl FnOnce() -> Result<T, Error>) -> Result<T, Error> {
-    section().map_err(|error| match error {
-        Error::Lease(m) if m.starts_with(BEEPER_PREFIX) => Error::Lease(m),
-        _ => Error::beeper(message),
-    })
+fn wrapped<T>(code: LeaseCode, section: impl FnOnce() -> Result<T, Error>) -> Result<T, Error> {
+    section().map_err(|error| if error.is_beeper_refusal() { error } else { Error::lease(code) })
 }
 
 /// The effects directory leases use.
@@ -201,10 +198,10 @@ pub fn create(request: &Request, fx: Effects<'_>) -> Result<Handle, Error> {
     }
     .parsed();
     let store = fx.store;
-    wrapped("directory lease could not be created safely", || {
+    wrapped(LeaseCode::DirectoryLeaseCouldNotBeCreatedSafely, || {
         store.ensure_private_directory(DIRECTORY)?;
         if !store.create_if_absent(&claim_path(&claim.record.id), &claim.canonical)? {
-            return Err(Error::beeper("directory lease ID was already present"));
+            return Err(Error::lease(LeaseCode::DirectoryLeaseIdWasAlreadyPresent));
         }
         Ok(())
     })?;
@@ -231,29 +228,29 @@ pub fn transition_allowed(current: Phase, requested: Phase) -> bool {
 /// `directory lease lifecycle could not be updated safely`.
 pub fn update(handle: &mut Handle, phase: Phase, child_pid: Option<i64>, store: &mut dyn Store, processes: &mut dyn Processes) -> Result<(), Error> {
     if handle.released || handle.claim.role != Role::RawWorking {
-        return Err(Error::beeper("only an active raw directory lease can change phase"));
+        return Err(Error::lease(LeaseCode::OnlyAnActiveRawDirectoryLeaseCanChangePhase));
     }
     if !transition_allowed(handle.claim.phase, phase) {
-        return Err(Error::beeper("raw directory lease lifecycle transition is invalid"));
+        return Err(Error::lease(LeaseCode::RawDirectoryLeaseLifecycleTransitionIsInvalid));
     }
     let child_owner: Option<Owner> = if phase == Phase::Running {
         let pid = child_pid
             .filter(|pid| (1..=2_147_483_647).contains(pid))
-            .ok_or_else(|| Error::beeper("running directory lease requires a child process identity"))?;
+            .ok_or_else(|| Error::lease(LeaseCode::RunningDirectoryLeaseRequiresAChildProcessIdentity))?;
         Some(crate::liveness::capture(processes, pid as u64).map_err(Error::System)?)
     } else {
         if child_pid.is_some() {
-            return Err(Error::beeper("only a running directory lease accepts a child process identity"));
+            return Err(Error::lease(LeaseCode::OnlyARunningDirectoryLeaseAcceptsAChildProcessIdentity));
         }
         None
     };
     let next = DirectoryLease { phase, child_owner, ..handle.claim.clone() }.parsed();
     let path = claim_path(&handle.claim.id);
-    let written = wrapped("directory lease lifecycle could not be updated safely", || {
+    let written = wrapped(LeaseCode::DirectoryLeaseLifecycleCouldNotBeUpdatedSafely, || {
         Ok(store.replace_if_unchanged(&path, &handle.content_sha256, &next.canonical)?)
     })?;
     if !written {
-        return Err(Error::beeper("directory lease changed before its lifecycle update"));
+        return Err(Error::lease(LeaseCode::DirectoryLeaseChangedBeforeItsLifecycleUpdate));
     }
     handle.claim = next.record;
     handle.content_sha256 = next.sha256;
@@ -269,9 +266,9 @@ pub fn release(handle: &mut Handle, store: &mut dyn Store) -> Result<(), Error> 
         return Ok(());
     }
     let path = claim_path(&handle.claim.id);
-    let removed = wrapped("directory lease could not be released safely", || Ok(store.remove_if_unchanged(&path, &handle.content_sha256)?))?;
+    let removed = wrapped(LeaseCode::DirectoryLeaseCouldNotBeReleasedSafely, || Ok(store.remove_if_unchanged(&path, &handle.content_sha256)?))?;
     if !removed {
-        return Err(Error::beeper("directory lease changed before release"));
+        return Err(Error::lease(LeaseCode::DirectoryLeaseChangedBeforeRelease));
     }
     handle.released = true;
     Ok(())

@@ -13,7 +13,7 @@ use alloc::vec::Vec;
 use super::{DIRECTORY, Effects, MAX_CLAIMS, MAX_CLAIM_BYTES, identity_if_present, identity_of, milliseconds};
 use crate::dispositions::{self, Disposition};
 use crate::effects::{BatchInvalid, BatchStatus, EntryKind, Processes, Store, Workspace};
-use crate::error::BEEPER_PREFIX;
+use crate::error::LeaseCode;
 use crate::liveness::{self, OwnerStatus, Spawned};
 use crate::records::directory_lease::{self, DirectoryLease, Phase, Role};
 use crate::{Error, digest, js};
@@ -160,8 +160,8 @@ pub fn recover(now_ms: Option<f64>, fx: Effects<'_>) -> Result<Report, Error> {
 /// becomes `Beeper Message Like Me recovery: directory lease recovery failed safely`.
 fn wrap(error: Error) -> (Error, Option<String>) {
     match error {
-        Error::Lease(m) if m.starts_with(BEEPER_PREFIX) => (Error::Lease(m), None),
-        other => (Error::beeper("directory lease recovery failed safely"), Some(String::from(other.message()))),
+        error if error.is_beeper_refusal() => (error, None),
+        other => (Error::lease(LeaseCode::DirectoryLeaseRecoveryFailedSafely), Some(String::from(other.message()))),
     }
 }
 
@@ -171,7 +171,7 @@ fn wrap(error: Error) -> (Error, Option<String>) {
 /// refusal is in the run ([`Run::stopped`]).
 pub fn recover_each(now_ms: Option<f64>, fx: Effects<'_>, options: Options) -> Result<Run, Error> {
     let now = now_ms.unwrap_or_else(|| fx.clock.now_ms() as f64);
-    let now_ms = milliseconds(now).ok_or_else(|| Error::beeper("directory recovery time is invalid"))?;
+    let now_ms = milliseconds(now).ok_or_else(|| Error::lease(LeaseCode::DirectoryRecoveryTimeIsInvalid))?;
     let Effects { store, processes, workspace, .. } = fx;
     let mut recovery = Recovery { options, now_ms, store, processes, workspace, run: Run::default() };
     if let Err(error) = recovery.entries() {
@@ -232,10 +232,10 @@ impl Recovery<'_> {
         } else {
             self.store.ensure_private_directory(DIRECTORY)?;
             let snapshot = self.store.snapshot(DIRECTORY, true)?;
-            snapshot.ok_or_else(|| Error::beeper("directory lease collection exceeded its reviewed bound"))?
+            snapshot.ok_or_else(|| Error::lease(LeaseCode::DirectoryLeaseCollectionExceededItsReviewedBound))?
         };
         if snapshot.entries.len() > MAX_CLAIMS {
-            return Err(Error::beeper("directory lease collection exceeded its reviewed bound"));
+            return Err(Error::lease(LeaseCode::DirectoryLeaseCollectionExceededItsReviewedBound));
         }
         // The reference refuses the whole collection when any entry is not a lease file, before
         // it reads a single claim.
@@ -253,7 +253,7 @@ impl Recovery<'_> {
                 EntryKind::Other => "neither a file nor a directory",
             };
             let refusal = Refusal {
-                error: Error::beeper("directory lease collection contains an unsupported entry"),
+                error: Error::lease(LeaseCode::DirectoryLeaseCollectionContainsAnUnsupportedEntry),
                 reason: format!("{what}, not a lease: the reference's recovery refuses the whole collection while it is there; move it out of {DIRECTORY}"),
             };
             match self.refuse(&entry.name, None, refusal) {
@@ -293,7 +293,7 @@ impl Recovery<'_> {
                     _ => "unreadable",
                 };
                 let refusal = Refusal {
-                    error: Error::beeper("directory lease changed during recovery inspection"),
+                    error: Error::lease(LeaseCode::DirectoryLeaseChangedDuringRecoveryInspection),
                     reason: format!("the claim file is {why}"),
                 };
                 return self.refuse(name, None, refusal);
@@ -332,7 +332,7 @@ impl Recovery<'_> {
             Some(now) if digest::sha256_hex(now.as_bytes()) == sha => {}
             _ => {
                 let refusal = Refusal {
-                    error: Error::beeper("directory lease changed before recovery release"),
+                    error: Error::lease(LeaseCode::DirectoryLeaseChangedBeforeRecoveryRelease),
                     reason: format!("{reason}; but its claim changed after it was read"),
                 };
                 return self.refuse(name, Some(claim), refusal);
@@ -354,7 +354,7 @@ impl Recovery<'_> {
                 let vanished = matches!(self.store.read_if_present(&path, MAX_CLAIM_BYTES), Ok(None));
                 if !(vanished && self.options.concurrent) {
                     let refusal = Refusal {
-                        error: Error::beeper("directory lease changed before recovery release"),
+                        error: Error::lease(LeaseCode::DirectoryLeaseChangedBeforeRecoveryRelease),
                         reason: format!("{reason}; but its claim changed while it was recovered"),
                     };
                     return self.refuse(name, Some(claim), refusal);
@@ -430,10 +430,10 @@ fn explain(claim: &DirectoryLease, now_ms: u64, processes: &mut dyn Processes) -
 fn carry_out(claim: &DirectoryLease, workspace: &mut dyn Workspace, dry_run: bool) -> Result<Action, Error> {
     let parent = identity_of(workspace, &claim.parent_path, false)?;
     if parent != claim.parent_identity {
-        return Err(Error::beeper("directory lease parent changed before recovery"));
+        return Err(Error::lease(LeaseCode::DirectoryLeaseParentChangedBeforeRecovery));
     }
     match identity_if_present(workspace, &claim.path, true)? {
-        Some(current) if current != claim.directory_identity => Err(Error::beeper("directory lease target changed before recovery")),
+        Some(current) if current != claim.directory_identity => Err(Error::lease(LeaseCode::DirectoryLeaseTargetChangedBeforeRecovery)),
         Some(_) => {
             if !dry_run {
                 workspace.remove_tree(&claim.path, &claim.directory_identity)?;
@@ -447,7 +447,7 @@ fn carry_out(claim: &DirectoryLease, workspace: &mut dyn Workspace, dry_run: boo
             }
             let Some(output) = &claim.output_root else { return Ok(Action::RemoveClaim) };
             match identity_if_present(workspace, output, true)? {
-                Some(out) if out != claim.directory_identity => Err(Error::beeper("directory lease output changed before recovery")),
+                Some(out) if out != claim.directory_identity => Err(Error::lease(LeaseCode::DirectoryLeaseOutputChangedBeforeRecovery)),
                 Some(_) => Ok(Action::CountPublished),
                 None => Ok(Action::RemoveClaim),
             }

@@ -5,6 +5,7 @@
 //! Beeper records, `leaseId` for invocation leases, `pluginId` for a portable identity. Once the
 //! kind is known the file is checked exactly as the reference's reader of that kind would.
 
+use crate::error::LeaseCode;
 use alloc::format;
 use alloc::string::{String, ToString};
 use serde_json::Value;
@@ -64,17 +65,15 @@ pub fn inspect_file(file_name: &str, text: &str) -> FileVerdict {
         Err(error) => {
             verdict.kind = kind_from_name(file_name);
             verdict.error = Some(match verdict.kind {
-                Some(RecordKind::ExportAdmission) => Error::beeper("export admission is not valid JSON"),
-                _ => Error::lease(format!("file is not valid JSON ({error})")),
+                Some(RecordKind::ExportAdmission) => Error::lease(LeaseCode::ExportAdmissionIsNotValidJson),
+                _ => Error::lease_with(LeaseCode::FileIsNotValidJson, &format!("file is not valid JSON ({error})")),
             });
             return verdict;
         }
     };
     verdict.canonical = canonical_json::is_canonical_file(text, &value);
     let Some(kind) = kind_from_value(&value).or_else(|| kind_from_name(file_name)) else {
-        verdict.error = Some(Error::lease(
-            "not a proclease record: expected an export admission, a directory lease, an invocation lease or a portable operation identity",
-        ));
+        verdict.error = Some(Error::lease(LeaseCode::NotAProcleaseRecord));
         return verdict;
     };
     verdict.kind = Some(kind);
@@ -102,17 +101,18 @@ fn invocation_file(file_name: &str, text: &str, value: &Value) -> Result<String,
     let name = if file_name == expected_name { file_name } else { expected_name.as_str() };
     match invocation_lease::classify_entry(name, text) {
         Listed::Valid(_) if file_name == expected_name => Ok(schema),
-        Listed::Valid(_) => Err(Error::lease(format!(
-            "portable invocation lease file name must be {expected_name}: a listing ignores or rejects this file"
-        ))),
+        Listed::Valid(_) => Err(Error::lease_with(
+            LeaseCode::InvocationLeaseFileNameMismatch,
+            &format!("portable invocation lease file name must be {expected_name}: a listing ignores or rejects this file"),
+        )),
         Listed::Invalid { reason: InvalidReason::NotCanonical, .. } => {
-            Err(Error::lease("portable invocation lease is not canonical: a listing reports it invalid"))
+            Err(Error::lease(LeaseCode::PortableInvocationLeaseIsNotCanonicalAListingReportsItInvalid))
         }
-        Listed::Invalid { reason, .. } => Err(Error::lease(format!(
-            "portable invocation lease is invalid ({}): a listing reports it invalid",
-            reason.name()
-        ))),
-        Listed::Ignored => Err(Error::lease("portable invocation lease ID is malformed")),
+        Listed::Invalid { reason, .. } => Err(Error::lease_with(
+            LeaseCode::InvocationLeaseListedInvalid,
+            &format!("portable invocation lease is invalid ({}): a listing reports it invalid", reason.name()),
+        )),
+        Listed::Ignored => Err(Error::lease(LeaseCode::PortableInvocationLeaseIdIsMalformed)),
     }
 }
 

@@ -1,6 +1,7 @@
 //! The directory lease claim (`recovery/beeper-message-like-me-directory-leases/<id>.json`),
 //! spec §6A.2–6A.3 `parseClaim`, and the path rules it shares with lease creation.
 
+use crate::error::LeaseCode;
 use alloc::format;
 use alloc::string::String;
 use serde_json::{Map, Value};
@@ -166,9 +167,9 @@ const KEYS: &[&str] = &[
 /// `coordinates are inconsistent`, `parent identity …`, `directory identity …`, `owner …`,
 /// `child owner …`.
 pub fn parse_value(value: &Value) -> Result<DirectoryLease, Error> {
-    let m = object(value).ok_or_else(|| Error::beeper("directory lease must be a plain object"))?;
+    let m = object(value).ok_or_else(|| Error::lease(LeaseCode::DirectoryLeaseMustBeAPlainObject))?;
     if !has_exact_keys(m, KEYS) {
-        return Err(Error::beeper("directory lease has an unsupported shape"));
+        return Err(Error::lease(LeaseCode::DirectoryLeaseHasAnUnsupportedShape));
     }
     let identity = (
         m.get("schemaVersion").and_then(js::number) == Some(2.0) && string(m, "kind") == Some(KIND),
@@ -178,17 +179,17 @@ pub fn parse_value(value: &Value) -> Result<DirectoryLease, Error> {
     );
     let (id, role, phase) = match identity {
         (true, Some(id), Some(role), Some(phase)) => (id, role, phase),
-        _ => return Err(Error::beeper("directory lease identity is invalid")),
+        _ => return Err(Error::lease(LeaseCode::DirectoryLeaseIdentityIsInvalid)),
     };
-    let path = bounded_path(&m["path"]).ok_or_else(|| Error::beeper("directory lease path is invalid"))?;
-    let parent_path = bounded_path(&m["parentPath"]).ok_or_else(|| Error::beeper("directory lease parent is invalid"))?;
+    let path = bounded_path(&m["path"]).ok_or_else(|| Error::lease(LeaseCode::DirectoryLeasePathIsInvalid))?;
+    let parent_path = bounded_path(&m["parentPath"]).ok_or_else(|| Error::lease(LeaseCode::DirectoryLeaseParentIsInvalid))?;
     let output_root = match &m["outputRoot"] {
         Value::Null => None,
-        v => Some(bounded_path(v).ok_or_else(|| Error::beeper("directory lease output is invalid"))?),
+        v => Some(bounded_path(v).ok_or_else(|| Error::lease(LeaseCode::DirectoryLeaseOutputIsInvalid))?),
     };
-    let created_at_ms = milliseconds(&m["createdAtMs"]).ok_or_else(|| Error::beeper("directory lease creation time is invalid"))?;
+    let created_at_ms = milliseconds(&m["createdAtMs"]).ok_or_else(|| Error::lease(LeaseCode::DirectoryLeaseCreationTimeIsInvalid))?;
     let recover_after_ms =
-        milliseconds(&m["recoverAfterMs"]).ok_or_else(|| Error::beeper("directory lease recovery time is invalid"))?;
+        milliseconds(&m["recoverAfterMs"]).ok_or_else(|| Error::lease(LeaseCode::DirectoryLeaseRecoveryTimeIsInvalid))?;
     let child_value = &m["childOwner"];
     let consistent = dirname(path) == parent_path
         && recover_after_ms >= created_at_ms
@@ -197,7 +198,7 @@ pub fn parse_value(value: &Value) -> Result<DirectoryLease, Error> {
         && (role != Role::BundleStage || (phase == Phase::Preparing && child_value.is_null()))
         && (phase == Phase::Running) == !child_value.is_null();
     if !consistent {
-        return Err(Error::beeper("directory lease coordinates are inconsistent"));
+        return Err(Error::lease(LeaseCode::DirectoryLeaseCoordinatesAreInconsistent));
     }
     let parent_identity = directory_identity(&m["parentIdentity"], "directory lease parent identity")?;
     let directory_identity = directory_identity(&m["directoryIdentity"], "directory lease directory identity")?;
@@ -227,7 +228,7 @@ pub fn parse_value(value: &Value) -> Result<DirectoryLease, Error> {
 ///
 /// Errors: `directory lease is not valid JSON`, then those of [`parse_value`].
 pub fn parse_json(text: &str) -> Result<Parsed<DirectoryLease>, Error> {
-    let value = canonical_json::parse(text).map_err(|_| Error::beeper("directory lease is not valid JSON"))?;
+    let value = canonical_json::parse(text).map_err(|_| Error::lease(LeaseCode::DirectoryLeaseIsNotValidJson))?;
     Ok(parse_value(&value)?.parsed())
 }
 
@@ -237,7 +238,7 @@ pub fn parse_json(text: &str) -> Result<Parsed<DirectoryLease>, Error> {
 pub fn parse_file(text: &str, file_name: &str) -> Result<Parsed<DirectoryLease>, Error> {
     let parsed = parse_json(text)?;
     if parsed.record.file_name() != file_name || parsed.canonical != text {
-        return Err(Error::beeper("directory lease is not canonical"));
+        return Err(Error::lease(LeaseCode::DirectoryLeaseIsNotCanonical));
     }
     Ok(parsed)
 }
@@ -275,9 +276,9 @@ pub fn milliseconds(value: &Value) -> Option<u64> {
 /// `identity(value, label)` (§6A.3): exactly `birthtimeNs, device, inode`, decimal strings
 /// (`^\d{1,40}$`, `^\d{1,40}$`, `^[1-9]\d{0,39}$`).
 fn directory_identity(value: &Value, label: &str) -> Result<DirectoryIdentity, Error> {
-    let m = object(value).ok_or_else(|| Error::beeper(&format!("{label} must be a plain object")))?;
+    let m = object(value).ok_or_else(|| Error::lease_with(LeaseCode::FieldMustBeAPlainObject, &format!("{label} must be a plain object")))?;
     if !has_exact_keys(m, &["birthtimeNs", "device", "inode"]) {
-        return Err(Error::beeper(&format!("{label} has an unsupported shape")));
+        return Err(Error::lease_with(LeaseCode::FieldHasAnUnsupportedShape, &format!("{label} has an unsupported shape")));
     }
     let decimal = |s: &&str| s.len() <= 40 && js::is_ascii_digits(s);
     let device = string(m, "device").filter(decimal);
@@ -287,7 +288,7 @@ fn directory_identity(value: &Value, label: &str) -> Result<DirectoryIdentity, E
         (Some(device), Some(inode), Some(birth)) => {
             Ok(DirectoryIdentity { device: device.into(), inode: inode.into(), birthtime_ns: birth.into() })
         }
-        _ => Err(Error::beeper(&format!("{label} is invalid"))),
+        _ => Err(Error::lease_with(LeaseCode::FieldIsInvalid, &format!("{label} is invalid"))),
     }
 }
 

@@ -1,6 +1,7 @@
 //! The export admission record (`recovery/beeper-message-like-me-export-admission/active.json`),
 //! spec §6A.2–6A.3 `parseExportAdmission`.
 
+use crate::error::LeaseCode;
 use alloc::format;
 use alloc::string::String;
 use serde_json::{Map, Value};
@@ -123,7 +124,7 @@ const V2_PRE_REVISION_KEYS: &[&str] = &["helperOwner", "id", "kind", "owner", "p
 /// object`, `has an unsupported shape`, `identity is invalid`, `lifecycle is invalid`,
 /// `owner …`, `helper owner …`, `revision is invalid`.
 pub fn parse_value(value: &Value) -> Result<ExportAdmission, Error> {
-    let m = object(value).ok_or_else(|| Error::beeper("export admission must be a plain object"))?;
+    let m = object(value).ok_or_else(|| Error::lease(LeaseCode::ExportAdmissionMustBeAPlainObject))?;
     let schema_number = m.get("schemaVersion").and_then(js::number);
     let legacy = schema_number == Some(1.0);
     let current_v2 = schema_number == Some(2.0) && m.contains_key("revision");
@@ -135,13 +136,13 @@ pub fn parse_value(value: &Value) -> Result<ExportAdmission, Error> {
         V2_PRE_REVISION_KEYS
     };
     if !has_exact_keys(m, keys) {
-        return Err(Error::beeper("export admission has an unsupported shape"));
+        return Err(Error::lease(LeaseCode::ExportAdmissionHasAnUnsupportedShape));
     }
     let id = uuid_member(m, "id");
     let identity_ok = (legacy || schema_number == Some(2.0)) && string(m, "kind") == Some(KIND);
     let id = match (identity_ok, id) {
         (true, Some(id)) => id,
-        _ => return Err(Error::beeper("export admission identity is invalid")),
+        _ => return Err(Error::lease(LeaseCode::ExportAdmissionIdentityIsInvalid)),
     };
     if legacy {
         let owner = beeper_owner(&m["owner"], "export admission owner")?;
@@ -157,7 +158,7 @@ pub fn parse_value(value: &Value) -> Result<ExportAdmission, Error> {
     };
     let phase = match (lifecycle_ok, phase) {
         (true, Some(phase)) => phase,
-        _ => return Err(Error::beeper("export admission lifecycle is invalid")),
+        _ => return Err(Error::lease(LeaseCode::ExportAdmissionLifecycleIsInvalid)),
     };
     let owner = beeper_owner(&m["owner"], "export admission owner")?;
     let helper_owner = if helper_value.is_null() {
@@ -166,7 +167,7 @@ pub fn parse_value(value: &Value) -> Result<ExportAdmission, Error> {
         Some(beeper_owner(helper_value, "export admission helper owner")?)
     };
     let (schema, revision) = if current_v2 {
-        let revision = uuid_member(m, "revision").ok_or_else(|| Error::beeper("export admission revision is invalid"))?;
+        let revision = uuid_member(m, "revision").ok_or_else(|| Error::lease(LeaseCode::ExportAdmissionRevisionIsInvalid))?;
         (Schema::V2, Some(revision))
     } else {
         (Schema::V2PreRevision, None)
@@ -178,7 +179,7 @@ pub fn parse_value(value: &Value) -> Result<ExportAdmission, Error> {
 ///
 /// Errors: `export admission is not valid JSON`, then those of [`parse_value`].
 pub fn parse_json(text: &str) -> Result<Parsed<ExportAdmission>, Error> {
-    let value = canonical_json::parse(text).map_err(|_| Error::beeper("export admission is not valid JSON"))?;
+    let value = canonical_json::parse(text).map_err(|_| Error::lease(LeaseCode::ExportAdmissionIsNotValidJson))?;
     Ok(parse_value(&value)?.parsed())
 }
 
@@ -187,7 +188,7 @@ pub fn parse_json(text: &str) -> Result<Parsed<ExportAdmission>, Error> {
 pub fn parse_file(text: &str) -> Result<Parsed<ExportAdmission>, Error> {
     let parsed = parse_json(text)?;
     if parsed.canonical != text {
-        return Err(Error::beeper("export admission is not canonical"));
+        return Err(Error::lease(LeaseCode::ExportAdmissionIsNotCanonical));
     }
     Ok(parsed)
 }
@@ -198,9 +199,9 @@ pub fn parse_file(text: &str) -> Result<Parsed<ExportAdmission>, Error> {
 /// Errors: `<label> must be a plain object`, `<label> has an unsupported shape`, `<label> is
 /// invalid` (prefixed).
 pub(crate) fn beeper_owner(value: &Value, label: &str) -> Result<Owner, Error> {
-    let m = object(value).ok_or_else(|| Error::beeper(&format!("{label} must be a plain object")))?;
+    let m = object(value).ok_or_else(|| Error::lease_with(LeaseCode::FieldMustBeAPlainObject, &format!("{label} must be a plain object")))?;
     if !has_exact_keys(m, &["bootId", "pid", "processStartId"]) {
-        return Err(Error::beeper(&format!("{label} has an unsupported shape")));
+        return Err(Error::lease_with(LeaseCode::FieldHasAnUnsupportedShape, &format!("{label} has an unsupported shape")));
     }
     let pid = m.get("pid").and_then(js::safe_integer).filter(|p| (1..=2_147_483_647).contains(p));
     let boot_id = super::digest_member(m, "bootId");
@@ -209,7 +210,7 @@ pub(crate) fn beeper_owner(value: &Value, label: &str) -> Result<Owner, Error> {
         (Some(pid), Some(boot_id), Some(process_start_id)) => {
             Ok(Owner { pid: pid as u64, boot_id, process_start_id })
         }
-        _ => Err(Error::beeper(&format!("{label} is invalid"))),
+        _ => Err(Error::lease_with(LeaseCode::FieldIsInvalid, &format!("{label} is invalid"))),
     }
 }
 

@@ -2,6 +2,7 @@
 //! `parsePortableProviderPluginInvocationLease` (§6B.2) and the listing rule for one directory
 //! entry (§6B.3). Messages carry no prefix.
 
+use crate::error::LeaseCode;
 use alloc::format;
 use alloc::string::String;
 use serde_json::{Map, Value};
@@ -143,23 +144,23 @@ pub fn parse_value(value: &Value) -> Result<InvocationLease, Error> {
     let legacy = m.get("schemaVersion").and_then(js::number) == Some(1.0);
     if legacy {
         if !has_exact_keys(m, V1_KEYS) {
-            return Err(Error::lease("portable invocation lease has unsupported fields"));
+            return Err(Error::lease(LeaseCode::PortableInvocationLeaseHasUnsupportedFields));
         }
     } else {
         if !has_exact_keys(m, V2_KEYS) {
-            return Err(Error::lease("portable invocation lease has unsupported fields"));
+            return Err(Error::lease(LeaseCode::PortableInvocationLeaseHasUnsupportedFields));
         }
         if m.get("schemaVersion").and_then(js::number) != Some(2.0) {
-            return Err(Error::lease("portable invocation lease schema is unsupported"));
+            return Err(Error::lease(LeaseCode::PortableInvocationLeaseSchemaIsUnsupported));
         }
     }
-    let lease_id = uuid(m, "leaseId", "portable invocation lease ID is malformed")?;
-    let run_id = uuid(m, "runId", "portable invocation run ID is malformed")?;
+    let lease_id = uuid(m, "leaseId", LeaseCode::PortableInvocationLeaseIdIsMalformed)?;
+    let run_id = uuid(m, "runId", LeaseCode::PortableInvocationRunIdIsMalformed)?;
     let identity = portable_identity::parse_value(&m["identity"])?;
     let owner = lease_owner(&m["owner"])?;
     let acquired_at = string(m, "acquiredAt")
         .filter(|s| is_iso_timestamp(s))
-        .ok_or_else(|| Error::lease("portable invocation lease acquisition time is malformed"))?;
+        .ok_or_else(|| Error::lease(LeaseCode::PortableInvocationLeaseAcquisitionTimeIsMalformed))?;
     let containment = if legacy { None } else { Some(containment(&m["containment"])?) };
     Ok(InvocationLease {
         schema_version: if legacy { 1 } else { 2 },
@@ -176,7 +177,7 @@ pub fn parse_value(value: &Value) -> Result<InvocationLease, Error> {
 ///
 /// Errors: `portable invocation lease is not valid JSON`, then those of [`parse_value`].
 pub fn parse_json(text: &str) -> Result<Parsed<InvocationLease>, Error> {
-    let value = canonical_json::parse(text).map_err(|_| Error::lease("portable invocation lease is not valid JSON"))?;
+    let value = canonical_json::parse(text).map_err(|_| Error::lease(LeaseCode::PortableInvocationLeaseIsNotValidJson))?;
     Ok(parse_value(&value)?.parsed())
 }
 
@@ -257,20 +258,20 @@ pub fn classify_entry(file_name: &str, text: &str) -> Listed {
 /// The helper `record(value, label)` of §6B.2 for JSON values: only the "must be an object"
 /// case can arise (JSON has no prototypes, symbols or accessors).
 fn record<'a>(value: &'a Value, label: &str) -> Result<&'a Map<String, Value>, Error> {
-    object(value).ok_or_else(|| Error::lease(format!("{label} must be an object")))
+    object(value).ok_or_else(|| Error::lease_with(LeaseCode::FieldMustBeAnObject, &format!("{label} must be an object")))
 }
 
-fn uuid(m: &Map<String, Value>, key: &str, message: &str) -> Result<String, Error> {
-    super::uuid_member(m, key).ok_or_else(|| Error::lease(message))
+fn uuid(m: &Map<String, Value>, key: &str, code: LeaseCode) -> Result<String, Error> {
+    super::uuid_member(m, key).ok_or_else(|| Error::lease(code))
 }
 
 fn lease_owner(value: &Value) -> Result<LeaseOwner, Error> {
     const LABEL: &str = "portable invocation lease owner";
     let m = record(value, LABEL)?;
     if !has_exact_keys(m, &["bootId", "pid", "processStartId", "token"]) {
-        return Err(Error::lease(format!("{LABEL} has unsupported fields")));
+        return Err(Error::lease_with(LeaseCode::FieldHasUnsupportedFields, &format!("{LABEL} has unsupported fields")));
     }
-    let malformed = || Error::lease(format!("{LABEL} is malformed"));
+    let malformed = || Error::lease_with(LeaseCode::FieldIsMalformed, &format!("{LABEL} is malformed"));
     let token = super::uuid_member(m, "token").ok_or_else(malformed)?;
     let process = process_fields(m).ok_or_else(malformed)?;
     Ok(LeaseOwner { process, token })
@@ -281,9 +282,9 @@ fn lease_owner(value: &Value) -> Result<LeaseOwner, Error> {
 fn process_owner(value: &Value, label: &str) -> Result<Owner, Error> {
     let m = record(value, label)?;
     if !has_exact_keys(m, &["bootId", "pid", "processStartId"]) {
-        return Err(Error::lease(format!("{label} has unsupported fields")));
+        return Err(Error::lease_with(LeaseCode::FieldHasUnsupportedFields, &format!("{label} has unsupported fields")));
     }
-    process_fields(m).ok_or_else(|| Error::lease(format!("{label} is malformed")))
+    process_fields(m).ok_or_else(|| Error::lease_with(LeaseCode::FieldIsMalformed, &format!("{label} is malformed")))
 }
 
 fn process_fields(m: &Map<String, Value>) -> Option<Owner> {
@@ -299,7 +300,7 @@ fn containment(value: &Value) -> Result<Containment, Error> {
     const LABEL: &str = "portable invocation lease containment";
     const HOST: &str = "portable invocation lease host";
     let m = record(value, LABEL)?;
-    let unsupported = || Error::lease(format!("{LABEL} has unsupported fields"));
+    let unsupported = || Error::lease_with(LeaseCode::FieldHasUnsupportedFields, &format!("{LABEL} has unsupported fields"));
     let status = string(m, "status").and_then(ContainmentStatus::from_name);
     match status {
         Some(ContainmentStatus::ParentOwned) => {
@@ -324,7 +325,7 @@ fn containment(value: &Value) -> Result<Containment, Error> {
             };
             Ok(Containment { status, host })
         }
-        None => Err(Error::lease(format!("{LABEL} is malformed"))),
+        None => Err(Error::lease_with(LeaseCode::FieldIsMalformed, &format!("{LABEL} is malformed"))),
     }
 }
 

@@ -1,6 +1,7 @@
 //! The portable operation identity v1 (`parsePortableOperationIdentityV1`, spec §4): which
 //! exact plugin build and operation an invocation lease is for.
 
+use crate::error::LeaseCode;
 use alloc::string::String;
 use serde_json::{Map, Value};
 
@@ -103,11 +104,11 @@ const KEYS: &[&str] = &[
 /// Errors (no prefix): `portable operation identity must be an object`, `… has unsupported
 /// fields`, `… is malformed`.
 pub fn parse_value(value: &Value) -> Result<PortableIdentity, Error> {
-    let m = object(value).ok_or_else(|| Error::lease("portable operation identity must be an object"))?;
+    let m = object(value).ok_or_else(|| Error::lease(LeaseCode::PortableOperationIdentityMustBeAnObject))?;
     if !has_exact_keys(m, KEYS) {
-        return Err(Error::lease("portable operation identity has unsupported fields"));
+        return Err(Error::lease(LeaseCode::PortableOperationIdentityHasUnsupportedFields));
     }
-    fields(m).ok_or_else(|| Error::lease("portable operation identity is malformed"))
+    fields(m).ok_or_else(|| Error::lease(LeaseCode::PortableOperationIdentityIsMalformed))
 }
 
 fn fields(m: &Map<String, Value>) -> Option<PortableIdentity> {

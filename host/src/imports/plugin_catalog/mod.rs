@@ -32,6 +32,8 @@ use serde_json::Value;
 
 use crate::state_store::StateStore;
 
+mod wit;
+
 /// The reference's message when another live process holds the lock (§5).
 pub const ALREADY_LOCKED: &str = "portable plugin catalog mutation is already locked";
 /// The catalog file inside the state home.
@@ -159,4 +161,22 @@ fn find(text: &str, plugin_id: &str) -> Result<Option<InstalledPlugin>, String> 
         return Ok(enabled.then_some(installed));
     }
     Ok(None)
+}
+
+/// The plugin catalog as the component's effect ([`proclease_core::effects::Catalog`]), shared by
+/// several instances.
+pub struct SharedCatalog(pub Arc<PluginCatalog>);
+
+impl proclease_core::effects::Catalog for SharedCatalog {
+    fn installed(&mut self, plugin_id: &str) -> Result<Option<InstalledPlugin>, String> {
+        self.0.installed(plugin_id)
+    }
+
+    fn lock(&mut self) -> Result<(), String> {
+        self.0.lock()
+    }
+
+    fn unlock(&mut self) {
+        self.0.unlock()
+    }
 }

@@ -92,8 +92,8 @@ impl Records<'_> {
 
     /// `parseExportAdmission` (§6A.3), plus the canonical check in file mode.
     pub fn parse_export_admission(&mut self, json: &str, input: InputMode) -> Result<Parsed<ExportAdmission>, Error> {
-        let (claim, form) = call!(self, call_parse_export_admission, json, mode(input))?.map_err(convert::error)?;
-        Ok(convert::parsed(convert::admission_claim(claim), form))
+        let (claim, form) = call!(self, call_parse_export_admission, json, mode(input))?.map_err(convert::error_from_wit)?;
+        Ok(convert::parsed_from_wit(convert::admission_claim_from_wit(claim), form))
     }
 
     /// `parseClaim` (§6A.3), plus in file mode the file name and canonical checks.
@@ -104,14 +104,14 @@ impl Records<'_> {
         file_name: &str,
     ) -> Result<Parsed<DirectoryLease>, Error> {
         let (claim, form) =
-            call!(self, call_parse_directory_lease, json, mode(input), file_name)?.map_err(convert::error)?;
-        Ok(convert::parsed(convert::directory_lease_claim(claim), form))
+            call!(self, call_parse_directory_lease, json, mode(input), file_name)?.map_err(convert::error_from_wit)?;
+        Ok(convert::parsed_from_wit(convert::directory_lease_claim_from_wit(claim), form))
     }
 
     /// `parsePortableProviderPluginInvocationLease` (§6B.2), value mode.
     pub fn parse_invocation_lease(&mut self, json: &str) -> Result<Parsed<InvocationLease>, Error> {
-        let (lease, form) = call!(self, call_parse_invocation_lease, json)?.map_err(convert::error)?;
-        Ok(convert::parsed(convert::invocation_lease(lease), form))
+        let (lease, form) = call!(self, call_parse_invocation_lease, json)?.map_err(convert::error_from_wit)?;
+        Ok(convert::parsed_from_wit(convert::invocation_lease_from_wit(lease), form))
     }
 
     /// How one entry of the invocation-lease collection lists (§6B.3).
@@ -122,19 +122,19 @@ impl Records<'_> {
                 lease_id,
                 reason: match reason {
                     wit::InvalidReason::InvalidJson => InvalidReason::InvalidJson,
-                    wit::InvalidReason::ParseError(e) => InvalidReason::ParseError(convert::error(e)),
+                    wit::InvalidReason::ParseError(e) => InvalidReason::ParseError(convert::error_from_wit(e)),
                     wit::InvalidReason::LeaseIdMismatch => InvalidReason::LeaseIdMismatch,
                     wit::InvalidReason::NotCanonical => InvalidReason::NotCanonical,
                 },
             },
-            wit::ListedEntry::Valid((lease, form)) => Listed::Valid(convert::parsed(convert::invocation_lease(lease), form)),
+            wit::ListedEntry::Valid((lease, form)) => Listed::Valid(convert::parsed_from_wit(convert::invocation_lease_from_wit(lease), form)),
         })
     }
 
     /// `parsePortableOperationIdentityV1` (§4), value mode.
     pub fn parse_portable_identity(&mut self, json: &str) -> Result<PortableIdentity, Error> {
-        let identity = call!(self, call_parse_portable_identity, json)?.map_err(convert::error)?;
-        Ok(convert::portable_identity(identity))
+        let identity = call!(self, call_parse_portable_identity, json)?.map_err(convert::error_from_wit)?;
+        Ok(convert::portable_identity_from_wit(identity))
     }
 
     /// Tells the kind of a record file and checks it as the reference's reader would.
@@ -150,7 +150,7 @@ impl Records<'_> {
             schema: v.schema,
             sha256: v.sha256,
             canonical: v.canonical,
-            error: v.error.map(convert::error),
+            error: v.error.map(convert::error_from_wit),
         })
     }
 }

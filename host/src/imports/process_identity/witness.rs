@@ -35,7 +35,7 @@ use rustix::fs::{AtFlags, Mode, OFlags};
 use rustix::io::Errno;
 
 use crate::fsops;
-use crate::state_home::StateHome;
+use crate::state_store::home::StateHome;
 
 /// The witness directory, inside the state home's `.proclease/`.
 const DIRECTORY: &str = "witnesses";

@@ -18,11 +18,11 @@ use crate::{Error, convert};
 pub type Snapshot = Parsed<InvocationLease>;
 
 fn snapshot_out(s: &Snapshot) -> wit::Snapshot {
-    wit::Snapshot { lease: convert::invocation_lease_out(s.record.clone()), content_sha256: s.sha256.clone() }
+    wit::Snapshot { lease: convert::invocation_lease_to_wit(s.record.clone()), content_sha256: s.sha256.clone() }
 }
 
 fn snapshot_in(s: wit::Snapshot) -> Snapshot {
-    let lease = convert::invocation_lease(s.lease);
+    let lease = convert::invocation_lease_from_wit(s.lease);
     let canonical = proclease_core::canonical_json::to_canonical_file(&lease.to_value()).unwrap_or_default();
     Parsed { record: lease, canonical, sha256: s.content_sha256 }
 }
@@ -53,14 +53,14 @@ macro_rules! call {
             .proclease_lease_invocation_leases()
             .$method(&mut instance.store $(, $arg)*)
             .map_err(Error::component)?
-            .map_err(convert::error)
+            .map_err(convert::error_from_wit)
     }};
 }
 
 /// Acquires a lease for `identity` and `run_id` (§6B.5).
 pub fn acquire_invocation_lease(runtime: &Runtime, effects: Effects, identity: &PortableIdentity, run_id: &str) -> Result<Snapshot, Error> {
     let mut i = instance(runtime, effects)?;
-    let identity = convert::portable_identity_out(identity.clone());
+    let identity = convert::portable_identity_to_wit(identity.clone());
     Ok(snapshot_in(call!(i, call_acquire, &identity, run_id)?))
 }
 
@@ -73,7 +73,7 @@ pub fn list_invocation_leases(runtime: &Runtime, effects: Effects) -> Result<Vec
 /// The reported owner status of a snapshot (§6B.4).
 pub fn invocation_lease_status(runtime: &Runtime, effects: Effects, current: &Snapshot) -> Result<OwnerStatus, Error> {
     let mut i = instance(runtime, effects)?;
-    Ok(convert::status(call!(i, call_lease_status, &snapshot_out(current))?))
+    Ok(convert::status_from_wit(call!(i, call_lease_status, &snapshot_out(current))?))
 }
 
 /// Releases a lease after durable cleanup completion (§6B.8).
@@ -116,7 +116,7 @@ impl Instance {
         parent: OwnerStatus,
         host: OwnerStatus,
     ) -> Result<(EntryDecision, Vec<Probe>, Option<proclease_core::Error>), Error> {
-        let verdict = call!(*self, call_admission_entry, plugin_id, &entry_out(entry), convert::status_out(parent), convert::status_out(host))?;
+        let verdict = call!(*self, call_admission_entry, plugin_id, &entry_out(entry), convert::status_to_wit(parent), convert::status_to_wit(host))?;
         let decision = match verdict.decision {
             wit::EntryDecision::Skip => EntryDecision::Skip,
             wit::EntryDecision::Allowed => EntryDecision::Allowed,
@@ -124,7 +124,7 @@ impl Instance {
             wit::EntryDecision::BlockedCleanupUnsafe => EntryDecision::BlockedCleanupUnsafe,
             wit::EntryDecision::BlockedUnverifiable => EntryDecision::BlockedUnverifiable,
         };
-        Ok((decision, crate::dispositions::probes(verdict.consulted), verdict.error.map(convert::error)))
+        Ok((decision, crate::dispositions::probes(verdict.consulted), verdict.error.map(convert::error_from_wit)))
     }
 }
 
@@ -156,7 +156,7 @@ impl ContainmentController {
             .containment_controller()
             .call_create(&mut instance.store, &snapshot_out(initial))
             .map_err(Error::component)?
-            .map_err(convert::error)?;
+            .map_err(convert::error_from_wit)?;
         Ok(ContainmentController { instance, resource })
     }
 
@@ -167,24 +167,24 @@ impl ContainmentController {
 
     /// parent-owned → host-starting.
     pub fn host_starting(&mut self, host: &Owner) -> Result<(), Error> {
-        let host = convert::owner_out(host.clone());
-        method!(self, call_host_starting, &host)?.map_err(|e| convert::error(e).into())
+        let host = convert::owner_to_wit(host.clone());
+        method!(self, call_host_starting, &host)?.map_err(|e| convert::error_from_wit(e).into())
     }
 
     /// host-starting → host-active (same host).
     pub fn host_started(&mut self, host: &Owner) -> Result<(), Error> {
-        let host = convert::owner_out(host.clone());
-        method!(self, call_host_started, &host)?.map_err(|e| convert::error(e).into())
+        let host = convert::owner_to_wit(host.clone());
+        method!(self, call_host_started, &host)?.map_err(|e| convert::error_from_wit(e).into())
     }
 
     /// → cleanup-complete.
     pub fn cleanup_complete(&mut self) -> Result<(), Error> {
-        method!(self, call_cleanup_complete)?.map_err(|e| convert::error(e).into())
+        method!(self, call_cleanup_complete)?.map_err(|e| convert::error_from_wit(e).into())
     }
 
     /// → cleanup-unsafe.
     pub fn cleanup_unsafe(&mut self) -> Result<(), Error> {
-        method!(self, call_cleanup_unsafe)?.map_err(|e| convert::error(e).into())
+        method!(self, call_cleanup_unsafe)?.map_err(|e| convert::error_from_wit(e).into())
     }
 }
 

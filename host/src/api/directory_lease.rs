@@ -61,7 +61,7 @@ impl DirectoryLease {
             .proclease_lease_directory_leases()
             .call_check_request(&mut instance.store, &request(r))
             .map_err(Error::component)?
-            .map_err(|e| convert::error(e).into())
+            .map_err(|e| convert::error_from_wit(e).into())
     }
 
     /// Creates a lease (§6A.6) in a fresh instance served by `effects`.
@@ -78,7 +78,7 @@ impl DirectoryLease {
             .proclease_lease_directory_leases()
             .call_create(&mut instance.store, &request(r))
             .map_err(Error::component)?
-            .map_err(convert::error)?;
+            .map_err(convert::error_from_wit)?;
         Ok(DirectoryLease { instance, resource })
     }
 
@@ -96,27 +96,27 @@ impl DirectoryLease {
             .proclease_lease_directory_leases()
             .call_create_with_directory(&mut instance.store, &request(r))
             .map_err(Error::component)?
-            .map_err(convert::error)?;
+            .map_err(convert::error_from_wit)?;
         Ok(DirectoryLease { instance, resource })
     }
 
     /// Resumes a handle on `claim` as if this process had written it.
     pub fn resume(runtime: &Runtime, effects: Effects, claim: &Claim, released: bool) -> Result<DirectoryLease, Error> {
         let mut instance = runtime.instantiate_with(effects)?;
-        let claim = convert::directory_lease_claim_out(claim.clone());
+        let claim = convert::directory_lease_claim_to_wit(claim.clone());
         let resource = instance
             .bindings
             .proclease_lease_directory_leases()
             .directory_lease()
             .call_resume(&mut instance.store, &claim, released)
             .map_err(Error::component)?
-            .map_err(convert::error)?;
+            .map_err(convert::error_from_wit)?;
         Ok(DirectoryLease { instance, resource })
     }
 
     /// The claim this handle last wrote.
     pub fn claim(&mut self) -> Result<Claim, Error> {
-        Ok(convert::directory_lease_claim(call!(self, call_claim)?))
+        Ok(convert::directory_lease_claim_from_wit(call!(self, call_claim)?))
     }
 
     /// sha256 of that claim's file text.
@@ -131,12 +131,12 @@ impl DirectoryLease {
 
     /// A raw lifecycle step; `child_pid` exactly for [`Phase::Running`].
     pub fn update(&mut self, to: Phase, child_pid: Option<i64>) -> Result<(), Error> {
-        call!(self, call_update, phase(to), child_pid)?.map_err(|e| convert::error(e).into())
+        call!(self, call_update, phase(to), child_pid)?.map_err(|e| convert::error_from_wit(e).into())
     }
 
     /// Removes the claim (never the directory); a no-op once released.
     pub fn release(&mut self) -> Result<(), Error> {
-        call!(self, call_release)?.map_err(|e| convert::error(e).into())
+        call!(self, call_release)?.map_err(|e| convert::error_from_wit(e).into())
     }
 }
 
@@ -156,7 +156,7 @@ pub fn recover_directory_leases(runtime: &Runtime, effects: Effects, now_ms: Opt
         .proclease_lease_directory_leases()
         .call_recover(&mut instance.store, now_ms)
         .map_err(Error::component)?
-        .map_err(convert::error)?;
+        .map_err(convert::error_from_wit)?;
     Ok(Report { recovered: report.recovered, published: report.published, active: report.active, indeterminate: report.indeterminate })
 }
 
@@ -173,29 +173,29 @@ pub fn recover_each_directory_lease(runtime: &Runtime, effects: Effects, now_ms:
         .proclease_lease_directory_leases()
         .call_recover_each(&mut instance.store, now_ms, options)
         .map_err(Error::component)?
-        .map_err(convert::error)?;
+        .map_err(convert::error_from_wit)?;
     Ok(Run {
         outcomes: run
             .outcomes
             .into_iter()
             .map(|o| Outcome {
                 name: o.file_name,
-                claim: o.claim.map(convert::directory_lease_claim),
-                disposition: o.disposition.map(convert::disposition),
+                claim: o.claim.map(convert::directory_lease_claim_from_wit),
+                disposition: o.disposition.map(convert::disposition_from_wit),
                 action: match o.action {
                     wit::RecoveryAction::Keep => Action::Keep,
                     wit::RecoveryAction::RemoveDirectory => Action::RemoveDirectory,
                     wit::RecoveryAction::CountPublished => Action::CountPublished,
                     wit::RecoveryAction::RemoveClaim => Action::RemoveClaim,
                     wit::RecoveryAction::AlreadyRecovered => Action::AlreadyRecovered,
-                    wit::RecoveryAction::Skip(e) => Action::Skip(convert::error(e)),
-                    wit::RecoveryAction::Stop(e) => Action::Stop(convert::error(e)),
+                    wit::RecoveryAction::Skip(e) => Action::Skip(convert::error_from_wit(e)),
+                    wit::RecoveryAction::Stop(e) => Action::Stop(convert::error_from_wit(e)),
                 },
                 reason: o.reason,
                 done: o.done,
             })
             .collect(),
-        stopped: run.stopped.map(convert::error),
+        stopped: run.stopped.map(convert::error_from_wit),
         cause: run.cause,
     })
 }
@@ -213,7 +213,7 @@ pub fn recover_directory_creations(runtime: &Runtime, effects: Effects, dry_run:
         .proclease_lease_directory_leases()
         .call_recover_creations(&mut instance.store, dry_run)
         .map_err(Error::component)?
-        .map_err(convert::error)?;
+        .map_err(convert::error_from_wit)?;
     Ok(outcomes
         .into_iter()
         .map(|o| CreationOutcome {

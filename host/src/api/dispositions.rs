@@ -16,19 +16,10 @@ pub struct Dispositions<'a> {
     pub(crate) instance: &'a mut Instance,
 }
 
-use crate::convert::disposition;
+use crate::convert::{disposition_from_wit as disposition, probe_from_wit};
 
 pub(crate) fn probes(consulted: Vec<crate::bindings::proclease::lease::types::Probe>) -> Vec<Probe> {
-    use crate::bindings::proclease::lease::types::Probe as P;
-    consulted
-        .into_iter()
-        .map(|p| match p {
-            P::Owner => Probe::Owner,
-            P::Helper => Probe::Helper,
-            P::Child => Probe::Child,
-            P::Host => Probe::Host,
-        })
-        .collect()
+    consulted.into_iter().map(probe_from_wit).collect()
 }
 
 macro_rules! call {
@@ -52,16 +43,16 @@ impl Dispositions<'_> {
         owner: OwnerStatus,
         helper: OwnerStatus,
     ) -> Result<(Disposition, Vec<Probe>), Error> {
-        let claim = convert::admission_claim_out(claim.clone());
-        let verdict = call!(self, call_admission, &claim, current_boot_id, convert::status_out(owner), convert::status_out(helper))?
-            .map_err(convert::error)?;
+        let claim = convert::admission_claim_to_wit(claim.clone());
+        let verdict = call!(self, call_admission, &claim, current_boot_id, convert::status_to_wit(owner), convert::status_to_wit(helper))?
+            .map_err(convert::error_from_wit)?;
         Ok((disposition(verdict.disposition), probes(verdict.consulted)))
     }
 
     /// §6A.6: the disposition of a raw-working lease whose owner is dead, at `now_ms`.
     pub fn raw_lease(&mut self, claim: &DirectoryLease, now_ms: u64, child: OwnerStatus) -> Result<(Disposition, Vec<Probe>), Error> {
-        let claim = convert::directory_lease_claim_out(claim.clone());
-        let verdict = call!(self, call_raw_lease, &claim, now_ms, convert::status_out(child))?.map_err(convert::error)?;
+        let claim = convert::directory_lease_claim_to_wit(claim.clone());
+        let verdict = call!(self, call_raw_lease, &claim, now_ms, convert::status_to_wit(child))?.map_err(convert::error_from_wit)?;
         Ok((disposition(verdict.disposition), probes(verdict.consulted)))
     }
 
@@ -75,16 +66,16 @@ impl Dispositions<'_> {
         parent: OwnerStatus,
         host: OwnerStatus,
     ) -> Result<(OwnerStatus, OwnerStatus, Vec<Probe>), Error> {
-        let lease = convert::invocation_lease_out(lease.clone());
+        let lease = convert::invocation_lease_to_wit(lease.clone());
         let status = call!(
             self,
             call_invocation_owner_status,
             &lease,
             content_sha256,
-            convert::status_out(parent),
-            convert::status_out(host)
+            convert::status_to_wit(parent),
+            convert::status_to_wit(host)
         )?
-        .map_err(convert::error)?;
-        Ok((convert::status(status.combined), convert::status(status.reported), probes(status.consulted)))
+        .map_err(convert::error_from_wit)?;
+        Ok((convert::status_from_wit(status.combined), convert::status_from_wit(status.reported), probes(status.consulted)))
     }
 }

@@ -21,7 +21,10 @@ use proclease_core::liveness::{self, Liveness, OwnerFacts, OwnerStatus, ProcRead
 use proclease_core::records::Owner;
 use proclease_core::{digest, js};
 
-use crate::witness::{Namespaces, SpawnWitness, WitnessError, Witnesses};
+pub mod witness;
+mod wit;
+
+use witness::{Namespaces, SpawnWitness, WitnessError, Witnesses};
 
 /// The reference's message for a pid that is not a safe integer ≥ 1 (§2.4).
 pub const PID_MALFORMED: &str = "process identity PID is malformed";
@@ -282,5 +285,27 @@ fn observe(pid: u64) -> (ProcRead, u32) {
     match rustix::process::test_kill_process(pid) {
         Err(rustix::io::Errno::SRCH) => (ProcRead::Missing, 0),
         _ => (ProcRead::Unreadable, 0),
+    }
+}
+
+/// Process identity as the component's effect ([`proclease_core::effects::Processes`]), shared by
+/// several instances (with its caches and witnesses).
+pub struct SharedProcesses(pub std::sync::Arc<ProcessIdentity>);
+
+impl proclease_core::effects::Processes for SharedProcesses {
+    fn current_boot_id(&mut self) -> Result<String, String> {
+        self.0.current_boot_id().map_err(|e| e.0)
+    }
+
+    fn self_identity(&mut self) -> Result<Owner, String> {
+        self.0.self_identity().map_err(|e| e.0)
+    }
+
+    fn capture(&mut self, pid: u64) -> Result<Owner, String> {
+        self.0.capture(pid).map_err(|e| e.0)
+    }
+
+    fn probe(&mut self, owner: &Owner) -> Result<OwnerFacts, String> {
+        self.0.probe(owner).map_err(|e| e.0)
     }
 }

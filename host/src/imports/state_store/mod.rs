@@ -21,8 +21,10 @@
 //! * **Bounded**: reads take a byte bound; listings at most 10 000 entries; batches at most
 //!   1 000 names.
 
+pub mod home;
 mod lock;
 pub mod path;
+mod wit;
 
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
@@ -35,7 +37,7 @@ use rustix::io::Errno;
 
 use crate::fsops::{self, S_IFDIR, S_IFLNK, S_IFREG, StableRead};
 use crate::process_identity::ProcessIdentity;
-use crate::state_home::StateHome;
+use home::StateHome;
 
 /// The most entries a collection listing returns (§3.3 snapshot).
 pub const MAX_ENTRIES: usize = 10_000;
@@ -584,8 +586,55 @@ fn private_dir(parent: impl AsFd + Copy, name: &str, label: &str) -> Result<Owne
     Ok(fd)
 }
 
-/// Creates `name` in `dir` exclusively (mode 0600), writes and fsyncs it (for the state home's
-/// marker, which is published like a record).
-pub(crate) fn write_new_file_at(dir: impl AsFd, name: &str, bytes: &[u8]) -> std::io::Result<()> {
-    fsops::write_new_file(dir, name, bytes)
+
+/// The state store as the component's effect ([`proclease_core::effects::Store`]): a store
+/// shared by several instances, its failures in the four kinds the WIT `store-error` has.
+pub struct SharedStore(pub Arc<StateStore>);
+
+fn failure(error: StoreError) -> proclease_core::effects::StoreFailure {
+    use proclease_core::effects::StoreFailure as F;
+    let message = error.to_string();
+    match error {
+        StoreError::Contended { .. } => F::Contended(message),
+        StoreError::Refused { .. } => F::Refused(message),
+        StoreError::Unsafe { .. } => F::Unsafe(message),
+        _ => F::Io(message),
+    }
+}
+
+impl proclease_core::effects::Store for SharedStore {
+    fn read_if_present(&mut self, path: &str, max_bytes: u32) -> Result<Option<String>, proclease_core::effects::StoreFailure> {
+        self.0.read_if_present(path, max_bytes).map_err(failure)
+    }
+
+    fn create_if_absent(&mut self, path: &str, content: &str) -> Result<bool, proclease_core::effects::StoreFailure> {
+        self.0.create_if_absent(path, content).map_err(failure)
+    }
+
+    fn replace_if_unchanged(&mut self, path: &str, expected_sha256: &str, content: &str) -> Result<bool, proclease_core::effects::StoreFailure> {
+        self.0.replace_if_unchanged(path, expected_sha256, content).map_err(failure)
+    }
+
+    fn remove_if_unchanged(&mut self, path: &str, expected_sha256: &str) -> Result<bool, proclease_core::effects::StoreFailure> {
+        self.0.remove_if_unchanged(path, expected_sha256).map_err(failure)
+    }
+
+    fn ensure_private_directory(&mut self, path: &str) -> Result<CollectionIdentity, proclease_core::effects::StoreFailure> {
+        self.0.ensure_private_directory(path).map_err(failure)
+    }
+
+    fn snapshot(&mut self, path: &str, recover_orphans: bool) -> Result<Option<CollectionSnapshot>, proclease_core::effects::StoreFailure> {
+        self.0.snapshot(path, recover_orphans).map_err(failure)
+    }
+
+    fn read_batch(
+        &mut self,
+        path: &str,
+        names: &[String],
+        max_bytes_per_file: u32,
+        max_total_bytes: u32,
+        expected: &CollectionIdentity,
+    ) -> Result<Vec<(String, BatchStatus)>, proclease_core::effects::StoreFailure> {
+        self.0.read_batch(path, names, max_bytes_per_file, max_total_bytes, expected).map_err(failure)
+    }
 }

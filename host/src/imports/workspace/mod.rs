@@ -29,6 +29,8 @@ use rustix::io::Errno;
 
 use crate::fsops::{self, S_IFDIR, S_IFLNK};
 
+mod wit;
+
 /// The most entries a quarantine scan of a parent directory looks at (§3.3).
 pub const MAX_SCAN_ENTRIES: usize = 100_000;
 /// The most entries one removal deletes before it gives up (a tree still growing under it).
@@ -569,5 +571,37 @@ fn remove_emptied(parent: &OwnedFd, name: &str, budget: &mut usize) -> Result<()
                 Err(e) => return Err(e),
             }
         }
+    }
+}
+
+/// The granted workspace as the component's effect ([`proclease_core::effects::Workspace`]),
+/// shared by several instances; its failures in the kinds the WIT `workspace-error` has.
+pub struct SharedWorkspace(pub std::sync::Arc<Workspace>);
+
+fn failure(error: WorkspaceError) -> proclease_core::effects::WorkspaceFailure {
+    use proclease_core::effects::WorkspaceFailure as F;
+    let message = error.to_string();
+    match error {
+        WorkspaceError::Refused { .. } => F::Refused(message),
+        WorkspaceError::IdentityChanged { .. } => F::IdentityChanged(message),
+        _ => F::Io(message),
+    }
+}
+
+impl proclease_core::effects::Workspace for SharedWorkspace {
+    fn inspect(&mut self, path: &str) -> Result<Option<DirectoryFacts>, proclease_core::effects::WorkspaceFailure> {
+        self.0.inspect(path).map_err(failure)
+    }
+
+    fn remove_tree(&mut self, path: &str, expected: &DirectoryIdentity) -> Result<bool, proclease_core::effects::WorkspaceFailure> {
+        self.0.remove_tree(path, expected).map_err(failure)
+    }
+
+    fn create_private_directory(&mut self, path: &str) -> Result<Vec<String>, proclease_core::effects::WorkspaceFailure> {
+        self.0.create_private_directory(path).map_err(failure)
+    }
+
+    fn remove_empty_directory(&mut self, path: &str, expected: Option<&DirectoryIdentity>) -> Result<bool, proclease_core::effects::WorkspaceFailure> {
+        self.0.remove_empty_directory(path, expected).map_err(failure)
     }
 }

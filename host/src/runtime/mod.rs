@@ -27,11 +27,14 @@ use std::time::{Duration, Instant};
 use wasmtime::component::{Component, Linker};
 use wasmtime::{CallHook, Config, Engine, ResourceLimiter, Store, UpdateDeadline};
 
-use crate::bindings::{Proclease, ProcleasePre};
+pub(crate) mod bindings;
+pub mod component;
+
+use bindings::{Proclease, ProcleasePre};
 use crate::effects::Effects;
 use crate::error::Limit;
 use crate::process_identity::ProcessIdentity;
-use crate::{Error, component};
+use crate::Error;
 
 /// How the runtime limits and caches the component.
 #[derive(Debug, Clone)]

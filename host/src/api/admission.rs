@@ -56,27 +56,27 @@ impl Admission {
             .proclease_lease_export_admission()
             .call_acquire(&mut instance.store)
             .map_err(Error::component)?
-            .map_err(convert::error)?;
+            .map_err(convert::error_from_wit)?;
         Ok(Admission { instance, resource })
     }
 
     /// Resumes a handle on `claim` (a current v2 claim) as if this process had written it.
     pub fn resume(runtime: &Runtime, effects: Effects, claim: &ExportAdmission, released: bool) -> Result<Admission, Error> {
         let mut instance = runtime.instantiate_with(effects)?;
-        let claim = convert::admission_claim_out(claim.clone());
+        let claim = convert::admission_claim_to_wit(claim.clone());
         let resource = instance
             .bindings
             .proclease_lease_export_admission()
             .admission()
             .call_resume(&mut instance.store, &claim, released)
             .map_err(Error::component)?
-            .map_err(convert::error)?;
+            .map_err(convert::error_from_wit)?;
         Ok(Admission { instance, resource })
     }
 
     /// The claim this handle last wrote.
     pub fn claim(&mut self) -> Result<ExportAdmission, Error> {
-        Ok(convert::admission_claim(call!(self, call_claim)?))
+        Ok(convert::admission_claim_from_wit(call!(self, call_claim)?))
     }
 
     /// sha256 of that claim's file text.
@@ -91,33 +91,33 @@ impl Admission {
 
     /// The generic lifecycle transition (§6A.5 table).
     pub fn update(&mut self, phase: Phase, helper: Option<&Owner>) -> Result<(), Error> {
-        let helper = helper.cloned().map(convert::owner_out);
-        call!(self, call_update, convert::admission_phase_out(phase), helper.as_ref())?.map_err(|e| convert::error(e).into())
+        let helper = helper.cloned().map(convert::owner_to_wit);
+        call!(self, call_update, convert::admission_phase_to_wit(phase), helper.as_ref())?.map_err(|e| convert::error_from_wit(e).into())
     }
 
     /// parent-owned → helper-launching.
     pub fn begin_helper_launch(&mut self) -> Result<(), Error> {
-        call!(self, call_begin_helper_launch)?.map_err(|e| convert::error(e).into())
+        call!(self, call_begin_helper_launch)?.map_err(|e| convert::error_from_wit(e).into())
     }
 
     /// helper-launching → helper-active, recording the live process `pid`.
     pub fn bind_helper(&mut self, pid: i64) -> Result<(), Error> {
-        call!(self, call_bind_helper, pid)?.map_err(|e| convert::error(e).into())
+        call!(self, call_bind_helper, pid)?.map_err(|e| convert::error_from_wit(e).into())
     }
 
     /// helper-launching / helper-active → parent-owned.
     pub fn settle_helper(&mut self) -> Result<(), Error> {
-        call!(self, call_settle_helper)?.map_err(|e| convert::error(e).into())
+        call!(self, call_settle_helper)?.map_err(|e| convert::error_from_wit(e).into())
     }
 
     /// helper-launching / helper-active → cleanup-unsafe (keeps the recorded helper).
     pub fn mark_cleanup_unsafe(&mut self) -> Result<(), Error> {
-        call!(self, call_mark_cleanup_unsafe)?.map_err(|e| convert::error(e).into())
+        call!(self, call_mark_cleanup_unsafe)?.map_err(|e| convert::error_from_wit(e).into())
     }
 
     /// Removes the claim (parent-owned only); a no-op once released.
     pub fn release(&mut self) -> Result<(), Error> {
-        call!(self, call_release)?.map_err(|e| convert::error(e).into())
+        call!(self, call_release)?.map_err(|e| convert::error_from_wit(e).into())
     }
 }
 
@@ -130,10 +130,10 @@ pub fn survey_admission(runtime: &Runtime, effects: Effects) -> Result<Option<pr
         .proclease_lease_export_admission()
         .call_survey(&mut instance.store)
         .map_err(Error::component)?
-        .map_err(convert::error)?;
+        .map_err(convert::error_from_wit)?;
     Ok(survey.map(|s| proclease_core::admission::Survey {
-        claim: convert::admission_claim(s.claim),
-        disposition: convert::disposition(s.disposition),
+        claim: convert::admission_claim_from_wit(s.claim),
+        disposition: convert::disposition_from_wit(s.disposition),
         reason: s.reason,
     }))
 }

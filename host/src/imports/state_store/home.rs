@@ -242,7 +242,7 @@ fn validate_present(path: &Path, meta: &std::fs::Metadata) -> Result<(), StateHo
     let foreign: Vec<&String> = entries
         .iter()
         .filter(|name| {
-            !crate::state_store::path::STATE_DIRECTORIES.contains(&name.as_str())
+            !super::path::STATE_DIRECTORIES.contains(&name.as_str())
                 && !matches!(name.as_str(), ".proclease" | MARKER)
                 && !is_marker_stage(name)
         })
@@ -315,7 +315,7 @@ fn claim(dir: &std::os::fd::OwnedFd, path: &Path) -> Result<(), StateHomeError> 
         }
         Err(rustix::io::Errno::NOENT) => {
             let stage = format!(".io-state.stage-{}-{}.json", std::process::id(), uuid::Uuid::new_v4());
-            let written = crate::state_store::write_new_file_at(dir, &stage, MARKER_CONTENT.as_bytes());
+            let written = crate::fsops::write_new_file(dir, &stage, MARKER_CONTENT.as_bytes());
             let linked = written.and_then(|()| {
                 rustix::fs::linkat(dir, &stage, dir, MARKER, rustix::fs::AtFlags::empty()).or_else(|e| {
                     if e == rustix::io::Errno::EXIST { Ok(()) } else { Err(e.into()) }

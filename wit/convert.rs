@@ -1,0 +1,542 @@
+//! The one conversion layer between the generated WIT types (`proclease.wit`) and the
+//! `proclease-core` types, both ways: pure data mapping, no rule.
+//!
+//! It is compiled into both sides of the boundary — the component (`guest/component`, over
+//! wit-bindgen's types) and the host (`host/`, over wasmtime's) — with `#[path]`: both
+//! generators give every WIT type the same Rust path under `crate::bindings`, so one source
+//! serves both. Names say the direction: `x_to_wit` (core → WIT) and `x_from_wit` (WIT → core).
+//! Values that enter the component are re-validated by the guest after conversion; the host
+//! trusts what the component returns.
+#![allow(dead_code)]
+
+use alloc::string::String;
+use alloc::vec::Vec;
+
+use proclease_core::dispositions::{Disposition, Probe};
+use proclease_core::effects::{
+    BatchInvalid, BatchStatus, CollectionEntry, CollectionIdentity, CollectionSnapshot, DirectoryFacts, EntryKind, InstalledPlugin,
+    StoreFailure, WorkspaceFailure,
+};
+use proclease_core::liveness::{OwnerFacts, OwnerStatus, ProcRead, ProcView, WitnessState};
+use proclease_core::records::{
+    DirectoryIdentity, Owner, Parsed, directory_lease as dl, export_admission as ea, invocation_lease as il, portable_identity as pid,
+};
+use proclease_core::{Error, LeaseCode, LeaseError};
+
+use crate::bindings::exports::proclease::lease::records as rec;
+use crate::bindings::proclease::lease::{plugin_catalog as pc, process_identity as pi, state_store as ss, types as t, workspace as ws};
+
+/// Both directions of a one-to-one enum mapping.
+macro_rules! enum_map {
+    ($to:ident, $from:ident, $core:path, $wit:path, { $($c:ident <=> $w:ident),* $(,)? }) => {
+        pub(crate) fn $to(v: $core) -> $wit {
+            use $core as C;
+            use $wit as W;
+            match v { $(C::$c => W::$w,)* }
+        }
+        pub(crate) fn $from(v: $wit) -> $core {
+            use $core as C;
+            use $wit as W;
+            match v { $(W::$w => C::$c,)* }
+        }
+    };
+}
+
+// ---------- errors ----------
+
+macro_rules! lease_code_map {
+    ($($v:ident),* $(,)?) => {
+        /// The WIT code of a core code; `None` for a code the contract does not know (a newer
+        /// core), which then crosses as a system error with its message.
+        pub(crate) fn lease_code_to_wit(code: LeaseCode) -> Option<t::LeaseCode> {
+            match code {
+                $(LeaseCode::$v => Some(t::LeaseCode::$v),)*
+                #[allow(unreachable_patterns)]
+                _ => None,
+            }
+        }
+        pub(crate) fn lease_code_from_wit(code: t::LeaseCode) -> LeaseCode {
+            match code { $(t::LeaseCode::$v => LeaseCode::$v,)* }
+        }
+    };
+}
+
+lease_code_map!(
+    AnotherExportIsActive,
+    CurrentBootIdentityIsInvalid,
+    DirectoryLeaseIdWasAlreadyPresent,
+    DirectoryLeaseChangedBeforeItsLifecycleUpdate,
+    DirectoryLeaseChangedBeforeRecoveryRelease,
+    DirectoryLeaseChangedBeforeRelease,
+    DirectoryLeaseChangedDuringRecoveryInspection,
+    DirectoryLeaseCollectionContainsAnUnsupportedEntry,
+    DirectoryLeaseCollectionExceededItsReviewedBound,
+    DirectoryLeaseCoordinatesAreInconsistent,
+    DirectoryLeaseCouldNotBeCreatedSafely,
+    DirectoryLeaseCouldNotBeReleasedSafely,
+    DirectoryLeaseCreationTimeIsInvalid,
+    DirectoryLeaseHasAnUnsupportedShape,
+    DirectoryLeaseIdentityIsInvalid,
+    DirectoryLeaseIsNotCanonical,
+    DirectoryLeaseIsNotValidJson,
+    DirectoryLeaseLifecycleCouldNotBeUpdatedSafely,
+    DirectoryLeaseMustBeAPlainObject,
+    DirectoryLeaseOutputChangedBeforeRecovery,
+    DirectoryLeaseOutputIsInvalid,
+    DirectoryLeaseParentChangedBeforeRecovery,
+    DirectoryLeaseParentIsInvalid,
+    DirectoryLeasePathIsInvalid,
+    DirectoryLeaseRecoveryFailedSafely,
+    DirectoryLeaseRecoveryTimeIsInvalid,
+    DirectoryLeaseRequestIsInvalid,
+    DirectoryLeaseTargetChangedBeforeRecovery,
+    DirectoryLeaseTargetIsNotAnOwnedPhysicalDirectory,
+    DirectoryRecoveryTimeIsInvalid,
+    ExportAdmissionCannotReleaseAnUnsettledHelperLifecycle,
+    ExportAdmissionChangedBeforeLifecycleUpdate,
+    ExportAdmissionChangedBeforeRelease,
+    ExportAdmissionCouldNotBeAcquiredAfterBoundedContention,
+    ExportAdmissionCouldNotBeAcquiredSafely,
+    ExportAdmissionCouldNotBeReleasedSafely,
+    ExportAdmissionHasAnUnsupportedShape,
+    ExportAdmissionHelperPidIsInvalid,
+    ExportAdmissionIdentityIsInvalid,
+    ExportAdmissionIsNotCanonical,
+    ExportAdmissionIsNotValidJson,
+    ExportAdmissionLifecycleCouldNotBeUpdatedSafely,
+    ExportAdmissionLifecycleIsInvalid,
+    ExportAdmissionLifecycleTransitionIsInvalid,
+    ExportAdmissionMustBeAPlainObject,
+    ExportAdmissionRevisionIsInvalid,
+    OnlyARunningDirectoryLeaseAcceptsAChildProcessIdentity,
+    OnlyAnActiveRawDirectoryLeaseCanChangePhase,
+    PriorExportOwnerCannotBeInspectedSafely,
+    RawDirectoryLeaseLifecycleTransitionIsInvalid,
+    ReleasedExportAdmissionCannotChangeLifecycle,
+    RunningDirectoryLeaseRequiresAChildProcessIdentity,
+    LegacyPortableInvocationLeaseCleanupIsUnverifiable,
+    LegacyPortableInvocationLeasesCannotBindContainment,
+    LegacyPortableInvocationLeasesCannotStartAHost,
+    PortableInvocationLeaseIdCollided,
+    PortableInvocationLeaseIdIsMalformed,
+    PortableInvocationLeaseAcquisitionTimeIsMalformed,
+    PortableInvocationLeaseCannotBeReleasedBeforeDurableCleanupCompletion,
+    PortableInvocationLeaseChangedOrDisappearedBeforeContainmentUpdate,
+    PortableInvocationLeaseChangedOrDisappearedBeforeRelease,
+    PortableInvocationLeaseCleanupBecameUnsafeAfterCompletion,
+    PortableInvocationLeaseCleanupCannotCompleteAfterBecomingUnsafe,
+    PortableInvocationLeaseHasUnsupportedFields,
+    PortableInvocationLeaseHostAdmissionChanged,
+    PortableInvocationLeaseHostStartedOutOfOrder,
+    PortableInvocationLeaseIsNotCanonicalAListingReportsItInvalid,
+    PortableInvocationLeaseIsNotValidJson,
+    PortableInvocationLeaseSchemaIsUnsupported,
+    PortableInvocationLeaseSnapshotIsNotContentBound,
+    PortableInvocationRunIdIsMalformed,
+    PortableOperationIdentityHasUnsupportedFields,
+    PortableOperationIdentityIsMalformed,
+    PortableOperationIdentityIsNotValidJson,
+    PortableOperationIdentityMustBeAnObject,
+    PortablePluginCatalogMutationIsAlreadyLocked,
+    PluginChangedOrDisabled,
+    InvocationBlockedByMalformedLease,
+    InvocationBlockedByCleanupUnsafeLease,
+    InvocationBlockedByUnverifiableLease,
+    FieldMustBeAPlainObject,
+    FieldHasAnUnsupportedShape,
+    FieldIsInvalid,
+    FieldMustBeAnObject,
+    FieldHasUnsupportedFields,
+    FieldIsMalformed,
+    FileIsNotValidJson,
+    NotAProcleaseRecord,
+    InvocationLeaseFileNameMismatch,
+    InvocationLeaseListedInvalid,
+);
+
+pub(crate) fn error_to_wit(e: Error) -> t::Error {
+    match e {
+        Error::Lease(lease) => match lease_code_to_wit(lease.code()) {
+            Some(code) => t::Error::Lease(t::LeaseError { code, message: String::from(lease.message()) }),
+            None => t::Error::System(String::from(lease.message())),
+        },
+        Error::Storage(m) => t::Error::Storage(m),
+        Error::System(m) => t::Error::System(m),
+        other => t::Error::System(String::from(other.message())),
+    }
+}
+
+pub(crate) fn error_from_wit(e: t::Error) -> Error {
+    match e {
+        t::Error::Lease(l) => Error::Lease(LeaseError::from_parts(lease_code_from_wit(l.code), l.message)),
+        t::Error::Storage(m) => Error::Storage(m),
+        t::Error::System(m) => Error::System(m),
+    }
+}
+
+// ---------- process identity ----------
+
+pub(crate) fn owner_to_wit(o: Owner) -> t::Owner {
+    t::Owner { pid: o.pid, boot_id: o.boot_id, process_start_id: o.process_start_id }
+}
+
+pub(crate) fn owner_from_wit(o: t::Owner) -> Owner {
+    Owner { pid: o.pid, boot_id: o.boot_id, process_start_id: o.process_start_id }
+}
+
+enum_map!(status_to_wit, status_from_wit, OwnerStatus, t::OwnerStatus, {
+    ExactLiveOwner <=> ExactLiveOwner, DifferentOrDead <=> DifferentOrDead, Unknown <=> Unknown,
+});
+
+enum_map!(witness_to_wit, witness_from_wit, WitnessState, pi::WitnessState, {
+    Absent <=> Absent, Held <=> Held, Free <=> Free, Untestable <=> Untestable,
+});
+
+pub(crate) fn facts_to_wit(f: OwnerFacts) -> pi::OwnerFacts {
+    pi::OwnerFacts {
+        boot_id: f.boot_id,
+        witness: witness_to_wit(f.witness),
+        recorded_pid_namespace: f.recorded_pid_namespace,
+        spawned: witness_to_wit(f.spawned),
+        stat: match f.stat {
+            ProcRead::Stat(text) => pi::ProcRead::Stat(text),
+            ProcRead::Missing => pi::ProcRead::Missing,
+            ProcRead::Unreadable => pi::ProcRead::Unreadable,
+        },
+        tasks: f.tasks,
+        view: pi::ProcView {
+            pid_namespace: f.view.pid_namespace,
+            boottime_offset_ns: f.view.boottime_offset_ns,
+            clock_ticks_per_second: f.view.clock_ticks_per_second,
+        },
+    }
+}
+
+pub(crate) fn facts_from_wit(f: pi::OwnerFacts) -> OwnerFacts {
+    OwnerFacts {
+        boot_id: f.boot_id,
+        witness: witness_from_wit(f.witness),
+        recorded_pid_namespace: f.recorded_pid_namespace,
+        spawned: witness_from_wit(f.spawned),
+        stat: match f.stat {
+            pi::ProcRead::Stat(text) => ProcRead::Stat(text),
+            pi::ProcRead::Missing => ProcRead::Missing,
+            pi::ProcRead::Unreadable => ProcRead::Unreadable,
+        },
+        tasks: f.tasks,
+        view: ProcView {
+            pid_namespace: f.view.pid_namespace,
+            boottime_offset_ns: f.view.boottime_offset_ns,
+            clock_ticks_per_second: f.view.clock_ticks_per_second,
+        },
+    }
+}
+
+// ---------- records ----------
+
+pub(crate) fn directory_identity_to_wit(d: DirectoryIdentity) -> t::DirectoryIdentity {
+    t::DirectoryIdentity { device: d.device, inode: d.inode, birthtime_ns: d.birthtime_ns }
+}
+
+pub(crate) fn directory_identity_from_wit(d: t::DirectoryIdentity) -> DirectoryIdentity {
+    DirectoryIdentity { device: d.device, inode: d.inode, birthtime_ns: d.birthtime_ns }
+}
+
+pub(crate) fn form_to_wit<T>(p: &Parsed<T>) -> rec::CanonicalForm {
+    rec::CanonicalForm { canonical: p.canonical.clone(), sha256: p.sha256.clone() }
+}
+
+/// A record with the canonical form the component computed for it.
+pub(crate) fn parsed_from_wit<T>(record: T, form: rec::CanonicalForm) -> Parsed<T> {
+    Parsed { record, canonical: form.canonical, sha256: form.sha256 }
+}
+
+enum_map!(admission_schema_to_wit, admission_schema_from_wit, ea::Schema, t::AdmissionSchema, {
+    V1 <=> V1, V2PreRevision <=> V2PreRevision, V2 <=> V2,
+});
+
+enum_map!(admission_phase_to_wit, admission_phase_from_wit, ea::Phase, t::AdmissionPhase, {
+    ParentOwned <=> ParentOwned, HelperLaunching <=> HelperLaunching, HelperActive <=> HelperActive, CleanupUnsafe <=> CleanupUnsafe,
+});
+
+pub(crate) fn admission_claim_to_wit(c: ea::ExportAdmission) -> t::AdmissionClaim {
+    t::AdmissionClaim {
+        schema: admission_schema_to_wit(c.schema),
+        id: c.id,
+        owner: owner_to_wit(c.owner),
+        helper_owner: c.helper_owner.map(owner_to_wit),
+        phase: c.phase.map(admission_phase_to_wit),
+        revision: c.revision,
+    }
+}
+
+pub(crate) fn admission_claim_from_wit(c: t::AdmissionClaim) -> ea::ExportAdmission {
+    ea::ExportAdmission {
+        schema: admission_schema_from_wit(c.schema),
+        id: c.id,
+        owner: owner_from_wit(c.owner),
+        helper_owner: c.helper_owner.map(owner_from_wit),
+        phase: c.phase.map(admission_phase_from_wit),
+        revision: c.revision,
+    }
+}
+
+enum_map!(role_to_wit, role_from_wit, dl::Role, t::LeaseRole, { RawWorking <=> RawWorking, BundleStage <=> BundleStage });
+
+enum_map!(raw_phase_to_wit, raw_phase_from_wit, dl::Phase, t::RawPhase, {
+    Preparing <=> Preparing, Launching <=> Launching, Running <=> Running, Settled <=> Settled,
+});
+
+pub(crate) fn directory_lease_claim_to_wit(c: dl::DirectoryLease) -> t::DirectoryLeaseClaim {
+    t::DirectoryLeaseClaim {
+        id: c.id,
+        role: role_to_wit(c.role),
+        path: c.path,
+        parent_path: c.parent_path,
+        parent_identity: directory_identity_to_wit(c.parent_identity),
+        directory_identity: directory_identity_to_wit(c.directory_identity),
+        output_root: c.output_root,
+        owner: owner_to_wit(c.owner),
+        child_owner: c.child_owner.map(owner_to_wit),
+        phase: raw_phase_to_wit(c.phase),
+        created_at_ms: c.created_at_ms,
+        recover_after_ms: c.recover_after_ms,
+    }
+}
+
+pub(crate) fn directory_lease_claim_from_wit(c: t::DirectoryLeaseClaim) -> dl::DirectoryLease {
+    dl::DirectoryLease {
+        id: c.id,
+        role: role_from_wit(c.role),
+        path: c.path,
+        parent_path: c.parent_path,
+        parent_identity: directory_identity_from_wit(c.parent_identity),
+        directory_identity: directory_identity_from_wit(c.directory_identity),
+        output_root: c.output_root,
+        owner: owner_from_wit(c.owner),
+        child_owner: c.child_owner.map(owner_from_wit),
+        phase: raw_phase_from_wit(c.phase),
+        created_at_ms: c.created_at_ms,
+        recover_after_ms: c.recover_after_ms,
+    }
+}
+
+enum_map!(transport_to_wit, transport_from_wit, pid::Transport, t::Transport, {
+    ProviderApi <=> ProviderApi, WebSessionApi <=> WebSessionApi, LinkedDevice <=> LinkedDevice,
+});
+
+pub(crate) fn portable_identity_to_wit(i: pid::PortableIdentity) -> t::PortableIdentity {
+    t::PortableIdentity {
+        plugin_id: i.plugin_id,
+        plugin_version: i.plugin_version,
+        host_api_version: i.host_api_version,
+        bundle_sha256: i.bundle_sha256,
+        manifest_sha256: i.manifest_sha256,
+        descriptor_sha256: i.descriptor_sha256,
+        adapter_id: i.adapter_id,
+        transport: transport_to_wit(i.transport),
+        surface_id: i.surface_id,
+        operation: i.operation,
+        contract_version: i.contract_version,
+    }
+}
+
+pub(crate) fn portable_identity_from_wit(i: t::PortableIdentity) -> pid::PortableIdentity {
+    pid::PortableIdentity {
+        plugin_id: i.plugin_id,
+        plugin_version: i.plugin_version,
+        host_api_version: i.host_api_version,
+        bundle_sha256: i.bundle_sha256,
+        manifest_sha256: i.manifest_sha256,
+        descriptor_sha256: i.descriptor_sha256,
+        adapter_id: i.adapter_id,
+        transport: transport_from_wit(i.transport),
+        surface_id: i.surface_id,
+        operation: i.operation,
+        contract_version: i.contract_version,
+    }
+}
+
+enum_map!(containment_status_to_wit, containment_status_from_wit, il::ContainmentStatus, t::ContainmentStatus, {
+    ParentOwned <=> ParentOwned, HostStarting <=> HostStarting, HostActive <=> HostActive,
+    CleanupComplete <=> CleanupComplete, CleanupUnsafe <=> CleanupUnsafe,
+});
+
+pub(crate) fn invocation_lease_to_wit(l: il::InvocationLease) -> t::InvocationLease {
+    t::InvocationLease {
+        schema_version: l.schema_version,
+        lease_id: l.lease_id,
+        run_id: l.run_id,
+        identity: portable_identity_to_wit(l.identity),
+        owner: t::LeaseOwner { process: owner_to_wit(l.owner.process), token: l.owner.token },
+        acquired_at: l.acquired_at,
+        containment: l.containment.map(|c| t::Containment { status: containment_status_to_wit(c.status), host: c.host.map(owner_to_wit) }),
+    }
+}
+
+pub(crate) fn invocation_lease_from_wit(l: t::InvocationLease) -> il::InvocationLease {
+    il::InvocationLease {
+        schema_version: l.schema_version,
+        lease_id: l.lease_id,
+        run_id: l.run_id,
+        identity: portable_identity_from_wit(l.identity),
+        owner: il::LeaseOwner { process: owner_from_wit(l.owner.process), token: l.owner.token },
+        acquired_at: l.acquired_at,
+        containment: l.containment.map(|c| il::Containment { status: containment_status_from_wit(c.status), host: c.host.map(owner_from_wit) }),
+    }
+}
+
+// ---------- decisions ----------
+
+enum_map!(disposition_to_wit, disposition_from_wit, Disposition, t::Disposition, {
+    Active <=> Active, Indeterminate <=> Indeterminate, Recoverable <=> Recoverable,
+});
+
+enum_map!(probe_to_wit, probe_from_wit, Probe, t::Probe, { Owner <=> Owner, Helper <=> Helper, Child <=> Child, Host <=> Host });
+
+// ---------- state store ----------
+
+pub(crate) fn collection_identity_to_wit(i: CollectionIdentity) -> ss::CollectionIdentity {
+    ss::CollectionIdentity { device: i.device, inode: i.inode }
+}
+
+pub(crate) fn collection_identity_from_wit(i: ss::CollectionIdentity) -> CollectionIdentity {
+    CollectionIdentity { device: i.device, inode: i.inode }
+}
+
+enum_map!(entry_kind_to_wit, entry_kind_from_wit, EntryKind, ss::EntryKind, {
+    File <=> File, Directory <=> Directory, SymbolicLink <=> SymbolicLink, Other <=> Other,
+});
+
+pub(crate) fn snapshot_to_wit(s: CollectionSnapshot) -> ss::CollectionSnapshot {
+    ss::CollectionSnapshot {
+        identity: collection_identity_to_wit(s.identity),
+        entries: s
+            .entries
+            .into_iter()
+            .map(|e| ss::CollectionEntry { name: e.name, kind: entry_kind_to_wit(e.kind), identity: e.identity.map(collection_identity_to_wit) })
+            .collect(),
+    }
+}
+
+pub(crate) fn snapshot_from_wit(s: ss::CollectionSnapshot) -> CollectionSnapshot {
+    CollectionSnapshot {
+        identity: collection_identity_from_wit(s.identity),
+        entries: s
+            .entries
+            .into_iter()
+            .map(|e| CollectionEntry { name: e.name, kind: entry_kind_from_wit(e.kind), identity: e.identity.map(collection_identity_from_wit) })
+            .collect(),
+    }
+}
+
+enum_map!(batch_invalid_to_wit, batch_invalid_from_wit, BatchInvalid, ss::BatchInvalidReason, {
+    UnsafeFile <=> UnsafeFile, Unreadable <=> Unreadable, FileByteBound <=> FileByteBound,
+    AggregateByteBound <=> AggregateByteBound, ChangedDuringRead <=> ChangedDuringRead, InvalidUtf8 <=> InvalidUtf8,
+});
+
+pub(crate) fn batch_to_wit(entries: Vec<(String, BatchStatus)>) -> Vec<ss::BatchEntry> {
+    entries
+        .into_iter()
+        .map(|(name, status)| ss::BatchEntry {
+            name,
+            status: match status {
+                BatchStatus::Present(text) => ss::BatchStatus::Present(text),
+                BatchStatus::Absent => ss::BatchStatus::Absent,
+                BatchStatus::Invalid(reason) => ss::BatchStatus::Invalid(batch_invalid_to_wit(reason)),
+            },
+        })
+        .collect()
+}
+
+pub(crate) fn batch_from_wit(entries: Vec<ss::BatchEntry>) -> Vec<(String, BatchStatus)> {
+    entries
+        .into_iter()
+        .map(|e| {
+            let status = match e.status {
+                ss::BatchStatus::Present(text) => BatchStatus::Present(text),
+                ss::BatchStatus::Absent => BatchStatus::Absent,
+                ss::BatchStatus::Invalid(reason) => BatchStatus::Invalid(batch_invalid_from_wit(reason)),
+            };
+            (e.name, status)
+        })
+        .collect()
+}
+
+pub(crate) fn store_failure_to_wit(f: StoreFailure) -> ss::StoreError {
+    match f {
+        StoreFailure::Contended(m) => ss::StoreError::Contended(m),
+        StoreFailure::Refused(m) => ss::StoreError::Refused(m),
+        StoreFailure::Unsafe(m) => ss::StoreError::Unsafe(m),
+        StoreFailure::Io(m) => ss::StoreError::Io(m),
+    }
+}
+
+pub(crate) fn store_failure_from_wit(e: ss::StoreError) -> StoreFailure {
+    match e {
+        ss::StoreError::Contended(m) => StoreFailure::Contended(m),
+        ss::StoreError::Refused(m) => StoreFailure::Refused(m),
+        ss::StoreError::Unsafe(m) => StoreFailure::Unsafe(m),
+        ss::StoreError::Io(m) => StoreFailure::Io(m),
+    }
+}
+
+// ---------- workspace ----------
+
+pub(crate) fn workspace_failure_to_wit(f: WorkspaceFailure) -> ws::WorkspaceError {
+    match f {
+        WorkspaceFailure::Refused(m) => ws::WorkspaceError::Refused(m),
+        WorkspaceFailure::Io(m) => ws::WorkspaceError::Io(m),
+        WorkspaceFailure::IdentityChanged(m) => ws::WorkspaceError::IdentityChanged(m),
+    }
+}
+
+pub(crate) fn workspace_failure_from_wit(e: ws::WorkspaceError) -> WorkspaceFailure {
+    match e {
+        ws::WorkspaceError::Refused(m) => WorkspaceFailure::Refused(m),
+        ws::WorkspaceError::Io(m) => WorkspaceFailure::Io(m),
+        ws::WorkspaceError::IdentityChanged(m) => WorkspaceFailure::IdentityChanged(m),
+    }
+}
+
+pub(crate) fn directory_facts_to_wit(f: DirectoryFacts) -> ws::DirectoryFacts {
+    ws::DirectoryFacts {
+        canonical: f.canonical,
+        is_directory: f.is_directory,
+        owned: f.owned,
+        mode: f.mode,
+        identity: directory_identity_to_wit(f.identity),
+    }
+}
+
+pub(crate) fn directory_facts_from_wit(f: ws::DirectoryFacts) -> DirectoryFacts {
+    DirectoryFacts {
+        canonical: f.canonical,
+        is_directory: f.is_directory,
+        owned: f.owned,
+        mode: f.mode,
+        identity: directory_identity_from_wit(f.identity),
+    }
+}
+
+// ---------- plugin catalog ----------
+
+pub(crate) fn installed_to_wit(p: InstalledPlugin) -> pc::InstalledPlugin {
+    pc::InstalledPlugin {
+        plugin_id: p.plugin_id,
+        version: p.version,
+        host_api_version: p.host_api_version,
+        bundle_sha256: p.bundle_sha256,
+        manifest_sha256: p.manifest_sha256,
+    }
+}
+
+pub(crate) fn installed_from_wit(p: pc::InstalledPlugin) -> InstalledPlugin {
+    InstalledPlugin {
+        plugin_id: p.plugin_id,
+        version: p.version,
+        host_api_version: p.host_api_version,
+        bundle_sha256: p.bundle_sha256,
+        manifest_sha256: p.manifest_sha256,
+    }
+}
