@@ -42,6 +42,23 @@ macro_rules! enum_map {
     };
 }
 
+/// A pair of conversions between a core struct and its WIT record with the same field names;
+/// `field => (to, from)` converts a field with a pair of functions, other fields move as they are.
+macro_rules! struct_map {
+    ($to:ident, $from:ident, $core:path, $wit:path, { $($f:ident $(=> ($tf:ident, $ff:ident))?),* $(,)? }) => {
+        pub(crate) fn $to(v: $core) -> $wit {
+            use $wit as W;
+            W { $($f: struct_map!(@via v.$f $(, $tf)?),)* }
+        }
+        pub(crate) fn $from(v: $wit) -> $core {
+            use $core as C;
+            C { $($f: struct_map!(@via v.$f $(, $ff)?),)* }
+        }
+    };
+    (@via $e:expr) => { $e };
+    (@via $e:expr, $f:ident) => { $f($e) };
+}
+
 // ---------- errors ----------
 
 macro_rules! lease_code_map {
@@ -176,13 +193,7 @@ pub(crate) fn error_from_wit(e: t::Error) -> Error {
 
 // ---------- process identity ----------
 
-pub(crate) fn owner_to_wit(o: Owner) -> t::Owner {
-    t::Owner { pid: o.pid, boot_id: o.boot_id, process_start_id: o.process_start_id }
-}
-
-pub(crate) fn owner_from_wit(o: t::Owner) -> Owner {
-    Owner { pid: o.pid, boot_id: o.boot_id, process_start_id: o.process_start_id }
-}
+struct_map!(owner_to_wit, owner_from_wit, Owner, t::Owner, { pid, boot_id, process_start_id });
 
 enum_map!(status_to_wit, status_from_wit, OwnerStatus, t::OwnerStatus, {
     ExactLiveOwner <=> ExactLiveOwner, DifferentOrDead <=> DifferentOrDead, Unknown <=> Unknown,
@@ -192,55 +203,32 @@ enum_map!(witness_to_wit, witness_from_wit, WitnessState, pi::WitnessState, {
     Absent <=> Absent, Held <=> Held, Free <=> Free, Untestable <=> Untestable,
 });
 
-pub(crate) fn facts_to_wit(f: OwnerFacts) -> pi::OwnerFacts {
-    pi::OwnerFacts {
-        boot_id: f.boot_id,
-        witness: witness_to_wit(f.witness),
-        recorded_pid_namespace: f.recorded_pid_namespace,
-        spawned: witness_to_wit(f.spawned),
-        stat: match f.stat {
-            ProcRead::Stat(text) => pi::ProcRead::Stat(text),
-            ProcRead::Missing => pi::ProcRead::Missing,
-            ProcRead::Unreadable => pi::ProcRead::Unreadable,
-        },
-        tasks: f.tasks,
-        view: pi::ProcView {
-            pid_namespace: f.view.pid_namespace,
-            boottime_offset_ns: f.view.boottime_offset_ns,
-            clock_ticks_per_second: f.view.clock_ticks_per_second,
-        },
+fn proc_read_to_wit(r: ProcRead) -> pi::ProcRead {
+    match r {
+        ProcRead::Stat(text) => pi::ProcRead::Stat(text),
+        ProcRead::Missing => pi::ProcRead::Missing,
+        ProcRead::Unreadable => pi::ProcRead::Unreadable,
     }
 }
 
-pub(crate) fn facts_from_wit(f: pi::OwnerFacts) -> OwnerFacts {
-    OwnerFacts {
-        boot_id: f.boot_id,
-        witness: witness_from_wit(f.witness),
-        recorded_pid_namespace: f.recorded_pid_namespace,
-        spawned: witness_from_wit(f.spawned),
-        stat: match f.stat {
-            pi::ProcRead::Stat(text) => ProcRead::Stat(text),
-            pi::ProcRead::Missing => ProcRead::Missing,
-            pi::ProcRead::Unreadable => ProcRead::Unreadable,
-        },
-        tasks: f.tasks,
-        view: ProcView {
-            pid_namespace: f.view.pid_namespace,
-            boottime_offset_ns: f.view.boottime_offset_ns,
-            clock_ticks_per_second: f.view.clock_ticks_per_second,
-        },
+fn proc_read_from_wit(r: pi::ProcRead) -> ProcRead {
+    match r {
+        pi::ProcRead::Stat(text) => ProcRead::Stat(text),
+        pi::ProcRead::Missing => ProcRead::Missing,
+        pi::ProcRead::Unreadable => ProcRead::Unreadable,
     }
 }
+
+struct_map!(view_to_wit, view_from_wit, ProcView, pi::ProcView, { pid_namespace, boottime_offset_ns, clock_ticks_per_second });
+
+struct_map!(facts_to_wit, facts_from_wit, OwnerFacts, pi::OwnerFacts, {
+    boot_id, witness => (witness_to_wit, witness_from_wit), recorded_pid_namespace, spawned => (witness_to_wit, witness_from_wit),
+    stat => (proc_read_to_wit, proc_read_from_wit), tasks, view => (view_to_wit, view_from_wit),
+});
 
 // ---------- records ----------
 
-pub(crate) fn directory_identity_to_wit(d: DirectoryIdentity) -> t::DirectoryIdentity {
-    t::DirectoryIdentity { device: d.device, inode: d.inode, birthtime_ns: d.birthtime_ns }
-}
-
-pub(crate) fn directory_identity_from_wit(d: t::DirectoryIdentity) -> DirectoryIdentity {
-    DirectoryIdentity { device: d.device, inode: d.inode, birthtime_ns: d.birthtime_ns }
-}
+struct_map!(directory_identity_to_wit, directory_identity_from_wit, DirectoryIdentity, t::DirectoryIdentity, { device, inode, birthtime_ns });
 
 pub(crate) fn form_to_wit<T>(p: &Parsed<T>) -> rec::CanonicalForm {
     rec::CanonicalForm { canonical: p.canonical.clone(), sha256: p.sha256.clone() }
@@ -325,66 +313,42 @@ enum_map!(transport_to_wit, transport_from_wit, pid::Transport, t::Transport, {
     ProviderApi <=> ProviderApi, WebSessionApi <=> WebSessionApi, LinkedDevice <=> LinkedDevice,
 });
 
-pub(crate) fn portable_identity_to_wit(i: pid::PortableIdentity) -> t::PortableIdentity {
-    t::PortableIdentity {
-        plugin_id: i.plugin_id,
-        plugin_version: i.plugin_version,
-        host_api_version: i.host_api_version,
-        bundle_sha256: i.bundle_sha256,
-        manifest_sha256: i.manifest_sha256,
-        descriptor_sha256: i.descriptor_sha256,
-        adapter_id: i.adapter_id,
-        transport: transport_to_wit(i.transport),
-        surface_id: i.surface_id,
-        operation: i.operation,
-        contract_version: i.contract_version,
-    }
-}
-
-pub(crate) fn portable_identity_from_wit(i: t::PortableIdentity) -> pid::PortableIdentity {
-    pid::PortableIdentity {
-        plugin_id: i.plugin_id,
-        plugin_version: i.plugin_version,
-        host_api_version: i.host_api_version,
-        bundle_sha256: i.bundle_sha256,
-        manifest_sha256: i.manifest_sha256,
-        descriptor_sha256: i.descriptor_sha256,
-        adapter_id: i.adapter_id,
-        transport: transport_from_wit(i.transport),
-        surface_id: i.surface_id,
-        operation: i.operation,
-        contract_version: i.contract_version,
-    }
-}
+struct_map!(portable_identity_to_wit, portable_identity_from_wit, pid::PortableIdentity, t::PortableIdentity, {
+    plugin_id, plugin_version, host_api_version, bundle_sha256, manifest_sha256, descriptor_sha256, adapter_id,
+    transport => (transport_to_wit, transport_from_wit), surface_id, operation, contract_version,
+});
 
 enum_map!(containment_status_to_wit, containment_status_from_wit, il::ContainmentStatus, t::ContainmentStatus, {
     ParentOwned <=> ParentOwned, HostStarting <=> HostStarting, HostActive <=> HostActive,
     CleanupComplete <=> CleanupComplete, CleanupUnsafe <=> CleanupUnsafe,
 });
 
-pub(crate) fn invocation_lease_to_wit(l: il::InvocationLease) -> t::InvocationLease {
-    t::InvocationLease {
-        schema_version: l.schema_version,
-        lease_id: l.lease_id,
-        run_id: l.run_id,
-        identity: portable_identity_to_wit(l.identity),
-        owner: t::LeaseOwner { process: owner_to_wit(l.owner.process), token: l.owner.token },
-        acquired_at: l.acquired_at,
-        containment: l.containment.map(|c| t::Containment { status: containment_status_to_wit(c.status), host: c.host.map(owner_to_wit) }),
-    }
+fn host_to_wit(host: Option<Owner>) -> Option<t::Owner> {
+    host.map(owner_to_wit)
 }
 
-pub(crate) fn invocation_lease_from_wit(l: t::InvocationLease) -> il::InvocationLease {
-    il::InvocationLease {
-        schema_version: l.schema_version,
-        lease_id: l.lease_id,
-        run_id: l.run_id,
-        identity: portable_identity_from_wit(l.identity),
-        owner: il::LeaseOwner { process: owner_from_wit(l.owner.process), token: l.owner.token },
-        acquired_at: l.acquired_at,
-        containment: l.containment.map(|c| il::Containment { status: containment_status_from_wit(c.status), host: c.host.map(owner_from_wit) }),
-    }
+fn host_from_wit(host: Option<t::Owner>) -> Option<Owner> {
+    host.map(owner_from_wit)
 }
+
+struct_map!(containment_to_wit, containment_from_wit, il::Containment, t::Containment, {
+    status => (containment_status_to_wit, containment_status_from_wit), host => (host_to_wit, host_from_wit),
+});
+
+fn containment_option_to_wit(c: Option<il::Containment>) -> Option<t::Containment> {
+    c.map(containment_to_wit)
+}
+
+fn containment_option_from_wit(c: Option<t::Containment>) -> Option<il::Containment> {
+    c.map(containment_from_wit)
+}
+
+struct_map!(lease_owner_to_wit, lease_owner_from_wit, il::LeaseOwner, t::LeaseOwner, { process => (owner_to_wit, owner_from_wit), token });
+
+struct_map!(invocation_lease_to_wit, invocation_lease_from_wit, il::InvocationLease, t::InvocationLease, {
+    schema_version, lease_id, run_id, identity => (portable_identity_to_wit, portable_identity_from_wit),
+    owner => (lease_owner_to_wit, lease_owner_from_wit), acquired_at, containment => (containment_option_to_wit, containment_option_from_wit),
+});
 
 // ---------- decisions ----------
 
@@ -396,13 +360,7 @@ enum_map!(probe_to_wit, probe_from_wit, Probe, t::Probe, { Owner <=> Owner, Help
 
 // ---------- state store ----------
 
-pub(crate) fn collection_identity_to_wit(i: CollectionIdentity) -> ss::CollectionIdentity {
-    ss::CollectionIdentity { device: i.device, inode: i.inode }
-}
-
-pub(crate) fn collection_identity_from_wit(i: ss::CollectionIdentity) -> CollectionIdentity {
-    CollectionIdentity { device: i.device, inode: i.inode }
-}
+struct_map!(collection_identity_to_wit, collection_identity_from_wit, CollectionIdentity, ss::CollectionIdentity, { device, inode });
 
 enum_map!(entry_kind_to_wit, entry_kind_from_wit, EntryKind, ss::EntryKind, {
     File <=> File, Directory <=> Directory, SymbolicLink <=> SymbolicLink, Other <=> Other,
@@ -499,44 +457,10 @@ pub(crate) fn workspace_failure_from_wit(e: ws::WorkspaceError) -> WorkspaceFail
     }
 }
 
-pub(crate) fn directory_facts_to_wit(f: DirectoryFacts) -> ws::DirectoryFacts {
-    ws::DirectoryFacts {
-        canonical: f.canonical,
-        is_directory: f.is_directory,
-        owned: f.owned,
-        mode: f.mode,
-        identity: directory_identity_to_wit(f.identity),
-    }
-}
-
-pub(crate) fn directory_facts_from_wit(f: ws::DirectoryFacts) -> DirectoryFacts {
-    DirectoryFacts {
-        canonical: f.canonical,
-        is_directory: f.is_directory,
-        owned: f.owned,
-        mode: f.mode,
-        identity: directory_identity_from_wit(f.identity),
-    }
-}
+struct_map!(directory_facts_to_wit, directory_facts_from_wit, DirectoryFacts, ws::DirectoryFacts, {
+    canonical, is_directory, owned, mode, identity => (directory_identity_to_wit, directory_identity_from_wit),
+});
 
 // ---------- plugin catalog ----------
 
-pub(crate) fn installed_to_wit(p: InstalledPlugin) -> pc::InstalledPlugin {
-    pc::InstalledPlugin {
-        plugin_id: p.plugin_id,
-        version: p.version,
-        host_api_version: p.host_api_version,
-        bundle_sha256: p.bundle_sha256,
-        manifest_sha256: p.manifest_sha256,
-    }
-}
-
-pub(crate) fn installed_from_wit(p: pc::InstalledPlugin) -> InstalledPlugin {
-    InstalledPlugin {
-        plugin_id: p.plugin_id,
-        version: p.version,
-        host_api_version: p.host_api_version,
-        bundle_sha256: p.bundle_sha256,
-        manifest_sha256: p.manifest_sha256,
-    }
-}
+struct_map!(installed_to_wit, installed_from_wit, InstalledPlugin, pc::InstalledPlugin, { plugin_id, version, host_api_version, bundle_sha256, manifest_sha256 });

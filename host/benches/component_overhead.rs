@@ -7,19 +7,14 @@
 
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
-use std::sync::Arc;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use proclease::core::directory_leases::{self, Request};
 use proclease::core::records::directory_lease::Role;
 use proclease::core::{admission, records};
 use proclease::effects::Effects;
-use proclease::process_identity::ProcessIdentity;
 use proclease::records::InputMode;
-use proclease::state_home::StateHome;
-use proclease::state_store::StateStore;
-use proclease::workspace::Workspace;
-use proclease::{Admission, DirectoryLease, Runtime, recover_directory_leases};
+use proclease::{Admission, DirectoryLease, Host, Runtime, recover_directory_leases};
 
 const RECORD: &str = "{\"helperOwner\":null,\"id\":\"11111111-1111-4111-8111-111111111111\",\"kind\":\"beeper-message-like-me-export-admission\",\"owner\":{\"bootId\":\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\",\"pid\":4242,\"processStartId\":\"bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb\"},\"phase\":\"parent-owned\",\"revision\":\"22222222-2222-4222-a222-222222222222\",\"schemaVersion\":2}\n";
 
@@ -29,9 +24,7 @@ fn tmpfs() -> &'static Path {
 
 struct World {
     _dir: tempfile::TempDir,
-    store: Arc<StateStore>,
-    identity: Arc<ProcessIdentity>,
-    workspace: Arc<Workspace>,
+    host: Host,
     root: std::path::PathBuf,
 }
 
@@ -40,14 +33,12 @@ impl World {
         let dir = tempfile::tempdir_in(tmpfs()).expect("scratch");
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).expect("chmod");
         let root = std::fs::canonicalize(dir.path()).expect("realpath");
-        let identity = Arc::new(ProcessIdentity::new());
-        let store = Arc::new(StateStore::open(StateHome::open(&root.join("state")).expect("home"), identity.clone()).expect("store"));
-        let workspace = Arc::new(Workspace::new(&[root.clone()]).expect("workspace"));
-        World { _dir: dir, store, identity, workspace, root }
+        let host = Host::builder().state_home(root.join("state")).workspace_root(&root).build().expect("host");
+        World { _dir: dir, host, root }
     }
 
     fn effects(&self) -> Effects {
-        Effects::native(Some(self.store.clone()), self.identity.clone()).with_workspace(self.workspace.clone())
+        self.host.effects()
     }
 }
 

@@ -7,19 +7,13 @@
 use std::io::Read as _;
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
-use std::sync::Arc;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use proclease::core::digest::sha256_hex;
 use proclease::core::invocation_leases::lease_path;
 use proclease::core::records::invocation_lease::{Containment, ContainmentStatus, InvocationLease, LeaseOwner};
 use proclease::core::records::portable_identity;
-use proclease::effects::Effects;
-use proclease::plugin_catalog::{PluginCatalog, Source};
-use proclease::process_identity::ProcessIdentity;
-use proclease::state_home::StateHome;
-use proclease::state_store::StateStore;
-use proclease::{Runtime, list_invocation_leases, repair_invocation_leases};
+use proclease::{Host, Runtime, list_invocation_leases, repair_invocation_leases};
 
 fn tmpfs() -> &'static Path {
     if Path::new("/dev/shm").is_dir() { Path::new("/dev/shm") } else { Path::new(env!("CARGO_TARGET_TMPDIR")) }
@@ -37,8 +31,7 @@ fn floor(dir: &Path) -> usize {
 
 fn bench(c: &mut Criterion) {
     let runtime = Runtime::shared().expect("component");
-    let identity = Arc::new(ProcessIdentity::new());
-    let own = identity.self_identity().expect("own");
+    let own = proclease::process_identity::ProcessIdentity::new().self_identity().expect("own");
     let template = portable_identity::parse_value(&serde_json::json!({
         "pluginId": "portable-test", "pluginVersion": "1.0.0", "hostApiVersion": 1, "bundleSha256": "a".repeat(64),
         "manifestSha256": "b".repeat(64), "adapterId": "portable-test", "transport": "provider-api",
@@ -50,7 +43,8 @@ fn bench(c: &mut Criterion) {
     for n in [100u64, 1000, 10_000] {
         let dir = tempfile::tempdir_in(tmpfs()).expect("scratch");
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).expect("chmod");
-        let store = Arc::new(StateStore::open(StateHome::open(&dir.path().join("state")).expect("home"), identity.clone()).expect("store"));
+        let host = Host::builder().state_home(dir.path().join("state")).build().expect("host");
+        let store = host.store().clone();
         for i in 0..n {
             let id = format!("{:08x}-0000-4000-8000-{:012x}", i, i);
             let lease = InvocationLease {
@@ -65,8 +59,7 @@ fn bench(c: &mut Criterion) {
             .parsed();
             store.create_if_absent(&lease_path(&id), &lease.canonical).expect("write");
         }
-        let catalog = Arc::new(PluginCatalog::new(store.clone(), Source::StateHome));
-        let effects = || Effects::native(Some(store.clone()), identity.clone()).with_catalog(catalog.clone());
+        let effects = || host.effects();
         let collection = dir.path().join("state/provider-plugin-state/.invocations");
         group.throughput(Throughput::Elements(n));
         group.bench_with_input(BenchmarkId::new("floor: read+hash all files", n), &n, |b, _| b.iter(|| floor(&collection)));

@@ -7,13 +7,9 @@
 use std::io::{Read as _, Write as _};
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use proclease::core::digest::sha256_hex;
-use proclease::process_identity::ProcessIdentity;
-use proclease::state_home::StateHome;
-use proclease::state_store::StateStore;
 use rustix::fs::{AtFlags, Mode, OFlags};
 
 const CONTENT_A: &str = "{\"helperOwner\":null,\"id\":\"11111111-1111-4111-8111-111111111111\",\"kind\":\"beeper-message-like-me-export-admission\",\"owner\":{\"bootId\":\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\",\"pid\":4242,\"processStartId\":\"bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb\"},\"phase\":\"parent-owned\",\"revision\":\"22222222-2222-4222-a222-222222222222\",\"schemaVersion\":2}\n";
@@ -70,10 +66,10 @@ fn floor_remove(dir: &OwnedFd, name: &str, expected: &str) {
 }
 
 fn bench(c: &mut Criterion) {
-    let identity = Arc::new(ProcessIdentity::new());
     for (label, base) in places() {
         let scratch = tempfile::tempdir_in(&base).expect("scratch");
-        let store = StateStore::open(StateHome::open(&scratch.path().join("state")).expect("home"), identity.clone()).expect("store");
+        let host = proclease::Host::builder().state_home(scratch.path().join("state")).build().expect("host");
+        let store = host.store();
         store.ensure_private_directory("recovery/bench").expect("collection");
         let floor_path = scratch.path().join("floor");
         std::fs::create_dir(&floor_path).expect("floor dir");

@@ -3,14 +3,30 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// An error of the host library.
+use proclease_core::{LeaseCode, LeaseError};
+
+use crate::process_identity::IdentityError;
+use crate::state_home::StateHomeError;
+use crate::state_store::StoreError;
+use crate::workspace::WorkspaceError;
+
+/// An error of the host library: what failed, typed down to its cause, each message saying what
+/// the user can do. Callers branch on the variant (and a refusal's [`LeaseCode`]), never on the
+/// text.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// The component refused or failed: a lease rule (the reference's exact message), a storage
-    /// or a system failure, as it reported it.
+    /// A lease rule refused: its code and the reference's exact message (e.g.
+    /// `Beeper Message Like Me recovery: another export is active`).
     #[error("{0}")]
-    Rule(#[from] proclease_core::Error),
+    Lease(LeaseError),
+    /// The component reported a storage failure: the store's or the workspace's message.
+    #[error("{0}")]
+    Storage(String),
+    /// The component reported that a system fact was unavailable (boot id, process identity,
+    /// clock, catalog), with the reference's message where it fixes one.
+    #[error("{0}")]
+    System(String),
     /// The component could not be compiled or instantiated, or trapped (a bug in it, or an
     /// import it needs that the host does not provide). Never a lease rule; the message says
     /// what failed.
@@ -18,8 +34,8 @@ pub enum Error {
     Component(String),
     /// The component hit one of the runtime's limits ([`RuntimeConfig`](crate::RuntimeConfig))
     /// and was stopped: it computed past its call deadline, made too many import calls, or tried
-    /// to grow past its memory cap. The
-    /// call did not complete; its instance cannot be used again, the runtime can.
+    /// to grow past its memory cap. The call did not complete; its instance cannot be used
+    /// again, the runtime can.
     #[error("{0}")]
     Limit(Limit),
     /// A file the host was asked to read or write could not be.
@@ -29,6 +45,120 @@ pub enum Error {
         path: PathBuf,
         /// What went wrong and what to do.
         message: String,
+    },
+    /// The state home could not be selected or opened.
+    #[error(transparent)]
+    StateHome(#[from] StateHomeError),
+    /// The state store failed outside a component call (its own bookkeeping, a lock).
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The workspace failed outside a component call.
+    #[error(transparent)]
+    Workspace(#[from] WorkspaceError),
+    /// A process identity could not be established, or its witness taken.
+    #[error(transparent)]
+    Identity(#[from] IdentityError),
+    /// The supervisor refused to lease or to start a command: what, and what to do instead.
+    #[error(transparent)]
+    Refused(#[from] Refusal),
+}
+
+impl From<proclease_core::Error> for Error {
+    /// The component's error, case for case.
+    fn from(error: proclease_core::Error) -> Self {
+        match error {
+            proclease_core::Error::Lease(lease) => Error::Lease(lease),
+            proclease_core::Error::Storage(m) => Error::Storage(m),
+            other => Error::System(other.message().to_string()),
+        }
+    }
+}
+
+impl Error {
+    /// The refusal's code, when a lease rule refused.
+    pub fn lease_code(&self) -> Option<LeaseCode> {
+        match self {
+            Error::Lease(lease) => Some(lease.code()),
+            _ => None,
+        }
+    }
+
+    /// This error as proclease-core's (the component's three cases; everything the host adds
+    /// is a system failure with its message).
+    pub fn to_core(&self) -> proclease_core::Error {
+        match self {
+            Error::Lease(lease) => proclease_core::Error::Lease(lease.clone()),
+            Error::Storage(m) => proclease_core::Error::Storage(m.clone()),
+            other => proclease_core::Error::System(other.to_string()),
+        }
+    }
+}
+
+/// What the supervisor refused, before anything ran (`run`'s checks, in the library).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Refusal {
+    /// The directory would hold, or be inside, the state home.
+    #[error(
+        "{}: refused: a leased directory may be removed by `recover`, so it can be neither the state home ({}), inside it, nor hold it",
+        dir.display(),
+        home.display()
+    )]
+    StateHome {
+        /// The directory asked for.
+        dir: PathBuf,
+        /// The state home.
+        home: PathBuf,
+    },
+    /// The directory exists and is not empty.
+    #[error(
+        "{}: refused: not empty. `run` leases only a directory it creates or an empty one, because after a crash \
+         `recover` deletes the leased directory with everything in it; give a new path and proclease creates it",
+        dir.display()
+    )]
+    NotEmpty {
+        /// The directory.
+        dir: PathBuf,
+    },
+    /// Another lease (live or not) claims the directory.
+    #[error("{}: refused: already leased by pid {owner_pid} (lease {lease_id}): {what}", dir.display())]
+    AlreadyLeased {
+        /// The directory.
+        dir: PathBuf,
+        /// The other lease's owner.
+        owner_pid: u64,
+        /// The other lease's id.
+        lease_id: String,
+        /// What to do about it.
+        what: String,
+    },
+    /// A stage's output exists already (publication never overwrites).
+    #[error("{}: the output already exists; publishing never overwrites", output.display())]
+    OutputExists {
+        /// The output.
+        output: PathBuf,
+    },
+    /// A stage's output is not a sibling of the stage.
+    #[error("{}: --output must be a sibling of --stage ({})", output.display(), stage.display())]
+    OutputNotSibling {
+        /// The output.
+        output: PathBuf,
+        /// The stage.
+        stage: PathBuf,
+    },
+    /// A path is not UTF-8 (records hold UTF-8 paths).
+    #[error("{}: paths must be UTF-8", path.display())]
+    NotUtf8 {
+        /// The path.
+        path: PathBuf,
+    },
+    /// The command could not be started; nothing ran and everything was released.
+    #[error("{command}: cannot start the command: {reason}")]
+    Unstartable {
+        /// The program.
+        command: String,
+        /// Why (the operating system's error).
+        reason: String,
     },
 }
 

@@ -48,7 +48,8 @@ pub use runtime::component;
 pub use admission::{Admission, survey_admission};
 pub use directory_lease::{DirectoryLease, recover_directory_creations, recover_directory_leases, recover_each_directory_lease};
 pub use dispositions::Dispositions;
-pub use error::{Error, Limit};
+pub use api::host::{Host, HostBuilder, InvalidFile, InvocationSurvey, Recovery, Survey};
+pub use error::{Error, Limit, Refusal};
 pub use invocation_lease::{
     ContainmentController, acquire_invocation_lease, invocation_lease_status, list_invocation_leases, release_invocation_lease,
     repair_invocation_leases,

@@ -514,19 +514,21 @@ impl Processes for SeamedProcesses {
     }
 }
 
-/// A real state home in a temporary directory, and effects over it.
+/// A real state home in a temporary directory, opened through the facade, and effects over it.
 pub struct RealHome {
     /// Keeps the directory alive.
     pub dir: tempfile::TempDir,
     /// The state home path.
     pub home: std::path::PathBuf,
-    /// The store on it.
+    /// The facade on it, granting the temporary directory as the one workspace root.
+    pub host: proclease::Host,
+    /// The host's store.
     pub store: Arc<proclease::state_store::StateStore>,
-    /// This process's identity.
+    /// The host's process identity (with the home's witnesses).
     pub identity: Arc<proclease::process_identity::ProcessIdentity>,
-    /// The workspace: the temporary directory granted as its one root.
+    /// The host's workspace: the temporary directory granted as its one root.
     pub workspace: Arc<proclease::workspace::Workspace>,
-    /// The plugin catalog: `provider-plugins/catalog.json` in the state home.
+    /// The host's plugin catalog: `provider-plugins/catalog.json` in the state home.
     pub catalog: Arc<proclease::plugin_catalog::PluginCatalog>,
 }
 
@@ -535,13 +537,9 @@ impl RealHome {
     pub fn new() -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         let home = dir.path().join("state");
-        let state_home = proclease::state_home::StateHome::open(&home).expect("state home");
-        let witnesses = proclease::witness::Witnesses::open(&state_home).expect("witnesses");
-        let identity = Arc::new(proclease::process_identity::ProcessIdentity::with_witnesses(witnesses));
-        let store = Arc::new(proclease::state_store::StateStore::open(state_home, identity.clone()).expect("store"));
-        let workspace = Arc::new(proclease::workspace::Workspace::new(&[dir.path().to_path_buf()]).expect("workspace"));
-        let catalog = Arc::new(proclease::plugin_catalog::PluginCatalog::new(store.clone(), proclease::plugin_catalog::Source::StateHome));
-        RealHome { dir, home, store, identity, workspace, catalog }
+        let host = proclease::Host::builder().state_home(&home).workspace_root(dir.path()).build().expect("host");
+        let (store, identity, workspace, catalog) = (host.store().clone(), host.process_identity().clone(), host.workspace().clone(), host.catalog().clone());
+        RealHome { dir, home, host, store, identity, workspace, catalog }
     }
 
     /// Effects over this home with the given process seams (and the temporary directory as
@@ -555,9 +553,7 @@ impl RealHome {
     /// Effects over this home with real process identity, granting the temporary directory
     /// (which holds the state home and the tests' working directories) as the workspace.
     pub fn real_effects(&self) -> Effects {
-        Effects::native(Some(self.store.clone()), self.identity.clone())
-            .with_workspace(self.workspace.clone())
-            .with_catalog(self.catalog.clone())
+        self.host.effects()
     }
 
     /// Real process identity, to add seams to.

@@ -7,16 +7,12 @@
 use std::collections::BTreeMap;
 use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use proclease::effects::Effects;
-use proclease::process_identity::ProcessIdentity;
-use proclease::state_home::StateHome;
-use proclease::state_store::StateStore;
 use proclease::wasmtime::Store;
 use proclease::wasmtime::component::{Component, Instance, Val};
-use proclease::workspace::Workspace;
 use proclease::{Admission, Error, HostState, Limit, Runtime, RuntimeConfig};
 use proclease_tests::fakes::RealHome;
 use proclease_tests::hostile;
@@ -175,9 +171,7 @@ struct Sandbox {
     root: PathBuf,
     home: PathBuf,
     outside: PathBuf,
-    store: Arc<StateStore>,
-    identity: Arc<ProcessIdentity>,
-    workspace: Arc<Workspace>,
+    host: proclease::Host,
 }
 
 const SECRET: &str = "the secret outside the state home\n";
@@ -194,8 +188,7 @@ impl Sandbox {
         let home = root.join("state");
         let outside = root.join("outside");
         let ws = root.join("ws");
-        let identity = Arc::new(ProcessIdentity::new());
-        let store = Arc::new(StateStore::open(StateHome::open(&home).expect("state home"), identity.clone()).expect("store"));
+        private_dir(&home);
         private_dir(&outside);
         std::fs::write(outside.join("secret.txt"), SECRET).expect("write");
         std::fs::write(outside.join("empty.txt"), "").expect("write");
@@ -210,19 +203,19 @@ impl Sandbox {
         private_dir(&ws);
         std::os::unix::fs::symlink(outside.join("victim"), ws.join("link")).expect("symlink");
         private_dir(&ws.join("control"));
-        let workspace = Arc::new(Workspace::new(std::slice::from_ref(&ws)).expect("workspace"));
-        Sandbox { _dir: dir, root, home, outside, store, identity, workspace }
+        let host = proclease::Host::builder().state_home(&home).workspace_root(&ws).build().expect("host");
+        Sandbox { _dir: dir, root, home, outside, host }
     }
 
     fn effects(&self) -> Effects {
-        Effects::native(Some(self.store.clone()), self.identity.clone()).with_workspace(self.workspace.clone())
+        self.host.effects()
     }
 
     /// The identity of `path` as a workspace granting `root` reports it (no grant needed for
     /// the test itself).
     fn identity_of(&self, path: &Path) -> proclease::core::records::DirectoryIdentity {
-        let privileged = Workspace::new(std::slice::from_ref(&self.root)).expect("workspace");
-        privileged.inspect(path.to_str().expect("utf-8")).expect("inspect").expect("present").identity
+        let privileged = proclease::Host::builder().state_home(&self.home).workspace_root(&self.root).build().expect("host");
+        privileged.workspace().inspect(path.to_str().expect("utf-8")).expect("inspect").expect("present").identity
     }
 }
 

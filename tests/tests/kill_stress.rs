@@ -36,7 +36,9 @@ fn five_hundred_kills_leave_only_recoverable_state() {
 #[test]
 fn the_checks_find_a_deleted_released_directory() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let status = Command::new(STRESS).args(["run", "--kills", "20", "--dir"]).arg(dir.path()).output().expect("run");
+    // Kills land at random instants; 20 of them occasionally left no release behind, so this
+    // runs long enough that some worker releases a directory before it is killed.
+    let status = Command::new(STRESS).args(["run", "--kills", "80", "--dir"]).arg(dir.path()).output().expect("run");
     let stdout = String::from_utf8_lossy(&status.stdout);
     assert!(status.status.success(), "{stdout}");
     let released = std::fs::read_to_string(dir.path().join("released.log")).expect("released log");

@@ -13,12 +13,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 
-use proclease::process_identity::ProcessIdentity;
-use proclease::state_home::StateHome;
 use proclease::state_store::{StateStore, StoreError};
 use proclease::workspace::{Workspace, WorkspaceError};
-use proclease::effects::Effects;
-use proclease::{Admission, Runtime};
+use proclease::Host;
 
 /// A tmpfs of `size` mounted on a fresh directory, unmounted when dropped.
 struct Tmpfs {
@@ -59,9 +56,16 @@ impl Drop for Tmpfs {
     }
 }
 
-fn open_store(home: &Path) -> StateStore {
-    let identity = Arc::new(ProcessIdentity::new());
-    StateStore::open(StateHome::open(home).expect("state home"), identity).expect("store")
+fn open_host(home: &Path) -> Host {
+    Host::builder().state_home(home).build().expect("the state home opens")
+}
+
+/// The state store alone, without the facade's witness: a process's witness file stays open for
+/// writing while it lives (`docs/witness.md`), which would keep the tmpfs from being remounted
+/// read-only under the store's feet.
+fn open_store(home: &Path) -> Arc<StateStore> {
+    let identity = Arc::new(proclease::process_identity::ProcessIdentity::new());
+    Arc::new(StateStore::open(proclease::state_home::StateHome::open(home).expect("state home"), identity).expect("store"))
 }
 
 fn staging_entries(home: &Path) -> Vec<String> {
@@ -123,16 +127,13 @@ fn a_full_filesystem_fails_each_write_cleanly_and_the_retry_succeeds() {
 fn a_full_filesystem_fails_a_lease_operation_with_a_typed_error_and_the_retry_succeeds() {
     let Some(fs) = Tmpfs::mount("512k") else { return };
     let home = fs.path.join("state");
-    let store = Arc::new(open_store(&home));
-    let identity = Arc::new(ProcessIdentity::new());
-    let runtime = Runtime::shared().expect("component");
-    let effects = || Effects::native(Some(store.clone()), identity.clone());
+    let host = open_host(&home);
     // The admission's collection exists; then the disk fills up.
-    let mut first = Admission::acquire(runtime, effects()).expect("acquire");
+    let mut first = host.acquire_admission().expect("acquire");
     first.release().expect("release");
     let filler = fill(&fs.path);
     let claim = home.join("recovery/beeper-message-like-me-export-admission/active.json");
-    match Admission::acquire(runtime, effects()) {
+    match host.acquire_admission() {
         Err(error) => {
             assert!(error.to_string().contains("could not be acquired safely"), "{error}");
             assert!(!claim.exists(), "a failed acquire left a claim");
@@ -145,7 +146,7 @@ fn a_full_filesystem_fails_a_lease_operation_with_a_typed_error_and_the_retry_su
     }
     assert_eq!(staging_entries(&home), Vec::<String>::new());
     std::fs::remove_file(filler).expect("free the space");
-    let mut retried = Admission::acquire(runtime, effects()).expect("retry acquire");
+    let mut retried = host.acquire_admission().expect("retry acquire");
     assert!(claim.exists());
     retried.release().expect("release");
     assert!(!claim.exists());

@@ -23,6 +23,7 @@ use wasmtime::component::ResourceAny;
 use crate::effects::Effects;
 use crate::runtime::{Instance, Runtime};
 use crate::{Error, convert};
+use crate::runtime::export_call;
 
 /// A held export admission, living in its own component instance. Every write rotates the
 /// claim's revision and is a compare-and-swap on the claim this handle last wrote; a failed
@@ -33,15 +34,9 @@ pub struct Admission {
 }
 
 macro_rules! call {
-    ($self:ident, $method:ident $(, $arg:expr)*) => {{
-        let instance = &mut $self.instance;
-        instance
-            .bindings
-            .proclease_lease_export_admission()
-            .admission()
-            .$method(&mut instance.store, $self.resource $(, $arg)*)
-            .map_err(Error::component)
-    }};
+    ($self:ident, $method:ident $(, $arg:expr)*) => {
+        export_call!($self.instance, [proclease_lease_export_admission, admission] $method($self.resource $(, $arg)*))
+    };
 }
 
 impl Admission {
@@ -51,12 +46,7 @@ impl Admission {
     /// cannot be inspected safely`, …) as [`Error::Rule`].
     pub fn acquire(runtime: &Runtime, effects: Effects) -> Result<Admission, Error> {
         let mut instance = runtime.instantiate_with(effects)?;
-        let resource = instance
-            .bindings
-            .proclease_lease_export_admission()
-            .call_acquire(&mut instance.store)
-            .map_err(Error::component)?
-            .map_err(convert::error_from_wit)?;
+        let resource = instance.call(|exports, store| exports.proclease_lease_export_admission().call_acquire(store))?;
         Ok(Admission { instance, resource })
     }
 
@@ -64,13 +54,7 @@ impl Admission {
     pub fn resume(runtime: &Runtime, effects: Effects, claim: &ExportAdmission, released: bool) -> Result<Admission, Error> {
         let mut instance = runtime.instantiate_with(effects)?;
         let claim = convert::admission_claim_to_wit(claim.clone());
-        let resource = instance
-            .bindings
-            .proclease_lease_export_admission()
-            .admission()
-            .call_resume(&mut instance.store, &claim, released)
-            .map_err(Error::component)?
-            .map_err(convert::error_from_wit)?;
+        let resource = instance.call(|exports, store| exports.proclease_lease_export_admission().admission().call_resume(store, &claim, released))?;
         Ok(Admission { instance, resource })
     }
 
@@ -125,12 +109,7 @@ impl Admission {
 /// in a fresh instance served by `effects`.
 pub fn survey_admission(runtime: &Runtime, effects: Effects) -> Result<Option<proclease_core::admission::Survey>, Error> {
     let mut instance = runtime.instantiate_with(effects)?;
-    let survey = instance
-        .bindings
-        .proclease_lease_export_admission()
-        .call_survey(&mut instance.store)
-        .map_err(Error::component)?
-        .map_err(convert::error_from_wit)?;
+    let survey = instance.call(|exports, store| exports.proclease_lease_export_admission().call_survey(store))?;
     Ok(survey.map(|s| proclease_core::admission::Survey {
         claim: convert::admission_claim_from_wit(s.claim),
         disposition: convert::disposition_from_wit(s.disposition),

@@ -10,6 +10,7 @@ use crate::bindings::proclease::lease::types as t;
 use crate::effects::Effects;
 use crate::runtime::{Instance, Runtime};
 use crate::{Error, convert};
+use crate::runtime::export_call;
 
 /// A held directory lease in its own component instance.
 pub struct DirectoryLease {
@@ -40,15 +41,9 @@ fn phase(p: Phase) -> t::RawPhase {
 }
 
 macro_rules! call {
-    ($self:ident, $method:ident $(, $arg:expr)*) => {{
-        let instance = &mut $self.instance;
-        instance
-            .bindings
-            .proclease_lease_directory_leases()
-            .directory_lease()
-            .$method(&mut instance.store, $self.resource $(, $arg)*)
-            .map_err(Error::component)
-    }};
+    ($self:ident, $method:ident $(, $arg:expr)*) => {
+        export_call!($self.instance, [proclease_lease_directory_leases, directory_lease] $method($self.resource $(, $arg)*))
+    };
 }
 
 impl DirectoryLease {
@@ -56,29 +51,19 @@ impl DirectoryLease {
     /// instance served by `effects` (only its clock is used).
     pub fn check_request(runtime: &Runtime, effects: Effects, r: &Request) -> Result<(), Error> {
         let mut instance = runtime.instantiate_with(effects)?;
-        instance
-            .bindings
-            .proclease_lease_directory_leases()
-            .call_check_request(&mut instance.store, &request(r))
-            .map_err(Error::component)?
-            .map_err(|e| convert::error_from_wit(e).into())
+        instance.call(|exports, store| exports.proclease_lease_directory_leases().call_check_request(store, &request(r)))
     }
 
     /// Creates a lease (§6A.6) in a fresh instance served by `effects`.
     ///
     /// As in the reference, nothing stops two leases from claiming one directory; then the
-    /// recovery of one (its owner gone) deletes the directory the other may still be using. A
-    /// caller that does not create a fresh directory itself must first check that no lease
-    /// claims it ([`survey_directory_leases`]), holding one lock of its own across that check
-    /// and this call, as `proclease run` does (`.proclease/locks/directory-lease-creation.lock`).
+    /// recovery of one (its owner gone) deletes the directory the other may still be using.
+    /// [`Host::lease_new_directory`](crate::Host::lease_new_directory) is the safe entry point:
+    /// it checks, under one lock (`.proclease/locks/directory-lease-creation.lock`), that no lease
+    /// claims the directory before leasing it, as `proclease run` does.
     pub fn create(runtime: &Runtime, effects: Effects, r: &Request) -> Result<DirectoryLease, Error> {
         let mut instance = runtime.instantiate_with(effects)?;
-        let resource = instance
-            .bindings
-            .proclease_lease_directory_leases()
-            .call_create(&mut instance.store, &request(r))
-            .map_err(Error::component)?
-            .map_err(convert::error_from_wit)?;
+        let resource = instance.call(|exports, store| exports.proclease_lease_directory_leases().call_create(store, &request(r)))?;
         Ok(DirectoryLease { instance, resource })
     }
 
@@ -91,12 +76,7 @@ impl DirectoryLease {
     /// directory.
     pub fn create_with_directory(runtime: &Runtime, effects: Effects, r: &Request) -> Result<DirectoryLease, Error> {
         let mut instance = runtime.instantiate_with(effects)?;
-        let resource = instance
-            .bindings
-            .proclease_lease_directory_leases()
-            .call_create_with_directory(&mut instance.store, &request(r))
-            .map_err(Error::component)?
-            .map_err(convert::error_from_wit)?;
+        let resource = instance.call(|exports, store| exports.proclease_lease_directory_leases().call_create_with_directory(store, &request(r)))?;
         Ok(DirectoryLease { instance, resource })
     }
 
@@ -104,13 +84,7 @@ impl DirectoryLease {
     pub fn resume(runtime: &Runtime, effects: Effects, claim: &Claim, released: bool) -> Result<DirectoryLease, Error> {
         let mut instance = runtime.instantiate_with(effects)?;
         let claim = convert::directory_lease_claim_to_wit(claim.clone());
-        let resource = instance
-            .bindings
-            .proclease_lease_directory_leases()
-            .directory_lease()
-            .call_resume(&mut instance.store, &claim, released)
-            .map_err(Error::component)?
-            .map_err(convert::error_from_wit)?;
+        let resource = instance.call(|exports, store| exports.proclease_lease_directory_leases().directory_lease().call_resume(store, &claim, released))?;
         Ok(DirectoryLease { instance, resource })
     }
 
@@ -151,12 +125,7 @@ impl Drop for DirectoryLease {
 /// clock when `None`), in a fresh instance served by `effects`.
 pub fn recover_directory_leases(runtime: &Runtime, effects: Effects, now_ms: Option<f64>) -> Result<Report, Error> {
     let mut instance = runtime.instantiate_with(effects)?;
-    let report = instance
-        .bindings
-        .proclease_lease_directory_leases()
-        .call_recover(&mut instance.store, now_ms)
-        .map_err(Error::component)?
-        .map_err(convert::error_from_wit)?;
+    let report = instance.call(|exports, store| exports.proclease_lease_directory_leases().call_recover(store, now_ms))?;
     Ok(Report { recovered: report.recovered, published: report.published, active: report.active, indeterminate: report.indeterminate })
 }
 
@@ -168,12 +137,7 @@ pub fn recover_directory_leases(runtime: &Runtime, effects: Effects, now_ms: Opt
 pub fn recover_each_directory_lease(runtime: &Runtime, effects: Effects, now_ms: Option<f64>, options: Options) -> Result<Run, Error> {
     let mut instance = runtime.instantiate_with(effects)?;
     let options = wit::RecoveryOptions { dry_run: options.dry_run, skip_invalid: options.skip_invalid, concurrent: options.concurrent };
-    let run = instance
-        .bindings
-        .proclease_lease_directory_leases()
-        .call_recover_each(&mut instance.store, now_ms, options)
-        .map_err(Error::component)?
-        .map_err(convert::error_from_wit)?;
+    let run = instance.call(|exports, store| exports.proclease_lease_directory_leases().call_recover_each(store, now_ms, options))?;
     Ok(Run {
         outcomes: run
             .outcomes
@@ -208,12 +172,7 @@ pub fn recover_each_directory_lease(runtime: &Runtime, effects: Effects, now_ms:
 /// Errors: a store failure listing or reading the intents; a component failure or limit.
 pub fn recover_directory_creations(runtime: &Runtime, effects: Effects, dry_run: bool) -> Result<Vec<CreationOutcome>, Error> {
     let mut instance = runtime.instantiate_with(effects)?;
-    let outcomes = instance
-        .bindings
-        .proclease_lease_directory_leases()
-        .call_recover_creations(&mut instance.store, dry_run)
-        .map_err(Error::component)?
-        .map_err(convert::error_from_wit)?;
+    let outcomes = instance.call(|exports, store| exports.proclease_lease_directory_leases().call_recover_creations(store, dry_run))?;
     Ok(outcomes
         .into_iter()
         .map(|o| CreationOutcome {

@@ -17,20 +17,16 @@ pub struct Dispositions<'a> {
 }
 
 use crate::convert::{disposition_from_wit as disposition, probe_from_wit};
+use crate::runtime::export_call;
 
 pub(crate) fn probes(consulted: Vec<crate::bindings::proclease::lease::types::Probe>) -> Vec<Probe> {
     consulted.into_iter().map(probe_from_wit).collect()
 }
 
 macro_rules! call {
-    ($self:ident, $method:ident $(, $arg:expr)*) => {{
-        let instance = &mut *$self.instance;
-        instance
-            .bindings
-            .proclease_lease_dispositions()
-            .$method(&mut instance.store $(, $arg)*)
-            .map_err(Error::component)
-    }};
+    ($self:ident, $method:ident $(, $arg:expr)*) => {
+        export_call!(*$self.instance, [proclease_lease_dispositions] $method($($arg),*))
+    };
 }
 
 impl Dispositions<'_> {

@@ -13,6 +13,7 @@ use crate::bindings::exports::proclease::lease::invocation_leases as wit;
 use crate::effects::Effects;
 use crate::runtime::{Instance, Runtime};
 use crate::{Error, convert};
+use crate::runtime::export_call;
 
 /// A lease snapshot: the lease, its canonical text and sha256.
 pub type Snapshot = Parsed<InvocationLease>;
@@ -46,15 +47,9 @@ fn instance(runtime: &Runtime, effects: Effects) -> Result<Instance, Error> {
 }
 
 macro_rules! call {
-    ($instance:expr, $method:ident $(, $arg:expr)*) => {{
-        let instance = &mut $instance;
-        instance
-            .bindings
-            .proclease_lease_invocation_leases()
-            .$method(&mut instance.store $(, $arg)*)
-            .map_err(Error::component)?
-            .map_err(convert::error_from_wit)
-    }};
+    ($instance:expr, $method:ident $(, $arg:expr)*) => {
+        export_call!($instance, [proclease_lease_invocation_leases] $method($($arg),*))?.map_err(convert::error_from_wit)
+    };
 }
 
 /// Acquires a lease for `identity` and `run_id` (§6B.5).
@@ -135,28 +130,16 @@ pub struct ContainmentController {
 }
 
 macro_rules! method {
-    ($self:ident, $method:ident $(, $arg:expr)*) => {{
-        let instance = &mut $self.instance;
-        instance
-            .bindings
-            .proclease_lease_invocation_leases()
-            .containment_controller()
-            .$method(&mut instance.store, $self.resource $(, $arg)*)
-            .map_err(Error::component)
-    }};
+    ($self:ident, $method:ident $(, $arg:expr)*) => {
+        export_call!($self.instance, [proclease_lease_invocation_leases, containment_controller] $method($self.resource $(, $arg)*))
+    };
 }
 
 impl ContainmentController {
     /// A controller on `initial`. Errors: `portable invocation lease snapshot is not content-bound`.
     pub fn create(runtime: &Runtime, effects: Effects, initial: &Snapshot) -> Result<ContainmentController, Error> {
         let mut instance = runtime.instantiate_with(effects)?;
-        let resource = instance
-            .bindings
-            .proclease_lease_invocation_leases()
-            .containment_controller()
-            .call_create(&mut instance.store, &snapshot_out(initial))
-            .map_err(Error::component)?
-            .map_err(convert::error_from_wit)?;
+        let resource = instance.call(|exports, store| exports.proclease_lease_invocation_leases().containment_controller().call_create(store, &snapshot_out(initial)))?;
         Ok(ContainmentController { instance, resource })
     }
 

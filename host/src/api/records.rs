@@ -14,6 +14,7 @@ use crate::bindings::exports::proclease::lease::records as wit;
 use crate::bindings::proclease::lease::types as t;
 use crate::runtime::Instance;
 use crate::{Error, convert};
+use crate::runtime::export_call;
 
 /// How a parse function treats its JSON text (WIT `input-mode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,14 +32,9 @@ pub struct Records<'a> {
 }
 
 macro_rules! call {
-    ($self:ident, $method:ident $(, $arg:expr)*) => {{
-        let instance = &mut *$self.instance;
-        instance
-            .bindings
-            .proclease_lease_records()
-            .$method(&mut instance.store $(, $arg)*)
-            .map_err(Error::component)
-    }};
+    ($self:ident, $method:ident $(, $arg:expr)*) => {
+        export_call!(*$self.instance, [proclease_lease_records] $method($($arg),*))
+    };
 }
 
 fn mode(mode: InputMode) -> t::InputMode {

@@ -1,16 +1,46 @@
-//! Starting the processes a lease records — a directory lease's child, an export admission's
-//! helper, an invocation lease's containment host — so that their death can be proven later in
-//! any namespace: each is started holding a spawn witness (`docs/witness.md`) that it hands on
-//! to everything it starts in turn.
+//! Running a command as a lease's recorded process — what `proclease run` does, as a library:
+//! [`Supervisor`] leases a working or staging directory (and, `exclusive`, the export admission),
+//! starts the command in it holding a spawn witness, records it, forwards signals to it (feature
+//! `signals`), waits, settles, publishes a stage, and releases everything.
 //!
-//! Take the witness before the lease records that a launch begins (`launching`,
-//! `helper-launching`, `host-starting`), so that a crash between that write and the spawn leaves
-//! a free witness (nothing was started) rather than none (nothing known).
+//! The order of writes is what makes a crash at any instant recoverable exactly:
+//! lease (preparing) → launching → spawn → running(child identity) → wait → settled → release;
+//! with `exclusive` the admission goes parent-owned → helper-launching → helper-active(child)
+//! → parent-owned → released around it. While the child lives, its recorded identity and its
+//! witness keep the lease active; the launch window (between spawn and recording the child) is
+//! bounded by `recover_after`, and proven by the spawn witness (`docs/witness.md`).
+//!
+//! [`Launch`] is the piece for embedders that start recorded processes themselves: take the
+//! witness before the lease records that a launch begins (`launching`, `helper-launching`,
+//! `host-starting`), so that a crash between that write and the spawn leaves a free witness
+//! (nothing was started) rather than none (nothing known).
+//!
+//! ```
+//! # fn main() -> Result<(), proclease::Error> {
+//! # let dir = tempfile::tempdir().unwrap();
+//! use proclease::supervisor::{Supervisor, Target};
+//! let host = proclease::Host::builder().state_home(dir.path().join("state")).workspace_root(dir.path()).build()?;
+//! let work = dir.path().join("jobs/build");
+//! let mut command = std::process::Command::new("sh");
+//! command.args(["-c", "echo built > result.txt"]);
+//! let finished = Supervisor::new(&host, Target::Workdir(work.clone())).run(&mut command)?;
+//! assert!(finished.status.success() && finished.problems.is_empty());
+//! assert_eq!(std::fs::read_to_string(work.join("result.txt")).unwrap(), "built\n");
+//! # Ok(()) }
+//! ```
 
-use std::process::{Child, Command};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus};
+use std::time::Duration;
 
-use crate::process_identity::{IdentityError, ProcessIdentity};
+use proclease_core::directory_leases::Request;
+use proclease_core::records::directory_lease::{Phase, Role};
+
+use crate::api::host::Host;
+use crate::error::{Error, Refusal};
+use crate::process_identity::{IdentityError, NOT_LIVE, ProcessIdentity};
 use crate::witness::SpawnWitness;
+use crate::{Admission, DirectoryLease};
 
 /// A failure to start a recorded process.
 #[derive(Debug, thiserror::Error)]
@@ -68,5 +98,358 @@ impl<'a> Launch<'a> {
 pub fn retire(identity: &ProcessIdentity) {
     if let (Some(witnesses), Ok(own)) = (identity.witnesses(), identity.self_identity()) {
         witnesses.retire(&own);
+    }
+}
+
+/// Which directory a supervised command works in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// A working directory (a `raw-working` lease, recording the command as its child): it stays
+    /// after a normal exit.
+    Workdir(PathBuf),
+    /// A staging directory (a `bundle-stage` lease) published to `output` (a sibling that must
+    /// not exist) when the command succeeds, and removed when it fails.
+    Stage {
+        /// The stage.
+        stage: PathBuf,
+        /// Where a successful stage is published.
+        output: PathBuf,
+    },
+}
+
+/// A supervised command that ran.
+#[derive(Debug)]
+pub struct Finished {
+    /// Its exit status.
+    pub status: ExitStatus,
+    /// What could not be settled, published or released after it ran; the leases then stay,
+    /// for `recover` to clean up once this process is gone.
+    pub problems: Vec<Error>,
+}
+
+/// Runs one command as a lease's recorded process (see the module docs).
+pub struct Supervisor<'h> {
+    host: &'h Host,
+    target: Target,
+    exclusive: bool,
+    recover_after: Duration,
+    forward_signals: bool,
+}
+
+impl<'h> Supervisor<'h> {
+    /// A supervisor of a command in `target`, with the defaults: not exclusive, a 60 s launch
+    /// window, no signal forwarding.
+    pub fn new(host: &'h Host, target: Target) -> Self {
+        Supervisor { host, target, exclusive: false, recover_after: Duration::from_secs(60), forward_signals: false }
+    }
+
+    /// Also hold the export admission (one such run at a time), recording the command as its
+    /// helper.
+    pub fn exclusive(mut self, exclusive: bool) -> Self {
+        self.exclusive = exclusive;
+        self
+    }
+
+    /// How long a crash between starting the command and recording it keeps the directory from
+    /// recovery when nothing else proves the command gone.
+    pub fn recover_after(mut self, window: Duration) -> Self {
+        self.recover_after = window;
+        self
+    }
+
+    /// Forward SIGINT, SIGTERM, SIGHUP and SIGQUIT to the command while it runs (feature
+    /// `signals`; without it this does nothing).
+    pub fn forward_signals(mut self, forward: bool) -> Self {
+        self.forward_signals = forward;
+        self
+    }
+
+    /// Leases, starts `command` in the directory, waits for it, and settles, publishes and
+    /// releases. A refusal leaves nothing behind: no lease, no directory it created.
+    ///
+    /// Errors (before the command ran): [`Error::Refused`] — the target's paths, the state home,
+    /// a directory not empty or leased by another, a command that cannot start; [`Error::Lease`]
+    /// — `another export is active` (exclusive), `prior export owner cannot be inspected
+    /// safely`, the §6A.6 refusals; store, workspace and identity failures. After it ran, the
+    /// problems are in [`Finished::problems`].
+    pub fn run(self, command: &mut Command) -> Result<Finished, Error> {
+        let host = self.host;
+        let (role, dir, output) = match &self.target {
+            Target::Workdir(dir) => (Role::RawWorking, absolute(dir)?, None),
+            Target::Stage { stage, output } => (Role::BundleStage, absolute(stage)?, Some(absolute(output)?)),
+        };
+        if let Some(output) = &output {
+            if output.parent() != dir.parent() {
+                return Err(Refusal::OutputNotSibling { output: output.clone(), stage: dir.clone() }.into());
+            }
+            if std::fs::symlink_metadata(output).is_ok() {
+                return Err(Refusal::OutputExists { output: output.clone() }.into());
+            }
+        }
+        // What the lease creates (the directory and its missing ancestors), to remove again if
+        // the command never runs.
+        let created: Vec<PathBuf> = dir.ancestors().take_while(|p| std::fs::symlink_metadata(p).is_err()).map(Path::to_path_buf).collect();
+        let undo_created = || {
+            for path in &created {
+                if let Some(path) = path.to_str() {
+                    let _ = host.workspace().remove_empty_directory(path, None);
+                }
+            }
+        };
+        // The admission comes before the directory, so that a refusal creates nothing.
+        let mut admission = if self.exclusive { Some(host.acquire_admission()?) } else { None };
+        let release_admission = |admission: &mut Option<Admission>| {
+            if let Some(admission) = admission.as_mut() {
+                let _ = admission.settle_helper();
+                let _ = admission.release();
+            }
+        };
+        let now = now_ms();
+        let request = Request {
+            role,
+            path: text(&dir)?,
+            output_root: output.as_deref().map(text).transpose()?,
+            recover_after_ms: now + self.recover_after.as_millis() as f64,
+            now_ms: Some(now),
+        };
+        let mut lease = match host.lease_new_directory(&request) {
+            Ok(lease) => lease,
+            Err(error) => {
+                release_admission(&mut admission);
+                return Err(error);
+            }
+        };
+        let abandon = |lease: &mut DirectoryLease, admission: &mut Option<Admission>| {
+            if role == Role::RawWorking {
+                let _ = lease.update(Phase::Settled, None);
+            }
+            let _ = lease.release();
+            undo_created();
+            release_admission(admission);
+        };
+        // The command's witness is taken before the lease says a launch begins: a crash from
+        // here on leaves it free (nothing started) or held by the command.
+        let launch = match Launch::prepare(host.process_identity()) {
+            Ok(launch) => launch,
+            Err(SpawnError::Witness(e)) => {
+                abandon(&mut lease, &mut admission);
+                return Err(e.into());
+            }
+            Err(SpawnError::Start(e)) => {
+                abandon(&mut lease, &mut admission);
+                return Err(Error::System(e.to_string()));
+            }
+        };
+        let launching = (|| -> Result<(), Error> {
+            if role == Role::RawWorking {
+                lease.update(Phase::Launching, None)?;
+            }
+            if let Some(admission) = admission.as_mut() {
+                admission.begin_helper_launch()?;
+            }
+            Ok(())
+        })();
+        if let Err(error) = launching {
+            abandon(&mut lease, &mut admission);
+            return Err(error);
+        }
+        command.current_dir(&dir);
+        let mut child = match launch.spawn(command) {
+            Ok(child) => child,
+            Err(error) => {
+                // Nothing ran: settle and release everything, and remove what was created.
+                abandon(&mut lease, &mut admission);
+                let program = command.get_program().to_string_lossy().into_owned();
+                let reason = match error {
+                    SpawnError::Start(e) => e.to_string(),
+                    other => other.to_string(),
+                };
+                return Err(Refusal::Unstartable { command: program, reason }.into());
+            }
+        };
+        let forwarder = if self.forward_signals { signals::forward(child.id()) } else { None };
+        let mut problems = Vec::new();
+        // Record the child; if it already exited (a capture finds no live process), the lifecycle
+        // goes from launching straight to settled.
+        let pid = i64::from(child.id());
+        let gone = |e: &Error| matches!(e, Error::System(m) if m == NOT_LIVE);
+        if role == Role::RawWorking {
+            if let Err(e) = lease.update(Phase::Running, Some(pid)) {
+                if !gone(&e) {
+                    problems.push(e);
+                }
+            }
+        }
+        if let Some(admission) = admission.as_mut() {
+            if let Err(e) = admission.bind_helper(pid) {
+                if !gone(&e) {
+                    problems.push(e);
+                }
+            }
+        }
+        let status = child.wait().map_err(|e| Error::System(format!("waiting for the command: {e}")))?;
+        drop(forwarder);
+        if role == Role::RawWorking {
+            if let Err(e) = lease.update(Phase::Settled, None) {
+                problems.push(e);
+            }
+        }
+        if let Some(admission) = admission.as_mut() {
+            if let Err(e) = admission.settle_helper() {
+                problems.push(e);
+            }
+        }
+        if let (Role::BundleStage, Some(output)) = (role, &output) {
+            if status.success() {
+                if let Err(e) = host.publish_stage(&dir, output) {
+                    problems.push(e);
+                }
+            } else if let Ok(claim) = lease.claim() {
+                // A failed stage is garbage: remove it by its leased identity.
+                if let Err(e) = host.workspace().remove_tree(&claim.path, &claim.directory_identity) {
+                    problems.push(e.into());
+                }
+            }
+        }
+        if problems.is_empty() {
+            if let Err(e) = lease.release() {
+                problems.push(e);
+            }
+            if let Some(admission) = admission.as_mut() {
+                if let Err(e) = admission.release() {
+                    problems.push(e);
+                }
+            }
+        }
+        if problems.is_empty() {
+            // Nothing names this run any more: its witnesses have nothing left to prove.
+            host.retire();
+        }
+        Ok(Finished { status, problems })
+    }
+}
+
+/// Runs `command` as the containment host of an invocation lease (§6B): acquires the lease for
+/// `identity` and `run_id` (catalog lock, admission rules), starts the command holding a spawn
+/// witness, records it (`host-starting` → `host-active`), waits, records the cleanup
+/// (`cleanup-complete` once it was reaped; `cleanup-unsafe` when waiting failed) and releases.
+///
+/// Errors (before the command ran): the acquire's ([`Error::Lease`]: the plugin changed or was
+/// disabled, a blocking lease, the catalog lock); [`Refusal::Unstartable`]. After it ran, the
+/// problems are in [`Finished::problems`] (the lease then stays for `invocations repair`).
+pub fn run_plugin_host(
+    host: &Host,
+    identity: &proclease_core::records::portable_identity::PortableIdentity,
+    run_id: &str,
+    command: &mut Command,
+) -> Result<Finished, Error> {
+    let snapshot = host.acquire_invocation(identity, run_id)?;
+    let mut controller = host.containment(&snapshot)?;
+    let abandon = |controller: &mut crate::ContainmentController| {
+        // Nothing ran: cleanup is trivially complete.
+        let _ = controller.cleanup_complete();
+        if let Ok(current) = controller.current() {
+            let _ = host.release_invocation(&current);
+        }
+    };
+    let launch = match Launch::prepare(host.process_identity()) {
+        Ok(launch) => launch,
+        Err(error) => {
+            abandon(&mut controller);
+            return Err(match error {
+                SpawnError::Witness(e) => e.into(),
+                SpawnError::Start(e) => Error::System(e.to_string()),
+            });
+        }
+    };
+    let mut child = match launch.spawn(command) {
+        Ok(child) => child,
+        Err(error) => {
+            abandon(&mut controller);
+            let program = command.get_program().to_string_lossy().into_owned();
+            let reason = match error {
+                SpawnError::Start(e) => e.to_string(),
+                other => other.to_string(),
+            };
+            return Err(Refusal::Unstartable { command: program, reason }.into());
+        }
+    };
+    let mut problems = Vec::new();
+    // Record the host process before waiting on it; a host that already exited is reaped below.
+    if let Ok(recorded) = host.process_identity().capture(u64::from(child.id())) {
+        if let Err(e) = controller.host_starting(&recorded).and_then(|()| controller.host_started(&recorded)) {
+            problems.push(e);
+        }
+    }
+    let waited = child.wait();
+    // Reaped: the host process is confirmed gone. Anything else leaves the lease unsafe.
+    let cleanup = match &waited {
+        Ok(_) => controller.cleanup_complete(),
+        Err(_) => controller.cleanup_unsafe(),
+    };
+    let status = match waited {
+        Ok(status) => status,
+        Err(e) => {
+            let _ = cleanup;
+            return Err(Error::System(format!("waiting for the command: {e} (its lease is marked cleanup-unsafe)")));
+        }
+    };
+    match cleanup.and_then(|()| controller.current()).and_then(|current| host.release_invocation(&current)) {
+        Ok(()) if problems.is_empty() => host.retire(),
+        Ok(()) => {}
+        Err(e) => problems.push(e),
+    }
+    Ok(Finished { status, problems })
+}
+
+/// An absolute, lexically normalised path (symbolic links are not resolved: the lease refuses
+/// a path that is not its own realpath).
+fn absolute(path: &Path) -> Result<PathBuf, Error> {
+    crate::state_home::lexical_absolute(path).map_err(|e| Error::File { path: path.to_path_buf(), message: format!("cannot resolve it: {e}") })
+}
+
+fn text(path: &Path) -> Result<String, Error> {
+    path.to_str().map(String::from).ok_or_else(|| Refusal::NotUtf8 { path: path.to_path_buf() }.into())
+}
+
+fn now_ms() -> f64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_millis() as f64)
+}
+
+#[cfg(feature = "signals")]
+mod signals {
+    /// Forwards SIGINT, SIGTERM, SIGHUP and SIGQUIT to `child` until dropped.
+    pub(super) struct Forwarder {
+        handle: signal_hook::iterator::Handle,
+    }
+
+    impl Drop for Forwarder {
+        fn drop(&mut self) {
+            self.handle.close();
+        }
+    }
+
+    pub(super) fn forward(child: u32) -> Option<Forwarder> {
+        use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
+        let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP, SIGQUIT]).ok()?;
+        let handle = signals.handle();
+        let pid = rustix::process::Pid::from_raw(i32::try_from(child).ok()?)?;
+        std::thread::spawn(move || {
+            for signal in signals.forever() {
+                if let Some(signal) = rustix::process::Signal::from_named_raw(signal) {
+                    let _ = rustix::process::kill_process(pid, signal);
+                }
+            }
+        });
+        Some(Forwarder { handle })
+    }
+}
+
+#[cfg(not(feature = "signals"))]
+mod signals {
+    pub(super) struct Forwarder;
+
+    pub(super) fn forward(_: u32) -> Option<Forwarder> {
+        None
     }
 }

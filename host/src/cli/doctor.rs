@@ -5,11 +5,10 @@ use std::process::ExitCode;
 use clap::Args;
 use proclease::core::invocation_leases::Entry;
 use proclease::core::liveness::OwnerStatus;
-use proclease::core::directory_leases::Options;
-use proclease::{Runtime, invocation_lease_status, list_invocation_leases, recover_each_directory_lease, survey_admission};
+use proclease::core::dispositions::Disposition;
 use serde_json::{Value, json};
 
-use super::{Context, Global};
+use super::{Failure, Global};
 
 /// Arguments of `doctor`.
 #[derive(Args)]
@@ -43,12 +42,12 @@ fn age(now_ms: u64, created_ms: u64) -> String {
 }
 
 /// Runs `doctor`.
-pub fn run(global: &Global, args: &DoctorArgs) -> Result<ExitCode, String> {
-    let ctx = Context::open(global)?;
-    let runtime = Runtime::shared().map_err(|e| e.to_string())?;
+pub fn run(global: &Global, args: &DoctorArgs) -> Result<ExitCode, Failure> {
+    let host = super::open(global)?;
     let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
+    let survey = host.survey()?;
     let mut rows = Vec::new();
-    match survey_admission(runtime, ctx.effects()) {
+    match survey.admission {
         Ok(Some(s)) => rows.push(Row {
             kind: "admission",
             what: s.claim.id.clone(),
@@ -57,11 +56,11 @@ pub fn run(global: &Global, args: &DoctorArgs) -> Result<ExitCode, String> {
             age: "-".into(),
             disposition: s.disposition.name().into(),
             child: s.claim.helper_owner.as_ref().map(|h| h.pid),
-            reason: if s.disposition == proclease::core::dispositions::Disposition::Indeterminate {
+            reason: if s.disposition == Disposition::Indeterminate {
                 format!(
                     "{}; new --exclusive runs are refused until a reboot proves it gone, or until you remove {} by hand after checking no helper runs",
                     s.reason,
-                    ctx.store.home().path().join(proclease::core::admission::CLAIM_PATH).display()
+                    host.state_home().join(proclease::core::admission::CLAIM_PATH).display()
                 )
             } else {
                 s.reason
@@ -69,20 +68,25 @@ pub fn run(global: &Global, args: &DoctorArgs) -> Result<ExitCode, String> {
             action: None,
         }),
         Ok(None) => {}
-        Err(error) => rows.push(Row {
+        Err(invalid) => rows.push(Row {
             kind: "admission",
             what: "active.json".into(),
             owner: "-".into(),
             phase: "-".into(),
             age: "-".into(),
             disposition: "invalid".into(),
-            reason: super::invalid_admission_hint(&ctx, runtime).unwrap_or_else(|| error.to_string()),
+            reason: format!(
+                "{} is not a valid export admission ({}): no --exclusive run can start while it is there, and proclease never deletes it; \
+                 check that no export runs, then move it aside: {}",
+                invalid.path.display(),
+                invalid.error,
+                invalid.set_aside
+            ),
             action: None,
             child: None,
         }),
     }
-    let dry_run = Options { dry_run: true, ..Options::default() };
-    let run = recover_each_directory_lease(runtime, ctx.effects(), Some(now_ms as f64), dry_run).map_err(|e| e.to_string())?;
+    let run = &survey.recovery.directory_leases;
     if let (Some(stop), None) = (&run.stopped, run.outcomes.iter().find(|o| o.action.refusal().is_some())) {
         // Stopped before any entry (the collection itself).
         rows.push(Row {
@@ -124,11 +128,11 @@ pub fn run(global: &Global, args: &DoctorArgs) -> Result<ExitCode, String> {
             },
         });
     }
-    for entry in list_invocation_leases(runtime, ctx.effects()).map_err(|e| e.to_string())? {
-        rows.push(match entry {
+    for i in &survey.invocations {
+        rows.push(match &i.entry {
             Entry::Invalid(id) => Row {
                 kind: "invocation",
-                what: id,
+                what: id.clone(),
                 owner: "-".into(),
                 phase: "-".into(),
                 age: "-".into(),
@@ -138,7 +142,7 @@ pub fn run(global: &Global, args: &DoctorArgs) -> Result<ExitCode, String> {
                 child: None,
             },
             Entry::Valid(s) => {
-                let status = invocation_lease_status(runtime, ctx.effects(), &s).map_err(|e| e.to_string())?;
+                let status = i.status.unwrap_or(OwnerStatus::Unknown);
                 let l = &s.record;
                 let containment = l.containment.as_ref().map_or("v1", |c| c.status.name());
                 let disposition = match status {
@@ -170,11 +174,11 @@ pub fn run(global: &Global, args: &DoctorArgs) -> Result<ExitCode, String> {
                 })
             })
             .collect();
-        let doc = json!({ "stateHome": ctx.store.home().path().display().to_string(), "entries": items });
+        let doc = json!({ "stateHome": host.state_home().display().to_string(), "entries": items });
         println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
         return Ok(ExitCode::SUCCESS);
     }
-    println!("state home: {}", ctx.store.home().path().display());
+    println!("state home: {}", host.state_home().display());
     if rows.is_empty() {
         println!("no admission claim, directory leases or invocation leases");
         return Ok(ExitCode::SUCCESS);

@@ -5,6 +5,8 @@ use std::process::ExitCode;
 use clap::Args;
 use proclease::process_identity::ProcessIdentity;
 
+use super::Failure;
+
 /// Arguments of `identity`.
 #[derive(Args)]
 pub struct IdentityArgs {
@@ -16,13 +18,13 @@ pub struct IdentityArgs {
 }
 
 /// Runs `identity`.
-pub fn run(args: &IdentityArgs) -> Result<ExitCode, String> {
+pub fn run(args: &IdentityArgs) -> Result<ExitCode, Failure> {
     let identity = ProcessIdentity::new();
     let owner = match args.pid {
-        Some(pid) => identity.capture(pid).map_err(|e| format!("pid {pid}: {e}"))?,
-        None => identity.self_identity().map_err(|e| e.to_string())?,
+        Some(pid) => identity.capture(pid).map_err(|e| Failure::new(format!("pid {pid}: {e}")))?,
+        None => identity.self_identity().map_err(|e| Failure::new(e.to_string()))?,
     };
-    let status = identity.owner_status(&owner).map_err(|e| e.to_string())?;
+    let status = identity.owner_status(&owner).map_err(|e| Failure::new(e.to_string()))?;
     if args.json {
         let doc = serde_json::json!({
             "pid": owner.pid,

@@ -6,12 +6,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
+use proclease::Host;
 use proclease::core::invocation_leases::{Entry, RepairDecision};
-use proclease::supervisor::Launch;
-use proclease::{ContainmentController, Runtime, acquire_invocation_lease, invocation_lease_status, list_invocation_leases, release_invocation_lease, repair_invocation_leases};
 use serde_json::json;
 
-use super::{Context, Global};
+use super::{Failure, Global};
 
 /// Help text of `invocations`.
 pub const HELP: &str = "Examples:\n  \
@@ -61,25 +60,24 @@ pub struct RunArgs {
 }
 
 /// Runs an `invocations` subcommand.
-pub fn run(global: &Global, command: InvocationsCommand) -> Result<ExitCode, String> {
-    let ctx = Context::open(global)?;
-    let runtime = Runtime::shared().map_err(|e| e.to_string())?;
+pub fn run(global: &Global, command: InvocationsCommand) -> Result<ExitCode, Failure> {
+    let host = super::open(global)?;
     match command {
-        InvocationsCommand::List { json } => list(&ctx, runtime, json),
-        InvocationsCommand::Repair { recover_tombstones, json } => repair(&ctx, runtime, recover_tombstones, json),
-        InvocationsCommand::Run(args) => invoke(&ctx, runtime, args),
+        InvocationsCommand::List { json } => list(&host, json),
+        InvocationsCommand::Repair { recover_tombstones, json } => repair(&host, recover_tombstones, json),
+        InvocationsCommand::Run(args) => invoke(&host, args),
     }
 }
 
-fn list(ctx: &Context, runtime: &Runtime, as_json: bool) -> Result<ExitCode, String> {
-    let entries = list_invocation_leases(runtime, ctx.effects()).map_err(|e| e.to_string())?;
+fn list(host: &Host, as_json: bool) -> Result<ExitCode, Failure> {
+    let entries = host.invocation_leases()?;
     let mut rows = Vec::new();
     for entry in &entries {
         rows.push(match entry {
             Entry::Invalid(id) => json!({"leaseId": id, "invalid": true}),
             Entry::Valid(s) => {
                 let l = &s.record;
-                let status = invocation_lease_status(runtime, ctx.effects(), s).map_err(|e| e.to_string())?;
+                let status = host.invocation_status(s)?;
                 json!({
                     "leaseId": l.lease_id, "pluginId": l.identity.plugin_id, "operation": l.identity.operation,
                     "runId": l.run_id, "ownerPid": l.owner.process.pid, "acquiredAt": l.acquired_at,
@@ -116,8 +114,8 @@ fn list(ctx: &Context, runtime: &Runtime, as_json: bool) -> Result<ExitCode, Str
     Ok(ExitCode::SUCCESS)
 }
 
-fn repair(ctx: &Context, runtime: &Runtime, recover: bool, as_json: bool) -> Result<ExitCode, String> {
-    let (report, decisions) = repair_invocation_leases(runtime, ctx.effects(), recover).map_err(|e| e.to_string())?;
+fn repair(host: &Host, recover: bool, as_json: bool) -> Result<ExitCode, Failure> {
+    let (report, decisions) = host.repair_invocations(recover)?;
     if as_json {
         let decisions: Vec<_> = decisions.iter().map(|(id, d)| json!({"leaseId": id, "decision": d.name()})).collect();
         let doc = json!({"report": {
@@ -150,62 +148,18 @@ pub fn print_report(report: &proclease::core::invocation_leases::RepairReport) {
     println!("invalid: {}", report.invalid);
 }
 
-fn invoke(ctx: &Context, runtime: &Runtime, args: RunArgs) -> Result<ExitCode, String> {
-    let text = std::fs::read_to_string(&args.identity).map_err(|e| format!("{}: {e}", args.identity.display()))?;
-    let mut instance = runtime.instantiate().map_err(|e| e.to_string())?;
-    let identity = instance.records().parse_portable_identity(&text).map_err(|e| format!("{}: {e}", args.identity.display()))?;
+fn invoke(host: &Host, args: RunArgs) -> Result<ExitCode, Failure> {
+    let text = std::fs::read_to_string(&args.identity).map_err(|e| Failure::new(format!("{}: {e}", args.identity.display())))?;
+    let mut instance = host.runtime().instantiate()?;
+    let identity = instance.records().parse_portable_identity(&text).map_err(|e| Failure::new(format!("{}: {e}", args.identity.display())))?;
     let run_id = args.run_id.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
-    let snapshot = acquire_invocation_lease(runtime, ctx.effects(), &identity, &run_id).map_err(|e| e.to_string())?;
-    let mut controller = ContainmentController::create(runtime, ctx.effects(), &snapshot).map_err(|e| e.to_string())?;
-
-    let abandon = |controller: &mut ContainmentController| {
-        // Nothing ran: cleanup is trivially complete.
-        let _ = controller.cleanup_complete();
-        if let Ok(current) = controller.current() {
-            let _ = release_invocation_lease(runtime, ctx.effects(), &current);
-        }
-    };
-    // The host's witness (docs/witness.md) is taken before it starts and handed to it.
-    let launch = match Launch::prepare(&ctx.identity) {
-        Ok(launch) => launch,
-        Err(e) => {
-            abandon(&mut controller);
-            return Err(e.to_string());
-        }
-    };
     let mut command = std::process::Command::new(&args.command[0]);
     command.args(&args.command[1..]);
-    let mut child = match launch.spawn(&mut command) {
-        Ok(child) => child,
-        Err(e) => {
-            abandon(&mut controller);
-            return Err(format!("{}: {e}", args.command[0]));
-        }
-    };
-    // Record the host process before waiting on it; a host that already exited is reaped below.
-    match ctx.identity.capture(u64::from(child.id())) {
-        Ok(host) => {
-            if let Err(e) = controller.host_starting(&host).and_then(|()| controller.host_started(&host)) {
-                eprintln!("proclease: could not record the plugin host: {e}");
-            }
-        }
-        Err(_) => {}
+    let finished = proclease::supervisor::run_plugin_host(host, &identity, &run_id, &mut command)?;
+    for problem in &finished.problems {
+        eprintln!("proclease: {problem} (the lease stays; `proclease invocations repair` shows it)");
     }
-    let status = child.wait();
-    // Reaped: the host process is confirmed gone. Anything else leaves the lease unsafe.
-    let cleanup = match &status {
-        Ok(_) => controller.cleanup_complete(),
-        Err(_) => controller.cleanup_unsafe(),
-    };
-    let released = cleanup
-        .and_then(|()| controller.current())
-        .and_then(|current| if status.is_ok() { release_invocation_lease(runtime, ctx.effects(), &current) } else { Ok(()) });
-    match released {
-        Err(e) => eprintln!("proclease: {e} (the lease stays; `proclease invocations repair` shows it)"),
-        Ok(()) if status.is_ok() => proclease::supervisor::retire(&ctx.identity),
-        Ok(()) => {}
-    }
-    let status = status.map_err(|e| format!("waiting for the command: {e}"))?;
+    let status = finished.status;
     Ok(match (status.code(), status.signal()) {
         (Some(code), _) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
         (None, Some(signal)) => ExitCode::from(u8::try_from(128 + signal).unwrap_or(1)),

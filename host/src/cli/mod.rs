@@ -11,16 +11,10 @@ mod validate;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use clap::{Args, Parser, Subcommand};
-use proclease::effects::Effects;
-use proclease::plugin_catalog::{PluginCatalog, Source};
-use proclease::process_identity::ProcessIdentity;
-use proclease::state_home::StateHome;
-use proclease::state_store::StateStore;
-use proclease::witness::Witnesses;
-use proclease::workspace::Workspace;
+use proclease::Host;
+use proclease::core::LeaseCode;
 
 /// Exit status when a live owner holds what was asked for (`… another export is active`).
 pub const EXIT_BLOCKED: u8 = 3;
@@ -117,84 +111,66 @@ enum Command {
     },
 }
 
-/// The state a subcommand works on.
-pub struct Context {
-    /// The opened store.
-    pub store: Arc<StateStore>,
-    /// This process's identity.
-    pub identity: Arc<ProcessIdentity>,
-    /// The granted workspace.
-    pub workspace: Arc<Workspace>,
-    /// The plugin catalog.
-    pub catalog: Arc<PluginCatalog>,
+/// Opens the facade on the global options.
+pub fn open(global: &Global) -> Result<Host, Failure> {
+    let mut builder = Host::builder();
+    if let Some(home) = &global.state_home {
+        builder = builder.state_home(home);
+    }
+    for root in &global.workspace_roots {
+        builder = builder.workspace_root(root);
+    }
+    if let Some(catalog) = &global.plugin_catalog {
+        builder = builder.plugin_catalog(catalog);
+    }
+    Ok(builder.build()?)
 }
 
-impl Context {
-    /// Opens the state home and grants the workspace roots.
-    pub fn open(global: &Global) -> Result<Context, String> {
-        let (path, _) = StateHome::select(global.state_home.as_deref()).map_err(|e| e.to_string())?;
-        let home = StateHome::open(&path).map_err(|e| e.to_string())?;
-        // Witnesses are taken and tested in the state home (docs/witness.md); a home where they
-        // cannot be kept (read-only) still serves every read, with the /proc proof alone.
-        let identity = Arc::new(match Witnesses::open(&home) {
-            Ok(witnesses) => ProcessIdentity::with_witnesses(witnesses),
-            Err(_) => ProcessIdentity::new(),
-        });
-        let store = Arc::new(StateStore::open(home, identity.clone()).map_err(|e| e.to_string())?);
-        let roots = if global.workspace_roots.is_empty() { Workspace::default_roots() } else { global.workspace_roots.clone() };
-        let workspace = Arc::new(Workspace::new(&roots).map_err(|e| e.to_string())?);
-        let source = global.plugin_catalog.clone().map_or(Source::StateHome, Source::File);
-        let catalog = Arc::new(PluginCatalog::new(store.clone(), source));
-        Ok(Context { store, identity, workspace, catalog })
+/// Why a subcommand failed: what to print, and the exit status (3 and 4 for the two refusals a
+/// script can act on: a live owner holds the admission; a prior owner cannot be proven dead).
+#[derive(Debug)]
+pub struct Failure {
+    message: String,
+    status: u8,
+}
+
+impl Failure {
+    /// A failure with exit status 1.
+    pub fn new(message: impl Into<String>) -> Self {
+        Failure { message: message.into(), status: 1 }
     }
 
-    /// Effects for a component instance over this context.
-    pub fn effects(&self) -> Effects {
-        Effects::native(Some(self.store.clone()), self.identity.clone())
-            .with_workspace(self.workspace.clone())
-            .with_catalog(self.catalog.clone())
+    /// The same failure with `hint` on a line of its own.
+    pub fn hint(mut self, hint: impl std::fmt::Display) -> Self {
+        self.message = format!("{}\n{hint}", self.message);
+        self
     }
 }
 
-/// The exit status for a failed operation: 3 / 4 for the two refusals a script can act on.
-/// When the admission file itself is not a valid record, what to do about it: the reference's
-/// readers refuse it (every `--exclusive` run fails) and proclease never deletes it.
-pub fn invalid_admission_hint(ctx: &Context, runtime: &proclease::Runtime) -> Option<String> {
-    match proclease::survey_admission(runtime, ctx.effects()) {
-        Err(proclease::Error::Rule(error @ proclease::core::Error::Lease(_))) => {
-            let home = ctx.store.home().path();
-            let file = home.join(proclease::core::admission::CLAIM_PATH);
-            let aside = home.join(".proclease/set-aside-active.json");
-            Some(format!(
-                "{} is not a valid export admission ({}): no --exclusive run can start while it is there, and proclease never deletes it; \
-                 check that no export runs, then move it aside: mv -- '{}' '{}'",
-                file.display(),
-                error.message(),
-                file.display(),
-                aside.display()
-            ))
-        }
-        _ => None,
+impl From<proclease::Error> for Failure {
+    fn from(error: proclease::Error) -> Self {
+        let status = match error.lease_code() {
+            Some(LeaseCode::AnotherExportIsActive) => EXIT_BLOCKED,
+            Some(LeaseCode::PriorExportOwnerCannotBeInspectedSafely) => EXIT_INDETERMINATE,
+            _ => 1,
+        };
+        Failure { message: error.to_string(), status }
     }
 }
 
-pub fn failure_status(message: &str) -> ExitCode {
-    if message.ends_with("another export is active") {
-        ExitCode::from(EXIT_BLOCKED)
-    } else if message.ends_with("cannot be inspected safely") {
-        ExitCode::from(EXIT_INDETERMINATE)
-    } else {
-        ExitCode::from(1)
+impl From<String> for Failure {
+    fn from(message: String) -> Self {
+        Failure::new(message)
     }
 }
 
 /// Parses the arguments and runs the subcommand.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    let result: Result<ExitCode, String> = match cli.command {
-        Command::Validate { files, json } => validate::run(&files, json).map_err(|e| e.to_string()),
-        Command::Component { interfaces: true, .. } => component::describe_component().map_err(|e| e.to_string()),
-        Command::Component { output, .. } => component::write_component(output.as_deref()).map_err(|e| e.to_string()),
+    let result: Result<ExitCode, Failure> = match cli.command {
+        Command::Validate { files, json } => validate::run(&files, json).map_err(|e| Failure::new(e.to_string())),
+        Command::Component { interfaces: true, .. } => component::describe_component().map_err(|e| Failure::new(e.to_string())),
+        Command::Component { output, .. } => component::write_component(output.as_deref()).map_err(|e| Failure::new(e.to_string())),
         Command::Run(args) => run::run(&cli.global, args),
         Command::Recover(args) => recover::run(&cli.global, &args),
         Command::Doctor(args) => doctor::run(&cli.global, &args),
@@ -203,9 +179,9 @@ pub fn main() -> ExitCode {
     };
     match result {
         Ok(code) => code,
-        Err(message) => {
-            eprintln!("proclease: {message}");
-            failure_status(&message)
+        Err(failure) => {
+            eprintln!("proclease: {}", failure.message);
+            ExitCode::from(failure.status)
         }
     }
 }

@@ -5,11 +5,11 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use clap::Args;
-use proclease::core::directory_leases::{Action, DIRECTORY, Options, Outcome, Run};
-use proclease::{Runtime, recover_each_directory_lease, repair_invocation_leases};
+use proclease::api::host::set_aside_lease_entry;
+use proclease::core::directory_leases::{Action, CreationAction, CreationOutcome, Options, Outcome, Run};
 use serde_json::json;
 
-use super::{Context, Global};
+use super::{Failure, Global};
 
 /// Arguments of `recover`.
 #[derive(Args)]
@@ -24,18 +24,6 @@ pub struct RecoverArgs {
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
-}
-
-/// The path of entry `name` of the lease collection.
-fn entry_path(home: &Path, name: &str) -> std::path::PathBuf {
-    home.join(DIRECTORY).join(name)
-}
-
-/// The shell command that moves a bad entry out of the collection (proclease never deletes it).
-fn set_aside(home: &Path, name: &str) -> String {
-    let from = entry_path(home, name);
-    let to = home.join(".proclease").join(format!("set-aside-{name}"));
-    format!("mv -- '{}' '{}'", from.display(), to.display())
 }
 
 /// What an outcome is about: the leased path, or the entry's name.
@@ -65,7 +53,7 @@ fn line(home: &Path, o: &Outcome, dry_run: bool) -> String {
         Action::RemoveClaim => format!("{verb} {what}: its directory was already gone ({})", o.reason),
         Action::Skip(error) | Action::Stop(error) => {
             let fix = if o.claim.is_none() {
-                format!("; proclease never deletes it: check it, then move it aside: {}", set_aside(home, &o.name))
+                format!("; proclease never deletes it: check it, then move it aside: {}", set_aside_lease_entry(home, &o.name))
             } else {
                 String::new()
             };
@@ -75,21 +63,31 @@ fn line(home: &Path, o: &Outcome, dry_run: bool) -> String {
     }
 }
 
+/// One line of text for a directory-creation intent.
+fn creation_line(c: &CreationOutcome, dry_run: bool) -> String {
+    let what = c.path.clone().unwrap_or_else(|| c.name.clone());
+    match &c.action {
+        CreationAction::Keep => format!("kept the creation of {what}: {}", c.reason),
+        CreationAction::Finish(removed) if removed.is_empty() => {
+            format!("{} the intent to create {what} ({}; nothing it created is left empty and unleased)", if dry_run { "would finish" } else { "finished" }, c.reason)
+        }
+        CreationAction::Finish(removed) => {
+            format!("{} {} ({}: a crashed run created it and never leased it)", if dry_run { "would remove" } else { "removed" }, removed.join(", "), c.reason)
+        }
+        CreationAction::Skip(why) => format!("skipped the creation intent {}: {why} ({})", c.name, c.reason),
+    }
+}
+
 /// Runs `recover`.
-pub fn run(global: &Global, args: &RecoverArgs) -> Result<ExitCode, String> {
-    let ctx = Context::open(global)?;
-    let runtime = Runtime::shared().map_err(|e| e.to_string())?;
-    let home = ctx.store.home().path().to_path_buf();
-    // Recoverers take turns: each reports exactly what it did, and none trips over another's
-    // removal in progress. A lease another program (ghostget) recovered meanwhile is reported
-    // as already recovered.
-    let _turn = if args.dry_run { None } else { Some(lock_recovery(&ctx)?) };
+pub fn run(global: &Global, args: &RecoverArgs) -> Result<ExitCode, Failure> {
+    let host = super::open(global)?;
+    let home = host.state_home().to_path_buf();
+    // Recoverers take turns (the library's recovery lock), so each reports exactly what it did;
+    // a lease another program recovered meanwhile is reported as already recovered.
     let options = Options { dry_run: args.dry_run, skip_invalid: args.skip_invalid, concurrent: true };
-    let run = recover_each_directory_lease(runtime, ctx.effects(), None, options).map_err(|e| e.to_string())?;
-    let tombstones = match (args.dry_run, &run.stopped) {
-        (false, None) => Some(repair_invocation_leases(runtime, ctx.effects(), true).map_err(|e| e.to_string())?),
-        _ => None,
-    };
+    let recovery = host.recover(options)?;
+    let run = recovery.directory_leases;
+    let tombstones = recovery.invocations;
     let report = run.report();
     let count = |action: fn(&Action) -> bool| run.outcomes.iter().filter(|o| action(&o.action)).count();
     let already = count(|a| matches!(a, Action::AlreadyRecovered));
@@ -108,7 +106,7 @@ pub fn run(global: &Global, args: &RecoverArgs) -> Result<ExitCode, String> {
                     "done": o.done,
                     "error": o.action.refusal().map(|e| e.message().to_string()),
                     "reason": o.reason,
-                    "setAside": (o.claim.is_none() && o.action.refusal().is_some()).then(|| set_aside(&home, &o.name)),
+                    "setAside": (o.claim.is_none() && o.action.refusal().is_some()).then(|| set_aside_lease_entry(&home, &o.name)),
                 })
             })
             .collect();
@@ -133,6 +131,9 @@ pub fn run(global: &Global, args: &RecoverArgs) -> Result<ExitCode, String> {
     } else {
         for o in &run.outcomes {
             println!("{}", line(&home, o, args.dry_run));
+        }
+        for c in &recovery.creations {
+            println!("{}", creation_line(c, args.dry_run));
         }
         if args.dry_run {
             if run.outcomes.is_empty() {
@@ -161,7 +162,7 @@ pub fn run(global: &Global, args: &RecoverArgs) -> Result<ExitCode, String> {
 
 /// Exit status: 0, or — when recovery stopped (or a dry run would stop) — the stop as the error,
 /// with its cause and how to go on.
-fn stopped(run: &Run, args: &RecoverArgs) -> Result<ExitCode, String> {
+fn stopped(run: &Run, args: &RecoverArgs) -> Result<ExitCode, Failure> {
     let Some(error) = &run.stopped else { return Ok(ExitCode::SUCCESS) };
     if args.json {
         return Ok(ExitCode::from(1));
@@ -169,14 +170,5 @@ fn stopped(run: &Run, args: &RecoverArgs) -> Result<ExitCode, String> {
     let cause = run.cause.as_ref().map(|c| format!(" ({c})")).unwrap_or_default();
     let hint = if args.skip_invalid { "" } else { "; `proclease recover --skip-invalid` recovers the other leases and leaves this one as it is" };
     let verb = if args.dry_run { "recovery would stop" } else { "recovery stopped" };
-    Err(format!("{verb}: {error}{cause}{hint}"))
-}
-
-/// Takes the recovery turn: a kernel `flock` on `.proclease/locks/directory-lease-recovery.lock`
-/// (waiting for another recoverer), released when dropped or when the process dies; ghostget
-/// does not take it.
-fn lock_recovery(ctx: &Context) -> Result<std::fs::File, String> {
-    let file = ctx.store.lock_file("directory-lease-recovery.lock").map_err(|e| format!("recovery lock: {e}"))?;
-    file.lock().map_err(|e| format!("recovery lock: {e}"))?;
-    Ok(file)
+    Err(Failure::new(format!("{verb}: {error}{cause}{hint}")))
 }

@@ -122,6 +122,7 @@ pub(crate) fn write_new_file(dir: impl AsFd, name: &str, bytes: &[u8]) -> std::i
 
 /// fsync of a directory, making the entries created, renamed or removed in it durable.
 pub(crate) fn fsync_dir(dir: impl AsFd) -> std::io::Result<()> {
+    #[cfg(feature = "test-seams")]
     if FAILING_DIRECTORY_FSYNCS.with(|n| n.replace(n.get().saturating_sub(1)) > 0) {
         return Err(std::io::Error::from_raw_os_error(5)); // EIO, as a failing disk reports it
     }
@@ -129,6 +130,7 @@ pub(crate) fn fsync_dir(dir: impl AsFd) -> std::io::Result<()> {
     Ok(())
 }
 
+#[cfg(feature = "test-seams")]
 thread_local! {
     /// How many more directory fsyncs on this thread are to fail (see
     /// [`fail_next_directory_fsyncs`]).
@@ -137,7 +139,9 @@ thread_local! {
 
 /// Test seam: the next `count` directory fsyncs made by this thread fail with EIO, as on a
 /// failing disk — the one fault a test cannot make a real filesystem produce on demand. Used by
-/// `tests/tests/real_faults.rs` to drive the store's undo paths on real files.
+/// `tests/tests/real_faults.rs` to drive the store's undo paths on real files. Only with the
+/// `test-seams` feature.
+#[cfg(feature = "test-seams")]
 pub fn fail_next_directory_fsyncs(count: u32) {
     FAILING_DIRECTORY_FSYNCS.with(|n| n.set(count));
 }

@@ -344,6 +344,18 @@ impl Runtime {
     }
 }
 
+/// Calls export function `$method` of the interface reached through the accessors (e.g.
+/// `[proclease_lease_records]`, or `[proclease_lease_export_admission, admission]` for a
+/// resource's methods) on `$instance`'s store, a trap becoming [`Error::Component`] — the one
+/// piece of glue every typed export wrapper shares.
+macro_rules! export_call {
+    ($instance:expr, [$($accessor:ident),+] $method:ident($($arg:expr),*)) => {{
+        let instance = &mut $instance;
+        instance.bindings$(.$accessor())+.$method(&mut instance.store $(, $arg)*).map_err($crate::Error::component)
+    }};
+}
+pub(crate) use export_call;
+
 /// One instance of the component and its store. Calls on it are sequential; create one per
 /// thread or per operation.
 pub struct Instance {
@@ -352,6 +364,16 @@ pub struct Instance {
 }
 
 impl Instance {
+    /// Calls an export through `f` (given the bindings and the store) and turns both layers of
+    /// failure into one [`Error`]: a trap or a stopped guest ([`Error::Component`],
+    /// [`Error::Limit`]) and the export's own error (a lease rule, storage, system).
+    pub(crate) fn call<T>(
+        &mut self,
+        f: impl FnOnce(&Proclease, &mut Store<HostState>) -> wasmtime::Result<Result<T, bindings::proclease::lease::types::Error>>,
+    ) -> Result<T, Error> {
+        f(&self.bindings, &mut self.store).map_err(Error::component)?.map_err(|e| crate::convert::error_from_wit(e).into())
+    }
+
     /// The typed API over the `records` export.
     pub fn records(&mut self) -> crate::Records<'_> {
         crate::Records { instance: self }

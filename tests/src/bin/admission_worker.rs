@@ -9,26 +9,17 @@
 //!       exists, and release) or `blocked: <message>`
 
 use std::path::Path;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use proclease::effects::Effects;
-use proclease::process_identity::ProcessIdentity;
-use proclease::state_home::StateHome;
-use proclease::state_store::StateStore;
-use proclease::{Admission, Runtime};
+use proclease::Host;
 
 fn fail(message: &str) -> ! {
     eprintln!("admission_worker: {message}");
     std::process::exit(3)
 }
 
-fn effects(home: &str) -> Effects {
-    let home = StateHome::open(Path::new(home)).unwrap_or_else(|e| fail(&e.to_string()));
-    let witnesses = proclease::witness::Witnesses::open(&home).unwrap_or_else(|e| fail(&e.to_string()));
-    let identity = Arc::new(ProcessIdentity::with_witnesses(witnesses));
-    let store = StateStore::open(home, identity.clone()).unwrap_or_else(|e| fail(&e.to_string()));
-    Effects::native(Some(Arc::new(store)), identity)
+fn open(home: &str) -> Host {
+    Host::builder().state_home(Path::new(home)).build().unwrap_or_else(|e| fail(&e.to_string()))
 }
 
 fn wait_for(path: &str) {
@@ -44,18 +35,17 @@ fn wait_for(path: &str) {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let arg = |i: usize| args.get(i).cloned().unwrap_or_else(|| fail("missing argument"));
-    let runtime = Runtime::shared().unwrap_or_else(|e| fail(&e.to_string()));
     match arg(1).as_str() {
         "hold-unsafe" => {
-            let mut admission = Admission::acquire(runtime, effects(&arg(2))).unwrap_or_else(|e| fail(&e.to_string()));
+            let mut admission = open(&arg(2)).acquire_admission().unwrap_or_else(|e| fail(&e.to_string()));
             admission.begin_helper_launch().unwrap_or_else(|e| fail(&e.to_string()));
             admission.bind_helper(i64::from(std::process::id())).unwrap_or_else(|e| fail(&e.to_string()));
             admission.mark_cleanup_unsafe().unwrap_or_else(|e| fail(&e.to_string()));
         }
         "race" => {
-            let effects = effects(&arg(2));
+            let host = open(&arg(2));
             wait_for(&arg(3));
-            match Admission::acquire(runtime, effects) {
+            match host.acquire_admission() {
                 Ok(mut admission) => {
                     println!("acquired");
                     wait_for(&arg(4));

@@ -41,11 +41,8 @@ use proclease::core::invocation_leases::Entry;
 use proclease::core::records::directory_lease::{Phase, Role};
 use proclease::core::records::portable_identity::{self, PortableIdentity};
 use proclease::effects::Effects;
-use proclease::plugin_catalog::{PluginCatalog, Source};
 use proclease::process_identity::ProcessIdentity;
-use proclease::state_home::StateHome;
 use proclease::state_store::StateStore;
-use proclease::workspace::Workspace;
 use proclease::{Admission, ContainmentController, DirectoryLease, Runtime};
 
 const PLUGIN: &str = "stress-plugin";
@@ -72,29 +69,22 @@ impl Rng {
 }
 
 struct World {
+    host: proclease::Host,
     store: Arc<StateStore>,
     identity: Arc<ProcessIdentity>,
-    workspace: Arc<Workspace>,
-    catalog: Arc<PluginCatalog>,
     runtime: &'static Runtime,
 }
 
 impl World {
     fn open(home: &Path, root: &Path) -> Result<World, String> {
-        let state_home = StateHome::open(home).map_err(|e| e.to_string())?;
-        let witnesses = proclease::witness::Witnesses::open(&state_home).map_err(|e| e.to_string())?;
-        let identity = Arc::new(ProcessIdentity::with_witnesses(witnesses));
-        let store = Arc::new(StateStore::open(state_home, identity.clone()).map_err(|e| e.to_string())?);
-        let workspace = Arc::new(Workspace::new(&[root.to_path_buf()]).map_err(|e| e.to_string())?);
-        let catalog = Arc::new(PluginCatalog::new(store.clone(), Source::StateHome));
+        let host = proclease::Host::builder().state_home(home).workspace_root(root).build().map_err(|e| e.to_string())?;
+        let (store, identity) = (host.store().clone(), host.process_identity().clone());
         let runtime = Runtime::shared().map_err(|e| e.to_string())?;
-        Ok(World { store, identity, workspace, catalog, runtime })
+        Ok(World { host, store, identity, runtime })
     }
 
     fn effects(&self) -> Effects {
-        let mut effects = Effects::native(Some(self.store.clone()), self.identity.clone())
-            .with_workspace(self.workspace.clone())
-            .with_catalog(self.catalog.clone());
+        let mut effects = self.host.effects();
         if let Some(path) = std::env::var_os("STRESS_TRACE") {
             let log = Arc::new(std::sync::Mutex::new(std::fs::OpenOptions::new().append(true).create(true).open(path).unwrap_or_else(|e| fail(&e.to_string()))));
             effects.store = Box::new(trace::Store(effects.store, log.clone()));

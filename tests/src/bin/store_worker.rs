@@ -10,14 +10,16 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use proclease::process_identity::ProcessIdentity;
-use proclease::state_home::StateHome;
+use proclease::Host;
 use proclease::state_store::StateStore;
 use proclease_tests::store_fixtures::{churn_record, round_record, round_of};
 
-fn open(home: &str) -> StateStore {
-    let home = StateHome::open(Path::new(home)).unwrap_or_else(|e| fail(&e.to_string()));
-    StateStore::open(home, Arc::new(ProcessIdentity::new())).unwrap_or_else(|e| fail(&e.to_string()))
+fn open_host(home: &str) -> Host {
+    Host::builder().state_home(Path::new(home)).build().unwrap_or_else(|e| fail(&e.to_string()))
+}
+
+fn open(home: &str) -> Arc<StateStore> {
+    open_host(home).store().clone()
 }
 
 fn fail(message: &str) -> ! {
@@ -92,9 +94,8 @@ fn main() {
             }
         }
         "hold-catalog-lock" => {
-            let store = Arc::new(open(&arg(2)));
-            let catalog = proclease::plugin_catalog::PluginCatalog::new(store, proclease::plugin_catalog::Source::StateHome);
-            catalog.lock().unwrap_or_else(|e| fail(&e));
+            let host = open_host(&arg(2));
+            host.catalog().lock().unwrap_or_else(|e| fail(&e));
             println!("locked");
             std::thread::sleep(std::time::Duration::from_secs(120));
         }

@@ -479,7 +479,7 @@ impl ComponentBackend {
 fn split<T>(result: Result<T, proclease::Error>) -> Infra<Result<T, Error>> {
     match result {
         Ok(value) => Ok(Ok(value)),
-        Err(proclease::Error::Rule(error)) => Ok(Err(error)),
+        Err(error @ (proclease::Error::Lease(_) | proclease::Error::Storage(_) | proclease::Error::System(_))) => Ok(Err(error.to_core())),
         Err(other) => Err(other.to_string()),
     }
 }

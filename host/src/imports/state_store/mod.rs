@@ -100,6 +100,7 @@ impl StoreError {
 }
 
 #[doc(hidden)]
+#[cfg(feature = "test-seams")]
 pub use crate::fsops::fail_next_directory_fsyncs;
 pub use proclease_core::effects::{
     BatchInvalid, BatchStatus, CollectionEntry, CollectionIdentity, CollectionSnapshot, EntryKind,

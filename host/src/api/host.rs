@@ -1,0 +1,562 @@
+//! The facade: one [`Host`] owns the wiring an embedder needs — a state home with its store and
+//! witnesses, the granted workspace, process identity, the plugin catalog and the runtime — and
+//! exposes every lease operation, the rules beyond single operations (one lease per directory,
+//! the creation lock, recovery that takes turns), stage publication, the survey `doctor` shows,
+//! and the [`Supervisor`](crate::supervisor::Supervisor) that runs a recorded command.
+//!
+//! ```
+//! # fn main() -> Result<(), proclease::Error> {
+//! # let dir = tempfile::tempdir().unwrap();
+//! let host = proclease::Host::builder().state_home(dir.path().join("state")).workspace_root(dir.path()).build()?;
+//! let mut admission = host.acquire_admission()?;
+//! assert_eq!(host.acquire_admission().err().and_then(|e| e.lease_code()), Some(proclease::core::LeaseCode::AnotherExportIsActive));
+//! admission.release()?;
+//! # Ok(()) }
+//! ```
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use proclease_core::directory_leases::{self as leases, CreationOutcome, Options, Request, Run};
+use proclease_core::dispositions::Disposition;
+use proclease_core::invocation_leases::{Entry, RepairDecision, RepairReport};
+use proclease_core::liveness::{Liveness, OwnerStatus};
+use proclease_core::records::Parsed;
+use proclease_core::records::invocation_lease::InvocationLease;
+use proclease_core::records::portable_identity::PortableIdentity;
+
+use crate::admission::{Admission, survey_admission};
+use crate::directory_lease::{DirectoryLease, recover_directory_creations, recover_each_directory_lease};
+use crate::effects::Effects;
+use crate::error::{Error, Refusal};
+use crate::invocation_lease::{self as invocations, ContainmentController};
+use crate::plugin_catalog::{PluginCatalog, Source};
+use crate::process_identity::ProcessIdentity;
+use crate::runtime::{Runtime, RuntimeConfig};
+use crate::state_home::StateHome;
+use crate::state_store::StateStore;
+use crate::witness::Witnesses;
+use crate::workspace::Workspace;
+
+/// How to build a [`Host`]: which state home, which workspace roots, which plugin catalog and
+/// which runtime limits. Every choice has a default.
+#[derive(Debug, Clone, Default)]
+pub struct HostBuilder {
+    state_home: Option<PathBuf>,
+    workspace_roots: Vec<PathBuf>,
+    plugin_catalog: Option<PathBuf>,
+    runtime: Option<RuntimeConfig>,
+}
+
+impl HostBuilder {
+    /// The state home (default: `PROCLEASE_STATE_HOME`, `GHOSTGET_STATE_HOME`,
+    /// `$XDG_DATA_HOME/proclease`, `~/.local/share/proclease`). A ghostget state home works as
+    /// is. Created (0700) if absent.
+    pub fn state_home(mut self, path: impl Into<PathBuf>) -> Self {
+        self.state_home = Some(path.into());
+        self
+    }
+
+    /// Grants a workspace root: directories may be leased, inspected and removed only under the
+    /// granted roots (default: the home directory and the temporary directory). Repeatable.
+    pub fn workspace_root(mut self, path: impl Into<PathBuf>) -> Self {
+        self.workspace_roots.push(path.into());
+        self
+    }
+
+    /// The plugin catalog file (default: `<state home>/provider-plugins/catalog.json`).
+    pub fn plugin_catalog(mut self, file: impl Into<PathBuf>) -> Self {
+        self.plugin_catalog = Some(file.into());
+        self
+    }
+
+    /// Runtime limits other than the defaults (a dedicated runtime is then compiled for this
+    /// host; by default hosts share one).
+    pub fn runtime_config(mut self, config: RuntimeConfig) -> Self {
+        self.runtime = Some(config);
+        self
+    }
+
+    /// Opens the state home (creating and claiming it if needed), its store and witness
+    /// directory, the workspace and the catalog, and loads the component.
+    ///
+    /// Errors: [`Error::StateHome`] (no state home, a shared root, an unsafe path);
+    /// [`Error::Store`] (its internal directories); [`Error::Workspace`] (a root that is not a
+    /// directory); [`Error::Component`] (the component does not load).
+    pub fn build(self) -> Result<Host, Error> {
+        let (path, _) = StateHome::select(self.state_home.as_deref())?;
+        let home = StateHome::open(&path)?;
+        // A home where witnesses cannot be kept (read-only) still serves every read, with the
+        // /proc proof alone.
+        let identity = Arc::new(match Witnesses::open(&home) {
+            Ok(witnesses) => ProcessIdentity::with_witnesses(witnesses),
+            Err(_) => ProcessIdentity::new(),
+        });
+        let store = Arc::new(StateStore::open(home, identity.clone())?);
+        let roots = if self.workspace_roots.is_empty() { Workspace::default_roots() } else { self.workspace_roots };
+        let workspace = Arc::new(Workspace::new(&roots)?);
+        let source = self.plugin_catalog.map_or(Source::StateHome, Source::File);
+        let catalog = Arc::new(PluginCatalog::new(store.clone(), source));
+        let runtime = match self.runtime {
+            Some(config) => HostRuntime::Own(Box::new(Runtime::new(config)?)),
+            None => HostRuntime::Shared(Runtime::shared()?),
+        };
+        Ok(Host { runtime, store, identity, workspace, catalog })
+    }
+}
+
+enum HostRuntime {
+    Shared(&'static Runtime),
+    Own(Box<Runtime>),
+}
+
+/// An embedder's proclease: everything wired once, every lease operation a method.
+pub struct Host {
+    runtime: HostRuntime,
+    store: Arc<StateStore>,
+    identity: Arc<ProcessIdentity>,
+    workspace: Arc<Workspace>,
+    catalog: Arc<PluginCatalog>,
+}
+
+/// What the admission file is when a reader of the reference refuses it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvalidFile {
+    /// The file.
+    pub path: PathBuf,
+    /// Why a reader refuses it (the reference's message).
+    pub error: proclease_core::LeaseError,
+    /// The shell command that moves it out of the way (proclease never deletes it).
+    pub set_aside: String,
+}
+
+/// What a recovery did: the directory leases (every entry's outcome), the directory-creation
+/// intents of crashed creators, and — when directory recovery did not stop — the invocation
+/// tombstones.
+#[derive(Debug, Clone)]
+pub struct Recovery {
+    /// Directory-lease recovery (§6A.6).
+    pub directory_leases: Run,
+    /// Directory-creation intents finished (or, in a dry run, that would be).
+    pub creations: Vec<CreationOutcome>,
+    /// Invocation-lease tombstone recovery (§6B.9), when it ran: the counters and each lease
+    /// id's decision.
+    pub invocations: Option<(RepairReport, Vec<(String, RepairDecision)>)>,
+}
+
+/// One invocation lease as the survey shows it.
+#[derive(Debug, Clone)]
+pub struct InvocationSurvey {
+    /// The entry (a snapshot, or an invalid lease id).
+    pub entry: Entry,
+    /// Its reported owner status (§6B.4), for a valid entry.
+    pub status: Option<OwnerStatus>,
+}
+
+/// Everything in the state home and what would become of it: the admission, every directory
+/// lease (a recovery dry run), every invocation lease.
+#[derive(Debug, Clone)]
+pub struct Survey {
+    /// The admission, when one is held; or why its file is refused.
+    pub admission: Result<Option<proclease_core::admission::Survey>, InvalidFile>,
+    /// The directory leases and creation intents, as a recovery would decide them.
+    pub recovery: Recovery,
+    /// The invocation leases.
+    pub invocations: Vec<InvocationSurvey>,
+}
+
+impl Host {
+    /// A builder with every default.
+    pub fn builder() -> HostBuilder {
+        HostBuilder::default()
+    }
+
+    /// The runtime the component runs in.
+    pub fn runtime(&self) -> &Runtime {
+        match &self.runtime {
+            HostRuntime::Shared(runtime) => runtime,
+            HostRuntime::Own(runtime) => runtime,
+        }
+    }
+
+    /// The state home's path.
+    pub fn state_home(&self) -> &Path {
+        self.store.home().path()
+    }
+
+    /// The state store.
+    pub fn store(&self) -> &Arc<StateStore> {
+        &self.store
+    }
+
+    /// Process identity (with this state home's witnesses).
+    pub fn process_identity(&self) -> &Arc<ProcessIdentity> {
+        &self.identity
+    }
+
+    /// The granted workspace.
+    pub fn workspace(&self) -> &Arc<Workspace> {
+        &self.workspace
+    }
+
+    /// The plugin catalog (and its mutation lock, §5).
+    pub fn catalog(&self) -> &Arc<PluginCatalog> {
+        &self.catalog
+    }
+
+    /// The effects behind one instance's imports: this host's store, process identity,
+    /// workspace and catalog. Replace a part to inject a seam (a scripted process table).
+    pub fn effects(&self) -> Effects {
+        Effects::native(Some(self.store.clone()), self.identity.clone())
+            .with_workspace(self.workspace.clone())
+            .with_catalog(self.catalog.clone())
+    }
+
+    // ---------- export admission (§6A.5) ----------
+
+    /// Acquires the export admission (§6A.5), taking over a prior claim whose owner is provably
+    /// gone.
+    ///
+    /// Errors: [`Error::Lease`] — `another export is active` (code
+    /// [`AnotherExportIsActive`](proclease_core::LeaseCode::AnotherExportIsActive)), `prior
+    /// export owner cannot be inspected safely`, a refusal of an invalid `active.json` (see
+    /// [`Host::invalid_admission_file`]), …
+    pub fn acquire_admission(&self) -> Result<Admission, Error> {
+        Admission::acquire(self.runtime(), self.effects())
+    }
+
+    /// The admission on disk as a new acquirer would judge it, without changing anything.
+    ///
+    /// Errors: the refusal of an invalid `active.json`; a store failure.
+    pub fn survey_admission(&self) -> Result<Option<proclease_core::admission::Survey>, Error> {
+        survey_admission(self.runtime(), self.effects())
+    }
+
+    /// When the admission file is one the reference's readers refuse: where it is, why, and how
+    /// to set it aside. `None` when it is absent or valid.
+    pub fn invalid_admission_file(&self) -> Option<InvalidFile> {
+        match self.survey_admission() {
+            Err(Error::Lease(error)) => {
+                let path = self.state_home().join(proclease_core::admission::CLAIM_PATH);
+                let set_aside = set_aside(self.state_home(), &path, "active.json");
+                Some(InvalidFile { path, error, set_aside })
+            }
+            _ => None,
+        }
+    }
+
+    // ---------- directory leases (§6A.6) ----------
+
+    /// Leases an existing directory as the reference does (§6A.6 create): it must be a private
+    /// directory of the user under a granted root.
+    ///
+    /// Errors: the request and identity refusals of §6A.6 ([`Error::Lease`]).
+    pub fn lease_directory(&self, request: &Request) -> Result<DirectoryLease, Error> {
+        DirectoryLease::create(self.runtime(), self.effects(), request)
+    }
+
+    /// Leases a directory that nothing else uses — what `proclease run` leases: the directory is
+    /// created (mode 0700, with its missing ancestors, the intent recorded first) or must be
+    /// empty; it may be neither the state home nor hold or lie inside it; and no other lease
+    /// (live or not) may claim it — the check and the creation hold one lock
+    /// (`.proclease/locks/directory-lease-creation.lock`), so that two such calls never lease
+    /// one directory twice (the recovery of one would delete the other's).
+    ///
+    /// Errors: [`Error::Refused`] (state home, not empty, already leased, not UTF-8);
+    /// [`Error::Lease`] (the §6A.6 refusals); [`Error::Workspace`], [`Error::Store`].
+    ///
+    /// ```
+    /// # fn main() -> Result<(), proclease::Error> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let host = proclease::Host::builder().state_home(dir.path().join("state")).workspace_root(dir.path()).build()?;
+    /// use proclease::core::directory_leases::Request;
+    /// use proclease::core::records::directory_lease::Role;
+    /// let work = dir.path().join("jobs/build");
+    /// let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as f64;
+    /// // `recover_after_ms`: the instant (ms since the epoch) after which a crashed launch may be recovered.
+    /// let request = Request { role: Role::RawWorking, path: work.to_str().unwrap().into(), output_root: None, recover_after_ms: now_ms + 60_000.0, now_ms: None };
+    /// let mut lease = host.lease_new_directory(&request)?;
+    /// assert!(work.is_dir());
+    /// // One lease per directory: a second one is refused while the first is held.
+    /// assert!(matches!(host.lease_new_directory(&request), Err(proclease::Error::Refused(proclease::Refusal::AlreadyLeased { .. }))));
+    /// lease.release()?; // the directory stays: it is the owner's result
+    /// assert!(work.is_dir());
+    /// # Ok(()) }
+    /// ```
+    pub fn lease_new_directory(&self, request: &Request) -> Result<DirectoryLease, Error> {
+        let dir = PathBuf::from(&request.path);
+        let home = self.state_home();
+        if dir.starts_with(home) || home.starts_with(&dir) {
+            return Err(Refusal::StateHome { dir, home: home.to_path_buf() }.into());
+        }
+        if std::fs::symlink_metadata(&dir).is_ok() && !self.workspace.is_empty_directory(&request.path)? {
+            return Err(Refusal::NotEmpty { dir }.into());
+        }
+        let lock = self.store.lock_file("directory-lease-creation.lock").map_err(|e| Error::File {
+            path: home.join(".proclease/locks/directory-lease-creation.lock"),
+            message: format!("the lease-creation lock cannot be opened: {e}"),
+        })?;
+        lock.lock().map_err(|e| Error::File { path: home.join(".proclease/locks/directory-lease-creation.lock"), message: e.to_string() })?;
+        self.refuse_if_claimed(&request.path)?;
+        let lease = DirectoryLease::create_with_directory(self.runtime(), self.effects(), request);
+        let _ = lock.unlock();
+        lease
+    }
+
+    /// Refuses a directory (by path, or by identity when it exists) that a lease already
+    /// claims, live or not, saying whose and what to do.
+    fn refuse_if_claimed(&self, dir: &str) -> Result<(), Error> {
+        let identity = self.workspace.inspect(dir)?.map(|facts| facts.identity);
+        let run = self.recover_directory_leases(Options { dry_run: true, ..Options::default() })?;
+        for entry in run.outcomes {
+            let Some(claim) = entry.claim else { continue };
+            if claim.path != dir && identity.as_ref() != Some(&claim.directory_identity) {
+                continue;
+            }
+            let what = match entry.disposition {
+                Some(Disposition::Active) => "its owner is alive: wait for that run to finish, or use another directory".to_string(),
+                Some(Disposition::Recoverable) => "its owner is gone: run `proclease recover` first (it removes the directory)".to_string(),
+                _ => format!("{}; see `proclease doctor`", entry.reason),
+            };
+            return Err(Refusal::AlreadyLeased { dir: PathBuf::from(dir), owner_pid: claim.owner.pid, lease_id: claim.id, what }.into());
+        }
+        Ok(())
+    }
+
+    /// Says which of the §6A.4 conditions `dir` or its parent misses, when a lease of `dir` was
+    /// refused with `… is not an owned physical directory`
+    /// ([`LeaseCode::DirectoryLeaseTargetIsNotAnOwnedPhysicalDirectory`](proclease_core::LeaseCode)):
+    /// a parent that is not the user's or that group or others can write (a shared `/tmp`), or
+    /// a directory that is not the user's, mode 0700, reached without symbolic links.
+    pub fn why_not_physical(&self, dir: &Path) -> String {
+        use std::os::unix::fs::MetadataExt as _;
+        let euid = rustix::process::geteuid().as_raw();
+        if let Some(meta) = dir.parent().and_then(|parent| std::fs::metadata(parent).ok()) {
+            if meta.uid() != euid || meta.mode() & 0o022 != 0 {
+                let parent = dir.parent().map(Path::display).map(|p| p.to_string()).unwrap_or_default();
+                return format!(
+                    "its parent {parent} must be a directory you own that group and others cannot write; a shared directory \
+                     such as /tmp cannot hold leased directories: use a private one, e.g. mkdir -m 700 /tmp/$USER-jobs"
+                );
+            }
+        }
+        format!("{} must be a real directory you own with mode 0700, reached without symbolic links: chmod 700 it", dir.display())
+    }
+
+    /// Publishes a stage to its output: renames `stage` to `output` in their common parent
+    /// (never overwriting) and makes the rename durable (fsync of the parent).
+    ///
+    /// Errors: [`Refusal::OutputNotSibling`], [`Refusal::OutputExists`]; [`Error::File`] for the
+    /// rename or fsync.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), proclease::Error> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let host = proclease::Host::builder().state_home(dir.path().join("state")).workspace_root(dir.path()).build()?;
+    /// std::fs::create_dir(dir.path().join(".stage")).unwrap();
+    /// host.publish_stage(&dir.path().join(".stage"), &dir.path().join("v2"))?;
+    /// assert!(dir.path().join("v2").is_dir() && !dir.path().join(".stage").exists());
+    /// # Ok(()) }
+    /// ```
+    pub fn publish_stage(&self, stage: &Path, output: &Path) -> Result<(), Error> {
+        let parent = stage.parent().ok_or_else(|| Refusal::OutputNotSibling { output: output.into(), stage: stage.into() })?;
+        if output.parent() != Some(parent) {
+            return Err(Refusal::OutputNotSibling { output: output.into(), stage: stage.into() }.into());
+        }
+        let (Some(from), Some(to)) = (stage.file_name(), output.file_name()) else {
+            return Err(Refusal::OutputNotSibling { output: output.into(), stage: stage.into() }.into());
+        };
+        let file = |message: String| Error::File { path: stage.to_path_buf(), message };
+        let parent_fd = rustix::fs::open(parent, rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC, rustix::fs::Mode::empty())
+            .map_err(|e| Error::File { path: parent.to_path_buf(), message: e.to_string() })?;
+        match rustix::fs::renameat_with(&parent_fd, from, &parent_fd, to, rustix::fs::RenameFlags::NOREPLACE) {
+            Ok(()) => {}
+            Err(rustix::io::Errno::EXIST | rustix::io::Errno::NOTEMPTY) => return Err(Refusal::OutputExists { output: output.into() }.into()),
+            Err(e) => return Err(file(format!("cannot publish to {}: {e}", output.display()))),
+        }
+        rustix::fs::fsync(&parent_fd).map_err(|e| Error::File { path: parent.to_path_buf(), message: format!("fsync: {e}") })
+    }
+
+    // ---------- recovery ----------
+
+    /// Directory-lease recovery (§6A.6) with `options`, one recoverer at a time (a kernel lock,
+    /// `.proclease/locks/directory-lease-recovery.lock`, so each reports exactly what it did;
+    /// not for a dry run). A lease another program recovered meanwhile is reported as already
+    /// recovered when `options.concurrent`.
+    ///
+    /// Errors: `… directory recovery time is invalid`; a component failure. Refusals are in the
+    /// run ([`Run::stopped`]).
+    pub fn recover_directory_leases(&self, options: Options) -> Result<Run, Error> {
+        let _turn = if options.dry_run { None } else { Some(self.recovery_turn()?) };
+        recover_each_directory_lease(self.runtime(), self.effects(), None, options)
+    }
+
+    /// Everything a `proclease recover` does: directory leases (with `options`), the creation
+    /// intents of crashed creators, and — when directory recovery did not stop and this is not a
+    /// dry run — invocation tombstones whose owners are provably gone (§6B.9 recover mode).
+    ///
+    /// Errors: as [`Host::recover_directory_leases`]; the catalog lock's for the tombstones.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), proclease::Error> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let host = proclease::Host::builder().state_home(dir.path().join("state")).workspace_root(dir.path()).build()?;
+    /// let recovery = host.recover(proclease::core::directory_leases::Options::default())?;
+    /// assert!(recovery.directory_leases.outcomes.is_empty() && recovery.directory_leases.stopped.is_none());
+    /// # Ok(()) }
+    /// ```
+    pub fn recover(&self, options: Options) -> Result<Recovery, Error> {
+        let _turn = if options.dry_run { None } else { Some(self.recovery_turn()?) };
+        let directory_leases = recover_each_directory_lease(self.runtime(), self.effects(), None, options)?;
+        let creations = recover_directory_creations(self.runtime(), self.effects(), options.dry_run)?;
+        let invocations = match (options.dry_run, &directory_leases.stopped) {
+            (false, None) => Some(invocations::repair_invocation_leases(self.runtime(), self.effects(), true)?),
+            _ => None,
+        };
+        Ok(Recovery { directory_leases, creations, invocations })
+    }
+
+    /// Takes the recovery turn (waiting for another recoverer); released when dropped.
+    fn recovery_turn(&self) -> Result<std::fs::File, Error> {
+        let path = self.state_home().join(".proclease/locks/directory-lease-recovery.lock");
+        let file = self.store.lock_file("directory-lease-recovery.lock").map_err(|e| Error::File { path: path.clone(), message: e.to_string() })?;
+        file.lock().map_err(|e| Error::File { path, message: e.to_string() })?;
+        Ok(file)
+    }
+
+    /// What is in the state home and what would become of it, changing nothing (`doctor`).
+    ///
+    /// Errors: a store or component failure.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), proclease::Error> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let host = proclease::Host::builder().state_home(dir.path().join("state")).workspace_root(dir.path()).build()?;
+    /// let _admission = host.acquire_admission()?;
+    /// let survey = host.survey()?;
+    /// let held = survey.admission.expect("a valid claim").expect("held");
+    /// assert_eq!(held.disposition, proclease::core::dispositions::Disposition::Active);
+    /// # Ok(()) }
+    /// ```
+    pub fn survey(&self) -> Result<Survey, Error> {
+        let admission = match self.survey_admission() {
+            Ok(survey) => Ok(survey),
+            Err(Error::Lease(_)) => Err(self.invalid_admission_file().ok_or_else(|| Error::System("the admission file changed while it was surveyed".into()))?),
+            Err(other) => return Err(other),
+        };
+        let recovery = self.recover(Options { dry_run: true, ..Options::default() })?;
+        let mut invocations = Vec::new();
+        for entry in self.invocation_leases()? {
+            let status = match &entry {
+                Entry::Valid(snapshot) => Some(self.invocation_status(snapshot)?),
+                Entry::Invalid(_) => None,
+            };
+            invocations.push(InvocationSurvey { entry, status });
+        }
+        Ok(Survey { admission, recovery, invocations })
+    }
+
+    // ---------- invocation leases (§6B) ----------
+
+    /// Acquires an invocation lease for `identity` and `run_id` under the catalog lock (§6B.5).
+    ///
+    /// Errors: [`Error::Lease`] — the identity and run id messages, `portable plugin catalog
+    /// mutation is already locked`, the plugin changed or was disabled, the three blocking
+    /// messages, …
+    ///
+    /// ```
+    /// # fn main() -> Result<(), proclease::Error> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let (a, b, c) = ("a".repeat(64), "b".repeat(64), "c".repeat(64));
+    /// let catalog = dir.path().join("catalog.json");
+    /// std::fs::write(&catalog, format!(r#"{{"schemaVersion":1,"plugins":[{{"pluginId":"portable-test","version":"1.0.0",
+    ///     "hostApiVersion":1,"bundleSha256":"{a}","manifestSha256":"{b}","enabled":true}}]}}"#)).unwrap();
+    /// let host = proclease::Host::builder().state_home(dir.path().join("state")).plugin_catalog(&catalog).build()?;
+    /// let identity = proclease::core::records::portable_identity::parse_value(&serde_json::json!({
+    ///     "pluginId": "portable-test", "pluginVersion": "1.0.0", "hostApiVersion": 1, "bundleSha256": a,
+    ///     "manifestSha256": b, "adapterId": "portable-test", "transport": "provider-api", "surfaceId": "portable-test",
+    ///     "operation": "records.read", "contractVersion": 1, "descriptorSha256": c,
+    /// }))?;
+    /// let lease = host.acquire_invocation(&identity, "3f1c9a52-8d2e-4b7a-9c1d-2e5f6a7b8c9d")?;
+    /// assert_eq!(host.invocation_leases()?.len(), 1);
+    /// // No plugin host was started; cleanup is complete, and only then may the lease go.
+    /// let mut containment = host.containment(&lease)?;
+    /// containment.cleanup_complete()?;
+    /// host.release_invocation(&containment.current()?)?;
+    /// assert!(host.invocation_leases()?.is_empty());
+    /// # Ok(()) }
+    /// ```
+    pub fn acquire_invocation(&self, identity: &PortableIdentity, run_id: &str) -> Result<Parsed<InvocationLease>, Error> {
+        invocations::acquire_invocation_lease(self.runtime(), self.effects(), identity, run_id)
+    }
+
+    /// The containment controller of a lease (§6B.7).
+    ///
+    /// Errors: `portable invocation lease snapshot is not content-bound`.
+    pub fn containment(&self, snapshot: &Parsed<InvocationLease>) -> Result<ContainmentController, Error> {
+        ContainmentController::create(self.runtime(), self.effects(), snapshot)
+    }
+
+    /// Releases a lease after durable cleanup completion (§6B.8).
+    ///
+    /// Errors: the §6B.8 refusals.
+    pub fn release_invocation(&self, current: &Parsed<InvocationLease>) -> Result<(), Error> {
+        invocations::release_invocation_lease(self.runtime(), self.effects(), current)
+    }
+
+    /// The invocation-lease collection in name order (§6B.3).
+    pub fn invocation_leases(&self) -> Result<Vec<Entry>, Error> {
+        invocations::list_invocation_leases(self.runtime(), self.effects())
+    }
+
+    /// The reported owner status of a lease (§6B.4).
+    pub fn invocation_status(&self, snapshot: &Parsed<InvocationLease>) -> Result<OwnerStatus, Error> {
+        invocations::invocation_lease_status(self.runtime(), self.effects(), snapshot)
+    }
+
+    /// Repairs the collection under the catalog lock (§6B.9); `recover_tombstones` also clears
+    /// tombstones only a dead owner or a reboot explains.
+    pub fn repair_invocations(&self, recover_tombstones: bool) -> Result<(RepairReport, Vec<(String, RepairDecision)>), Error> {
+        invocations::repair_invocation_leases(self.runtime(), self.effects(), recover_tombstones)
+    }
+
+    // ---------- processes ----------
+
+    /// What probing `owner` proves, with this state home's witnesses.
+    ///
+    /// Errors: [`Error::Identity`] when the current boot id cannot be read.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), proclease::Error> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let host = proclease::Host::builder().state_home(dir.path().join("state")).workspace_root(dir.path()).build()?;
+    /// let me = host.process_identity().self_identity()?;
+    /// assert_eq!(host.liveness(&me)?.status, proclease::core::liveness::OwnerStatus::ExactLiveOwner);
+    /// # Ok(()) }
+    /// ```
+    pub fn liveness(&self, owner: &proclease_core::records::Owner) -> Result<Liveness, Error> {
+        Ok(self.identity.liveness(owner)?)
+    }
+
+    /// Gives up this process's witness and its free spawn witnesses, once it holds no lease any
+    /// more (`docs/witness.md`).
+    pub fn retire(&self) {
+        crate::supervisor::retire(&self.identity);
+    }
+}
+
+/// The shell command that moves `path` out of the way into the state home's `.proclease/`.
+pub(crate) fn set_aside(home: &Path, path: &Path, name: &str) -> String {
+    let to = home.join(".proclease").join(format!("set-aside-{name}"));
+    format!("mv -- '{}' '{}'", path.display(), to.display())
+}
+
+/// The path of an entry of the directory-lease collection.
+pub fn lease_entry_path(home: &Path, name: &str) -> PathBuf {
+    home.join(leases::DIRECTORY).join(name)
+}
+
+/// The shell command that sets entry `name` of the directory-lease collection aside.
+pub fn set_aside_lease_entry(home: &Path, name: &str) -> String {
+    set_aside(home, &lease_entry_path(home, name), name)
+}
