@@ -183,6 +183,39 @@ pub(crate) fn open_dir(dir: impl AsFd + Copy, name: &str) -> rustix::io::Result<
     }
 }
 
+/// Removes the directory `name` in `dir` and everything below it, never following a symbolic
+/// link (a link is unlinked, not entered) and never descending more than 256 levels.
+pub(crate) fn remove_tree_at(dir: impl AsFd + Copy, name: &str) -> std::io::Result<()> {
+    fn empty(dir: &OwnedFd, depth: usize) -> std::io::Result<()> {
+        if depth > 256 {
+            return Err(std::io::Error::other("the tree is deeper than 256 levels"));
+        }
+        loop {
+            let names = some_names(dir, 1024)?;
+            if names.is_empty() {
+                return Ok(());
+            }
+            for raw in names {
+                let name = <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(&raw);
+                match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+                    Ok(stat) if file_kind(stat.st_mode) == S_IFDIR => {
+                        let child = rustix::fs::openat(dir, name, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())?;
+                        empty(&child, depth + 1)?;
+                        rustix::fs::unlinkat(dir, name, AtFlags::REMOVEDIR)?;
+                    }
+                    Ok(_) => rustix::fs::unlinkat(dir, name, AtFlags::empty())?,
+                    Err(Errno::NOENT) => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        }
+    }
+    let top = rustix::fs::openat(dir, name, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())?;
+    empty(&top, 0)?;
+    rustix::fs::unlinkat(dir, name, AtFlags::REMOVEDIR)?;
+    Ok(())
+}
+
 /// The names in a directory (without `.` and `..`), as raw bytes, at most `bound` of them.
 /// `Err(None)` means the bound was exceeded.
 pub(crate) fn list_names(dir: impl AsFd, bound: usize) -> Result<Vec<Vec<u8>>, Option<std::io::Error>> {

@@ -225,7 +225,8 @@ impl Recovery<'_> {
 
     fn entries(&mut self) -> Result<(), Error> {
         let snapshot = if self.options.dry_run {
-            match self.store.snapshot(super::DIRECTORY, false)? {
+            // A listing removes only what provably dead writers left (§3.9), as the real run does.
+            match self.store.snapshot(super::DIRECTORY, true)? {
                 Some(snapshot) => snapshot,
                 None => return Ok(()),
             }

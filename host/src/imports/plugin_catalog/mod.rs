@@ -15,15 +15,16 @@
 //! A plugin that is absent or `"enabled": false` is not installed. Embedders supply their own
 //! catalog through the `Catalog` effect trait instead.
 //!
-//! **Lock.** A kernel `flock` on `<state home>/.proclease/locks/catalog-mutation.lock`: it fails
-//! fast with the reference's `portable plugin catalog mutation is already locked` while another
-//! live process holds it, is re-entrant within one process (a depth count), is released on every
-//! path (dropping the last level), and can never be left behind by a crash (the kernel drops it).
-//! It excludes proclease processes from each other; it does not speak ghostget's own lock-file
-//! protocol, so ghostget and proclease should not mutate one catalog at the same moment.
+//! **Lock.** The reference's catalog mutation lock (§5, [`lock_file`]): the lock file
+//! `<state home>/provider-plugins/locks/.catalog-mutation.lock`, published under an arbitration
+//! claim, which a running ghostget honours as proclease honours ghostget's. It fails fast with
+//! the reference's `portable plugin catalog mutation is already locked` while another live
+//! process (proclease or ghostget) holds it, is re-entrant within one process (a depth count),
+//! is released on every path (dropping the last level removes exactly the inode this process
+//! published), and a crashed holder's lock is taken over by the next process once the holder is
+//! provably gone.
 
 use std::collections::HashMap;
-use std::fs::{File, TryLockError};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
@@ -32,15 +33,14 @@ use serde_json::Value;
 
 use crate::state_store::StateStore;
 
+pub mod lock_file;
 mod wit;
 
-/// The reference's message when another live process holds the lock (§5).
-pub const ALREADY_LOCKED: &str = "portable plugin catalog mutation is already locked";
+pub use lock_file::ALREADY_LOCKED;
 /// The catalog file inside the state home.
 pub const DEFAULT_PATH: &str = "provider-plugins/catalog.json";
 /// The largest catalog file read (bytes).
 pub const MAX_CATALOG_BYTES: u32 = 1 << 20;
-const LOCK_NAME: &str = "catalog-mutation.lock";
 
 /// Where the catalog is read from.
 #[derive(Debug, Clone)]
@@ -58,8 +58,8 @@ pub struct PluginCatalog {
 }
 
 /// Process-wide lock levels per lock file, so that the lock is re-entrant within a process.
-fn held() -> &'static Mutex<HashMap<PathBuf, (File, usize)>> {
-    static HELD: std::sync::OnceLock<Mutex<HashMap<PathBuf, (File, usize)>>> = std::sync::OnceLock::new();
+fn held() -> &'static Mutex<HashMap<PathBuf, (lock_file::HeldLock, usize)>> {
+    static HELD: std::sync::OnceLock<Mutex<HashMap<PathBuf, (lock_file::HeldLock, usize)>>> = std::sync::OnceLock::new();
     HELD.get_or_init(Mutex::default)
 }
 
@@ -70,7 +70,7 @@ impl PluginCatalog {
     }
 
     fn lock_key(&self) -> PathBuf {
-        self.store.home().path().join(".proclease/locks").join(LOCK_NAME)
+        self.store.home().path().join(lock_file::STORE_ROOT).join("locks").join(lock_file::LOCK_NAME)
     }
 
     /// The enabled installation of `plugin_id`, or `None`.
@@ -98,7 +98,10 @@ impl PluginCatalog {
         find(&text, plugin_id).map_err(|problem| format!("{label}: {problem}; see `proclease --help` for the catalog format"))
     }
 
-    /// Takes one level of the catalog mutation lock. Errors: [`ALREADY_LOCKED`]; an I/O error.
+    /// Takes one level of the catalog mutation lock (§5), failing fast.
+    ///
+    /// Errors: [`ALREADY_LOCKED`] while another live process holds it; the other §5 refusals
+    /// ([`lock_file::acquire`]); an I/O error naming the path.
     pub fn lock(&self) -> Result<(), String> {
         let key = self.lock_key();
         let mut held = held().lock().unwrap_or_else(|p| p.into_inner());
@@ -106,29 +109,22 @@ impl PluginCatalog {
             *depth += 1;
             return Ok(());
         }
-        let file = self.store.lock_file(LOCK_NAME).map_err(|e| format!("{}: {e}", key.display()))?;
-        match file.try_lock() {
-            Ok(()) => {
-                held.insert(key, (file, 1));
-                Ok(())
-            }
-            Err(TryLockError::WouldBlock) => Err(ALREADY_LOCKED.into()),
-            Err(TryLockError::Error(e)) => Err(format!("{}: {e}", key.display())),
-        }
+        let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
+        let lock = lock_file::acquire(&self.store, self.store.processes(), now_ms)?;
+        held.insert(key, (lock, 1));
+        Ok(())
     }
 
-    /// Releases one level; the last one unlocks.
+    /// Releases one level; the last one removes the lock file. A lock that changed meanwhile
+    /// (another process removed or replaced it) is left as found.
     pub fn unlock(&self) {
         let key = self.lock_key();
         let mut held = held().lock().unwrap_or_else(|p| p.into_inner());
         if let Some((_, depth)) = held.get_mut(&key) {
             *depth -= 1;
             if *depth == 0 {
-                if let Some((file, _)) = held.remove(&key) {
-                    // Unlock explicitly: closing the descriptor alone leaves the lock held while
-                    // a child forked meanwhile by another thread still has a copy of it (until
-                    // its exec), and the next lock() here would fail as "already locked".
-                    let _ = file.unlock();
+                if let Some((lock, _)) = held.remove(&key) {
+                    let _ = lock.release();
                 }
             }
         }

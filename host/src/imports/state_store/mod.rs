@@ -9,20 +9,32 @@
 //!   is undone before the error is returned (the old bytes are put back), so a caller told
 //!   "failed" can retry. `tests/tests/crash_states.rs` checks every crash state and every
 //!   injected I/O error of this protocol (on a simulated disk taking the same steps).
-//! * **Compare-and-swap across processes**: every mutation of a collection holds its kernel lock
-//!   (`.proclease/locks/`, see [`lock`]); a replace or remove happens only if the bytes on disk
-//!   hash to the expected sha256 at that instant.
-//! * **Collections hold only records**: temporaries and locks live under `.proclease/`, which no
-//!   store path can name; a crashed writer's temporary is removed by a later operation once its
-//!   writer is provably dead (its pid and process start id are in the temporary's name).
+//! * **Compare-and-swap across processes, ghostget's included**: every mutation of a record holds
+//!   the reference's per-leaf mutation claim (§3.5, [`mutation_claim`]), so that a ghostget
+//!   writing the same record at the same time never loses an update to proclease or the reverse;
+//!   a replace or remove happens only if the bytes on disk hash to the expected sha256 at that
+//!   instant. proclease's own writers also take the collection's kernel lock
+//!   (`.proclease/locks/`, see [`lock`]) around the claim, which adds two things the claims
+//!   alone do not give: proclease writers queue for each other instead of losing arbitration and
+//!   failing, and a listing by proclease (which takes the same lock) never sees a proclease
+//!   writer's claim files — the reference refuses a directory-lease collection while one is
+//!   there. A claim lost to a live ghostget writer is retried for up to ten seconds.
+//! * **Collections hold only records** (and, while a mutation runs, its claim): temporaries and
+//!   locks live under `.proclease/`, which no store path can name; a crashed writer's temporary
+//!   is removed by a later operation once its writer is provably dead (its pid and process start
+//!   id are in the temporary's name). Before every write and listing the store also performs the
+//!   reference's crash recovery in the collection (§3.9), so that what a crashed ghostget left
+//!   there is cleaned up too ([`mutation_claim::recover_directory`]).
 //! * **No escape**: paths are relative ([`path`]), every directory is opened component by
 //!   component without following symbolic links, and must be owned by the user with mode 0700;
 //!   every file must be a regular, private, owned file.
 //! * **Bounded**: reads take a byte bound; listings at most 10 000 entries; batches at most
 //!   1 000 names.
 
+pub(crate) mod arbitration;
 pub mod home;
 mod lock;
+pub mod mutation_claim;
 pub mod path;
 mod wit;
 
@@ -56,7 +68,7 @@ pub const MAX_BATCH_TOTAL_BYTES: u32 = 64 << 20;
 pub enum StoreError {
     /// Another live writer held the collection's lock longer than the store waits (the
     /// reference's `state file mutation is already active`).
-    #[error("{path}: state file mutation is already active (another proclease process is writing this collection); retry in a moment")]
+    #[error("{path}: state file mutation is already active (another process, proclease or ghostget, is writing this record); retry in a moment")]
     Contended {
         /// The store path.
         path: String,
@@ -75,6 +87,15 @@ pub enum StoreError {
         /// The store path.
         path: String,
         /// What is wrong and how to fix it.
+        reason: String,
+    },
+    /// The reference's mutation-claim protocol refused to go on (§3.5: an owner that cannot be
+    /// judged, two holders, a malformed claim, …); nothing was changed.
+    #[error("{path}: {reason}")]
+    Claim {
+        /// The store path.
+        path: String,
+        /// The reference's message, and the cause.
         reason: String,
     },
     /// An I/O error.
@@ -147,6 +168,18 @@ impl StateStore {
         Ok(std::fs::File::from(fd))
     }
 
+    /// The directory at `path` below the state home, opened without following symbolic links
+    /// and checked like every store directory (owned, mode 0700); `None` when absent.
+    pub(crate) fn open_directory(&self, path: &str) -> Result<Option<OwnedFd>, StoreError> {
+        let segments = path::segments(path).map_err(|reason| StoreError::Refused { path: path.into(), reason })?;
+        self.walk(path, &segments, false)
+    }
+
+    /// The process identity the store judges writers with.
+    pub(crate) fn processes(&self) -> &ProcessIdentity {
+        &self.processes
+    }
+
     /// The state home this store writes to.
     pub fn home(&self) -> &StateHome {
         &self.home
@@ -174,28 +207,57 @@ impl StateStore {
         let unlink_temp = || {
             let _ = rustix::fs::unlinkat(&self.staging, &temp, AtFlags::empty());
         };
-        match rustix::fs::linkat(&self.staging, &temp, &dir, name, AtFlags::empty()) {
+        let created = self.with_claim(path, &dir, name, || self.link_new(path, &dir, name, &temp));
+        unlink_temp();
+        created?.ok_or_else(|| StoreError::Contended { path: path.into() })
+    }
+
+    /// The create's critical section: links the staged `temp` at `name` and fsyncs `dir`.
+    fn link_new(&self, path: &str, dir: &OwnedFd, name: &str, temp: &str) -> Result<bool, StoreError> {
+        match rustix::fs::linkat(&self.staging, temp, dir, name, AtFlags::empty()) {
             Ok(()) => {}
-            Err(Errno::EXIST) => {
-                unlink_temp();
-                return Ok(false);
-            }
-            Err(e) => {
-                unlink_temp();
-                return Err(StoreError::io(path, "link into the collection", e));
-            }
+            Err(Errno::EXIST) => return Ok(false),
+            Err(e) => return Err(StoreError::io(path, "link into the collection", e)),
         }
-        if let Err(e) = fsops::fsync_dir(&dir) {
+        if let Err(e) = fsops::fsync_dir(dir) {
             // The caller is told the create failed, so it must not stay visible: unlink the
-            // name again (it is still our inode: the collection is locked).
-            if same_inode(&self.staging, &temp, &dir, name) {
-                let _ = rustix::fs::unlinkat(&dir, name, AtFlags::empty());
+            // name again (it is still our inode: the record's claim is held).
+            if same_inode(&self.staging, temp, dir, name) {
+                let _ = rustix::fs::unlinkat(dir, name, AtFlags::empty());
             }
-            unlink_temp();
             return Err(StoreError::io(path, "fsync of the collection", e));
         }
-        unlink_temp();
         Ok(true)
+    }
+
+    /// Runs `mutate` holding the reference's mutation claim on `name` in `dir` (§3.5), after the
+    /// crash recovery of `dir` (§3.9). The caller holds the collection's kernel lock, so the
+    /// only writers this can lose to are other programs' (a running ghostget): a lost claim is
+    /// retried after a short pause for at most [`lock::WAIT`], then `Ok(None)`.
+    ///
+    /// Errors: the claim protocol's own (an owner that cannot be judged, two holders, a
+    /// malformed claim: [`StoreError::Claim`]); this process's identity unavailable; those of
+    /// `mutate`.
+    fn with_claim<T>(&self, path: &str, dir: &OwnedFd, name: &str, mutate: impl FnOnce() -> Result<T, StoreError>) -> Result<Option<T>, StoreError> {
+        let claim_error = |e: arbitration::ArbitrationError| StoreError::Claim { path: path.into(), reason: e.to_string() };
+        let own = mutation_claim::own_identity(&self.processes).map_err(|reason| StoreError::Claim { path: path.into(), reason: reason.into() })?;
+        mutation_claim::recover_directory(dir, &self.processes, false).map_err(claim_error)?;
+        let kind = mutation_claim::MutationClaim::for_leaf(name);
+        let start = std::time::Instant::now();
+        let mut pause = std::time::Duration::from_millis(1);
+        let held = loop {
+            if let Some(held) = arbitration::arbitrate(dir, &kind, &self.processes, &own).map_err(claim_error)? {
+                break held;
+            }
+            if start.elapsed() >= lock::WAIT {
+                return Ok(None);
+            }
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(std::time::Duration::from_millis(20));
+        };
+        let result = mutate();
+        arbitration::release(dir, &held.name);
+        result.map(Some)
     }
 
     /// Puts `old` back at `name` after a visible change whose collection fsync failed (the
@@ -226,20 +288,22 @@ impl StateStore {
         check_size(path, content)?;
         let Some(dir) = self.walk(path, &segments, false)? else { return Ok(false) };
         let _lock = self.lock(path, &segments)?;
-        let Some(old) = read_record(&dir, name, path, MAX_RECORD_BYTES)? else { return Ok(false) };
-        if digest::sha256_hex(&old) != expected_sha256 {
-            return Ok(false);
-        }
         let temp = self.stage(path, content.as_bytes())?;
-        if let Err(e) = rustix::fs::renameat(&self.staging, &temp, &dir, name) {
-            let _ = rustix::fs::unlinkat(&self.staging, &temp, AtFlags::empty());
-            return Err(StoreError::io(path, "rename into the collection", e));
-        }
-        if let Err(e) = fsops::fsync_dir(&dir) {
-            self.restore(path, &dir, name, &old, true);
-            return Err(StoreError::io(path, "fsync of the collection", e));
-        }
-        Ok(true)
+        let replaced = self.with_claim(path, &dir, name, || {
+            let Some(old) = read_record(&dir, name, path, MAX_RECORD_BYTES)? else { return Ok(false) };
+            if digest::sha256_hex(&old) != expected_sha256 {
+                return Ok(false);
+            }
+            rustix::fs::renameat(&self.staging, &temp, &dir, name).map_err(|e| StoreError::io(path, "rename into the collection", e))?;
+            if let Err(e) = fsops::fsync_dir(&dir) {
+                self.restore(path, &dir, name, &old, true);
+                return Err(StoreError::io(path, "fsync of the collection", e));
+            }
+            Ok(true)
+        });
+        // Gone when it was renamed into place; otherwise it is removed here.
+        let _ = rustix::fs::unlinkat(&self.staging, &temp, AtFlags::empty());
+        Ok(replaced?.unwrap_or(false))
     }
 
     /// Removes the file only if its bytes hash to `expected_sha256` at the instant of removal
@@ -249,7 +313,13 @@ impl StateStore {
         check_hash(path, expected_sha256)?;
         let Some(dir) = self.walk(path, &segments, false)? else { return Ok(false) };
         let _lock = self.lock(path, &segments)?;
-        let fd = match fsops::open_read(&dir, name) {
+        Ok(self.with_claim(path, &dir, name, || self.remove_read(path, &dir, name, expected_sha256))?.unwrap_or(false))
+    }
+
+    /// The removal's critical section: reads the record, compares, unlinks the inode read, and
+    /// fsyncs `dir` (putting the bytes back if that fails).
+    fn remove_read(&self, path: &str, dir: &OwnedFd, name: &str, expected_sha256: &str) -> Result<bool, StoreError> {
+        let fd = match fsops::open_read(dir, name) {
             Ok(fd) => fd,
             Err(Errno::NOENT) => return Ok(false),
             Err(Errno::LOOP) => return Err(StoreError::unsafe_(path, "is a symbolic link; remove it by hand after checking it")),
@@ -267,15 +337,15 @@ impl StateStore {
         if digest::sha256_hex(&bytes) != expected_sha256 {
             return Ok(false);
         }
-        // Under the lock no proclease writer can swap the name; still, remove only the inode
+        // Under the claim no cooperating writer can swap the name; still, remove only the inode
         // that was read.
-        match fsops::lstat(&dir, name).map_err(|e| StoreError::io(path, "lstat", e))? {
+        match fsops::lstat(dir, name).map_err(|e| StoreError::io(path, "lstat", e))? {
             Some(now) if now.st_ino == before.st_ino && now.st_dev == before.st_dev => {}
             _ => return Ok(false),
         }
-        rustix::fs::unlinkat(&dir, name, AtFlags::empty()).map_err(|e| StoreError::io(path, "unlink", e))?;
-        if let Err(e) = fsops::fsync_dir(&dir) {
-            self.restore(path, &dir, name, &bytes, false);
+        rustix::fs::unlinkat(dir, name, AtFlags::empty()).map_err(|e| StoreError::io(path, "unlink", e))?;
+        if let Err(e) = fsops::fsync_dir(dir) {
+            self.restore(path, dir, name, &bytes, false);
             return Err(StoreError::io(path, "fsync of the collection", e));
         }
         Ok(true)
@@ -292,9 +362,10 @@ impl StateStore {
     }
 
     /// Lists a collection directory; `None` when it (or a parent) is absent
-    /// (`snapshotPrivateStateDirectory`, §3.3). With `recover_orphans`, temporaries of provably
-    /// dead writers are removed first (they never sit in a collection, so a listing never sees
-    /// them either way).
+    /// (`snapshotPrivateStateDirectory`, §3.3). Every listing first performs the crash recovery of
+    /// §3.9 in the collection (what crashed ghostget writers left there); with `recover_orphans`,
+    /// also the claims of gone owners (§3.5) and proclease's own staged temporaries of provably
+    /// dead writers.
     ///
     /// Errors: more than [`MAX_ENTRIES`] entries; an unsafe entry name; a sub-directory that is
     /// not owned with mode 0700.
@@ -304,6 +375,10 @@ impl StateStore {
             self.remove_dead_temporaries();
         }
         let Some(dir) = self.walk(path, &segments, false)? else { return Ok(None) };
+        // proclease's writers hold this lock with their claims: the listing never sees them.
+        let _lock = self.lock(path, &segments)?;
+        mutation_claim::recover_directory(&dir, &self.processes, recover_orphans)
+            .map_err(|e| StoreError::Claim { path: path.into(), reason: e.to_string() })?;
         let stat = rustix::fs::fstat(&dir).map_err(|e| StoreError::io(path, "fstat", e))?;
         let names = fsops::list_names(&dir, MAX_ENTRIES).map_err(|e| match e {
             Some(e) => StoreError::io(path, "list", e),
@@ -598,7 +673,7 @@ fn failure(error: StoreError) -> proclease_core::effects::StoreFailure {
     match error {
         StoreError::Contended { .. } => F::Contended(message),
         StoreError::Refused { .. } => F::Refused(message),
-        StoreError::Unsafe { .. } => F::Unsafe(message),
+        StoreError::Unsafe { .. } | StoreError::Claim { .. } => F::Unsafe(message),
         _ => F::Io(message),
     }
 }

@@ -1,0 +1,368 @@
+//! The reference's catalog mutation lock (spec §5): a lock file, published under an arbitration
+//! claim, that a running ghostget 0.17.2 and proclease both honour.
+//!
+//! On disk, in the plugin store's `locks/` (`<state home>/provider-plugins/locks/`, created with
+//! `artifacts/`, `trust/` and `active/`, all 0700):
+//! * the lock `.catalog-mutation.lock`, holding the canonical
+//!   `{"acquiredAt":…,"bootId":…,"pid":…,"processStartId":…,"schemaVersion":1,"scope":"catalog-mutation"}`
+//!   and a newline (Appendix A item 5);
+//! * while a process acquires it, its arbitration claim
+//!   `.lock-claim-<target>-<waiting|candidate|held>-<claim id>.json`, where
+//!   `target = sha256("portable-provider-plugin-lock" ‖ 0x00 ‖ <physical path of the lock>)`,
+//!   holding the canonical `{"bootId","claimId","kind":"portable-provider-plugin-lock-claim","pid","processStartId","schemaVersion":1,"targetSha256"}`
+//!   and a newline, arbitrated as §3.5 claims are ([`arbitration`]);
+//! * publication stages `.lock-publication-<pid>-<boot id>-<process start id>-<uuid>.tmp`, from
+//!   which claims and the lock are hard-linked into place, and `.lock-reclaim-<pid>-<uuid>`, the
+//!   name a lock is renamed to before it is unlinked (at release, or when its holder is gone).
+//!
+//! Acquiring fails fast: while a live process holds the lock the answer is `portable plugin
+//! catalog mutation is already locked`, at once. A lock whose holder is provably gone is taken
+//! over (renamed away, its inode checked, unlinked); a holder that cannot be judged is an error,
+//! never a guess. Release removes exactly the inode this process published.
+//!
+//! Choices where the spec is silent (the same as the independent peer's, `tests/peer/README.md`):
+//! claims carry a trailing newline and are published from a publication stage by hard link; the
+//! §3.5 bounds apply to lock claims; a lock that is not exactly a lock record is an error
+//! (`… lock is malformed`), never deleted. One deviation (`docs/deviations.md`): a
+//! `.lock-reclaim-<pid>-<uuid>` whose pid is gone is removed — the reference recovers it nowhere.
+
+use std::os::fd::OwnedFd;
+use std::path::Path;
+use std::time::Duration;
+
+use proclease_core::liveness::OwnerStatus;
+use proclease_core::records::Owner;
+use rustix::fs::{AtFlags, RenameFlags};
+use rustix::io::Errno;
+
+use crate::fsops::{self, StableRead};
+use crate::process_identity::ProcessIdentity;
+use crate::state_store::arbitration::{self, ArbitrationError, ClaimKind, Failure, Phase};
+use crate::state_store::mutation_claim::{self, pid_gone};
+use crate::state_store::StateStore;
+
+/// The reference's message when a live process holds the lock (§5).
+pub const ALREADY_LOCKED: &str = "portable plugin catalog mutation is already locked";
+/// The lock's file name in `locks/`.
+pub const LOCK_NAME: &str = ".catalog-mutation.lock";
+/// The plugin store's root below the state home (§6B.1).
+pub const STORE_ROOT: &str = "provider-plugins";
+/// The plugin store's directories (§5 `ensureStore`).
+pub const STORE_DIRECTORIES: [&str; 4] = ["artifacts", "trust", "active", "locks"];
+
+const ROUNDS: usize = 64;
+const PUBLISH_ATTEMPTS: usize = 4;
+const MAX_LOCK_BYTES: u64 = 64 * 1024;
+const PUBLICATION_PREFIX: &str = ".lock-publication-";
+const RECLAIM_PREFIX: &str = ".lock-reclaim-";
+
+/// The arbitration claims of one lock path.
+struct LockClaim {
+    target: String,
+}
+
+impl ClaimKind for LockClaim {
+    fn name(&self, phase: Phase, claim_id: &str) -> String {
+        format!(".lock-claim-{}-{}-{claim_id}.json", self.target, phase.name())
+    }
+
+    fn parse_name(&self, name: &str) -> Option<(Phase, String)> {
+        let rest = name.strip_prefix(".lock-claim-")?.strip_suffix(".json")?;
+        let (target, rest) = rest.split_at_checked(64)?;
+        if target != self.target {
+            return None;
+        }
+        let (phase, id) = rest.strip_prefix('-')?.split_once('-')?;
+        let phase = Phase::parse(phase)?;
+        proclease_core::js::is_uuid_v4(id).then(|| (phase, id.to_string()))
+    }
+
+    fn content(&self, claim_id: &str, owner: &Owner) -> String {
+        format!(
+            "{{\"bootId\":\"{}\",\"claimId\":\"{claim_id}\",\"kind\":\"portable-provider-plugin-lock-claim\",\"pid\":{},\"processStartId\":\"{}\",\"schemaVersion\":1,\"targetSha256\":\"{}\"}}\n",
+            owner.boot_id, owner.pid, owner.process_start_id, self.target
+        )
+    }
+
+    fn publish(&self, dir: &OwnedFd, claim_id: &str, owner: &Owner) -> Result<(), ArbitrationError> {
+        match publish_linked(dir, owner, self.content(claim_id, owner).as_bytes(), &self.name(Phase::Waiting, claim_id)) {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(self.error(Failure::NamePresent, None)),
+            Err(e) => Err(self.error(Failure::Io, Some(e))),
+        }
+    }
+
+    fn message(&self, failure: Failure) -> &'static str {
+        match failure {
+            Failure::Unstable => "portable plugin lock arbitration did not reach a stable snapshot",
+            Failure::TooMany => "portable plugin lock arbitration claim count exceeds its bound",
+            Failure::OwnerUnknown => "portable plugin lock arbitration owner cannot be inspected safely",
+            Failure::TwoOwners => "portable plugin lock arbitration admitted two owners",
+            Failure::Malformed => "portable plugin lock arbitration claim is malformed",
+            Failure::NamePresent => "portable plugin lock arbitration claim name is already present",
+            Failure::Io => "portable plugin lock arbitration claim could not be written",
+        }
+    }
+}
+
+/// Writes `bytes` to a fresh publication stage `.lock-publication-<pid>-<boot>-<start>-<uuid>.tmp`
+/// (0600, fsynced), hard-links it to `name` and removes the stage; fsyncs `dir`. `Ok(false)` when
+/// `name` already exists.
+fn publish_linked(dir: &OwnedFd, owner: &Owner, bytes: &[u8], name: &str) -> std::io::Result<bool> {
+    let stage = format!("{PUBLICATION_PREFIX}{}-{}-{}-{}.tmp", owner.pid, owner.boot_id, owner.process_start_id, uuid::Uuid::new_v4());
+    let unlink_stage = || {
+        let _ = rustix::fs::unlinkat(dir, &stage, AtFlags::empty());
+    };
+    if let Err(e) = fsops::write_new_file(dir, &stage, bytes) {
+        unlink_stage();
+        return Err(e);
+    }
+    let linked = rustix::fs::linkat(dir, &stage, dir, name, AtFlags::empty());
+    unlink_stage();
+    match linked {
+        Ok(()) => {}
+        Err(Errno::EXIST) => return Ok(false),
+        Err(e) => return Err(e.into()),
+    }
+    if let Err(e) = fsops::fsync_dir(dir) {
+        let _ = rustix::fs::unlinkat(dir, name, AtFlags::empty());
+        return Err(e);
+    }
+    Ok(true)
+}
+
+/// The canonical lock record of `owner` acquired at `acquired_at` (§5; Appendix A item 5).
+pub fn lock_text(acquired_at: &str, owner: &Owner) -> String {
+    format!(
+        "{{\"acquiredAt\":\"{acquired_at}\",\"bootId\":\"{}\",\"pid\":{},\"processStartId\":\"{}\",\"schemaVersion\":1,\"scope\":\"catalog-mutation\"}}\n",
+        owner.boot_id, owner.pid, owner.process_start_id
+    )
+}
+
+/// The holder a lock text records, when `text` is exactly a lock record.
+fn holder_in(text: &str) -> Option<Owner> {
+    let value: serde_json::Value = serde_json::from_str(text).ok()?;
+    let acquired_at = value.get("acquiredAt")?.as_str()?;
+    let well_formed = acquired_at.len() == 24
+        && acquired_at.bytes().enumerate().all(|(i, b)| match i {
+            4 | 7 => b == b'-',
+            10 => b == b'T',
+            13 | 16 => b == b':',
+            19 => b == b'.',
+            23 => b == b'Z',
+            _ => b.is_ascii_digit(),
+        });
+    if !well_formed {
+        return None;
+    }
+    let pid = value.get("pid")?.as_u64().filter(|p| (1..=(1u64 << 53) - 1).contains(p))?;
+    let digest = |key: &str| {
+        value.get(key)?.as_str().filter(|d| d.len() == 64 && d.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))).map(str::to_string)
+    };
+    let owner = Owner { pid, boot_id: digest("bootId")?, process_start_id: digest("processStartId")? };
+    (lock_text(acquired_at, &owner) == text).then_some(owner)
+}
+
+/// A lock this process published: its directory and the identity of its inode.
+pub(crate) struct HeldLock {
+    dir: OwnedFd,
+    dev: u64,
+    ino: u64,
+    own: Owner,
+}
+
+/// Acquires the catalog mutation lock of `store`'s state home (§5 step 3), failing fast.
+///
+/// Errors (the reference's messages): [`ALREADY_LOCKED`]; `portable plugin catalog mutation lock
+/// owner cannot be inspected safely`; `portable plugin lock publication owner cannot be inspected
+/// safely`; `portable plugin catalog mutation lock could not be acquired`; the arbitration's; a
+/// plugin store directory that cannot be created or is unsafe.
+pub(crate) fn acquire(store: &StateStore, identity: &ProcessIdentity, now_ms: i64) -> Result<HeldLock, String> {
+    for name in STORE_DIRECTORIES {
+        store.ensure_private_directory(&format!("{STORE_ROOT}/{name}")).map_err(|e| e.to_string())?;
+    }
+    let locks_path = format!("{STORE_ROOT}/locks");
+    let dir = store.open_directory(&locks_path).map_err(|e| e.to_string())?.ok_or("the plugin store's locks directory vanished")?;
+    let physical = std::fs::canonicalize(store.home().path().join(STORE_ROOT)).map_err(|e| format!("{STORE_ROOT}: {e}"))?;
+    let target = lock_target(&physical.join("locks").join(LOCK_NAME));
+    let kind = LockClaim { target };
+    let own = mutation_claim::own_identity(identity)?;
+    let acquired_at = proclease_core::records::invocation_lease::iso_timestamp(now_ms).ok_or("the clock is outside the dates a lock can record")?;
+    let record = lock_text(&acquired_at, &own);
+    let text = |e: ArbitrationError| e.to_string();
+    for _ in 0..ROUNDS {
+        remove_stale_stages(&dir, identity)?;
+        let Some(claim) = arbitration::arbitrate(&dir, &kind, identity, &own).map_err(text)? else {
+            std::thread::sleep(Duration::from_millis(5));
+            continue;
+        };
+        let outcome = publish_lock(&dir, &own, &record, identity);
+        arbitration::release(&dir, &claim.name);
+        if let Some((dev, ino)) = outcome? {
+            return Ok(HeldLock { dir, dev, ino, own });
+        }
+    }
+    Err("portable plugin catalog mutation lock could not be acquired".into())
+}
+
+/// `sha256("portable-provider-plugin-lock" ‖ 0x00 ‖ lock path)` in hex (§5).
+pub fn lock_target(lock_path: &Path) -> String {
+    let mut input = b"portable-provider-plugin-lock\0".to_vec();
+    input.extend_from_slice(lock_path.as_os_str().as_encoded_bytes());
+    proclease_core::digest::sha256_hex(&input)
+}
+
+/// Holding the arbitration claim: up to four attempts to publish the lock, taking over one whose
+/// holder is provably gone. `Ok(Some(dev, ino))` of the published lock; `Ok(None)` when the
+/// attempts ran out.
+fn publish_lock(dir: &OwnedFd, own: &Owner, record: &str, identity: &ProcessIdentity) -> Result<Option<(u64, u64)>, String> {
+    for _ in 0..PUBLISH_ATTEMPTS {
+        if publish_linked(dir, own, record.as_bytes(), LOCK_NAME).map_err(|e| format!("{LOCK_NAME}: {e}"))? {
+            let stat = fsops::lstat(dir, LOCK_NAME).map_err(|e| format!("{LOCK_NAME}: {e}"))?.ok_or("the catalog mutation lock vanished")?;
+            return Ok(Some((stat.st_dev, stat.st_ino)));
+        }
+        let Some((holder, dev, ino)) = read_lock(dir)? else { continue };
+        match arbitration::status(identity, &holder) {
+            OwnerStatus::ExactLiveOwner => return Err(ALREADY_LOCKED.into()),
+            OwnerStatus::Unknown => return Err("portable plugin catalog mutation lock owner cannot be inspected safely".into()),
+            OwnerStatus::DifferentOrDead => remove_exact(dir, own, dev, ino, "portable plugin catalog mutation lock changed before reclaim")?,
+        }
+    }
+    Ok(None)
+}
+
+/// The lock's holder and inode, or `None` when it vanished or changed while read.
+fn read_lock(dir: &OwnedFd) -> Result<Option<(Owner, u64, u64)>, String> {
+    let malformed = || "portable plugin catalog mutation lock is malformed".to_string();
+    let fd = match fsops::open_read(dir, LOCK_NAME) {
+        Ok(fd) => fd,
+        Err(Errno::NOENT) => return Ok(None),
+        Err(_) => return Err(malformed()),
+    };
+    let before = rustix::fs::fstat(&fd).map_err(|e| format!("{LOCK_NAME}: {e}"))?;
+    if fsops::unsafe_file_reason(&before).is_some() || before.st_size < 2 {
+        return Err(malformed());
+    }
+    let bytes = match fsops::read_stable(&fd, &before, MAX_LOCK_BYTES).map_err(|e| format!("{LOCK_NAME}: {e}"))? {
+        StableRead::Bytes(bytes) => bytes,
+        StableRead::TooLarge => return Err(malformed()),
+        StableRead::Changed => return Ok(None),
+    };
+    match fsops::lstat(dir, LOCK_NAME) {
+        Ok(Some(now)) if now.st_ino == before.st_ino && now.st_dev == before.st_dev => {}
+        _ => return Ok(None),
+    }
+    let holder = std::str::from_utf8(&bytes).ok().and_then(holder_in).ok_or_else(malformed)?;
+    Ok(Some((holder, before.st_dev, before.st_ino)))
+}
+
+/// Removes the lock if it is still inode `(dev, ino)`: renames it to
+/// `.lock-reclaim-<own pid>-<uuid>`, checks the inode, unlinks it and fsyncs. Another inode is
+/// linked back (never over a file) and reported with `changed`.
+fn remove_exact(dir: &OwnedFd, own: &Owner, dev: u64, ino: u64, changed: &str) -> Result<(), String> {
+    let reclaim = format!("{RECLAIM_PREFIX}{}-{}", own.pid, uuid::Uuid::new_v4());
+    match rustix::fs::renameat_with(dir, LOCK_NAME, dir, &reclaim, RenameFlags::NOREPLACE) {
+        Ok(()) => {}
+        Err(Errno::NOENT) => return Err(changed.into()),
+        Err(e) => return Err(format!("{LOCK_NAME}: {e}")),
+    }
+    match fsops::lstat(dir, &reclaim) {
+        Ok(Some(stat)) if stat.st_dev == dev && stat.st_ino == ino => {}
+        _ => {
+            let _ = rustix::fs::linkat(dir, &reclaim, dir, LOCK_NAME, AtFlags::empty());
+            let _ = rustix::fs::unlinkat(dir, &reclaim, AtFlags::empty());
+            return Err(changed.into());
+        }
+    }
+    rustix::fs::unlinkat(dir, &reclaim, AtFlags::empty()).map_err(|e| format!("{reclaim}: {e}"))?;
+    let _ = fsops::fsync_dir(dir);
+    Ok(())
+}
+
+/// Removes publication stages whose owner (named in the stage) is provably gone, and reclaim
+/// names whose pid is gone (§5; the latter a deviation). An owner that cannot be judged is an
+/// error.
+fn remove_stale_stages(dir: &OwnedFd, identity: &ProcessIdentity) -> Result<(), String> {
+    let names = fsops::list_names(dir, crate::state_store::MAX_ENTRIES).map_err(|e| match e {
+        Some(e) => format!("{STORE_ROOT}/locks: {e}"),
+        None => format!("{STORE_ROOT}/locks has more than {} entries", crate::state_store::MAX_ENTRIES),
+    })?;
+    for raw in names {
+        let Ok(name) = String::from_utf8(raw) else { continue };
+        if let Some(owner) = publication_owner(&name) {
+            match arbitration::status(identity, &owner) {
+                OwnerStatus::ExactLiveOwner => {}
+                OwnerStatus::Unknown => return Err("portable plugin lock publication owner cannot be inspected safely".into()),
+                OwnerStatus::DifferentOrDead => {
+                    let _ = rustix::fs::unlinkat(dir, name.as_str(), AtFlags::empty());
+                }
+            }
+        } else if let Some(pid) = reclaim_pid(&name) {
+            let private = matches!(fsops::lstat(dir, &name), Ok(Some(stat)) if fsops::unsafe_file_reason(&stat).is_none());
+            if private && pid_gone(pid) {
+                let _ = rustix::fs::unlinkat(dir, name.as_str(), AtFlags::empty());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The owner a publication stage `.lock-publication-<pid>-<boot>-<start>-<uuid>.tmp` names.
+fn publication_owner(name: &str) -> Option<Owner> {
+    let rest = name.strip_prefix(PUBLICATION_PREFIX)?.strip_suffix(".tmp")?;
+    let (pid, rest) = rest.split_once('-')?;
+    let (boot, rest) = rest.split_at_checked(64)?;
+    let (start, id) = rest.strip_prefix('-')?.split_at_checked(64)?;
+    let id = id.strip_prefix('-')?;
+    let hex = |t: &str| t.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    let pid: u64 = pid.parse().ok().filter(|p| *p > 0 && !pid.starts_with('0'))?;
+    (hex(boot) && hex(start) && proclease_core::js::is_uuid_v4(id)).then(|| Owner { pid, boot_id: boot.into(), process_start_id: start.into() })
+}
+
+/// The pid of a reclaim name `.lock-reclaim-<pid>-<uuid v4>`.
+fn reclaim_pid(name: &str) -> Option<u64> {
+    let (pid, id) = name.strip_prefix(RECLAIM_PREFIX)?.split_once('-')?;
+    let pid: u64 = pid.parse().ok().filter(|p| *p > 0 && !pid.starts_with('0'))?;
+    proclease_core::js::is_uuid_v4(id).then_some(pid)
+}
+
+impl HeldLock {
+    /// Releases the lock (§5 step 5): removes exactly the inode this process published.
+    ///
+    /// Errors: `portable plugin catalog mutation lock changed before release` when the lock is
+    /// gone or is another inode (which is then left in place).
+    pub(crate) fn release(self) -> Result<(), String> {
+        remove_exact(&self.dir, &self.own, self.dev, self.ino, "portable plugin catalog mutation lock changed before release")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_lock_record_is_byte_exact_and_read_back_only_when_exact() {
+        let owner = Owner { pid: 4242, boot_id: "a".repeat(64), process_start_id: "b".repeat(64) };
+        let text = lock_text("2026-07-25T12:00:00.000Z", &owner);
+        assert_eq!(
+            text,
+            format!(
+                "{{\"acquiredAt\":\"2026-07-25T12:00:00.000Z\",\"bootId\":\"{}\",\"pid\":4242,\"processStartId\":\"{}\",\"schemaVersion\":1,\"scope\":\"catalog-mutation\"}}\n",
+                "a".repeat(64),
+                "b".repeat(64)
+            )
+        );
+        assert_eq!(holder_in(&text), Some(owner));
+        assert_eq!(holder_in(text.trim_end()), None);
+    }
+
+    #[test]
+    fn stage_and_reclaim_names_carry_their_owner() {
+        let (a, b) = ("a".repeat(64), "b".repeat(64));
+        let id = "3f1c9a52-8d2e-4b7a-9c1d-2e5f6a7b8c9d";
+        let owner = publication_owner(&format!(".lock-publication-77-{a}-{b}-{id}.tmp")).expect("owner");
+        assert_eq!((owner.pid, owner.boot_id, owner.process_start_id), (77, a, b));
+        assert_eq!(reclaim_pid(&format!(".lock-reclaim-12-{id}")), Some(12));
+        assert_eq!(reclaim_pid(&format!(".lock-reclaim-012-{id}")), None);
+    }
+}

@@ -1,0 +1,287 @@
+//! The reference's claim arbitration (spec §3.5 steps 2–5 and "list live claims"), shared by
+//! the per-leaf state mutation claims ([`super::mutation_claim`]) and the catalog lock's
+//! arbitration claims (§5, `plugin_catalog::lock_file`), which differ only in names, content,
+//! publication and messages ([`ClaimKind`]).
+//!
+//! Each contender publishes a claim file in the `waiting` phase, then looks at the live claims of
+//! the same target: it gives up ("lost") if any other claim is past `waiting` or has a smaller
+//! claim id; else it renames its claim to `candidate` and looks again (lost if another is `held`
+//! or smaller); else it renames it to `held` and looks once more — a second `held` claim is an
+//! error (`… admitted two owners`). A claim whose owner is provably gone (its recorded pid, boot
+//! id and process start id no longer name a live process) is removed by whoever lists it; an
+//! owner that cannot be judged makes the listing fail rather than guess.
+//!
+//! Cooperative and non-blocking: a loser is told so at once and decides itself whether to retry.
+
+use std::os::fd::OwnedFd;
+use std::time::Duration;
+
+use proclease_core::liveness::OwnerStatus;
+use proclease_core::records::Owner;
+use rustix::fs::{AtFlags, RenameFlags};
+use rustix::io::Errno;
+
+use crate::fsops::{self, StableRead};
+use crate::process_identity::ProcessIdentity;
+
+/// How many listings may see claims vanish, move or die before arbitration gives up (§3.5).
+pub(crate) const SNAPSHOT_ATTEMPTS: usize = 8;
+/// The most claim files of one target a listing accepts (§3.5).
+pub(crate) const MAX_CLAIMS: usize = 1024;
+/// How many more times an owner whose status is `unknown` is probed, 10 ms apart (§3.5).
+pub(crate) const UNKNOWN_RETRIES: usize = 3;
+/// The largest claim file read (bytes).
+pub(crate) const MAX_CLAIM_BYTES: u64 = 4096;
+
+/// A claim's phase (§3.5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Phase {
+    Waiting,
+    Candidate,
+    Held,
+}
+
+impl Phase {
+    /// The word in a claim's file name.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Phase::Waiting => "waiting",
+            Phase::Candidate => "candidate",
+            Phase::Held => "held",
+        }
+    }
+
+    /// The phase a file-name word names.
+    pub(crate) fn parse(word: &str) -> Option<Phase> {
+        match word {
+            "waiting" => Some(Phase::Waiting),
+            "candidate" => Some(Phase::Candidate),
+            "held" => Some(Phase::Held),
+            _ => None,
+        }
+    }
+}
+
+/// The failures arbitration reports, each with the message of its [`ClaimKind`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Failure {
+    /// No stable listing after [`SNAPSHOT_ATTEMPTS`].
+    Unstable,
+    /// More than [`MAX_CLAIMS`] claims of the target.
+    TooMany,
+    /// A claim's owner is `unknown` after the retries.
+    OwnerUnknown,
+    /// Two `held` claims.
+    TwoOwners,
+    /// A claim file that is not exactly a claim (the peer's conservative reading: neither
+    /// deleted nor ignored).
+    Malformed,
+    /// A fresh claim's name already exists.
+    NamePresent,
+    /// Writing, renaming or fsyncing a claim failed (the cause is attached).
+    Io,
+}
+
+/// An arbitration failure: the kind's message for `failure`, and an I/O cause if there is one.
+#[derive(Debug)]
+pub(crate) struct ArbitrationError {
+    /// The reference's (or, where the spec gives none, the peer's) message.
+    pub(crate) message: &'static str,
+    /// The system call that failed, if one did.
+    pub(crate) io: Option<std::io::Error>,
+}
+
+impl std::fmt::Display for ArbitrationError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.io {
+            Some(io) => write!(f, "{} ({io})", self.message),
+            None => f.write_str(self.message),
+        }
+    }
+}
+
+/// What differs between §3.5 mutation claims and §5 lock claims.
+pub(crate) trait ClaimKind {
+    /// The file name of this target's claim `claim_id` in `phase`.
+    fn name(&self, phase: Phase, claim_id: &str) -> String;
+    /// The phase and claim id a file name of this target's claims carries; `None` for any other
+    /// name (another target's claims included).
+    fn parse_name(&self, name: &str) -> Option<(Phase, String)>;
+    /// The exact text of claim `claim_id` of `owner`.
+    fn content(&self, claim_id: &str, owner: &Owner) -> String;
+    /// Publishes claim `claim_id` of `owner` in the `waiting` phase, durably, never over an
+    /// existing name.
+    fn publish(&self, dir: &OwnedFd, claim_id: &str, owner: &Owner) -> Result<(), ArbitrationError>;
+    /// The message of `failure`.
+    fn message(&self, failure: Failure) -> &'static str;
+
+    /// The failure `failure`, with an optional I/O cause.
+    fn error(&self, failure: Failure, io: Option<std::io::Error>) -> ArbitrationError {
+        ArbitrationError { message: self.message(failure), io }
+    }
+}
+
+/// The owner a claim text records, when `text` is exactly `kind`'s text for `claim_id`.
+pub(crate) fn owner_in(kind: &dyn ClaimKind, claim_id: &str, text: &str) -> Option<Owner> {
+    let value: serde_json::Value = serde_json::from_str(text).ok()?;
+    let pid = value.get("pid")?.as_u64().filter(|p| (1..=(1u64 << 53) - 1).contains(p))?;
+    let digest = |key: &str| {
+        value.get(key)?.as_str().filter(|d| d.len() == 64 && d.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))).map(str::to_string)
+    };
+    let owner = Owner { pid, boot_id: digest("bootId")?, process_start_id: digest("processStartId")? };
+    (kind.content(claim_id, &owner) == text).then_some(owner)
+}
+
+/// A claim this process holds in the `held` phase; [`release`] it.
+#[derive(Debug)]
+pub(crate) struct Held {
+    /// Its file name.
+    pub(crate) name: String,
+}
+
+/// Runs the arbitration for one fresh claim of `own`: `Ok(Some)` when this process holds the
+/// target, `Ok(None)` when it lost (its claim is already gone again).
+pub(crate) fn arbitrate(dir: &OwnedFd, kind: &dyn ClaimKind, identity: &ProcessIdentity, own: &Owner) -> Result<Option<Held>, ArbitrationError> {
+    let claim_id = uuid::Uuid::new_v4().to_string();
+    kind.publish(dir, &claim_id, own)?;
+    let mut name = kind.name(Phase::Waiting, &claim_id);
+    let outcome = (|| -> Result<bool, ArbitrationError> {
+        let others = live_claims(dir, kind, identity, Some(&claim_id))?;
+        if others.iter().any(|(phase, id)| *phase != Phase::Waiting || id.as_str() < claim_id.as_str()) {
+            return Ok(false);
+        }
+        name = advance(dir, kind, &name, Phase::Candidate, &claim_id)?;
+        let others = live_claims(dir, kind, identity, Some(&claim_id))?;
+        if others.iter().any(|(phase, id)| *phase == Phase::Held || id.as_str() < claim_id.as_str()) {
+            return Ok(false);
+        }
+        name = advance(dir, kind, &name, Phase::Held, &claim_id)?;
+        let others = live_claims(dir, kind, identity, Some(&claim_id))?;
+        if others.iter().any(|(phase, _)| *phase == Phase::Held) {
+            return Err(kind.error(Failure::TwoOwners, None));
+        }
+        Ok(true)
+    })();
+    match outcome {
+        Ok(true) => Ok(Some(Held { name })),
+        Ok(false) => {
+            release(dir, &name);
+            Ok(None)
+        }
+        Err(error) => {
+            release(dir, &name);
+            Err(error)
+        }
+    }
+}
+
+/// Renames the own claim `from` to `phase` (never over an existing name) and fsyncs the
+/// directory; the new name.
+fn advance(dir: &OwnedFd, kind: &dyn ClaimKind, from: &str, phase: Phase, claim_id: &str) -> Result<String, ArbitrationError> {
+    let to = kind.name(phase, claim_id);
+    rustix::fs::renameat_with(dir, from, dir, &to, RenameFlags::NOREPLACE).map_err(|e| match e {
+        Errno::EXIST => kind.error(Failure::NamePresent, None),
+        e => kind.error(Failure::Io, Some(e.into())),
+    })?;
+    if let Err(e) = fsops::fsync_dir(dir) {
+        // The claim has moved: release it under its new name (the caller releases `from`).
+        release(dir, &to);
+        return Err(kind.error(Failure::Io, Some(e)));
+    }
+    Ok(to)
+}
+
+/// Releases a claim: unlinks it and fsyncs the directory; failures are ignored (a claim left
+/// behind is a dead owner's claim once this process is gone, removed by the next listing).
+pub(crate) fn release(dir: &OwnedFd, name: &str) {
+    match rustix::fs::unlinkat(dir, name, AtFlags::empty()) {
+        Ok(()) | Err(Errno::NOENT) => {}
+        Err(_) => return,
+    }
+    let _ = fsops::fsync_dir(dir);
+}
+
+/// "List live claims" (§3.5): the phase and id of every live claim of the target except `skip`,
+/// after removing the claims of provably gone owners. Retries until one pass sees no claim
+/// vanish, move or die.
+pub(crate) fn live_claims(
+    dir: &OwnedFd,
+    kind: &dyn ClaimKind,
+    identity: &ProcessIdentity,
+    skip: Option<&str>,
+) -> Result<Vec<(Phase, String)>, ArbitrationError> {
+    for _ in 0..SNAPSHOT_ATTEMPTS {
+        let names = fsops::list_names(dir, super::MAX_ENTRIES).map_err(|e| kind.error(Failure::TooMany, e))?;
+        let mut claims: Vec<(String, Phase, String)> = names
+            .into_iter()
+            .filter_map(|raw| String::from_utf8(raw).ok())
+            .filter_map(|name| kind.parse_name(&name).map(|(phase, id)| (name, phase, id)))
+            .collect();
+        if claims.len() > MAX_CLAIMS {
+            return Err(kind.error(Failure::TooMany, None));
+        }
+        claims.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut stable = true;
+        let mut live = Vec::new();
+        for (name, phase, id) in claims {
+            if Some(id.as_str()) == skip {
+                continue;
+            }
+            let Some(text) = read_claim(dir, &name).map_err(|failure| kind.error(failure, None))? else {
+                stable = false; // vanished or moved while read
+                continue;
+            };
+            let owner = owner_in(kind, &id, &text).ok_or_else(|| kind.error(Failure::Malformed, None))?;
+            match status(identity, &owner) {
+                OwnerStatus::ExactLiveOwner => live.push((phase, id)),
+                OwnerStatus::Unknown => return Err(kind.error(Failure::OwnerUnknown, None)),
+                OwnerStatus::DifferentOrDead => {
+                    let _ = rustix::fs::unlinkat(dir, &name, AtFlags::empty());
+                    stable = false;
+                }
+            }
+        }
+        if stable {
+            return Ok(live);
+        }
+    }
+    Err(kind.error(Failure::Unstable, None))
+}
+
+/// An owner's status, probed up to [`UNKNOWN_RETRIES`] more times 10 ms apart while `unknown`.
+pub(crate) fn status(identity: &ProcessIdentity, owner: &Owner) -> OwnerStatus {
+    let mut status = identity.owner_status(owner).unwrap_or(OwnerStatus::Unknown);
+    for _ in 0..UNKNOWN_RETRIES {
+        if status != OwnerStatus::Unknown {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+        status = identity.owner_status(owner).unwrap_or(OwnerStatus::Unknown);
+    }
+    status
+}
+
+/// A claim file's text: `Ok(None)` when it vanished or was replaced while read; a file that is
+/// not a private regular file of this user, too large, or not UTF-8 is malformed.
+pub(crate) fn read_claim(dir: &OwnedFd, name: &str) -> Result<Option<String>, Failure> {
+    let fd = match fsops::open_read(dir, name) {
+        Ok(fd) => fd,
+        Err(Errno::NOENT) => return Ok(None),
+        Err(_) => return Err(Failure::Malformed),
+    };
+    let before = rustix::fs::fstat(&fd).map_err(|_| Failure::Malformed)?;
+    if fsops::unsafe_file_reason(&before).is_some() {
+        return Err(Failure::Malformed);
+    }
+    let bytes = match fsops::read_stable(&fd, &before, MAX_CLAIM_BYTES).map_err(|_| Failure::Malformed)? {
+        StableRead::Bytes(bytes) => bytes,
+        StableRead::TooLarge => return Err(Failure::Malformed),
+        StableRead::Changed => return Ok(None),
+    };
+    match fsops::lstat(dir, name) {
+        Ok(Some(now)) if now.st_ino == before.st_ino && now.st_dev == before.st_dev => {}
+        Ok(_) => return Ok(None),
+        Err(_) => return Err(Failure::Malformed),
+    }
+    String::from_utf8(bytes).map(Some).map_err(|_| Failure::Malformed)
+}

@@ -1,0 +1,350 @@
+//! The reference's per-leaf state mutation claim (spec §3.5) and the crash recovery its helper
+//! operations perform in the directory they work in (§3.9) — how proclease and a running
+//! ghostget 0.17.2 keep out of each other's way on one record.
+//!
+//! **Claim.** Before it creates, replaces or removes the file `<leaf>` of a collection, a writer
+//! publishes `.io-mutation-<target>-waiting-<claim id>.lock` in that collection, where
+//! `target = sha256("io-state-mutation" ‖ 0x00 ‖ leaf)` (for `active.json`:
+//! `7090835e…797e`), holding exactly
+//! `{"kind":"io-state-mutation-claim","schemaVersion":1,"targetSha256":…,"claimId":…,"pid":…,"bootId":…,"processStartId":…}`
+//! and a newline (keys in this insertion order, not canonical). It is written as
+//! `.io-mutation-stage-<claim id>-<pid>.tmp` (mode 0600, fsynced) and renamed into place, then
+//! moves through `candidate` to `held` ([`super::arbitration`]). The writer mutates the record
+//! only while its claim is `held`, and unlinks the claim afterwards.
+//!
+//! **Recovery** ([`recover_directory`]), before every write and every listing of a collection:
+//! write temporaries `.io-write-<pid>-<uuid>.tmp` whose pid is gone (`kill(pid, 0)` → ESRCH);
+//! mutation stages whose owner is provably gone (their full identity when the stage is an exact
+//! claim text, else their file-name pid); the state helper's tree quarantines
+//! `.io-remove-tree-<pid>-<ms>-<32 hex>.quarantine` of a gone pid; with `claims`, every claim of a
+//! gone owner. proclease also removes `.io-remove-file-<claim id>.quarantine` — a record that a
+//! remover had already taken out of its collection — once no claim with that id is left: the
+//! reference names no recovery for it, and one left in the directory-lease collection would make
+//! every later recovery refuse the collection (`docs/deviations.md`).
+//!
+//! A pid above 2³¹−1 cannot be asked with `kill` and is never counted as gone.
+
+use std::os::fd::OwnedFd;
+use std::time::Duration;
+
+use proclease_core::digest;
+use proclease_core::liveness::OwnerStatus;
+use proclease_core::records::Owner;
+use rustix::fs::{AtFlags, RenameFlags};
+use rustix::io::Errno;
+
+use super::arbitration::{self, ArbitrationError, ClaimKind, Failure, Phase};
+use crate::fsops;
+use crate::process_identity::ProcessIdentity;
+
+/// The reference's message when this process cannot read its own identity (§3.5 step 1).
+pub(crate) const IDENTITY_UNAVAILABLE: &str = "state mutation process identity is unavailable";
+/// The reference's message when more claim targets are found than a recovery reviews (§3.5).
+pub(crate) const TOO_MANY_TARGETS: &str = "state mutation recovery exceeds its target bound";
+/// The most claim targets one recovery reviews (§3.5).
+pub(crate) const MAX_TARGETS: usize = 10_000;
+
+const CLAIM_PREFIX: &str = ".io-mutation-";
+const STAGE_PREFIX: &str = ".io-mutation-stage-";
+
+/// The mutation claims of one leaf of a collection.
+pub(crate) struct MutationClaim {
+    target: String,
+}
+
+impl MutationClaim {
+    /// The claims of the file named `leaf`.
+    pub(crate) fn for_leaf(leaf: &str) -> Self {
+        MutationClaim { target: target_sha256(leaf) }
+    }
+
+    fn for_target(target: &str) -> Self {
+        MutationClaim { target: target.to_string() }
+    }
+}
+
+/// `sha256("io-state-mutation" ‖ 0x00 ‖ leaf)` in hex (§3.5).
+pub fn target_sha256(leaf: &str) -> String {
+    let mut input = b"io-state-mutation\0".to_vec();
+    input.extend_from_slice(leaf.as_bytes());
+    digest::sha256_hex(&input)
+}
+
+/// The exact text of a mutation claim (§3.5; Appendix A item 6).
+pub fn claim_text(target: &str, claim_id: &str, owner: &Owner) -> String {
+    format!(
+        "{{\"kind\":\"io-state-mutation-claim\",\"schemaVersion\":1,\"targetSha256\":\"{target}\",\"claimId\":\"{claim_id}\",\"pid\":{},\"bootId\":\"{}\",\"processStartId\":\"{}\"}}\n",
+        owner.pid, owner.boot_id, owner.process_start_id
+    )
+}
+
+impl ClaimKind for MutationClaim {
+    fn name(&self, phase: Phase, claim_id: &str) -> String {
+        format!("{CLAIM_PREFIX}{}-{}-{claim_id}.lock", self.target, phase.name())
+    }
+
+    fn parse_name(&self, name: &str) -> Option<(Phase, String)> {
+        let (target, phase, id) = parse_claim_name(name)?;
+        (target == self.target).then(|| (phase, id.to_string()))
+    }
+
+    fn content(&self, claim_id: &str, owner: &Owner) -> String {
+        claim_text(&self.target, claim_id, owner)
+    }
+
+    fn publish(&self, dir: &OwnedFd, claim_id: &str, owner: &Owner) -> Result<(), ArbitrationError> {
+        let stage = format!("{STAGE_PREFIX}{claim_id}-{}.tmp", owner.pid);
+        let unlink_stage = || {
+            let _ = rustix::fs::unlinkat(dir, &stage, AtFlags::empty());
+        };
+        if let Err(e) = fsops::write_new_file(dir, &stage, self.content(claim_id, owner).as_bytes()) {
+            unlink_stage();
+            return Err(self.error(Failure::Io, Some(e)));
+        }
+        match rustix::fs::renameat_with(dir, &stage, dir, self.name(Phase::Waiting, claim_id), RenameFlags::NOREPLACE) {
+            Ok(()) => {}
+            Err(Errno::EXIST) => {
+                unlink_stage();
+                return Err(self.error(Failure::NamePresent, None));
+            }
+            Err(e) => {
+                unlink_stage();
+                return Err(self.error(Failure::Io, Some(e.into())));
+            }
+        }
+        if let Err(e) = fsops::fsync_dir(dir) {
+            arbitration::release(dir, &self.name(Phase::Waiting, claim_id));
+            return Err(self.error(Failure::Io, Some(e)));
+        }
+        Ok(())
+    }
+
+    fn message(&self, failure: Failure) -> &'static str {
+        match failure {
+            Failure::Unstable => "state mutation claims did not reach a stable snapshot",
+            Failure::TooMany => "state mutation claim count exceeds its bound",
+            Failure::OwnerUnknown => "state mutation claim owner cannot be inspected safely",
+            Failure::TwoOwners => "state mutation arbitration admitted two owners",
+            Failure::Malformed => "state mutation claim is malformed",
+            Failure::NamePresent => "state mutation claim name is already present",
+            Failure::Io => "state mutation claim could not be written",
+        }
+    }
+}
+
+/// `(target, phase, claim id)` of an exact claim name
+/// `.io-mutation-<64 hex>-<waiting|candidate|held>-<uuid v4>.lock`.
+fn parse_claim_name(name: &str) -> Option<(&str, Phase, &str)> {
+    let rest = name.strip_prefix(CLAIM_PREFIX)?.strip_suffix(".lock")?;
+    let (target, rest) = rest.split_at_checked(64)?;
+    if !is_hex(target) {
+        return None;
+    }
+    let (phase, id) = rest.strip_prefix('-')?.split_once('-')?;
+    let phase = Phase::parse(phase)?;
+    proclease_core::js::is_uuid_v4(id).then_some((target, phase, id))
+}
+
+fn is_hex(text: &str) -> bool {
+    text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// This process's identity for its claims: four attempts 10 ms apart (§3.5 step 1).
+pub(crate) fn own_identity(identity: &ProcessIdentity) -> Result<Owner, &'static str> {
+    for attempt in 0..4 {
+        if let Ok(own) = identity.self_identity() {
+            return Ok(own);
+        }
+        if attempt < 3 {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    Err(IDENTITY_UNAVAILABLE)
+}
+
+/// What a [`recover_directory`] removed.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Recovered {
+    /// Write temporaries of gone writers.
+    pub write_temporaries: usize,
+    /// Mutation-claim stages of gone owners.
+    pub stages: usize,
+    /// Tree-removal quarantines of gone helpers.
+    pub tree_quarantines: usize,
+    /// File-removal quarantines whose remover's claim is gone.
+    pub file_quarantines: usize,
+    /// Mutation claims of gone owners (only with `claims`).
+    pub claims: usize,
+}
+
+/// Whether `pid` is definitely gone (`kill(pid, 0)` → ESRCH); never for a pid `kill` cannot
+/// address.
+pub(crate) fn pid_gone(pid: u64) -> bool {
+    let Some(pid) = i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw) else { return false };
+    rustix::process::test_kill_process(pid) == Err(Errno::SRCH)
+}
+
+/// A pid as the reference's name patterns write it: `[1-9][0-9]{0,9}`.
+fn name_pid(text: &str) -> Option<u64> {
+    (!text.is_empty() && text.len() <= 10 && !text.starts_with('0') && text.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| text.parse().ok())
+        .flatten()
+}
+
+/// Whether `name` in `dir` is a private regular file of this user.
+fn private_file(dir: &OwnedFd, name: &str) -> bool {
+    matches!(fsops::lstat(dir, name), Ok(Some(stat)) if fsops::unsafe_file_reason(&stat).is_none())
+}
+
+/// The crash recovery of §3.9 in the collection `dir` (see the module docs); with `claims`,
+/// also the claims of gone owners of every target (§3.5 `recoverOrphanedMutationClaims`).
+///
+/// Errors: with `claims`, those of listing a target's live claims (an owner that cannot be
+/// judged, an unstable listing, a malformed claim), or more than [`MAX_TARGETS`] targets.
+pub(crate) fn recover_directory(dir: &OwnedFd, identity: &ProcessIdentity, claims: bool) -> Result<Recovered, ArbitrationError> {
+    let mut recovered = Recovered::default();
+    let Ok(names) = fsops::list_names(dir, super::MAX_ENTRIES) else { return Ok(recovered) };
+    let names: Vec<String> = names.into_iter().filter_map(|raw| String::from_utf8(raw).ok()).collect();
+    let mut targets: Vec<&str> = Vec::new();
+    let mut claim_ids: Vec<&str> = Vec::new();
+    for name in &names {
+        if let Some((target, _, id)) = parse_claim_name(name) {
+            targets.push(target);
+            claim_ids.push(id);
+        }
+    }
+    for name in &names {
+        if let Some(pid) = write_temporary_pid(name) {
+            if pid_gone(pid) && private_file(dir, name) && rustix::fs::unlinkat(dir, name.as_str(), AtFlags::empty()).is_ok() {
+                recovered.write_temporaries += 1;
+            }
+        } else if let Some((claim_id, pid)) = stage_name(name) {
+            if stage_owner_gone(dir, name, claim_id, pid, identity) && rustix::fs::unlinkat(dir, name.as_str(), AtFlags::empty()).is_ok() {
+                recovered.stages += 1;
+            }
+        } else if let Some(pid) = tree_quarantine_pid(name) {
+            let private_dir = matches!(fsops::lstat(dir, name), Ok(Some(stat))
+                if fsops::file_kind(stat.st_mode) == fsops::S_IFDIR && stat.st_uid == fsops::euid() && stat.st_mode & 0o077 == 0);
+            if pid_gone(pid) && private_dir && fsops::remove_tree_at(dir, name).is_ok() {
+                recovered.tree_quarantines += 1;
+            }
+        } else if let Some(claim_id) = file_quarantine_id(name) {
+            if !claim_ids.contains(&claim_id) && private_file(dir, name) && rustix::fs::unlinkat(dir, name.as_str(), AtFlags::empty()).is_ok() {
+                recovered.file_quarantines += 1;
+            }
+        }
+    }
+    if recovered != Recovered::default() {
+        let _ = fsops::fsync_dir(dir);
+    }
+    if claims {
+        targets.sort_unstable();
+        targets.dedup();
+        if targets.len() > MAX_TARGETS {
+            return Err(ArbitrationError { message: TOO_MANY_TARGETS, io: None });
+        }
+        let before = claim_ids.len();
+        for target in targets {
+            arbitration::live_claims(dir, &MutationClaim::for_target(target), identity, None)?;
+        }
+        let after = fsops::list_names(dir, super::MAX_ENTRIES)
+            .map(|names| names.iter().filter(|raw| std::str::from_utf8(raw).ok().and_then(parse_claim_name).is_some()).count())
+            .unwrap_or(before);
+        recovered.claims = before.saturating_sub(after);
+    }
+    Ok(recovered)
+}
+
+/// The pid of a write temporary `.io-write-<pid>-<uuid v4>.tmp`.
+fn write_temporary_pid(name: &str) -> Option<u64> {
+    let (pid, id) = name.strip_prefix(".io-write-")?.strip_suffix(".tmp")?.split_once('-')?;
+    proclease_core::js::is_uuid_v4(id).then(|| name_pid(pid)).flatten()
+}
+
+/// The claim id and pid of a mutation stage `.io-mutation-stage-<uuid v4>-<pid>.tmp`.
+fn stage_name(name: &str) -> Option<(&str, u64)> {
+    let rest = name.strip_prefix(STAGE_PREFIX)?.strip_suffix(".tmp")?;
+    let (id, pid) = rest.split_at_checked(36)?;
+    let pid = name_pid(pid.strip_prefix('-')?)?;
+    proclease_core::js::is_uuid_v4(id).then_some((id, pid))
+}
+
+/// The pid of a tree quarantine `.io-remove-tree-<pid>-<ms>-<32 hex, a v4 uuid>.quarantine`.
+fn tree_quarantine_pid(name: &str) -> Option<u64> {
+    let rest = name.strip_prefix(".io-remove-tree-")?.strip_suffix(".quarantine")?;
+    let mut parts = rest.splitn(3, '-');
+    let pid = name_pid(parts.next()?)?;
+    let ms = parts.next()?;
+    let id = parts.next()?;
+    let v4 = id.len() == 32 && is_hex(id) && id.as_bytes()[12] == b'4' && matches!(id.as_bytes()[16], b'8' | b'9' | b'a' | b'b');
+    (!ms.is_empty() && ms.bytes().all(|b| b.is_ascii_digit()) && v4).then_some(pid)
+}
+
+/// The claim id of a file quarantine `.io-remove-file-<uuid v4>.quarantine`.
+fn file_quarantine_id(name: &str) -> Option<&str> {
+    let id = name.strip_prefix(".io-remove-file-")?.strip_suffix(".quarantine")?;
+    proclease_core::js::is_uuid_v4(id).then_some(id)
+}
+
+/// Whether a mutation stage's owner is provably gone (§3.9): two reads must agree; an exact
+/// claim text for the stage's claim id and pid is judged by its full identity, anything else
+/// (empty, cut short, malformed) by the pid in its name.
+fn stage_owner_gone(dir: &OwnedFd, name: &str, claim_id: &str, pid: u64, identity: &ProcessIdentity) -> bool {
+    let (Ok(Some(first)), Ok(Some(second))) = (arbitration::read_claim(dir, name), arbitration::read_claim(dir, name)) else { return false };
+    if first != second {
+        return false;
+    }
+    let exact = serde_json::from_str::<serde_json::Value>(&first)
+        .ok()
+        .and_then(|v| v.get("targetSha256").and_then(|t| t.as_str()).map(str::to_string))
+        .filter(|target| target.len() == 64 && is_hex(target))
+        .and_then(|target| arbitration::owner_in(&MutationClaim::for_target(&target), claim_id, &first))
+        .filter(|owner| owner.pid == pid);
+    match exact {
+        Some(owner) => arbitration::status(identity, &owner) == OwnerStatus::DifferentOrDead,
+        None => pid_gone(pid),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_target_of_active_json_is_the_reference_s() {
+        assert_eq!(target_sha256("active.json"), "7090835e861362df23825dadcaeccaa91ec32490e69ec9f97b7f74b3c43a797e");
+    }
+
+    #[test]
+    fn names_are_recognised_exactly() {
+        let id = "3f1c9a52-8d2e-4b7a-9c1d-2e5f6a7b8c9d";
+        let target = target_sha256("active.json");
+        assert_eq!(parse_claim_name(&format!(".io-mutation-{target}-held-{id}.lock")), Some((target.as_str(), Phase::Held, id)));
+        assert_eq!(parse_claim_name(&format!(".io-mutation-{target}-owned-{id}.lock")), None);
+        assert_eq!(parse_claim_name(&format!(".io-mutation-stage-{id}-12.tmp")), None);
+        assert_eq!(stage_name(&format!(".io-mutation-stage-{id}-12.tmp")), Some((id, 12)));
+        assert_eq!(stage_name(&format!(".io-mutation-stage-{id}-012.tmp")), None);
+        assert_eq!(write_temporary_pid(&format!(".io-write-77-{id}.tmp")), Some(77));
+        assert_eq!(tree_quarantine_pid(".io-remove-tree-9-1700000000000-3f1c9a528d2e4b7a9c1d2e5f6a7b8c9d.quarantine"), Some(9));
+        assert_eq!(file_quarantine_id(&format!(".io-remove-file-{id}.quarantine")), Some(id));
+    }
+
+    #[test]
+    fn a_claim_text_is_byte_exact_and_read_back_only_when_exact() {
+        let owner = Owner { pid: 4242, boot_id: "a".repeat(64), process_start_id: "b".repeat(64) };
+        let claim = MutationClaim::for_leaf("active.json");
+        let id = "3f1c9a52-8d2e-4b7a-9c1d-2e5f6a7b8c9d";
+        let text = claim.content(id, &owner);
+        assert_eq!(
+            text,
+            format!(
+                "{{\"kind\":\"io-state-mutation-claim\",\"schemaVersion\":1,\"targetSha256\":\"7090835e861362df23825dadcaeccaa91ec32490e69ec9f97b7f74b3c43a797e\",\"claimId\":\"{id}\",\"pid\":4242,\"bootId\":\"{}\",\"processStartId\":\"{}\"}}\n",
+                "a".repeat(64),
+                "b".repeat(64)
+            )
+        );
+        assert_eq!(arbitration::owner_in(&claim, id, &text), Some(owner));
+        assert_eq!(arbitration::owner_in(&claim, id, text.trim_end()), None);
+        assert_eq!(arbitration::owner_in(&claim, "3f1c9a52-8d2e-4b7a-9c1d-2e5f6a7b8c9e", &text), None);
+    }
+}
