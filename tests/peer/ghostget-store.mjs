@@ -224,8 +224,15 @@ function makePrivateDirectory(dir) {
   return true;
 }
 
+/**
+ * True when the marker is present and exact. Its bytes never change, but another process that
+ * publishes it (link, then unlink of its stage) moves its ctime: a read overlapping that is retried.
+ */
 function validateMarker(root) {
-  const read = inspectStableFile(path.join(root, STATE_MARKER), 256);
+  let read = inspectStableFile(path.join(root, STATE_MARKER), 256);
+  for (let retry = 0; retry < 8 && read.status === "changed"; retry += 1) {
+    read = inspectStableFile(path.join(root, STATE_MARKER), 256);
+  }
   if (read.status === "absent") return false;
   if (read.status !== "present" || read.bytes.toString("latin1") !== STATE_MARKER_TEXT) {
     throw new Error(`GHOSTGET_STATE_HOME ownership marker is invalid: ${root}`);
