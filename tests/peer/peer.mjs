@@ -17,9 +17,10 @@
 //   node peer.mjs recover <stateHome> <dir>
 //       the §3.9 recovery of <dir>, dead mutation claims included → {"outcome":"recovered",...counts}
 //   node peer.mjs acquire-admission <stateHome> [holdMs]
-//       → {"outcome":"acquired","id","contentSha256","pid"} | {"outcome":"blocked","error"}; with
+//       → {"outcome":"acquired","id","contentSha256","pid","atMs"} | {"outcome":"blocked","error","cause"}
+//       (cause: the underlying error of a wrapped "…could not be acquired safely"); with
 //       holdMs it prints {"event":"acquired",...} instead, keeps the admission that long, releases
-//       it and prints {"outcome":"released"}
+//       it and prints {"outcome":"released","id","acquiredAtMs","releasingAtMs"}
 //   node peer.mjs release-admission <stateHome> <contentSha256> → {"outcome":"released"}
 //   node peer.mjs lock-catalog <stateHome> <holdMs>
 //       → {"event":"acquired",...} then, after holdMs, {"outcome":"released"};
@@ -213,14 +214,15 @@ function run(argv) {
         handle = acquireExportAdmission(home);
       } catch (error) {
         if (!error.message.startsWith(PREFIX)) throw error;
-        return { outcome: "blocked", error: error.message };
+        return { outcome: "blocked", error: error.message, cause: error.cause?.message };
       }
-      const acquired = { id: handle.claimId, contentSha256: handle.contentSha256, pid: process.pid };
+      const acquired = { id: handle.claimId, contentSha256: handle.contentSha256, pid: process.pid, atMs: Date.now() };
       if (holdMs === null) return { outcome: "acquired", ...acquired };
       emit({ event: "acquired", ...acquired });
       sleepSync(holdMs);
+      const releasingAtMs = Date.now();
       releaseExportAdmission(handle);
-      return { outcome: "released", id: handle.claimId };
+      return { outcome: "released", id: handle.claimId, acquiredAtMs: acquired.atMs, releasingAtMs };
     }
     case "release-admission": {
       const store = new StateStore(stateHome());
