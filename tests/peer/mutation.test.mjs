@@ -48,10 +48,11 @@ test("4 peers × 500 increments of one record lose no update", async (t) => {
     return sum + result.last.successes;
   }, 0);
   const retries = results.reduce((sum, result) => sum + result.last.retries, 0);
+  const changedReads = results.reduce((sum, result) => sum + result.last.changedReads, 0);
   assert.equal(successes, processes * count);
   assert.equal(readValue(stateHome), successes);
   assert.deepEqual(listNames(recordDir(stateHome)), ["counter.json"], "no temporary, stage or claim is left");
-  t.diagnostic(`${processes} processes × ${count}: value ${successes}, ${retries} retries, ${Date.now() - started} ms`);
+  t.diagnostic(`${processes} processes × ${count}: value ${successes}, ${retries} lost attempts, ${changedReads} reads overlapped a replace, ${Date.now() - started} ms`);
 });
 
 test("a live holder of a leaf's claim: create fails, replace and remove return false; other leaves proceed", async (t) => {
@@ -106,7 +107,7 @@ for (const { step, left, value } of KILL_STEPS) {
     assert.equal(readValue(stateHome), value);
 
     const next = await runPeer(["increment", stateHome, RECORD, "1"]);
-    assert.deepEqual(next.last, { outcome: "done", successes: 1, retries: 0, value: value + 1 });
+    assert.deepEqual(next.last, { outcome: "done", successes: 1, retries: 0, changedReads: 0, value: value + 1 });
     assert.deepEqual(listNames(recordDir(stateHome)), ["counter.json"]);
   });
 }

@@ -9,7 +9,8 @@
 //       count times: read the record {"value":N} (absent → create {"value":0}), replace it if
 //       unchanged with N+1, retrying lost compare-and-swaps, lost arbitrations and reads that
 //       overlapped a replace ("state file changed while it was read").
-//       → {"outcome":"done","successes":S,"retries":R,"value":V}
+//       → {"outcome":"done","successes":S,"retries":R,"changedReads":C,"value":V}
+//       (R: lost compare-and-swaps or arbitrations; C: reads retried because they overlapped a replace)
 //   node peer.mjs create <stateHome> <path> <json>          → {"outcome":"created"|"not-created"}
 //   node peer.mjs replace <stateHome> <path> <json> <sha256> → {"outcome":"replaced"|"unchanged"}
 //   node peer.mjs remove <stateHome> <path> <sha256>         → {"outcome":"removed"|"unchanged"}
@@ -88,6 +89,7 @@ function increment(stateHome, relative, count) {
   const store = new StateStore(stateHome);
   let successes = 0;
   let retries = 0;
+  let changedReads = 0;
   let value = null;
   for (let done = 0; done < count; ) {
     let text;
@@ -96,7 +98,7 @@ function increment(stateHome, relative, count) {
     } catch (error) {
       // A replace that lands while we read unlinks the inode we hold: its ctime moves (§3.2).
       if (!error.message.includes("state file changed while it was read")) throw error;
-      retries += 1;
+      changedReads += 1;
       continue;
     }
     if (text === null) {
@@ -120,7 +122,7 @@ function increment(stateHome, relative, count) {
       backoff();
     }
   }
-  return { outcome: "done", successes, retries, value };
+  return { outcome: "done", successes, retries, changedReads, value };
 }
 
 function lockCatalogIncrement(stateHome, counterFile, count) {
