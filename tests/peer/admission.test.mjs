@@ -10,7 +10,7 @@ import { canonicalFile, captureProcessOwnerIdentity, sha256 } from "./identity.m
 import { ADMISSION_PATH, PREFIX, parseExportAdmissionText } from "./admission.mjs";
 import { runPeer, startPeer, temporaryStateHome } from "./support.mjs";
 
-test("synchronised peers race admission acquires: holds never overlap, every loser is told another export is active", async (t) => {
+test("synchronised peers race admission acquires: holds never overlap, losers are blocked", async (t) => {
   const { stateHome } = temporaryStateHome(t);
   const file = path.join(stateHome, ...ADMISSION_PATH.split("/"));
   const rounds = Number(process.env.PEER_ADMISSION_ROUNDS ?? 10);
@@ -40,7 +40,15 @@ test("synchronised peers race admission acquires: holds never overlap, every los
     }
     assert.equal(fs.existsSync(file), false, "the winners released their admissions");
   }
-  assert.deepEqual(Object.keys(errors), [`${PREFIX}another export is active`]);
+  // A loser is told another export is active — or, when its read of active.json overlapped a
+  // writer (the creator unlinking its temporary, the winner's release renaming the file), the
+  // spec's stable-read rule fails the read and §6A.5 wraps it (README, ambiguity 13).
+  const overlapped = new RegExp(
+    `^${PREFIX}export admission could not be acquired safely \\(could not safely open optional Beeper Message Like Me export admission: .*/active\\.json \\(state file changed while it was read\\)\\)$`,
+  );
+  for (const key of Object.keys(errors)) {
+    assert.ok(key === `${PREFIX}another export is active` || overlapped.test(key), key);
+  }
   t.diagnostic(`${rounds} rounds × ${racers} racers, ${singleWinnerRounds} with a single winner: ${JSON.stringify(errors)}`);
 });
 
