@@ -1,6 +1,9 @@
 //! Cost of the state-store primitives next to the bare syscall sequence each performs (its
 //! durability floor), on tmpfs (`/dev/shm`: shows the code) and on the work disk (the target
-//! directory: shows fsync). Read the results as ratios primitive / floor within one run.
+//! directory: shows fsync); and the cost of the reference's mutation claims (§3.5), which every
+//! mutation takes so that a running ghostget and proclease never lose each other's updates: the
+//! same primitive with the claims turned off (`… without claims`). Read the results as ratios
+//! within one run: primitive / floor, primitive / primitive without claims.
 //!
 //! `cargo bench -p proclease --bench state_store`
 
@@ -78,12 +81,20 @@ fn bench(c: &mut Criterion) {
         group.sample_size(30);
 
         let mut n = 0u64;
-        group.bench_function("create-if-absent", |b| {
-            b.iter(|| {
-                n += 1;
-                assert!(store.create_if_absent(&format!("recovery/bench/c{n}.json"), CONTENT_A).expect("create"));
-            })
-        });
+        for claims in [true, false] {
+            store.benchmark_mutation_claims(claims);
+            let name = if claims { "create-if-absent" } else { "create-if-absent without claims" };
+            // A collection of its own each, so that both list collections of the same sizes.
+            let collection = if claims { "recovery/bench" } else { "recovery/bench-unclaimed" };
+            let mut m = 0u64;
+            group.bench_function(name, |b| {
+                b.iter(|| {
+                    m += 1;
+                    assert!(store.create_if_absent(&format!("{collection}/c{m}.json"), CONTENT_A).expect("create"));
+                })
+            });
+        }
+        store.benchmark_mutation_claims(true);
         group.bench_function("floor/create", |b| {
             b.iter(|| {
                 n += 1;
@@ -91,16 +102,21 @@ fn bench(c: &mut Criterion) {
             })
         });
 
-        store.create_if_absent("recovery/bench/r.json", CONTENT_A).expect("seed");
+        store.create_if_absent("recovery/bench-replace/r.json", CONTENT_A).expect("seed");
         let (hash_a, hash_b) = (sha256_hex(CONTENT_A.as_bytes()), sha256_hex(CONTENT_B.as_bytes()));
         let mut flip = false;
-        group.bench_function("replace-if-unchanged", |b| {
-            b.iter(|| {
-                let (expected, next) = if flip { (&hash_b, CONTENT_A) } else { (&hash_a, CONTENT_B) };
-                assert!(store.replace_if_unchanged("recovery/bench/r.json", expected, next).expect("replace"));
-                flip = !flip;
-            })
-        });
+        for claims in [true, false] {
+            store.benchmark_mutation_claims(claims);
+            let name = if claims { "replace-if-unchanged" } else { "replace-if-unchanged without claims" };
+            group.bench_function(name, |b| {
+                b.iter(|| {
+                    let (expected, next) = if flip { (&hash_b, CONTENT_A) } else { (&hash_a, CONTENT_B) };
+                    assert!(store.replace_if_unchanged("recovery/bench-replace/r.json", expected, next).expect("replace"));
+                    flip = !flip;
+                })
+            });
+        }
+        store.benchmark_mutation_claims(true);
         floor_create(&floor, "r.json", CONTENT_A);
         let mut flip = false;
         group.bench_function("floor/replace", |b| {
@@ -115,7 +131,7 @@ fn bench(c: &mut Criterion) {
             b.iter_batched(
                 || {
                     n += 1;
-                    let path = format!("recovery/bench/d{n}.json");
+                    let path = format!("recovery/bench-remove/d{n}.json");
                     store.create_if_absent(&path, CONTENT_A).expect("setup");
                     path
                 },

@@ -6,7 +6,8 @@
 //! Each primitive runs as the same sequence of system calls the host's implementation makes
 //! (`host/src/state_store/mod.rs`, `host/src/workspace.rs`): write a temporary in
 //! `.proclease/staging`, fsync it, link or rename it into the collection, fsync the collection,
-//! unlink the temporary; undo a visible change whose collection fsync failed; quarantine a
+//! unlink the temporary; take and release the reference's mutation claim around each record
+//! change (§3.5); undo a visible change whose collection fsync failed; quarantine a
 //! directory by renaming it, fsync the parent, delete bottom-up, fsync the parent. Every
 //! mutating call and every fsync is one numbered **step**. A [`Plan`] can:
 //! * **crash after step k**: step k+1 and everything after it never happen (the process is
@@ -18,7 +19,10 @@
 //!   returns the error, as the real call would; later steps run normally (a transient fault).
 //!
 //! Reads (open, stat, read, readdir) are not steps: they change nothing that a crash could
-//! tear, and their failures are covered by the real-filesystem tests.
+//! tear, and their failures are covered by the real-filesystem tests. A claim's writes are
+//! coarser than the host's system calls: its stage's write and fsync are one step, and so is each
+//! rename with its directory fsync — after a crash either order leaves the same claim names (a
+//! claim's durability never matters: after a power loss its owner is gone).
 //!
 //! The disk has one namespace: the state home at [`HOME`] and the granted workspace root at
 //! [`WORKSPACE`]. Process liveness comes from a shared set of dead pids ([`SimProcesses`]).
@@ -79,6 +83,8 @@ enum Fault {
     Errno(Errno),
     /// The name exists (`EEXIST`, a real answer, not an injected fault).
     Exists,
+    /// Another live process holds the record's mutation claim.
+    Contended,
 }
 
 /// What the next run of steps will suffer.
@@ -383,48 +389,171 @@ impl DiskState {
         }
     }
 
+    // ---- the mutation claim (host/src/imports/state_store/mutation_claim.rs) ----
+
+    /// One step: writes `bytes` to the new file `inode` and fsyncs it.
+    fn write_synced(&mut self, inode: u64, bytes: &[u8]) -> Step<()> {
+        self.step("write+fsync claim stage")?;
+        if let Some(Node::File { data, synced }) = self.nodes.get_mut(&inode) {
+            data.extend_from_slice(bytes);
+            *synced = data.clone();
+        }
+        Ok(())
+    }
+
+    /// One step: renames `from` to `to` in `dir` (never over a name) and fsyncs `dir`.
+    fn rename_synced(&mut self, dir: u64, from: &str, to: &str) -> Step<()> {
+        self.step("rename+fsync claim")?;
+        let inode = self.child(dir, from).ok_or(Fault::Errno(Errno::Io))?;
+        if self.child(dir, to).is_some() {
+            return Err(Fault::Exists);
+        }
+        self.entries_mut(dir).remove(from);
+        self.entries_mut(dir).insert(to.into(), inode);
+        if let Some(Node::Dir { entries, synced }) = self.nodes.get_mut(&dir) {
+            *synced = entries.clone();
+        }
+        Ok(())
+    }
+
+    /// The owner pid a claim or claim stage file records.
+    fn claim_owner(&self, inode: u64) -> Option<u64> {
+        let value: serde_json::Value = serde_json::from_slice(self.data(inode)?).ok()?;
+        value["pid"].as_u64()
+    }
+
+    /// The §3.9 recovery a store operation performs in `dir` first: mutation stages of dead
+    /// owners (by full identity, or by the pid in the name when the stage is empty), and with
+    /// `claims` every claim of a dead owner. Best effort, one step per removal.
+    fn recover_dir(&mut self, dir: u64, dead: &BTreeSet<u64>, claims: bool) {
+        let names: Vec<(String, u64)> = self.entries(dir).map(|e| e.iter().map(|(n, i)| (n.clone(), *i)).collect()).unwrap_or_default();
+        for (name, inode) in names {
+            let owner = if let Some(rest) = name.strip_prefix(".io-mutation-stage-") {
+                self.claim_owner(inode).or_else(|| rest.strip_suffix(".tmp")?.rsplit('-').next()?.parse().ok())
+            } else if claims && name.starts_with(".io-mutation-") {
+                self.claim_owner(inode)
+            } else {
+                continue;
+            };
+            if owner.is_some_and(|pid| dead.contains(&pid)) {
+                let _ = self.unlink(dir, &name, "unlink dead claim");
+            }
+        }
+    }
+
+    /// Takes the mutation claim of leaf `name` in `dir` as the host does (after the §3.9
+    /// recovery): removes dead owners' claims of the same target, publishes a stage, renames it
+    /// to waiting, candidate, held. The simulated disk has one writer at a time, so a claim of a
+    /// live other owner is contention, never a race. A failure removes what was published.
+    fn claim(&mut self, dir: u64, name: &str, dead: &BTreeSet<u64>) -> Step<String> {
+        self.recover_dir(dir, dead, false);
+        let target = proclease::state_store::mutation_claim::target_sha256(name);
+        let prefix = format!(".io-mutation-{target}-");
+        let existing: Vec<(String, u64)> = self
+            .entries(dir)
+            .map(|e| e.iter().filter(|(n, _)| n.starts_with(&prefix)).map(|(n, i)| (n.clone(), *i)).collect())
+            .unwrap_or_default();
+        for (claim, inode) in existing {
+            match self.claim_owner(inode) {
+                // A dead owner's, or this process's own whose release failed: stale.
+                Some(pid) if dead.contains(&pid) || pid == self.actor => self.unlink(dir, &claim, "unlink dead claim")?,
+                _ => return Err(Fault::Contended),
+            }
+        }
+        let id = format!("00000000-0000-4000-8000-{:012x}", self.unique());
+        let owner = Owner { pid: self.actor, boot_id: BOOT.into(), process_start_id: format!("{:064x}", self.actor) };
+        let text = proclease::state_store::mutation_claim::claim_text(&target, &id, &owner);
+        let stage = format!(".io-mutation-stage-{id}-{}.tmp", self.actor);
+        let inode = self.create_file(dir, &stage)?;
+        let mut current = stage.clone();
+        let published = (|| -> Step<()> {
+            self.write_synced(inode, text.as_bytes())?;
+            for phase in ["waiting", "candidate", "held"] {
+                let next = format!("{prefix}{phase}-{id}.lock");
+                self.rename_synced(dir, &current, &next)?;
+                current = next;
+            }
+            Ok(())
+        })();
+        match published {
+            Ok(()) => Ok(current),
+            Err(fault) => {
+                let _ = self.unlink(dir, &current, "unlink claim (undo)");
+                Err(fault)
+            }
+        }
+    }
+
+    /// Releases a claim: one step (the unlink and the directory fsync), best effort.
+    fn release(&mut self, dir: u64, claim: &str) {
+        if self.unlink(dir, claim, "unlink+fsync claim").is_ok() {
+            if let Some(Node::Dir { entries, synced }) = self.nodes.get_mut(&dir) {
+                *synced = entries.clone();
+            }
+        }
+    }
+
     fn create_if_absent(&mut self, segments: &[&str], name: &str, content: &[u8], dead: &BTreeSet<u64>) -> Step<bool> {
         let dir = self.walk(segments, true)?.ok_or(Fault::Errno(Errno::Io))?;
         let temp = self.stage(content, dead)?;
         let staging = self.staging()?;
-        match self.link(staging, &temp, dir, name) {
-            Ok(()) => {}
-            Err(Fault::Exists) => {
-                let _ = self.unlink(staging, &temp, "unlink temporary");
-                return Ok(false);
-            }
+        let claim = match self.claim(dir, name, dead) {
+            Ok(claim) => claim,
             Err(fault) => {
                 let _ = self.unlink(staging, &temp, "unlink temporary (undo)");
                 return Err(fault);
             }
+        };
+        let created = self.link_new(dir, name, staging, &temp);
+        self.release(dir, &claim);
+        let _ = self.unlink(staging, &temp, "unlink temporary");
+        created
+    }
+
+    /// The create's critical section (under the claim): link, fsync the collection (undoing
+    /// the link when that fails).
+    fn link_new(&mut self, dir: u64, name: &str, staging: u64, temp: &str) -> Step<bool> {
+        match self.link(staging, temp, dir, name) {
+            Ok(()) => {}
+            Err(Fault::Exists) => return Ok(false),
+            Err(fault) => return Err(fault),
         }
         if let Err(fault) = self.fsync(dir, "fsync collection") {
             // Undo the visible create: the caller is told it failed, so it must not stay.
             let _ = self.unlink(dir, name, "unlink record (undo)");
-            let _ = self.unlink(staging, &temp, "unlink temporary (undo)");
             return Err(fault);
         }
-        let _ = self.unlink(staging, &temp, "unlink temporary");
         Ok(true)
     }
 
     fn replace_if_unchanged(&mut self, segments: &[&str], name: &str, expected: &str, content: &[u8], dead: &BTreeSet<u64>) -> Step<bool> {
         let Some(dir) = self.walk(segments, false)? else { return Ok(false) };
-        let Some(old) = self.child(dir, name).and_then(|i| self.data(i)).map(<[u8]>::to_vec) else { return Ok(false) };
-        if sha256_hex(&old) != expected {
-            return Ok(false);
-        }
         let temp = self.stage(content, dead)?;
         let staging = self.staging()?;
-        if let Err(fault) = self.rename(staging, &temp, dir, name, false) {
-            let _ = self.unlink(staging, &temp, "unlink temporary (undo)");
-            return Err(fault);
+        let claim = match self.claim(dir, name, dead) {
+            Ok(claim) => claim,
+            Err(fault) => {
+                let _ = self.unlink(staging, &temp, "unlink temporary (undo)");
+                return Err(fault);
+            }
+        };
+        let replaced = (|| -> Step<bool> {
+            let Some(old) = self.child(dir, name).and_then(|i| self.data(i)).map(<[u8]>::to_vec) else { return Ok(false) };
+            if sha256_hex(&old) != expected {
+                return Ok(false);
+            }
+            self.rename(staging, &temp, dir, name, false)?;
+            if let Err(fault) = self.fsync(dir, "fsync collection") {
+                self.restore(dir, name, &old, true, dead);
+                return Err(fault);
+            }
+            Ok(true)
+        })();
+        self.release(dir, &claim);
+        if replaced != Ok(true) {
+            let _ = self.unlink(staging, &temp, "unlink temporary");
         }
-        if let Err(fault) = self.fsync(dir, "fsync collection") {
-            self.restore(dir, name, &old, true, dead);
-            return Err(fault);
-        }
-        Ok(true)
+        replaced
     }
 
     /// The store's `restore`: the old bytes staged again and published over the name
@@ -442,17 +571,22 @@ impl DiskState {
 
     fn remove_if_unchanged(&mut self, segments: &[&str], name: &str, expected: &str, dead: &BTreeSet<u64>) -> Step<bool> {
         let Some(dir) = self.walk(segments, false)? else { return Ok(false) };
-        let Some(old) = self.child(dir, name).and_then(|i| self.data(i)).map(<[u8]>::to_vec) else { return Ok(false) };
-        if sha256_hex(&old) != expected {
-            return Ok(false);
-        }
-        self.unlink(dir, name, "unlink record")?;
-        self.unlinked.push(format!("{HOME}/{}/{name}", segments.join("/")));
-        if let Err(fault) = self.fsync(dir, "fsync collection") {
-            self.restore(dir, name, &old, false, dead);
-            return Err(fault);
-        }
-        Ok(true)
+        let claim = self.claim(dir, name, dead)?;
+        let removed = (|| -> Step<bool> {
+            let Some(old) = self.child(dir, name).and_then(|i| self.data(i)).map(<[u8]>::to_vec) else { return Ok(false) };
+            if sha256_hex(&old) != expected {
+                return Ok(false);
+            }
+            self.unlink(dir, name, "unlink record")?;
+            self.unlinked.push(format!("{HOME}/{}/{name}", segments.join("/")));
+            if let Err(fault) = self.fsync(dir, "fsync collection") {
+                self.restore(dir, name, &old, false, dead);
+                return Err(fault);
+            }
+            Ok(true)
+        })();
+        self.release(dir, &claim);
+        removed
     }
 
     // ---- the workspace's protocol (host/src/workspace.rs) ----
@@ -506,6 +640,7 @@ fn store_failure(path: &str, fault: Fault) -> StoreFailure {
         Fault::Crashed => StoreFailure::Io(format!("{path}: the process crashed")),
         Fault::Errno(errno) => StoreFailure::Io(format!("{path}: {}", errno.text())),
         Fault::Exists => StoreFailure::Io(format!("{path}: File exists (os error 17)")),
+        Fault::Contended => StoreFailure::Contended(format!("{path}: state file mutation is already active")),
     }
 }
 
@@ -514,6 +649,7 @@ fn workspace_failure(path: &str, fault: Fault) -> WorkspaceFailure {
         Fault::Crashed => WorkspaceFailure::Io(format!("{path}: the process crashed")),
         Fault::Errno(errno) => WorkspaceFailure::Io(format!("{path}: {}", errno.text())),
         Fault::Exists => WorkspaceFailure::Io(format!("{path}: File exists (os error 17)")),
+        Fault::Contended => WorkspaceFailure::Io(format!("{path}: contended")),
     }
 }
 
@@ -528,13 +664,19 @@ pub struct Listing {
 }
 
 impl Listing {
-    /// The records: files under the state home outside `.proclease`.
+    /// The records: files under the state home outside `.proclease`, mutation claims and their
+    /// stages aside.
     pub fn records(&self) -> BTreeMap<&str, &[u8]> {
         self.files
             .iter()
-            .filter(|(p, _)| p.starts_with("/home/") && !p.starts_with("/home/.proclease/"))
+            .filter(|(p, _)| p.starts_with("/home/") && !p.starts_with("/home/.proclease/") && !p.contains("/.io-mutation-"))
             .map(|(p, d)| (p.as_str(), d.as_slice()))
             .collect()
+    }
+
+    /// Mutation claims and claim stages (§3.5) anywhere under the state home.
+    pub fn claims(&self) -> Vec<&str> {
+        self.files.keys().filter(|p| p.contains("/.io-mutation-")).map(String::as_str).collect()
     }
 
     /// Temporaries left in the staging directory.
@@ -729,6 +871,7 @@ impl Store for SimDisk {
             state.remove_dead_temporaries(&dead);
         }
         let Some(dir) = state.lookup(&format!("{HOME}/{path}")) else { return Ok(None) };
+        state.recover_dir(dir, &dead, recover_orphans);
         let entries = state.entries(dir).ok_or_else(|| StoreFailure::Unsafe(format!("{path}: not a directory")))?;
         let mut listed: Vec<CollectionEntry> = entries
             .iter()

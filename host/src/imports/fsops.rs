@@ -130,6 +130,14 @@ pub(crate) fn fsync_dir(dir: impl AsFd) -> std::io::Result<()> {
     Ok(())
 }
 
+/// fsync of a directory after a mutation claim's publication or release (§3.5). Not subject to
+/// the fault seam, which targets the record changes' own fsyncs (claim fsync failures are
+/// modelled by the crash-state suite's simulated disk).
+pub(crate) fn fsync_claim_dir(dir: impl AsFd) -> std::io::Result<()> {
+    rustix::fs::fsync(dir)?;
+    Ok(())
+}
+
 #[cfg(feature = "test-seams")]
 thread_local! {
     /// How many more directory fsyncs on this thread are to fail (see
@@ -137,7 +145,8 @@ thread_local! {
     static FAILING_DIRECTORY_FSYNCS: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
 }
 
-/// Test seam: the next `count` directory fsyncs made by this thread fail with EIO, as on a
+/// Test seam: the next `count` directory fsyncs of record changes made by this thread (not
+/// those of mutation claims) fail with EIO, as on a
 /// failing disk — the one fault a test cannot make a real filesystem produce on demand. Used by
 /// `tests/tests/real_faults.rs` to drive the store's undo paths on real files. Only with the
 /// `test-seams` feature.
@@ -233,6 +242,29 @@ pub(crate) fn list_names(dir: impl AsFd, bound: usize) -> Result<Vec<Vec<u8>>, O
             return Err(None);
         }
         names.push(name.to_vec());
+    }
+    Ok(names)
+}
+
+/// The names in a directory that start with `prefix` and are UTF-8, at most `bound` of them
+/// (`Err(None)` beyond), without copying the others — the claim listings run on every
+/// mutation, in collections of thousands of records.
+pub(crate) fn names_starting_with(dir: impl AsFd, prefix: &str, bound: usize) -> Result<Vec<String>, Option<std::io::Error>> {
+    let fd = rustix::fs::openat(dir, ".", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
+        .map_err(|e| Some(e.into()))?;
+    let mut reader = rustix::fs::Dir::read_from(&fd).map_err(|e| Some(e.into()))?;
+    let mut names = Vec::new();
+    while let Some(entry) = reader.read() {
+        let entry = entry.map_err(|e| Some(e.into()))?;
+        let name = entry.file_name().to_bytes();
+        if !name.starts_with(prefix.as_bytes()) {
+            continue;
+        }
+        let Ok(name) = std::str::from_utf8(name) else { continue };
+        if names.len() == bound {
+            return Err(None);
+        }
+        names.push(name.to_string());
     }
     Ok(names)
 }

@@ -249,10 +249,12 @@ fn check_disk(home: &Path, root: &Path) -> Result<(Vec<String>, String), String>
         }
     };
     released_gone(&mut violations);
-    // Every record parses (readers of the state home demand canonical files).
+    // Every record parses (readers of the state home demand canonical files). `.io-` names are
+    // the writers' own leftovers (mutation claims, stages of a killed writer: §3.9), which no
+    // reader takes for records; recovery must remove them (checked below).
     let leases_dir = home.join(proclease::core::directory_leases::DIRECTORY);
     let before_leases = names_in(&leases_dir).len();
-    for name in names_in(&leases_dir) {
+    for name in names_in(&leases_dir).into_iter().filter(|n| !n.starts_with(".io-")) {
         let text = std::fs::read_to_string(leases_dir.join(&name)).map_err(|e| e.to_string())?;
         if let Err(e) = proclease::core::records::directory_lease::parse_file(&text, &name) {
             violations.push(format!("directory lease {name}: {e}"));

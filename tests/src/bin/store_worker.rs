@@ -6,6 +6,11 @@
 //!   store_worker race-create <state-home> <rounds> <id>    print `created <round>`
 //!   store_worker churn <state-home>                        print `ready`, then write, replace, remove forever
 //!   store_worker hold-catalog-lock <state-home>            take the catalog lock, print `locked`, sleep
+//!   store_worker try-catalog-lock <state-home>             print `acquired` (and release) or `refused: <message>`
+//!   store_worker increment <state-home> <path> <count>     count times: read {"value":N} (absent: create
+//!       {"value":0}), replace it if unchanged with N+1, retrying lost compare-and-swaps, lost
+//!       arbitrations and reads that overlapped a replace; then print
+//!       {"outcome":"done","successes":S,"retries":R,"value":V} (the peer's format, tests/peer)
 
 use std::path::Path;
 use std::sync::Arc;
@@ -98,6 +103,51 @@ fn main() {
             host.catalog().lock().unwrap_or_else(|e| fail(&e));
             println!("locked");
             std::thread::sleep(std::time::Duration::from_secs(120));
+        }
+        "try-catalog-lock" => {
+            let host = open_host(&arg(2));
+            match host.catalog().lock() {
+                Ok(()) => {
+                    host.catalog().unlock();
+                    println!("acquired");
+                }
+                Err(message) => println!("refused: {message}"),
+            }
+        }
+        "increment" => {
+            let store = open(&arg(2));
+            let path = arg(3);
+            let count: u64 = arg(4).parse().unwrap_or_else(|_| fail("count"));
+            let (mut successes, mut retries, mut value) = (0u64, 0u64, 0u64);
+            while successes < count {
+                let text = match store.read_if_present(&path, 1 << 16) {
+                    Ok(text) => text,
+                    // A read that overlapped a writer's rename (§3.2 stable read): read again.
+                    Err(e) if e.to_string().contains("changed while it was read") => {
+                        retries += 1;
+                        continue;
+                    }
+                    Err(e) => fail(&e.to_string()),
+                };
+                let Some(text) = text else {
+                    match store.create_if_absent(&path, "{\"value\":0}\n") {
+                        Ok(_) | Err(proclease::state_store::StoreError::Contended { .. }) => continue,
+                        Err(e) => fail(&e.to_string()),
+                    }
+                };
+                let current: serde_json::Value = serde_json::from_str(&text).unwrap_or_else(|_| fail(&format!("torn record {text:?}")));
+                let n = current["value"].as_u64().unwrap_or_else(|| fail(&format!("not a counter: {text:?}")));
+                let next = format!("{{\"value\":{}}}\n", n + 1);
+                match store.replace_if_unchanged(&path, &proclease::core::digest::sha256_hex(text.as_bytes()), &next) {
+                    Ok(true) => {
+                        successes += 1;
+                        value = n + 1;
+                    }
+                    Ok(false) => retries += 1,
+                    Err(e) => fail(&e.to_string()),
+                }
+            }
+            println!("{{\"outcome\":\"done\",\"successes\":{successes},\"retries\":{retries},\"value\":{value}}}");
         }
         other => fail(&format!("unknown mode {other}")),
     }

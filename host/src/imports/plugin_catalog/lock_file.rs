@@ -62,6 +62,10 @@ struct LockClaim {
 }
 
 impl ClaimKind for LockClaim {
+    fn prefix(&self) -> String {
+        format!(".lock-claim-{}-", self.target)
+    }
+
     fn name(&self, phase: Phase, claim_id: &str) -> String {
         format!(".lock-claim-{}-{}-{claim_id}.json", self.target, phase.name())
     }
@@ -124,7 +128,7 @@ fn publish_linked(dir: &OwnedFd, owner: &Owner, bytes: &[u8], name: &str) -> std
         Err(Errno::EXIST) => return Ok(false),
         Err(e) => return Err(e.into()),
     }
-    if let Err(e) = fsops::fsync_dir(dir) {
+    if let Err(e) = fsops::fsync_claim_dir(dir) {
         let _ = rustix::fs::unlinkat(dir, name, AtFlags::empty());
         return Err(e);
     }
@@ -275,7 +279,7 @@ fn remove_exact(dir: &OwnedFd, own: &Owner, dev: u64, ino: u64, changed: &str) -
         }
     }
     rustix::fs::unlinkat(dir, &reclaim, AtFlags::empty()).map_err(|e| format!("{reclaim}: {e}"))?;
-    let _ = fsops::fsync_dir(dir);
+    let _ = fsops::fsync_claim_dir(dir);
     Ok(())
 }
 

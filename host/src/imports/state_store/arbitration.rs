@@ -102,6 +102,8 @@ impl std::fmt::Display for ArbitrationError {
 
 /// What differs between §3.5 mutation claims and §5 lock claims.
 pub(crate) trait ClaimKind {
+    /// The common start of this target's claim file names.
+    fn prefix(&self) -> String;
     /// The file name of this target's claim `claim_id` in `phase`.
     fn name(&self, phase: Phase, claim_id: &str) -> String;
     /// The phase and claim id a file name of this target's claims carries; `None` for any other
@@ -146,17 +148,17 @@ pub(crate) fn arbitrate(dir: &OwnedFd, kind: &dyn ClaimKind, identity: &ProcessI
     kind.publish(dir, &claim_id, own)?;
     let mut name = kind.name(Phase::Waiting, &claim_id);
     let outcome = (|| -> Result<bool, ArbitrationError> {
-        let others = live_claims(dir, kind, identity, Some(&claim_id))?;
+        let others = live_claims(dir, kind, identity, Some(&claim_id), Some(own))?;
         if others.iter().any(|(phase, id)| *phase != Phase::Waiting || id.as_str() < claim_id.as_str()) {
             return Ok(false);
         }
         name = advance(dir, kind, &name, Phase::Candidate, &claim_id)?;
-        let others = live_claims(dir, kind, identity, Some(&claim_id))?;
+        let others = live_claims(dir, kind, identity, Some(&claim_id), Some(own))?;
         if others.iter().any(|(phase, id)| *phase == Phase::Held || id.as_str() < claim_id.as_str()) {
             return Ok(false);
         }
         name = advance(dir, kind, &name, Phase::Held, &claim_id)?;
-        let others = live_claims(dir, kind, identity, Some(&claim_id))?;
+        let others = live_claims(dir, kind, identity, Some(&claim_id), Some(own))?;
         if others.iter().any(|(phase, _)| *phase == Phase::Held) {
             return Err(kind.error(Failure::TwoOwners, None));
         }
@@ -183,7 +185,7 @@ fn advance(dir: &OwnedFd, kind: &dyn ClaimKind, from: &str, phase: Phase, claim_
         Errno::EXIST => kind.error(Failure::NamePresent, None),
         e => kind.error(Failure::Io, Some(e.into())),
     })?;
-    if let Err(e) = fsops::fsync_dir(dir) {
+    if let Err(e) = fsops::fsync_claim_dir(dir) {
         // The claim has moved: release it under its new name (the caller releases `from`).
         release(dir, &to);
         return Err(kind.error(Failure::Io, Some(e)));
@@ -198,28 +200,28 @@ pub(crate) fn release(dir: &OwnedFd, name: &str) {
         Ok(()) | Err(Errno::NOENT) => {}
         Err(_) => return,
     }
-    let _ = fsops::fsync_dir(dir);
+    let _ = fsops::fsync_claim_dir(dir);
 }
 
 /// "List live claims" (§3.5): the phase and id of every live claim of the target except `skip`,
 /// after removing the claims of provably gone owners. Retries until one pass sees no claim
 /// vanish, move or die.
+///
+/// With `own`, a claim of this very process other than `skip` is removed as stale: a process
+/// arbitrates for one target of a directory at a time (the store holds the collection's kernel
+/// lock, the catalog lock its process-wide mutex), so such a claim is one whose release failed —
+/// left in place it would block this process's own later writes until it exits.
 pub(crate) fn live_claims(
     dir: &OwnedFd,
     kind: &dyn ClaimKind,
     identity: &ProcessIdentity,
     skip: Option<&str>,
+    own: Option<&Owner>,
 ) -> Result<Vec<(Phase, String)>, ArbitrationError> {
     for _ in 0..SNAPSHOT_ATTEMPTS {
-        let names = fsops::list_names(dir, super::MAX_ENTRIES).map_err(|e| kind.error(Failure::TooMany, e))?;
-        let mut claims: Vec<(String, Phase, String)> = names
-            .into_iter()
-            .filter_map(|raw| String::from_utf8(raw).ok())
-            .filter_map(|name| kind.parse_name(&name).map(|(phase, id)| (name, phase, id)))
-            .collect();
-        if claims.len() > MAX_CLAIMS {
-            return Err(kind.error(Failure::TooMany, None));
-        }
+        let names = fsops::names_starting_with(dir, &kind.prefix(), MAX_CLAIMS).map_err(|e| kind.error(Failure::TooMany, e))?;
+        let mut claims: Vec<(String, Phase, String)> =
+            names.into_iter().filter_map(|name| kind.parse_name(&name).map(|(phase, id)| (name, phase, id))).collect();
         claims.sort_by(|a, b| a.0.cmp(&b.0));
         let mut stable = true;
         let mut live = Vec::new();
@@ -232,10 +234,16 @@ pub(crate) fn live_claims(
                 continue;
             };
             let owner = owner_in(kind, &id, &text).ok_or_else(|| kind.error(Failure::Malformed, None))?;
+            if own == Some(&owner) {
+                let _ = rustix::fs::unlinkat(dir, &name, AtFlags::empty());
+                stable = false;
+                continue;
+            }
             match status(identity, &owner) {
                 OwnerStatus::ExactLiveOwner => live.push((phase, id)),
                 OwnerStatus::Unknown => return Err(kind.error(Failure::OwnerUnknown, None)),
                 OwnerStatus::DifferentOrDead => {
+                    tracing::debug!(claim = %name, pid = owner.pid, "removing the claim of a provably dead owner");
                     let _ = rustix::fs::unlinkat(dir, &name, AtFlags::empty());
                     stable = false;
                 }

@@ -137,6 +137,7 @@ pub struct StateStore {
     staging: OwnedFd,
     locks: OwnedFd,
     processes: Arc<ProcessIdentity>,
+    mutation_claims: std::sync::atomic::AtomicBool,
 }
 
 /// Where the store keeps its own files, inside the state home.
@@ -150,7 +151,7 @@ impl StateStore {
         let internal = private_dir(home.dir(), INTERNAL, INTERNAL)?;
         let staging = private_dir(&internal, "staging", ".proclease/staging")?;
         let locks = private_dir(&internal, "locks", ".proclease/locks")?;
-        Ok(StateStore { home, staging, locks, processes })
+        Ok(StateStore { home, staging, locks, processes, mutation_claims: std::sync::atomic::AtomicBool::new(true) })
     }
 
     /// Opens (creating 0600 if absent) the lock file `name` in the store's own lock directory
@@ -178,6 +179,14 @@ impl StateStore {
     /// The process identity the store judges writers with.
     pub(crate) fn processes(&self) -> &ProcessIdentity {
         &self.processes
+    }
+
+    /// Benchmarks only: turns the reference's mutation claims off (`false`) or on, to measure
+    /// what they cost. Without them a ghostget writing the same record at the same time can
+    /// lose an update to proclease or the reverse; never turn them off on a real state home.
+    #[doc(hidden)]
+    pub fn benchmark_mutation_claims(&self, on: bool) {
+        self.mutation_claims.store(on, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The state home this store writes to.
@@ -239,7 +248,15 @@ impl StateStore {
     /// malformed claim: [`StoreError::Claim`]); this process's identity unavailable; those of
     /// `mutate`.
     fn with_claim<T>(&self, path: &str, dir: &OwnedFd, name: &str, mutate: impl FnOnce() -> Result<T, StoreError>) -> Result<Option<T>, StoreError> {
-        let claim_error = |e: arbitration::ArbitrationError| StoreError::Claim { path: path.into(), reason: e.to_string() };
+        if !self.mutation_claims.load(std::sync::atomic::Ordering::Relaxed) {
+            return mutate().map(Some);
+        }
+        // A failed system call keeps its errno (a full or read-only filesystem is told apart from
+        // a protocol refusal); a refusal of the protocol keeps the reference's message.
+        let claim_error = |e: arbitration::ArbitrationError| match e.io {
+            Some(source) => StoreError::Io { path: path.into(), operation: "taking the mutation claim", source },
+            None => StoreError::Claim { path: path.into(), reason: e.message.into() },
+        };
         let own = mutation_claim::own_identity(&self.processes).map_err(|reason| StoreError::Claim { path: path.into(), reason: reason.into() })?;
         mutation_claim::recover_directory(dir, &self.processes, false).map_err(claim_error)?;
         let kind = mutation_claim::MutationClaim::for_leaf(name);
@@ -250,8 +267,10 @@ impl StateStore {
                 break held;
             }
             if start.elapsed() >= lock::WAIT {
+                tracing::warn!(path, waited_ms = start.elapsed().as_millis() as u64, "gave up waiting for another process's mutation claim");
                 return Ok(None);
             }
+            tracing::trace!(path, "another process holds the mutation claim; waiting");
             std::thread::sleep(pause);
             pause = (pause * 2).min(std::time::Duration::from_millis(20));
         };

@@ -79,6 +79,10 @@ pub fn claim_text(target: &str, claim_id: &str, owner: &Owner) -> String {
 }
 
 impl ClaimKind for MutationClaim {
+    fn prefix(&self) -> String {
+        format!("{CLAIM_PREFIX}{}-", self.target)
+    }
+
     fn name(&self, phase: Phase, claim_id: &str) -> String {
         format!("{CLAIM_PREFIX}{}-{}-{claim_id}.lock", self.target, phase.name())
     }
@@ -112,7 +116,7 @@ impl ClaimKind for MutationClaim {
                 return Err(self.error(Failure::Io, Some(e.into())));
             }
         }
-        if let Err(e) = fsops::fsync_dir(dir) {
+        if let Err(e) = fsops::fsync_claim_dir(dir) {
             arbitration::release(dir, &self.name(Phase::Waiting, claim_id));
             return Err(self.error(Failure::Io, Some(e)));
         }
@@ -203,54 +207,54 @@ fn private_file(dir: &OwnedFd, name: &str) -> bool {
 /// judged, an unstable listing, a malformed claim), or more than [`MAX_TARGETS`] targets.
 pub(crate) fn recover_directory(dir: &OwnedFd, identity: &ProcessIdentity, claims: bool) -> Result<Recovered, ArbitrationError> {
     let mut recovered = Recovered::default();
-    let Ok(names) = fsops::list_names(dir, super::MAX_ENTRIES) else { return Ok(recovered) };
-    let names: Vec<String> = names.into_iter().filter_map(|raw| String::from_utf8(raw).ok()).collect();
-    let mut targets: Vec<&str> = Vec::new();
-    let mut claim_ids: Vec<&str> = Vec::new();
-    for name in &names {
-        if let Some((target, _, id)) = parse_claim_name(name) {
-            targets.push(target);
-            claim_ids.push(id);
+    // Every name this recovery concerns starts with `.io-`.
+    let names = |dir: &OwnedFd| -> Vec<String> { fsops::names_starting_with(dir, ".io-", super::MAX_ENTRIES).unwrap_or_default() };
+    // Dead claims first: a file quarantine is orphaned once its remover's claim is gone.
+    if claims {
+        let before = names(dir);
+        let mut targets: Vec<&str> = before.iter().filter_map(|n| parse_claim_name(n)).map(|(target, _, _)| target).collect();
+        targets.sort_unstable();
+        targets.dedup();
+        if targets.len() > MAX_TARGETS {
+            return Err(ArbitrationError { message: TOO_MANY_TARGETS, io: None });
         }
+        for target in &targets {
+            arbitration::live_claims(dir, &MutationClaim::for_target(target), identity, None, None)?;
+        }
+        let count = |names: &[String]| names.iter().filter(|n| parse_claim_name(n).is_some()).count();
+        recovered.claims = count(&before).saturating_sub(count(&names(dir)));
     }
+    let names = names(dir);
+    let claim_ids: Vec<&str> = names.iter().filter_map(|n| parse_claim_name(n)).map(|(_, _, id)| id).collect();
+    let mut removed = false;
     for name in &names {
+        let unlink = || rustix::fs::unlinkat(dir, name.as_str(), AtFlags::empty()).is_ok();
         if let Some(pid) = write_temporary_pid(name) {
-            if pid_gone(pid) && private_file(dir, name) && rustix::fs::unlinkat(dir, name.as_str(), AtFlags::empty()).is_ok() {
+            if pid_gone(pid) && private_file(dir, name) && unlink() {
                 recovered.write_temporaries += 1;
+                removed = true;
             }
         } else if let Some((claim_id, pid)) = stage_name(name) {
-            if stage_owner_gone(dir, name, claim_id, pid, identity) && rustix::fs::unlinkat(dir, name.as_str(), AtFlags::empty()).is_ok() {
+            if stage_owner_gone(dir, name, claim_id, pid, identity) && unlink() {
                 recovered.stages += 1;
+                removed = true;
             }
         } else if let Some(pid) = tree_quarantine_pid(name) {
             let private_dir = matches!(fsops::lstat(dir, name), Ok(Some(stat))
                 if fsops::file_kind(stat.st_mode) == fsops::S_IFDIR && stat.st_uid == fsops::euid() && stat.st_mode & 0o077 == 0);
             if pid_gone(pid) && private_dir && fsops::remove_tree_at(dir, name).is_ok() {
                 recovered.tree_quarantines += 1;
+                removed = true;
             }
         } else if let Some(claim_id) = file_quarantine_id(name) {
-            if !claim_ids.contains(&claim_id) && private_file(dir, name) && rustix::fs::unlinkat(dir, name.as_str(), AtFlags::empty()).is_ok() {
+            if !claim_ids.contains(&claim_id) && private_file(dir, name) && unlink() {
                 recovered.file_quarantines += 1;
+                removed = true;
             }
         }
     }
-    if recovered != Recovered::default() {
-        let _ = fsops::fsync_dir(dir);
-    }
-    if claims {
-        targets.sort_unstable();
-        targets.dedup();
-        if targets.len() > MAX_TARGETS {
-            return Err(ArbitrationError { message: TOO_MANY_TARGETS, io: None });
-        }
-        let before = claim_ids.len();
-        for target in targets {
-            arbitration::live_claims(dir, &MutationClaim::for_target(target), identity, None)?;
-        }
-        let after = fsops::list_names(dir, super::MAX_ENTRIES)
-            .map(|names| names.iter().filter(|raw| std::str::from_utf8(raw).ok().and_then(parse_claim_name).is_some()).count())
-            .unwrap_or(before);
-        recovered.claims = before.saturating_sub(after);
+    if removed {
+        let _ = fsops::fsync_claim_dir(dir);
     }
     Ok(recovered)
 }
