@@ -1,6 +1,7 @@
 //! Builds the proclease WebAssembly component from `guest/component` and embeds it
 //! (`build-support/wasm_guest.rs` says how). The component and its sha256 are handed to the
-//! crate as `OUT_DIR/proclease.wasm` and `PROCLEASE_COMPONENT_SHA256`.
+//! crate as `OUT_DIR/proclease.wasm` and `PROCLEASE_COMPONENT_SHA256`; the WIT package (name and version)
+//! as `PROCLEASE_WIT_PACKAGE`.
 
 #[path = "../build-support/wasm_guest.rs"]
 mod wasm_guest;
@@ -24,4 +25,11 @@ fn main() {
     let digest = Sha256::digest(&bytes);
     let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
     println!("cargo:rustc-env=PROCLEASE_COMPONENT_SHA256={hex}");
+    // The contract's package and version (`package proclease:lease@0.1.0;`), for `--version`.
+    let wit = std::fs::read_to_string(root.join("wit/proclease.wit")).expect("wit/proclease.wit is readable");
+    let package = wit
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("package ").and_then(|rest| rest.strip_suffix(';')))
+        .expect("wit/proclease.wit declares its package");
+    println!("cargo:rustc-env=PROCLEASE_WIT_PACKAGE={package}");
 }

@@ -169,6 +169,7 @@ lease_code_map!(
     NotAProcleaseRecord,
     InvocationLeaseFileNameMismatch,
     InvocationLeaseListedInvalid,
+    StateHomeMarkerIsInvalid,
 );
 
 pub(crate) fn error_to_wit(e: Error) -> t::Error {

@@ -110,6 +110,12 @@ pub enum Refusal {
         /// The state home.
         home: PathBuf,
     },
+    /// The path exists and is not a directory (a file, a device, a symbolic link).
+    #[error("{}: refused: it exists and is not a directory; give a directory path (proclease creates it if absent)", dir.display())]
+    NotADirectory {
+        /// The path asked for.
+        dir: PathBuf,
+    },
     /// The directory exists and is not empty.
     #[error(
         "{}: refused: not empty. `run` leases only a directory it creates or an empty one, because after a crash \

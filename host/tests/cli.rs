@@ -121,7 +121,8 @@ fn validate_reports_every_file_and_fails_if_any_is_invalid() {
     ]);
     assert_eq!(output.status.code(), Some(1));
     let doc: serde_json::Value = serde_json::from_slice(&output.stdout).expect("--json prints JSON");
-    let items = doc.as_array().expect("an array");
+    assert_eq!(doc["schemaVersion"], 1);
+    let items = doc["files"].as_array().expect("an array of files");
     assert_eq!(items.len(), 3);
     assert_eq!(items[0]["valid"], true);
     assert_eq!(items[0]["kind"], "export-admission");
@@ -167,7 +168,9 @@ fn usage_errors_exit_2_and_help_shows_examples() {
     assert!(help.status.success());
     assert!(stdout(&help).contains("Examples:"));
     let version = proclease(&["--version"]);
-    assert_eq!(stdout(&version).trim(), format!("proclease {}", env!("CARGO_PKG_VERSION")));
+    let text = stdout(&version);
+    assert!(text.starts_with(&format!("proclease {} (component sha256 ", env!("CARGO_PKG_VERSION"))), "{text}");
+    assert!(text.ends_with(", WIT proclease:lease@0.1.0)\n"), "{text}");
 }
 
 #[test]

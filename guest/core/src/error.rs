@@ -236,6 +236,8 @@ lease_codes! {
     InvocationLeaseFileNameMismatch = "invocation-lease-file-name-mismatch", Invocation, None;
     /// `portable invocation lease is invalid (<reason>): a listing reports it invalid` (proclease's `validate`)
     InvocationLeaseListedInvalid = "invocation-lease-listed-invalid", Invocation, None;
+    /// `state-home marker must be exactly {"kind":"io-state","schemaVersion":1} and a newline (§3.2): a reader refuses the state home` (proclease's `validate`)
+    StateHomeMarkerIsInvalid = "state-home-marker-is-invalid", Invocation, Some("state-home marker must be exactly {\"kind\":\"io-state\",\"schemaVersion\":1} and a newline (§3.2): a reader refuses the state home");
 }
 
 impl LeaseCode {

@@ -415,27 +415,50 @@ pub fn repair(
     catalog: &mut dyn Catalog,
     observe: &mut dyn FnMut(&Entry, RepairDecision),
 ) -> Result<RepairReport, Error> {
-    locked(catalog, |_| {
-        let entries = list(store)?;
-        let mut report = RepairReport { inspected: entries.len() as u32, ..RepairReport::default() };
-        let mut boot: Option<Result<String, String>> = None;
-        for entry in &entries {
-            let decision = repair_entry(entry, recover_tombstones, store, processes, &mut boot)?;
-            match decision {
-                RepairDecision::Active => report.active += 1,
-                RepairDecision::Unknown => report.unknown += 1,
-                RepairDecision::Remove => report.removed += 1,
-                RepairDecision::RemovalRefused | RepairDecision::Invalid => report.invalid += 1,
-            }
-            observe(entry, decision);
+    locked(catalog, |_| repair_entries(recover_tombstones, false, store, processes, observe))
+}
+
+/// The dry run of [`repair`]: the same decisions on the same code path, removing nothing and
+/// taking no catalog lock (it changes nothing, so it needs no turn). `Remove` means "a repair
+/// would remove it" and is counted in `removed`; a lease that changes before a real repair
+/// reaches it is decided again then. Used by `recover --dry-run` and `doctor` (not in the
+/// reference, which has no dry run).
+pub fn preview_repair(
+    recover_tombstones: bool,
+    store: &mut dyn Store,
+    processes: &mut dyn Processes,
+    observe: &mut dyn FnMut(&Entry, RepairDecision),
+) -> Result<RepairReport, Error> {
+    repair_entries(recover_tombstones, true, store, processes, observe)
+}
+
+fn repair_entries(
+    recover_tombstones: bool,
+    dry_run: bool,
+    store: &mut dyn Store,
+    processes: &mut dyn Processes,
+    observe: &mut dyn FnMut(&Entry, RepairDecision),
+) -> Result<RepairReport, Error> {
+    let entries = list(store)?;
+    let mut report = RepairReport { inspected: entries.len() as u32, ..RepairReport::default() };
+    let mut boot: Option<Result<String, String>> = None;
+    for entry in &entries {
+        let decision = repair_entry(entry, recover_tombstones, dry_run, store, processes, &mut boot)?;
+        match decision {
+            RepairDecision::Active => report.active += 1,
+            RepairDecision::Unknown => report.unknown += 1,
+            RepairDecision::Remove => report.removed += 1,
+            RepairDecision::RemovalRefused | RepairDecision::Invalid => report.invalid += 1,
         }
-        Ok(report)
-    })
+        observe(entry, decision);
+    }
+    Ok(report)
 }
 
 fn repair_entry(
     entry: &Entry,
     recover: bool,
+    dry_run: bool,
     store: &mut dyn Store,
     processes: &mut dyn Processes,
     boot: &mut Option<Result<String, String>>,
@@ -474,6 +497,7 @@ fn repair_entry(
         OwnerStatus::ExactLiveOwner => RepairDecision::Active,
         OwnerStatus::Unknown => RepairDecision::Unknown,
         OwnerStatus::DifferentOrDead if tombstone && !recover => RepairDecision::Unknown,
+        OwnerStatus::DifferentOrDead if dry_run => RepairDecision::Remove,
         OwnerStatus::DifferentOrDead => {
             if store.remove_if_unchanged(&lease_path(&lease.lease_id), &snapshot.sha256)? {
                 RepairDecision::Remove

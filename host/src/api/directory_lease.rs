@@ -136,9 +136,10 @@ pub fn recover_directory_leases(runtime: &Runtime, effects: Effects, now_ms: Opt
 /// Errors: `… directory recovery time is invalid`; a component failure or limit.
 pub fn recover_each_directory_lease(runtime: &Runtime, effects: Effects, now_ms: Option<f64>, options: Options) -> Result<Run, Error> {
     let mut instance = runtime.instantiate_with(effects)?;
+    let dry_run = options.dry_run;
     let options = wit::RecoveryOptions { dry_run: options.dry_run, skip_invalid: options.skip_invalid, concurrent: options.concurrent };
     let run = instance.call(|exports, store| exports.proclease_lease_directory_leases().call_recover_each(store, now_ms, options))?;
-    Ok(Run {
+    let run = Run {
         outcomes: run
             .outcomes
             .into_iter()
@@ -161,7 +162,19 @@ pub fn recover_each_directory_lease(runtime: &Runtime, effects: Effects, now_ms:
             .collect(),
         stopped: run.stopped.map(convert::error_from_wit),
         cause: run.cause,
-    })
+    };
+    for o in &run.outcomes {
+        let path = o.claim.as_ref().map_or("-", |c| c.path.as_str());
+        tracing::info!(file = %o.name, path = %path, action = %o.action.words(), done = o.done, dry_run, reason = %o.reason, "directory lease recovery");
+    }
+    if let Some(stopped) = &run.stopped {
+        if dry_run {
+            tracing::debug!(error = %stopped, cause = ?run.cause, "directory lease recovery would stop");
+        } else {
+            tracing::warn!(error = %stopped, cause = ?run.cause, "directory lease recovery stopped");
+        }
+    }
+    Ok(run)
 }
 
 /// Finishes the directory-creation intents of provably dead creators (a crash between creating

@@ -139,8 +139,8 @@ pub struct Recovery {
     pub directory_leases: Run,
     /// Directory-creation intents finished (or, in a dry run, that would be).
     pub creations: Vec<CreationOutcome>,
-    /// Invocation-lease tombstone recovery (§6B.9), when it ran: the counters and each lease
-    /// id's decision.
+    /// Invocation-lease tombstone recovery (§6B.9), when it ran (or, in a dry run, would run):
+    /// the counters and each lease id's decision (in a dry run, `Remove` is "would remove").
     pub invocations: Option<(RepairReport, Vec<(String, RepairDecision)>)>,
 }
 
@@ -151,6 +151,27 @@ pub struct InvocationSurvey {
     pub entry: Entry,
     /// Its reported owner status (§6B.4), for a valid entry.
     pub status: Option<OwnerStatus>,
+    /// What `recover` would do with it (§6B.9 recover mode, as a dry run); `None` when the
+    /// directory-lease recovery would stop first.
+    pub decision: Option<RepairDecision>,
+}
+
+impl InvocationSurvey {
+    /// Its disposition: `recoverable` when `recover` would remove it, `active` while its owner
+    /// or host is alive, `indeterminate` when neither is proven (a tombstone of this boot),
+    /// `None` for an invalid lease (which blocks acquires until repaired by hand). Without a
+    /// recovery decision, the owner status alone decides.
+    pub fn disposition(&self) -> Option<Disposition> {
+        match (self.decision, self.status) {
+            (Some(RepairDecision::Remove), _) => Some(Disposition::Recoverable),
+            (Some(RepairDecision::Active), _) => Some(Disposition::Active),
+            (Some(RepairDecision::Unknown | RepairDecision::RemovalRefused), _) => Some(Disposition::Indeterminate),
+            (Some(RepairDecision::Invalid), _) | (None, None) => None,
+            (None, Some(OwnerStatus::ExactLiveOwner)) => Some(Disposition::Active),
+            (None, Some(OwnerStatus::Unknown)) => Some(Disposition::Indeterminate),
+            (None, Some(OwnerStatus::DifferentOrDead)) => Some(Disposition::Recoverable),
+        }
+    }
 }
 
 /// Everything in the state home and what would become of it: the admission, every directory
@@ -289,6 +310,9 @@ impl Host {
         if dir.starts_with(home) || home.starts_with(&dir) {
             return Err(Refusal::StateHome { dir, home: home.to_path_buf() }.into());
         }
+        if std::fs::symlink_metadata(&dir).is_ok_and(|m| !m.is_dir()) {
+            return Err(Refusal::NotADirectory { dir }.into());
+        }
         if std::fs::symlink_metadata(&dir).is_ok() && !self.workspace.is_empty_directory(&request.path)? {
             return Err(Refusal::NotEmpty { dir }.into());
         }
@@ -316,6 +340,16 @@ impl Host {
             let what = match entry.disposition {
                 Some(Disposition::Active) => "its owner is alive: wait for that run to finish, or use another directory".to_string(),
                 Some(Disposition::Recoverable) => "its owner is gone: run `proclease recover` first (it removes the directory)".to_string(),
+                // The directory was replaced (re-created by hand, or moved): `recover` refuses
+                // it for good, so the way out is to set the stale lease record aside.
+                _ if entry.action.refusal().is_some_and(|e| {
+                    matches!(e.lease_code(), Some(proclease_core::LeaseCode::DirectoryLeaseTargetChangedBeforeRecovery | proclease_core::LeaseCode::DirectoryLeaseParentChangedBeforeRecovery))
+                }) => format!(
+                    "{}; this directory is not the one that lease holds (it was re-created or replaced), so `recover` will never remove it: \
+                     check that no run uses it, then move the stale lease record aside: {}",
+                    entry.reason,
+                    set_aside_lease_entry(self.state_home(), &entry.name)
+                ),
                 _ => format!("{}; see `proclease doctor`", entry.reason),
             };
             return Err(Refusal::AlreadyLeased { dir: PathBuf::from(dir), owner_pid: claim.owner.pid, lease_id: claim.id, what }.into());
@@ -340,7 +374,33 @@ impl Host {
                 );
             }
         }
-        format!("{} must be a real directory you own with mode 0700, reached without symbolic links: chmod 700 it", dir.display())
+        let shown = dir.display();
+        for ancestor in dir.ancestors().collect::<Vec<_>>().into_iter().rev().skip(1) {
+            match std::fs::symlink_metadata(ancestor) {
+                Ok(meta) if meta.file_type().is_symlink() => {
+                    return format!("{} is a symbolic link: a leased directory must be reached without symbolic links; give the real path", ancestor.display());
+                }
+                Ok(meta) if !meta.is_dir() => return format!("{} is not a directory", ancestor.display()),
+                _ => {}
+            }
+        }
+        let Ok(meta) = std::fs::symlink_metadata(dir) else { return format!("{shown} must be a real directory you own with mode 0700") };
+        if meta.uid() != euid {
+            return format!("{shown} belongs to uid {}, not to you (uid {euid}): lease a directory you own", meta.uid());
+        }
+        if meta.mode() & 0o7777 != 0o700 {
+            return format!("{shown} has mode {:04o}; a leased directory must have mode 0700: chmod 700 {shown}", meta.mode() & 0o7777);
+        }
+        // A directory identity includes its birth time (statx btime); without it no lease can
+        // prove later that the directory is the one it leased.
+        let btime = rustix::fs::statx(rustix::fs::CWD, dir, rustix::fs::AtFlags::SYMLINK_NOFOLLOW, rustix::fs::StatxFlags::BTIME);
+        if btime.is_ok_and(|s| !rustix::fs::StatxFlags::from_bits_retain(s.stx_mask).contains(rustix::fs::StatxFlags::BTIME)) {
+            return format!(
+                "the filesystem holding {shown} does not record birth times (statx btime), which a lease needs to prove the directory \
+                 is the one it leased: use a directory on ext4, xfs, btrfs or tmpfs"
+            );
+        }
+        format!("{shown} must be a real directory you own with mode 0700, reached without symbolic links")
     }
 
     /// Publishes a stage to its output: renames `stage` to `output` in their common parent
@@ -411,7 +471,8 @@ impl Host {
         let creations = recover_directory_creations(self.runtime(), self.effects(), options.dry_run)?;
         let invocations = match (options.dry_run, &directory_leases.stopped) {
             (false, None) => Some(invocations::repair_invocation_leases(self.runtime(), self.effects(), true)?),
-            _ => None,
+            (true, None) => Some(invocations::preview_invocation_repair(self.runtime(), self.effects(), true)?),
+            (_, Some(_)) => None,
         };
         Ok(Recovery { directory_leases, creations, invocations })
     }
@@ -445,13 +506,16 @@ impl Host {
             Err(other) => return Err(other),
         };
         let recovery = self.recover(Options { dry_run: true, ..Options::default() })?;
+        let decisions: std::collections::HashMap<String, RepairDecision> =
+            recovery.invocations.iter().flat_map(|(_, decisions)| decisions.iter().cloned()).collect();
         let mut invocations = Vec::new();
         for entry in self.invocation_leases()? {
-            let status = match &entry {
-                Entry::Valid(snapshot) => Some(self.invocation_status(snapshot)?),
-                Entry::Invalid(_) => None,
+            let (status, id) = match &entry {
+                Entry::Valid(snapshot) => (Some(self.invocation_status(snapshot)?), snapshot.record.lease_id.as_str()),
+                Entry::Invalid(id) => (None, id.as_str()),
             };
-            invocations.push(InvocationSurvey { entry, status });
+            let decision = decisions.get(id).copied();
+            invocations.push(InvocationSurvey { entry, status, decision });
         }
         Ok(Survey { admission, recovery, invocations })
     }

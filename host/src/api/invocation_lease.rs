@@ -81,7 +81,19 @@ pub fn release_invocation_lease(runtime: &Runtime, effects: Effects, current: &S
 /// Repairs the collection (§6B.9): the counters and each entry's decision by lease id.
 pub fn repair_invocation_leases(runtime: &Runtime, effects: Effects, recover_tombstones: bool) -> Result<(RepairReport, Vec<(String, RepairDecision)>), Error> {
     let mut i = instance(runtime, effects)?;
-    let outcome = call!(i, call_repair, recover_tombstones)?;
+    Ok(repair_outcome(call!(i, call_repair, recover_tombstones)?))
+}
+
+/// The dry run of [`repair_invocation_leases`]: the same decisions, nothing removed, no catalog
+/// lock taken; `Remove` means a repair would remove the lease.
+///
+/// Errors: a store or `/proc` failure.
+pub fn preview_invocation_repair(runtime: &Runtime, effects: Effects, recover_tombstones: bool) -> Result<(RepairReport, Vec<(String, RepairDecision)>), Error> {
+    let mut i = instance(runtime, effects)?;
+    Ok(repair_outcome(call!(i, call_preview_repair, recover_tombstones)?))
+}
+
+fn repair_outcome(outcome: wit::RepairOutcome) -> (RepairReport, Vec<(String, RepairDecision)>) {
     let r = outcome.report;
     let report = RepairReport { inspected: r.inspected, removed: r.removed, active: r.active, unknown: r.unknown, invalid: r.invalid };
     let decisions = outcome
@@ -98,7 +110,7 @@ pub fn repair_invocation_leases(runtime: &Runtime, effects: Effects, recover_tom
             (id, d)
         })
         .collect();
-    Ok((report, decisions))
+    (report, decisions)
 }
 
 impl Instance {

@@ -133,20 +133,31 @@ impl Records<'_> {
         Ok(convert::portable_identity_from_wit(identity))
     }
 
-    /// Tells the kind of a record file and checks it as the reference's reader would.
+    /// Tells the kind of a record file and checks it as the reference's reader would; the kind
+    /// comes from the content, else the name.
     pub fn inspect_file(&mut self, file_name: &str, text: &str) -> Result<FileVerdict, Error> {
-        let v = call!(self, call_inspect_file, file_name, text)?;
+        self.inspect_file_in("", file_name, text)
+    }
+
+    /// [`Records::inspect_file`] for a file of a known collection: `collection` is the name of
+    /// the directory it lives in (`beeper-message-like-me-directory-leases` makes it a
+    /// directory lease whatever its content says, as the reference's reader of that collection
+    /// takes it).
+    pub fn inspect_file_in(&mut self, collection: &str, file_name: &str, text: &str) -> Result<FileVerdict, Error> {
+        let v = call!(self, call_inspect_file, collection, file_name, text)?;
         Ok(FileVerdict {
             kind: v.kind.map(|k| match k {
                 wit::RecordKind::ExportAdmission => RecordKind::ExportAdmission,
                 wit::RecordKind::DirectoryLease => RecordKind::DirectoryLease,
                 wit::RecordKind::InvocationLease => RecordKind::InvocationLease,
                 wit::RecordKind::PortableIdentity => RecordKind::PortableIdentity,
+                wit::RecordKind::StateHomeMarker => RecordKind::StateHomeMarker,
             }),
             schema: v.schema,
             sha256: v.sha256,
             canonical: v.canonical,
             error: v.error.map(convert::error_from_wit),
+            hint: v.hint,
         })
     }
 }

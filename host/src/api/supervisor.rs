@@ -213,7 +213,10 @@ impl<'h> Supervisor<'h> {
             now_ms: Some(now),
         };
         let mut lease = match host.lease_new_directory(&request) {
-            Ok(lease) => lease,
+            Ok(lease) => {
+                tracing::info!(path = %dir.display(), role = ?role, exclusive = admission.is_some(), "leased the directory");
+                lease
+            }
             Err(error) => {
                 release_admission(&mut admission);
                 return Err(error);
@@ -255,7 +258,10 @@ impl<'h> Supervisor<'h> {
         }
         command.current_dir(&dir);
         let mut child = match launch.spawn(command) {
-            Ok(child) => child,
+            Ok(child) => {
+                tracing::info!(pid = child.id(), "started the command");
+                child
+            }
             Err(error) => {
                 // Nothing ran: settle and release everything, and remove what was created.
                 abandon(&mut lease, &mut admission);

@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use clap::Args;
-use proclease::core::invocation_leases::Entry;
+use proclease::core::invocation_leases::{Entry, RepairDecision};
 use proclease::core::liveness::OwnerStatus;
 use proclease::core::dispositions::Disposition;
 use serde_json::{Value, json};
@@ -22,7 +22,7 @@ pub struct DoctorArgs {
 struct Row {
     kind: &'static str,
     what: String,
-    owner: String,
+    owner: Option<u64>,
     phase: String,
     age: String,
     disposition: String,
@@ -51,7 +51,7 @@ pub fn run(global: &Global, args: &DoctorArgs) -> Result<ExitCode, Failure> {
         Ok(Some(s)) => rows.push(Row {
             kind: "admission",
             what: s.claim.id.clone(),
-            owner: s.claim.owner.pid.to_string(),
+            owner: Some(s.claim.owner.pid),
             phase: s.claim.phase.map_or("v1", |p| p.name()).to_string(),
             age: "-".into(),
             disposition: s.disposition.name().into(),
@@ -71,7 +71,7 @@ pub fn run(global: &Global, args: &DoctorArgs) -> Result<ExitCode, Failure> {
         Err(invalid) => rows.push(Row {
             kind: "admission",
             what: "active.json".into(),
-            owner: "-".into(),
+            owner: None,
             phase: "-".into(),
             age: "-".into(),
             disposition: "invalid".into(),
@@ -92,7 +92,7 @@ pub fn run(global: &Global, args: &DoctorArgs) -> Result<ExitCode, Failure> {
         rows.push(Row {
             kind: "lease-entry",
             what: proclease::core::directory_leases::DIRECTORY.into(),
-            owner: "-".into(),
+            owner: None,
             phase: "-".into(),
             age: "-".into(),
             disposition: "invalid".into(),
@@ -107,7 +107,7 @@ pub fn run(global: &Global, args: &DoctorArgs) -> Result<ExitCode, Failure> {
             Some(c) => Row {
                 kind: if c.role == proclease::core::records::directory_lease::Role::BundleStage { "bundle-stage" } else { "raw-working" },
                 what: c.path.clone(),
-                owner: c.owner.pid.to_string(),
+                owner: Some(c.owner.pid),
                 phase: c.phase.name().into(),
                 age: age(now_ms, c.created_at_ms),
                 disposition: e.disposition.map_or("invalid", |d| d.name()).into(),
@@ -118,7 +118,7 @@ pub fn run(global: &Global, args: &DoctorArgs) -> Result<ExitCode, Failure> {
             None => Row {
                 kind: "lease-entry",
                 what: e.name.clone(),
-                owner: "-".into(),
+                owner: None,
                 phase: "-".into(),
                 age: "-".into(),
                 disposition: "invalid".into(),
@@ -133,7 +133,7 @@ pub fn run(global: &Global, args: &DoctorArgs) -> Result<ExitCode, Failure> {
             Entry::Invalid(id) => Row {
                 kind: "invocation",
                 what: id.clone(),
-                owner: "-".into(),
+                owner: None,
                 phase: "-".into(),
                 age: "-".into(),
                 disposition: "invalid".into(),
@@ -145,20 +145,29 @@ pub fn run(global: &Global, args: &DoctorArgs) -> Result<ExitCode, Failure> {
                 let status = i.status.unwrap_or(OwnerStatus::Unknown);
                 let l = &s.record;
                 let containment = l.containment.as_ref().map_or("v1", |c| c.status.name());
-                let disposition = match status {
-                    OwnerStatus::ExactLiveOwner => "active",
-                    OwnerStatus::Unknown => "indeterminate",
-                    OwnerStatus::DifferentOrDead => "recoverable",
+                let disposition = i.disposition();
+                let acquired = &l.acquired_at;
+                let reason = match i.decision {
+                    Some(RepairDecision::Remove) => {
+                        format!("its owner (pid {}) and host are provably gone; `proclease recover` removes it (acquired {acquired})", l.owner.process.pid)
+                    }
+                    Some(RepairDecision::Active) => format!("its owner or host is alive (owner status {}; acquired {acquired})", status.name()),
+                    Some(RepairDecision::Unknown) => format!(
+                        "its owner or host cannot be proven gone (owner status {}): kept; a tombstone of this boot (cleanup never completed \
+                         after plugin code ran) stays until a reboot (acquired {acquired})",
+                        status.name()
+                    ),
+                    _ => format!("owner status {} (acquired {acquired})", status.name()),
                 };
                 Row {
                     kind: "invocation",
                     what: format!("{} {} ({})", l.identity.plugin_id, l.identity.operation, l.lease_id),
-                    owner: l.owner.process.pid.to_string(),
+                    owner: Some(l.owner.process.pid),
                     phase: containment.into(),
                     age: "-".into(),
-                    disposition: disposition.into(),
-                    reason: format!("owner status {} (acquired {})", status.name(), l.acquired_at),
-                    action: None,
+                    disposition: disposition.map_or("invalid", |d| d.name()).into(),
+                    reason,
+                    action: i.decision.map(|d| d.name().to_string()),
                     child: l.containment.as_ref().and_then(|c| c.host.as_ref()).map(|h| h.pid),
                 }
             }
@@ -174,8 +183,8 @@ pub fn run(global: &Global, args: &DoctorArgs) -> Result<ExitCode, Failure> {
                 })
             })
             .collect();
-        let doc = json!({ "stateHome": host.state_home().display().to_string(), "entries": items });
-        println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
+        let doc = json!({ "schemaVersion": super::JSON_SCHEMA_VERSION, "stateHome": host.state_home().display().to_string(), "entries": items });
+        super::print_json(&doc);
         return Ok(ExitCode::SUCCESS);
     }
     println!("state home: {}", host.state_home().display());
@@ -183,10 +192,39 @@ pub fn run(global: &Global, args: &DoctorArgs) -> Result<ExitCode, Failure> {
         println!("no admission claim, directory leases or invocation leases");
         return Ok(ExitCode::SUCCESS);
     }
-    let width = rows.iter().map(|r| r.what.len()).max().unwrap_or(6).clamp(6, 60);
-    println!("{:<13} {:<width$} {:>7} {:<16} {:>5} {:<13} WHY", "KIND", "TARGET", "OWNER", "PHASE", "AGE", "DISPOSITION");
-    for r in &rows {
-        println!("{:<13} {:<width$} {:>7} {:<16} {:>5} {:<13} {}", r.kind, r.what, r.owner, r.phase, r.age, r.disposition, r.reason);
+    let pid = |p: Option<u64>| p.map_or_else(|| "-".to_string(), |p| p.to_string());
+    let table: Vec<[String; 7]> = rows
+        .iter()
+        .map(|r| [r.kind.to_string(), r.what.clone(), pid(r.owner), pid(r.child), r.phase.clone(), r.age.clone(), r.disposition.clone()])
+        .collect();
+    let header = ["KIND", "TARGET", "OWNER", "CHILD", "PHASE", "AGE", "DISPOSITION"].map(String::from);
+    let mut widths = header.clone().map(|h| h.chars().count());
+    for row in &table {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    // Text columns left-aligned, numbers right-aligned; WHY last, unpadded.
+    let right = [false, false, true, true, false, true, false];
+    let line = |cells: &[String; 7], why: &str| {
+        let mut out = String::new();
+        for ((cell, width), right) in cells.iter().zip(widths).zip(right) {
+            let pad = " ".repeat(width - cell.chars().count());
+            if right {
+                out.push_str(&pad);
+                out.push_str(cell);
+            } else {
+                out.push_str(cell);
+                out.push_str(&pad);
+            }
+            out.push_str("  ");
+        }
+        out.push_str(why);
+        out
+    };
+    println!("{}", line(&header, "WHY"));
+    for (r, cells) in rows.iter().zip(&table) {
+        println!("{}", line(cells, &r.reason));
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -30,7 +30,7 @@ pub enum InvocationsCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Remove leases whose owner and host are provably gone (§6B.9).
+    /// Remove leases whose owner and host are provably gone.
     Repair {
         /// Also clear tombstones (leases that never completed cleanup) once their owner is dead,
         /// or, after plugin code ran, once the machine rebooted.
@@ -48,7 +48,9 @@ pub enum InvocationsCommand {
 /// Arguments of `invocations run`.
 #[derive(Args)]
 pub struct RunArgs {
-    /// The portable operation identity (JSON, §4) of the plugin operation to run.
+    /// The portable operation identity of the plugin operation to run (a JSON file: pluginId,
+    /// pluginVersion, hostApiVersion, bundleSha256, manifestSha256, adapterId, transport,
+    /// surfaceId, operation, contractVersion, descriptorSha256; see examples/records).
     #[arg(long, value_name = "FILE")]
     identity: PathBuf,
     /// The run id (a lowercase UUID v4; default: a fresh one).
@@ -90,7 +92,7 @@ fn list(host: &Host, as_json: bool) -> Result<ExitCode, Failure> {
         });
     }
     if as_json {
-        println!("{}", serde_json::to_string_pretty(&json!({"invocationLeases": rows})).unwrap_or_default());
+        super::print_json(&json!({"schemaVersion": super::JSON_SCHEMA_VERSION, "invocationLeases": rows}));
         return Ok(ExitCode::SUCCESS);
     }
     if rows.is_empty() {
@@ -118,11 +120,11 @@ fn repair(host: &Host, recover: bool, as_json: bool) -> Result<ExitCode, Failure
     let (report, decisions) = host.repair_invocations(recover)?;
     if as_json {
         let decisions: Vec<_> = decisions.iter().map(|(id, d)| json!({"leaseId": id, "decision": d.name()})).collect();
-        let doc = json!({"report": {
+        let doc = json!({"schemaVersion": super::JSON_SCHEMA_VERSION, "report": {
             "inspected": report.inspected, "removed": report.removed, "active": report.active,
             "unknown": report.unknown, "invalid": report.invalid,
         }, "decisions": decisions});
-        println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
+        super::print_json(&doc);
     } else {
         for (id, decision) in &decisions {
             let verb = match decision {
@@ -155,7 +157,27 @@ fn invoke(host: &Host, args: RunArgs) -> Result<ExitCode, Failure> {
     let run_id = args.run_id.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
     let mut command = std::process::Command::new(&args.command[0]);
     command.args(&args.command[1..]);
-    let finished = proclease::supervisor::run_plugin_host(host, &identity, &run_id, &mut command)?;
+    let finished = match proclease::supervisor::run_plugin_host(host, &identity, &run_id, &mut command) {
+        Ok(finished) => finished,
+        Err(error) if error.lease_code() == Some(proclease::core::LeaseCode::PluginChangedOrDisabled) => {
+            let (catalog, exists) = host.catalog().location();
+            let hint = if exists {
+                format!(
+                    "{} has no enabled entry for plugin {} with exactly this version, host API version and bundle and manifest digests",
+                    catalog.display(),
+                    identity.plugin_id
+                )
+            } else {
+                format!(
+                    "the plugin catalog {} does not exist, so no plugin is installed: create it, or name another with --plugin-catalog FILE \
+                     (format: `proclease invocations --help`)",
+                    catalog.display()
+                )
+            };
+            return Err(Failure::from(error).hint(hint));
+        }
+        Err(error) => return Err(error.into()),
+    };
     for problem in &finished.problems {
         eprintln!("proclease: {problem} (the lease stays; `proclease invocations repair` shows it)");
     }

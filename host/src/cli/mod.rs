@@ -3,6 +3,7 @@
 
 mod component;
 mod doctor;
+mod logging;
 mod identity;
 mod invocations;
 mod recover;
@@ -12,7 +13,7 @@ mod validate;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory as _, Parser, Subcommand};
 use proclease::Host;
 use proclease::core::LeaseCode;
 
@@ -21,10 +22,30 @@ pub const EXIT_BLOCKED: u8 = 3;
 /// Exit status when a prior owner cannot be proven dead (`… cannot be inspected safely`).
 pub const EXIT_INDETERMINATE: u8 = 4;
 
+/// The `schemaVersion` of every `--json` document the command line prints (one convention for
+/// all commands: pretty-printed, pids as numbers, absent values as `null`).
+pub const JSON_SCHEMA_VERSION: u32 = 1;
+
+/// `--version`: the crate version, the embedded component's sha256 and the WIT package it
+/// implements.
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (component sha256 ",
+    env!("PROCLEASE_COMPONENT_SHA256"),
+    ", WIT ",
+    env!("PROCLEASE_WIT_PACKAGE"),
+    ")"
+);
+
+/// Prints a `--json` document the one way every command does (pretty, one trailing newline).
+pub fn print_json(document: &serde_json::Value) {
+    println!("{}", serde_json::to_string_pretty(document).unwrap_or_default());
+}
+
 #[derive(Parser)]
 #[command(
     name = "proclease",
-    version,
+    version = VERSION,
     about = "Crash-safe, process-owned leases on shared local state (ghostget 0.17.2 compatible)",
     long_about = "Crash-safe, process-owned leases on shared local state (ghostget 0.17.2 compatible).\n\n\
         proclease leases working directories and the export admission to live processes, and after a crash \
@@ -36,6 +57,8 @@ pub const EXIT_INDETERMINATE: u8 = 4;
         proclease recover --dry-run\n  \
         proclease validate examples/records\n  \
         proclease identity 1234\n\n\
+        Logging: -v shows what was probed and which proof decided (-vv more), -q only errors; RUST_LOG \
+        (e.g. RUST_LOG=proclease=debug) overrides both. Logs go to standard error.\n\n\
         Exit status: 0 ok; 1 error or invalid record; 2 usage error; 3 blocked by a live owner; \
         4 a prior owner cannot be proven dead. `run` exits with the command's status once it ran."
 )]
@@ -60,6 +83,13 @@ pub struct Global {
     /// The plugin catalog file (default: <state home>/provider-plugins/catalog.json).
     #[arg(long, global = true, value_name = "FILE")]
     plugin_catalog: Option<PathBuf>,
+    /// Say more on standard error: -v what was probed and which proof decided, -vv every
+    /// store and /proc step.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count, conflicts_with = "quiet")]
+    verbose: u8,
+    /// Say nothing on standard error but errors.
+    #[arg(short, long, global = true)]
+    quiet: bool,
 }
 
 #[derive(Subcommand)]
@@ -75,9 +105,13 @@ enum Command {
         A lease whose owner (or recorded child) is alive is kept; one whose owner cannot be proven dead is kept and \
         counted as indeterminate.")]
     Recover(recover::RecoverArgs),
-    /// List the admission claim and every directory lease with its owner, phase, age and
-    /// disposition (active / indeterminate / recoverable), and why.
-    #[command(after_help = "Examples:\n  proclease doctor\n  proclease doctor --json")]
+    /// List the admission claim, every directory lease and every plugin invocation lease with
+    /// its owner, recorded child, phase, age and disposition (active / indeterminate /
+    /// recoverable / invalid), and why.
+    #[command(after_help = "Examples:\n  proclease doctor\n  proclease doctor --json\n\n\
+        CHILD is the recorded child of a directory lease (the command `run` started), the helper of the export \
+        admission, or the containment host of an invocation lease. Doctor changes nothing; `recover` acts on the \
+        rows it marks recoverable.")]
     Doctor(doctor::DoctorArgs),
     /// Plugin invocation leases: list, repair, or run a plugin host under a lease.
     #[command(subcommand, after_help = invocations::HELP)]
@@ -99,15 +133,38 @@ enum Command {
         json: bool,
     },
     /// Write the embedded WebAssembly component, for other runtimes (Node/jco, Python/wasmtime).
-    #[command(after_help = "Examples:\n  proclease component -o proclease.wasm\n  proclease component > proclease.wasm\n  proclease component --interfaces")]
+    #[command(after_help = "Examples:\n  proclease component -o proclease.wasm\n  proclease component > proclease.wasm\n  \
+        proclease component --interfaces\n  proclease component --interfaces --json\n\n\
+        The bytes are not written to a terminal, and an existing -o file is kept unless --force is given.")]
     Component {
-        /// Where to write it; standard output when absent.
+        /// Where to write it; standard output when absent (not a terminal).
         #[arg(short, long)]
         output: Option<PathBuf>,
-        /// Instead of the bytes, print the component's sha256, size, and the interfaces it
-        /// imports (what a host must provide) and exports.
+        /// Replace the -o file if it exists.
+        #[arg(long, requires = "output")]
+        force: bool,
+        /// Instead of the bytes, print the component's sha256, size, WIT package, and the
+        /// interfaces it imports (what a host must provide) and exports.
         #[arg(long, conflicts_with = "output")]
         interfaces: bool,
+        /// With --interfaces: print JSON instead of text.
+        #[arg(long, requires = "interfaces")]
+        json: bool,
+    },
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    #[command(after_help = "Examples:\n  proclease completions bash > ~/.local/share/bash-completion/completions/proclease\n  \
+        proclease completions zsh > ~/.zfunc/_proclease")]
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff) of proclease and each subcommand, or write them to a
+    /// directory.
+    #[command(after_help = "Examples:\n  proclease man | man -l -\n  proclease man --dir ~/.local/share/man/man1")]
+    Man {
+        /// Write proclease.1 and proclease-<subcommand>.1 into this directory instead.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
     },
 }
 
@@ -166,11 +223,20 @@ impl From<String> for Failure {
 
 /// Parses the arguments and runs the subcommand.
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => return usage_error(&error),
+    };
+    logging::init(cli.global.verbose, cli.global.quiet);
     let result: Result<ExitCode, Failure> = match cli.command {
         Command::Validate { files, json } => validate::run(&files, json).map_err(|e| Failure::new(e.to_string())),
-        Command::Component { interfaces: true, .. } => component::describe_component().map_err(|e| Failure::new(e.to_string())),
-        Command::Component { output, .. } => component::write_component(output.as_deref()).map_err(|e| Failure::new(e.to_string())),
+        Command::Component { interfaces: true, json, .. } => component::describe_component(json),
+        Command::Component { output, force, .. } => component::write_component(output.as_deref(), force),
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut Cli::command(), "proclease", &mut std::io::stdout());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Man { dir } => component::man_pages(Cli::command(), dir.as_deref()),
         Command::Run(args) => run::run(&cli.global, args),
         Command::Recover(args) => recover::run(&cli.global, &args),
         Command::Doctor(args) => doctor::run(&cli.global, &args),
@@ -184,4 +250,17 @@ pub fn main() -> ExitCode {
             ExitCode::from(failure.status)
         }
     }
+}
+
+/// Prints a usage error (exit 2), or help and version (exit 0); a command given to `run` or
+/// `invocations run` without the `--` before it gets the hint that fixes it.
+fn usage_error(error: &clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    let _ = error.print();
+    let args: Vec<String> = std::env::args().collect();
+    let runs_a_command = args.iter().any(|a| a == "run") && !args.iter().any(|a| a == "--");
+    if runs_a_command && matches!(error.kind(), ErrorKind::UnknownArgument | ErrorKind::MissingRequiredArgument) {
+        eprintln!("hint: put the command after `--`, e.g. proclease run --workdir DIR -- make -j4");
+    }
+    ExitCode::from(u8::try_from(error.exit_code()).unwrap_or(2))
 }

@@ -6,6 +6,8 @@ use std::process::ExitCode;
 
 use clap::Args;
 use proclease::api::host::set_aside_lease_entry;
+use proclease::core::LeaseCode;
+use proclease::core::invocation_leases::RepairDecision;
 use proclease::core::directory_leases::{Action, CreationAction, CreationOutcome, Options, Outcome, Run};
 use serde_json::json;
 
@@ -52,8 +54,18 @@ fn line(home: &Path, o: &Outcome, dry_run: bool) -> String {
         }
         Action::RemoveClaim => format!("{verb} {what}: its directory was already gone ({})", o.reason),
         Action::Skip(error) | Action::Stop(error) => {
+            let replaced = matches!(
+                error.lease_code(),
+                Some(LeaseCode::DirectoryLeaseTargetChangedBeforeRecovery | LeaseCode::DirectoryLeaseParentChangedBeforeRecovery)
+            );
             let fix = if o.claim.is_none() {
                 format!("; proclease never deletes it: check it, then move it aside: {}", set_aside_lease_entry(home, &o.name))
+            } else if replaced {
+                format!(
+                    "; the directory there now is not the one this lease holds (re-created or replaced), so recovery will never remove it: \
+                     check that no run uses it, then move the stale lease record aside: {}",
+                    set_aside_lease_entry(home, &o.name)
+                )
             } else {
                 String::new()
             };
@@ -78,6 +90,22 @@ fn creation_line(c: &CreationOutcome, dry_run: bool) -> String {
     }
 }
 
+/// One line of text for an invocation lease's decision.
+fn invocation_line(id: &str, decision: RepairDecision, dry_run: bool) -> String {
+    match (decision, dry_run) {
+        (RepairDecision::Remove, false) => format!("removed invocation lease {id}: its owner and host are provably gone"),
+        (RepairDecision::Remove, true) => format!("would remove invocation lease {id}: its owner and host are provably gone"),
+        (RepairDecision::Active, _) => format!("kept invocation lease {id}: its owner or host is alive"),
+        (RepairDecision::Unknown, _) => {
+            format!("kept invocation lease {id}: its owner or host cannot be proven gone (a tombstone of this boot stays until a reboot)")
+        }
+        (RepairDecision::RemovalRefused, _) => format!("kept invocation lease {id}: it changed while it was being removed"),
+        (RepairDecision::Invalid, _) => {
+            format!("kept invocation lease {id}: not a valid lease; it blocks acquires until repaired by hand (`proclease validate` on it says why)")
+        }
+    }
+}
+
 /// Runs `recover`.
 pub fn run(global: &Global, args: &RecoverArgs) -> Result<ExitCode, Failure> {
     let host = super::open(global)?;
@@ -85,7 +113,13 @@ pub fn run(global: &Global, args: &RecoverArgs) -> Result<ExitCode, Failure> {
     // Recoverers take turns (the library's recovery lock), so each reports exactly what it did;
     // a lease another program recovered meanwhile is reported as already recovered.
     let options = Options { dry_run: args.dry_run, skip_invalid: args.skip_invalid, concurrent: true };
-    let recovery = host.recover(options)?;
+    let recovery = host.recover(options).map_err(|error| match error {
+        proclease::Error::File { .. } => Failure::from(error).hint(
+            "recover writes to the state home (its locks and lease records), so the state home must be writable; \
+             `proclease doctor` shows the same decisions without writing",
+        ),
+        other => Failure::from(other),
+    })?;
     let run = recovery.directory_leases;
     let tombstones = recovery.invocations;
     let report = run.report();
@@ -111,7 +145,7 @@ pub fn run(global: &Global, args: &RecoverArgs) -> Result<ExitCode, Failure> {
             })
             .collect();
         let mut doc = json!({
-            "schemaVersion": 1,
+            "schemaVersion": super::JSON_SCHEMA_VERSION,
             "dryRun": args.dry_run,
             "directoryLeases": {
                 "recovered": report.recovered, "published": report.published,
@@ -122,12 +156,14 @@ pub fn run(global: &Global, args: &RecoverArgs) -> Result<ExitCode, Failure> {
                 "entries": outcomes,
             },
         });
-        if let Some((t, _)) = &tombstones {
+        if let Some((t, decisions)) = &tombstones {
+            let entries: Vec<_> = decisions.iter().map(|(id, d)| json!({"leaseId": id, "decision": d.name()})).collect();
             doc["invocationLeases"] = json!({
                 "inspected": t.inspected, "removed": t.removed, "active": t.active, "unknown": t.unknown, "invalid": t.invalid,
+                "entries": entries,
             });
         }
-        println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
+        super::print_json(&doc);
     } else {
         for o in &run.outcomes {
             println!("{}", line(&home, o, args.dry_run));
@@ -135,9 +171,15 @@ pub fn run(global: &Global, args: &RecoverArgs) -> Result<ExitCode, Failure> {
         for c in &recovery.creations {
             println!("{}", creation_line(c, args.dry_run));
         }
+        if let Some((_, decisions)) = &tombstones {
+            for (id, decision) in decisions {
+                println!("{}", invocation_line(id, *decision, args.dry_run));
+            }
+        }
         if args.dry_run {
-            if run.outcomes.is_empty() {
-                println!("nothing to recover: no directory leases");
+            let invocations = tombstones.as_ref().map_or(0, |(t, _)| t.inspected);
+            if run.outcomes.is_empty() && recovery.creations.is_empty() && invocations == 0 {
+                println!("nothing to recover: no directory leases and no invocation leases");
             }
         } else {
             println!("recovered: {}", report.recovered);

@@ -31,7 +31,10 @@ pub fn run(files: &[PathBuf], as_json: bool) -> Result<ExitCode, Error> {
         let outcome = match read_record_text(path) {
             Ok(text) => {
                 let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-                Outcome::Verdict(instance.records().inspect_file(name, &text)?)
+                // The directory a file lives in decides its kind, as for the reference's readers.
+                let absolute = std::path::absolute(path).unwrap_or_else(|_| path.clone());
+                let collection = absolute.parent().and_then(|p| p.file_name()).and_then(|n| n.to_str()).unwrap_or("");
+                Outcome::Verdict(instance.records().inspect_file_in(collection, name, &text)?)
             }
             Err(message) => Outcome::Unreadable(message),
         };
@@ -44,8 +47,7 @@ pub fn run(files: &[PathBuf], as_json: bool) -> Result<ExitCode, Error> {
         }
     }
     if as_json {
-        let text = serde_json::to_string_pretty(&documents).unwrap_or_default();
-        println!("{text}");
+        super::print_json(&json!({"schemaVersion": super::JSON_SCHEMA_VERSION, "files": documents}));
     }
     Ok(if all_valid { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
@@ -62,6 +64,11 @@ fn expand_directories(paths: &[PathBuf]) -> Vec<PathBuf> {
         children.sort();
         for child in children {
             let is_dir = std::fs::symlink_metadata(&child).is_ok_and(|m| m.is_dir());
+            // proclease's own bookkeeping in a state home (witnesses, locks, intents) holds no
+            // records.
+            if is_dir && child.file_name().is_some_and(|n| n == ".proclease") {
+                continue;
+            }
             if is_dir {
                 walk(&child, out);
             } else if child.extension().is_some_and(|e| e == "json") {
@@ -111,7 +118,10 @@ fn verdict_line(path: &Path, outcome: &Outcome) -> String {
                     v.schema.as_deref().unwrap_or("?"),
                     v.sha256
                 ),
-                Some(error) => format!("{path}: invalid {kind}: {error} ({canonical}, sha256 {})", v.sha256),
+                Some(error) => {
+                    let hint = v.hint.as_ref().map(|h| format!("; {h}")).unwrap_or_default();
+                    format!("{path}: invalid {kind}: {error}{hint} ({canonical}, sha256 {})", v.sha256)
+                }
             }
         }
     }
@@ -129,6 +139,7 @@ fn verdict_json(path: &Path, outcome: &Outcome) -> serde_json::Value {
             "canonical": v.canonical,
             "sha256": v.sha256,
             "error": v.error.as_ref().map(|e| e.message().to_string()),
+            "hint": v.hint,
         }),
     }
 }

@@ -94,35 +94,46 @@ impl wit::Guest for Component {
     }
 
     fn repair(recover_tombstones: bool) -> Result<wit::RepairOutcome, t::Error> {
-        let mut decisions = Vec::new();
-        let report = leases::repair(recover_tombstones, &mut ImportedStore, &mut ImportedProcesses, &mut ImportedCatalog::default(), &mut |entry, d| {
-            let id = match entry {
-                Entry::Valid(s) => s.record.lease_id.clone(),
-                Entry::Invalid(id) => id.clone(),
-            };
-            decisions.push((
-                id,
-                match d {
-                    RepairDecision::Active => wit::RepairDecision::Active,
-                    RepairDecision::Unknown => wit::RepairDecision::Unknown,
-                    RepairDecision::Remove => wit::RepairDecision::Remove,
-                    RepairDecision::RemovalRefused => wit::RepairDecision::RemovalRefused,
-                    RepairDecision::Invalid => wit::RepairDecision::Invalid,
-                },
-            ));
-        })
-        .map_err(error)?;
-        Ok(wit::RepairOutcome {
-            report: wit::RepairReport {
-                inspected: report.inspected,
-                removed: report.removed,
-                active: report.active,
-                unknown: report.unknown,
-                invalid: report.invalid,
-            },
-            decisions,
-        })
+        repair_outcome(|observe| leases::repair(recover_tombstones, &mut ImportedStore, &mut ImportedProcesses, &mut ImportedCatalog::default(), observe))
     }
+
+    fn preview_repair(recover_tombstones: bool) -> Result<wit::RepairOutcome, t::Error> {
+        repair_outcome(|observe| leases::preview_repair(recover_tombstones, &mut ImportedStore, &mut ImportedProcesses, observe))
+    }
+}
+
+/// Runs a repair (or its dry run), collecting each entry's decision by lease id.
+fn repair_outcome(
+    run: impl FnOnce(&mut dyn FnMut(&Entry, RepairDecision)) -> Result<leases::RepairReport, proclease_core::Error>,
+) -> Result<wit::RepairOutcome, t::Error> {
+    let mut decisions = Vec::new();
+    let report = run(&mut |entry, d| {
+        let id = match entry {
+            Entry::Valid(s) => s.record.lease_id.clone(),
+            Entry::Invalid(id) => id.clone(),
+        };
+        decisions.push((
+            id,
+            match d {
+                RepairDecision::Active => wit::RepairDecision::Active,
+                RepairDecision::Unknown => wit::RepairDecision::Unknown,
+                RepairDecision::Remove => wit::RepairDecision::Remove,
+                RepairDecision::RemovalRefused => wit::RepairDecision::RemovalRefused,
+                RepairDecision::Invalid => wit::RepairDecision::Invalid,
+            },
+        ));
+    })
+    .map_err(error)?;
+    Ok(wit::RepairOutcome {
+        report: wit::RepairReport {
+            inspected: report.inspected,
+            removed: report.removed,
+            active: report.active,
+            unknown: report.unknown,
+            invalid: report.invalid,
+        },
+        decisions,
+    })
 }
 
 impl wit::GuestContainmentController for ControllerResource {

@@ -101,20 +101,22 @@ impl wit::Guest for Component {
         core_records::portable_identity::parse_value(&value).map(portable_identity).map_err(error)
     }
 
-    fn inspect_file(file_name: String, text: String) -> wit::FileVerdict {
+    fn inspect_file(collection: String, file_name: String, text: String) -> wit::FileVerdict {
         use core_records::detect::{self, RecordKind as K};
-        let v = detect::inspect_file(&file_name, &text);
+        let v = detect::inspect_file_in(&collection, &file_name, &text);
         wit::FileVerdict {
             kind: v.kind.map(|k| match k {
                 K::ExportAdmission => wit::RecordKind::ExportAdmission,
                 K::DirectoryLease => wit::RecordKind::DirectoryLease,
                 K::InvocationLease => wit::RecordKind::InvocationLease,
                 K::PortableIdentity => wit::RecordKind::PortableIdentity,
+                K::StateHomeMarker => wit::RecordKind::StateHomeMarker,
             }),
             schema: v.schema,
             sha256: v.sha256,
             canonical: v.canonical,
             error: v.error.map(error),
+            hint: v.hint,
         }
     }
 }

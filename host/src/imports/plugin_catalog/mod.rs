@@ -73,6 +73,17 @@ impl PluginCatalog {
         self.store.home().path().join(lock_file::STORE_ROOT).join("locks").join(lock_file::LOCK_NAME)
     }
 
+    /// Where the catalog is read from, and whether a file is there now (for messages: a
+    /// missing catalog makes every plugin "changed or disabled", as in the reference).
+    pub fn location(&self) -> (PathBuf, bool) {
+        let path = match &self.source {
+            Source::StateHome => self.store.home().path().join(DEFAULT_PATH),
+            Source::File(path) => path.clone(),
+        };
+        let exists = std::fs::symlink_metadata(&path).is_ok();
+        (path, exists)
+    }
+
     /// The enabled installation of `plugin_id`, or `None`.
     ///
     /// Errors: the catalog file cannot be read or is malformed (the message names it).

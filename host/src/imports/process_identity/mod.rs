@@ -216,6 +216,31 @@ impl ProcessIdentity {
         Ok(owner)
     }
 
+    /// What the pid `pid` of this PID namespace is now, for a person asking (`proclease identity
+    /// PID`): its identity and owner status when it is a live process; else no identity and
+    /// `different-or-dead` when the kernel says there is no such process or it is a zombie
+    /// whose threads all exited, `unknown` when it exists but cannot be read (another user's
+    /// process under `hidepid`). Links no witness.
+    ///
+    /// Errors: [`PID_MALFORMED`] for pid 0 or beyond 2^53 − 1; the boot id errors; `/proc`
+    /// shows another PID namespace.
+    pub fn identify(&self, pid: u64) -> Result<(Option<Owner>, OwnerStatus), IdentityError> {
+        if pid == 0 || pid as f64 > js::MAX_SAFE_INTEGER {
+            return Err(IdentityError(PID_MALFORMED.into()));
+        }
+        let host = self.own_view()?;
+        let boot_id = self.current_boot_id()?;
+        let (stat, tasks) = observe(pid);
+        let ProcRead::Stat(text) = &stat else {
+            let status = if stat == ProcRead::Missing { OwnerStatus::DifferentOrDead } else { OwnerStatus::Unknown };
+            return Ok((None, status));
+        };
+        let Some(start) = liveness::start_id(text, tasks, &host.view, &boot_id) else { return Ok((None, OwnerStatus::DifferentOrDead)) };
+        let owner = Owner { pid, boot_id, process_start_id: start };
+        let status = self.owner_status(&owner)?;
+        Ok((Some(owner), status))
+    }
+
     /// Everything observable about a recorded process (WIT `probe`): the current boot id, its
     /// witness and its spawn witnesses, `/proc/<pid>/stat` and its task count, and this host's
     /// `/proc` view. Nothing is read for an owner of another boot.
@@ -225,6 +250,7 @@ impl ProcessIdentity {
         let boot_id = self.current_boot_id()?;
         let view = self.host().view;
         if owner.boot_id != boot_id {
+            tracing::debug!(pid = owner.pid, recorded_boot_id = %owner.boot_id, current_boot_id = %boot_id, "a recorded process of another boot: nothing to read");
             return Ok(OwnerFacts {
                 boot_id,
                 witness: WitnessState::Absent,
@@ -238,6 +264,18 @@ impl ProcessIdentity {
         let (witness, recorded_pid_namespace) = self.witnesses.as_ref().map_or((WitnessState::Absent, None), |w| w.test(owner));
         let spawned = self.witnesses.as_ref().map_or(WitnessState::Absent, |w| w.test_spawned(owner));
         let (stat, tasks) = observe(owner.pid);
+        tracing::debug!(
+            pid = owner.pid,
+            ?witness,
+            ?spawned,
+            stat = %match &stat {
+                ProcRead::Stat(_) => "read",
+                ProcRead::Missing => "missing",
+                ProcRead::Unreadable => "unreadable",
+            },
+            tasks,
+            "probed a recorded process"
+        );
         Ok(OwnerFacts { boot_id, witness, recorded_pid_namespace, spawned, stat, tasks, view })
     }
 
@@ -245,7 +283,9 @@ impl ProcessIdentity {
     ///
     /// Errors: only when the current boot id cannot be established.
     pub fn liveness(&self, owner: &Owner) -> Result<Liveness, IdentityError> {
-        Ok(liveness::judge(owner, &self.probe(owner)?))
+        let judged = liveness::judge(owner, &self.probe(owner)?);
+        tracing::debug!(pid = owner.pid, status = judged.status.name(), proof = judged.proof.words(), "owner liveness");
+        Ok(judged)
     }
 
     /// `processOwnerStatus(owner)` (§2.4) with the witness and namespace rules of

@@ -33,14 +33,16 @@ pub(crate) enum Locked {
     TimedOut,
 }
 
-/// Locks `name` (created 0600 if absent) in the lock directory, waiting at most [`WAIT`].
+/// Locks `name` (created 0600 if absent; opened read-only on a read-only filesystem) in the
+/// lock directory, waiting at most [`WAIT`].
 pub(crate) fn lock(locks: impl AsFd, name: &str) -> std::io::Result<Locked> {
-    let fd = rustix::fs::openat(
-        locks,
-        name,
-        OFlags::RDWR | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::from_raw_mode(0o600),
-    )?;
+    let fd = match rustix::fs::openat(&locks, name, OFlags::RDWR | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::from_raw_mode(0o600)) {
+        // A read-only state home (a read-only mount): an existing lock file still locks (flock
+        // needs no write access), so readers such as `doctor` work; a writer fails later, at
+        // its first write, with the filesystem's own error.
+        Err(rustix::io::Errno::ROFS) => rustix::fs::openat(&locks, name, OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())?,
+        other => other?,
+    };
     let file = File::from(fd);
     let start = Instant::now();
     let mut pause = Duration::from_micros(200);

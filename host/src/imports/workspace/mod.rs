@@ -200,7 +200,7 @@ impl Workspace {
         let fd = match walk(&root.fd, &rest) {
             Walk::Open(fd) => fd,
             Walk::Absent => return Ok(true),
-            Walk::NotPhysical => return Err(WorkspaceError::Refused { path: path.into(), reason: "a component is a symbolic link or not a directory".into() }),
+            Walk::NotPhysical => return Err(WorkspaceError::Refused { path: path.into(), reason: "a path component (a directory on the way, or the directory itself) is a symbolic link or not a directory".into() }),
             Walk::Failed(e) => return Err(io_error(path, "open")(e)),
         };
         Ok(fsops::some_names(&fd, 1).map_err(io_error(path, "list"))?.is_empty())
