@@ -1,10 +1,13 @@
 //! Builds the proclease WebAssembly component from `guest/component` and embeds it
 //! (`build-support/wasm_guest.rs` says how). The component and its sha256 are handed to the
-//! crate as `OUT_DIR/proclease.wasm` and `PROCLEASE_COMPONENT_SHA256`; the WIT package (name and version)
+//! crate as `OUT_DIR/proclease.wasm` and `PROCLEASE_COMPONENT_SHA256`, and its native code,
+//! precompiled with the runtime's engine configuration, as `OUT_DIR/proclease.cwasm`; the WIT package (name and version)
 //! as `PROCLEASE_WIT_PACKAGE`.
 
 #[path = "../build-support/wasm_guest.rs"]
 mod wasm_guest;
+#[path = "../build-support/engine_config.rs"]
+mod engine_config;
 
 use std::env;
 use std::path::PathBuf;
@@ -25,6 +28,12 @@ fn main() {
     let digest = Sha256::digest(&bytes);
     let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
     println!("cargo:rustc-env=PROCLEASE_COMPONENT_SHA256={hex}");
+    // The component compiled to native code by the runtime's own engine configuration, so the
+    // binary loads it without running Cranelift (a host whose CPU or wasmtime build differs is
+    // refused by wasmtime's header check, and the runtime compiles instead).
+    let engine = wasmtime::Engine::new(&engine_config::engine_config()).expect("a wasmtime engine to precompile the component");
+    let precompiled = engine.precompile_component(&bytes).expect("the component compiles with Cranelift");
+    wasm_guest::write_if_changed(&out_dir.join("proclease.cwasm"), &precompiled);
     // The contract's package and version (`package proclease:lease@0.1.0;`), for `--version`.
     let wit = std::fs::read_to_string(root.join("wit/proclease.wit")).expect("wit/proclease.wit is readable");
     let package = wit

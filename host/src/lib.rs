@@ -56,7 +56,7 @@ pub use invocation_lease::{
 };
 pub use proclease_core as core;
 pub use records::Records;
-pub use runtime::{HostState, Instance, Runtime, RuntimeConfig};
+pub use runtime::{HostState, Instance, LoadedFrom, Runtime, RuntimeConfig};
 /// The wasmtime this host is built on, for embedders of [`Runtime::instantiate_component`]
 /// (whose components, stores and instances are its types).
 pub use wasmtime;

@@ -67,3 +67,17 @@ fn the_wit_lease_codes_are_the_cores() {
     let core: Vec<&str> = proclease::core::LeaseCode::ALL.iter().map(|c| c.name()).collect();
     assert_eq!(codes, core, "run build-support/lease_codes.py after changing the core's codes");
 }
+
+/// The binary carries the component's native code, compiled at build time with the runtime's
+/// engine configuration: a start on the build machine neither runs Cranelift nor needs the
+/// compile cache (issue #19). Were the build script's engine configured differently from the
+/// runtime's, wasmtime would refuse the artifact and this would say `Compiled`.
+#[test]
+fn a_start_loads_the_precompiled_component_without_cranelift_or_a_cache() {
+    let runtime = Runtime::new(proclease::RuntimeConfig { cache_dir: None, ..proclease::RuntimeConfig::default() }).expect("runtime");
+    assert_eq!(runtime.loaded_from(), proclease::LoadedFrom::Precompiled);
+    // And the precompiled component is the embedded one: it instantiates and answers.
+    let mut instance = runtime.instantiate().expect("instantiate");
+    let verdict = instance.records().inspect_file(".io-state.json", "{\"kind\":\"io-state\",\"schemaVersion\":1}\n").expect("inspect");
+    assert!(verdict.error.is_none(), "{verdict:?}");
+}

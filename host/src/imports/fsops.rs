@@ -228,28 +228,20 @@ pub(crate) fn remove_tree_at(dir: impl AsFd + Copy, name: &str) -> std::io::Resu
 /// The names in a directory (without `.` and `..`), as raw bytes, at most `bound` of them.
 /// `Err(None)` means the bound was exceeded.
 pub(crate) fn list_names(dir: impl AsFd, bound: usize) -> Result<Vec<Vec<u8>>, Option<std::io::Error>> {
-    let fd = rustix::fs::openat(dir, ".", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
-        .map_err(|e| Some(e.into()))?;
-    let mut reader = rustix::fs::Dir::read_from(&fd).map_err(|e| Some(e.into()))?;
-    let mut names = Vec::new();
-    while let Some(entry) = reader.read() {
-        let entry = entry.map_err(|e| Some(e.into()))?;
-        let name = entry.file_name().to_bytes();
-        if name == b"." || name == b".." {
-            continue;
-        }
-        if names.len() == bound {
-            return Err(None);
-        }
-        names.push(name.to_vec());
-    }
-    Ok(names)
+    names_where(dir, bound, |name| name != b"." && name != b"..")
 }
 
 /// The names in a directory that start with `prefix` and are UTF-8, at most `bound` of them
 /// (`Err(None)` beyond), without copying the others — the claim listings run on every
 /// mutation, in collections of thousands of records.
 pub(crate) fn names_starting_with(dir: impl AsFd, prefix: &str, bound: usize) -> Result<Vec<String>, Option<std::io::Error>> {
+    let names = names_where(dir, bound, |name| name.starts_with(prefix.as_bytes()) && std::str::from_utf8(name).is_ok())?;
+    Ok(names.into_iter().filter_map(|name| String::from_utf8(name).ok()).collect())
+}
+
+/// The names in a directory that `keep` accepts, at most `bound` of them (`Err(None)` beyond);
+/// the others are never copied.
+fn names_where(dir: impl AsFd, bound: usize, keep: impl Fn(&[u8]) -> bool) -> Result<Vec<Vec<u8>>, Option<std::io::Error>> {
     let fd = rustix::fs::openat(dir, ".", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
         .map_err(|e| Some(e.into()))?;
     let mut reader = rustix::fs::Dir::read_from(&fd).map_err(|e| Some(e.into()))?;
@@ -257,14 +249,13 @@ pub(crate) fn names_starting_with(dir: impl AsFd, prefix: &str, bound: usize) ->
     while let Some(entry) = reader.read() {
         let entry = entry.map_err(|e| Some(e.into()))?;
         let name = entry.file_name().to_bytes();
-        if !name.starts_with(prefix.as_bytes()) {
+        if !keep(name) {
             continue;
         }
-        let Ok(name) = std::str::from_utf8(name) else { continue };
         if names.len() == bound {
             return Err(None);
         }
-        names.push(name.to_string());
+        names.push(name.to_vec());
     }
     Ok(names)
 }

@@ -4,6 +4,11 @@
 /// The component (`guest/component` built for `wasm32-wasip2`, stripped).
 pub const BYTES: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/proclease.wasm"));
 
+/// [`BYTES`] compiled to native code at build time by an engine configured as the runtime's
+/// (`Engine::precompile_component`); loaded with `Component::deserialize`, which wasmtime
+/// refuses on a host whose CPU features or wasmtime build differ.
+pub const PRECOMPILED: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/proclease.cwasm"));
+
 /// Lowercase hex sha256 of [`BYTES`], computed at build time.
 pub const SHA256: &str = env!("PROCLEASE_COMPONENT_SHA256");
 

@@ -12,11 +12,15 @@
 //! past either is stopped with [`Error::Limit`] and the host carries on.
 //! [`Runtime::instantiate_component`] applies the same imports and limits to another component.
 //!
-//! Compiling the component with Cranelift takes ~0.2 s in a release host and seconds in a debug
-//! one, so the compiled artifact is cached in `$PROCLEASE_CACHE_DIR`, else
-//! `$XDG_CACHE_HOME/proclease`, else `~/.cache/proclease` (created 0700), keyed by the
-//! component's sha256 and the engine's compatibility hash; a warm start deserializes it instead
-//! of running Cranelift. Within one process, [`Runtime::shared`] compiles at most once.
+//! The component's native code is compiled at build time (`host/build.rs`, with the engine
+//! configuration of `build-support/engine_config.rs`) and embedded
+//! ([`component::PRECOMPILED`]), so a start loads it without running Cranelift
+//! ([`LoadedFrom::Precompiled`]). Where wasmtime refuses that artifact (a host whose CPU
+//! features differ from the build machine's), the component is compiled with Cranelift (~0.2 s
+//! in a release host, seconds in a debug one) and the result cached in `$PROCLEASE_CACHE_DIR`,
+//! else `$XDG_CACHE_HOME/proclease`, else `~/.cache/proclease` (created 0700), keyed by the
+//! component's sha256 and the engine's compatibility hash. Within one process,
+//! [`Runtime::shared`] loads at most once.
 
 use std::hash::{Hash, Hasher};
 use std::io::Write as _;
@@ -25,10 +29,13 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use wasmtime::component::{Component, Linker};
-use wasmtime::{CallHook, Config, Engine, ResourceLimiter, Store, UpdateDeadline};
+use wasmtime::{CallHook, Engine, ResourceLimiter, Store, UpdateDeadline};
 
 pub(crate) mod bindings;
 pub mod component;
+
+#[path = "../../../build-support/engine_config.rs"]
+mod engine_config;
 
 use bindings::{Proclease, ProcleasePre};
 use crate::effects::Effects;
@@ -85,6 +92,7 @@ pub const MAX_CORE_INSTANCES: usize = 4;
 pub struct Runtime {
     engine: Engine,
     component: Component,
+    loaded_from: LoadedFrom,
     linker: Linker<HostState>,
     pre: ProcleasePre<HostState>,
     config: RuntimeConfig,
@@ -200,17 +208,15 @@ impl Runtime {
     ///
     /// Errors: [`Error::Component`] if the component cannot be compiled or linked.
     pub fn new(config: RuntimeConfig) -> Result<Runtime, Error> {
-        let mut wasm_config = Config::new();
-        wasm_config.epoch_interruption(true);
-        let engine = Engine::new(&wasm_config).map_err(Error::component)?;
+        let engine = Engine::new(&engine_config::engine_config()).map_err(Error::component)?;
         start_epoch_ticker(&engine);
-        let component = load_component(&engine, config.cache_dir.as_ref())?;
+        let (component, loaded_from) = load_component(&engine, config.cache_dir.as_ref())?;
         let mut linker: Linker<HostState> = Linker::new(&engine);
         Proclease::add_to_linker::<HostState, wasmtime::component::HasSelf<HostState>>(&mut linker, |state| state)
             .map_err(Error::component)?;
         let pre = linker.instantiate_pre(&component).map_err(Error::component)?;
         let pre = ProcleasePre::new(pre).map_err(Error::component)?;
-        Ok(Runtime { engine, component, linker, pre, config })
+        Ok(Runtime { engine, component, loaded_from, linker, pre, config })
     }
 
     /// A fresh instance of the component (~0.2 ms) with no state home: for the pure exports
@@ -316,6 +322,12 @@ impl Runtime {
         store
     }
 
+    /// Where this runtime's compiled component came from: [`LoadedFrom::Precompiled`] on a host
+    /// like the build machine (no Cranelift run, no cache needed).
+    pub fn loaded_from(&self) -> LoadedFrom {
+        self.loaded_from
+    }
+
     /// The engine (to inspect the component's type, for example).
     pub fn engine(&self) -> &Engine {
         &self.engine
@@ -411,12 +423,31 @@ fn default_cache_dir() -> Option<PathBuf> {
     Some(base.join("proclease"))
 }
 
-/// The compiled component: from the cache when a matching entry exists, else compiled with
+/// Where a runtime's compiled component came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoadedFrom {
+    /// The native code compiled at build time and embedded in this binary (no Cranelift run).
+    Precompiled,
+    /// The compile cache (compiled by an earlier start on this host).
+    Cache,
+    /// Compiled with Cranelift by this start.
+    Compiled,
+}
+
+/// The compiled component: the embedded precompiled artifact when wasmtime accepts it for this
+/// engine and host; else from the cache when a matching entry exists; else compiled with
 /// Cranelift and written to the cache (best effort: a cache that cannot be written only costs
 /// time).
-fn load_component(engine: &Engine, cache_dir: Option<&PathBuf>) -> Result<Component, Error> {
+fn load_component(engine: &Engine, cache_dir: Option<&PathBuf>) -> Result<(Component, LoadedFrom), Error> {
+    // SAFETY: the bytes were produced by `Engine::precompile_component` in this crate's build
+    // script and embedded in this binary; wasmtime checks their header (wasmtime version,
+    // compiler flags, CPU features) against this engine and refuses a mismatch.
+    match unsafe { Component::deserialize(engine, component::PRECOMPILED) } {
+        Ok(component) => return Ok((component, LoadedFrom::Precompiled)),
+        Err(error) => tracing::info!(%error, "the precompiled component does not fit this host; compiling it"),
+    }
     let Some(dir) = cache_dir else {
-        return Component::new(engine, component::BYTES).map_err(Error::component);
+        return Ok((Component::new(engine, component::BYTES).map_err(Error::component)?, LoadedFrom::Compiled));
     };
     let mut hasher = std::hash::DefaultHasher::new();
     component::SHA256.hash(&mut hasher);
@@ -428,13 +459,13 @@ fn load_component(engine: &Engine, cache_dir: Option<&PathBuf>) -> Result<Compon
         // compatibility hash; wasmtime also checks its header and version. A user who can
         // write there can already run code as this user.
         if let Ok(component) = unsafe { Component::deserialize_file(engine, &path) } {
-            return Ok(component);
+            return Ok((component, LoadedFrom::Cache));
         }
     }
     let compiled = engine.precompile_component(component::BYTES).map_err(Error::component)?;
     let _ = write_cache_entry(dir, &path, &compiled);
     // SAFETY: `compiled` was produced by this engine's `precompile_component` just now.
-    unsafe { Component::deserialize(engine, &compiled) }.map_err(Error::component)
+    Ok((unsafe { Component::deserialize(engine, &compiled) }.map_err(Error::component)?, LoadedFrom::Compiled))
 }
 
 fn write_cache_entry(dir: &PathBuf, path: &PathBuf, bytes: &[u8]) -> std::io::Result<()> {
