@@ -8,7 +8,7 @@ use std::os::unix::ffi::OsStrExt as _;
 use std::os::unix::fs::{PermissionsExt as _, symlink};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use proclease::core::digest::sha256_hex;
 use proclease::process_identity::ProcessIdentity;
@@ -47,22 +47,27 @@ fn chmod(path: &Path, mode: u32) {
 }
 
 /// An attacker thread that keeps swapping `victim` between the real directory and a symbolic
-/// link to `target`, until stopped.
-fn swapper(victim: PathBuf, target: PathBuf, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<u64> {
+/// link to `target`, until stopped, counting its swaps in `swaps`.
+fn swapper(victim: PathBuf, target: PathBuf, stop: Arc<AtomicBool>, swaps: Arc<AtomicU64>) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
         let aside = victim.with_extension("aside");
-        let mut swaps = 0;
         while !stop.load(Ordering::Relaxed) {
             if std::fs::rename(&victim, &aside).is_ok() {
                 let _ = symlink(&target, &victim);
                 std::thread::yield_now();
                 let _ = std::fs::remove_file(&victim);
                 let _ = std::fs::rename(&aside, &victim);
-                swaps += 1;
+                swaps.fetch_add(1, Ordering::Relaxed);
             }
         }
-        swaps
     })
+}
+
+/// Whether the operations should go on: at least `rounds` rounds, and — however the scheduler
+/// shares the cores between the attacker and the operations — until the attacker swapped at
+/// least 200 times (at most ten times the rounds).
+fn keep_going(round: usize, rounds: usize, swaps: &AtomicU64) -> bool {
+    round < rounds || (swaps.load(Ordering::Relaxed) < 200 && round < rounds * 10)
 }
 
 #[test]
@@ -71,10 +76,13 @@ fn a_collection_swapped_for_a_symlink_during_operations_never_leads_outside() {
     let collection = f.home.join("recovery/things");
     f.store.ensure_private_directory("recovery/things").expect("ensure");
     let stop = Arc::new(AtomicBool::new(false));
-    let attacker = swapper(collection.clone(), f.decoy.clone(), stop.clone());
+    let swaps = Arc::new(AtomicU64::new(0));
+    let attacker = swapper(collection.clone(), f.decoy.clone(), stop.clone(), swaps.clone());
     let (mut done, mut refused) = (0, 0);
     let precious = sha256_hex(b"precious\n");
-    for round in 0..3000 {
+    let mut round = 0;
+    while keep_going(round, 3000, &swaps) {
+        round += 1;
         let name = format!("recovery/things/r{}.json", round % 7);
         let results = [
             f.store.create_if_absent(&name, "{\"v\":1}\n").map(|_| ()),
@@ -97,7 +105,8 @@ fn a_collection_swapped_for_a_symlink_during_operations_never_leads_outside() {
         }
     }
     stop.store(true, Ordering::Relaxed);
-    let swaps = attacker.join().expect("attacker");
+    attacker.join().expect("attacker");
+    let swaps = swaps.load(Ordering::Relaxed);
     assert!(swaps > 100 && refused > 0 && done > 0, "the race happened: {swaps} swaps, {refused} refused, {done} done");
     decoy_untouched(&f);
     // Whatever landed in the real collection is complete.
@@ -114,10 +123,13 @@ fn a_record_swapped_for_a_symlink_during_operations_is_never_followed() {
     assert!(f.store.create_if_absent(record, "{\"v\":1}\n").expect("create"));
     let path = f.home.join(record);
     let stop = Arc::new(AtomicBool::new(false));
-    let attacker = swapper(path.clone(), f.decoy.join("a.json"), stop.clone());
+    let swaps = Arc::new(AtomicU64::new(0));
+    let attacker = swapper(path.clone(), f.decoy.join("a.json"), stop.clone(), swaps.clone());
     let precious = sha256_hex(b"precious\n");
     let mut text_seen = 0;
-    for _ in 0..5000 {
+    let mut round = 0;
+    while keep_going(round, 5000, &swaps) {
+        round += 1;
         match f.store.read_if_present(record, 1024) {
             Ok(Some(text)) => {
                 assert_ne!(text, "precious\n", "read through the symbolic link");
@@ -131,7 +143,8 @@ fn a_record_swapped_for_a_symlink_during_operations_is_never_followed() {
         let _ = f.store.remove_if_unchanged(record, &precious);
     }
     stop.store(true, Ordering::Relaxed);
-    assert!(attacker.join().expect("attacker") > 100);
+    attacker.join().expect("attacker");
+    assert!(swaps.load(Ordering::Relaxed) > 100, "the race happened: {} swaps", swaps.load(Ordering::Relaxed));
     assert!(text_seen > 0);
     decoy_untouched(&f);
 }
