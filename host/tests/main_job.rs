@@ -2,71 +2,12 @@
 //! directories: run, SIGKILL the supervisor, doctor, kill the command, recover.
 
 use std::os::unix::fs::PermissionsExt as _;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-struct Sandbox {
-    _dir: tempfile::TempDir,
-    root: PathBuf,
-    state: PathBuf,
-}
-
-fn sandbox() -> Sandbox {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let root = std::fs::canonicalize(dir.path()).expect("realpath");
-    let state = root.join("state");
-    Sandbox { _dir: dir, root, state }
-}
-
-impl Sandbox {
-    fn command(&self, args: &[&str]) -> Command {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_proclease"));
-        command
-            .arg("--state-home")
-            .arg(&self.state)
-            .arg("--workspace-root")
-            .arg(&self.root)
-            .args(args)
-            .env_remove("PROCLEASE_STATE_HOME")
-            .env_remove("GHOSTGET_STATE_HOME");
-        command
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        self.command(args).output().expect("proclease runs")
-    }
-
-    fn doctor(&self) -> serde_json::Value {
-        let output = self.run(&["doctor", "--json"]);
-        assert!(output.status.success(), "doctor: {output:?}");
-        serde_json::from_slice(&output.stdout).expect("doctor --json prints JSON")
-    }
-
-    fn spawn(&self, args: &[&str]) -> Child {
-        self.command(args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("spawn proclease")
-    }
-
-    /// Waits until doctor shows the lease of `target` in `phase`; returns its entry.
-    fn wait_for_phase(&self, target: &Path, phase: &str) -> serde_json::Value {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let doc = self.doctor();
-            let found = doc["entries"].as_array().and_then(|entries| {
-                entries.iter().find(|e| e["target"] == target.to_str().expect("utf-8") && e["phase"] == phase).cloned()
-            });
-            if let Some(entry) = found {
-                return entry;
-            }
-            assert!(Instant::now() < deadline, "the lease of {} never reached {phase}: {doc}", target.display());
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-fn stdout(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
+mod common;
+use common::{sandbox, stdout};
 
 fn kill(pid: u64) {
     let pid = rustix::process::Pid::from_raw(pid as i32).expect("pid");

@@ -9,78 +9,24 @@
 //! (root). Where that is not possible they print why and pass — unless
 //! `PROCLEASE_REQUIRE_NAMESPACES=1` (set by `.ci/run`) makes that a failure.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-const PROCLEASE: &str = env!("CARGO_BIN_EXE_proclease");
-
-struct Sandbox {
-    _dir: tempfile::TempDir,
-    root: PathBuf,
-    state: PathBuf,
-}
-
-fn sandbox() -> Sandbox {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let root = std::fs::canonicalize(dir.path()).expect("realpath");
-    let state = root.join("state");
-    Sandbox { _dir: dir, root, state }
-}
+mod common;
+use common::{PROCLEASE, Sandbox, sandbox};
 
 impl Sandbox {
-    /// The proclease arguments that select this sandbox.
-    fn global(&self) -> Vec<String> {
-        vec![
-            "--state-home".into(),
-            self.state.display().to_string(),
-            "--workspace-root".into(),
-            self.root.display().to_string(),
-        ]
-    }
-
-    /// `prefix… proclease <global> args…` (prefix: e.g. an `unshare` invocation).
-    fn command(&self, prefix: &[&str], args: &[&str]) -> Command {
-        let mut argv: Vec<String> = prefix.iter().map(|s| s.to_string()).collect();
-        argv.push(PROCLEASE.into());
-        argv.extend(self.global());
-        argv.extend(args.iter().map(|s| s.to_string()));
-        let mut command = Command::new(&argv[0]);
-        command.args(&argv[1..]).env_remove("PROCLEASE_STATE_HOME").env_remove("GHOSTGET_STATE_HOME");
-        command
-    }
-
-    fn run(&self, prefix: &[&str], args: &[&str]) -> Output {
-        self.command(prefix, args).output().expect("proclease runs")
-    }
-
     /// `proclease recover --json` (in the namespaces `prefix` makes), asserting it succeeded.
     fn recover(&self, prefix: &[&str]) -> serde_json::Value {
-        let output = self.run(prefix, &["recover", "--json"]);
+        let output = self.run_in(prefix, &["recover", "--json"]);
         assert!(output.status.success(), "recover: {output:?}");
         serde_json::from_slice(&output.stdout).unwrap_or_else(|e| panic!("recover --json: {e}: {output:?}"))
     }
 
-    fn doctor(&self) -> serde_json::Value {
-        let output = self.run(&[], &["doctor", "--json"]);
-        assert!(output.status.success(), "doctor: {output:?}");
-        serde_json::from_slice(&output.stdout).expect("doctor --json prints JSON")
-    }
-
     /// Waits until doctor shows the lease of `target` running; returns its entry.
     fn wait_until_running(&self, target: &Path) -> serde_json::Value {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let doc = self.doctor();
-            let found = doc["entries"].as_array().and_then(|entries| {
-                entries.iter().find(|e| e["target"] == target.to_str().expect("utf-8") && e["phase"] == "running").cloned()
-            });
-            if let Some(entry) = found {
-                return entry;
-            }
-            assert!(Instant::now() < deadline, "the lease of {} never ran: {doc}", target.display());
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        self.wait_for_phase(target, "running")
     }
 }
 
@@ -232,7 +178,7 @@ fn an_exited_leader_whose_threads_run_keeps_its_directory() {
     let work = s.root.join("jobs/threads");
     let reaper = Reaper::default();
     let mut supervisor = s
-        .command(&[], &["run", "--workdir", work.to_str().expect("utf-8"), "--", python, program.to_str().expect("utf-8")])
+        .prefixed(&[], &["run", "--workdir", work.to_str().expect("utf-8"), "--", python, program.to_str().expect("utf-8")])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -318,7 +264,7 @@ fn a_recoverer_in_another_pid_namespace_never_recovers_a_running_job() {
     let work = s.root.join("jobs/outside");
     let reaper = Reaper::default();
     let mut supervisor = s
-        .command(&[], &["run", "--workdir", work.to_str().expect("utf-8"), "--", "sleep", &unique_seconds()])
+        .prefixed(&[], &["run", "--workdir", work.to_str().expect("utf-8"), "--", "sleep", &unique_seconds()])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -343,7 +289,7 @@ fn a_pid_namespace_without_its_own_proc_is_refused() {
     }
     let s = sandbox();
     let work = s.root.join("jobs/foreign-proc");
-    let output = s.run(&["unshare", "--pid", "--fork"], &["run", "--workdir", work.to_str().expect("utf-8"), "--", "true"]);
+    let output = s.run_in(&["unshare", "--pid", "--fork"], &["run", "--workdir", work.to_str().expect("utf-8"), "--", "true"]);
     assert_eq!(output.status.code(), Some(1), "{output:?}");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
@@ -400,7 +346,7 @@ fn time_namespaces_shift_neither_identities_nor_verdicts() {
 }
 
 fn spawn_exclusive(s: &Sandbox, work: &Path, seconds: &str) -> Child {
-    s.command(&[], &["run", "--exclusive", "--workdir", work.to_str().expect("utf-8"), "--", "sleep", seconds])
+    s.prefixed(&[], &["run", "--exclusive", "--workdir", work.to_str().expect("utf-8"), "--", "sleep", seconds])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -418,7 +364,7 @@ fn a_killed_exclusive_run_blocks_only_while_its_helper_runs() {
     supervisor.kill().expect("SIGKILL");
     supervisor.wait().expect("reap");
     let next = s.root.join("jobs/next");
-    let blocked = s.run(&[], &["run", "--exclusive", "--workdir", next.to_str().expect("utf-8"), "--", "true"]);
+    let blocked = s.run_in(&[], &["run", "--exclusive", "--workdir", next.to_str().expect("utf-8"), "--", "true"]);
     assert_eq!(blocked.status.code(), Some(3), "{blocked:?}");
     assert!(String::from_utf8_lossy(&blocked.stderr).contains("another export is active"), "{blocked:?}");
 
@@ -426,7 +372,7 @@ fn a_killed_exclusive_run_blocks_only_while_its_helper_runs() {
     // until a reboot (exit 4); their free witnesses prove them gone, so the next one runs.
     kill(helper);
     wait_until_dead(helper);
-    let again = s.run(&[], &["run", "--exclusive", "--workdir", next.to_str().expect("utf-8"), "--", "true"]);
+    let again = s.run_in(&[], &["run", "--exclusive", "--workdir", next.to_str().expect("utf-8"), "--", "true"]);
     assert_eq!(again.status.code(), Some(0), "{again:?}");
     let doc = s.doctor();
     let admissions: Vec<_> = doc["entries"].as_array().expect("entries").iter().filter(|e| e["kind"] == "admission").collect();
@@ -444,7 +390,7 @@ fn a_stage_whose_command_still_runs_is_kept() {
     let seconds = unique_seconds();
     let reaper = Reaper::default();
     let mut supervisor = s
-        .command(&[], &["run", "--stage", stage.to_str().expect("utf-8"), "--output", output.to_str().expect("utf-8"), "--", "sleep", &seconds])
+        .prefixed(&[], &["run", "--stage", stage.to_str().expect("utf-8"), "--output", output.to_str().expect("utf-8"), "--", "sleep", &seconds])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()

@@ -4,44 +4,23 @@
 
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 
 use proclease::core::directory_leases::DIRECTORY;
 use proclease::core::records::directory_lease::{DirectoryLease, Phase, Role};
 use proclease::core::records::{DirectoryIdentity, Owner};
 
-struct Sandbox {
-    _dir: tempfile::TempDir,
-    root: PathBuf,
-    state: PathBuf,
-}
+mod common;
+use common::{Sandbox, stderr, stdout};
 
+/// A sandbox whose state home exists.
 fn sandbox() -> Sandbox {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let root = std::fs::canonicalize(dir.path()).expect("realpath");
-    let s = Sandbox { state: root.join("state"), root, _dir: dir };
+    let s = common::sandbox();
     assert!(s.run(&["doctor"]).status.success(), "creates the state home");
     s
 }
 
 impl Sandbox {
-    fn command(&self, args: &[&str]) -> Command {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_proclease"));
-        command
-            .arg("--state-home")
-            .arg(&self.state)
-            .arg("--workspace-root")
-            .arg(&self.root)
-            .args(args)
-            .env_remove("PROCLEASE_STATE_HOME")
-            .env_remove("GHOSTGET_STATE_HOME");
-        command
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        self.command(args).output().expect("proclease runs")
-    }
-
     fn collection(&self) -> PathBuf {
         self.state.join(DIRECTORY)
     }
@@ -86,14 +65,6 @@ impl Sandbox {
 fn private_dir(path: &Path) {
     std::fs::create_dir_all(path).expect("mkdir");
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700)).expect("chmod");
-}
-
-fn stdout(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
 #[test]

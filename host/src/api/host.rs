@@ -384,17 +384,19 @@ impl Host {
                 _ => {}
             }
         }
-        let Ok(meta) = std::fs::symlink_metadata(dir) else { return format!("{shown} must be a real directory you own with mode 0700") };
-        if meta.uid() != euid {
-            return format!("{shown} belongs to uid {}, not to you (uid {euid}): lease a directory you own", meta.uid());
+        // The facts a lease judges (owner, mode, identity), as the workspace reads them.
+        let facts = dir.to_str().and_then(|path| self.workspace.inspect(path).ok().flatten());
+        let Some(facts) = facts.filter(|f| f.is_directory) else { return format!("{shown} must be a real directory you own with mode 0700") };
+        if !facts.owned {
+            let uid = std::fs::symlink_metadata(dir).map_or_else(|_| "another user".to_string(), |m| format!("uid {}", m.uid()));
+            return format!("{shown} belongs to {uid}, not to you (uid {euid}): lease a directory you own");
         }
-        if meta.mode() & 0o7777 != 0o700 {
-            return format!("{shown} has mode {:04o}; a leased directory must have mode 0700: chmod 700 {shown}", meta.mode() & 0o7777);
+        if facts.mode != 0o700 {
+            return format!("{shown} has mode {:04o}; a leased directory must have mode 0700: chmod 700 {shown}", facts.mode);
         }
-        // A directory identity includes its birth time (statx btime); without it no lease can
-        // prove later that the directory is the one it leased.
-        let btime = rustix::fs::statx(rustix::fs::CWD, dir, rustix::fs::AtFlags::SYMLINK_NOFOLLOW, rustix::fs::StatxFlags::BTIME);
-        if btime.is_ok_and(|s| !rustix::fs::StatxFlags::from_bits_retain(s.stx_mask).contains(rustix::fs::StatxFlags::BTIME)) {
+        // A directory identity includes its birth time; without it no lease can prove later that
+        // the directory is the one it leased.
+        if facts.identity.birthtime_ns == "0" {
             return format!(
                 "the filesystem holding {shown} does not record birth times (statx btime), which a lease needs to prove the directory \
                  is the one it leased: use a directory on ext4, xfs, btrfs or tmpfs"
