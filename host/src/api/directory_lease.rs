@@ -171,7 +171,7 @@ pub fn recover_each_directory_lease(runtime: &Runtime, effects: Effects, now_ms:
         if dry_run {
             tracing::debug!(error = %stopped, cause = ?run.cause, "directory lease recovery would stop");
         } else {
-            tracing::warn!(error = %stopped, cause = ?run.cause, "directory lease recovery stopped");
+            tracing::info!(error = %stopped, cause = ?run.cause, "directory lease recovery stopped");
         }
     }
     Ok(run)
