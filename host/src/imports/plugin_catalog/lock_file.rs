@@ -146,24 +146,9 @@ pub fn lock_text(acquired_at: &str, owner: &Owner) -> String {
 /// The holder a lock text records, when `text` is exactly a lock record.
 fn holder_in(text: &str) -> Option<Owner> {
     let value: serde_json::Value = serde_json::from_str(text).ok()?;
-    let acquired_at = value.get("acquiredAt")?.as_str()?;
-    let well_formed = acquired_at.len() == 24
-        && acquired_at.bytes().enumerate().all(|(i, b)| match i {
-            4 | 7 => b == b'-',
-            10 => b == b'T',
-            13 | 16 => b == b':',
-            19 => b == b'.',
-            23 => b == b'Z',
-            _ => b.is_ascii_digit(),
-        });
-    if !well_formed {
-        return None;
-    }
-    let pid = value.get("pid")?.as_u64().filter(|p| (1..=(1u64 << 53) - 1).contains(p))?;
-    let digest = |key: &str| {
-        value.get(key)?.as_str().filter(|d| d.len() == 64 && d.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))).map(str::to_string)
-    };
-    let owner = Owner { pid, boot_id: digest("bootId")?, process_start_id: digest("processStartId")? };
+    // acquiredAt must round-trip (§5): the same timestamp rule as an invocation lease's (§6B.2).
+    let acquired_at = value.get("acquiredAt")?.as_str().filter(|t| proclease_core::records::invocation_lease::is_iso_timestamp(t))?;
+    let owner = arbitration::owner_members(&value)?;
     (lock_text(acquired_at, &owner) == text).then_some(owner)
 }
 

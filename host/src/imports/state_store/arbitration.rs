@@ -126,12 +126,16 @@ pub(crate) trait ClaimKind {
 /// The owner a claim text records, when `text` is exactly `kind`'s text for `claim_id`.
 pub(crate) fn owner_in(kind: &dyn ClaimKind, claim_id: &str, text: &str) -> Option<Owner> {
     let value: serde_json::Value = serde_json::from_str(text).ok()?;
-    let pid = value.get("pid")?.as_u64().filter(|p| (1..=(1u64 << 53) - 1).contains(p))?;
-    let digest = |key: &str| {
-        value.get(key)?.as_str().filter(|d| d.len() == 64 && d.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))).map(str::to_string)
-    };
-    let owner = Owner { pid, boot_id: digest("bootId")?, process_start_id: digest("processStartId")? };
+    let owner = owner_members(&value)?;
     (kind.content(claim_id, &owner) == text).then_some(owner)
+}
+
+/// The `pid`, `bootId` and `processStartId` members of a claim or lock record (§3.5, §5): a safe
+/// integer ≥ 1 and two lowercase 64-hex digests; `None` when any is missing or malformed.
+pub(crate) fn owner_members(value: &serde_json::Value) -> Option<Owner> {
+    let pid = value.get("pid")?.as_u64().filter(|&p| p >= 1 && p as f64 <= proclease_core::js::MAX_SAFE_INTEGER)?;
+    let digest = |key: &str| value.get(key)?.as_str().filter(|d| proclease_core::js::is_digest(d)).map(str::to_string);
+    Some(Owner { pid, boot_id: digest("bootId")?, process_start_id: digest("processStartId")? })
 }
 
 /// A claim this process holds in the `held` phase; [`release`] it.

@@ -301,7 +301,7 @@ fn stage_owner_gone(dir: &OwnedFd, name: &str, claim_id: &str, pid: u64, identit
     let exact = serde_json::from_str::<serde_json::Value>(&first)
         .ok()
         .and_then(|v| v.get("targetSha256").and_then(|t| t.as_str()).map(str::to_string))
-        .filter(|target| target.len() == 64 && is_hex(target))
+        .filter(|target| proclease_core::js::is_digest(target))
         .and_then(|target| arbitration::owner_in(&MutationClaim::for_target(&target), claim_id, &first))
         .filter(|owner| owner.pid == pid);
     match exact {
