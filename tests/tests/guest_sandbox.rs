@@ -395,3 +395,37 @@ fn a_guest_hoarding_catalog_locks_is_refused_past_the_bound_and_releases_them_al
     let output = holder.wait_with_output().expect("reap");
     assert_eq!(line.trim(), "locked", "the lock was left held: {}", String::from_utf8_lossy(&output.stderr));
 }
+
+#[test]
+fn pooled_instances_are_reused_without_their_last_users_effects_and_never_after_a_stop() {
+    let runtime = Runtime::new(RuntimeConfig { max_memory_bytes: 8 << 20, ..RuntimeConfig::default() }).expect("runtime");
+    assert_eq!(runtime.idle_instances(), 0);
+
+    // A held admission on a real home; dropping the handle (which never releases the admission)
+    // returns its instance to the pool.
+    let home = RealHome::new();
+    let admission = Admission::acquire(&runtime, home.real_effects()).expect("acquired");
+    assert_eq!(runtime.idle_instances(), 0, "a handle keeps its instance");
+    drop(admission);
+    assert_eq!(runtime.idle_instances(), 1, "the handle's instance went back to the pool");
+
+    // The next user takes that instance with its own effects: given no state home, it is
+    // refused; it does not read the last user's home, where the admission is held.
+    let no_home = Effects::native(None, home.identity.clone());
+    let error = proclease::survey_admission(&runtime, no_home).expect_err("no state home: refused");
+    assert!(error.to_string().contains("no state home"), "{error}");
+    assert_eq!(runtime.idle_instances(), 1, "taken and returned");
+    let survey = proclease::survey_admission(&runtime, home.real_effects()).expect("survey");
+    assert!(survey.is_some(), "the admission is held in the first user's home");
+
+    // A call stopped at the memory cap: that instance is never entered again.
+    let mut instance = runtime.instantiate().expect("instance");
+    assert_eq!(runtime.idle_instances(), 0);
+    let huge = format!("\"{}\"", "a".repeat(16 << 20));
+    let error = instance.records().canonicalize(&huge).expect_err("past the 8 MiB cap");
+    assert!(matches!(error, Error::Limit(Limit::Memory { .. })), "{error:?}");
+    drop(instance);
+    assert_eq!(runtime.idle_instances(), 0, "a stopped instance is dropped, not pooled");
+    assert_real_component_still_works(&runtime);
+    assert_eq!(runtime.idle_instances(), 2, "the two instances that check used at once are pooled");
+}

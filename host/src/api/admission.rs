@@ -120,6 +120,6 @@ pub fn survey_admission(runtime: &Runtime, effects: Effects) -> Result<Option<pr
 impl Drop for Admission {
     fn drop(&mut self) {
         // Dropping the handle never releases the admission: only `release` does.
-        let _ = self.resource.resource_drop(&mut self.instance.store);
+        self.instance.drop_resource(self.resource);
     }
 }

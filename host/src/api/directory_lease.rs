@@ -117,7 +117,7 @@ impl DirectoryLease {
 impl Drop for DirectoryLease {
     fn drop(&mut self) {
         // Dropping the handle never releases the lease: only `release` does.
-        let _ = self.resource.resource_drop(&mut self.instance.store);
+        self.instance.drop_resource(self.resource);
     }
 }
 

@@ -185,6 +185,6 @@ impl ContainmentController {
 
 impl Drop for ContainmentController {
     fn drop(&mut self) {
-        let _ = self.resource.resource_drop(&mut self.instance.store);
+        self.instance.drop_resource(self.resource);
     }
 }

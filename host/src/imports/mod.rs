@@ -64,6 +64,20 @@ impl Effects {
         }
     }
 
+    /// Effects that serve nothing: every store, process, workspace and catalog call is refused
+    /// (the clock and the random source stay). What an idle pooled instance holds between two
+    /// uses, so that it keeps no state home, descriptor or process table of its last user.
+    pub(crate) fn detached() -> Effects {
+        Effects {
+            store: Box::new(NoStore),
+            processes: Box::new(NoProcesses),
+            entropy: Box::new(entropy::OsEntropy),
+            workspace: Box::new(NoWorkspace),
+            clock: Box::new(clock::SystemClock),
+            catalog: Box::new(NoCatalog),
+        }
+    }
+
     /// The same effects with `catalog` as the plugin catalog.
     pub fn with_catalog(mut self, catalog: Arc<plugin_catalog::PluginCatalog>) -> Effects {
         self.catalog = Box::new(plugin_catalog::SharedCatalog(catalog));
@@ -115,6 +129,29 @@ impl Catalog for NoCatalog {
     }
 
     fn unlock(&mut self) {}
+}
+
+/// The process table of an idle pooled instance ([`Effects::detached`]).
+struct NoProcesses;
+
+const NO_PROCESSES: &str = "this instance is idle: it was given no process identity";
+
+impl Processes for NoProcesses {
+    fn current_boot_id(&mut self) -> Result<String, String> {
+        Err(NO_PROCESSES.into())
+    }
+
+    fn self_identity(&mut self) -> Result<proclease_core::records::Owner, String> {
+        Err(NO_PROCESSES.into())
+    }
+
+    fn capture(&mut self, _: u64) -> Result<proclease_core::records::Owner, String> {
+        Err(NO_PROCESSES.into())
+    }
+
+    fn probe(&mut self, _: &proclease_core::records::Owner) -> Result<proclease_core::liveness::OwnerFacts, String> {
+        Err(NO_PROCESSES.into())
+    }
 }
 
 /// The store of an instance that was given no state home.
