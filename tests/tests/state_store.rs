@@ -318,13 +318,14 @@ fn sigkill_at_random_instants_leaves_only_complete_records() {
             previous[k as usize] = current;
         }
         trials_with_writes += usize::from(changed);
-        // The following operation succeeds, and leaves no stray temporary of the dead writer.
+        // The following operation succeeds.
         let probe = format!("recovery/churn-probe/{trial}.json");
         assert!(f.store.create_if_absent(&probe, "{}\n").expect("a following operation succeeds"));
-        assert!(staging_entries(&f.home).is_empty(), "trial {trial} (seed {seed}): stray temporaries {:?}", staging_entries(&f.home));
         // A killed writer may leave its mutation claim (or the claim's stage) beside the record,
-        // as a killed ghostget does (§3.5); the next recovering listing removes them.
+        // as a killed ghostget does (§3.5), and its staged temporary (which writes sweep at most
+        // once a second); the next recovering listing removes them.
         f.store.snapshot("recovery/churn", true).expect("a recovering listing succeeds");
+        assert!(staging_entries(&f.home).is_empty(), "trial {trial} (seed {seed}): stray temporaries {:?}", staging_entries(&f.home));
         let collection: Vec<String> = std::fs::read_dir(f.home.join("recovery/churn"))
             .map(|d| d.map(|e| e.expect("entry").file_name().to_string_lossy().into_owned()).collect())
             .unwrap_or_default();
@@ -333,4 +334,31 @@ fn sigkill_at_random_instants_leaves_only_complete_records() {
     // The kills must land while the worker is writing, not only before it starts.
     assert!(trials_with_writes >= TRIALS / 4, "only {trials_with_writes} of {TRIALS} trials saw writes (seed {seed})");
     eprintln!("{trials_with_writes} of {TRIALS} SIGKILLed workers had changed records");
+}
+
+/// A staged temporary of a writer that is provably dead (its pid no longer exists).
+fn plant_dead_writers_temporary(home: &Path, uuid: &str) -> PathBuf {
+    let mut gone = Command::new("true").spawn().expect("spawn");
+    let pid = gone.id();
+    gone.wait().expect("reap");
+    let start_id = "5".repeat(64);
+    let path = home.join(format!(".proclease/staging/{pid}-{start_id}-{uuid}.tmp"));
+    std::fs::write(&path, "half a record").expect("planted");
+    path
+}
+
+#[test]
+fn dead_writers_temporaries_are_swept_by_a_first_write_and_by_every_recovering_listing() {
+    let f = fixture();
+    let first = plant_dead_writers_temporary(&f.home, "00000000-0000-4000-8000-000000000001");
+    assert!(f.store.create_if_absent(RECORD, "one\n").expect("create"));
+    assert!(!first.exists(), "a store handle's first write sweeps the staging directory");
+    // Writes sweep at most once a second: a temporary of a writer that died just now stays until
+    // then, or until the next recovering listing.
+    let second = plant_dead_writers_temporary(&f.home, "00000000-0000-4000-8000-000000000002");
+    assert!(f.store.replace_if_unchanged(RECORD, &sha256_hex(b"one\n"), "two\n").expect("replace"));
+    assert!(second.exists(), "the second write in the same second does not list the staging directory again");
+    f.store.snapshot("recovery/things", true).expect("recovering listing");
+    assert!(!second.exists(), "a recovering listing always sweeps");
+    assert_eq!(std::fs::read_to_string(f.home.join(RECORD)).expect("record"), "two\n");
 }

@@ -138,7 +138,15 @@ pub struct StateStore {
     locks: OwnedFd,
     processes: Arc<ProcessIdentity>,
     mutation_claims: std::sync::atomic::AtomicBool,
+    /// When this handle was opened: the origin of `staging_swept_ms`.
+    opened_at: std::time::Instant,
+    /// When the staging directory was last swept, in ms since `opened_at` plus one (0: never).
+    staging_swept_ms: std::sync::atomic::AtomicU64,
 }
+
+/// How often a store handle's writes sweep the staging directory for crashed writers'
+/// temporaries (snapshots for recovery always do).
+const STAGING_SWEEP_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Where the store keeps its own files, inside the state home.
 const INTERNAL: &str = ".proclease";
@@ -151,7 +159,15 @@ impl StateStore {
         let internal = private_dir(home.dir(), INTERNAL, INTERNAL)?;
         let staging = private_dir(&internal, "staging", ".proclease/staging")?;
         let locks = private_dir(&internal, "locks", ".proclease/locks")?;
-        Ok(StateStore { home, staging, locks, processes, mutation_claims: std::sync::atomic::AtomicBool::new(true) })
+        Ok(StateStore {
+            home,
+            staging,
+            locks,
+            processes,
+            mutation_claims: std::sync::atomic::AtomicBool::new(true),
+            opened_at: std::time::Instant::now(),
+            staging_swept_ms: std::sync::atomic::AtomicU64::new(0),
+        })
     }
 
     /// Opens (creating 0600 if absent) the lock file `name` in the store's own lock directory
@@ -492,10 +508,14 @@ impl StateStore {
     fn walk(&self, path: &str, segments: &[&str], create: bool) -> Result<Option<OwnedFd>, StoreError> {
         let mut current: OwnedFd = self.home.dir().as_fd().try_clone_to_owned().map_err(|e| StoreError::io(path, "dup", e))?;
         for segment in segments {
-            if create {
+            // Open first: the directory nearly always exists, and a `mkdirat` that fails with
+            // EEXIST costs as much as the open it precedes.
+            let mut opened = fsops::open_dir(&current, segment);
+            if create && matches!(opened, Err(Errno::NOENT)) {
                 fsops::create_private_dir(&current, segment).map_err(|e| StoreError::io(path, "mkdir", e))?;
+                opened = fsops::open_dir(&current, segment);
             }
-            let next = match fsops::open_dir(&current, segment) {
+            let next = match opened {
                 Ok(fd) => fd,
                 Err(Errno::NOENT) => return Ok(None),
                 Err(Errno::LOOP) => {
@@ -528,7 +548,7 @@ impl StateStore {
     /// Writes `content` to a fresh, fsynced temporary in the staging directory, named
     /// `<pid>-<process start id>-<uuid>.tmp` so that a later operation can prove its writer dead.
     fn stage(&self, path: &str, content: &[u8]) -> Result<String, StoreError> {
-        self.remove_dead_temporaries();
+        self.sweep_staging_now_and_then();
         let own = self
             .processes
             .self_identity()
@@ -539,6 +559,23 @@ impl StateStore {
             StoreError::io(path, "write of the temporary", e)
         })?;
         Ok(name)
+    }
+
+    /// [`remove_dead_temporaries`](Self::remove_dead_temporaries) at most once per
+    /// [`STAGING_SWEEP_INTERVAL`] for this store handle: a writer's own temporaries never
+    /// outlive its write, so only crashed writers leave any, and listing the staging directory
+    /// before every write (with a `/proc` probe per entry) would tax every mutation for them.
+    /// A snapshot with `recover_orphans` (recovery, `doctor`) always sweeps.
+    fn sweep_staging_now_and_then(&self) {
+        use std::sync::atomic::Ordering;
+        let now = self.opened_at.elapsed().as_millis() as u64 + 1;
+        let last = self.staging_swept_ms.load(Ordering::Relaxed);
+        if last != 0 && now.saturating_sub(last) < STAGING_SWEEP_INTERVAL.as_millis() as u64 {
+            return;
+        }
+        if self.staging_swept_ms.compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed).is_ok() {
+            self.remove_dead_temporaries();
+        }
     }
 
     /// Removes temporaries whose writer is provably dead (another boot, no such process, or
