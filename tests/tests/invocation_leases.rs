@@ -359,3 +359,44 @@ fn the_catalog_lock_is_free_again_even_while_other_threads_fork() {
     forker.join().expect("forker");
     assert_eq!(refused, 0, "the lock was refused {refused} times after this process had released it");
 }
+
+/// A repair judges each process once per run (docs/deviations.md, "one probe per process per
+/// repair"): many leases of one live owner cost one probe; tombstones of a dead owner are each
+/// re-checked afresh just before their removal, as in the reference. The same probes natively
+/// and through the component.
+#[test]
+fn a_repair_probes_each_owner_once_and_rechecks_before_each_removal() {
+    use proclease_tests::fakes::{FakeWorld, ScriptedProcesses};
+    let run = |oracle: Box<dyn FnMut(&Owner) -> OwnerStatus + Send>, leases: &[InvocationLease], through_component: bool| {
+        let world = FakeWorld::with_processes(ScriptedProcesses::with_oracle(A, oracle));
+        for lease in leases {
+            world.store.put(&lease_path(&lease.lease_id), &lease.clone().parsed().canonical);
+        }
+        let report = if through_component {
+            repair_invocation_leases(runtime(), world.effects(), true).expect("repair").0
+        } else {
+            let FakeWorld { mut store, mut processes, mut catalog, .. } = world.clone();
+            proclease::core::invocation_leases::repair(true, &mut store, &mut processes, &mut catalog, &mut |_, _| {}).expect("repair")
+        };
+        let probed: Vec<u64> = world.processes.script().probed.iter().map(|o| o.pid).collect();
+        (report, probed)
+    };
+    for through_component in [false, true] {
+        // Five completed leases of one live owner, and one of another: one probe each.
+        let mut live: Vec<InvocationLease> = (0..5).map(|n| lease(&id(200 + n), 200, "portable-test")).collect();
+        live.push(lease(&id(300), 300, "portable-test"));
+        for l in &mut live {
+            l.containment = Some(Containment { status: ContainmentStatus::CleanupComplete, host: None });
+        }
+        let (got, probed) = run(Box::new(|_| OwnerStatus::ExactLiveOwner), &live, through_component);
+        assert_eq!(got, report(6, 0, 6, 0, 0), "component: {through_component}");
+        assert_eq!(probed, vec![200, 300], "component: {through_component}");
+
+        // Three parent-owned tombstones of one dead owner: judged once, each re-checked afresh
+        // before it is removed (the reference would probe six times).
+        let dead: Vec<InvocationLease> = (0..3).map(|n| lease(&id(400 + n), 400, "portable-test")).collect();
+        let (got, probed) = run(Box::new(|_| OwnerStatus::DifferentOrDead), &dead, through_component);
+        assert_eq!(got, report(3, 3, 0, 0, 0), "component: {through_component}");
+        assert_eq!(probed, vec![400, 400, 400, 400], "component: {through_component}");
+    }
+}

@@ -442,8 +442,9 @@ fn repair_entries(
     let entries = list(store)?;
     let mut report = RepairReport { inspected: entries.len() as u32, ..RepairReport::default() };
     let mut boot: Option<Result<String, String>> = None;
+    let mut judged = Judged::new();
     for entry in &entries {
-        let decision = repair_entry(entry, recover_tombstones, dry_run, store, processes, &mut boot)?;
+        let decision = repair_entry(entry, recover_tombstones, dry_run, store, processes, &mut boot, &mut judged)?;
         match decision {
             RepairDecision::Active => report.active += 1,
             RepairDecision::Unknown => report.unknown += 1,
@@ -455,6 +456,16 @@ fn repair_entries(
     Ok(report)
 }
 
+/// What one repair run has proved of each process it probed, for the first judgement of every
+/// later lease naming the same process: a run over many leases of one owner probes it once
+/// (not in the reference, which probes each lease's processes afresh; docs/deviations.md). A
+/// proof cannot go stale in the direction that removes something: a process identity that is
+/// gone never comes back (a new process on that pid has another start id), so reusing a
+/// verdict can only make a process that died during the run look alive, or unknown, which
+/// keeps its lease until the next run. The re-check before a tombstone's removal always probes
+/// afresh, as in the reference.
+type Judged = alloc::collections::BTreeMap<Owner, liveness::Liveness>;
+
 fn repair_entry(
     entry: &Entry,
     recover: bool,
@@ -462,11 +473,19 @@ fn repair_entry(
     store: &mut dyn Store,
     processes: &mut dyn Processes,
     boot: &mut Option<Result<String, String>>,
+    judged: &mut Judged,
 ) -> Result<RepairDecision, Error> {
     let Entry::Valid(snapshot) = entry else { return Ok(RepairDecision::Invalid) };
     let lease = &snapshot.record;
     content_bound(lease, &snapshot.sha256)?;
-    let probes = dispositions::invocation_probes(lease, &mut |_, owner| liveness::probe(processes, owner).map_err(Error::System))?;
+    let probes = dispositions::invocation_probes::<Error>(lease, &mut |_, owner| {
+        if let Some(liveness) = judged.get(owner) {
+            return Ok(*liveness);
+        }
+        let liveness = liveness::probe(processes, owner).map_err(Error::System)?;
+        judged.insert(owner.clone(), liveness);
+        Ok(liveness)
+    })?;
     let mut status = dispositions::invocation_reported(lease, probes.combined());
     let tombstone = is_tombstone(lease);
     if recover && tombstone {

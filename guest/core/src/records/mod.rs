@@ -47,7 +47,7 @@ impl<T> Parsed<T> {
 /// A process owner identity `{pid, bootId, processStartId}` (spec §2).
 ///
 /// `pid` is 1..=2 147 483 647 in Beeper records and any safe integer ≥ 1 in invocation leases.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Owner {
     /// Process id.
     pub pid: u64,
