@@ -19,10 +19,10 @@
 //!   returns the error, as the real call would; later steps run normally (a transient fault).
 //!
 //! Reads (open, stat, read, readdir) are not steps: they change nothing that a crash could
-//! tear, and their failures are covered by the real-filesystem tests. A claim's writes are
-//! coarser than the host's system calls: its stage's write and fsync are one step, and so is each
-//! rename with its directory fsync — after a crash either order leaves the same claim names (a
-//! claim's durability never matters: after a power loss its owner is gone).
+//! tear, and their failures are covered by the real-filesystem tests. A claim's stage write and
+//! fsync are one step; its renames and its unlink are steps without a directory fsync, as in
+//! the host (a claim's durability never matters: after a power loss its owner is gone, and
+//! whichever of its names the disk kept is removed by the next recovery).
 //!
 //! The disk has one namespace: the state home at [`HOME`] and the granted workspace root at
 //! [`WORKSPACE`]. Process liveness comes from a shared set of dead pids ([`SimProcesses`]).
@@ -401,18 +401,16 @@ impl DiskState {
         Ok(())
     }
 
-    /// One step: renames `from` to `to` in `dir` (never over a name) and fsyncs `dir`.
-    fn rename_synced(&mut self, dir: u64, from: &str, to: &str) -> Step<()> {
-        self.step("rename+fsync claim")?;
+    /// One step: renames `from` to `to` in `dir` (never over a name), without fsyncing `dir`
+    /// (the host does not: `arbitration::advance`).
+    fn rename_claim(&mut self, dir: u64, from: &str, to: &str) -> Step<()> {
+        self.step("rename claim")?;
         let inode = self.child(dir, from).ok_or(Fault::Errno(Errno::Io))?;
         if self.child(dir, to).is_some() {
             return Err(Fault::Exists);
         }
         self.entries_mut(dir).remove(from);
         self.entries_mut(dir).insert(to.into(), inode);
-        if let Some(Node::Dir { entries, synced }) = self.nodes.get_mut(&dir) {
-            *synced = entries.clone();
-        }
         Ok(())
     }
 
@@ -470,7 +468,7 @@ impl DiskState {
             self.write_synced(inode, text.as_bytes())?;
             for phase in ["waiting", "candidate", "held"] {
                 let next = format!("{prefix}{phase}-{id}.lock");
-                self.rename_synced(dir, &current, &next)?;
+                self.rename_claim(dir, &current, &next)?;
                 current = next;
             }
             Ok(())
@@ -484,13 +482,9 @@ impl DiskState {
         }
     }
 
-    /// Releases a claim: one step (the unlink and the directory fsync), best effort.
+    /// Releases a claim: one step (the unlink, not fsynced), best effort.
     fn release(&mut self, dir: u64, claim: &str) {
-        if self.unlink(dir, claim, "unlink+fsync claim").is_ok() {
-            if let Some(Node::Dir { entries, synced }) = self.nodes.get_mut(&dir) {
-                *synced = entries.clone();
-            }
-        }
+        let _ = self.unlink(dir, claim, "unlink claim");
     }
 
     fn create_if_absent(&mut self, segments: &[&str], name: &str, content: &[u8], dead: &BTreeSet<u64>) -> Step<bool> {

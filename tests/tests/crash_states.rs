@@ -371,7 +371,7 @@ fn every_io_error_at_every_step_fails_cleanly_and_a_retry_succeeds() {
                 // Only a best-effort clean-up may fail without failing the operation: a
                 // swallowed error anywhere else (a failed fsync above all) is a lie to the caller.
                 let best_effort = at.ends_with("(undo)")
-                    || matches!(at, "unlink temporary" | "unlink dead temporary" | "unlink+fsync claim" | "unlink dead claim");
+                    || matches!(at, "unlink temporary" | "unlink dead temporary" | "unlink claim" | "unlink dead claim");
                 // The removal of a directory-creation intent once the lease claims the directory
                 // is a clean-up too: an intent left behind is finished by recovery.
                 let intent_left = || {

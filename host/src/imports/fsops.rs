@@ -130,9 +130,10 @@ pub(crate) fn fsync_dir(dir: impl AsFd) -> std::io::Result<()> {
     Ok(())
 }
 
-/// fsync of a directory after a mutation claim's publication or release (§3.5). Not subject to
-/// the fault seam, which targets the record changes' own fsyncs (claim fsync failures are
-/// modelled by the crash-state suite's simulated disk).
+/// fsync of a directory after the catalog lock's publication or release (§5), or after the
+/// §3.9 recovery removed a dead writer's leftovers. Not subject to the fault seam, which targets
+/// the record changes' own fsyncs. (The state mutation claim's renames are not fsynced at all:
+/// `state_store::arbitration::advance` says why.)
 pub(crate) fn fsync_claim_dir(dir: impl AsFd) -> std::io::Result<()> {
     rustix::fs::fsync(dir)?;
     Ok(())

@@ -181,30 +181,27 @@ pub(crate) fn arbitrate(dir: &OwnedFd, kind: &dyn ClaimKind, identity: &ProcessI
     }
 }
 
-/// Renames the own claim `from` to `phase` (never over an existing name) and fsyncs the
-/// directory; the new name.
+/// Renames the own claim `from` to `phase` (never over an existing name); the new name.
+///
+/// The directory is not fsynced: a claim excludes live processes of this boot, which all see
+/// the directory as the kernel holds it, durable or not. After a power loss its owner is gone,
+/// so whichever name survives (stage, any phase, or none) is a dead owner's claim that the next
+/// listing removes (the claim's *content* is fsynced before its first rename, so a name that
+/// survives never holds a torn claim that a reader would refuse as malformed).
 fn advance(dir: &OwnedFd, kind: &dyn ClaimKind, from: &str, phase: Phase, claim_id: &str) -> Result<String, ArbitrationError> {
     let to = kind.name(phase, claim_id);
     rustix::fs::renameat_with(dir, from, dir, &to, RenameFlags::NOREPLACE).map_err(|e| match e {
         Errno::EXIST => kind.error(Failure::NamePresent, None),
         e => kind.error(Failure::Io, Some(e.into())),
     })?;
-    if let Err(e) = fsops::fsync_claim_dir(dir) {
-        // The claim has moved: release it under its new name (the caller releases `from`).
-        release(dir, &to);
-        return Err(kind.error(Failure::Io, Some(e)));
-    }
     Ok(to)
 }
 
-/// Releases a claim: unlinks it and fsyncs the directory; failures are ignored (a claim left
-/// behind is a dead owner's claim once this process is gone, removed by the next listing).
+/// Releases a claim: unlinks it; a failure is ignored (a claim left behind is a dead owner's
+/// claim once this process is gone, removed by the next listing). Not fsynced, for the reason
+/// [`advance`] gives: a claim that reappears after a power loss is a previous boot's.
 pub(crate) fn release(dir: &OwnedFd, name: &str) {
-    match rustix::fs::unlinkat(dir, name, AtFlags::empty()) {
-        Ok(()) | Err(Errno::NOENT) => {}
-        Err(_) => return,
-    }
-    let _ = fsops::fsync_claim_dir(dir);
+    let _ = rustix::fs::unlinkat(dir, name, AtFlags::empty());
 }
 
 /// "List live claims" (§3.5): the phase and id of every live claim of the target except `skip`,

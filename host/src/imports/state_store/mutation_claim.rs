@@ -10,7 +10,10 @@
 //! and a newline (keys in this insertion order, not canonical). It is written as
 //! `.io-mutation-stage-<claim id>-<pid>.tmp` (mode 0600, fsynced) and renamed into place, then
 //! moves through `candidate` to `held` ([`super::arbitration`]). The writer mutates the record
-//! only while its claim is `held`, and unlinks the claim afterwards.
+//! only while its claim is `held`, and unlinks the claim afterwards. The claim's renames and
+//! unlink are not followed by a directory fsync (ghostget's are): a claim only excludes live
+//! processes, and after a power loss every claim is a dead owner's; on a disk this saves four
+//! fsyncs per mutation.
 //!
 //! **Recovery** ([`recover_directory`]), before every write and every listing of a collection:
 //! write temporaries `.io-write-<pid>-<uuid>.tmp` whose pid is gone (`kill(pid, 0)` → ESRCH);
@@ -116,10 +119,7 @@ impl ClaimKind for MutationClaim {
                 return Err(self.error(Failure::Io, Some(e.into())));
             }
         }
-        if let Err(e) = fsops::fsync_claim_dir(dir) {
-            arbitration::release(dir, &self.name(Phase::Waiting, claim_id));
-            return Err(self.error(Failure::Io, Some(e)));
-        }
+        // No directory fsync: see `arbitration::advance`.
         Ok(())
     }
 
@@ -253,6 +253,8 @@ pub(crate) fn recover_directory(dir: &OwnedFd, identity: &ProcessIdentity, claim
             }
         }
     }
+    // Rare (only crashed writers leave anything): made durable, so that a quarantine removed
+    // here does not come back after a power loss under a pid that a new boot may reuse.
     if removed {
         let _ = fsops::fsync_claim_dir(dir);
     }
