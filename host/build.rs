@@ -21,8 +21,10 @@ fn main() {
     for watched in ["guest", "wit", "Cargo.lock", "build-support"] {
         println!("cargo:rerun-if-changed={}", root.join(watched).display());
     }
-    // A small, stripped component: the bytes users load into other runtimes.
-    let profile = [("DEBUG", "false"), ("STRIP", "true"), ("OPT_LEVEL", "s"), ("LTO", "true"), ("CODEGEN_UNITS", "1"), ("PANIC", "abort")];
+    // A stripped component, optimised for speed: the bytes users load into other runtimes.
+    // opt-level 3 rather than "s": 572 KB instead of 411 KB, and listing 1,000 invocation
+    // leases 24% faster (bench/README.md).
+    let profile = [("DEBUG", "false"), ("STRIP", "true"), ("OPT_LEVEL", "3"), ("LTO", "true"), ("CODEGEN_UNITS", "1"), ("PANIC", "abort")];
     let bytes = wasm_guest::build(&root, "proclease-component", "proclease_component", &out_dir.join("guest-target"), &profile);
     wasm_guest::write_if_changed(&out_dir.join("proclease.wasm"), &bytes);
     let digest = Sha256::digest(&bytes);
