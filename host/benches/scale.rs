@@ -1,5 +1,6 @@
 //! list / repair of 100, 1,000 and 10,000 invocation leases through the component, against a
-//! read-all-files floor (readdir, read every file, sha256 it), on tmpfs. Read the results as
+//! read-all-files floor (readdir, read every file, sha256 it) and a native-validation floor (the
+//! same listing natively: same store, every record validated), on tmpfs. Read the results as
 //! time per lease and as ratios to the floor within one run.
 //!
 //! `cargo bench -p proclease --bench scale`
@@ -10,7 +11,8 @@ use std::path::Path;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use proclease::core::digest::sha256_hex;
-use proclease::core::invocation_leases::lease_path;
+use proclease::core::invocation_leases::{self, lease_path};
+use proclease::state_store::SharedStore;
 use proclease::core::records::invocation_lease::{Containment, ContainmentStatus, InvocationLease, LeaseOwner};
 use proclease::core::records::portable_identity;
 use proclease::{Host, Runtime, list_invocation_leases, repair_invocation_leases};
@@ -38,6 +40,20 @@ fn bench(c: &mut Criterion) {
         "surfaceId": "portable-test", "operation": "records.read", "contractVersion": 1, "descriptorSha256": "c".repeat(64),
     }))
     .expect("identity");
+    // What the host pays per listed lease after the component returns it: the lease crosses
+    // as a structured record and the host re-derives its canonical text (`Parsed::canonical`).
+    let one = InvocationLease {
+        schema_version: 2,
+        lease_id: "00000001-0000-4000-8000-000000000001".into(),
+        run_id: "00000001-0000-4000-8000-000000000001".into(),
+        identity: template.clone(),
+        owner: LeaseOwner { process: own.clone(), token: "00000001-0000-4000-8000-000000000001".into() },
+        acquired_at: "2026-07-25T12:00:00.000Z".into(),
+        containment: Some(Containment { status: ContainmentStatus::ParentOwned, host: None }),
+    };
+    c.bench_function("host: canonical text of one listed lease", |b| {
+        b.iter(|| proclease::core::canonical_json::to_canonical_file(&one.to_value()).expect("canonical"))
+    });
     let mut group = c.benchmark_group("invocation leases at scale (tmpfs)");
     group.sample_size(10);
     for n in [100u64, 1000, 10_000] {
@@ -72,6 +88,22 @@ fn bench(c: &mut Criterion) {
                     read += store.read_batch("provider-plugin-state/.invocations", chunk, 32_768, 32_768 * chunk.len() as u32, &snapshot.identity).expect("batch").len();
                 }
                 assert_eq!(read as u64, n);
+            })
+        });
+        // The fair floor: the same listing (same store, same validation of every record) in
+        // native code, then a repair over it.
+        group.bench_with_input(BenchmarkId::new("floor: native list (same store, native validation)", n), &n, |b, _| {
+            b.iter(|| {
+                let mut store = SharedStore(store.clone());
+                assert_eq!(invocation_leases::list(&mut store).expect("list").len() as u64, n)
+            })
+        });
+        group.bench_with_input(BenchmarkId::new("native repair", n), &n, |b, _| {
+            b.iter(|| {
+                let effects = host.effects();
+                let (mut store, mut processes, mut catalog) = (effects.store, effects.processes, effects.catalog);
+                let report = invocation_leases::repair(false, &mut *store, &mut *processes, &mut *catalog, &mut |_, _| {}).expect("repair");
+                assert_eq!(u64::from(report.active), n)
             })
         });
         group.bench_with_input(BenchmarkId::new("list", n), &n, |b, _| {
