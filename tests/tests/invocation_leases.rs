@@ -400,3 +400,18 @@ fn a_repair_probes_each_owner_once_and_rechecks_before_each_removal() {
         assert_eq!(probed, vec![400, 400, 400, 400], "component: {through_component}");
     }
 }
+
+/// A listed lease carries the file's own text as its canonical text (the text the store served,
+/// not a re-serialisation), the sha256 of those bytes, and the record they hold.
+#[test]
+fn a_listed_lease_carries_its_file_text_and_hash() {
+    let h = RealHome::new();
+    let written = put(&h, &lease(&id(7), 7, "portable-test"));
+    let listed = list_invocation_leases(runtime(), h.host.effects()).expect("list");
+    let [Entry::Valid(snapshot)] = listed.as_slice() else { panic!("one valid lease: {listed:?}") };
+    let on_disk = std::fs::read_to_string(h.home.join(lease_path(&id(7)))).expect("lease file");
+    assert_eq!(snapshot.canonical, on_disk);
+    assert_eq!(snapshot.sha256, proclease::core::digest::sha256_hex(on_disk.as_bytes()));
+    assert_eq!(snapshot.record, written.record);
+    assert_eq!(snapshot.canonical, written.canonical, "the file text is the record's canonical text");
+}

@@ -28,11 +28,17 @@ fn snapshot_in(s: wit::Snapshot) -> Snapshot {
     Parsed { record: lease, canonical, sha256: s.content_sha256 }
 }
 
-fn entry_in(e: wit::Entry) -> Entry {
-    match e {
-        wit::Entry::Valid(s) => Entry::Valid(snapshot_in(s)),
-        wit::Entry::Invalid(id) => Entry::Invalid(id),
-    }
+/// A listed snapshot whose canonical text is the file text the store served for it, when that
+/// text hashes to the snapshot's sha256 (a valid lease file is exactly its canonical text, so
+/// nothing is re-serialised); otherwise derived from the record as [`snapshot_in`] does.
+fn listed_snapshot_in(s: wit::Snapshot, served: &std::collections::HashMap<String, String>) -> Snapshot {
+    let lease = convert::invocation_lease_from_wit(s.lease);
+    let canonical = served
+        .get(&proclease_core::invocation_leases::lease_path(&lease.lease_id))
+        .filter(|text| proclease_core::digest::sha256_hex(text.as_bytes()) == s.content_sha256)
+        .cloned()
+        .unwrap_or_else(|| proclease_core::canonical_json::to_canonical_file(&lease.to_value()).unwrap_or_default());
+    Parsed { record: lease, canonical, sha256: s.content_sha256 }
 }
 
 fn entry_out(e: &Entry) -> wit::Entry {
@@ -62,7 +68,16 @@ pub fn acquire_invocation_lease(runtime: &Runtime, effects: Effects, identity: &
 /// Lists the lease collection (§6B.3).
 pub fn list_invocation_leases(runtime: &Runtime, effects: Effects) -> Result<Vec<Entry>, Error> {
     let mut i = instance(runtime, effects)?;
-    Ok(call!(i, call_list)?.into_iter().map(entry_in).collect())
+    i.store().data_mut().served_texts = Some(std::collections::HashMap::new());
+    let listed = call!(i, call_list);
+    let served = i.store().data_mut().served_texts.take().unwrap_or_default();
+    Ok(listed?
+        .into_iter()
+        .map(|e| match e {
+            wit::Entry::Valid(s) => Entry::Valid(listed_snapshot_in(s, &served)),
+            wit::Entry::Invalid(id) => Entry::Invalid(id),
+        })
+        .collect())
 }
 
 /// The reported owner status of a snapshot (§6B.4).

@@ -139,6 +139,7 @@ impl InstancePool {
             return; // dropping the store releases what it holds
         }
         state.effects = Effects::detached();
+        state.served_texts = None;
         if let Ok(mut idle) = self.idle.lock() {
             if idle.len() < POOL_CAPACITY {
                 idle.push(parts);
@@ -158,6 +159,10 @@ pub struct HostState {
     pub(crate) next_catalog_level: u32,
     /// The current outermost call's budget.
     budget: Budget,
+    /// When `Some`, the texts `read-batch` served, by store path: a listing keeps them so that
+    /// the canonical text of each valid lease it returns is the file's own (a valid record *is*
+    /// its canonical text) instead of being re-serialised from the structured record.
+    pub(crate) served_texts: Option<std::collections::HashMap<String, String>>,
 }
 
 /// What one outermost call into the component may still spend: the deadline counts only the
@@ -346,7 +351,7 @@ impl Runtime {
         let deadline = self.config.call_deadline;
         let max_import_calls = self.config.max_import_calls;
         let budget = Budget { wasm_depth: 0, remaining: deadline, resumed: Instant::now(), import_calls: 0 };
-        let state = HostState { limits, effects, catalog_levels: Default::default(), next_catalog_level: 0, budget };
+        let state = HostState { limits, effects, catalog_levels: Default::default(), next_catalog_level: 0, budget, served_texts: None };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|state| &mut state.limits);
         store.set_epoch_deadline(ticks(deadline));

@@ -40,6 +40,13 @@ impl ss::Host for HostState {
     ) -> Result<Vec<ss::BatchEntry>, ss::StoreError> {
         let expected = collection_identity_from_wit(expected);
         let entries = self.effects.store.read_batch(&path, &names, max_bytes_per_file, max_total_bytes, &expected).map_err(store_failure_to_wit)?;
+        if let Some(served) = self.served_texts.as_mut() {
+            for (name, status) in &entries {
+                if let proclease_core::effects::BatchStatus::Present(text) = status {
+                    served.insert(format!("{path}/{name}"), text.clone());
+                }
+            }
+        }
         Ok(batch_to_wit(entries))
     }
 }
