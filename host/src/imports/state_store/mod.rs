@@ -32,6 +32,8 @@
 //!   1 000 names.
 
 pub(crate) mod arbitration;
+#[cfg(feature = "cluster")]
+pub mod etcd;
 pub mod home;
 mod lock;
 pub mod mutation_claim;
@@ -111,11 +113,11 @@ pub enum StoreError {
 }
 
 impl StoreError {
-    fn io(path: &str, operation: &'static str, source: impl Into<std::io::Error>) -> Self {
+    pub(crate) fn io(path: &str, operation: &'static str, source: impl Into<std::io::Error>) -> Self {
         StoreError::Io { path: path.into(), operation, source: source.into() }
     }
 
-    fn unsafe_(path: &str, reason: impl Into<String>) -> Self {
+    pub(crate) fn unsafe_(path: &str, reason: impl Into<String>) -> Self {
         StoreError::Unsafe { path: path.into(), reason: reason.into() }
     }
 }
@@ -461,26 +463,7 @@ impl StateStore {
         max_total_bytes: u32,
         expected: &CollectionIdentity,
     ) -> Result<Vec<(String, BatchStatus)>, StoreError> {
-        let refused = |reason: &str| StoreError::Refused { path: path.into(), reason: reason.into() };
-        let segments = path::segments(path).map_err(|reason| StoreError::Refused { path: path.into(), reason })?;
-        if max_bytes_per_file > MAX_BATCH_FILE_BYTES {
-            return Err(refused("private state batch per-file byte bound is invalid"));
-        }
-        if max_total_bytes > MAX_BATCH_TOTAL_BYTES {
-            return Err(refused("private state batch aggregate byte bound is invalid"));
-        }
-        if names.len() > MAX_BATCH_NAMES {
-            return Err(refused("private state batch file count is invalid"));
-        }
-        if names.iter().any(|n| !path::is_safe_name(n)) {
-            return Err(refused("private state batch contains an invalid file name"));
-        }
-        let mut unique: Vec<&String> = names.iter().collect();
-        unique.sort();
-        unique.dedup();
-        if unique.len() != names.len() {
-            return Err(refused("private state batch file names must be unique"));
-        }
+        let segments = check_batch(path, names, max_bytes_per_file, max_total_bytes)?;
         let dir = self.walk(path, &segments, false)?.ok_or_else(|| StoreError::unsafe_(path, "private state batch directory is absent"))?;
         let identity = |dir: &OwnedFd| rustix::fs::fstat(dir).map(|s| collection_identity(&s));
         let changed = || StoreError::unsafe_(path, "private state batch directory changed identity");
@@ -615,7 +598,7 @@ fn same_inode(a_dir: &OwnedFd, a_name: &str, b_dir: &OwnedFd, b_name: &str) -> b
 }
 
 /// Splits a record path into its parent directory segments and file name.
-fn split(path: &str) -> Result<(Vec<&str>, &str), StoreError> {
+pub(crate) fn split(path: &str) -> Result<(Vec<&str>, &str), StoreError> {
     let mut segments = path::segments(path).map_err(|reason| StoreError::Refused { path: path.into(), reason })?;
     if segments.len() < 2 {
         return Err(StoreError::Refused {
@@ -627,7 +610,33 @@ fn split(path: &str) -> Result<(Vec<&str>, &str), StoreError> {
     Ok((segments, name))
 }
 
-fn check_hash(path: &str, expected: &str) -> Result<(), StoreError> {
+/// The checks of a batch read's request, before anything is read (§3.3): the directory's
+/// segments, or the reference's refusal.
+pub(crate) fn check_batch<'a>(path: &'a str, names: &[String], max_bytes_per_file: u32, max_total_bytes: u32) -> Result<Vec<&'a str>, StoreError> {
+    let refused = |reason: &str| StoreError::Refused { path: path.into(), reason: reason.into() };
+    let segments = path::segments(path).map_err(|reason| StoreError::Refused { path: path.into(), reason })?;
+    if max_bytes_per_file > MAX_BATCH_FILE_BYTES {
+        return Err(refused("private state batch per-file byte bound is invalid"));
+    }
+    if max_total_bytes > MAX_BATCH_TOTAL_BYTES {
+        return Err(refused("private state batch aggregate byte bound is invalid"));
+    }
+    if names.len() > MAX_BATCH_NAMES {
+        return Err(refused("private state batch file count is invalid"));
+    }
+    if names.iter().any(|n| !path::is_safe_name(n)) {
+        return Err(refused("private state batch contains an invalid file name"));
+    }
+    let mut unique: Vec<&String> = names.iter().collect();
+    unique.sort();
+    unique.dedup();
+    if unique.len() != names.len() {
+        return Err(refused("private state batch file names must be unique"));
+    }
+    Ok(segments)
+}
+
+pub(crate) fn check_hash(path: &str, expected: &str) -> Result<(), StoreError> {
     if proclease_core::js::is_digest(expected) {
         Ok(())
     } else {
@@ -635,7 +644,7 @@ fn check_hash(path: &str, expected: &str) -> Result<(), StoreError> {
     }
 }
 
-fn check_size(path: &str, content: &str) -> Result<(), StoreError> {
+pub(crate) fn check_size(path: &str, content: &str) -> Result<(), StoreError> {
     if content.len() as u64 > MAX_RECORD_BYTES {
         return Err(StoreError::Refused { path: path.into(), reason: format!("content exceeds {MAX_RECORD_BYTES} bytes") });
     }
@@ -723,7 +732,7 @@ fn private_dir(parent: impl AsFd + Copy, name: &str, label: &str) -> Result<Owne
 /// shared by several instances, its failures in the four kinds the WIT `store-error` has.
 pub struct SharedStore(pub Arc<StateStore>);
 
-fn failure(error: StoreError) -> proclease_core::effects::StoreFailure {
+pub(crate) fn failure(error: StoreError) -> proclease_core::effects::StoreFailure {
     use proclease_core::effects::StoreFailure as F;
     let message = error.to_string();
     match error {

@@ -1,0 +1,406 @@
+//! The state store on etcd v3 (feature `cluster`; the design is `docs/cluster.md`): the same
+//! primitives, bounds and messages as the file store, each compare-and-swap one etcd
+//! transaction.
+//!
+//! **Status: a building block of cluster mode, not cluster mode.** Records of this store are
+//! still judged by the local process rules, under which an owner recorded on another boot id is
+//! dead (§2.4): two machines sharing one prefix would take each other's live leases. Until the
+//! cross-machine liveness of `docs/cluster.md` exists, use one prefix per machine.
+//!
+//! Layout under the prefix `P` of `etcd://HOST:PORT/P`:
+//! - a record at store path `dir/name.json` is the key `P/f/dir/name.json`, holding the record's
+//!   exact bytes (so a record copied out is a valid file-store record);
+//! - a directory `dir` exists when the marker key `P/d/dir` does; its identity (what the file
+//!   store reads from `st_dev`/`st_ino`) is device `etcd`, inode the marker's create revision —
+//!   a directory removed and created again is another directory, as on a disk.
+//!
+//! | primitive | transaction |
+//! |---|---|
+//! | create-if-absent | `If(CreateRevision(f) == 0) Then(Put(f))` after ensuring the parents' markers |
+//! | replace-if-unchanged | read `f`; unless its sha256 is the expected one, `false`; else `If(ModRevision(f) == read) Then(Put(f))`, read again when another write came between |
+//! | remove-if-unchanged | the same with `Delete(f)` |
+//! | snapshot | one transaction reading the marker and both prefixes at one revision |
+//! | read-batch | `If(CreateRevision(marker) == expected) Then(Get(f)…)`: every file at one revision, the directory unchanged |
+//!
+//! There are no mutation claims and no kernel locks here: the transaction is the claim.
+//! ghostget has no etcd store, so no other protocol shares these keys.
+//!
+//! Failures: etcd unreachable or not answering within [`TIMEOUT`] is [`StoreError::Io`] naming
+//! the endpoint; a write whose answer was lost may or may not have been applied, and the
+//! message says to read before retrying (the compare-and-swap callers do: a retry that finds
+//! its own record reads it as changed and starts over).
+
+use std::future::Future;
+use std::time::Duration;
+
+use etcd_client::{Client, Compare, CompareOp, ConnectOptions, GetOptions, KvClient, Txn, TxnOp, TxnOpResponse};
+use proclease_core::digest;
+use proclease_core::effects::{
+    BatchInvalid, BatchStatus, CollectionEntry, CollectionIdentity, CollectionSnapshot, EntryKind, Store, StoreFailure,
+};
+
+use super::path;
+use super::{MAX_ENTRIES, MAX_RECORD_BYTES, StoreError, check_batch, check_hash, check_size, failure, split};
+
+/// How long one etcd request may take, connecting included, before the store gives up with an
+/// error naming the endpoint.
+pub const TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How many times a compare-and-swap re-reads a record that another writer changed between its
+/// read and its transaction, while the record still hashes to the expected content.
+const CAS_ATTEMPTS: usize = 16;
+
+/// A state store on one etcd endpoint and key prefix. Cheap to share (`Arc`); every method may
+/// be called from any thread.
+pub struct EtcdStore {
+    runtime: tokio::runtime::Runtime,
+    client: Client,
+    endpoint: String,
+    prefix: String,
+}
+
+/// Where an `etcd://HOST:PORT/PREFIX` address points.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EtcdAddress {
+    /// `HOST:PORT`.
+    pub endpoint: String,
+    /// The key prefix, with its leading `/` (`/PREFIX`).
+    pub prefix: String,
+}
+
+impl EtcdAddress {
+    /// Parses `etcd://HOST:PORT/PREFIX`. PREFIX is one or more `/`-separated safe names
+    /// (letters, digits, `.`, `_`, `-`), so that no two stores' keys overlap by accident.
+    ///
+    /// Errors: a message saying what is wrong and the expected shape.
+    pub fn parse(url: &str) -> Result<EtcdAddress, String> {
+        let shape = "expected etcd://HOST:PORT/PREFIX, e.g. etcd://127.0.0.1:2379/proclease";
+        let rest = url.strip_prefix("etcd://").ok_or_else(|| format!("{url}: not an etcd address ({shape})"))?;
+        let (endpoint, prefix) = rest.split_once('/').ok_or_else(|| format!("{url}: no key prefix ({shape})"))?;
+        let port_ok = endpoint.rsplit_once(':').is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0));
+        if !port_ok {
+            return Err(format!("{url}: HOST:PORT is malformed ({shape})"));
+        }
+        let safe = |segment: &str| !segment.is_empty() && segment != "." && segment != ".." && segment.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
+        if !prefix.split('/').all(safe) {
+            return Err(format!("{url}: the key prefix must be safe names separated by / ({shape})"));
+        }
+        Ok(EtcdAddress { endpoint: endpoint.into(), prefix: format!("/{prefix}") })
+    }
+}
+
+impl EtcdStore {
+    /// Connects to the etcd of `url` (`etcd://HOST:PORT/PREFIX`).
+    ///
+    /// Errors: [`StoreError::Refused`] for a malformed address; [`StoreError::Io`] when etcd
+    /// cannot be reached within [`TIMEOUT`].
+    pub fn connect(url: &str) -> Result<EtcdStore, StoreError> {
+        let address = EtcdAddress::parse(url).map_err(|reason| StoreError::Refused { path: url.into(), reason })?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("proclease-etcd")
+            .enable_all()
+            .build()
+            .map_err(|e| StoreError::io(url, "starting the etcd client", e))?;
+        let options = ConnectOptions::new().with_connect_timeout(TIMEOUT).with_timeout(TIMEOUT);
+        let endpoint = format!("http://{}", address.endpoint);
+        let client = runtime
+            .block_on(async { tokio::time::timeout(TIMEOUT, Client::connect([endpoint.as_str()], Some(options))).await })
+            .map_err(|_| unreachable_error(url, &address.endpoint, "connecting", "no answer"))?
+            .map_err(|e| unreachable_error(url, &address.endpoint, "connecting", &e.to_string()))?;
+        let store = EtcdStore { runtime, client, endpoint: address.endpoint, prefix: address.prefix };
+        // A first request, so that an address nothing answers at fails here, not at the first write.
+        let mut kv = store.kv();
+        let probe = format!("{}/d", store.prefix);
+        store.run(url, "connecting", async move { kv.get(probe, Some(GetOptions::new().with_count_only())).await })?;
+        Ok(store)
+    }
+
+    /// `HOST:PORT`.
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    fn kv(&self) -> KvClient {
+        self.client.kv_client()
+    }
+
+    fn file_key(&self, path: &str) -> String {
+        format!("{}/f/{path}", self.prefix)
+    }
+
+    fn dir_key(&self, dir: &str) -> String {
+        format!("{}/d/{dir}", self.prefix)
+    }
+
+    /// Runs one request to completion on the client's runtime, at most [`TIMEOUT`].
+    fn run<T>(&self, path: &str, operation: &'static str, request: impl Future<Output = Result<T, etcd_client::Error>>) -> Result<T, StoreError> {
+        match self.runtime.block_on(async { tokio::time::timeout(TIMEOUT, request).await }) {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(e)) => Err(unreachable_error(path, &self.endpoint, operation, &e.to_string())),
+            Err(_) => Err(unreachable_error(path, &self.endpoint, operation, "no answer")),
+        }
+    }
+
+    /// Runs `txn`: whether its comparisons held, and the responses of the branch taken.
+    fn txn(&self, path: &str, operation: &'static str, txn: Txn) -> Result<(bool, Vec<TxnOpResponse>), StoreError> {
+        let mut kv = self.kv();
+        let response = self.run(path, operation, async move { kv.txn(txn).await })?;
+        Ok((response.succeeded(), response.op_responses()))
+    }
+
+    /// The value and mod revision of `key`, if present.
+    fn get(&self, path: &str, key: String) -> Result<Option<(Vec<u8>, i64)>, StoreError> {
+        let mut kv = self.kv();
+        let response = self.run(path, "read", async move { kv.get(key, None).await })?;
+        Ok(response.kvs().first().map(|kv| (kv.value().to_vec(), kv.mod_revision())))
+    }
+
+    /// The file's text, or `None` when absent (`readPrivateStateFileIfPresent`, §3.3): at most
+    /// `max_bytes`, UTF-8.
+    pub fn read_if_present(&self, path: &str, max_bytes: u32) -> Result<Option<String>, StoreError> {
+        split(path)?;
+        let Some((bytes, _)) = self.get(path, self.file_key(path))? else { return Ok(None) };
+        if bytes.len() as u64 > u64::from(max_bytes) {
+            return Err(StoreError::unsafe_(path, format!("larger than {max_bytes} bytes")));
+        }
+        String::from_utf8(bytes).map(Some).map_err(|_| StoreError::unsafe_(path, "not valid UTF-8"))
+    }
+
+    /// Creates the record unless it exists (`createPrivateJsonIfAbsent`, §3.3): `Ok(true)` when
+    /// created. Missing parent directories are created.
+    pub fn create_if_absent(&self, path: &str, content: &str) -> Result<bool, StoreError> {
+        let (segments, _) = split(path)?;
+        check_size(path, content)?;
+        self.ensure(path, &segments)?;
+        let key = self.file_key(path);
+        let txn = Txn::new().when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)]).and_then([TxnOp::put(key, content, None)]);
+        Ok(self.txn(path, "create", txn)?.0)
+    }
+
+    /// Replaces the record only if its bytes hash to `expected_sha256` at the instant of the
+    /// write (`writePrivateJsonIfUnchanged`, §3.3): `Ok(false)` when absent or different.
+    pub fn replace_if_unchanged(&self, path: &str, expected_sha256: &str, content: &str) -> Result<bool, StoreError> {
+        split(path)?;
+        check_hash(path, expected_sha256)?;
+        check_size(path, content)?;
+        self.swap(path, expected_sha256, |key| TxnOp::put(key, content, None))
+    }
+
+    /// Removes the record only if its bytes hash to `expected_sha256` at the instant of removal
+    /// (`removePrivateStateFileIfUnchanged`, §3.3): `Ok(false)` when absent or different.
+    pub fn remove_if_unchanged(&self, path: &str, expected_sha256: &str) -> Result<bool, StoreError> {
+        split(path)?;
+        check_hash(path, expected_sha256)?;
+        self.swap(path, expected_sha256, |key| TxnOp::delete(key, None))
+    }
+
+    /// The compare-and-swap of replace and remove: `operation` applies only to the version whose
+    /// hash was checked (its mod revision, compared in the same transaction).
+    fn swap(&self, path: &str, expected_sha256: &str, operation: impl Fn(String) -> TxnOp) -> Result<bool, StoreError> {
+        let key = self.file_key(path);
+        for _ in 0..CAS_ATTEMPTS {
+            let Some((bytes, revision)) = self.get(path, key.clone())? else { return Ok(false) };
+            if digest::sha256_hex(&bytes) != expected_sha256 {
+                return Ok(false);
+            }
+            let txn = Txn::new().when([Compare::mod_revision(key.clone(), CompareOp::Equal, revision)]).and_then([operation(key.clone())]);
+            if self.txn(path, "compare-and-swap", txn)?.0 {
+                return Ok(true);
+            }
+        }
+        Err(StoreError::Contended { path: path.into() })
+    }
+
+    /// Creates each missing directory of `segments` (its marker key).
+    fn ensure(&self, path: &str, segments: &[&str]) -> Result<(), StoreError> {
+        for depth in 1..=segments.len() {
+            let key = self.dir_key(&segments[..depth].join("/"));
+            let txn = Txn::new().when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)]).and_then([TxnOp::put(key, "", None)]);
+            self.txn(path, "create directory", txn)?;
+        }
+        Ok(())
+    }
+
+    /// The identity of directory `dir` (its marker's create revision), if it exists.
+    fn identity(&self, path: &str, dir: &str) -> Result<Option<CollectionIdentity>, StoreError> {
+        let mut kv = self.kv();
+        let key = self.dir_key(dir);
+        let response = self.run(path, "read directory", async move { kv.get(key, None).await })?;
+        Ok(response.kvs().first().map(|kv| directory_identity(kv.create_revision())))
+    }
+
+    /// Creates each missing directory of `path` and returns the identity of the last
+    /// (`ensurePrivateStateDirectory`, §3.3).
+    pub fn ensure_private_directory(&self, path: &str) -> Result<CollectionIdentity, StoreError> {
+        let segments = path::segments(path).map_err(|reason| StoreError::Refused { path: path.into(), reason })?;
+        self.ensure(path, &segments)?;
+        self.identity(path, &segments.join("/"))?.ok_or_else(|| StoreError::unsafe_(path, "vanished while created"))
+    }
+
+    /// The collection's entries at one revision; `None` when it does not exist
+    /// (`snapshotPrivateStateDirectory`, §3.3). Sub-directories are listed with their identity.
+    ///
+    /// Errors: more than [`MAX_ENTRIES`] entries; an entry name that is not a safe name.
+    pub fn snapshot(&self, path: &str) -> Result<Option<CollectionSnapshot>, StoreError> {
+        let segments = path::segments(path).map_err(|reason| StoreError::Refused { path: path.into(), reason })?;
+        let dir = segments.join("/");
+        let (files, dirs) = (format!("{}/", self.file_key(&dir)), format!("{}/", self.dir_key(&dir)));
+        let txn = Txn::new().and_then([
+            TxnOp::get(self.dir_key(&dir), None),
+            TxnOp::get(files.clone(), Some(GetOptions::new().with_prefix().with_keys_only())),
+            TxnOp::get(dirs.clone(), Some(GetOptions::new().with_prefix())),
+        ]);
+        let (_, responses) = self.txn(path, "list", txn)?;
+        let ranges: Vec<_> = responses
+            .into_iter()
+            .filter_map(|r| match r {
+                TxnOpResponse::Get(get) => Some(get),
+                _ => None,
+            })
+            .collect();
+        let [marker, file_keys, dir_keys] = ranges.as_slice() else {
+            return Err(StoreError::io(path, "list", std::io::Error::other("etcd answered a listing with an unexpected shape")));
+        };
+        let Some(marker) = marker.kvs().first() else { return Ok(None) };
+        let mut entries = Vec::new();
+        let child = |key: &[u8], prefix: &str| -> Option<Result<String, StoreError>> {
+            let rest = key.strip_prefix(prefix.as_bytes())?;
+            if rest.contains(&b'/') {
+                return None; // deeper than one level
+            }
+            Some(
+                String::from_utf8(rest.to_vec())
+                    .ok()
+                    .filter(|name| path::is_safe_name(name))
+                    .ok_or_else(|| StoreError::unsafe_(path, format!("state directory contains an unsafe entry name (\"{}\")", rest.escape_ascii()))),
+            )
+        };
+        for kv in file_keys.kvs() {
+            if let Some(name) = child(kv.key(), &files) {
+                entries.push(CollectionEntry { name: name?, kind: EntryKind::File, identity: None });
+            }
+        }
+        for kv in dir_keys.kvs() {
+            if let Some(name) = child(kv.key(), &dirs) {
+                entries.push(CollectionEntry { name: name?, kind: EntryKind::Directory, identity: Some(directory_identity(kv.create_revision())) });
+            }
+        }
+        if entries.len() > MAX_ENTRIES {
+            return Err(StoreError::unsafe_(path, format!("the collection has more than {MAX_ENTRIES} entries")));
+        }
+        entries.sort_by(|a, b| proclease_core::js::cmp_utf16(&a.name, &b.name));
+        Ok(Some(CollectionSnapshot { identity: directory_identity(marker.create_revision()), entries }))
+    }
+
+    /// Reads files of a collection whose identity must be `expected` (`readPrivateStateFilesBatch`,
+    /// §3.3): every file at one revision, in request order.
+    ///
+    /// Errors: the file store's bounds; the directory absent or no longer `expected`.
+    pub fn read_batch(
+        &self,
+        path: &str,
+        names: &[String],
+        max_bytes_per_file: u32,
+        max_total_bytes: u32,
+        expected: &CollectionIdentity,
+    ) -> Result<Vec<(String, BatchStatus)>, StoreError> {
+        let segments = check_batch(path, names, max_bytes_per_file, max_total_bytes)?;
+        let dir = segments.join("/");
+        let changed = || StoreError::unsafe_(path, "private state batch directory changed identity");
+        let revision = match (expected.device.as_str(), expected.inode.parse::<i64>()) {
+            ("etcd", Ok(revision)) => revision,
+            _ => return Err(changed()),
+        };
+        let gets: Vec<TxnOp> = names.iter().map(|name| TxnOp::get(self.file_key(&format!("{dir}/{name}")), None)).collect();
+        let txn = Txn::new().when([Compare::create_revision(self.dir_key(&dir), CompareOp::Equal, revision)]).and_then(gets);
+        let (held, responses) = self.txn(path, "batch read", txn)?;
+        if !held {
+            return Err(match self.identity(path, &dir)? {
+                None => StoreError::unsafe_(path, "private state batch directory is absent"),
+                Some(_) => changed(),
+            });
+        }
+        let mut remaining = u64::from(max_total_bytes);
+        let per_file = u64::from(max_bytes_per_file);
+        let mut results = Vec::with_capacity(names.len());
+        for (name, response) in names.iter().zip(responses) {
+            let value = match response {
+                TxnOpResponse::Get(get) => get.kvs().first().map(|kv| kv.value().to_vec()),
+                _ => return Err(StoreError::io(path, "batch read", std::io::Error::other("etcd answered a batch read with an unexpected shape"))),
+            };
+            let status = match value {
+                None => BatchStatus::Absent,
+                Some(bytes) if bytes.len() as u64 > per_file => BatchStatus::Invalid(BatchInvalid::FileByteBound),
+                Some(bytes) if bytes.len() as u64 > remaining => BatchStatus::Invalid(BatchInvalid::AggregateByteBound),
+                Some(bytes) => {
+                    remaining -= bytes.len() as u64;
+                    match String::from_utf8(bytes) {
+                        Ok(text) => BatchStatus::Present(text),
+                        Err(_) => BatchStatus::Invalid(BatchInvalid::InvalidUtf8),
+                    }
+                }
+            };
+            results.push((name.clone(), status));
+        }
+        Ok(results)
+    }
+}
+
+/// The identity of a directory whose marker was created at `revision`.
+fn directory_identity(revision: i64) -> CollectionIdentity {
+    CollectionIdentity { device: "etcd".into(), inode: revision.to_string() }
+}
+
+fn unreachable_error(path: &str, endpoint: &str, operation: &'static str, reason: &str) -> StoreError {
+    StoreError::io(
+        path,
+        operation,
+        std::io::Error::other(format!(
+            "etcd at {endpoint} is unreachable or did not answer within {}s ({reason}); a write may or may not have been applied: read before retrying",
+            TIMEOUT.as_secs()
+        )),
+    )
+}
+
+/// The component's `state-store` import served by an [`EtcdStore`] (the `record` size bound is
+/// the file store's: [`MAX_RECORD_BYTES`]).
+pub struct SharedEtcdStore(pub std::sync::Arc<EtcdStore>);
+
+impl Store for SharedEtcdStore {
+    fn read_if_present(&mut self, path: &str, max_bytes: u32) -> Result<Option<String>, StoreFailure> {
+        self.0.read_if_present(path, max_bytes.min(MAX_RECORD_BYTES as u32)).map_err(failure)
+    }
+
+    fn create_if_absent(&mut self, path: &str, content: &str) -> Result<bool, StoreFailure> {
+        self.0.create_if_absent(path, content).map_err(failure)
+    }
+
+    fn replace_if_unchanged(&mut self, path: &str, expected_sha256: &str, content: &str) -> Result<bool, StoreFailure> {
+        self.0.replace_if_unchanged(path, expected_sha256, content).map_err(failure)
+    }
+
+    fn remove_if_unchanged(&mut self, path: &str, expected_sha256: &str) -> Result<bool, StoreFailure> {
+        self.0.remove_if_unchanged(path, expected_sha256).map_err(failure)
+    }
+
+    fn ensure_private_directory(&mut self, path: &str) -> Result<CollectionIdentity, StoreFailure> {
+        self.0.ensure_private_directory(path).map_err(failure)
+    }
+
+    fn snapshot(&mut self, path: &str, _recover_orphans: bool) -> Result<Option<CollectionSnapshot>, StoreFailure> {
+        // Nothing to recover: a transaction leaves no temporaries or claims behind.
+        self.0.snapshot(path).map_err(failure)
+    }
+
+    fn read_batch(
+        &mut self,
+        path: &str,
+        names: &[String],
+        max_bytes_per_file: u32,
+        max_total_bytes: u32,
+        expected: &CollectionIdentity,
+    ) -> Result<Vec<(String, BatchStatus)>, StoreFailure> {
+        self.0.read_batch(path, names, max_bytes_per_file, max_total_bytes, expected).map_err(failure)
+    }
+}

@@ -1,0 +1,255 @@
+//! The state store on a real etcd (feature `cluster`): the compare-and-swap contract, listings
+//! and batch reads at one revision, no lost update between racing writers, an export admission
+//! through the component, and what a stopped etcd does to callers.
+//!
+//! Each test starts its own `etcd` (Debian's etcd-server) on free loopback ports with a
+//! temporary data directory. Without an `etcd` binary the tests say so and pass, unless
+//! `PROCLEASE_REQUIRE_ETCD=1` (set by `.ci/run`), which makes them fail instead.
+
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use proclease::core::digest::sha256_hex;
+use proclease::effects::Effects;
+use proclease::state_store::etcd::{EtcdAddress, EtcdStore, SharedEtcdStore};
+use proclease::state_store::{BatchStatus, EntryKind, StoreError};
+use proclease::{Admission, Error, Runtime};
+
+/// A running etcd, stopped (SIGKILL) when dropped.
+struct Etcd {
+    child: Child,
+    dir: tempfile::TempDir,
+    client_port: u16,
+    peer_port: u16,
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port")
+}
+
+impl Etcd {
+    /// Starts one, or `None` (after saying why) when no `etcd` binary is installed and etcd is not
+    /// required.
+    fn start() -> Option<Etcd> {
+        let installed = Command::new("etcd").arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success());
+        if !installed {
+            assert!(
+                std::env::var_os("PROCLEASE_REQUIRE_ETCD").is_none_or(|v| v != "1"),
+                "PROCLEASE_REQUIRE_ETCD=1 but no etcd binary: install Debian's etcd-server"
+            );
+            eprintln!("SKIPPED: no etcd binary (install Debian's etcd-server, or set PROCLEASE_REQUIRE_ETCD=1 to fail instead)");
+            return None;
+        }
+        let dir = tempfile::tempdir().expect("data dir");
+        let mut etcd = Etcd { child: Command::new("true").spawn().expect("placeholder"), dir, client_port: free_port(), peer_port: free_port() };
+        etcd.child.wait().expect("reap placeholder");
+        etcd.spawn();
+        Some(etcd)
+    }
+
+    fn spawn(&mut self) {
+        let (client, peer) = (format!("http://127.0.0.1:{}", self.client_port), format!("http://127.0.0.1:{}", self.peer_port));
+        self.child = Command::new("etcd")
+            .args(["--name", "proclease-test", "--data-dir"])
+            .arg(self.dir.path().join("data"))
+            .args(["--listen-client-urls", &client, "--advertise-client-urls", &client])
+            .args(["--listen-peer-urls", &peer, "--initial-advertise-peer-urls", &peer])
+            .args(["--initial-cluster", &format!("proclease-test={peer}"), "--log-level", "error"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("etcd starts");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while EtcdStore::connect(&self.url("ready")).is_err() {
+            assert!(Instant::now() < deadline, "etcd did not answer on port {} within 20 s", self.client_port);
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn url(&self, prefix: &str) -> String {
+        format!("etcd://127.0.0.1:{}/{prefix}", self.client_port)
+    }
+
+    fn store(&self, prefix: &str) -> EtcdStore {
+        EtcdStore::connect(&self.url(prefix)).expect("connects")
+    }
+
+    fn signal(&self, signal: &str) {
+        let status = Command::new("kill").args([signal, &self.child.id().to_string()]).status().expect("kill runs");
+        assert!(status.success(), "kill {signal}");
+    }
+}
+
+impl Drop for Etcd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+const RECORD: &str = "recovery/things/a.json";
+
+#[test]
+fn addresses_are_parsed_strictly() {
+    assert_eq!(
+        EtcdAddress::parse("etcd://127.0.0.1:2379/proclease/team-a"),
+        Ok(EtcdAddress { endpoint: "127.0.0.1:2379".into(), prefix: "/proclease/team-a".into() })
+    );
+    for bad in ["http://127.0.0.1:2379/p", "etcd://127.0.0.1:2379", "etcd://127.0.0.1/p", "etcd://:2379/p", "etcd://h:2379/", "etcd://h:2379/a//b", "etcd://h:2379/../x"] {
+        let error = EtcdAddress::parse(bad).expect_err(bad);
+        assert!(error.contains("expected etcd://HOST:PORT/PREFIX"), "{bad}: {error}");
+    }
+}
+
+#[test]
+fn compare_and_swap_contract() {
+    let Some(etcd) = Etcd::start() else { return };
+    let s = etcd.store("cas");
+    assert_eq!(s.read_if_present(RECORD, 1024).expect("read"), None);
+    assert!(s.create_if_absent(RECORD, "one\n").expect("create"));
+    assert!(!s.create_if_absent(RECORD, "two\n").expect("create again"), "create never overwrites");
+    assert_eq!(s.read_if_present(RECORD, 1024).expect("read").as_deref(), Some("one\n"));
+
+    let wrong = sha256_hex(b"something else");
+    assert!(!s.replace_if_unchanged(RECORD, &wrong, "two\n").expect("replace"));
+    assert_eq!(s.read_if_present(RECORD, 1024).expect("read").as_deref(), Some("one\n"));
+    assert!(s.replace_if_unchanged(RECORD, &sha256_hex(b"one\n"), "two\n").expect("replace"));
+    assert_eq!(s.read_if_present(RECORD, 1024).expect("read").as_deref(), Some("two\n"));
+
+    assert!(!s.remove_if_unchanged(RECORD, &sha256_hex(b"one\n")).expect("remove stale"));
+    assert!(s.remove_if_unchanged(RECORD, &sha256_hex(b"two\n")).expect("remove"));
+    assert_eq!(s.read_if_present(RECORD, 1024).expect("read"), None);
+    assert!(!s.remove_if_unchanged(RECORD, &sha256_hex(b"two\n")).expect("remove absent"));
+    assert!(!s.replace_if_unchanged(RECORD, &sha256_hex(b"two\n"), "x\n").expect("replace absent"));
+
+    // The file store's refusals, word for word.
+    let error = s.create_if_absent("../escape.json", "x").expect_err("refused");
+    assert!(matches!(error, StoreError::Refused { .. }), "{error}");
+    let error = s.replace_if_unchanged(RECORD, "not-a-digest", "x").expect_err("refused");
+    assert_eq!(error.to_string(), format!("{RECORD}: refused: expected private state content hash is invalid"));
+    assert!(s.create_if_absent(RECORD, "twelve bytes").expect("create"));
+    let error = s.read_if_present(RECORD, 4).expect_err("over the bound");
+    assert_eq!(error.to_string(), format!("{RECORD}: unsafe: larger than 4 bytes"));
+
+    // Another prefix is another store.
+    assert_eq!(etcd.store("other").read_if_present(RECORD, 1024).expect("read"), None);
+}
+
+#[test]
+fn listings_and_batch_reads_see_one_revision_and_one_directory() {
+    let Some(etcd) = Etcd::start() else { return };
+    let s = etcd.store("list");
+    assert_eq!(s.snapshot("recovery/things").expect("snapshot"), None, "absent until created");
+    let identity = s.ensure_private_directory("recovery/things").expect("ensure");
+    assert_eq!(s.ensure_private_directory("recovery/things").expect("again"), identity, "stable identity");
+    assert!(s.create_if_absent("recovery/things/b.json", "bee\n").expect("create"));
+    assert!(s.create_if_absent("recovery/things/a.json", "ay\n").expect("create"));
+    assert!(s.create_if_absent("recovery/things/nested/c.json", "sea\n").expect("create"));
+    let snapshot = s.snapshot("recovery/things").expect("snapshot").expect("present");
+    assert_eq!(snapshot.identity, identity);
+    let listed: Vec<(&str, EntryKind)> = snapshot.entries.iter().map(|e| (e.name.as_str(), e.kind)).collect();
+    assert_eq!(listed, vec![("a.json", EntryKind::File), ("b.json", EntryKind::File), ("nested", EntryKind::Directory)]);
+
+    let names: Vec<String> = ["b.json", "missing.json", "a.json"].map(String::from).to_vec();
+    let read = s.read_batch("recovery/things", &names, 1024, 4096, &identity).expect("batch");
+    assert_eq!(
+        read,
+        vec![
+            ("b.json".to_string(), BatchStatus::Present("bee\n".into())),
+            ("missing.json".to_string(), BatchStatus::Absent),
+            ("a.json".to_string(), BatchStatus::Present("ay\n".into())),
+        ]
+    );
+    let bound = s.read_batch("recovery/things", &names[..1], 2, 4096, &identity).expect("batch");
+    assert_eq!(bound[0].1, BatchStatus::Invalid(proclease::state_store::BatchInvalid::FileByteBound));
+
+    // A batch against another directory's identity is refused, as the file store refuses one
+    // whose directory was replaced.
+    let other = s.ensure_private_directory("recovery/elsewhere").expect("ensure");
+    let error = s.read_batch("recovery/things", &names, 1024, 4096, &other).expect_err("another identity");
+    assert_eq!(error.to_string(), "recovery/things: unsafe: private state batch directory changed identity");
+    let error = s.read_batch("recovery/things", &["a.json".to_string(), "a.json".to_string()], 1024, 4096, &identity).expect_err("duplicates");
+    assert_eq!(error.to_string(), "recovery/things: refused: private state batch file names must be unique");
+}
+
+#[test]
+fn racing_writers_lose_no_update() {
+    let Some(etcd) = Etcd::start() else { return };
+    const WRITERS: usize = 4;
+    const INCREMENTS: usize = 60;
+    let store = Arc::new(etcd.store("race"));
+    assert!(store.create_if_absent("recovery/counter/n.json", "0\n").expect("create"));
+    let successes: usize = (0..WRITERS)
+        .map(|_| {
+            let store = store.clone();
+            std::thread::spawn(move || {
+                let mut won = 0;
+                for _ in 0..INCREMENTS {
+                    let text = store.read_if_present("recovery/counter/n.json", 64).expect("read").expect("present");
+                    let n: usize = text.trim().parse().expect("a number");
+                    if store.replace_if_unchanged("recovery/counter/n.json", &sha256_hex(text.as_bytes()), &format!("{}\n", n + 1)).expect("replace") {
+                        won += 1;
+                    }
+                }
+                won
+            })
+        })
+        .collect::<Vec<_>>()
+        .into_iter()
+        .map(|t| t.join().expect("writer"))
+        .sum();
+    let last = store.read_if_present("recovery/counter/n.json", 64).expect("read").expect("present");
+    assert_eq!(last.trim().parse::<usize>().expect("number"), successes, "every successful replace counted once");
+    assert!(successes >= INCREMENTS, "someone won each round at least");
+}
+
+fn etcd_effects(store: &Arc<EtcdStore>) -> Effects {
+    let processes = Arc::new(proclease::process_identity::ProcessIdentity::new());
+    Effects { store: Box::new(SharedEtcdStore(store.clone())), ..Effects::native(None, processes) }
+}
+
+#[test]
+fn an_export_admission_is_held_and_released_through_the_component_on_etcd() {
+    let Some(etcd) = Etcd::start() else { return };
+    let store = Arc::new(etcd.store("admission"));
+    let runtime = Runtime::shared().expect("component");
+    let mut held = Admission::acquire(runtime, etcd_effects(&store)).expect("acquired on etcd");
+    let path = "recovery/beeper-message-like-me-export-admission/active.json";
+    let text = store.read_if_present(path, 16_384).expect("read").expect("the claim is in etcd");
+    assert_eq!(sha256_hex(text.as_bytes()), held.content_sha256().expect("sha"), "the record's exact bytes");
+    let error = Admission::acquire(runtime, etcd_effects(&store)).err().expect("a live owner holds it");
+    assert!(matches!(error, Error::Lease(_)), "{error:?}");
+    assert!(error.to_string().contains("another export is active"), "{error}");
+    held.release().expect("released");
+    assert_eq!(store.read_if_present(path, 16_384).expect("read"), None);
+    Admission::acquire(runtime, etcd_effects(&store)).expect("free again").release().expect("released");
+}
+
+#[test]
+fn a_stopped_etcd_fails_every_call_with_its_address_and_changes_nothing_then_work_resumes() {
+    let Some(mut etcd) = Etcd::start() else { return };
+    let store = etcd.store("outage");
+    assert!(store.create_if_absent(RECORD, "one\n").expect("create"));
+    etcd.signal("-STOP");
+    let started = Instant::now();
+    let error = store.replace_if_unchanged(RECORD, &sha256_hex(b"one\n"), "two\n").expect_err("etcd does not answer");
+    etcd.signal("-CONT");
+    let message = error.to_string();
+    assert!(message.contains(&format!("etcd at 127.0.0.1:{} is unreachable or did not answer", etcd.client_port)), "{message}");
+    assert!(message.contains("read before retrying"), "{message}");
+    assert!(started.elapsed() >= Duration::from_secs(4), "gave up only at the timeout");
+    // The replace never reached etcd: the record is unchanged, and the store works again.
+    assert_eq!(store.read_if_present(RECORD, 64).expect("read").as_deref(), Some("one\n"));
+
+    // Killed and restarted on the same data: the records are still there.
+    let _ = etcd.child.kill();
+    let _ = etcd.child.wait();
+    let error = store.read_if_present(RECORD, 64).expect_err("etcd is down");
+    assert!(error.to_string().contains("is unreachable"), "{error}");
+    etcd.spawn();
+    let store = etcd.store("outage");
+    assert_eq!(store.read_if_present(RECORD, 64).expect("read").as_deref(), Some("one\n"));
+    assert!(store.replace_if_unchanged(RECORD, &sha256_hex(b"one\n"), "two\n").expect("replace"));
+}
