@@ -43,24 +43,34 @@ impl Etcd {
             return None;
         }
         let dir = tempfile::tempdir().expect("data dir");
-        let mut etcd = Etcd { child: Command::new("true").spawn().expect("placeholder"), dir, client_port: free_port(), peer_port: free_port() };
-        etcd.child.wait().expect("reap placeholder");
-        etcd.spawn();
+        let (client_port, peer_port) = (free_port(), free_port());
+        let child = Etcd::launch(&dir, client_port, peer_port);
+        let etcd = Etcd { child, dir, client_port, peer_port };
+        etcd.wait_until_it_answers();
         Some(etcd)
     }
 
-    fn spawn(&mut self) {
-        let (client, peer) = (format!("http://127.0.0.1:{}", self.client_port), format!("http://127.0.0.1:{}", self.peer_port));
-        self.child = Command::new("etcd")
+    /// Starts (again) the etcd of this data directory and ports.
+    fn restart(&mut self) {
+        self.child = Etcd::launch(&self.dir, self.client_port, self.peer_port);
+        self.wait_until_it_answers();
+    }
+
+    fn launch(dir: &tempfile::TempDir, client_port: u16, peer_port: u16) -> Child {
+        let (client, peer) = (format!("http://127.0.0.1:{client_port}"), format!("http://127.0.0.1:{peer_port}"));
+        Command::new("etcd")
             .args(["--name", "proclease-test", "--data-dir"])
-            .arg(self.dir.path().join("data"))
+            .arg(dir.path().join("data"))
             .args(["--listen-client-urls", &client, "--advertise-client-urls", &client])
             .args(["--listen-peer-urls", &peer, "--initial-advertise-peer-urls", &peer])
             .args(["--initial-cluster", &format!("proclease-test={peer}"), "--log-level", "error"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .expect("etcd starts");
+            .expect("etcd starts")
+    }
+
+    fn wait_until_it_answers(&self) {
         let deadline = Instant::now() + Duration::from_secs(20);
         while EtcdStore::connect(&self.url("ready")).is_err() {
             assert!(Instant::now() < deadline, "etcd did not answer on port {} within 20 s", self.client_port);
@@ -248,7 +258,7 @@ fn a_stopped_etcd_fails_every_call_with_its_address_and_changes_nothing_then_wor
     let _ = etcd.child.wait();
     let error = store.read_if_present(RECORD, 64).expect_err("etcd is down");
     assert!(error.to_string().contains("is unreachable"), "{error}");
-    etcd.spawn();
+    etcd.restart();
     let store = etcd.store("outage");
     assert_eq!(store.read_if_present(RECORD, 64).expect("read").as_deref(), Some("one\n"));
     assert!(store.replace_if_unchanged(RECORD, &sha256_hex(b"one\n"), "two\n").expect("replace"));

@@ -23,7 +23,7 @@
 //! [`Runtime::shared`] loads at most once.
 //!
 //! Instances are pooled: [`Runtime::instantiate_with`] takes an idle instance of this runtime
-//! when there is one (a few µs: its effects are swapped in) and a dropped [`Instance`] goes
+//! when there is one (well under a microsecond: its effects are swapped in) and a dropped [`Instance`] goes
 //! back to the pool, holding no effects ([`Effects::detached`]) while idle. An instance that
 //! trapped or was stopped by a limit is never reused, nor one that still holds a catalog lock
 //! level or whose memory grew past [`POOLED_MEMORY_BYTES`]. The component keeps no state
@@ -356,8 +356,7 @@ impl Runtime {
         store.limiter(|state| &mut state.limits);
         store.set_epoch_deadline(ticks(deadline));
         store.call_hook(move |mut context, hook| {
-            let state = context.data_mut();
-            let budget = &mut state.budget;
+            let budget = &mut context.data_mut().budget;
             match hook {
                 CallHook::CallingWasm => {
                     budget.wasm_depth = budget.wasm_depth.saturating_add(1);

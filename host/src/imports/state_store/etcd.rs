@@ -40,7 +40,7 @@ use proclease_core::effects::{
 };
 
 use super::path;
-use super::{MAX_ENTRIES, MAX_RECORD_BYTES, StoreError, check_batch, check_hash, check_size, failure, split};
+use super::{MAX_ENTRIES, StoreError, check_batch, check_hash, check_size, failure, split};
 
 /// How long one etcd request may take, connecting included, before the store gives up with an
 /// error naming the endpoint.
@@ -363,13 +363,12 @@ fn unreachable_error(path: &str, endpoint: &str, operation: &'static str, reason
     )
 }
 
-/// The component's `state-store` import served by an [`EtcdStore`] (the `record` size bound is
-/// the file store's: [`MAX_RECORD_BYTES`]).
+/// The component's `state-store` import served by an [`EtcdStore`].
 pub struct SharedEtcdStore(pub std::sync::Arc<EtcdStore>);
 
 impl Store for SharedEtcdStore {
     fn read_if_present(&mut self, path: &str, max_bytes: u32) -> Result<Option<String>, StoreFailure> {
-        self.0.read_if_present(path, max_bytes.min(MAX_RECORD_BYTES as u32)).map_err(failure)
+        self.0.read_if_present(path, max_bytes).map_err(failure)
     }
 
     fn create_if_absent(&mut self, path: &str, content: &str) -> Result<bool, StoreFailure> {
