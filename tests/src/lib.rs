@@ -7,6 +7,8 @@
 
 pub mod conformance;
 pub mod crash_world;
+#[cfg(feature = "cluster")]
+pub mod etcd_server;
 pub mod fakes;
 pub mod hostile;
 pub mod sim_disk;

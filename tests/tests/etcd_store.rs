@@ -2,12 +2,9 @@
 //! and batch reads at one revision, no lost update between racing writers, an export admission
 //! through the component, and what a stopped etcd does to callers.
 //!
-//! Each test starts its own `etcd` (Debian's etcd-server) on free loopback ports with a
-//! temporary data directory. Without an `etcd` binary the tests say so and pass, unless
-//! `PROCLEASE_REQUIRE_ETCD=1` (set by `.ci/run`), which makes them fail instead.
+//! Each test starts its own `etcd` ([`Etcd`]); without an `etcd` binary the tests say so and
+//! pass, unless `PROCLEASE_REQUIRE_ETCD=1` (set by `.ci/run`).
 
-use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -16,88 +13,7 @@ use proclease::effects::Effects;
 use proclease::state_store::etcd::{EtcdAddress, EtcdStore, SharedEtcdStore};
 use proclease::state_store::{BatchStatus, EntryKind, StoreError};
 use proclease::{Admission, Error, Runtime};
-
-/// A running etcd, stopped (SIGKILL) when dropped.
-struct Etcd {
-    child: Child,
-    dir: tempfile::TempDir,
-    client_port: u16,
-    peer_port: u16,
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port")
-}
-
-impl Etcd {
-    /// Starts one, or `None` (after saying why) when no `etcd` binary is installed and etcd is not
-    /// required.
-    fn start() -> Option<Etcd> {
-        let installed = Command::new("etcd").arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success());
-        if !installed {
-            assert!(
-                std::env::var_os("PROCLEASE_REQUIRE_ETCD").is_none_or(|v| v != "1"),
-                "PROCLEASE_REQUIRE_ETCD=1 but no etcd binary: install Debian's etcd-server"
-            );
-            eprintln!("SKIPPED: no etcd binary (install Debian's etcd-server, or set PROCLEASE_REQUIRE_ETCD=1 to fail instead)");
-            return None;
-        }
-        let dir = tempfile::tempdir().expect("data dir");
-        let (client_port, peer_port) = (free_port(), free_port());
-        let child = Etcd::launch(&dir, client_port, peer_port);
-        let etcd = Etcd { child, dir, client_port, peer_port };
-        etcd.wait_until_it_answers();
-        Some(etcd)
-    }
-
-    /// Starts (again) the etcd of this data directory and ports.
-    fn restart(&mut self) {
-        self.child = Etcd::launch(&self.dir, self.client_port, self.peer_port);
-        self.wait_until_it_answers();
-    }
-
-    fn launch(dir: &tempfile::TempDir, client_port: u16, peer_port: u16) -> Child {
-        let (client, peer) = (format!("http://127.0.0.1:{client_port}"), format!("http://127.0.0.1:{peer_port}"));
-        Command::new("etcd")
-            .args(["--name", "proclease-test", "--data-dir"])
-            .arg(dir.path().join("data"))
-            .args(["--listen-client-urls", &client, "--advertise-client-urls", &client])
-            .args(["--listen-peer-urls", &peer, "--initial-advertise-peer-urls", &peer])
-            .args(["--initial-cluster", &format!("proclease-test={peer}"), "--log-level", "error"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("etcd starts")
-    }
-
-    fn wait_until_it_answers(&self) {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while EtcdStore::connect(&self.url("ready")).is_err() {
-            assert!(Instant::now() < deadline, "etcd did not answer on port {} within 20 s", self.client_port);
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-
-    fn url(&self, prefix: &str) -> String {
-        format!("etcd://127.0.0.1:{}/{prefix}", self.client_port)
-    }
-
-    fn store(&self, prefix: &str) -> EtcdStore {
-        EtcdStore::connect(&self.url(prefix)).expect("connects")
-    }
-
-    fn signal(&self, signal: &str) {
-        let status = Command::new("kill").args([signal, &self.child.id().to_string()]).status().expect("kill runs");
-        assert!(status.success(), "kill {signal}");
-    }
-}
-
-impl Drop for Etcd {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use proclease_tests::etcd_server::Etcd;
 
 const RECORD: &str = "recovery/things/a.json";
 
@@ -254,8 +170,7 @@ fn a_stopped_etcd_fails_every_call_with_its_address_and_changes_nothing_then_wor
     assert_eq!(store.read_if_present(RECORD, 64).expect("read").as_deref(), Some("one\n"));
 
     // Killed and restarted on the same data: the records are still there.
-    let _ = etcd.child.kill();
-    let _ = etcd.child.wait();
+    etcd.kill();
     let error = store.read_if_present(RECORD, 64).expect_err("etcd is down");
     assert!(error.to_string().contains("is unreachable"), "{error}");
     etcd.restart();

@@ -21,6 +21,8 @@ use proclease_core::liveness::{self, Liveness, OwnerFacts, OwnerStatus, ProcRead
 use proclease_core::records::Owner;
 use proclease_core::{digest, js};
 
+#[cfg(feature = "cluster")]
+pub mod cluster_presence;
 pub mod witness;
 mod wit;
 

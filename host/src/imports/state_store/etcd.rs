@@ -121,6 +121,21 @@ impl EtcdStore {
         &self.endpoint
     }
 
+    /// The client (for the presence registry, `process_identity::cluster_presence`).
+    pub(crate) fn client(&self) -> Client {
+        self.client.clone()
+    }
+
+    /// The key prefix, with its leading `/`.
+    pub(crate) fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// Runs `future` on the client's runtime, at most `timeout`; `None` when it timed out.
+    pub(crate) fn block_on<T>(&self, timeout: Duration, future: impl Future<Output = T>) -> Option<T> {
+        self.runtime.block_on(async { tokio::time::timeout(timeout, future).await }).ok()
+    }
+
     fn kv(&self) -> KvClient {
         self.client.kv_client()
     }

@@ -1,0 +1,195 @@
+//! Presence of process identities in an etcd cluster (feature `cluster`; `docs/cluster.md`,
+//! "Liveness across machines"): how an owner on one machine proves to the others that it is
+//! alive, the way etcd's `concurrency.Session` does.
+//!
+//! An owner opens a [`PresenceSession`]: an etcd lease with a TTL, and its presence key
+//! `P/presence/<boot id>/<pid>-<process start id>` attached to it. A background thread renews
+//! the lease every third of the TTL. While the key exists the owner is [`RemotePresence::Registered`];
+//! once etcd has expired or revoked the lease (no renewal reached it for a TTL: the owner died,
+//! or was cut off from etcd) the key is gone and the owner is [`RemotePresence::Absent`]; when
+//! etcd cannot be read the answer is [`RemotePresence::Unreachable`], which proves nothing.
+//!
+//! **Self-fencing.** An owner cut off from etcd must stop acting before another machine may
+//! see it absent. [`PresenceSession::is_live`] turns false once no renewal was acknowledged for
+//! three quarters of the TTL, counted from when that renewal was *sent* on this machine's
+//! monotonic clock — before etcd, which counts the TTL from when it *received* the last renewal,
+//! can expire the lease (client-go's `renewDeadline < leaseDuration`).
+//!
+//! **Status:** the registry and its lookups; the component does not consult them yet (the WIT
+//! `remote-presence` fact of `docs/cluster.md` is the next step), so nothing is judged by it.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use etcd_client::{Compare, CompareOp, PutOptions, Txn, TxnOp};
+use proclease_core::records::Owner;
+
+use crate::state_store::StoreError;
+use crate::state_store::etcd::{EtcdStore, TIMEOUT};
+
+/// What the registry says of one owner.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RemotePresence {
+    /// Its presence key exists under an unexpired etcd lease: it renewed within the TTL.
+    Registered,
+    /// The registry was read (linearizably) and holds no presence for it.
+    Absent,
+    /// The registry could not be read within [`TIMEOUT`]: nothing is proven.
+    Unreachable,
+}
+
+/// The presence key of `owner` under the store's prefix.
+pub fn presence_key(store: &EtcdStore, owner: &Owner) -> String {
+    format!("{}/presence/{}/{}-{}", store.prefix(), owner.boot_id, owner.pid, owner.process_start_id)
+}
+
+/// Reads `owner`'s presence (a linearizable read: it sees every registration and expiry etcd
+/// has committed).
+pub fn lookup(store: &EtcdStore, owner: &Owner) -> RemotePresence {
+    let mut kv = store.client().kv_client();
+    let key = presence_key(store, owner);
+    match store.block_on(TIMEOUT, async move { kv.get(key, None).await }) {
+        Some(Ok(response)) if response.kvs().is_empty() => RemotePresence::Absent,
+        Some(Ok(_)) => RemotePresence::Registered,
+        Some(Err(_)) | None => RemotePresence::Unreachable,
+    }
+}
+
+/// A registered presence, renewed in the background until dropped (which revokes it).
+pub struct PresenceSession {
+    store: Arc<EtcdStore>,
+    lease: i64,
+    ttl: Duration,
+    key: String,
+    shared: Arc<Shared>,
+    renewer: Option<std::thread::JoinHandle<()>>,
+}
+
+/// What the renewal thread and the session share.
+struct Shared {
+    /// When the last renewal that etcd acknowledged was sent.
+    last_acknowledged: Mutex<Instant>,
+    /// etcd answered that the lease no longer exists.
+    expired: AtomicBool,
+    stop: AtomicBool,
+}
+
+impl PresenceSession {
+    /// Registers `owner` (this process's identity) for `ttl` (whole seconds, at least 2; etcd
+    /// may round a shorter one up) and starts renewing it.
+    ///
+    /// Errors: etcd unreachable ([`StoreError::Io`]); the identity already registered
+    /// ([`StoreError::Unsafe`]: another session of the same process).
+    pub fn open(store: Arc<EtcdStore>, owner: &Owner, ttl: Duration) -> Result<PresenceSession, StoreError> {
+        let key = presence_key(&store, owner);
+        let ttl_seconds = i64::try_from(ttl.as_secs().max(2)).unwrap_or(i64::MAX);
+        let ttl = Duration::from_secs(ttl_seconds as u64);
+        let sent = Instant::now();
+        let unreachable = |what: &str| StoreError::io(&key, "registering presence", std::io::Error::other(format!("etcd at {}: {what}", store.endpoint())));
+        let mut leases = store.client().lease_client();
+        let lease = match store.block_on(TIMEOUT, async move { leases.grant(ttl_seconds, None).await }) {
+            Some(Ok(granted)) => granted.id(),
+            Some(Err(e)) => return Err(unreachable(&e.to_string())),
+            None => return Err(unreachable("no answer")),
+        };
+        let value = format!("{{\"bootId\":\"{}\",\"pid\":{},\"processStartId\":\"{}\"}}", owner.boot_id, owner.pid, owner.process_start_id);
+        let txn = Txn::new()
+            .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
+            .and_then([TxnOp::put(key.clone(), value, Some(PutOptions::new().with_lease(lease)))]);
+        let mut kv = store.client().kv_client();
+        let registered = match store.block_on(TIMEOUT, async move { kv.txn(txn).await }) {
+            Some(Ok(response)) => response.succeeded(),
+            Some(Err(e)) => return Err(unreachable(&e.to_string())),
+            None => return Err(unreachable("no answer")),
+        };
+        if !registered {
+            return Err(StoreError::unsafe_(&key, "this process identity is already registered (one presence session per process)"));
+        }
+        let shared = Arc::new(Shared { last_acknowledged: Mutex::new(sent), expired: AtomicBool::new(false), stop: AtomicBool::new(false) });
+        let renewer = {
+            let (store, shared) = (store.clone(), shared.clone());
+            std::thread::Builder::new()
+                .name("proclease-presence".into())
+                .spawn(move || renew(&store, lease, ttl, &shared))
+                .map_err(|e| StoreError::io(&key, "starting the presence renewal", e))?
+        };
+        Ok(PresenceSession { store, lease, ttl, key, shared, renewer: Some(renewer) })
+    }
+
+    /// Whether this owner may still act: etcd acknowledged a renewal sent less than three
+    /// quarters of the TTL ago, and never said the lease was gone. Once false, the owner must
+    /// stop its work: another machine may see it absent when the TTL runs out.
+    pub fn is_live(&self) -> bool {
+        if self.shared.expired.load(Ordering::SeqCst) {
+            return false;
+        }
+        let last = self.shared.last_acknowledged.lock().map(|t| *t).unwrap_or_else(|p| *p.into_inner());
+        last.elapsed() < self.ttl - self.ttl / 4
+    }
+
+    /// The presence key.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// The TTL etcd counts.
+    pub fn ttl(&self) -> Duration {
+        self.ttl
+    }
+}
+
+/// The renewal loop: a keep-alive every third of the TTL, reconnecting the stream after a
+/// failure; stops when the session is dropped or etcd says the lease is gone.
+fn renew(store: &EtcdStore, lease: i64, ttl: Duration, shared: &Shared) {
+    let interval = ttl / 3;
+    let mut stream = None;
+    while !shared.stop.load(Ordering::SeqCst) {
+        let sent = Instant::now();
+        if stream.is_none() {
+            let mut leases = store.client().lease_client();
+            stream = store.block_on(interval, async move { leases.keep_alive(lease).await }).and_then(Result::ok);
+        }
+        if let Some((keeper, responses)) = stream.as_mut() {
+            let answer = store.block_on(interval, async {
+                keeper.keep_alive().await?;
+                responses.message().await
+            });
+            match answer {
+                Some(Ok(Some(response))) if response.ttl() > 0 => {
+                    if let Ok(mut last) = shared.last_acknowledged.lock() {
+                        *last = sent;
+                    }
+                }
+                Some(Ok(Some(_))) => {
+                    // TTL 0: etcd no longer has the lease (expired or revoked).
+                    shared.expired.store(true, Ordering::SeqCst);
+                    tracing::warn!(lease, "the presence lease expired: this owner must stop acting");
+                    return;
+                }
+                _ => {
+                    tracing::debug!(lease, "a presence renewal failed; reconnecting");
+                    stream = None;
+                }
+            }
+        }
+        let spent = sent.elapsed();
+        if spent < interval {
+            std::thread::sleep(interval - spent);
+        }
+    }
+}
+
+impl Drop for PresenceSession {
+    /// Stops renewing and revokes the lease (best effort: if etcd cannot be reached, the
+    /// presence expires by itself after the TTL).
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        if let Some(renewer) = self.renewer.take() {
+            let _ = renewer.join();
+        }
+        let mut leases = self.store.client().lease_client();
+        let lease = self.lease;
+        let _ = self.store.block_on(Duration::from_secs(1), async move { leases.revoke(lease).await });
+    }
+}

@@ -1,0 +1,106 @@
+//! A real etcd for the cluster tests (feature `cluster`): Debian's etcd-server started on free
+//! loopback ports with a temporary data directory, killed when dropped.
+
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use proclease::state_store::etcd::EtcdStore;
+
+/// A running etcd, stopped (SIGKILL) when dropped.
+pub struct Etcd {
+    child: Child,
+    dir: tempfile::TempDir,
+    /// The port clients connect to.
+    pub client_port: u16,
+    peer_port: u16,
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port")
+}
+
+impl Etcd {
+    /// Starts one, or `None` (after saying why) when no `etcd` binary is installed and etcd is not
+    /// required.
+    pub fn start() -> Option<Etcd> {
+        let installed = Command::new("etcd").arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success());
+        if !installed {
+            assert!(
+                std::env::var_os("PROCLEASE_REQUIRE_ETCD").is_none_or(|v| v != "1"),
+                "PROCLEASE_REQUIRE_ETCD=1 but no etcd binary: install Debian's etcd-server"
+            );
+            eprintln!("SKIPPED: no etcd binary (install Debian's etcd-server, or set PROCLEASE_REQUIRE_ETCD=1 to fail instead)");
+            return None;
+        }
+        let dir = tempfile::tempdir().expect("data dir");
+        let (client_port, peer_port) = (free_port(), free_port());
+        let child = Etcd::launch(&dir, client_port, peer_port);
+        let etcd = Etcd { child, dir, client_port, peer_port };
+        etcd.wait_until_it_answers();
+        Some(etcd)
+    }
+
+    /// Starts (again) the etcd of this data directory and ports.
+    pub fn restart(&mut self) {
+        self.child = Etcd::launch(&self.dir, self.client_port, self.peer_port);
+        self.wait_until_it_answers();
+    }
+
+    fn launch(dir: &tempfile::TempDir, client_port: u16, peer_port: u16) -> Child {
+        let (client, peer) = (format!("http://127.0.0.1:{client_port}"), format!("http://127.0.0.1:{peer_port}"));
+        Command::new("etcd")
+            .args(["--name", "proclease-test", "--data-dir"])
+            .arg(dir.path().join("data"))
+            .args(["--listen-client-urls", &client, "--advertise-client-urls", &client])
+            .args(["--listen-peer-urls", &peer, "--initial-advertise-peer-urls", &peer])
+            .args(["--initial-cluster", &format!("proclease-test={peer}"), "--log-level", "error"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("etcd starts")
+    }
+
+    fn wait_until_it_answers(&self) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while EtcdStore::connect(&self.url("ready")).is_err() {
+            assert!(Instant::now() < deadline, "etcd did not answer on port {} within 20 s", self.client_port);
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// `etcd://127.0.0.1:<port>/<prefix>`.
+    pub fn url(&self, prefix: &str) -> String {
+        format!("etcd://127.0.0.1:{}/{prefix}", self.client_port)
+    }
+
+    /// A store on `prefix`.
+    pub fn store(&self, prefix: &str) -> EtcdStore {
+        EtcdStore::connect(&self.url(prefix)).expect("connects")
+    }
+
+    /// Kills it (SIGKILL) and reaps it; [`Etcd::restart`] starts it again on the same data.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends `signal` (`-STOP`, `-CONT`, …) with kill(1).
+    pub fn signal(&self, signal: &str) {
+        let status = Command::new("kill").args([signal, &self.child.id().to_string()]).status().expect("kill runs");
+        assert!(status.success(), "kill {signal}");
+    }
+}
+
+impl Drop for Etcd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
