@@ -26,6 +26,8 @@ export function factsImplying(owner, status) {
     stat,
     tasks: 0,
     view: { pidNamespace: INITIAL_PID_NAMESPACE, boottimeOffsetNs: 0n, clockTicksPerSecond: 100n },
+    // No cluster (docs/cluster.md): another boot id is a previous boot.
+    remote: 'not-clustered',
   };
 }
 

@@ -57,6 +57,8 @@ def facts_proving(recorded: Rec, status: str) -> Rec:
         stat=Variant("missing") if status == "different-or-dead" else Variant("unreadable"),
         tasks=0,
         view=rec(**INITIAL_VIEW),
+        # No cluster (docs/cluster.md): another boot id is a previous boot.
+        remote="not-clustered",
     )
 
 

@@ -8,28 +8,38 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use proclease::core::admission::CLAIM_PATH;
 use proclease::core::records::Owner;
-use proclease::process_identity::ProcessIdentity;
-use proclease::process_identity::cluster_presence::{PresenceSession, RemotePresence, lookup};
+use proclease::core::records::export_admission::{ExportAdmission, Phase, Schema};
+use proclease::effects::Effects;
+use proclease::process_identity::cluster_presence::{EtcdPresence, PresenceSession, RemotePresence, lookup};
+use proclease::process_identity::{ProcessIdentity, SharedProcesses};
 use proclease::state_store::StoreError;
+use proclease::state_store::etcd::{EtcdStore, SharedEtcdStore};
+use proclease::{Admission, Runtime};
 use proclease_tests::etcd_server::Etcd;
 
 const TTL: Duration = Duration::from_secs(2);
+
+/// Starts `presence_holder` registered on `prefix` (as a process of machine `boot_id` when
+/// given): the child and the identity it registered.
+fn holder(etcd: &Etcd, prefix: &str, boot_id: Option<&str>) -> (std::process::Child, Owner) {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_presence_holder"));
+    command.args([&etcd.url(prefix), &TTL.as_secs().to_string()]).args(boot_id).stdout(Stdio::piped());
+    let mut child = command.spawn().expect("holder starts");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut line).expect("identity line");
+    let fields: Vec<&str> = line.split_whitespace().collect();
+    let [pid, boot_id, start_id] = fields.as_slice() else { panic!("holder printed {line:?}") };
+    let owner = Owner { pid: pid.parse().expect("pid"), boot_id: (*boot_id).into(), process_start_id: (*start_id).into() };
+    (child, owner)
+}
 
 #[test]
 fn a_killed_owner_stays_registered_until_etcd_expires_its_lease_then_is_absent() {
     let Some(etcd) = Etcd::start() else { return };
     let store = etcd.store("presence");
-    let mut holder = Command::new(env!("CARGO_BIN_EXE_presence_holder"))
-        .args([&etcd.url("presence"), &TTL.as_secs().to_string()])
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("holder starts");
-    let mut line = String::new();
-    BufReader::new(holder.stdout.take().expect("stdout")).read_line(&mut line).expect("identity line");
-    let fields: Vec<&str> = line.split_whitespace().collect();
-    let [pid, boot_id, start_id] = fields.as_slice() else { panic!("holder printed {line:?}") };
-    let owner = Owner { pid: pid.parse().expect("pid"), boot_id: (*boot_id).into(), process_start_id: (*start_id).into() };
+    let (mut holder, owner) = holder(&etcd, "presence", None);
     assert_eq!(lookup(&store, &owner), RemotePresence::Registered);
 
     // Renewals keep it registered past its TTL while it lives.
@@ -83,4 +93,72 @@ fn dropping_a_session_revokes_its_presence_at_once() {
     assert_eq!(lookup(&store, &own), RemotePresence::Registered);
     drop(session);
     assert_eq!(lookup(&store, &own), RemotePresence::Absent, "revoked, not left to expire");
+}
+
+/// The effects of a process on this machine whose state store is `store` and which judges
+/// processes of other boot ids by their presence in it (with `registry`), or as a previous
+/// boot's (without: the reference's rule).
+fn effects(store: &Arc<EtcdStore>, registry: bool) -> Effects {
+    let mut identity = ProcessIdentity::new();
+    if registry {
+        identity = identity.with_presence_registry(Arc::new(EtcdPresence(store.clone())));
+    }
+    let processes = Arc::new(identity);
+    Effects {
+        store: Box::new(SharedEtcdStore(store.clone())),
+        processes: Box::new(SharedProcesses(processes.clone())),
+        ..Effects::native(None, processes)
+    }
+}
+
+/// An export admission held by `owner`, in `store`.
+fn admission_held_by(store: &EtcdStore, owner: &Owner) {
+    let claim = ExportAdmission {
+        schema: Schema::V2,
+        id: "11111111-1111-4111-8111-111111111111".into(),
+        owner: owner.clone(),
+        helper_owner: None,
+        phase: Some(Phase::ParentOwned),
+        revision: Some("22222222-2222-4222-a222-222222222222".into()),
+    };
+    assert!(store.create_if_absent(CLAIM_PATH, &claim.parsed().canonical).expect("claim written"));
+}
+
+#[test]
+fn an_admission_held_on_another_machine_is_taken_over_only_once_its_owner_s_presence_expired() {
+    let Some(etcd) = Etcd::start() else { return };
+    let runtime = Runtime::shared().expect("component");
+    let other_machine = "c".repeat(64);
+    let store = Arc::new(etcd.store("fleet"));
+    let (mut remote, owner) = holder(&etcd, "fleet", Some(&other_machine));
+    assert_eq!(owner.boot_id, other_machine);
+    admission_held_by(&store, &owner);
+
+    // Judged by its presence: alive on its machine, so the admission is refused.
+    let error = Admission::acquire(runtime, effects(&store, true)).err().expect("refused while the remote owner lives");
+    assert!(error.to_string().contains("another export is active"), "{error}");
+
+    // (Without the registry, the reference's rule would read the other boot id as a previous
+    // boot and take the live owner's admission at once: what cluster mode exists to prevent.)
+    let lone = Arc::new(etcd.store("fleet-without-registry"));
+    admission_held_by(&lone, &owner);
+    Admission::acquire(runtime, effects(&lone, false)).expect("taken over: other boot = dead").release().expect("released");
+
+    remote.kill().expect("SIGKILL");
+    remote.wait().expect("reaped");
+    let error = Admission::acquire(runtime, effects(&store, true)).err().expect("not before the TTL");
+    assert!(error.to_string().contains("another export is active"), "{error}");
+    let deadline = Instant::now() + TTL * 5;
+    let mut taken = loop {
+        match Admission::acquire(runtime, effects(&store, true)) {
+            Ok(admission) => break admission,
+            Err(error) => {
+                assert!(error.to_string().contains("another export is active"), "{error}");
+                assert!(Instant::now() < deadline, "never taken over after the owner's presence expired");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    };
+    assert_eq!(lookup(&store, &owner), RemotePresence::Absent);
+    taken.release().expect("released");
 }

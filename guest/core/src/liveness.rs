@@ -60,6 +60,20 @@ impl OwnerStatus {
 /// what `stat(/proc/self/ns/pid).st_ino` gives outside any container.
 pub const INITIAL_PID_NAMESPACE: u64 = 0xEFFF_FFFC;
 
+/// What a cluster's presence registry says of a process recorded on another boot id
+/// (`docs/cluster.md`, WIT `remote-presence`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RemotePresence {
+    /// No cluster: another boot id means a previous boot (§2.4 step 2).
+    NotClustered,
+    /// Registered under an unexpired etcd lease: alive on its machine.
+    Registered,
+    /// Read, and not registered: expired, revoked, or never registered.
+    Absent,
+    /// The registry could not be read.
+    Unreachable,
+}
+
 /// The state of a kernel-lock witness as a host found it (`docs/witness.md`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum WitnessState {
@@ -151,6 +165,9 @@ pub struct OwnerFacts {
     pub tasks: u32,
     /// The host's `/proc` view.
     pub view: ProcView,
+    /// The cluster registry's answer for a process recorded on another boot id
+    /// ([`RemotePresence::NotClustered`] otherwise, and without a cluster).
+    pub remote: RemotePresence,
 }
 
 impl OwnerFacts {
@@ -172,6 +189,7 @@ impl OwnerFacts {
             stat,
             tasks: 0,
             view: ProcView::INITIAL,
+            remote: RemotePresence::NotClustered,
         }
     }
 }
@@ -193,6 +211,12 @@ pub enum Spawned {
 pub enum Proof {
     /// The owner ran before the last reboot.
     OtherBoot,
+    /// Recorded on another machine, and registered in the cluster (`docs/cluster.md`).
+    ClusterRegistered,
+    /// Recorded on another machine, and no longer registered in the cluster.
+    ClusterAbsent,
+    /// Recorded on another machine, and the cluster registry cannot be read.
+    ClusterUnreachable,
     /// Its witness is held.
     WitnessHeld,
     /// Its witness is free.
@@ -213,6 +237,9 @@ impl Proof {
     pub fn words(self) -> &'static str {
         match self {
             Proof::OtherBoot => "it ran before the last reboot",
+            Proof::ClusterRegistered => "it runs on another machine and keeps its cluster presence alive",
+            Proof::ClusterAbsent => "it ran on another machine and its cluster presence expired",
+            Proof::ClusterUnreachable => "it runs on another machine and the cluster registry cannot be reached",
             Proof::WitnessHeld => "its witness lock is held",
             Proof::WitnessFree => "its witness lock is free",
             Proof::ProcAlive => "/proc shows it running",
@@ -329,7 +356,16 @@ pub fn start_id(stat: &str, tasks: u32, view: &ProcView, boot_id: &str) -> Optio
 pub fn judge(owner: &Owner, facts: &OwnerFacts) -> Liveness {
     let current_boot_id = facts.boot_id.as_str();
     if owner.boot_id != current_boot_id {
-        return Liveness { status: OwnerStatus::DifferentOrDead, spawned: Spawned::AllGone, proof: Proof::OtherBoot };
+        // Another boot id: a previous boot of this machine (§2.4 step 2), or, in a cluster,
+        // possibly another machine, whose presence registry decides (docs/cluster.md). An owner
+        // whose presence expired has self-fenced: what it started was stopped with it.
+        let (status, spawned, proof) = match facts.remote {
+            RemotePresence::NotClustered => (OwnerStatus::DifferentOrDead, Spawned::AllGone, Proof::OtherBoot),
+            RemotePresence::Registered => (OwnerStatus::ExactLiveOwner, Spawned::Unproven, Proof::ClusterRegistered),
+            RemotePresence::Absent => (OwnerStatus::DifferentOrDead, Spawned::AllGone, Proof::ClusterAbsent),
+            RemotePresence::Unreachable => (OwnerStatus::Unknown, Spawned::Unproven, Proof::ClusterUnreachable),
+        };
+        return Liveness { status, spawned, proof };
     }
     let spawned = match facts.spawned {
         WitnessState::Held => Spawned::SomeAlive,
@@ -422,7 +458,7 @@ mod tests {
     }
 
     fn facts(witness: WitnessState, stat: ProcRead) -> OwnerFacts {
-        OwnerFacts { boot_id: BOOT.into(), witness, recorded_pid_namespace: None, spawned: WitnessState::Absent, stat, tasks: 1, view: ProcView::INITIAL }
+        OwnerFacts { boot_id: BOOT.into(), witness, recorded_pid_namespace: None, spawned: WitnessState::Absent, stat, tasks: 1, view: ProcView::INITIAL, remote: RemotePresence::NotClustered }
     }
 
     fn status(owner: &Owner, facts: &OwnerFacts) -> OwnerStatus {
@@ -523,5 +559,27 @@ mod tests {
             assert_eq!(liveness.spawned, Spawned::Unproven);
             assert!(!liveness.lineage_gone());
         }
+    }
+
+    #[test]
+    fn another_boot_id_is_judged_by_the_cluster_registry_when_there_is_one() {
+        let elsewhere = Owner { boot_id: "c".repeat(64), ..recorded(77) };
+        let with = |remote| OwnerFacts { remote, ..facts(WitnessState::Absent, ProcRead::Unreadable) };
+        let judged = |remote| {
+            let liveness = judge(&elsewhere, &with(remote));
+            (liveness.status, liveness.proof)
+        };
+        assert_eq!(judged(RemotePresence::NotClustered), (OwnerStatus::DifferentOrDead, Proof::OtherBoot));
+        assert_eq!(judged(RemotePresence::Registered), (OwnerStatus::ExactLiveOwner, Proof::ClusterRegistered));
+        assert_eq!(judged(RemotePresence::Absent), (OwnerStatus::DifferentOrDead, Proof::ClusterAbsent));
+        assert_eq!(judged(RemotePresence::Unreachable), (OwnerStatus::Unknown, Proof::ClusterUnreachable));
+        assert_eq!(
+            describe("owner", &elsewhere, &judge(&elsewhere, &with(RemotePresence::Registered))),
+            "owner pid 42 is alive (it runs on another machine and keeps its cluster presence alive)"
+        );
+        // The same boot id: the registry is not what decides.
+        let here = recorded(77);
+        let gone = OwnerFacts { remote: RemotePresence::Registered, ..facts(WitnessState::Absent, ProcRead::Missing) };
+        assert_eq!(judge(&here, &gone).status, OwnerStatus::DifferentOrDead);
     }
 }

@@ -15,8 +15,9 @@
 //! monotonic clock — before etcd, which counts the TTL from when it *received* the last renewal,
 //! can expire the lease (client-go's `renewDeadline < leaseDuration`).
 //!
-//! **Status:** the registry and its lookups; the component does not consult them yet (the WIT
-//! `remote-presence` fact of `docs/cluster.md` is the next step), so nothing is judged by it.
+//! A [`ProcessIdentity`](super::ProcessIdentity) given an [`EtcdPresence`] reports the lookup as
+//! the `remote` fact of every probe of a process recorded on another boot id, and the component
+//! judges it (`core::liveness::judge`): registered → alive, absent → gone, unreachable → unknown.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -28,15 +29,16 @@ use proclease_core::records::Owner;
 use crate::state_store::StoreError;
 use crate::state_store::etcd::{EtcdStore, TIMEOUT};
 
-/// What the registry says of one owner.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RemotePresence {
-    /// Its presence key exists under an unexpired etcd lease: it renewed within the TTL.
-    Registered,
-    /// The registry was read (linearizably) and holds no presence for it.
-    Absent,
-    /// The registry could not be read within [`TIMEOUT`]: nothing is proven.
-    Unreachable,
+pub use proclease_core::liveness::RemotePresence;
+
+/// The presence registry of one etcd store, for [`ProcessIdentity::with_presence_registry`](super::ProcessIdentity::with_presence_registry).
+#[derive(Debug)]
+pub struct EtcdPresence(pub Arc<EtcdStore>);
+
+impl super::PresenceRegistry for EtcdPresence {
+    fn lookup(&self, owner: &Owner) -> RemotePresence {
+        lookup(&self.0, owner)
+    }
 }
 
 /// The presence key of `owner` under the store's prefix.

@@ -15,9 +15,9 @@
 
 use std::io::Read as _;
 use std::os::unix::fs::MetadataExt as _;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
-use proclease_core::liveness::{self, Liveness, OwnerFacts, OwnerStatus, ProcRead, ProcView, WitnessState};
+use proclease_core::liveness::{self, Liveness, OwnerFacts, OwnerStatus, ProcRead, ProcView, RemotePresence, WitnessState};
 use proclease_core::records::Owner;
 use proclease_core::{digest, js};
 
@@ -94,14 +94,24 @@ impl Host {
     }
 }
 
+/// A cluster's presence registry (`docs/cluster.md`): what it says of a process recorded on
+/// another boot id, which may be another machine's. `cluster_presence` implements it on etcd.
+pub trait PresenceRegistry: Send + Sync + std::fmt::Debug {
+    /// The registry's answer for `owner` (never an error: a registry that cannot be read is
+    /// [`RemotePresence::Unreachable`]).
+    fn lookup(&self, owner: &Owner) -> RemotePresence;
+}
+
 /// Process identity for this host, with the boot id and own identity cached after first success
-/// (§2.2, §2.3), and the witnesses of one state home when it has one.
+/// (§2.2, §2.3), the witnesses of one state home when it has one, and a cluster's presence
+/// registry when there is one.
 #[derive(Debug, Default)]
 pub struct ProcessIdentity {
     boot_id: OnceLock<String>,
     own: OnceLock<Owner>,
     host: OnceLock<Host>,
     witnesses: Option<Witnesses>,
+    presence: Option<Arc<dyn PresenceRegistry>>,
 }
 
 impl ProcessIdentity {
@@ -115,6 +125,13 @@ impl ProcessIdentity {
     /// home's witness directory.
     pub fn with_witnesses(witnesses: Witnesses) -> Self {
         ProcessIdentity { witnesses: Some(witnesses), ..Self::default() }
+    }
+
+    /// The same, asking `registry` about processes recorded on another boot id (which are then
+    /// judged by their cluster presence instead of as a previous boot's: `docs/cluster.md`).
+    pub fn with_presence_registry(mut self, registry: Arc<dyn PresenceRegistry>) -> Self {
+        self.presence = Some(registry);
+        self
     }
 
     /// The witness directory, when there is one.
@@ -245,7 +262,8 @@ impl ProcessIdentity {
 
     /// Everything observable about a recorded process (WIT `probe`): the current boot id, its
     /// witness and its spawn witnesses, `/proc/<pid>/stat` and its task count, and this host's
-    /// `/proc` view. Nothing is read for an owner of another boot.
+    /// `/proc` view. Nothing of this machine is read for an owner of another boot; the presence
+    /// registry, when there is one, is asked about it.
     ///
     /// Errors: only when the current boot id cannot be established.
     pub fn probe(&self, owner: &Owner) -> Result<OwnerFacts, IdentityError> {
@@ -261,6 +279,7 @@ impl ProcessIdentity {
                 stat: ProcRead::Unreadable,
                 tasks: 0,
                 view,
+                remote: self.presence.as_ref().map_or(RemotePresence::NotClustered, |registry| registry.lookup(owner)),
             });
         }
         let (witness, recorded_pid_namespace) = self.witnesses.as_ref().map_or((WitnessState::Absent, None), |w| w.test(owner));
@@ -278,7 +297,7 @@ impl ProcessIdentity {
             tasks,
             "probed a recorded process"
         );
-        Ok(OwnerFacts { boot_id, witness, recorded_pid_namespace, spawned, stat, tasks, view })
+        Ok(OwnerFacts { boot_id, witness, recorded_pid_namespace, spawned, stat, tasks, view, remote: RemotePresence::NotClustered })
     }
 
     /// What probing `owner` proves ([`liveness::judge`] over [`ProcessIdentity::probe`]).

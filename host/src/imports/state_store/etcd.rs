@@ -59,6 +59,12 @@ pub struct EtcdStore {
     prefix: String,
 }
 
+impl std::fmt::Debug for EtcdStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EtcdStore").field("endpoint", &self.endpoint).field("prefix", &self.prefix).finish_non_exhaustive()
+    }
+}
+
 /// Where an `etcd://HOST:PORT/PREFIX` address points.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EtcdAddress {
