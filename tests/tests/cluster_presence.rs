@@ -162,3 +162,23 @@ fn an_admission_held_on_another_machine_is_taken_over_only_once_its_owner_s_pres
     assert_eq!(lookup(&store, &owner), RemotePresence::Absent);
     taken.release().expect("released");
 }
+
+#[test]
+fn an_owner_whose_presence_is_gone_can_no_longer_write() {
+    let Some(etcd) = Etcd::start() else { return };
+    let store = Arc::new(etcd.store("fenced"));
+    let own = ProcessIdentity::new().self_identity().expect("own identity");
+    let session = PresenceSession::open(store.clone(), &own, TTL).expect("registered");
+    session.fence(&store);
+    let record = "recovery/things/a.json";
+    assert!(store.create_if_absent(record, "one\n").expect("a live owner writes"));
+    assert!(store.replace_if_unchanged(record, &proclease::core::digest::sha256_hex(b"one\n"), "two\n").expect("and replaces"));
+    drop(session); // the lease is revoked, as etcd expires it when renewals stop
+    let error = store.replace_if_unchanged(record, &proclease::core::digest::sha256_hex(b"two\n"), "three\n").expect_err("fenced");
+    assert!(matches!(error, StoreError::Unsafe { .. }), "{error}");
+    assert!(error.to_string().contains("cluster presence (its etcd lease) is gone"), "{error}");
+    let error = store.create_if_absent("recovery/things/b.json", "new\n").expect_err("fenced");
+    assert!(error.to_string().contains("may no longer write"), "{error}");
+    assert_eq!(store.read_if_present(record, 64).expect("read").as_deref(), Some("two\n"), "nothing changed");
+    assert_eq!(store.read_if_present("recovery/things/b.json", 64).expect("read"), None);
+}

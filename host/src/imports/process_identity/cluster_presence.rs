@@ -130,6 +130,17 @@ impl PresenceSession {
         last.elapsed() < self.ttl - self.ttl / 4
     }
 
+    /// The etcd lease the presence key is attached to.
+    pub fn lease_id(&self) -> i64 {
+        self.lease
+    }
+
+    /// Fences every record write of `store` with this presence ([`EtcdStore::fence_with`]):
+    /// once the lease is gone, this owner's writes fail instead of racing a takeover.
+    pub fn fence(&self, store: &EtcdStore) {
+        store.fence_with(&self.key, self.lease);
+    }
+
     /// The presence key.
     pub fn key(&self) -> &str {
         &self.key

@@ -22,7 +22,9 @@
 //! | snapshot | one transaction reading the marker and both prefixes at one revision |
 //! | read-batch | `If(CreateRevision(marker) == expected) Then(Get(f)…)`: every file at one revision, the directory unchanged |
 //!
-//! There are no mutation claims and no kernel locks here: the transaction is the claim.
+//! There are no mutation claims and no kernel locks here: the transaction is the claim. A store
+//! fenced with an owner's presence ([`EtcdStore::fence_with`]) also compares that presence in
+//! every write's transaction, so an owner whose etcd lease expired cannot write.
 //! ghostget has no etcd store, so no other protocol shares these keys.
 //!
 //! Failures: etcd unreachable or not answering within [`TIMEOUT`] is [`StoreError::Io`] naming
@@ -57,6 +59,9 @@ pub struct EtcdStore {
     client: Client,
     endpoint: String,
     prefix: String,
+    /// The presence key and etcd lease every record write is fenced with
+    /// ([`EtcdStore::fence_with`]).
+    fence: std::sync::Mutex<Option<(String, i64)>>,
 }
 
 impl std::fmt::Debug for EtcdStore {
@@ -114,12 +119,51 @@ impl EtcdStore {
             .block_on(async { tokio::time::timeout(TIMEOUT, Client::connect([endpoint.as_str()], Some(options))).await })
             .map_err(|_| unreachable_error(url, &address.endpoint, "connecting", "no answer"))?
             .map_err(|e| unreachable_error(url, &address.endpoint, "connecting", &e.to_string()))?;
-        let store = EtcdStore { runtime, client, endpoint: address.endpoint, prefix: address.prefix };
+        let store = EtcdStore { runtime, client, endpoint: address.endpoint, prefix: address.prefix, fence: std::sync::Mutex::new(None) };
         // A first request, so that an address nothing answers at fails here, not at the first write.
         let mut kv = store.kv();
         let probe = format!("{}/d", store.prefix);
         store.run(url, "connecting", async move { kv.get(probe, Some(GetOptions::new().with_count_only())).await })?;
         Ok(store)
+    }
+
+    /// Fences every later record write of this store with `presence_key` under etcd lease
+    /// `lease` (`docs/cluster.md`, "Fencing"): each create, replace and remove also compares, in
+    /// its own transaction, that the key is still attached to that lease. Once the lease has
+    /// expired or been revoked — another machine may then judge this owner gone and take over —
+    /// every write fails with [`StoreError::Unsafe`] and changes nothing.
+    pub fn fence_with(&self, presence_key: &str, lease: i64) {
+        if let Ok(mut fence) = self.fence.lock() {
+            *fence = Some((presence_key.into(), lease));
+        }
+    }
+
+    /// The fence's comparison, when there is one.
+    fn fence(&self) -> Option<(String, i64)> {
+        self.fence.lock().ok().and_then(|f| f.clone())
+    }
+
+    /// Whether the fence (if any) still holds; called after a write's transaction failed, to
+    /// tell a lost presence from a lost compare-and-swap.
+    fn check_fence(&self, path: &str) -> Result<(), StoreError> {
+        let Some((key, lease)) = self.fence() else { return Ok(()) };
+        let mut kv = self.kv();
+        let response = self.run(path, "checking the cluster presence", async move { kv.get(key, None).await })?;
+        match response.kvs().first() {
+            Some(kv) if kv.lease() == lease => Ok(()),
+            _ => Err(StoreError::unsafe_(
+                path,
+                "this process's cluster presence (its etcd lease) is gone, so it may no longer write: another machine may have taken over its leases; nothing was changed",
+            )),
+        }
+    }
+
+    /// `when` with the fence's comparison added.
+    fn fenced(&self, mut when: Vec<Compare>) -> Vec<Compare> {
+        if let Some((key, lease)) = self.fence() {
+            when.push(Compare::lease(key, CompareOp::Equal, lease));
+        }
+        when
     }
 
     /// `HOST:PORT`.
@@ -195,8 +239,12 @@ impl EtcdStore {
         check_size(path, content)?;
         self.ensure(path, &segments)?;
         let key = self.file_key(path);
-        let txn = Txn::new().when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)]).and_then([TxnOp::put(key, content, None)]);
-        Ok(self.txn(path, "create", txn)?.0)
+        let txn = Txn::new().when(self.fenced(vec![Compare::create_revision(key.clone(), CompareOp::Equal, 0)])).and_then([TxnOp::put(key, content, None)]);
+        let created = self.txn(path, "create", txn)?.0;
+        if !created {
+            self.check_fence(path)?;
+        }
+        Ok(created)
     }
 
     /// Replaces the record only if its bytes hash to `expected_sha256` at the instant of the
@@ -225,10 +273,11 @@ impl EtcdStore {
             if digest::sha256_hex(&bytes) != expected_sha256 {
                 return Ok(false);
             }
-            let txn = Txn::new().when([Compare::mod_revision(key.clone(), CompareOp::Equal, revision)]).and_then([operation(key.clone())]);
+            let txn = Txn::new().when(self.fenced(vec![Compare::mod_revision(key.clone(), CompareOp::Equal, revision)])).and_then([operation(key.clone())]);
             if self.txn(path, "compare-and-swap", txn)?.0 {
                 return Ok(true);
             }
+            self.check_fence(path)?;
         }
         Err(StoreError::Contended { path: path.into() })
     }
