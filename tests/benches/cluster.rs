@@ -1,0 +1,53 @@
+//! Export admission acquire + release on etcd, through the component, against etcd's own
+//! transaction round trip (create-if-absent as `If(CreateRevision == 0) Then(Put)`, then a
+//! delete): read the result as a ratio within one run. Starts its own etcd (Debian's
+//! etcd-server) on free loopback ports.
+//!
+//! `cargo bench -p proclease-tests --features cluster --bench cluster`
+
+use std::sync::Arc;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use etcd_like::Floor;
+use proclease::effects::Effects;
+use proclease::process_identity::ProcessIdentity;
+use proclease::state_store::etcd::{EtcdStore, SharedEtcdStore};
+use proclease::{Admission, Runtime};
+use proclease_tests::etcd_server::Etcd;
+
+mod etcd_like {
+    use proclease::core::digest::sha256_hex;
+    use proclease::state_store::etcd::EtcdStore;
+
+    /// The floor: the same two writes as bare etcd transactions through the same client — a
+    /// create-if-absent and a remove-if-unchanged of one small record.
+    pub struct Floor<'a>(pub &'a EtcdStore);
+
+    impl Floor<'_> {
+        pub fn create_and_remove(&self) {
+            assert!(self.0.create_if_absent("recovery/floor/active.json", "{}\n").expect("create"));
+            assert!(self.0.remove_if_unchanged("recovery/floor/active.json", &sha256_hex(b"{}\n")).expect("remove"));
+        }
+    }
+}
+
+fn bench(c: &mut Criterion) {
+    let Some(etcd) = Etcd::start() else { return };
+    let runtime = Runtime::shared().expect("component");
+    let store = Arc::new(etcd.store("bench"));
+    let floor_store: EtcdStore = etcd.store("floor");
+    let processes = Arc::new(ProcessIdentity::new());
+    let effects = || Effects { store: Box::new(SharedEtcdStore(store.clone())), ..Effects::native(None, processes.clone()) };
+    let mut group = c.benchmark_group("admission on etcd");
+    group.bench_function("floor: create + remove transactions", |b| b.iter(|| Floor(&floor_store).create_and_remove()));
+    group.bench_function("admission acquire + release (component)", |b| {
+        b.iter(|| {
+            let mut admission = Admission::acquire(runtime, effects()).expect("acquire");
+            admission.release().expect("release");
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
