@@ -93,6 +93,10 @@ fn dropping_a_session_revokes_its_presence_at_once() {
     assert_eq!(lookup(&store, &own), RemotePresence::Registered);
     drop(session);
     assert_eq!(lookup(&store, &own), RemotePresence::Absent, "revoked, not left to expire");
+    // Gone is final: the identity cannot register again (a verdict of "gone" never turns back).
+    let error = PresenceSession::open(store.clone(), &own, TTL).err().expect("registers once");
+    assert!(error.to_string().contains("registered its presence before"), "{error}");
+    assert_eq!(lookup(&store, &own), RemotePresence::Absent);
 }
 
 /// The effects of a process on this machine whose state store is `store` and which judges

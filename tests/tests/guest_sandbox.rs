@@ -429,3 +429,52 @@ fn pooled_instances_are_reused_without_their_last_users_effects_and_never_after_
     assert_real_component_still_works(&runtime);
     assert_eq!(runtime.idle_instances(), 2, "the two instances that check used at once are pooled");
 }
+
+/// A store whose every call panics, as an embedder's buggy store (or a failing OS random source,
+/// `OsEntropy`) may.
+struct PanickingStore;
+
+impl proclease::core::effects::Store for PanickingStore {
+    fn read_if_present(&mut self, _: &str, _: u32) -> Result<Option<String>, proclease::core::effects::StoreFailure> {
+        panic!("the embedder's store panicked")
+    }
+    fn create_if_absent(&mut self, _: &str, _: &str) -> Result<bool, proclease::core::effects::StoreFailure> {
+        panic!("the embedder's store panicked")
+    }
+    fn replace_if_unchanged(&mut self, _: &str, _: &str, _: &str) -> Result<bool, proclease::core::effects::StoreFailure> {
+        panic!("the embedder's store panicked")
+    }
+    fn remove_if_unchanged(&mut self, _: &str, _: &str) -> Result<bool, proclease::core::effects::StoreFailure> {
+        panic!("the embedder's store panicked")
+    }
+    fn ensure_private_directory(&mut self, _: &str) -> Result<proclease::core::effects::CollectionIdentity, proclease::core::effects::StoreFailure> {
+        panic!("the embedder's store panicked")
+    }
+    fn snapshot(&mut self, _: &str, _: bool) -> Result<Option<proclease::core::effects::CollectionSnapshot>, proclease::core::effects::StoreFailure> {
+        panic!("the embedder's store panicked")
+    }
+    fn read_batch(
+        &mut self,
+        _: &str,
+        _: &[String],
+        _: u32,
+        _: u32,
+        _: &proclease::core::effects::CollectionIdentity,
+    ) -> Result<Vec<(String, proclease::core::effects::BatchStatus)>, proclease::core::effects::StoreFailure> {
+        panic!("the embedder's store panicked")
+    }
+}
+
+#[test]
+fn an_instance_a_host_panic_unwound_through_is_never_pooled() {
+    // wasmtime does not turn a host panic into a trap: it unwinds through the export call,
+    // skipping the hook that ends the call's budget. Pooled, such an instance would run every
+    // later call without a deadline.
+    let runtime = Runtime::new(RuntimeConfig { call_deadline: DEADLINE, ..RuntimeConfig::default() }).expect("runtime");
+    let identity = std::sync::Arc::new(proclease::process_identity::ProcessIdentity::new());
+    let effects = Effects { store: Box::new(PanickingStore), ..Effects::native(None, identity) };
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| proclease::list_invocation_leases(&runtime, effects)));
+    assert!(outcome.is_err(), "the host's panic reaches the caller");
+    assert_eq!(runtime.idle_instances(), 0, "the instance it unwound through is dropped, not pooled");
+    assert_real_component_still_works(&runtime);
+}

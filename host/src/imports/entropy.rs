@@ -11,8 +11,10 @@ pub struct OsEntropy;
 impl Entropy for OsEntropy {
     fn random_bytes(&mut self, len: u32) -> Vec<u8> {
         let mut bytes = vec![0u8; len as usize];
-        // A failing OS random source is unrecoverable for id generation; wasmtime turns a
-        // host panic into a trap of this call, never a silent weak id.
+        // A failing OS random source is unrecoverable for id generation: panic rather than
+        // hand out a weak id. wasmtime does not turn a host panic into a trap: it unwinds
+        // through the caller of the export, and the instance is never reused
+        // (`runtime::Instance`'s drop).
         getrandom::fill(&mut bytes).expect("the operating system's random source failed");
         bytes
     }

@@ -132,8 +132,9 @@ pub(crate) fn fsync_dir(dir: impl AsFd) -> std::io::Result<()> {
 
 /// fsync of a directory after the catalog lock's publication or release (§5), or after the
 /// §3.9 recovery removed a dead writer's leftovers. Not subject to the fault seam, which targets
-/// the record changes' own fsyncs. (The state mutation claim's renames are not fsynced at all:
-/// `state_store::arbitration::advance` says why.)
+/// the record changes' own fsyncs. (The claims' renames and unlinks — the state mutation claims
+/// and the catalog lock's claims, which share `state_store::arbitration` — are not fsynced at
+/// all: `arbitration::advance` says why.)
 pub(crate) fn fsync_claim_dir(dir: impl AsFd) -> std::io::Result<()> {
     rustix::fs::fsync(dir)?;
     Ok(())

@@ -135,8 +135,10 @@ impl InstancePool {
     /// Keeps `parts` for reuse unless it must not be reused; otherwise drops it.
     fn recycle(&self, mut parts: Parts) {
         let state = parts.store.data_mut();
-        if !state.catalog_levels.is_empty() || state.limits.memory_bytes > POOLED_MEMORY_BYTES {
-            return; // dropping the store releases what it holds
+        // Inside a call (its budget still armed), holding a catalog lock level, or grown large:
+        // dropped, not pooled (dropping the store releases what it holds).
+        if state.budget.wasm_depth != 0 || !state.catalog_levels.is_empty() || state.limits.memory_bytes > POOLED_MEMORY_BYTES {
+            return;
         }
         state.effects = Effects::detached();
         state.served_texts = None;
@@ -302,7 +304,7 @@ impl Runtime {
                 Parts { store, bindings }
             }
         };
-        Ok(Instance { parts: Some(parts), pool: Arc::clone(&self.pool), stopped: false })
+        Ok(Instance { parts: Some(parts), pool: Arc::clone(&self.pool), stopped: false, in_call: false })
     }
 
     /// How many idle instances this runtime's pool holds (at most [`POOL_CAPACITY`]).
@@ -452,23 +454,32 @@ pub struct Instance {
     pool: Arc<InstancePool>,
     /// A call trapped or was stopped by a limit: the instance must not be entered again.
     stopped: bool,
+    /// A call was begun ([`Instance::parts`]) and has not ended ([`Instance::trapped`]).
+    in_call: bool,
 }
 
 impl Instance {
-    /// The bindings and the store, to call an export.
+    /// The bindings and the store, to call into the component: every call made with them must
+    /// end in [`Instance::trapped`]. Until it does, the instance counts as stopped, so that a
+    /// call that never returns normally — a host import that panicked, whose unwinding skips
+    /// wasmtime's return hooks and leaves the call's budget armed — never puts it back in the
+    /// pool.
     pub(crate) fn parts(&mut self) -> (&Proclease, &mut Store<HostState>) {
+        self.in_call = true;
         let parts = self.parts.as_mut().expect("an instance holds its parts until it is dropped");
         (&parts.bindings, &mut parts.store)
     }
 
-    /// The store, to drop a resource or read the effects.
+    /// The store, to read or set host state between calls (not to call into the component).
     pub(crate) fn store(&mut self) -> &mut Store<HostState> {
-        self.parts().1
+        &mut self.parts.as_mut().expect("an instance holds its parts until it is dropped").store
     }
 
-    /// Turns a trap or a stopped guest into [`Error::Component`] / [`Error::Limit`],
-    /// remembering that this instance must not be reused.
+    /// Ends a call begun with [`Instance::parts`]: turns a trap or a stopped guest into
+    /// [`Error::Component`] / [`Error::Limit`], remembering that this instance must not be
+    /// reused.
     pub(crate) fn trapped<T>(&mut self, result: wasmtime::Result<T>) -> Result<T, Error> {
+        self.in_call = false;
         result.map_err(|e| {
             self.stopped = true;
             Error::component(e)
@@ -477,7 +488,7 @@ impl Instance {
 
     /// Drops the guest resource `resource` of this instance (a handle going away).
     pub(crate) fn drop_resource(&mut self, resource: wasmtime::component::ResourceAny) {
-        let result = resource.resource_drop(self.store());
+        let result = resource.resource_drop(self.parts().1);
         let _ = self.trapped(result);
     }
 
@@ -507,9 +518,11 @@ impl Instance {
 }
 
 impl Drop for Instance {
+    /// Back to the pool, unless a call on it trapped, was stopped, or never returned (a panic
+    /// unwinding through it).
     fn drop(&mut self) {
         if let Some(parts) = self.parts.take() {
-            if !self.stopped {
+            if !self.stopped && !self.in_call && !std::thread::panicking() {
                 self.pool.recycle(parts);
             }
         }

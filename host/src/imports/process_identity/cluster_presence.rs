@@ -46,6 +46,12 @@ pub fn presence_key(store: &EtcdStore, owner: &Owner) -> String {
     format!("{}/presence/{}/{}-{}", store.prefix(), owner.boot_id, owner.pid, owner.process_start_id)
 }
 
+/// The key recording that `owner` registered once (never removed by proclease: it keeps a
+/// presence from coming back after it lapsed).
+fn history_key(store: &EtcdStore, owner: &Owner) -> String {
+    format!("{}/presence-history/{}/{}-{}", store.prefix(), owner.boot_id, owner.pid, owner.process_start_id)
+}
+
 /// Reads `owner`'s presence (a linearizable read: it sees every registration and expiry etcd
 /// has committed).
 pub fn lookup(store: &EtcdStore, owner: &Owner) -> RemotePresence {
@@ -81,8 +87,8 @@ impl PresenceSession {
     /// Registers `owner` (this process's identity) for `ttl` (whole seconds, at least 2; etcd
     /// may round a shorter one up) and starts renewing it.
     ///
-    /// Errors: etcd unreachable ([`StoreError::Io`]); the identity already registered
-    /// ([`StoreError::Unsafe`]: another session of the same process).
+    /// Errors: etcd unreachable ([`StoreError::Io`]); the identity registered before, even if
+    /// that presence has lapsed ([`StoreError::Unsafe`]: a process identity registers once).
     pub fn open(store: Arc<EtcdStore>, owner: &Owner, ttl: Duration) -> Result<PresenceSession, StoreError> {
         let key = presence_key(&store, owner);
         let ttl_seconds = i64::try_from(ttl.as_secs().max(2)).unwrap_or(i64::MAX);
@@ -96,9 +102,13 @@ impl PresenceSession {
             None => return Err(unreachable("no answer")),
         };
         let value = format!("{{\"bootId\":\"{}\",\"pid\":{},\"processStartId\":\"{}\"}}", owner.boot_id, owner.pid, owner.process_start_id);
+        // An identity registers once in its life: its history key (no lease) stays after the
+        // presence expires, so "absent" after "registered" is final — a verdict of gone can
+        // never turn back into alive (a repair's memo and every takeover rely on it).
+        let history = history_key(&store, owner);
         let txn = Txn::new()
-            .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
-            .and_then([TxnOp::put(key.clone(), value, Some(PutOptions::new().with_lease(lease)))]);
+            .when([Compare::create_revision(history.clone(), CompareOp::Equal, 0), Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
+            .and_then([TxnOp::put(history, "", None), TxnOp::put(key.clone(), value, Some(PutOptions::new().with_lease(lease)))]);
         let mut kv = store.client().kv_client();
         let registered = match store.block_on(TIMEOUT, async move { kv.txn(txn).await }) {
             Some(Ok(response)) => response.succeeded(),
@@ -106,7 +116,9 @@ impl PresenceSession {
             None => return Err(unreachable("no answer")),
         };
         if !registered {
-            return Err(StoreError::unsafe_(&key, "this process identity is already registered (one presence session per process)"));
+            let mut leases = store.client().lease_client();
+            let _ = store.block_on(TIMEOUT, async move { leases.revoke(lease).await });
+            return Err(StoreError::unsafe_(&key, "this process identity registered its presence before (one presence session per process, once)"));
         }
         let shared = Arc::new(Shared { last_acknowledged: Mutex::new(sent), expired: AtomicBool::new(false), stop: AtomicBool::new(false) });
         let renewer = {

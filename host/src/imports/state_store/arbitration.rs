@@ -183,7 +183,8 @@ pub(crate) fn arbitrate(dir: &OwnedFd, kind: &dyn ClaimKind, identity: &ProcessI
 
 /// Renames the own claim `from` to `phase` (never over an existing name); the new name.
 ///
-/// The directory is not fsynced: a claim excludes live processes of this boot, which all see
+/// The directory is not fsynced (for the state mutation claims and the catalog lock's claims
+/// alike, both of which advance here): a claim excludes live processes of this boot, which all see
 /// the directory as the kernel holds it, durable or not. After a power loss its owner is gone,
 /// so whichever name survives (stage, any phase, or none) is a dead owner's claim that the next
 /// listing removes (the claim's *content* is fsynced before its first rename, so a name that
