@@ -14,6 +14,7 @@ use proclease::state_store::etcd::{EtcdAddress, EtcdStore, SharedEtcdStore};
 use proclease::state_store::{BatchStatus, EntryKind, StoreError};
 use proclease::{Admission, Error, Runtime};
 use proclease_tests::etcd_server::Etcd;
+use proclease_tests::store_fixtures::assert_compare_and_swap_contract;
 
 const RECORD: &str = "recovery/things/a.json";
 
@@ -33,22 +34,7 @@ fn addresses_are_parsed_strictly() {
 fn compare_and_swap_contract() {
     let Some(etcd) = Etcd::start() else { return };
     let s = etcd.store("cas");
-    assert_eq!(s.read_if_present(RECORD, 1024).expect("read"), None);
-    assert!(s.create_if_absent(RECORD, "one\n").expect("create"));
-    assert!(!s.create_if_absent(RECORD, "two\n").expect("create again"), "create never overwrites");
-    assert_eq!(s.read_if_present(RECORD, 1024).expect("read").as_deref(), Some("one\n"));
-
-    let wrong = sha256_hex(b"something else");
-    assert!(!s.replace_if_unchanged(RECORD, &wrong, "two\n").expect("replace"));
-    assert_eq!(s.read_if_present(RECORD, 1024).expect("read").as_deref(), Some("one\n"));
-    assert!(s.replace_if_unchanged(RECORD, &sha256_hex(b"one\n"), "two\n").expect("replace"));
-    assert_eq!(s.read_if_present(RECORD, 1024).expect("read").as_deref(), Some("two\n"));
-
-    assert!(!s.remove_if_unchanged(RECORD, &sha256_hex(b"one\n")).expect("remove stale"));
-    assert!(s.remove_if_unchanged(RECORD, &sha256_hex(b"two\n")).expect("remove"));
-    assert_eq!(s.read_if_present(RECORD, 1024).expect("read"), None);
-    assert!(!s.remove_if_unchanged(RECORD, &sha256_hex(b"two\n")).expect("remove absent"));
-    assert!(!s.replace_if_unchanged(RECORD, &sha256_hex(b"two\n"), "x\n").expect("replace absent"));
+    assert_compare_and_swap_contract(&mut SharedEtcdStore(Arc::new(etcd.store("cas"))), RECORD);
 
     // The file store's refusals, word for word.
     let error = s.create_if_absent("../escape.json", "x").expect_err("refused");

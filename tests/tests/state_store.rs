@@ -11,7 +11,7 @@ use proclease::core::digest::sha256_hex;
 use proclease::process_identity::ProcessIdentity;
 use proclease::state_home::StateHome;
 use proclease::state_store::{BatchInvalid, BatchStatus, EntryKind, StateStore, StoreError};
-use proclease_tests::store_fixtures::{is_complete_churn_record, round_record};
+use proclease_tests::store_fixtures::{assert_compare_and_swap_contract, is_complete_churn_record, round_record};
 
 struct Fixture {
     _dir: tempfile::TempDir,
@@ -47,24 +47,12 @@ const RECORD: &str = "recovery/things/a.json";
 #[test]
 fn compare_and_swap_contract() {
     let f = fixture();
-    let s = &f.store;
-    assert_eq!(s.read_if_present(RECORD, 1024).expect("read"), None);
-    assert!(s.create_if_absent(RECORD, "one\n").expect("create"));
-    assert!(!s.create_if_absent(RECORD, "two\n").expect("create again"), "create never overwrites");
-    assert_eq!(s.read_if_present(RECORD, 1024).expect("read").as_deref(), Some("one\n"));
-
-    let wrong = sha256_hex(b"something else");
-    assert!(!s.replace_if_unchanged(RECORD, &wrong, "two\n").expect("replace"));
-    assert_eq!(s.read_if_present(RECORD, 1024).expect("read").as_deref(), Some("one\n"));
-    assert!(s.replace_if_unchanged(RECORD, &sha256_hex(b"one\n"), "two\n").expect("replace"));
+    let mut store = proclease::state_store::SharedStore(Arc::new(open(&f.home)));
+    // Between the steps, the record on disk is what the store says.
+    assert_compare_and_swap_contract(&mut store, RECORD);
+    assert!(!f.home.join(RECORD).exists(), "removed from disk");
+    assert!(f.store.create_if_absent(RECORD, "two\n").expect("create"));
     assert_eq!(std::fs::read_to_string(f.home.join(RECORD)).expect("on disk"), "two\n");
-
-    assert!(!s.remove_if_unchanged(RECORD, &sha256_hex(b"one\n")).expect("remove stale"));
-    assert!(f.home.join(RECORD).exists());
-    assert!(s.remove_if_unchanged(RECORD, &sha256_hex(b"two\n")).expect("remove"));
-    assert!(!f.home.join(RECORD).exists());
-    assert!(!s.remove_if_unchanged(RECORD, &sha256_hex(b"two\n")).expect("remove absent"));
-    assert!(!s.replace_if_unchanged(RECORD, &sha256_hex(b"two\n"), "x\n").expect("replace absent"));
 }
 
 #[test]
