@@ -16,7 +16,7 @@
 //!
 //! | primitive | transaction |
 //! |---|---|
-//! | create-if-absent | `If(CreateRevision(f) == 0) Then(Put(f))` after ensuring the parents' markers |
+//! | create-if-absent | `If(CreateRevision(f) == 0) Then(Put(f), Txn(If(CreateRevision(marker) == 0) Then(Put(marker)))…)`: the parents' missing markers in the same round trip |
 //! | replace-if-unchanged | read `f`; unless its sha256 is the expected one, `false`; else `If(ModRevision(f) == read) Then(Put(f))`, read again when another write came between |
 //! | remove-if-unchanged | the same with `Delete(f)` |
 //! | snapshot | one transaction reading the marker and both prefixes at one revision |
@@ -237,9 +237,11 @@ impl EtcdStore {
     pub fn create_if_absent(&self, path: &str, content: &str) -> Result<bool, StoreError> {
         let (segments, _) = split(path)?;
         check_size(path, content)?;
-        self.ensure(path, &segments)?;
         let key = self.file_key(path);
-        let txn = Txn::new().when(self.fenced(vec![Compare::create_revision(key.clone(), CompareOp::Equal, 0)])).and_then([TxnOp::put(key, content, None)]);
+        // One round trip: the record and, nested, each missing directory marker.
+        let mut operations = self.marker_operations(&segments);
+        operations.push(TxnOp::put(key.clone(), content, None));
+        let txn = Txn::new().when(self.fenced(vec![Compare::create_revision(key, CompareOp::Equal, 0)])).and_then(operations);
         let created = self.txn(path, "create", txn)?.0;
         if !created {
             self.check_fence(path)?;
@@ -284,12 +286,19 @@ impl EtcdStore {
 
     /// Creates each missing directory of `segments` (its marker key).
     fn ensure(&self, path: &str, segments: &[&str]) -> Result<(), StoreError> {
-        for depth in 1..=segments.len() {
-            let key = self.dir_key(&segments[..depth].join("/"));
-            let txn = Txn::new().when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)]).and_then([TxnOp::put(key, "", None)]);
-            self.txn(path, "create directory", txn)?;
-        }
+        self.txn(path, "create directory", Txn::new().and_then(self.marker_operations(segments)))?;
         Ok(())
+    }
+
+    /// For each directory of `segments`, a nested transaction that creates its marker if it is
+    /// absent (an existing marker, hence the directory's identity, is never rewritten).
+    fn marker_operations(&self, segments: &[&str]) -> Vec<TxnOp> {
+        (1..=segments.len())
+            .map(|depth| {
+                let key = self.dir_key(&segments[..depth].join("/"));
+                TxnOp::txn(Txn::new().when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)]).and_then([TxnOp::put(key, "", None)]))
+            })
+            .collect()
     }
 
     /// The identity of directory `dir` (its marker's create revision), if it exists.
