@@ -8,28 +8,12 @@
 use std::sync::Arc;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use etcd_like::Floor;
+use proclease::core::digest::sha256_hex;
 use proclease::effects::Effects;
 use proclease::process_identity::ProcessIdentity;
 use proclease::state_store::etcd::{EtcdStore, SharedEtcdStore};
 use proclease::{Admission, Runtime};
 use proclease_tests::etcd_server::Etcd;
-
-mod etcd_like {
-    use proclease::core::digest::sha256_hex;
-    use proclease::state_store::etcd::EtcdStore;
-
-    /// The floor: the same two writes as bare etcd transactions through the same client — a
-    /// create-if-absent and a remove-if-unchanged of one small record.
-    pub struct Floor<'a>(pub &'a EtcdStore);
-
-    impl Floor<'_> {
-        pub fn create_and_remove(&self) {
-            assert!(self.0.create_if_absent("recovery/floor/active.json", "{}\n").expect("create"));
-            assert!(self.0.remove_if_unchanged("recovery/floor/active.json", &sha256_hex(b"{}\n")).expect("remove"));
-        }
-    }
-}
 
 fn bench(c: &mut Criterion) {
     let Some(etcd) = Etcd::start() else { return };
@@ -39,7 +23,13 @@ fn bench(c: &mut Criterion) {
     let processes = Arc::new(ProcessIdentity::new());
     let effects = || Effects { store: Box::new(SharedEtcdStore(store.clone())), ..Effects::native(None, processes.clone()) };
     let mut group = c.benchmark_group("admission on etcd");
-    group.bench_function("floor: create + remove transactions", |b| b.iter(|| Floor(&floor_store).create_and_remove()));
+    // The floor: the same two writes as bare etcd transactions through the same client.
+    group.bench_function("floor: create + remove transactions", |b| {
+        b.iter(|| {
+            assert!(floor_store.create_if_absent("recovery/floor/active.json", "{}\n").expect("create"));
+            assert!(floor_store.remove_if_unchanged("recovery/floor/active.json", &sha256_hex(b"{}\n")).expect("remove"));
+        })
+    });
     group.bench_function("admission acquire + release (component)", |b| {
         b.iter(|| {
             let mut admission = Admission::acquire(runtime, effects()).expect("acquire");

@@ -35,6 +35,14 @@ fn holder(etcd: &Etcd, prefix: &str, boot_id: Option<&str>) -> (std::process::Ch
     (child, owner)
 }
 
+/// A store on `prefix` and this process's identity, registered there.
+fn registered_here(etcd: &Etcd, prefix: &str) -> (Arc<EtcdStore>, Owner, PresenceSession) {
+    let store = Arc::new(etcd.store(prefix));
+    let own = ProcessIdentity::new().self_identity().expect("own identity");
+    let session = PresenceSession::open(store.clone(), &own, TTL).expect("registered");
+    (store, own, session)
+}
+
 #[test]
 fn a_killed_owner_stays_registered_until_etcd_expires_its_lease_then_is_absent() {
     let Some(etcd) = Etcd::start() else { return };
@@ -65,9 +73,7 @@ fn a_killed_owner_stays_registered_until_etcd_expires_its_lease_then_is_absent()
 #[test]
 fn a_session_cut_off_from_etcd_stops_calling_itself_live_before_its_lease_can_expire() {
     let Some(etcd) = Etcd::start() else { return };
-    let store = Arc::new(etcd.store("fencing"));
-    let own = ProcessIdentity::new().self_identity().expect("own identity");
-    let session = PresenceSession::open(store.clone(), &own, TTL).expect("registered");
+    let (store, own, session) = registered_here(&etcd, "fencing");
     assert!(session.is_live());
     let error = PresenceSession::open(store.clone(), &own, TTL).err().expect("one session per identity");
     assert!(matches!(error, StoreError::Unsafe { .. }), "{error}");
@@ -87,9 +93,7 @@ fn a_session_cut_off_from_etcd_stops_calling_itself_live_before_its_lease_can_ex
 #[test]
 fn dropping_a_session_revokes_its_presence_at_once() {
     let Some(etcd) = Etcd::start() else { return };
-    let store = Arc::new(etcd.store("revoke"));
-    let own = ProcessIdentity::new().self_identity().expect("own identity");
-    let session = PresenceSession::open(store.clone(), &own, TTL).expect("registered");
+    let (store, own, session) = registered_here(&etcd, "revoke");
     assert_eq!(lookup(&store, &own), RemotePresence::Registered);
     drop(session);
     assert_eq!(lookup(&store, &own), RemotePresence::Absent, "revoked, not left to expire");
@@ -170,9 +174,7 @@ fn an_admission_held_on_another_machine_is_taken_over_only_once_its_owner_s_pres
 #[test]
 fn an_owner_whose_presence_is_gone_can_no_longer_write() {
     let Some(etcd) = Etcd::start() else { return };
-    let store = Arc::new(etcd.store("fenced"));
-    let own = ProcessIdentity::new().self_identity().expect("own identity");
-    let session = PresenceSession::open(store.clone(), &own, TTL).expect("registered");
+    let (store, _, session) = registered_here(&etcd, "fenced");
     session.fence(&store);
     let record = "recovery/things/a.json";
     assert!(store.create_if_absent(record, "one\n").expect("a live owner writes"));

@@ -22,15 +22,14 @@ fn snapshot_out(s: &Snapshot) -> wit::Snapshot {
     wit::Snapshot { lease: convert::invocation_lease_to_wit(s.record.clone()), content_sha256: s.sha256.clone() }
 }
 
+/// A snapshot from the component, its canonical text derived from the record.
 fn snapshot_in(s: wit::Snapshot) -> Snapshot {
-    let lease = convert::invocation_lease_from_wit(s.lease);
-    let canonical = proclease_core::canonical_json::to_canonical_file(&lease.to_value()).unwrap_or_default();
-    Parsed { record: lease, canonical, sha256: s.content_sha256 }
+    listed_snapshot_in(s, &std::collections::HashMap::new())
 }
 
 /// A listed snapshot whose canonical text is the file text the store served for it, when that
 /// text hashes to the snapshot's sha256 (a valid lease file is exactly its canonical text, so
-/// nothing is re-serialised); otherwise derived from the record as [`snapshot_in`] does.
+/// nothing is re-serialised); otherwise derived from the record.
 fn listed_snapshot_in(s: wit::Snapshot, served: &std::collections::HashMap<String, String>) -> Snapshot {
     let lease = convert::invocation_lease_from_wit(s.lease);
     let canonical = served

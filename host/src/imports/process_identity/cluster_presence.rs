@@ -94,13 +94,8 @@ impl PresenceSession {
         let ttl_seconds = i64::try_from(ttl.as_secs().max(2)).unwrap_or(i64::MAX);
         let ttl = Duration::from_secs(ttl_seconds as u64);
         let sent = Instant::now();
-        let unreachable = |what: &str| StoreError::io(&key, "registering presence", std::io::Error::other(format!("etcd at {}: {what}", store.endpoint())));
         let mut leases = store.client().lease_client();
-        let lease = match store.block_on(TIMEOUT, async move { leases.grant(ttl_seconds, None).await }) {
-            Some(Ok(granted)) => granted.id(),
-            Some(Err(e)) => return Err(unreachable(&e.to_string())),
-            None => return Err(unreachable("no answer")),
-        };
+        let lease = store.run(&key, "registering presence", async move { leases.grant(ttl_seconds, None).await })?.id();
         let value = format!("{{\"bootId\":\"{}\",\"pid\":{},\"processStartId\":\"{}\"}}", owner.boot_id, owner.pid, owner.process_start_id);
         // An identity registers once in its life: its history key (no lease) stays after the
         // presence expires, so "absent" after "registered" is final — a verdict of gone can
@@ -110,11 +105,7 @@ impl PresenceSession {
             .when([Compare::create_revision(history.clone(), CompareOp::Equal, 0), Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
             .and_then([TxnOp::put(history, "", None), TxnOp::put(key.clone(), value, Some(PutOptions::new().with_lease(lease)))]);
         let mut kv = store.client().kv_client();
-        let registered = match store.block_on(TIMEOUT, async move { kv.txn(txn).await }) {
-            Some(Ok(response)) => response.succeeded(),
-            Some(Err(e)) => return Err(unreachable(&e.to_string())),
-            None => return Err(unreachable("no answer")),
-        };
+        let registered = store.run(&key, "registering presence", async move { kv.txn(txn).await })?.succeeded();
         if !registered {
             let mut leases = store.client().lease_client();
             let _ = store.block_on(TIMEOUT, async move { leases.revoke(lease).await });

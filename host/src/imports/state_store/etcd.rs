@@ -198,8 +198,9 @@ impl EtcdStore {
         format!("{}/d/{dir}", self.prefix)
     }
 
-    /// Runs one request to completion on the client's runtime, at most [`TIMEOUT`].
-    fn run<T>(&self, path: &str, operation: &'static str, request: impl Future<Output = Result<T, etcd_client::Error>>) -> Result<T, StoreError> {
+    /// Runs one request to completion on the client's runtime, at most [`TIMEOUT`]; a failure
+    /// names the endpoint (for `path`, doing `operation`).
+    pub(crate) fn run<T>(&self, path: &str, operation: &'static str, request: impl Future<Output = Result<T, etcd_client::Error>>) -> Result<T, StoreError> {
         match self.runtime.block_on(async { tokio::time::timeout(TIMEOUT, request).await }) {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(e)) => Err(unreachable_error(path, &self.endpoint, operation, &e.to_string())),
