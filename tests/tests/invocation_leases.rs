@@ -401,6 +401,50 @@ fn a_repair_probes_each_owner_once_and_rechecks_before_each_removal() {
     }
 }
 
+/// Recover mode proves a host-active or cleanup-unsafe tombstone gone by a reboot past every
+/// recorded process (§6B.9) — but in cluster mode another boot id may be another machine: where
+/// the cluster's presence registry answered the probe that the process is alive (registered)
+/// or could not say (unreachable), the tombstone stays; once its presence is absent, the
+/// reference's rule removes it (docs/cluster.md; docs/deviations.md 17).
+#[test]
+fn recover_mode_keeps_a_tombstone_whose_other_machine_processes_the_cluster_finds_alive() {
+    use proclease::core::liveness::{OwnerFacts, RemotePresence};
+    use proclease_tests::fakes::{FakeWorld, ScriptedProcesses};
+    let elsewhere = |pid| Owner { pid, boot_id: C.into(), process_start_id: B.into() };
+    for status in [ContainmentStatus::HostActive, ContainmentStatus::CleanupUnsafe] {
+        let mut tombstone = lease(&id(500), 500, "portable-test");
+        tombstone.owner.process = elsewhere(500);
+        tombstone.containment = Some(Containment { status, host: Some(elsewhere(501)) });
+        // A live tombstone counts as unknown in recover mode (§6B.9 table: "else unknown").
+        for (remote, decision) in [
+            (RemotePresence::Registered, report(1, 0, 0, 1, 0)),
+            (RemotePresence::Unreachable, report(1, 0, 0, 1, 0)),
+            (RemotePresence::Absent, report(1, 1, 0, 0, 0)),
+            (RemotePresence::NotClustered, report(1, 1, 0, 0, 0)),
+        ] {
+            for through_component in [false, true] {
+                let processes = ScriptedProcesses::new(A, OwnerStatus::Unknown);
+                processes.script().facts = Some(Box::new(move |owner| OwnerFacts {
+                    boot_id: A.into(),
+                    remote,
+                    ..OwnerFacts::implying(owner, OwnerStatus::Unknown)
+                }));
+                let world = FakeWorld::with_processes(processes);
+                world.store.put(&lease_path(&tombstone.lease_id), &tombstone.clone().parsed().canonical);
+                let got = if through_component {
+                    repair_invocation_leases(runtime(), world.effects(), true).expect("repair").0
+                } else {
+                    let FakeWorld { mut store, mut processes, mut catalog, .. } = world.clone();
+                    proclease::core::invocation_leases::repair(true, &mut store, &mut processes, &mut catalog, &mut |_, _| {}).expect("repair")
+                };
+                assert_eq!(got, decision, "{status:?}, {remote:?}, component: {through_component}");
+                let kept = world.store.get(&lease_path(&tombstone.lease_id)).is_some();
+                assert_eq!(kept, matches!(remote, RemotePresence::Registered | RemotePresence::Unreachable), "{status:?}, {remote:?}");
+            }
+        }
+    }
+}
+
 /// A listed lease carries the file's own text as its canonical text (the text the store served,
 /// not a re-serialisation), the sha256 of those bytes, and the record they hold.
 #[test]

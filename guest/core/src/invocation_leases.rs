@@ -490,6 +490,15 @@ fn repair_entry(
     let tombstone = is_tombstone(lease);
     if recover && tombstone {
         let mut current_boot = |processes: &mut dyn Processes| boot.get_or_insert_with(|| processes.current_boot_id()).clone().ok();
+        // Another boot id proves a process gone (the reference) unless its probe was answered by
+        // a cluster's presence registry that says it is alive, or cannot say: in cluster mode
+        // another boot id may be another machine, whose live process keeps its tombstone
+        // (docs/cluster.md; docs/deviations.md 17). Without a cluster no probe is answered so,
+        // and this is the reference's rule.
+        let rebooted = |process: &Owner, boot: &str| {
+            process.boot_id != boot
+                && !judged.get(process).is_some_and(|l| matches!(l.proof, liveness::Proof::ClusterRegistered | liveness::Proof::ClusterUnreachable))
+        };
         match lease.containment.as_ref() {
             Some(c) if matches!(c.status, ContainmentStatus::ParentOwned | ContainmentStatus::HostStarting) => {
                 status = dispositions::invocation_combined(lease, &mut |_, owner| liveness::probe(processes, owner).map_err(Error::System))?;
@@ -501,12 +510,12 @@ fn repair_entry(
             // host-active / cleanup-unsafe: only a reboot past every recorded process proves it.
             Some(c) => {
                 status = match current_boot(processes) {
-                    Some(b) if lease.owner.process.boot_id != b && c.host.as_ref().is_none_or(|h| h.boot_id != b) => OwnerStatus::DifferentOrDead,
+                    Some(b) if rebooted(&lease.owner.process, &b) && c.host.as_ref().is_none_or(|h| rebooted(h, &b)) => OwnerStatus::DifferentOrDead,
                     _ => OwnerStatus::Unknown,
                 };
             }
             None => match current_boot(processes) {
-                Some(b) if lease.owner.process.boot_id != b => status = OwnerStatus::DifferentOrDead,
+                Some(b) if rebooted(&lease.owner.process, &b) => status = OwnerStatus::DifferentOrDead,
                 Some(_) => {}
                 None => status = OwnerStatus::Unknown,
             },
