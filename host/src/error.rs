@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use proclease_core::{LeaseCode, LeaseError};
 
+use crate::api::cluster::ClusterError;
 use crate::process_identity::IdentityError;
 use crate::state_home::StateHomeError;
 use crate::state_store::StoreError;
@@ -61,6 +62,9 @@ pub enum Error {
     /// The supervisor refused to lease or to start a command: what, and what to do instead.
     #[error(transparent)]
     Refused(#[from] Refusal),
+    /// Cluster mode: a malformed store address, a build without it, or a lost presence session.
+    #[error(transparent)]
+    Cluster(#[from] ClusterError),
 }
 
 impl From<proclease_core::Error> for Error {

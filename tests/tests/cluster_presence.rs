@@ -188,3 +188,36 @@ fn an_owner_whose_presence_is_gone_can_no_longer_write() {
     assert_eq!(store.read_if_present(record, 64).expect("read").as_deref(), Some("two\n"), "nothing changed");
     assert_eq!(store.read_if_present("recovery/things/b.json", 64).expect("read"), None);
 }
+
+/// Hosts of one process on one cluster prefix share its presence (an identity registers once):
+/// the second host's first write neither fails nor registers again, each host's writes are
+/// fenced, and the presence is revoked when the last of them is dropped.
+#[test]
+fn two_hosts_of_one_process_share_its_presence_until_the_last_is_dropped() {
+    let Some(etcd) = Etcd::start() else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let host = |name: &str| {
+        proclease::Host::builder()
+            .state_home(dir.path().join(name))
+            .workspace_root(dir.path())
+            .store(etcd.url("shared"))
+            .cluster_ttl(TTL)
+            .build()
+            .expect("a cluster host")
+    };
+    let (first, second) = (host("first"), host("second"));
+    let mut admission = first.acquire_admission().expect("acquired through etcd");
+    let blocked = second.acquire_admission().err().and_then(|e| e.lease_code());
+    assert_eq!(blocked, Some(proclease::core::LeaseCode::AnotherExportIsActive), "one admission for both hosts");
+    admission.release().expect("released");
+    let mut admission = second.acquire_admission().expect("the second host writes under the same presence");
+    admission.release().expect("released");
+    drop(admission); // its instance's effects hold the second host's cluster
+
+    let own = first.process_identity().self_identity().expect("own identity");
+    let store = etcd.store("shared");
+    drop(first);
+    assert_eq!(lookup(&store, &own), RemotePresence::Registered, "still held by the second host");
+    drop(second);
+    assert_eq!(lookup(&store, &own), RemotePresence::Absent, "revoked with the last host");
+}

@@ -26,6 +26,9 @@ use proclease_core::records::invocation_lease::InvocationLease;
 use proclease_core::records::portable_identity::PortableIdentity;
 
 use crate::admission::{Admission, survey_admission};
+#[cfg(feature = "cluster")]
+use crate::api::cluster::Cluster;
+use crate::api::cluster::StoreAddress;
 use crate::directory_lease::{DirectoryLease, recover_directory_creations, recover_each_directory_lease};
 use crate::effects::Effects;
 use crate::error::{Error, Refusal};
@@ -46,6 +49,8 @@ pub struct HostBuilder {
     workspace_roots: Vec<PathBuf>,
     plugin_catalog: Option<PathBuf>,
     runtime: Option<RuntimeConfig>,
+    store: Option<String>,
+    cluster_ttl: Option<std::time::Duration>,
 }
 
 impl HostBuilder {
@@ -70,6 +75,27 @@ impl HostBuilder {
         self
     }
 
+    /// Where the export admission and the invocation leases live (§6A.5, §6B): `file` (the
+    /// state home, the default) or `etcd://HOST:PORT/PREFIX` — cluster mode (`docs/cluster.md`),
+    /// shared by every machine using the same prefix, while directory leases stay in this
+    /// machine's state home. Default: `$PROCLEASE_STORE`, else `file`.
+    ///
+    /// [`HostBuilder::build`] fails with [`ClusterError::NotBuilt`](crate::api::cluster::ClusterError::NotBuilt) for an etcd address when
+    /// this crate was built without feature `cluster` (never falling back to the local store).
+    pub fn store(mut self, address: impl Into<String>) -> Self {
+        self.store = Some(address.into());
+        self
+    }
+
+    /// The TTL of this process's presence in cluster mode: how long after a crash its leases
+    /// stay held before other machines may take them over (whole seconds, at least 2; default
+    /// [`DEFAULT_TTL`](crate::api::cluster::DEFAULT_TTL), 10 s). It also bounds how long the
+    /// process keeps acting when cut off from etcd: three quarters of it.
+    pub fn cluster_ttl(mut self, ttl: std::time::Duration) -> Self {
+        self.cluster_ttl = Some(ttl);
+        self
+    }
+
     /// Runtime limits other than the defaults (a dedicated runtime is then compiled for this
     /// host; by default hosts share one).
     pub fn runtime_config(mut self, config: RuntimeConfig) -> Self {
@@ -82,16 +108,26 @@ impl HostBuilder {
     ///
     /// Errors: [`Error::StateHome`] (no state home, a shared root, an unsafe path);
     /// [`Error::Store`] (its internal directories); [`Error::Workspace`] (a root that is not a
-    /// directory); [`Error::Component`] (the component does not load).
+    /// directory); [`Error::Component`] (the component does not load); [`Error::Cluster`] (a
+    /// malformed store address, or an etcd one without feature `cluster`); [`Error::Store`]
+    /// (etcd unreachable).
     pub fn build(self) -> Result<Host, Error> {
+        let address = match &self.store {
+            Some(address) => StoreAddress::parse(address)?,
+            None => StoreAddress::from_environment()?,
+        };
         let (path, _) = StateHome::select(self.state_home.as_deref())?;
         let home = StateHome::open(&path)?;
         // A home where witnesses cannot be kept (read-only) still serves every read, with the
         // /proc proof alone.
-        let identity = Arc::new(match Witnesses::open(&home) {
+        let identity = match Witnesses::open(&home) {
             Ok(witnesses) => ProcessIdentity::with_witnesses(witnesses),
             Err(_) => ProcessIdentity::new(),
-        });
+        };
+        let (identity, cluster) = match address {
+            StoreAddress::File => (Arc::new(identity), None),
+            StoreAddress::Etcd(address) => connect_cluster(&address, identity, self.cluster_ttl.unwrap_or(crate::api::cluster::DEFAULT_TTL))?,
+        };
         let store = Arc::new(StateStore::open(home, identity.clone())?);
         let roots = if self.workspace_roots.is_empty() { Workspace::default_roots() } else { self.workspace_roots };
         let workspace = Arc::new(Workspace::new(&roots)?);
@@ -101,9 +137,29 @@ impl HostBuilder {
             Some(config) => HostRuntime::Own(Box::new(Runtime::new(config)?)),
             None => HostRuntime::Shared(Runtime::shared()?),
         };
-        Ok(Host { runtime, store, identity, workspace, catalog })
+        Ok(Host { runtime, store, identity, workspace, catalog, cluster })
     }
 }
+
+/// The etcd store of `address`, and `identity` asking its presence registry about other boots.
+#[cfg(feature = "cluster")]
+fn connect_cluster(address: &str, identity: ProcessIdentity, ttl: std::time::Duration) -> Result<(Arc<ProcessIdentity>, Option<Arc<Cluster>>), Error> {
+    use crate::process_identity::cluster_presence::EtcdPresence;
+    let store = Arc::new(crate::state_store::etcd::EtcdStore::connect(address)?);
+    let identity = Arc::new(identity.with_presence_registry(Arc::new(EtcdPresence(store.clone()))));
+    let cluster = Arc::new(Cluster::new(store, identity.clone(), ttl));
+    Ok((identity, Some(cluster)))
+}
+
+#[cfg(not(feature = "cluster"))]
+fn connect_cluster(address: &str, _: ProcessIdentity, _: std::time::Duration) -> Result<(Arc<ProcessIdentity>, Option<Arc<Cluster>>), Error> {
+    Err(crate::api::cluster::ClusterError::NotBuilt { address: address.into() }.into())
+}
+
+/// Cluster mode is not built in: a host never has a cluster.
+#[cfg(not(feature = "cluster"))]
+#[derive(Debug)]
+pub enum Cluster {}
 
 enum HostRuntime {
     Shared(&'static Runtime),
@@ -117,6 +173,7 @@ pub struct Host {
     identity: Arc<ProcessIdentity>,
     workspace: Arc<Workspace>,
     catalog: Arc<PluginCatalog>,
+    cluster: Option<Arc<Cluster>>,
 }
 
 /// What the admission file is when a reader of the reference refuses it.
@@ -225,12 +282,25 @@ impl Host {
         &self.catalog
     }
 
-    /// The effects behind one instance's imports: this host's store, process identity,
-    /// workspace and catalog. Replace a part to inject a seam (a scripted process table).
+    /// The cluster, in cluster mode ([`HostBuilder::store`]).
+    pub fn cluster(&self) -> Option<&Arc<Cluster>> {
+        self.cluster.as_ref()
+    }
+
+    /// The effects behind one instance's imports: this host's store (in cluster mode the
+    /// [`ClusterStore`](crate::api::cluster::ClusterStore): the admission and invocation leases
+    /// in etcd), process identity, workspace and catalog. Replace a part to inject a seam (a
+    /// scripted process table).
     pub fn effects(&self) -> Effects {
-        Effects::native(Some(self.store.clone()), self.identity.clone())
+        let effects = Effects::native(Some(self.store.clone()), self.identity.clone())
             .with_workspace(self.workspace.clone())
-            .with_catalog(self.catalog.clone())
+            .with_catalog(self.catalog.clone());
+        #[cfg(feature = "cluster")]
+        let effects = match &self.cluster {
+            Some(cluster) => Effects { store: Box::new(crate::api::cluster::ClusterStore { local: self.store.clone(), cluster: cluster.clone() }), ..effects },
+            None => effects,
+        };
+        effects
     }
 
     // ---------- export admission (§6A.5) ----------
@@ -255,15 +325,45 @@ impl Host {
 
     /// When the admission file is one the reference's readers refuse: where it is, why, and how
     /// to set it aside. `None` when it is absent or valid.
+    /// In cluster mode the path is the etcd key (`etcd://HOST:PORT/PREFIX/f/…`) and the set-aside
+    /// command copies it into the state home with `etcdctl` before deleting it.
     pub fn invalid_admission_file(&self) -> Option<InvalidFile> {
         match self.survey_admission() {
             Err(Error::Lease(error)) => {
                 let path = self.state_home().join(proclease_core::admission::CLAIM_PATH);
+                #[cfg(feature = "cluster")]
+                if let Some(cluster) = &self.cluster {
+                    let (store, key) = (cluster.store(), cluster.store().key_of(proclease_core::admission::CLAIM_PATH));
+                    let saved = self.state_home().join(".proclease/set-aside-active.json");
+                    let etcdctl = format!("ETCDCTL_API=3 etcdctl --endpoints={}", store.endpoint());
+                    let set_aside = format!("{etcdctl} get --print-value-only '{key}' > '{}' && {etcdctl} del '{key}'", saved.display());
+                    return Some(InvalidFile { path: PathBuf::from(format!("etcd://{}{key}", store.endpoint())), error, set_aside });
+                }
                 let set_aside = set_aside(self.state_home(), &path, "active.json");
                 Some(InvalidFile { path, error, set_aside })
             }
             _ => None,
         }
+    }
+
+    /// Where the record at store path `path` (e.g. [`CLAIM_PATH`](proclease_core::admission::CLAIM_PATH))
+    /// is kept, for a message: its file in the state home, or in cluster mode, for the shared
+    /// collections, its etcd key (`etcd://HOST:PORT/PREFIX/f/…`).
+    pub fn record_location(&self, path: &str) -> String {
+        #[cfg(feature = "cluster")]
+        if let Some(cluster) = self.cluster.as_ref().filter(|_| crate::api::cluster::shared(path)) {
+            return format!("etcd://{}{}", cluster.store().endpoint(), cluster.store().key_of(path));
+        }
+        self.state_home().join(path).display().to_string()
+    }
+
+    /// The store the admission and invocation leases live in: `file` or `etcd://HOST:PORT/PREFIX`.
+    pub fn store_address(&self) -> String {
+        #[cfg(feature = "cluster")]
+        if let Some(cluster) = &self.cluster {
+            return format!("etcd://{}{}", cluster.store().endpoint(), cluster.store().prefix());
+        }
+        "file".into()
     }
 
     // ---------- directory leases (§6A.6) ----------

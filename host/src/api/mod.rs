@@ -4,6 +4,7 @@
 //! and returning `proclease-core` types.
 
 pub mod admission;
+pub mod cluster;
 pub mod directory_lease;
 pub mod dispositions;
 pub mod host;

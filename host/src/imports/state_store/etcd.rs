@@ -2,10 +2,10 @@
 //! primitives, bounds and messages as the file store, each compare-and-swap one etcd
 //! transaction.
 //!
-//! **Status: a building block of cluster mode, not cluster mode.** Records of this store are
-//! still judged by the local process rules, under which an owner recorded on another boot id is
-//! dead (§2.4): two machines sharing one prefix would take each other's live leases. Until the
-//! cross-machine liveness of `docs/cluster.md` exists, use one prefix per machine.
+//! Cluster mode uses it for the shared collections only ([`crate::api::cluster::ClusterStore`]),
+//! with a presence registry judging owners of other boot ids: never share a prefix between
+//! machines without that registry (an owner recorded on another boot id would be judged dead,
+//! §2.4).
 //!
 //! Layout under the prefix `P` of `etcd://HOST:PORT/P`:
 //! - a record at store path `dir/name.json` is the key `P/f/dir/name.json`, holding the record's
@@ -177,7 +177,7 @@ impl EtcdStore {
     }
 
     /// The key prefix, with its leading `/`.
-    pub(crate) fn prefix(&self) -> &str {
+    pub fn prefix(&self) -> &str {
         &self.prefix
     }
 
@@ -188,6 +188,11 @@ impl EtcdStore {
 
     fn kv(&self) -> KvClient {
         self.client.kv_client()
+    }
+
+    /// The etcd key of the record at store path `path` (`/PREFIX/f/path`).
+    pub fn key_of(&self, path: &str) -> String {
+        self.file_key(path)
     }
 
     fn file_key(&self, path: &str) -> String {
@@ -433,13 +438,17 @@ fn directory_identity(revision: i64) -> CollectionIdentity {
 }
 
 fn unreachable_error(path: &str, endpoint: &str, operation: &'static str, reason: &str) -> StoreError {
+    // Only a transaction that writes can have been applied without its answer arriving.
+    let reads = ["connecting", "read", "read directory", "list", "batch read", "checking the cluster presence"];
+    let outcome = if reads.contains(&operation) {
+        "nothing was changed; retry once etcd answers"
+    } else {
+        "a write may or may not have been applied: read before retrying"
+    };
     StoreError::io(
         path,
         operation,
-        std::io::Error::other(format!(
-            "etcd at {endpoint} is unreachable or did not answer within {}s ({reason}); a write may or may not have been applied: read before retrying",
-            TIMEOUT.as_secs()
-        )),
+        std::io::Error::other(format!("etcd at {endpoint} is unreachable or did not answer within {}s ({reason}); {outcome}", TIMEOUT.as_secs())),
     )
 }
 

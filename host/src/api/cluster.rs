@@ -1,0 +1,310 @@
+//! Cluster mode (`docs/cluster.md`): the export admission and the plugin invocation leases kept
+//! in etcd and shared by several machines, every other record in this machine's state home.
+//!
+//! A [`Host`](crate::Host) built with [`HostBuilder::cluster`](crate::HostBuilder::cluster)
+//! holds a [`Cluster`]: the etcd store, and this process's presence session, opened just before
+//! its first write to etcd (so that no record of this process is ever in etcd while it is not
+//! registered) and revoked when the host is dropped. Its [`ClusterStore`] serves the
+//! component's `state-store` import: the two shared collections go to etcd, fenced by the
+//! session; everything else (directory leases, creation intents, the plugin catalog, mutation
+//! claims and locks) stays in the local file store — a working directory lives on one machine.
+//!
+//! A process of another boot id is judged by its presence in etcd (registered: alive; absent:
+//! gone; etcd unreachable: unknown), through the registry the host's
+//! [`ProcessIdentity`](crate::process_identity::ProcessIdentity) was given.
+
+use std::time::Duration;
+
+/// The default TTL of a presence session: how long etcd keeps a crashed owner's presence (and
+/// so its leases) before other machines may take over (`docs/cluster.md`).
+pub const DEFAULT_TTL: Duration = Duration::from_secs(10);
+
+/// The environment variable that selects the store when none is given
+/// ([`HostBuilder::store`](crate::HostBuilder::store)): `etcd://HOST:PORT/PREFIX`, or `file`.
+pub const STORE_VARIABLE: &str = "PROCLEASE_STORE";
+
+/// What cluster mode could not do.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ClusterError {
+    /// The store address is neither `file` nor a well-formed `etcd://HOST:PORT/PREFIX`.
+    #[error("{address}: {reason}")]
+    Address {
+        /// The address as given.
+        address: String,
+        /// What is wrong, and the expected shape.
+        reason: String,
+    },
+    /// An etcd store was asked for, and this build has no etcd client (feature `cluster`).
+    /// Nothing falls back to the local store: machines sharing an admission through etcd must
+    /// never have one of them decide alone.
+    #[error(
+        "{address}: this proclease was built without cluster support; build it with `cargo build --release -p proclease --features cluster` \
+         (needs protoc: apt-get install protobuf-compiler), or unset {STORE_VARIABLE} / give --store file for this machine's state home alone"
+    )]
+    NotBuilt {
+        /// The address asked for.
+        address: String,
+    },
+    /// This process's presence in etcd lapsed (etcd did not acknowledge a renewal for three
+    /// quarters of its TTL): another machine may soon take over its leases, so it stopped its
+    /// command and writes nothing more.
+    #[error(
+        "cluster session lost: etcd at {endpoint} acknowledged no renewal of this process's presence for {}; \
+         the command was stopped before another machine could take over its leases ({what})",
+        humantime::format_duration(*silent)
+    )]
+    SessionLost {
+        /// `HOST:PORT`.
+        endpoint: String,
+        /// Three quarters of the session's TTL.
+        silent: Duration,
+        /// What became of the command.
+        what: String,
+    },
+}
+
+/// Where records live: a state home's file store, or a prefix of an etcd cluster.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum StoreAddress {
+    /// The state home alone (the default).
+    #[default]
+    File,
+    /// `etcd://HOST:PORT/PREFIX`: the admission and invocation leases in etcd.
+    Etcd(String),
+}
+
+impl StoreAddress {
+    /// Parses `file` or `etcd://HOST:PORT/PREFIX`.
+    ///
+    /// Errors: [`ClusterError::Address`] (the expected shapes in the message).
+    pub fn parse(address: &str) -> Result<StoreAddress, ClusterError> {
+        if address == "file" {
+            return Ok(StoreAddress::File);
+        }
+        if !address.starts_with("etcd://") {
+            return Err(ClusterError::Address {
+                address: address.into(),
+                reason: "expected `file` (the state home) or etcd://HOST:PORT/PREFIX, e.g. etcd://127.0.0.1:2379/proclease".into(),
+            });
+        }
+        #[cfg(feature = "cluster")]
+        crate::state_store::etcd::EtcdAddress::parse(address).map_err(|reason| ClusterError::Address { address: address.into(), reason })?;
+        Ok(StoreAddress::Etcd(address.into()))
+    }
+
+    /// The address [`STORE_VARIABLE`] selects (`File` when it is unset or empty).
+    ///
+    /// Errors: as [`StoreAddress::parse`].
+    pub fn from_environment() -> Result<StoreAddress, ClusterError> {
+        match std::env::var(STORE_VARIABLE) {
+            Ok(value) if !value.is_empty() => StoreAddress::parse(&value),
+            _ => Ok(StoreAddress::File),
+        }
+    }
+}
+
+#[cfg(feature = "cluster")]
+pub(crate) use enabled::shared;
+#[cfg(feature = "cluster")]
+pub use enabled::{Cluster, ClusterStore};
+
+#[cfg(feature = "cluster")]
+mod enabled {
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    use proclease_core::effects::{BatchStatus, CollectionIdentity, CollectionSnapshot, Store, StoreFailure};
+
+    use super::ClusterError;
+    use crate::process_identity::ProcessIdentity;
+    use crate::process_identity::cluster_presence::PresenceSession;
+    use crate::state_store::etcd::EtcdStore;
+    use crate::state_store::{StateStore, StoreError, failure};
+
+    /// The presence sessions of this process, by `HOST:PORT/PREFIX`, while some host holds them.
+    static SESSIONS: Mutex<std::collections::BTreeMap<String, std::sync::Weak<PresenceSession>>> = Mutex::new(std::collections::BTreeMap::new());
+
+    /// This process's membership of a cluster: the etcd store and, once it wrote there, its
+    /// presence session.
+    pub struct Cluster {
+        store: Arc<EtcdStore>,
+        identity: Arc<ProcessIdentity>,
+        ttl: Duration,
+        session: Mutex<Option<Arc<PresenceSession>>>,
+    }
+
+    impl std::fmt::Debug for Cluster {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.debug_struct("Cluster").field("store", &self.store).field("ttl", &self.ttl).finish_non_exhaustive()
+        }
+    }
+
+    impl Cluster {
+        /// A cluster on `store` for the process `identity` describes (which must ask `store`'s
+        /// presence registry about other boots), with presence sessions of `ttl` (whole
+        /// seconds, at least 2).
+        pub fn new(store: Arc<EtcdStore>, identity: Arc<ProcessIdentity>, ttl: Duration) -> Cluster {
+            Cluster { store, identity, ttl, session: Mutex::new(None) }
+        }
+
+        /// The etcd store.
+        pub fn store(&self) -> &Arc<EtcdStore> {
+            &self.store
+        }
+
+        /// The presence sessions' TTL.
+        pub fn ttl(&self) -> Duration {
+            self.ttl
+        }
+
+        /// This process's presence session, registering it first if this is the process's
+        /// first write to etcd; every later write of the store is fenced by it.
+        ///
+        /// Errors: etcd unreachable; this identity registered before ([`StoreError::Unsafe`]:
+        /// a process registers once); the session lapsed ([`StoreError::Unsafe`]: this process
+        /// may no longer write — another machine may take over its leases).
+        pub fn session(&self) -> Result<Arc<PresenceSession>, StoreError> {
+            let mut session = self.session.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(open) = session.as_ref() {
+                if !open.is_live() {
+                    return Err(StoreError::unsafe_(
+                        open.key(),
+                        format!(
+                            "this process's cluster presence lapsed (etcd at {} acknowledged no renewal in time), so it may no longer write: \
+                             another machine may take over its leases; nothing was changed",
+                            self.store.endpoint()
+                        ),
+                    ));
+                }
+                return Ok(open.clone());
+            }
+            // One presence per process and cluster prefix: a process identity registers once, so
+            // a second host of this process on the same prefix shares the first one's session.
+            let mut sessions = SESSIONS.lock().unwrap_or_else(|p| p.into_inner());
+            let scope = format!("{}{}", self.store.endpoint(), self.store.prefix());
+            let opened = match sessions.get(&scope).and_then(std::sync::Weak::upgrade) {
+                Some(shared) => shared,
+                None => {
+                    let own = self.identity.self_identity().map_err(|e| StoreError::unsafe_("presence", e.0))?;
+                    let opened = Arc::new(PresenceSession::open(self.store.clone(), &own, self.ttl)?);
+                    tracing::info!(key = opened.key(), lease = opened.lease_id(), ttl_s = opened.ttl().as_secs(), "registered this process's cluster presence");
+                    sessions.insert(scope, Arc::downgrade(&opened));
+                    opened
+                }
+            };
+            opened.fence(&self.store);
+            *session = Some(opened.clone());
+            Ok(opened)
+        }
+
+        /// The presence session, when this process has one (it wrote to etcd).
+        pub fn open_session(&self) -> Option<Arc<PresenceSession>> {
+            self.session.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        }
+
+        /// The error a supervisor reports after it stopped its command because the session
+        /// lapsed.
+        pub fn session_lost(&self, what: impl Into<String>) -> ClusterError {
+            ClusterError::SessionLost { endpoint: self.store.endpoint().into(), silent: self.ttl - self.ttl / 4, what: what.into() }
+        }
+    }
+
+    /// Whether `path` is in a collection several machines share: the export admission (§6A.5)
+    /// and the plugin invocation leases (§6B).
+    pub(crate) fn shared(path: &str) -> bool {
+        [proclease_core::admission::DIRECTORY, proclease_core::invocation_leases::DIRECTORY]
+            .iter()
+            .any(|dir| path.strip_prefix(dir).is_some_and(|rest| rest.is_empty() || rest.starts_with('/')))
+    }
+
+    /// The component's `state-store` import in cluster mode: [`shared`] paths in etcd (a write
+    /// first makes sure this process's presence is registered, and is fenced by it), every
+    /// other path in the local file store.
+    pub struct ClusterStore {
+        /// The state home's store.
+        pub local: Arc<StateStore>,
+        /// The cluster.
+        pub cluster: Arc<Cluster>,
+    }
+
+    impl ClusterStore {
+        /// The etcd store, for a write: the presence session first.
+        fn for_write(&self) -> Result<&EtcdStore, StoreFailure> {
+            self.cluster.session().map_err(failure)?;
+            Ok(&self.cluster.store)
+        }
+    }
+
+    impl Store for ClusterStore {
+        fn read_if_present(&mut self, path: &str, max_bytes: u32) -> Result<Option<String>, StoreFailure> {
+            if shared(path) { self.cluster.store.read_if_present(path, max_bytes) } else { self.local.read_if_present(path, max_bytes) }.map_err(failure)
+        }
+
+        fn create_if_absent(&mut self, path: &str, content: &str) -> Result<bool, StoreFailure> {
+            if shared(path) { self.for_write()?.create_if_absent(path, content) } else { self.local.create_if_absent(path, content) }.map_err(failure)
+        }
+
+        fn replace_if_unchanged(&mut self, path: &str, expected_sha256: &str, content: &str) -> Result<bool, StoreFailure> {
+            if shared(path) {
+                self.for_write()?.replace_if_unchanged(path, expected_sha256, content)
+            } else {
+                self.local.replace_if_unchanged(path, expected_sha256, content)
+            }
+            .map_err(failure)
+        }
+
+        fn remove_if_unchanged(&mut self, path: &str, expected_sha256: &str) -> Result<bool, StoreFailure> {
+            if shared(path) { self.for_write()?.remove_if_unchanged(path, expected_sha256) } else { self.local.remove_if_unchanged(path, expected_sha256) }
+                .map_err(failure)
+        }
+
+        fn ensure_private_directory(&mut self, path: &str) -> Result<CollectionIdentity, StoreFailure> {
+            if shared(path) { self.cluster.store.ensure_private_directory(path) } else { self.local.ensure_private_directory(path) }.map_err(failure)
+        }
+
+        fn snapshot(&mut self, path: &str, recover_orphans: bool) -> Result<Option<CollectionSnapshot>, StoreFailure> {
+            if shared(path) { self.cluster.store.snapshot(path) } else { self.local.snapshot(path, recover_orphans) }.map_err(failure)
+        }
+
+        fn read_batch(
+            &mut self,
+            path: &str,
+            names: &[String],
+            max_bytes_per_file: u32,
+            max_total_bytes: u32,
+            expected: &CollectionIdentity,
+        ) -> Result<Vec<(String, BatchStatus)>, StoreFailure> {
+            if shared(path) {
+                self.cluster.store.read_batch(path, names, max_bytes_per_file, max_total_bytes, expected)
+            } else {
+                self.local.read_batch(path, names, max_bytes_per_file, max_total_bytes, expected)
+            }
+            .map_err(failure)
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        #[test]
+        fn the_admission_and_invocation_leases_are_shared_and_nothing_else() {
+            for path in [
+                "recovery/beeper-message-like-me-export-admission",
+                "recovery/beeper-message-like-me-export-admission/active.json",
+                "provider-plugin-state/.invocations",
+                "provider-plugin-state/.invocations/3f1c9a52-8d2e-4b7a-9c1d-2e5f6a7b8c9d.json",
+            ] {
+                assert!(super::shared(path), "{path}");
+            }
+            for path in [
+                "recovery/beeper-message-like-me-directory-leases/x.json",
+                "recovery/beeper-message-like-me-export-admission-other/active.json",
+                "provider-plugin-state",
+                "provider-plugins/catalog.json",
+                "recovery",
+            ] {
+                assert!(!super::shared(path), "{path}");
+            }
+        }
+    }
+}
