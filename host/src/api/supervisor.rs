@@ -257,6 +257,7 @@ impl<'h> Supervisor<'h> {
             return Err(error);
         }
         command.current_dir(&dir);
+        let fenced = cluster::bind_to_session(host, command);
         let mut child = match launch.spawn(command) {
             Ok(child) => {
                 tracing::info!(pid = child.id(), "started the command");
@@ -293,7 +294,8 @@ impl<'h> Supervisor<'h> {
                 }
             }
         }
-        let status = child.wait().map_err(|e| Error::System(format!("waiting for the command: {e}")))?;
+        let (status, lost) = cluster::wait(host, fenced, &mut child).map_err(|e| Error::System(format!("waiting for the command: {e}")))?;
+        problems.extend(lost);
         drop(forwarder);
         if role == Role::RawWorking {
             if let Err(e) = lease.update(Phase::Settled, None) {
@@ -368,6 +370,7 @@ pub fn run_plugin_host(
             });
         }
     };
+    let fenced = cluster::bind_to_session(host, command);
     let mut child = match launch.spawn(command) {
         Ok(child) => child,
         Err(error) => {
@@ -387,14 +390,17 @@ pub fn run_plugin_host(
             problems.push(e);
         }
     }
-    let waited = child.wait();
+    let waited = cluster::wait(host, fenced, &mut child);
     // Reaped: the host process is confirmed gone. Anything else leaves the lease unsafe.
     let cleanup = match &waited {
         Ok(_) => controller.cleanup_complete(),
         Err(_) => controller.cleanup_unsafe(),
     };
     let status = match waited {
-        Ok(status) => status,
+        Ok((status, lost)) => {
+            problems.extend(lost);
+            status
+        }
         Err(e) => {
             let _ = cleanup;
             return Err(Error::System(format!("waiting for the command: {e} (its lease is marked cleanup-unsafe)")));
@@ -457,5 +463,89 @@ mod signals {
 
     pub(super) fn forward(_: u32) -> Option<Forwarder> {
         None
+    }
+}
+
+/// Cluster mode's hold on a supervised command (`docs/cluster.md`, "Self-fencing"): while this
+/// process's presence in etcd is what keeps its leases held on other machines, its command must
+/// not outlive that presence.
+mod cluster {
+    use std::process::{Child, Command, ExitStatus};
+
+    use crate::api::host::Host;
+    use crate::error::Error;
+
+    /// The presence session the command is bound to.
+    #[cfg(feature = "cluster")]
+    pub(super) type Session = std::sync::Arc<crate::process_identity::cluster_presence::PresenceSession>;
+    #[cfg(not(feature = "cluster"))]
+    pub(super) type Session = std::convert::Infallible;
+
+    /// When `host` holds a presence session (it wrote a shared record): makes `command` die
+    /// with this process (`PR_SET_PDEATHSIG` = SIGKILL, so that a supervisor killed with
+    /// SIGKILL takes its command along before etcd expires its presence), and returns the
+    /// session to watch while waiting.
+    #[cfg(feature = "cluster")]
+    pub(super) fn bind_to_session(host: &Host, command: &mut Command) -> Option<Session> {
+        use std::os::unix::process::CommandExt as _;
+        let session = host.cluster()?.open_session()?;
+        let supervisor = rustix::process::getpid();
+        // SAFETY: runs in the forked child before exec; prctl(PR_SET_PDEATHSIG) and getppid are
+        // async-signal-safe system calls touching only the child. The parent check closes the
+        // race of a supervisor that died between fork and prctl.
+        unsafe {
+            command.pre_exec(move || {
+                rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL)).map_err(std::io::Error::from)?;
+                if rustix::process::getppid() != Some(supervisor) {
+                    return Err(std::io::Error::other("the supervisor exited before the command started"));
+                }
+                Ok(())
+            });
+        }
+        Some(session)
+    }
+
+    #[cfg(not(feature = "cluster"))]
+    pub(super) fn bind_to_session(_: &Host, _: &mut Command) -> Option<Session> {
+        None
+    }
+
+    /// Waits for `child`. Bound to a session, it also watches the session: once it is no
+    /// longer live (no renewal acknowledged for three quarters of the TTL), the command gets
+    /// SIGTERM, then SIGKILL after an eighth of the TTL, all before etcd can expire the
+    /// presence — and the error saying so comes back with the status.
+    #[cfg(feature = "cluster")]
+    pub(super) fn wait(host: &Host, session: Option<Session>, child: &mut Child) -> std::io::Result<(ExitStatus, Option<Error>)> {
+        use std::time::{Duration, Instant};
+        let (Some(session), Some(cluster)) = (session, host.cluster()) else { return child.wait().map(|status| (status, None)) };
+        let pid = rustix::process::Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
+        loop {
+            if let Some(status) = child.try_wait()? {
+                return Ok((status, None));
+            }
+            if !session.is_live() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        tracing::warn!(pid = child.id(), "the cluster presence lapsed: stopping the command");
+        if let Some(pid) = pid {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+        }
+        let grace = Instant::now() + session.ttl() / 8;
+        while Instant::now() < grace {
+            if let Some(status) = child.try_wait()? {
+                return Ok((status, Some(cluster.session_lost("it exited on SIGTERM").into())));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = child.kill();
+        let status = child.wait()?;
+        Ok((status, Some(cluster.session_lost("it was killed with SIGKILL").into())))
+    }
+
+    #[cfg(not(feature = "cluster"))]
+    pub(super) fn wait(_: &Host, _: Option<Session>, child: &mut Child) -> std::io::Result<(ExitStatus, Option<Error>)> {
+        child.wait().map(|status| (status, None))
     }
 }
