@@ -200,3 +200,31 @@ fn validate_never_blocks_on_special_files_and_says_when_nothing_was_found() {
     assert_eq!(output.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&output.stderr).contains("no *.json files"));
 }
+
+/// An etcd store asked of a build without cluster support is refused, never served by the
+/// local state home instead (two machines would then decide alone); a malformed address says
+/// what shape it expects. Both from `--store` and from `PROCLEASE_STORE`.
+#[cfg(not(feature = "cluster"))]
+#[test]
+fn an_etcd_store_without_cluster_support_is_refused_not_replaced() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let state = dir.path().join("state");
+    let state = state.to_str().expect("utf-8");
+    let out = proclease(&["--state-home", state, "--store", "etcd://127.0.0.1:2379/fleet", "doctor"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let message = String::from_utf8_lossy(&out.stderr);
+    assert!(message.contains("etcd://127.0.0.1:2379/fleet: this proclease was built without cluster support"), "{message}");
+    assert!(message.contains("--features cluster"), "{message}");
+    let out = Command::new(env!("CARGO_BIN_EXE_proclease"))
+        .args(["--state-home", state, "doctor"])
+        .env("PROCLEASE_STORE", "etcd://127.0.0.1:2379/fleet")
+        .output()
+        .expect("proclease runs");
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("built without cluster support"), "{out:?}");
+    let out = proclease(&["--state-home", state, "--store", "nfs://server/x", "doctor"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("nfs://server/x: expected `file` (the state home) or etcd://HOST:PORT/PREFIX"), "{out:?}");
+    let out = proclease(&["--state-home", state, "--store", "file", "doctor"]);
+    assert!(out.status.success(), "`file` is the state home: {out:?}");
+}

@@ -60,7 +60,7 @@ pub fn run(global: &Global, args: &DoctorArgs) -> Result<ExitCode, Failure> {
                 format!(
                     "{}; new --exclusive runs are refused until a reboot proves it gone, or until you remove {} by hand after checking no helper runs",
                     s.reason,
-                    host.state_home().join(proclease::core::admission::CLAIM_PATH).display()
+                    host.record_location(proclease::core::admission::CLAIM_PATH)
                 )
             } else {
                 s.reason
@@ -183,11 +183,14 @@ pub fn run(global: &Global, args: &DoctorArgs) -> Result<ExitCode, Failure> {
                 })
             })
             .collect();
-        let doc = json!({ "schemaVersion": super::JSON_SCHEMA_VERSION, "stateHome": host.state_home().display().to_string(), "entries": items });
+        let doc = json!({ "schemaVersion": super::JSON_SCHEMA_VERSION, "stateHome": host.state_home().display().to_string(), "store": host.store_address(), "entries": items });
         super::print_json(&doc);
         return Ok(ExitCode::SUCCESS);
     }
     println!("state home: {}", host.state_home().display());
+    if host.cluster().is_some() {
+        println!("cluster: {} (the admission and invocation leases; directory leases are this machine's)", host.store_address());
+    }
     if rows.is_empty() {
         println!("no admission claim, directory leases or invocation leases");
         return Ok(ExitCode::SUCCESS);

@@ -83,6 +83,17 @@ pub struct Global {
     /// The plugin catalog file (default: <state home>/provider-plugins/catalog.json).
     #[arg(long, global = true, value_name = "FILE")]
     plugin_catalog: Option<PathBuf>,
+    /// Where the export admission and the plugin invocation leases live: `file` (the state
+    /// home) or etcd://HOST:PORT/PREFIX, shared by every machine using that prefix (cluster
+    /// mode; directory leases stay in this machine's state home). Needs a build with
+    /// `--features cluster`.
+    #[arg(long, global = true, value_name = "ADDRESS", env = "PROCLEASE_STORE")]
+    store: Option<String>,
+    /// In cluster mode: how long after a crash this process's leases stay held before other
+    /// machines may take them over (e.g. 10s; at least 2s). Cut off from etcd, `run` stops its
+    /// command after three quarters of it.
+    #[arg(long, global = true, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    cluster_ttl: Option<std::time::Duration>,
     /// Say more on standard error: -v what was probed and which proof decided, -vv every
     /// store and /proc step.
     #[arg(short, long, global = true, action = clap::ArgAction::Count, conflicts_with = "quiet")]
@@ -179,6 +190,11 @@ pub fn open(global: &Global) -> Result<Host, Failure> {
     }
     if let Some(catalog) = &global.plugin_catalog {
         builder = builder.plugin_catalog(catalog);
+    }
+    // Always explicit: `file` when neither --store nor PROCLEASE_STORE says otherwise.
+    builder = builder.store(global.store.as_deref().unwrap_or("file"));
+    if let Some(ttl) = global.cluster_ttl {
+        builder = builder.cluster_ttl(ttl);
     }
     Ok(builder.build()?)
 }
