@@ -97,3 +97,22 @@ pub fn stdout(output: &Output) -> String {
 pub fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
+
+/// Whether `unshare` can make the namespaces of `flags` here; if not, says why, and fails when
+/// `PROCLEASE_REQUIRE_NAMESPACES` is set.
+pub fn namespaces_available(flags: &[&str]) -> bool {
+    let output = Command::new("unshare").args(flags).arg("true").output();
+    let ok = output.as_ref().is_ok_and(|o| o.status.success());
+    if !ok {
+        let why = match &output {
+            Ok(o) => String::from_utf8_lossy(&o.stderr).trim().to_string(),
+            Err(e) => e.to_string(),
+        };
+        assert!(
+            std::env::var_os("PROCLEASE_REQUIRE_NAMESPACES").is_none(),
+            "unshare {flags:?} is not possible here ({why}) and PROCLEASE_REQUIRE_NAMESPACES is set"
+        );
+        println!("skipped: unshare {flags:?} is not possible here ({why}); this needs root (CAP_SYS_ADMIN)");
+    }
+    ok
+}

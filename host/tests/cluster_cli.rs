@@ -1,0 +1,471 @@
+//! Cluster mode end to end (`docs/cluster.md`, issue #20): several "machines" sharing one export
+//! admission and one set of plugin invocation leases through a real etcd.
+//!
+//! A machine is a process tree in its own PID and mount namespaces whose
+//! `/proc/sys/kernel/random/boot_id` is a bind-mounted file of its own (`unshare --pid --mount
+//! --fork --mount-proc --kill-child`), with its own state home and workspace: its processes have
+//! their own pids and boot id, and cannot see the other machines' processes — exactly what
+//! another host would be to proclease. Killing a machine's `unshare` kills every process in it.
+//!
+//! Needs feature `cluster` (`cargo test -p proclease --features cluster --test cluster_cli`),
+//! an `etcd` binary (Debian's etcd-server; `PROCLEASE_REQUIRE_ETCD=1` makes its absence a
+//! failure) and root for the namespaces (`PROCLEASE_REQUIRE_NAMESPACES=1` likewise). `.ci/run`
+//! installs etcd and sets both.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use proclease::core::admission::CLAIM_PATH;
+use proclease::core::liveness::RemotePresence;
+use proclease::core::records::{Owner, export_admission, invocation_lease};
+use proclease::process_identity::cluster_presence::lookup;
+
+#[path = "../../tests/src/etcd_server.rs"]
+#[allow(dead_code)] // the harness is shared with proclease-tests, which uses all of it
+mod etcd_server;
+mod common;
+
+use common::{PROCLEASE, namespaces_available};
+use etcd_server::Etcd;
+
+/// The key prefix every machine of a test shares.
+const PREFIX: &str = "fleet";
+
+const A: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+const B: &str = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+const C: &str = "cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc";
+
+/// One simulated machine: its boot id file, state home, workspace, plugin catalog and the
+/// identity of the plugin operation it runs.
+struct Machine {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+    boot_id: PathBuf,
+    url: String,
+    ttl: &'static str,
+}
+
+/// Etcd, and whether machines can be simulated here; `None` (after saying why) when a test
+/// must skip.
+fn cluster() -> Option<Etcd> {
+    if !namespaces_available(&["--pid", "--mount", "--fork", "--mount-proc"]) {
+        return None;
+    }
+    Etcd::start()
+}
+
+fn machine(etcd: &Etcd, ttl: &'static str) -> Machine {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = std::fs::canonicalize(dir.path()).expect("realpath");
+    let boot_id = root.join("boot_id");
+    std::fs::write(&boot_id, format!("{}\n", uuid::Uuid::new_v4().hyphenated())).expect("boot id");
+    std::fs::write(
+        root.join("catalog.json"),
+        format!(r#"{{"schemaVersion":1,"plugins":[{{"pluginId":"portable-test","version":"1.0.0","hostApiVersion":1,"bundleSha256":"{A}","manifestSha256":"{B}","enabled":true}}]}}"#),
+    )
+    .expect("catalog");
+    std::fs::write(
+        root.join("op.json"),
+        format!(r#"{{"pluginId":"portable-test","pluginVersion":"1.0.0","hostApiVersion":1,"bundleSha256":"{A}","manifestSha256":"{B}","adapterId":"portable-test","transport":"provider-api","surfaceId":"portable-test","operation":"records.read","contractVersion":1,"descriptorSha256":"{C}"}}"#),
+    )
+    .expect("identity");
+    Machine { _dir: dir, root, boot_id, url: etcd.url(PREFIX), ttl }
+}
+
+impl Machine {
+    /// `proclease <global options> args…` on this machine.
+    fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new("unshare");
+        command
+            .args(["--pid", "--mount", "--fork", "--mount-proc", "--kill-child", "sh", "-c"])
+            // Not `exec`: sh stays PID 1 of the machine, proclease and its children run under it.
+            .arg(r#"mount --bind "$0" /proc/sys/kernel/random/boot_id && "$@""#)
+            .arg(&self.boot_id)
+            .arg(PROCLEASE)
+            .arg("--state-home")
+            .arg(self.root.join("state"))
+            .arg("--workspace-root")
+            .arg(&self.root)
+            .arg("--plugin-catalog")
+            .arg(self.root.join("catalog.json"))
+            .args(["--store", &self.url, "--cluster-ttl", self.ttl])
+            .args(args)
+            .env_remove("PROCLEASE_STORE")
+            .env_remove("PROCLEASE_STATE_HOME")
+            .env_remove("GHOSTGET_STATE_HOME");
+        command
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.command(args).output().expect("proclease runs")
+    }
+
+    /// `run --exclusive --workdir <root>/<job> -- command…`.
+    fn exclusive(&self, job: &str, command: &[&str]) -> Output {
+        let workdir = self.root.join(job);
+        self.run(&[&["run", "--exclusive", "--workdir", workdir.to_str().expect("utf-8"), "--"], command].concat())
+    }
+
+    /// The same, in the background (output discarded).
+    fn spawn_exclusive(&self, job: &str, command: &[&str]) -> Child {
+        let workdir = self.root.join(job);
+        self.command(&[&["run", "--exclusive", "--workdir", workdir.to_str().expect("utf-8"), "--"], command].concat())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn proclease")
+    }
+
+    /// `invocations run --identity <root>/op.json -- command…`.
+    fn invocation(&self, command: &[&str]) -> Command {
+        let identity = self.root.join("op.json");
+        self.command(&[&["invocations", "run", "--identity", identity.to_str().expect("utf-8"), "--"], command].concat())
+    }
+
+    fn invocation_leases(&self) -> Vec<serde_json::Value> {
+        let out = self.run(&["invocations", "list", "--json"]);
+        assert!(out.status.success(), "{out:?}");
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+        doc["invocationLeases"].as_array().cloned().unwrap_or_default()
+    }
+
+    fn repair_tombstones(&self) -> serde_json::Value {
+        let out = self.run(&["invocations", "repair", "--recover-tombstones", "--json"]);
+        assert!(out.status.success(), "{out:?}");
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).expect("json")["report"].clone()
+    }
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// Kills a machine: SIGKILL to its `unshare`, which (`--kill-child`) kills its PID 1, and with
+/// it every process of the machine.
+fn crash(machine: &mut Child) {
+    machine.kill().expect("SIGKILL");
+    machine.wait().expect("reap");
+}
+
+/// The admission held in etcd, if any: its owner and helper.
+fn admission(etcd: &Etcd) -> Option<(Owner, Option<Owner>)> {
+    let text = etcd.store(PREFIX).read_if_present(CLAIM_PATH, 16_384).expect("etcd answers")?;
+    let claim = export_admission::parse_file(&text).expect("a valid admission").record;
+    Some((claim.owner, claim.helper_owner))
+}
+
+/// Waits until the admission's helper is recorded (the command runs); returns the owner.
+fn wait_for_helper(etcd: &Etcd) -> Owner {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some((owner, Some(_))) = admission(etcd) {
+            return owner;
+        }
+        assert!(Instant::now() < deadline, "the admission never recorded its helper");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn presence(etcd: &Etcd, owner: &Owner) -> RemotePresence {
+    lookup(&etcd.store(PREFIX), owner)
+}
+
+/// Three machines race `run --exclusive` ten times each; every command writes `start` and `end`
+/// to one shared log around a pause. Never two owners: the log never shows two commands
+/// overlapping, and every attempt either ran (0) or was refused as blocked (3).
+#[test]
+fn racing_exclusive_runs_on_three_machines_never_overlap() {
+    let Some(etcd) = cluster() else { return };
+    let shared = tempfile::tempdir().expect("shared dir");
+    let log = shared.path().join("log");
+    let machines: Vec<Machine> = (0..3).map(|_| machine(&etcd, "2s")).collect();
+    let outcomes: Vec<Vec<Option<i32>>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = machines
+            .iter()
+            .enumerate()
+            .map(|(m, machine)| {
+                let log = log.clone();
+                scope.spawn(move || {
+                    (0..10)
+                        .map(|round| {
+                            let script = format!("echo start {m} >> '{0}'; sleep 0.1; echo end {m} >> '{0}'", log.display());
+                            let out = machine.exclusive(&format!("job{round}"), &["sh", "-c", &script]);
+                            assert!(matches!(out.status.code(), Some(0 | 3)), "machine {m} round {round}: {out:?}");
+                            if out.status.code() == Some(3) {
+                                assert!(stderr(&out).contains("another export is active"), "{out:?}");
+                            }
+                            out.status.code()
+                        })
+                        .collect()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().expect("machine thread")).collect()
+    });
+    let ran = outcomes.iter().flatten().filter(|c| **c == Some(0)).count();
+    println!("{ran} of 30 attempts got the admission");
+    assert!(ran >= 1, "some run got the admission: {outcomes:?}");
+    let text = std::fs::read_to_string(&log).expect("log");
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2 * ran, "each run that got the admission ran once: {text}");
+    for pair in lines.chunks(2) {
+        let (start, end) = (pair[0].strip_prefix("start "), pair[1].strip_prefix("end "));
+        assert!(start.is_some() && start == end, "two commands overlapped: {text}");
+    }
+    assert!(admission(&etcd).is_none(), "every run released the admission");
+}
+
+/// A machine holding the admission crashes (every process of it killed). The others are refused
+/// while etcd still holds its presence — the TTL has not passed — and take over once etcd
+/// expired it, never before.
+#[test]
+fn a_crashed_machines_admission_is_taken_over_only_after_its_presence_expires() {
+    let Some(etcd) = cluster() else { return };
+    let (first, second) = (machine(&etcd, "4s"), machine(&etcd, "4s"));
+    let mut holder = first.spawn_exclusive("export", &["sleep", "1000"]);
+    let owner = wait_for_helper(&etcd);
+    assert_eq!(presence(&etcd, &owner), RemotePresence::Registered);
+    crash(&mut holder);
+
+    let mut refused = 0;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let out = second.exclusive(&format!("job{refused}"), &["true"]);
+        let after = presence(&etcd, &owner);
+        match out.status.code() {
+            Some(3) => {
+                assert!(stderr(&out).contains("another export is active"), "{out:?}");
+                refused += 1;
+            }
+            Some(0) => {
+                // The takeover's own probe found the presence gone; gone is final.
+                assert_eq!(after, RemotePresence::Absent, "taken over while the crashed owner's presence was registered");
+                break;
+            }
+            _ => panic!("unexpected outcome: {out:?}"),
+        }
+        if after == RemotePresence::Registered {
+            assert_eq!(out.status.code(), Some(3), "a registered owner's admission was taken");
+        }
+        assert!(Instant::now() < deadline, "never taken over");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(refused >= 1, "the first attempt, within the TTL, was refused");
+    assert!(admission(&etcd).is_none(), "the takeover ran and released");
+    // The crashed machine's own directory lease stays in its state home, for its `recover`.
+    assert!(first.root.join("export").is_dir());
+}
+
+/// Killing only the supervisor (SIGKILL, no chance to clean up) takes its command along:
+/// the command must not outlive the presence that keeps other machines out.
+#[test]
+fn a_killed_supervisor_takes_its_command_along() {
+    let Some(etcd) = Etcd::start() else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = std::fs::canonicalize(dir.path()).expect("realpath");
+    let workdir = root.join("export");
+    let mut supervisor = Command::new(PROCLEASE)
+        .arg("--state-home")
+        .arg(root.join("state"))
+        .arg("--workspace-root")
+        .arg(&root)
+        .args(["--store", &etcd.url(PREFIX), "--cluster-ttl", "2s", "run", "--exclusive", "--workdir"])
+        .arg(&workdir)
+        .args(["--", "sleep", "1000"])
+        .env_remove("PROCLEASE_STORE")
+        .spawn()
+        .expect("spawn");
+    wait_for_helper(&etcd);
+    let (_, helper) = admission(&etcd).expect("held");
+    let helper = helper.expect("helper recorded").pid;
+    assert!(running(helper), "the command runs");
+    supervisor.kill().expect("SIGKILL");
+    supervisor.wait().expect("reap");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while running(helper) {
+        assert!(Instant::now() < deadline, "the command outlived its supervisor");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Whether `pid` is a process that has not exited (absent or a zombie: exited).
+fn running(pid: u64) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| stat.rsplit_once(')').map(|(_, rest)| rest.trim_start().starts_with('Z')))
+        .is_some_and(|zombie| !zombie)
+}
+
+/// etcd stops answering: a running exclusive command is stopped before its presence could
+/// expire (the supervisor cannot renew it), a new run fails closed with a clear error and
+/// creates nothing, nothing is deleted; once etcd is back (killed and restarted on its data),
+/// the stale admission is taken over after its owner's presence expired, and work resumes.
+#[test]
+fn with_etcd_stopped_everything_fails_closed_and_work_resumes_after_a_restart() {
+    let Some(mut etcd) = cluster() else { return };
+    let (first, second) = (machine(&etcd, "2s"), machine(&etcd, "2s"));
+    let holder = first.spawn_exclusive("export", &["sleep", "1000"]);
+    let owner = wait_for_helper(&etcd);
+    etcd.signal("-STOP");
+
+    // The supervisor cannot renew: it stops its command at 3/4 of the TTL and says why.
+    let out = holder.wait_with_output().expect("the supervisor exits");
+    assert_eq!(out.status.code(), Some(128 + 15), "the command was stopped with SIGTERM: {out:?}");
+    assert!(stderr(&out).contains("cluster session lost: etcd at 127.0.0.1:"), "{out:?}");
+    assert!(first.root.join("export").is_dir(), "nothing was deleted");
+
+    // A new run fails closed: a clear error, exit 1, nothing created.
+    let out = second.exclusive("blocked", &["true"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(stderr(&out).contains(&format!("etcd at 127.0.0.1:{} is unreachable", etcd.client_port)), "{out:?}");
+    assert!(!second.root.join("blocked").exists(), "nothing was created");
+
+    etcd.kill();
+    etcd.restart();
+    let (held, _) = admission(&etcd).expect("the admission survived the outage");
+    assert_eq!(held, owner, "and is still the first machine's");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let out = second.exclusive(&format!("job{attempt}"), &["true"]);
+        match out.status.code() {
+            Some(0) => break,
+            Some(3) => assert!(stderr(&out).contains("another export is active"), "{out:?}"),
+            _ => panic!("after the restart: {out:?}"),
+        }
+        assert!(Instant::now() < deadline, "work never resumed");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(presence(&etcd, &owner), RemotePresence::Absent);
+    assert!(admission(&etcd).is_none());
+}
+
+/// Plugin invocations of three machines race, while a fourth repairs tombstones in a loop:
+/// every invocation keeps its own lease from acquire to release (a repair never takes a live
+/// machine's lease: each release would fail if it had), and none is left.
+#[test]
+fn racing_invocations_keep_their_own_leases_while_another_machine_repairs() {
+    let Some(etcd) = cluster() else { return };
+    let machines: Vec<Machine> = (0..4).map(|_| machine(&etcd, "2s")).collect();
+    let (runners, repairer) = machines.split_at(3);
+    let done = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let repairs = scope.spawn(|| {
+            let mut removed = 0;
+            while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                removed += repairer[0].repair_tombstones()["removed"].as_u64().expect("count");
+            }
+            removed
+        });
+        let handles: Vec<_> = runners
+            .iter()
+            .map(|machine| {
+                scope.spawn(move || {
+                    for round in 0..5 {
+                        let out = machine.invocation(&["sleep", "0.3"]).output().expect("runs");
+                        assert_eq!(out.status.code(), Some(0), "round {round}: {out:?}");
+                        assert!(out.stderr.is_empty(), "cleanup and release succeeded: {}", stderr(&out));
+                    }
+                })
+            })
+            .collect();
+        for handle in handles {
+            handle.join().expect("runner");
+        }
+        done.store(true, std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(repairs.join().expect("repairer"), 0, "the repairer removed a live machine's lease");
+    });
+    assert!(machines[0].invocation_leases().is_empty(), "every lease was released");
+}
+
+/// A machine crashes while a plugin host runs: its lease (host-active, both processes recorded
+/// on another boot) is a tombstone the reference would clear in recover mode as "from a previous
+/// boot". In cluster mode it stays while the crashed machine's presence is registered, and goes
+/// once etcd expired it.
+#[test]
+fn a_crashed_machines_invocation_tombstone_stays_until_its_presence_expires() {
+    let Some(etcd) = cluster() else { return };
+    let (first, second) = (machine(&etcd, "4s"), machine(&etcd, "4s"));
+    let mut crashed = first.invocation(&["sleep", "1000"]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("spawn");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let lease = loop {
+        if let Some(lease) = second.invocation_leases().into_iter().find(|l| l["containment"] == "host-active") {
+            break lease;
+        }
+        assert!(Instant::now() < deadline, "the host was never recorded");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(lease["ownerStatus"], "exact-live-owner", "another machine's live owner: {lease}");
+    let path = format!("{}/{}.json", proclease::core::invocation_leases::DIRECTORY, lease["leaseId"].as_str().expect("id"));
+    let text = etcd.store(PREFIX).read_if_present(&path, 32_768).expect("etcd answers").expect("the lease is in etcd");
+    let owner = invocation_lease::parse_json(&text).expect("valid").record.owner.process;
+    crash(&mut crashed);
+
+    let report = second.repair_tombstones();
+    assert_eq!(report["removed"], 0, "removed while the crashed machine's presence was registered: {report}");
+    assert_eq!(presence(&etcd, &owner), RemotePresence::Registered, "the TTL had not passed");
+    assert_eq!(second.invocation_leases().len(), 1);
+    // Its owner's presence expires after the TTL; only then does the tombstone go.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let report = second.repair_tombstones();
+        let after = presence(&etcd, &owner);
+        if report["removed"] == 1 {
+            assert_eq!(after, RemotePresence::Absent, "removed while the owner's presence was registered");
+            break;
+        }
+        assert_eq!(report["removed"], 0, "{report}");
+        assert!(Instant::now() < deadline, "the tombstone was never recovered");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(second.invocation_leases().is_empty());
+    let out = second.invocation(&["true"]).output().expect("runs");
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+}
+
+/// A machine's processes are invisible to the others: `doctor` there says why the admission is
+/// active (the owner's cluster presence) and where the admission lives.
+#[test]
+fn doctor_on_another_machine_shows_the_cluster_and_why() {
+    let Some(etcd) = cluster() else { return };
+    let (first, second) = (machine(&etcd, "2s"), machine(&etcd, "2s"));
+    let mut holder = first.spawn_exclusive("export", &["sleep", "1000"]);
+    wait_for_helper(&etcd);
+    let out = second.run(&["doctor"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert!(text.contains(&format!("cluster: etcd://127.0.0.1:{}/{PREFIX}", etcd.client_port)), "{text}");
+    assert!(text.contains("it runs on another machine and keeps its cluster presence alive"), "{text}");
+    let out = second.run(&["doctor", "--json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(doc["store"], etcd.url(PREFIX));
+    crash(&mut holder);
+}
+
+/// The README's cluster demo, with this build's binary: machine B is refused while A exports,
+/// exports after it, and takes over a crashed A's admission after the TTL.
+#[test]
+fn the_demo_script_shows_a_refusal_and_a_takeover() {
+    if !namespaces_available(&["--pid", "--mount", "--fork", "--mount-proc"]) || Etcd::start().is_none() {
+        return;
+    }
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/cluster-demo.sh");
+    let out = Command::new("bash").arg(script).env("PROCLEASE", PROCLEASE).env_remove("PROCLEASE_STORE").output().expect("bash runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    for line in [
+        "two machines (own PID namespace and boot id each: yes)",
+        "machine A: exporting",
+        "it runs on another machine and keeps its cluster presence alive",
+        "machine B: refused while A exports (exit 3)",
+        "machine A: done",
+        "machine B: exporting",
+        "machine A crashed",
+        "machine B: took over the admission",
+    ] {
+        assert!(text.contains(line), "missing {line:?} in:\n{text}");
+    }
+    assert!(!text.contains(" and 0 refusals"), "the takeover waited while the crashed machine's presence lived:\n{text}");
+}
