@@ -36,6 +36,16 @@ fn bench(c: &mut Criterion) {
             admission.release().expect("release");
         })
     });
+    // What a user of cluster mode runs: the facade on `--store etcd://…`, whose writes go through
+    // the presence session's check and are fenced by its key (one more compare per transaction).
+    let home = tempfile::tempdir().expect("state home");
+    let host = proclease::Host::builder().state_home(home.path().join("state")).store(etcd.url("host")).build().expect("cluster host");
+    group.bench_function("admission acquire + release (cluster-mode host, fenced)", |b| {
+        b.iter(|| {
+            let mut admission = host.acquire_admission().expect("acquire");
+            admission.release().expect("release");
+        })
+    });
     group.finish();
 }
 
