@@ -257,6 +257,39 @@ fn a_crashed_machines_admission_is_taken_over_only_after_its_presence_expires() 
     assert!(first.root.join("export").is_dir());
 }
 
+/// Two machines on one kernel (containers) share its boot id: each sees the other's processes
+/// neither in its state home's witnesses nor in its own PID namespace's /proc. The registry
+/// decides for them: refused while the holder lives, taken over once its presence expired after
+/// a crash — never judged gone while registered, never stuck as "cannot be inspected".
+#[test]
+fn machines_sharing_one_boot_id_are_judged_by_their_presence() {
+    let Some(etcd) = cluster() else { return };
+    let (first, second) = (machine(&etcd, "3s"), machine(&etcd, "3s"));
+    std::fs::copy(&first.boot_id, &second.boot_id).expect("one kernel, one boot id");
+    let mut holder = first.spawn_exclusive("export", &["sleep", "1000"]);
+    let owner = wait_for_helper(&etcd);
+    let out = second.exclusive("early", &["true"]);
+    assert_eq!(out.status.code(), Some(3), "a live holder on the same boot id blocks: {out:?}");
+    crash(&mut holder);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let out = second.exclusive(&format!("job{attempt}"), &["true"]);
+        let after = presence(&etcd, &owner);
+        match out.status.code() {
+            Some(0) => {
+                assert_eq!(after, RemotePresence::Absent, "taken over while the holder's presence was registered");
+                break;
+            }
+            Some(3) => assert!(stderr(&out).contains("another export is active"), "{out:?}"),
+            _ => panic!("neither refused nor taken over (stuck?): {out:?}"),
+        }
+        assert!(Instant::now() < deadline, "never taken over");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 /// Killing only the supervisor (SIGKILL, no chance to clean up) takes its command along:
 /// the command must not outlive the presence that keeps other machines out.
 #[test]

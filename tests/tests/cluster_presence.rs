@@ -190,10 +190,10 @@ fn an_owner_whose_presence_is_gone_can_no_longer_write() {
 }
 
 /// Hosts of one process on one cluster prefix share its presence (an identity registers once):
-/// the second host's first write neither fails nor registers again, each host's writes are
-/// fenced, and the presence is revoked when the last of them is dropped.
+/// the second host's first write neither fails nor registers again, a host built after both
+/// were dropped still writes under it, and `end_presence` revokes it.
 #[test]
-fn two_hosts_of_one_process_share_its_presence_until_the_last_is_dropped() {
+fn hosts_of_one_process_share_its_presence_until_it_ends() {
     let Some(etcd) = Etcd::start() else { return };
     let dir = tempfile::tempdir().expect("tempdir");
     let host = |name: &str| {
@@ -216,8 +216,12 @@ fn two_hosts_of_one_process_share_its_presence_until_the_last_is_dropped() {
 
     let own = first.process_identity().self_identity().expect("own identity");
     let store = etcd.store("shared");
-    drop(first);
-    assert_eq!(lookup(&store, &own), RemotePresence::Registered, "still held by the second host");
-    drop(second);
-    assert_eq!(lookup(&store, &own), RemotePresence::Absent, "revoked with the last host");
+    drop((first, second));
+    assert_eq!(lookup(&store, &own), RemotePresence::Registered, "the process's presence outlives its hosts");
+    let third = host("third");
+    let mut admission = third.acquire_admission().expect("a later host of the process writes under the same presence");
+    admission.release().expect("released");
+    drop((admission, third));
+    proclease::api::cluster::end_presence();
+    assert_eq!(lookup(&store, &own), RemotePresence::Absent, "revoked when the process ends it");
 }

@@ -60,15 +60,17 @@ impl OwnerStatus {
 /// what `stat(/proc/self/ns/pid).st_ino` gives outside any container.
 pub const INITIAL_PID_NAMESPACE: u64 = 0xEFFF_FFFC;
 
-/// What a cluster's presence registry says of a process recorded on another boot id
-/// (`docs/cluster.md`, WIT `remote-presence`).
+/// What a cluster's presence registry says of a recorded process (`docs/cluster.md`, WIT
+/// `remote-presence`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum RemotePresence {
-    /// No cluster: another boot id means a previous boot (§2.4 step 2).
+    /// No cluster: another boot id means a previous boot (§2.4 step 2). For a process of this
+    /// boot id, also: it never registered (this machine's proof alone decides).
     NotClustered,
     /// Registered under an unexpired etcd lease: alive on its machine.
     Registered,
-    /// Read, and not registered: expired, revoked, or never registered.
+    /// Read, and not registered: expired or revoked (for another boot id also: never
+    /// registered).
     Absent,
     /// The registry could not be read.
     Unreachable,
@@ -274,9 +276,11 @@ impl Liveness {
     }
 
     /// Whether this process, and every process it inherited its witness to, is proven gone by
-    /// a free witness or a reboot (not by `/proc` alone, which cannot see descendants).
+    /// a free witness, a reboot, or an expired cluster presence (its supervisor stopped what it
+    /// started before etcd could expire it: `docs/cluster.md`) — not by `/proc` alone, which
+    /// cannot see descendants.
     pub fn lineage_gone(&self) -> bool {
-        self.status == OwnerStatus::DifferentOrDead && matches!(self.proof, Proof::WitnessFree | Proof::OtherBoot)
+        self.status == OwnerStatus::DifferentOrDead && matches!(self.proof, Proof::WitnessFree | Proof::OtherBoot | Proof::ClusterAbsent)
     }
 }
 
@@ -349,7 +353,10 @@ pub fn start_id(stat: &str, tasks: u32, view: &ProcView, boot_id: &str) -> Optio
 /// 2. witness held → `exact-live-owner`;
 /// 3. witness free → `different-or-dead`, unless a `/proc` in the recorded namespace shows the
 ///    same process running (it closed its inherited witness): then `exact-live-owner`;
-/// 4. no testable witness → the `/proc` proof of §2.3–2.4, which decides only when `/proc`
+/// 4. in a cluster, a process of this boot id that this machine's own proof did not find alive
+///    and that registered a presence: the presence decides (containers of one kernel share a
+///    boot id; `docs/cluster.md`);
+/// 5. no testable witness → the `/proc` proof of §2.3–2.4, which decides only when `/proc`
 ///    shows the namespace the pid was recorded in (from the witness's content, or — for a
 ///    record without a witness — the initial PID namespace); otherwise only an exact match
 ///    counts, and anything else is `unknown`.
@@ -388,6 +395,19 @@ pub fn judge(owner: &Owner, facts: &OwnerFacts) -> Liveness {
     }
     if facts.witness == WitnessState::Free {
         return at(OwnerStatus::DifferentOrDead, Proof::WitnessFree);
+    }
+    // The same boot id in a cluster: containers of one kernel share it, so a process another
+    // container recorded has no witness in this state home and its pid may be of another
+    // namespace than the one this /proc shows. Where this machine's own proof did not find it
+    // alive, its presence decides; a process that never registered (the host answers
+    // not-clustered) is judged by /proc alone (docs/cluster.md, "One kernel, several machines").
+    match facts.remote {
+        RemotePresence::Registered => return at(OwnerStatus::ExactLiveOwner, Proof::ClusterRegistered),
+        // As for another machine: a presence gone means the owner self-fenced, stopping what it
+        // started.
+        RemotePresence::Absent => return Liveness { status: OwnerStatus::DifferentOrDead, spawned: Spawned::AllGone, proof: Proof::ClusterAbsent },
+        RemotePresence::Unreachable => return at(OwnerStatus::Unknown, Proof::ClusterUnreachable),
+        RemotePresence::NotClustered => {}
     }
     if !consultable {
         return at(OwnerStatus::Unknown, Proof::ForeignNamespace);
@@ -577,9 +597,32 @@ mod tests {
             describe("owner", &elsewhere, &judge(&elsewhere, &with(RemotePresence::Registered))),
             "owner pid 42 is alive (it runs on another machine and keeps its cluster presence alive)"
         );
-        // The same boot id: the registry is not what decides.
+    }
+
+    /// The same boot id in a cluster (containers of one kernel): where this machine's own proof
+    /// does not find the process alive, a registered presence proves it alive, an expired one
+    /// gone — even when its pid is of another namespace — and an unreachable registry proves
+    /// nothing; a witness decides before the registry, and a process that never registered
+    /// (`not-clustered`) is judged by /proc alone.
+    #[test]
+    fn the_same_boot_id_in_a_cluster_is_judged_by_the_registry_where_this_machine_cannot_see_it() {
         let here = recorded(77);
-        let gone = OwnerFacts { remote: RemotePresence::Registered, ..facts(WitnessState::Absent, ProcRead::Missing) };
-        assert_eq!(judge(&here, &gone).status, OwnerStatus::DifferentOrDead);
+        let with = |remote, witness, stat| OwnerFacts { remote, ..facts(witness, stat) };
+        let judged = |remote, witness, stat| {
+            let liveness = judge(&here, &with(remote, witness, stat));
+            (liveness.status, liveness.proof)
+        };
+        // /proc here shows the pid gone (another container's pid): the registry decides.
+        assert_eq!(judged(RemotePresence::Registered, WitnessState::Absent, ProcRead::Missing), (OwnerStatus::ExactLiveOwner, Proof::ClusterRegistered));
+        assert_eq!(judged(RemotePresence::Absent, WitnessState::Absent, ProcRead::Missing), (OwnerStatus::DifferentOrDead, Proof::ClusterAbsent));
+        assert_eq!(judged(RemotePresence::Unreachable, WitnessState::Absent, ProcRead::Missing), (OwnerStatus::Unknown, Proof::ClusterUnreachable));
+        assert_eq!(judged(RemotePresence::NotClustered, WitnessState::Absent, ProcRead::Missing), (OwnerStatus::DifferentOrDead, Proof::ProcGone));
+        // Recorded in a namespace this /proc does not show: stuck as unknown without a registry.
+        let foreign = OwnerFacts { remote: RemotePresence::Absent, recorded_pid_namespace: Some(1), ..facts(WitnessState::Untestable, ProcRead::Missing) };
+        assert_eq!(judge(&here, &foreign).proof, Proof::ClusterAbsent);
+        assert_eq!(judge(&here, &OwnerFacts { remote: RemotePresence::NotClustered, ..foreign }).status, OwnerStatus::Unknown);
+        // A witness of this state home decides first.
+        assert_eq!(judged(RemotePresence::Absent, WitnessState::Held, ProcRead::Missing), (OwnerStatus::ExactLiveOwner, Proof::WitnessHeld));
+        assert_eq!(judged(RemotePresence::Registered, WitnessState::Free, ProcRead::Missing), (OwnerStatus::DifferentOrDead, Proof::WitnessFree));
     }
 }

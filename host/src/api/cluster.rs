@@ -1,10 +1,13 @@
 //! Cluster mode (`docs/cluster.md`): the export admission and the plugin invocation leases kept
 //! in etcd and shared by several machines, every other record in this machine's state home.
 //!
-//! A [`Host`](crate::Host) built with [`HostBuilder::cluster`](crate::HostBuilder::cluster)
-//! holds a [`Cluster`]: the etcd store, and this process's presence session, opened just before
-//! its first write to etcd (so that no record of this process is ever in etcd while it is not
-//! registered) and revoked when the host is dropped. Its [`ClusterStore`] serves the
+//! A [`Host`](crate::Host) built with [`HostBuilder::store`](crate::HostBuilder::store)
+//! (`etcd://…`) holds a [`Cluster`]: the etcd store, and this process's presence session,
+//! opened just before its first write to etcd (so that no record of this process is ever in etcd
+//! while it is not registered). A process identity registers once, so the session belongs to the
+//! process, shared by its hosts on that prefix, until it exits or calls [`end_presence`]; a
+//! lapsed session is final too (restart the process, as client-go's leader election exits on
+//! losing its lease). Its [`ClusterStore`] serves the
 //! component's `state-store` import: the two shared collections go to etcd, fenced by the
 //! session; everything else (directory leases, creation intents, the plugin catalog, mutation
 //! claims and locks) stays in the local file store — a working directory lives on one machine.
@@ -45,6 +48,25 @@ pub enum ClusterError {
     NotBuilt {
         /// The address asked for.
         address: String,
+    },
+    /// This process was silent past its presence's TTL (it was stopped — SIGSTOP, a debugger,
+    /// a frozen cgroup — or the machine was suspended), or etcd expired its presence: another
+    /// machine may already have taken over while its command still ran. The command was killed
+    /// at once.
+    #[error(
+        "cluster session overran: this process acknowledged no renewal of its presence at etcd {endpoint} for {} (past its TTL of {}: \
+         it was stopped or suspended, or etcd expired it), so another machine may have taken over its leases while the command still ran; \
+         the command was killed; check the work it did",
+        humantime::format_duration(*silent),
+        humantime::format_duration(*ttl)
+    )]
+    SessionOverran {
+        /// `HOST:PORT`.
+        endpoint: String,
+        /// How long no renewal was acknowledged (rounded to ms).
+        silent: Duration,
+        /// The session's TTL.
+        ttl: Duration,
     },
     /// This process's presence in etcd lapsed (etcd did not acknowledge a renewal for three
     /// quarters of its TTL): another machine may soon take over its leases, so it stopped its
@@ -107,7 +129,7 @@ impl StoreAddress {
 #[cfg(feature = "cluster")]
 pub(crate) use enabled::shared;
 #[cfg(feature = "cluster")]
-pub use enabled::{Cluster, ClusterStore};
+pub use enabled::{Cluster, ClusterStore, end_presence};
 
 #[cfg(feature = "cluster")]
 mod enabled {
@@ -122,8 +144,19 @@ mod enabled {
     use crate::state_store::etcd::EtcdStore;
     use crate::state_store::{StateStore, StoreError, failure};
 
-    /// The presence sessions of this process, by `HOST:PORT/PREFIX`, while some host holds them.
-    static SESSIONS: Mutex<std::collections::BTreeMap<String, std::sync::Weak<PresenceSession>>> = Mutex::new(std::collections::BTreeMap::new());
+    /// The presence sessions of this process, by `HOST:PORT/PREFIX`: a process identity
+    /// registers once, so its session lives as long as the process (or until [`end_presence`]),
+    /// shared by every host of the process on that prefix.
+    static SESSIONS: Mutex<std::collections::BTreeMap<String, Arc<PresenceSession>>> = Mutex::new(std::collections::BTreeMap::new());
+
+    /// Ends this process's presence on every cluster: revokes each session (other machines see
+    /// this process gone at once instead of a TTL after it exits) once no host uses it any more.
+    /// For a process about to exit — `proclease` calls it before it does; a later write to etcd
+    /// from this process fails (an identity registers once).
+    pub fn end_presence() {
+        let sessions = std::mem::take(&mut *SESSIONS.lock().unwrap_or_else(|p| p.into_inner()));
+        drop(sessions);
+    }
 
     /// This process's membership of a cluster: the etcd store and, once it wrote there, its
     /// presence session.
@@ -172,7 +205,7 @@ mod enabled {
                         open.key(),
                         format!(
                             "this process's cluster presence lapsed (etcd at {} acknowledged no renewal in time), so it may no longer write: \
-                             another machine may take over its leases; nothing was changed",
+                             another machine may take over its leases; nothing was changed. A process registers once: restart it to take part again",
                             self.store.endpoint()
                         ),
                     ));
@@ -180,16 +213,16 @@ mod enabled {
                 return Ok(open.clone());
             }
             // One presence per process and cluster prefix: a process identity registers once, so
-            // a second host of this process on the same prefix shares the first one's session.
+            // every host of this process on the same prefix shares one session.
             let mut sessions = SESSIONS.lock().unwrap_or_else(|p| p.into_inner());
             let scope = format!("{}{}", self.store.endpoint(), self.store.prefix());
-            let opened = match sessions.get(&scope).and_then(std::sync::Weak::upgrade) {
-                Some(shared) => shared,
+            let opened = match sessions.get(&scope) {
+                Some(shared) => shared.clone(),
                 None => {
                     let own = self.identity.self_identity().map_err(|e| StoreError::unsafe_("presence", e.0))?;
                     let opened = Arc::new(PresenceSession::open(self.store.clone(), &own, self.ttl)?);
                     tracing::info!(key = opened.key(), lease = opened.lease_id(), ttl_s = opened.ttl().as_secs(), "registered this process's cluster presence");
-                    sessions.insert(scope, Arc::downgrade(&opened));
+                    sessions.insert(scope, opened.clone());
                     opened
                 }
             };
@@ -201,6 +234,13 @@ mod enabled {
         /// The presence session, when this process has one (it wrote to etcd).
         pub fn open_session(&self) -> Option<Arc<PresenceSession>> {
             self.session.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        }
+
+        /// The error a supervisor reports after it killed its command because the session
+        /// was silent past its TTL (`silent`).
+        pub fn session_overran(&self, silent: Duration) -> ClusterError {
+            let silent = Duration::from_millis(u64::try_from(silent.as_millis()).unwrap_or(u64::MAX));
+            ClusterError::SessionOverran { endpoint: self.store.endpoint().into(), silent, ttl: self.ttl }
         }
 
         /// The error a supervisor reports after it stopped its command because the session

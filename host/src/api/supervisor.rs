@@ -276,6 +276,7 @@ impl<'h> Supervisor<'h> {
         };
         let forwarder = if self.forward_signals { signals::forward(child.id()) } else { None };
         let mut problems = Vec::new();
+        problems.extend(cluster::register_child(host, fenced.as_ref(), child.id()));
         // Record the child; if it already exited (a capture finds no live process), the lifecycle
         // goes from launching straight to settled.
         let pid = i64::from(child.id());
@@ -384,6 +385,7 @@ pub fn run_plugin_host(
         }
     };
     let mut problems = Vec::new();
+    problems.extend(cluster::register_child(host, fenced.as_ref(), child.id()));
     // Record the host process before waiting on it; a host that already exited is reaped below.
     if let Ok(recorded) = host.process_identity().capture(u64::from(child.id())) {
         if let Err(e) = controller.host_starting(&recorded).and_then(|()| controller.host_started(&recorded)) {
@@ -510,6 +512,21 @@ mod cluster {
         None
     }
 
+    /// Registers the started command `pid` under `session` before a record names it, so that
+    /// other machines — containers sharing this boot id too — judge it by this process's
+    /// presence. A command that already exited needs nothing.
+    #[cfg(feature = "cluster")]
+    pub(super) fn register_child(host: &Host, session: Option<&Session>, pid: u32) -> Option<Error> {
+        let session = session?;
+        let child = host.process_identity().capture(u64::from(pid)).ok()?;
+        session.register(&child).err().map(Error::from)
+    }
+
+    #[cfg(not(feature = "cluster"))]
+    pub(super) fn register_child(_: &Host, _: Option<&Session>, _: u32) -> Option<Error> {
+        None
+    }
+
     /// Waits for `child`. Bound to a session, it also watches the session: once it is no
     /// longer live (no renewal acknowledged for three quarters of the TTL), the command gets
     /// SIGTERM, then SIGKILL after an eighth of the TTL, all before etcd can expire the
@@ -529,6 +546,14 @@ mod cluster {
             std::thread::sleep(Duration::from_millis(50));
         }
         tracing::warn!(pid = child.id(), "the cluster presence lapsed: stopping the command");
+        // Silent past the TTL (this process was stopped or the machine suspended), or etcd said
+        // the lease is gone: another machine may already run; no grace.
+        let overran = session.expired() || session.silence() >= session.ttl();
+        if overran {
+            let _ = child.kill();
+            let status = child.wait()?;
+            return Ok((status, Some(cluster.session_overran(session.silence()).into())));
+        }
         if let Some(pid) = pid {
             let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
         }

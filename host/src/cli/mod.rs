@@ -259,6 +259,9 @@ pub fn main() -> ExitCode {
         Command::Identity(args) => identity::run(&args),
         Command::Invocations(command) => invocations::run(&cli.global, command),
     };
+    // Revoke this process's cluster presence now rather than a TTL after it exits.
+    #[cfg(feature = "cluster")]
+    proclease::api::cluster::end_presence();
     match result {
         Ok(code) => code,
         Err(failure) => {

@@ -12,8 +12,11 @@
 //! **Self-fencing.** An owner cut off from etcd must stop acting before another machine may
 //! see it absent. [`PresenceSession::is_live`] turns false once no renewal was acknowledged for
 //! three quarters of the TTL, counted from when that renewal was *sent* on this machine's
-//! monotonic clock — before etcd, which counts the TTL from when it *received* the last renewal,
-//! can expire the lease (client-go's `renewDeadline < leaseDuration`).
+//! `CLOCK_BOOTTIME` (which, unlike the monotonic clock, counts time the machine spent
+//! suspended) — before etcd, which counts the TTL from when it *received* the last renewal, can
+//! expire the lease (client-go's `renewDeadline < leaseDuration`). Nothing on this machine can
+//! fence a process that is itself stopped (SIGSTOP, a debugger, a frozen cgroup) past the TTL:
+//! when it resumes, [`PresenceSession::silence`] tells how long it was gone.
 //!
 //! A [`ProcessIdentity`](super::ProcessIdentity) given an [`EtcdPresence`] reports the lookup as
 //! the `remote` fact of every probe of a process recorded on another boot id, and the component
@@ -21,7 +24,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use etcd_client::{Compare, CompareOp, PutOptions, Txn, TxnOp};
 use proclease_core::records::Owner;
@@ -38,6 +41,10 @@ pub struct EtcdPresence(pub Arc<EtcdStore>);
 impl super::PresenceRegistry for EtcdPresence {
     fn lookup(&self, owner: &Owner) -> RemotePresence {
         lookup(&self.0, owner)
+    }
+
+    fn lookup_same_boot(&self, owner: &Owner) -> RemotePresence {
+        lookup_same_boot(&self.0, owner)
     }
 }
 
@@ -64,6 +71,24 @@ pub fn lookup(store: &EtcdStore, owner: &Owner) -> RemotePresence {
     }
 }
 
+/// Reads `owner`'s presence and whether it ever registered, at one revision:
+/// [`RemotePresence::NotClustered`] when it never did (a process of this boot id that is not in
+/// the cluster: this machine's own proof decides), else registered / absent, or unreachable.
+pub fn lookup_same_boot(store: &EtcdStore, owner: &Owner) -> RemotePresence {
+    let mut kv = store.client().kv_client();
+    let txn = Txn::new().and_then([TxnOp::get(presence_key(store, owner), None), TxnOp::get(history_key(store, owner), None)]);
+    let found = |response: &etcd_client::TxnOpResponse| matches!(response, etcd_client::TxnOpResponse::Get(get) if !get.kvs().is_empty());
+    match store.block_on(TIMEOUT, async move { kv.txn(txn).await }) {
+        Some(Ok(response)) => match response.op_responses().as_slice() {
+            [presence, _] if found(presence) => RemotePresence::Registered,
+            [_, history] if found(history) => RemotePresence::Absent,
+            [_, _] => RemotePresence::NotClustered,
+            _ => RemotePresence::Unreachable,
+        },
+        Some(Err(_)) | None => RemotePresence::Unreachable,
+    }
+}
+
 /// A registered presence, renewed in the background until dropped (which revokes it).
 pub struct PresenceSession {
     store: Arc<EtcdStore>,
@@ -76,8 +101,8 @@ pub struct PresenceSession {
 
 /// What the renewal thread and the session share.
 struct Shared {
-    /// When the last renewal that etcd acknowledged was sent.
-    last_acknowledged: Mutex<Instant>,
+    /// When the last renewal that etcd acknowledged was sent ([`boottime`]).
+    last_acknowledged: Mutex<Duration>,
     /// etcd answered that the lease no longer exists.
     expired: AtomicBool,
     stop: AtomicBool,
@@ -93,7 +118,7 @@ impl PresenceSession {
         let key = presence_key(&store, owner);
         let ttl_seconds = i64::try_from(ttl.as_secs().max(2)).unwrap_or(i64::MAX);
         let ttl = Duration::from_secs(ttl_seconds as u64);
-        let sent = Instant::now();
+        let sent = boottime();
         let mut leases = store.client().lease_client();
         let lease = store.run(&key, "registering presence", async move { leases.grant(ttl_seconds, None).await })?.id();
         let value = format!("{{\"bootId\":\"{}\",\"pid\":{},\"processStartId\":\"{}\"}}", owner.boot_id, owner.pid, owner.process_start_id);
@@ -126,11 +151,46 @@ impl PresenceSession {
     /// quarters of the TTL ago, and never said the lease was gone. Once false, the owner must
     /// stop its work: another machine may see it absent when the TTL runs out.
     pub fn is_live(&self) -> bool {
-        if self.shared.expired.load(Ordering::SeqCst) {
-            return false;
-        }
+        !self.shared.expired.load(Ordering::SeqCst) && self.silence() < self.ttl - self.ttl / 4
+    }
+
+    /// How long ago the last renewal etcd acknowledged was sent (on `CLOCK_BOOTTIME`, so time
+    /// suspended counts). Past the TTL — or once etcd said the lease is gone — another machine
+    /// may already have taken over this owner's leases.
+    pub fn silence(&self) -> Duration {
         let last = self.shared.last_acknowledged.lock().map(|t| *t).unwrap_or_else(|p| *p.into_inner());
-        last.elapsed() < self.ttl - self.ttl / 4
+        boottime().saturating_sub(last)
+    }
+
+    /// Whether etcd answered a renewal saying the lease no longer exists.
+    pub fn expired(&self) -> bool {
+        self.shared.expired.load(Ordering::SeqCst)
+    }
+
+    /// Registers `child` — a process this owner started and is about to record (a helper, a
+    /// containment host) — under this session's lease, before the record names it: its
+    /// presence lives and ends with this owner's, which stops it when it loses its presence.
+    /// Other machines, including containers sharing this boot id, then judge it by that.
+    ///
+    /// Errors: etcd unreachable ([`StoreError::Io`]); this session's presence is gone, or the
+    /// child's identity registered before ([`StoreError::Unsafe`]).
+    pub fn register(&self, child: &Owner) -> Result<(), StoreError> {
+        let key = presence_key(&self.store, child);
+        let history = history_key(&self.store, child);
+        let value = format!("{{\"bootId\":\"{}\",\"pid\":{},\"processStartId\":\"{}\"}}", child.boot_id, child.pid, child.process_start_id);
+        let txn = Txn::new()
+            .when([
+                Compare::lease(self.key.clone(), CompareOp::Equal, self.lease),
+                Compare::create_revision(history.clone(), CompareOp::Equal, 0),
+                Compare::create_revision(key.clone(), CompareOp::Equal, 0),
+            ])
+            .and_then([TxnOp::put(history, "", None), TxnOp::put(key.clone(), value, Some(PutOptions::new().with_lease(self.lease)))]);
+        let mut kv = self.store.client().kv_client();
+        if self.store.run(&key, "registering presence", async move { kv.txn(txn).await })?.succeeded() {
+            Ok(())
+        } else {
+            Err(StoreError::unsafe_(&key, "the child's presence cannot be registered: this owner's presence is gone, or the child's identity registered before"))
+        }
     }
 
     /// The etcd lease the presence key is attached to.
@@ -161,7 +221,7 @@ fn renew(store: &EtcdStore, lease: i64, ttl: Duration, shared: &Shared) {
     let interval = ttl / 3;
     let mut stream = None;
     while !shared.stop.load(Ordering::SeqCst) {
-        let sent = Instant::now();
+        let sent = boottime();
         if stream.is_none() {
             let mut leases = store.client().lease_client();
             stream = store.block_on(interval, async move { leases.keep_alive(lease).await }).and_then(Result::ok);
@@ -189,11 +249,17 @@ fn renew(store: &EtcdStore, lease: i64, ttl: Duration, shared: &Shared) {
                 }
             }
         }
-        let spent = sent.elapsed();
+        let spent = boottime().saturating_sub(sent);
         if spent < interval {
             std::thread::sleep(interval - spent);
         }
     }
+}
+
+/// `CLOCK_BOOTTIME`: time since boot, counting time suspended.
+fn boottime() -> Duration {
+    let now = rustix::time::clock_gettime(rustix::time::ClockId::Boottime);
+    Duration::new(u64::try_from(now.tv_sec).unwrap_or(0), u32::try_from(now.tv_nsec).unwrap_or(0))
 }
 
 impl Drop for PresenceSession {

@@ -97,9 +97,15 @@ impl Host {
 /// A cluster's presence registry (`docs/cluster.md`): what it says of a process recorded on
 /// another boot id, which may be another machine's. `cluster_presence` implements it on etcd.
 pub trait PresenceRegistry: Send + Sync + std::fmt::Debug {
-    /// The registry's answer for `owner` (never an error: a registry that cannot be read is
-    /// [`RemotePresence::Unreachable`]).
+    /// The registry's answer for `owner`, recorded on another boot id (never an error: a
+    /// registry that cannot be read is [`RemotePresence::Unreachable`]).
     fn lookup(&self, owner: &Owner) -> RemotePresence;
+
+    /// The registry's answer for `owner`, recorded on this boot id — which another machine
+    /// sharing this kernel (a container) may also have: [`RemotePresence::NotClustered`] when
+    /// it never registered, [`RemotePresence::Absent`] only when it registered and its presence
+    /// has gone.
+    fn lookup_same_boot(&self, owner: &Owner) -> RemotePresence;
 }
 
 /// Process identity for this host, with the boot id and own identity cached after first success
@@ -285,6 +291,12 @@ impl ProcessIdentity {
         let (witness, recorded_pid_namespace) = self.witnesses.as_ref().map_or((WitnessState::Absent, None), |w| w.test(owner));
         let spawned = self.witnesses.as_ref().map_or(WitnessState::Absent, |w| w.test_spawned(owner));
         let (stat, tasks) = observe(owner.pid);
+        // A witness of this state home decides by itself; without one, a process of this boot
+        // id may be another container's, which only the cluster registry can see.
+        let remote = match (&self.presence, witness) {
+            (Some(registry), WitnessState::Absent | WitnessState::Untestable) => registry.lookup_same_boot(owner),
+            _ => RemotePresence::NotClustered,
+        };
         tracing::debug!(
             pid = owner.pid,
             ?witness,
@@ -297,7 +309,7 @@ impl ProcessIdentity {
             tasks,
             "probed a recorded process"
         );
-        Ok(OwnerFacts { boot_id, witness, recorded_pid_namespace, spawned, stat, tasks, view, remote: RemotePresence::NotClustered })
+        Ok(OwnerFacts { boot_id, witness, recorded_pid_namespace, spawned, stat, tasks, view, remote })
     }
 
     /// What probing `owner` proves ([`liveness::judge`] over [`ProcessIdentity::probe`]).
