@@ -210,9 +210,10 @@ fn hosts_of_one_process_share_its_presence_until_it_ends() {
     let blocked = second.acquire_admission().err().and_then(|e| e.lease_code());
     assert_eq!(blocked, Some(proclease::core::LeaseCode::AnotherExportIsActive), "one admission for both hosts");
     admission.release().expect("released");
+    drop(admission); // an admission's instance holds its host's cluster, and so the session
     let mut admission = second.acquire_admission().expect("the second host writes under the same presence");
     admission.release().expect("released");
-    drop(admission); // its instance's effects hold the second host's cluster
+    drop(admission);
 
     let own = first.process_identity().self_identity().expect("own identity");
     let store = etcd.store("shared");
