@@ -43,7 +43,7 @@ impl Admission {
     /// Acquires the admission (§6A.5) in a fresh instance served by `effects`.
     ///
     /// Errors: the reference's messages (`… another export is active`, `… prior export owner
-    /// cannot be inspected safely`, …) as [`Error::Rule`].
+    /// cannot be inspected safely`, …) as [`Error::Lease`].
     pub fn acquire(runtime: &Runtime, effects: Effects) -> Result<Admission, Error> {
         let mut instance = runtime.instantiate_with(effects)?;
         let resource = instance.call(|exports, store| exports.proclease_lease_export_admission().call_acquire(store))?;

@@ -258,9 +258,10 @@ mod enabled {
             .any(|dir| path.strip_prefix(dir).is_some_and(|rest| rest.is_empty() || rest.starts_with('/')))
     }
 
-    /// The component's `state-store` import in cluster mode: [`shared`] paths in etcd (a write
-    /// first makes sure this process's presence is registered, and is fenced by it), every
-    /// other path in the local file store.
+    /// The component's `state-store` import in cluster mode: the shared collections (the
+    /// admission, the invocation leases) in etcd — a write first makes sure this process's
+    /// presence is registered, and is fenced by it — and every other path in the local file
+    /// store.
     pub struct ClusterStore {
         /// The state home's store.
         pub local: Arc<StateStore>,
