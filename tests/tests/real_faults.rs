@@ -89,6 +89,23 @@ fn fill(dir: &Path) -> PathBuf {
     path
 }
 
+/// Removes the filler and waits until its space is free: the pages go only when the last
+/// descriptor of the file closes, and a child another test thread forks in that instant holds a
+/// copy of it until its exec (on a loaded machine, long enough for a retry to see ENOSPC).
+fn free(filler: &Path) {
+    std::fs::remove_file(filler).expect("free the space");
+    let dir = filler.parent().expect("the filler's filesystem");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let stat = rustix::fs::statvfs(dir).expect("statvfs");
+        if stat.f_bavail * stat.f_frsize >= 256 * 1024 {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "the filler's space was never freed");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
 const ENOSPC: i32 = 28;
 
 fn is_errno(error: &StoreError, errno: i32) -> bool {
@@ -116,7 +133,7 @@ fn a_full_filesystem_fails_each_write_cleanly_and_the_retry_succeeds() {
     assert!(!home.join("recovery/test/b.json").exists());
     assert_eq!(staging_entries(&home), Vec::<String>::new());
 
-    std::fs::remove_file(filler).expect("free the space");
+    free(&filler);
     assert!(store.create_if_absent("recovery/test/b.json", &big).expect("retry create"));
     assert!(store.replace_if_unchanged(record, &old_sha, "{\"v\":2}\n").expect("retry replace"));
     assert_eq!(std::fs::read_to_string(home.join(record)).expect("new record"), "{\"v\":2}\n");
@@ -145,7 +162,7 @@ fn a_full_filesystem_fails_a_lease_operation_with_a_typed_error_and_the_retry_su
         }
     }
     assert_eq!(staging_entries(&home), Vec::<String>::new());
-    std::fs::remove_file(filler).expect("free the space");
+    free(&filler);
     let mut retried = host.acquire_admission().expect("retry acquire");
     assert!(claim.exists());
     retried.release().expect("release");
