@@ -337,7 +337,7 @@ impl Host {
                     let saved = self.state_home().join(".proclease/set-aside-active.json");
                     let etcdctl = format!("ETCDCTL_API=3 etcdctl --endpoints={}", store.endpoint());
                     let set_aside = format!("{etcdctl} get --print-value-only '{key}' > '{}' && {etcdctl} del '{key}'", saved.display());
-                    return Some(InvalidFile { path: PathBuf::from(format!("etcd://{}{key}", store.endpoint())), error, set_aside });
+                    return Some(InvalidFile { path: PathBuf::from(store.location_of(proclease_core::admission::CLAIM_PATH)), error, set_aside });
                 }
                 let set_aside = set_aside(self.state_home(), &path, "active.json");
                 Some(InvalidFile { path, error, set_aside })
@@ -352,7 +352,7 @@ impl Host {
     pub fn record_location(&self, path: &str) -> String {
         #[cfg(feature = "cluster")]
         if let Some(cluster) = self.cluster.as_ref().filter(|_| crate::api::cluster::shared(path)) {
-            return format!("etcd://{}{}", cluster.store().endpoint(), cluster.store().key_of(path));
+            return cluster.store().location_of(path);
         }
         self.state_home().join(path).display().to_string()
     }
@@ -361,7 +361,7 @@ impl Host {
     pub fn store_address(&self) -> String {
         #[cfg(feature = "cluster")]
         if let Some(cluster) = &self.cluster {
-            return format!("etcd://{}{}", cluster.store().endpoint(), cluster.store().prefix());
+            return cluster.store().address();
         }
         "file".into()
     }

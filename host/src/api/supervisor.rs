@@ -276,7 +276,11 @@ impl<'h> Supervisor<'h> {
         };
         let forwarder = if self.forward_signals { signals::forward(child.id()) } else { None };
         let mut problems = Vec::new();
-        problems.extend(cluster::register_child(host, fenced.as_ref(), child.id()));
+        if fenced.is_some() {
+            if let Ok(recorded) = host.process_identity().capture(u64::from(child.id())) {
+                problems.extend(cluster::register_child(fenced.as_ref(), &recorded));
+            }
+        }
         // Record the child; if it already exited (a capture finds no live process), the lifecycle
         // goes from launching straight to settled.
         let pid = i64::from(child.id());
@@ -385,9 +389,10 @@ pub fn run_plugin_host(
         }
     };
     let mut problems = Vec::new();
-    problems.extend(cluster::register_child(host, fenced.as_ref(), child.id()));
-    // Record the host process before waiting on it; a host that already exited is reaped below.
+    // Record the host process before waiting on it (registered first, in cluster mode); a host
+    // that already exited is reaped below.
     if let Ok(recorded) = host.process_identity().capture(u64::from(child.id())) {
+        problems.extend(cluster::register_child(fenced.as_ref(), &recorded));
         if let Err(e) = controller.host_starting(&recorded).and_then(|()| controller.host_started(&recorded)) {
             problems.push(e);
         }
@@ -512,18 +517,16 @@ mod cluster {
         None
     }
 
-    /// Registers the started command `pid` under `session` before a record names it, so that
-    /// other machines — containers sharing this boot id too — judge it by this process's
-    /// presence. A command that already exited needs nothing.
+    /// Registers the started command `child` under `session` before a record names it, so
+    /// that other machines — containers sharing this boot id too — judge it by this process's
+    /// presence.
     #[cfg(feature = "cluster")]
-    pub(super) fn register_child(host: &Host, session: Option<&Session>, pid: u32) -> Option<Error> {
-        let session = session?;
-        let child = host.process_identity().capture(u64::from(pid)).ok()?;
-        session.register(&child).err().map(Error::from)
+    pub(super) fn register_child(session: Option<&Session>, child: &proclease_core::records::Owner) -> Option<Error> {
+        session?.register(child).err().map(Error::from)
     }
 
     #[cfg(not(feature = "cluster"))]
-    pub(super) fn register_child(_: &Host, _: Option<&Session>, _: u32) -> Option<Error> {
+    pub(super) fn register_child(_: Option<&Session>, _: &proclease_core::records::Owner) -> Option<Error> {
         None
     }
 

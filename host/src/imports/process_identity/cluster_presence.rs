@@ -121,16 +121,7 @@ impl PresenceSession {
         let sent = boottime();
         let mut leases = store.client().lease_client();
         let lease = store.run(&key, "registering presence", async move { leases.grant(ttl_seconds, None).await })?.id();
-        let value = format!("{{\"bootId\":\"{}\",\"pid\":{},\"processStartId\":\"{}\"}}", owner.boot_id, owner.pid, owner.process_start_id);
-        // An identity registers once in its life: its history key (no lease) stays after the
-        // presence expires, so "absent" after "registered" is final — a verdict of gone can
-        // never turn back into alive (a repair's memo and every takeover rely on it).
-        let history = history_key(&store, owner);
-        let txn = Txn::new()
-            .when([Compare::create_revision(history.clone(), CompareOp::Equal, 0), Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
-            .and_then([TxnOp::put(history, "", None), TxnOp::put(key.clone(), value, Some(PutOptions::new().with_lease(lease)))]);
-        let mut kv = store.client().kv_client();
-        let registered = store.run(&key, "registering presence", async move { kv.txn(txn).await })?.succeeded();
+        let registered = register_under(&store, owner, lease, None)?;
         if !registered {
             let mut leases = store.client().lease_client();
             let _ = store.block_on(TIMEOUT, async move { leases.revoke(lease).await });
@@ -175,20 +166,10 @@ impl PresenceSession {
     /// Errors: etcd unreachable ([`StoreError::Io`]); this session's presence is gone, or the
     /// child's identity registered before ([`StoreError::Unsafe`]).
     pub fn register(&self, child: &Owner) -> Result<(), StoreError> {
-        let key = presence_key(&self.store, child);
-        let history = history_key(&self.store, child);
-        let value = format!("{{\"bootId\":\"{}\",\"pid\":{},\"processStartId\":\"{}\"}}", child.boot_id, child.pid, child.process_start_id);
-        let txn = Txn::new()
-            .when([
-                Compare::lease(self.key.clone(), CompareOp::Equal, self.lease),
-                Compare::create_revision(history.clone(), CompareOp::Equal, 0),
-                Compare::create_revision(key.clone(), CompareOp::Equal, 0),
-            ])
-            .and_then([TxnOp::put(history, "", None), TxnOp::put(key.clone(), value, Some(PutOptions::new().with_lease(self.lease)))]);
-        let mut kv = self.store.client().kv_client();
-        if self.store.run(&key, "registering presence", async move { kv.txn(txn).await })?.succeeded() {
+        if register_under(&self.store, child, self.lease, Some(&self.key))? {
             Ok(())
         } else {
+            let key = presence_key(&self.store, child);
             Err(StoreError::unsafe_(&key, "the child's presence cannot be registered: this owner's presence is gone, or the child's identity registered before"))
         }
     }
@@ -254,6 +235,24 @@ fn renew(store: &EtcdStore, lease: i64, ttl: Duration, shared: &Shared) {
             std::thread::sleep(interval - spent);
         }
     }
+}
+
+/// Puts `owner`'s presence key under etcd lease `lease`, with its history key, in one
+/// transaction — only if neither exists (an identity registers once in its life: its history
+/// key, without a lease, stays after the presence expires, so "absent" after "registered" is
+/// final; a repair's memo and every takeover rely on it) and, with `fence`, only while that
+/// presence key is still attached to `lease`. Whether it was registered.
+fn register_under(store: &EtcdStore, owner: &Owner, lease: i64, fence: Option<&str>) -> Result<bool, StoreError> {
+    let key = presence_key(store, owner);
+    let history = history_key(store, owner);
+    let value = format!("{{\"bootId\":\"{}\",\"pid\":{},\"processStartId\":\"{}\"}}", owner.boot_id, owner.pid, owner.process_start_id);
+    let mut when = vec![Compare::create_revision(history.clone(), CompareOp::Equal, 0), Compare::create_revision(key.clone(), CompareOp::Equal, 0)];
+    when.extend(fence.map(|fence| Compare::lease(fence, CompareOp::Equal, lease)));
+    let txn = Txn::new()
+        .when(when)
+        .and_then([TxnOp::put(history, "", None), TxnOp::put(key.clone(), value, Some(PutOptions::new().with_lease(lease)))]);
+    let mut kv = store.client().kv_client();
+    Ok(store.run(&key, "registering presence", async move { kv.txn(txn).await })?.succeeded())
 }
 
 /// `CLOCK_BOOTTIME`: time since boot, counting time suspended.

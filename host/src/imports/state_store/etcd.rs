@@ -190,6 +190,16 @@ impl EtcdStore {
         self.client.kv_client()
     }
 
+    /// This store's address, `etcd://HOST:PORT/PREFIX`.
+    pub fn address(&self) -> String {
+        format!("etcd://{}{}", self.endpoint, self.prefix)
+    }
+
+    /// Where the record at store path `path` is, for a message: `etcd://HOST:PORT/PREFIX/f/path`.
+    pub fn location_of(&self, path: &str) -> String {
+        format!("etcd://{}{}", self.endpoint, self.file_key(path))
+    }
+
     /// The etcd key of the record at store path `path` (`/PREFIX/f/path`).
     pub fn key_of(&self, path: &str) -> String {
         self.file_key(path)
