@@ -170,6 +170,15 @@ pub enum Refusal {
         /// Why (the operating system's error).
         reason: String,
     },
+    /// A box was required (`--containment required`, [`Containment::Required`]) and none can be
+    /// made here; nothing was leased (`docs/containment.md`).
+    ///
+    /// [`Containment::Required`]: crate::supervisor::Containment::Required
+    #[error("the command cannot be contained: {reason}; without --containment required it runs uncontained")]
+    NoContainment {
+        /// Why (e.g. creating a PID namespace was refused).
+        reason: String,
+    },
 }
 
 /// A runtime limit a component exceeded (see [`Error::Limit`]).

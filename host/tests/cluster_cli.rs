@@ -26,7 +26,7 @@ use proclease::process_identity::cluster_presence::lookup;
 mod etcd_server;
 mod common;
 
-use common::{PROCLEASE, namespaces_available};
+use common::{PROCLEASE, namespaces_available, processes_running, unique_seconds, wait_for_process};
 use etcd_server::Etcd;
 
 /// The key prefix every machine of a test shares.
@@ -319,6 +319,90 @@ fn a_killed_supervisor_takes_its_command_along() {
     while running(helper) {
         assert!(Instant::now() < deadline, "the command outlived its supervisor");
         std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A command tree no `PR_SET_PDEATHSIG` on the command alone can take along: a `setsid`
+/// daemon, a grandchild (`sh -c 'a; b'`), and a command that changed its uid with `setpriv`
+/// (which clears its death signal), beside the command's own `sleep`. Returns the supervisor
+/// (a cluster-mode `run --exclusive` outside any machine namespace), the admission's owner and
+/// the argv of each process of the tree.
+fn spawn_tree(etcd: &Etcd, root: &std::path::Path) -> (Child, Owner, Vec<Vec<String>>) {
+    let [a, b, c, d] = [unique_seconds(), unique_seconds(), unique_seconds(), unique_seconds()];
+    let script = format!("setsid sleep {a} & setpriv --reuid 65534 --regid 65534 --clear-groups sleep {b} & sh -c 'sleep {c}; true' & sleep {d}");
+    let supervisor = Command::new(PROCLEASE)
+        .arg("--state-home")
+        .arg(root.join("state"))
+        .arg("--workspace-root")
+        .arg(root)
+        .args(["--store", &etcd.url(PREFIX), "--cluster-ttl", "2s", "run", "--exclusive", "--workdir"])
+        .arg(root.join("export"))
+        .args(["--", "sh", "-c", &script])
+        .env_remove("PROCLEASE_STORE")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let owner = wait_for_helper(etcd);
+    let tree: Vec<Vec<String>> = [&a, &b, &c, &d].iter().map(|n| vec!["sleep".to_string(), n.to_string()]).collect();
+    for argv in &tree {
+        wait_for_process(&argv.iter().map(String::as_str).collect::<Vec<_>>());
+    }
+    (supervisor, owner, tree)
+}
+
+/// How many processes of `tree` still run.
+fn alive(tree: &[Vec<String>]) -> usize {
+    tree.iter().map(|argv| processes_running(&argv.iter().map(String::as_str).collect::<Vec<_>>()).len()).sum()
+}
+
+/// Watches `owner`'s presence until etcd shows it absent: no process of `tree` may run then
+/// (another machine could start). Fails at the first instant both are true.
+fn no_process_outlives_the_presence(etcd: &Etcd, owner: &Owner, tree: &[Vec<String>]) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let running = alive(tree);
+        let present = presence(etcd, owner);
+        assert!(!(present == RemotePresence::Absent && running > 0), "{running} processes of the tree run while the presence is gone");
+        if present == RemotePresence::Absent {
+            return;
+        }
+        assert!(Instant::now() < deadline, "the presence never expired");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Input 5 of issue #26: SIGKILL of the supervisor takes the whole tree along — the `setsid`
+/// daemon, the grandchild and the `setpriv` command too — before etcd expires its presence.
+#[test]
+fn a_killed_supervisor_takes_its_whole_tree_along() {
+    let Some(etcd) = cluster() else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = std::fs::canonicalize(dir.path()).expect("realpath");
+    let (mut supervisor, owner, tree) = spawn_tree(&etcd, &root);
+    supervisor.kill().expect("SIGKILL");
+    supervisor.wait().expect("reap");
+    no_process_outlives_the_presence(&etcd, &owner, &tree);
+    assert_eq!(alive(&tree), 0);
+}
+
+/// Input 6 of issue #26: a SIGSTOPped supervisor cannot fence, so its kernel dead-man timer
+/// kills it — and its box with it — before etcd expires its presence. Three stops at different
+/// instants of the renewal cycle (`bench/containment-stress.sh` makes 200).
+#[test]
+fn a_stopped_supervisor_is_killed_with_its_tree_before_its_presence_expires() {
+    let Some(etcd) = cluster() else { return };
+    for trial in 0..3u64 {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = std::fs::canonicalize(dir.path()).expect("realpath");
+        let (mut supervisor, owner, tree) = spawn_tree(&etcd, &root);
+        std::thread::sleep(Duration::from_millis(trial * 290));
+        let pid = rustix::process::Pid::from_raw(supervisor.id() as i32).expect("pid");
+        rustix::process::kill_process(pid, rustix::process::Signal::STOP).expect("SIGSTOP");
+        no_process_outlives_the_presence(&etcd, &owner, &tree);
+        let status = supervisor.wait().expect("reap");
+        use std::os::unix::process::ExitStatusExt as _;
+        assert_eq!(status.signal(), Some(9), "the dead-man timer killed the stopped supervisor");
     }
 }
 

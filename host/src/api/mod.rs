@@ -5,6 +5,7 @@
 
 pub mod admission;
 pub mod cluster;
+pub mod containment;
 pub mod directory_lease;
 pub mod dispositions;
 pub mod host;

@@ -36,6 +36,8 @@ use std::time::Duration;
 use proclease_core::directory_leases::Request;
 use proclease_core::records::directory_lease::{Phase, Role};
 
+pub use crate::api::containment::{BoxOptions, Contained, Containment, Stragglers, Tree, available as containment_available};
+use crate::api::containment;
 use crate::api::host::Host;
 use crate::error::{Error, Refusal};
 use crate::process_identity::{IdentityError, NOT_LIVE, ProcessIdentity};
@@ -68,8 +70,37 @@ impl<'a> Launch<'a> {
         Ok(Launch { witness: identity.spawn_witness().map_err(SpawnError::Witness)? })
     }
 
-    /// Starts `command` holding the witness. On success this process keeps no copy of it: the
-    /// child (and what it starts) holds it alone. On failure the witness is removed.
+    /// Starts `command` in a box (`api::containment`, `docs/containment.md`) holding the
+    /// witness: the box's init keeps it open while any process of the tree lives, whatever the
+    /// command's processes close. The pid to record is [`Tree::id`] (the init's). On failure the
+    /// witness is removed.
+    ///
+    /// Errors: [`SpawnError::Start`] (with [`Containment::Required`] and no box possible, of
+    /// kind [`std::io::ErrorKind::Unsupported`]).
+    pub fn spawn_tree(mut self, command: &mut Command, mut options: BoxOptions) -> Result<Tree, SpawnError> {
+        if let Some(witness) = &self.witness {
+            witness.attach(command);
+            options.keep.extend(witness.raw_fd());
+        }
+        match containment::spawn(command, &options) {
+            Ok(tree) => {
+                if let Some(witness) = self.witness.take() {
+                    witness.started(tree.id());
+                }
+                Ok(tree)
+            }
+            Err(e) => {
+                if let Some(witness) = self.witness.take() {
+                    witness.abandon();
+                }
+                Err(SpawnError::Start(e))
+            }
+        }
+    }
+
+    /// Starts `command` holding the witness, without a box. On success this process keeps no
+    /// copy of it: the child (and what it starts) holds it alone. On failure the witness is
+    /// removed.
     ///
     /// Errors: [`SpawnError::Start`].
     pub fn spawn(mut self, command: &mut Command) -> Result<Child, SpawnError> {
@@ -122,6 +153,11 @@ pub enum Target {
 pub struct Finished {
     /// Its exit status.
     pub status: ExitStatus,
+    /// How many processes the command left running when it exited (stopped by
+    /// [`Stragglers::Stop`], or waited for by [`Stragglers::Wait`]); 0 without a box.
+    pub stragglers: usize,
+    /// How it ran: in a box, or not and why.
+    pub containment: Contained,
     /// What could not be settled, published or released after it ran; the leases then stay,
     /// for `recover` to clean up once this process is gone.
     pub problems: Vec<Error>,
@@ -134,13 +170,37 @@ pub struct Supervisor<'h> {
     exclusive: bool,
     recover_after: Duration,
     forward_signals: bool,
+    containment: Containment,
+    stragglers: Stragglers,
 }
 
 impl<'h> Supervisor<'h> {
     /// A supervisor of a command in `target`, with the defaults: not exclusive, a 60 s launch
     /// window, no signal forwarding.
     pub fn new(host: &'h Host, target: Target) -> Self {
-        Supervisor { host, target, exclusive: false, recover_after: Duration::from_secs(60), forward_signals: false }
+        Supervisor {
+            host,
+            target,
+            exclusive: false,
+            recover_after: Duration::from_secs(60),
+            forward_signals: false,
+            containment: Containment::Auto,
+            stragglers: Stragglers::default(),
+        }
+    }
+
+    /// Whether the command runs in a box (`docs/containment.md`); default
+    /// [`Containment::Auto`].
+    pub fn containment(mut self, containment: Containment) -> Self {
+        self.containment = containment;
+        self
+    }
+
+    /// What happens to processes the command leaves running; default [`Stragglers::Stop`] with a
+    /// 5 s grace. Either way the leases are released only once the box is empty.
+    pub fn stragglers(mut self, stragglers: Stragglers) -> Self {
+        self.stragglers = stragglers;
+        self
     }
 
     /// Also hold the export admission (one such run at a time), recording the command as its
@@ -174,6 +234,9 @@ impl<'h> Supervisor<'h> {
     /// problems are in [`Finished::problems`].
     pub fn run(self, command: &mut Command) -> Result<Finished, Error> {
         let host = self.host;
+        if self.containment == Containment::Required {
+            containment::available().map_err(|reason| Refusal::NoContainment { reason })?;
+        }
         let (role, dir, output) = match &self.target {
             Target::Workdir(dir) => (Role::RawWorking, absolute(dir)?, None),
             Target::Stage { stage, output } => (Role::BundleStage, absolute(stage)?, Some(absolute(output)?)),
@@ -257,11 +320,19 @@ impl<'h> Supervisor<'h> {
             return Err(error);
         }
         command.current_dir(&dir);
-        let fenced = cluster::bind_to_session(host, command);
-        let mut child = match launch.spawn(command) {
-            Ok(child) => {
-                tracing::info!(pid = child.id(), "started the command");
-                child
+        let fenced = cluster::session(host);
+        let dead_man = match cluster::hold_dead_man(fenced.as_ref()) {
+            Ok(hold) => hold,
+            Err(error) => {
+                abandon(&mut lease, &mut admission);
+                return Err(error);
+            }
+        };
+        let options = BoxOptions { containment: self.containment, keep: Vec::new(), die_with_supervisor: fenced.is_some() };
+        let mut tree = match launch.spawn_tree(command, options) {
+            Ok(tree) => {
+                tracing::info!(pid = tree.id(), containment = %tree.containment(), "started the command");
+                tree
             }
             Err(error) => {
                 // Nothing ran: settle and release everything, and remove what was created.
@@ -274,16 +345,16 @@ impl<'h> Supervisor<'h> {
                 return Err(Refusal::Unstartable { command: program, reason }.into());
             }
         };
-        let forwarder = if self.forward_signals { signals::forward(child.id()) } else { None };
+        let forwarder = if self.forward_signals { signals::forward(tree.id()) } else { None };
         let mut problems = Vec::new();
         if fenced.is_some() {
-            if let Ok(recorded) = host.process_identity().capture(u64::from(child.id())) {
+            if let Ok(recorded) = host.process_identity().capture(u64::from(tree.id())) {
                 problems.extend(cluster::register_child(fenced.as_ref(), &recorded));
             }
         }
-        // Record the child; if it already exited (a capture finds no live process), the lifecycle
-        // goes from launching straight to settled.
-        let pid = i64::from(child.id());
+        // Record the child (the box's init, or the command without a box); if it already exited
+        // (a capture finds no live process), the lifecycle goes from launching straight to settled.
+        let pid = i64::from(tree.id());
         let gone = |e: &Error| matches!(e, Error::System(m) if m == NOT_LIVE);
         if role == Role::RawWorking {
             if let Err(e) = lease.update(Phase::Running, Some(pid)) {
@@ -299,9 +370,19 @@ impl<'h> Supervisor<'h> {
                 }
             }
         }
-        let (status, lost) = cluster::wait(host, fenced, &mut child).map_err(|e| Error::System(format!("waiting for the command: {e}")))?;
+        let (status, lost) = cluster::wait(host, fenced, &mut tree).map_err(|e| Error::System(format!("waiting for the command: {e}")))?;
         problems.extend(lost);
         drop(forwarder);
+        // What the command left running is stopped (or waited for) before anything is settled,
+        // published, removed or released: the lease covers the whole tree.
+        let stragglers = match tree.finish(self.stragglers) {
+            Ok(count) => count,
+            Err(e) => {
+                problems.push(Error::System(format!("waiting for what the command left running: {e}")));
+                0
+            }
+        };
+        drop(dead_man);
         if role == Role::RawWorking {
             if let Err(e) = lease.update(Phase::Settled, None) {
                 problems.push(e);
@@ -338,7 +419,7 @@ impl<'h> Supervisor<'h> {
             // Nothing names this run any more: its witnesses have nothing left to prove.
             host.retire();
         }
-        Ok(Finished { status, problems })
+        Ok(Finished { status, stragglers, containment: tree.containment().clone(), problems })
     }
 }
 
@@ -375,9 +456,17 @@ pub fn run_plugin_host(
             });
         }
     };
-    let fenced = cluster::bind_to_session(host, command);
-    let mut child = match launch.spawn(command) {
-        Ok(child) => child,
+    let fenced = cluster::session(host);
+    let dead_man = match cluster::hold_dead_man(fenced.as_ref()) {
+        Ok(hold) => hold,
+        Err(error) => {
+            abandon(&mut controller);
+            return Err(error);
+        }
+    };
+    let options = BoxOptions { die_with_supervisor: fenced.is_some(), ..BoxOptions::default() };
+    let mut tree = match launch.spawn_tree(command, options) {
+        Ok(tree) => tree,
         Err(error) => {
             abandon(&mut controller);
             let program = command.get_program().to_string_lossy().into_owned();
@@ -391,22 +480,24 @@ pub fn run_plugin_host(
     let mut problems = Vec::new();
     // Record the host process before waiting on it (registered first, in cluster mode); a host
     // that already exited is reaped below.
-    if let Ok(recorded) = host.process_identity().capture(u64::from(child.id())) {
+    if let Ok(recorded) = host.process_identity().capture(u64::from(tree.id())) {
         problems.extend(cluster::register_child(fenced.as_ref(), &recorded));
         if let Err(e) = controller.host_starting(&recorded).and_then(|()| controller.host_started(&recorded)) {
             problems.push(e);
         }
     }
-    let waited = cluster::wait(host, fenced, &mut child);
+    // The host process and everything it started: reaped only once the box is empty.
+    let waited = cluster::wait(host, fenced, &mut tree).and_then(|(status, lost)| Ok((status, lost, tree.finish(Stragglers::default())?)));
+    drop(dead_man);
     // Reaped: the host process is confirmed gone. Anything else leaves the lease unsafe.
     let cleanup = match &waited {
         Ok(_) => controller.cleanup_complete(),
         Err(_) => controller.cleanup_unsafe(),
     };
-    let status = match waited {
-        Ok((status, lost)) => {
+    let (status, stragglers) = match waited {
+        Ok((status, lost, stragglers)) => {
             problems.extend(lost);
-            status
+            (status, stragglers)
         }
         Err(e) => {
             let _ = cleanup;
@@ -418,7 +509,7 @@ pub fn run_plugin_host(
         Ok(()) => {}
         Err(e) => problems.push(e),
     }
-    Ok(Finished { status, problems })
+    Ok(Finished { status, stragglers, containment: tree.containment().clone(), problems })
 }
 
 /// An absolute, lexically normalised path (symbolic links are not resolved: the lease refuses
@@ -473,12 +564,13 @@ mod signals {
     }
 }
 
-/// Cluster mode's hold on a supervised command (`docs/cluster.md`, "Self-fencing"): while this
-/// process's presence in etcd is what keeps its leases held on other machines, its command must
-/// not outlive that presence.
+/// Cluster mode's hold on a supervised command (`docs/cluster.md`, "Self-fencing";
+/// `docs/containment.md`): while this process's presence in etcd is what keeps its leases held
+/// on other machines, no process of its command's tree may outlive that presence.
 mod cluster {
-    use std::process::{Child, Command, ExitStatus};
+    use std::process::ExitStatus;
 
+    use super::Tree;
     use crate::api::host::Host;
     use crate::error::Error;
 
@@ -488,33 +580,39 @@ mod cluster {
     #[cfg(not(feature = "cluster"))]
     pub(super) type Session = std::convert::Infallible;
 
-    /// When `host` holds a presence session (it wrote a shared record): makes `command` die
-    /// with this process (`PR_SET_PDEATHSIG` = SIGKILL, so that a supervisor killed with
-    /// SIGKILL takes its command along before etcd expires its presence), and returns the
-    /// session to watch while waiting.
+    /// The hold on the session's dead-man timer while a command runs.
     #[cfg(feature = "cluster")]
-    pub(super) fn bind_to_session(host: &Host, command: &mut Command) -> Option<Session> {
-        use std::os::unix::process::CommandExt as _;
-        let session = host.cluster()?.open_session()?;
-        let supervisor = rustix::process::getpid();
-        // SAFETY: runs in the forked child before exec; prctl(PR_SET_PDEATHSIG) and getppid are
-        // async-signal-safe system calls touching only the child. The parent check closes the
-        // race of a supervisor that died between fork and prctl.
-        unsafe {
-            command.pre_exec(move || {
-                rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL)).map_err(std::io::Error::from)?;
-                if rustix::process::getppid() != Some(supervisor) {
-                    return Err(std::io::Error::other("the supervisor exited before the command started"));
-                }
-                Ok(())
-            });
-        }
-        Some(session)
+    pub(super) type DeadMan = crate::process_identity::cluster_presence::DeadManHold;
+    #[cfg(not(feature = "cluster"))]
+    pub(super) enum DeadMan {}
+
+    /// The presence session of `host`, when it holds one (it wrote a shared record): the
+    /// command's box then dies with this process (`PR_SET_PDEATHSIG` on its init).
+    #[cfg(feature = "cluster")]
+    pub(super) fn session(host: &Host) -> Option<Session> {
+        host.cluster()?.open_session()
     }
 
     #[cfg(not(feature = "cluster"))]
-    pub(super) fn bind_to_session(_: &Host, _: &mut Command) -> Option<Session> {
+    pub(super) fn session(_: &Host) -> Option<Session> {
         None
+    }
+
+    /// Arms the kernel dead-man timer of this process for as long as the command runs: a
+    /// supervisor that cannot run (stopped, frozen) is killed before its presence can expire,
+    /// and its box with it.
+    ///
+    /// Errors: the kernel refused the timer ([`Error::System`]); nothing was started.
+    #[cfg(feature = "cluster")]
+    pub(super) fn hold_dead_man(session: Option<&Session>) -> Result<Option<DeadMan>, Error> {
+        session
+            .map(|session| session.hold_dead_man().map_err(|e| Error::System(format!("cannot arm the cluster dead-man timer (timer_create): {e}"))))
+            .transpose()
+    }
+
+    #[cfg(not(feature = "cluster"))]
+    pub(super) fn hold_dead_man(_: Option<&Session>) -> Result<Option<DeadMan>, Error> {
+        Ok(None)
     }
 
     /// Registers the started command `child` under `session` before a record names it, so
@@ -530,50 +628,47 @@ mod cluster {
         None
     }
 
-    /// Waits for `child`. Bound to a session, it also watches the session: once it is no
-    /// longer live (no renewal acknowledged for three quarters of the TTL), the command gets
-    /// SIGTERM, then SIGKILL after an eighth of the TTL, all before etcd can expire the
-    /// presence — and the error saying so comes back with the status.
+    /// Waits for the command of `tree`. Bound to a session, it also watches the session: once
+    /// it is no longer live (no renewal acknowledged for three quarters of the TTL), the command
+    /// gets SIGTERM, then the whole tree SIGKILL after an eighth of the TTL, all before etcd can
+    /// expire the presence — and the error saying so comes back with the status.
     #[cfg(feature = "cluster")]
-    pub(super) fn wait(host: &Host, session: Option<Session>, child: &mut Child) -> std::io::Result<(ExitStatus, Option<Error>)> {
+    pub(super) fn wait(host: &Host, session: Option<Session>, tree: &mut Tree) -> std::io::Result<(ExitStatus, Option<Error>)> {
         use std::time::{Duration, Instant};
-        let (Some(session), Some(cluster)) = (session, host.cluster()) else { return child.wait().map(|status| (status, None)) };
-        let pid = rustix::process::Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
+        let (Some(session), Some(cluster)) = (session, host.cluster()) else { return tree.wait().map(|status| (status, None)) };
         loop {
-            if let Some(status) = child.try_wait()? {
+            if let Some(status) = tree.wait_command(Some(Duration::from_millis(50)))? {
                 return Ok((status, None));
             }
             if !session.is_live() {
                 break;
             }
-            std::thread::sleep(Duration::from_millis(50));
         }
-        tracing::warn!(pid = child.id(), "the cluster presence lapsed: stopping the command");
+        tracing::warn!(pid = tree.id(), "the cluster presence lapsed: stopping the command");
         // Silent past the TTL (this process was stopped or the machine suspended), or etcd said
         // the lease is gone: another machine may already run; no grace.
         let overran = session.expired() || session.silence() >= session.ttl();
         if overran {
-            let _ = child.kill();
-            let status = child.wait()?;
+            tree.kill();
+            let status = tree.wait()?;
             return Ok((status, Some(cluster.session_overran(session.silence()).into())));
         }
-        if let Some(pid) = pid {
-            let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
-        }
+        tree.signal_command(rustix::process::Signal::TERM);
         let grace = Instant::now() + session.ttl() / 8;
         while Instant::now() < grace {
-            if let Some(status) = child.try_wait()? {
+            if let Some(status) = tree.wait_command(Some(Duration::from_millis(20)))? {
+                // Nothing of the tree may run on: what the command left is killed at once.
+                tree.kill();
                 return Ok((status, Some(cluster.session_lost("it exited on SIGTERM").into())));
             }
-            std::thread::sleep(Duration::from_millis(20));
         }
-        let _ = child.kill();
-        let status = child.wait()?;
+        tree.kill();
+        let status = tree.wait()?;
         Ok((status, Some(cluster.session_lost("it was killed with SIGKILL").into())))
     }
 
     #[cfg(not(feature = "cluster"))]
-    pub(super) fn wait(_: &Host, _: Option<Session>, child: &mut Child) -> std::io::Result<(ExitStatus, Option<Error>)> {
-        child.wait().map(|status| (status, None))
+    pub(super) fn wait(_: &Host, _: Option<Session>, tree: &mut Tree) -> std::io::Result<(ExitStatus, Option<Error>)> {
+        tree.wait().map(|status| (status, None))
     }
 }

@@ -183,13 +183,23 @@ pub fn run(global: &Global, args: &DoctorArgs) -> Result<ExitCode, Failure> {
                 })
             })
             .collect();
-        let doc = json!({ "schemaVersion": super::JSON_SCHEMA_VERSION, "stateHome": host.state_home().display().to_string(), "store": host.store_address(), "entries": items });
+        let containment = match proclease::supervisor::containment_available() {
+            Ok(()) => json!({ "available": true, "reason": null }),
+            Err(reason) => json!({ "available": false, "reason": reason }),
+        };
+        let doc = json!({
+            "schemaVersion": super::JSON_SCHEMA_VERSION, "stateHome": host.state_home().display().to_string(), "store": host.store_address(),
+            "containment": containment, "entries": items,
+        });
         super::print_json(&doc);
         return Ok(ExitCode::SUCCESS);
     }
     println!("state home: {}", host.state_home().display());
     if host.cluster().is_some() {
         println!("cluster: {} (the admission and invocation leases; directory leases are this machine's)", host.store_address());
+    }
+    if let Err(reason) = proclease::supervisor::containment_available() {
+        println!("containment: none, because {reason} (docs/containment.md: a command's detached processes are covered only while they keep its witness)");
     }
     if rows.is_empty() {
         println!("no admission claim, directory leases or invocation leases");

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 use proclease::core::LeaseCode;
-use proclease::supervisor::{Supervisor, Target};
+use proclease::supervisor::{Containment, Stragglers, Supervisor, Target};
 
 use super::{Failure, Global};
 
@@ -23,6 +23,11 @@ pub const HELP: &str = "Examples:\n  \
     `proclease recover` removes the directory once the command is gone too — never while it runs. \
     A --stage lease records no child (as in the reference), but its command holds a witness: it is recoverable once \
     both the supervisor and the command are gone.\n\n\
+    The command runs in a box (docs/containment.md): pid 2 of a new PID namespace (with its own /proc) whose init \
+    holds the lease's witness, so everything it starts — daemons, setsid, closed descriptors, su — is covered by the \
+    lease. When the command exits, what it left running gets SIGTERM and, after --grace, SIGKILL, before anything is \
+    released (--stragglers wait keeps them and the lease until they end). Where no PID namespace can be made \
+    (not root), it runs without a box and `-v` says why; --containment required refuses then.\n\n\
     Exit status: the command's (128+N if it died of signal N); before the command ran: 1 error, 2 usage, \
     3 blocked by a live owner (--exclusive), 4 a prior owner cannot be proven dead.";
 
@@ -45,9 +50,35 @@ pub struct RunArgs {
     /// from recovery (e.g. 30s, 5m).
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = humantime::parse_duration)]
     recover_after: std::time::Duration,
+    /// Run the command in a box (a PID namespace: auto where the kernel allows it), always
+    /// (required: refuse where it cannot), or never (none).
+    #[arg(long, value_enum, default_value_t = ContainmentArg::Auto)]
+    containment: ContainmentArg,
+    /// What happens to processes the command leaves running: stop them (SIGTERM, then SIGKILL
+    /// after --grace) or wait for them, holding the lease, until they end.
+    #[arg(long, value_enum, default_value_t = StragglersArg::Stop)]
+    stragglers: StragglersArg,
+    /// How long left-running processes may take to exit after SIGTERM (e.g. 5s, 1m).
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = humantime::parse_duration)]
+    grace: std::time::Duration,
     /// The command and its arguments.
     #[arg(last = true, required = true, value_name = "CMD")]
     command: Vec<String>,
+}
+
+/// `--containment`.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum ContainmentArg {
+    Auto,
+    Required,
+    None,
+}
+
+/// `--stragglers`.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum StragglersArg {
+    Stop,
+    Wait,
 }
 
 /// Runs `run`.
@@ -63,7 +94,21 @@ pub fn run(global: &Global, args: RunArgs) -> Result<ExitCode, Failure> {
     let host = super::open(global)?;
     let mut command = std::process::Command::new(&args.command[0]);
     command.args(&args.command[1..]);
-    let supervisor = Supervisor::new(&host, target).exclusive(args.exclusive).recover_after(args.recover_after).forward_signals(true);
+    let containment = match args.containment {
+        ContainmentArg::Auto => Containment::Auto,
+        ContainmentArg::Required => Containment::Required,
+        ContainmentArg::None => Containment::None,
+    };
+    let stragglers = match args.stragglers {
+        StragglersArg::Stop => Stragglers::Stop { grace: args.grace },
+        StragglersArg::Wait => Stragglers::Wait,
+    };
+    let supervisor = Supervisor::new(&host, target)
+        .exclusive(args.exclusive)
+        .recover_after(args.recover_after)
+        .forward_signals(true)
+        .containment(containment)
+        .stragglers(stragglers);
     let finished = match supervisor.run(&mut command) {
         Ok(finished) => finished,
         Err(error) => {
@@ -85,6 +130,11 @@ pub fn run(global: &Global, args: RunArgs) -> Result<ExitCode, Failure> {
             });
         }
     };
+    if finished.stragglers > 0 {
+        let noun = if finished.stragglers == 1 { "process" } else { "processes" };
+        let verb = if args.stragglers == StragglersArg::Wait { "waited for" } else { "stopped" };
+        eprintln!("proclease: {verb} {} {noun} the command left running", finished.stragglers);
+    }
     for problem in &finished.problems {
         eprintln!("proclease: {problem} (the lease stays; `proclease recover` will clean it up once this run is gone)");
     }

@@ -116,3 +116,61 @@ pub fn namespaces_available(flags: &[&str]) -> bool {
     }
     ok
 }
+
+/// A `sleep` duration (seconds) no other test or earlier run uses, so that its command line
+/// identifies its process.
+pub fn unique_seconds() -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos() as u64);
+    format!("{}", 100_000 + (nanos / 1000 + 7919 * NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)) % 800_000)
+}
+
+/// SIGKILL to `pid` (ignoring a process already gone).
+pub fn kill(pid: u64) {
+    let pid = rustix::process::Pid::from_raw(pid as i32).expect("pid");
+    let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+}
+
+/// The state letter of `/proc/<pid>/stat` (`None`: no such process).
+pub fn state_of(pid: u64) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next())
+}
+
+/// Waits until `pid` is gone or a zombie whose threads are all gone.
+pub fn wait_until_dead(pid: u64) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).map_or(0, |d| d.count());
+        if state_of(pid).is_none() || (state_of(pid) == Some('Z') && tasks <= 1) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "pid {pid} did not die");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// The pids (in this namespace) of live processes whose command line is exactly `argv`.
+pub fn processes_running(argv: &[&str]) -> Vec<u64> {
+    let wanted: Vec<u8> = argv.iter().flat_map(|a| a.bytes().chain([0])).collect();
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u64>().ok()) else { continue };
+        if std::fs::read(entry.path().join("cmdline")).is_ok_and(|c| c == wanted) && state_of(pid).is_some_and(|s| s != 'Z') {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+/// Waits for exactly one process running `argv`; returns its pid here.
+pub fn wait_for_process(argv: &[&str]) -> u64 {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let [pid] = processes_running(argv)[..] {
+            return pid;
+        }
+        assert!(Instant::now() < deadline, "{argv:?} never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

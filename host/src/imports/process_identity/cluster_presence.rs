@@ -29,6 +29,7 @@ use std::time::Duration;
 use etcd_client::{Compare, CompareOp, PutOptions, Txn, TxnOp};
 use proclease_core::records::Owner;
 
+use super::dead_man::{DeadMan, boottime};
 use crate::state_store::StoreError;
 use crate::state_store::etcd::{EtcdStore, TIMEOUT};
 
@@ -106,6 +107,50 @@ struct Shared {
     /// etcd answered that the lease no longer exists.
     expired: AtomicBool,
     stop: AtomicBool,
+    /// The dead-man timer while a [`DeadManHold`] holds it, with the number of holds.
+    dead_man: Mutex<Option<(DeadMan, usize)>>,
+}
+
+impl Shared {
+    /// Pushes the dead-man timer, if armed, to 15/16 of the TTL after the renewal sent at
+    /// `sent` (the earliest instant etcd can expire the presence is `sent` + TTL).
+    fn push_dead_man(&self, sent: Duration, ttl: Duration) {
+        if let Ok(guard) = self.dead_man.lock() {
+            if let Some((timer, _)) = guard.as_ref() {
+                timer.arm_at(sent + ttl - ttl / 16);
+            }
+        }
+    }
+}
+
+/// A hold on the session's dead-man timer ([`PresenceSession::hold_dead_man`]); the timer is
+/// deleted when the last hold is dropped.
+#[derive(Debug)]
+pub struct DeadManHold {
+    shared: Arc<Shared>,
+}
+
+impl Drop for DeadManHold {
+    fn drop(&mut self) {
+        if let Ok(mut guard) = self.shared.dead_man.lock() {
+            let last = match guard.as_mut() {
+                Some((_, holds)) => {
+                    *holds -= 1;
+                    *holds == 0
+                }
+                None => false,
+            };
+            if last {
+                *guard = None;
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared").finish_non_exhaustive()
+    }
 }
 
 impl PresenceSession {
@@ -127,7 +172,12 @@ impl PresenceSession {
             let _ = store.block_on(TIMEOUT, async move { leases.revoke(lease).await });
             return Err(StoreError::unsafe_(&key, "this process identity registered its presence before (one presence session per process, once)"));
         }
-        let shared = Arc::new(Shared { last_acknowledged: Mutex::new(sent), expired: AtomicBool::new(false), stop: AtomicBool::new(false) });
+        let shared = Arc::new(Shared {
+            last_acknowledged: Mutex::new(sent),
+            expired: AtomicBool::new(false),
+            stop: AtomicBool::new(false),
+            dead_man: Mutex::new(None),
+        });
         let renewer = {
             let (store, shared) = (store.clone(), shared.clone());
             std::thread::Builder::new()
@@ -151,6 +201,25 @@ impl PresenceSession {
     pub fn silence(&self) -> Duration {
         let last = self.shared.last_acknowledged.lock().map(|t| *t).unwrap_or_else(|p| *p.into_inner());
         boottime().saturating_sub(last)
+    }
+
+    /// Arms the kernel dead-man timer of this process (`dead_man`): SIGKILL at 15/16 of the TTL
+    /// after the last renewal etcd acknowledged was sent, pushed back after each later one, so
+    /// that a process that cannot run (stopped, frozen, suspended) dies — and the box of a
+    /// supervised command with it — before etcd can expire its presence. Held while a command
+    /// runs; several holds share one timer.
+    ///
+    /// Errors: the kernel refused the timer.
+    pub fn hold_dead_man(&self) -> std::io::Result<DeadManHold> {
+        let mut guard = self.shared.dead_man.lock().unwrap_or_else(|p| p.into_inner());
+        match guard.as_mut() {
+            Some((_, holds)) => *holds += 1,
+            None => *guard = Some((DeadMan::new()?, 1)),
+        }
+        drop(guard);
+        let last = self.shared.last_acknowledged.lock().map(|t| *t).unwrap_or_else(|p| *p.into_inner());
+        self.shared.push_dead_man(last, self.ttl);
+        Ok(DeadManHold { shared: self.shared.clone() })
     }
 
     /// Whether etcd answered a renewal saying the lease no longer exists.
@@ -217,6 +286,7 @@ fn renew(store: &EtcdStore, lease: i64, ttl: Duration, shared: &Shared) {
                     if let Ok(mut last) = shared.last_acknowledged.lock() {
                         *last = sent;
                     }
+                    shared.push_dead_man(sent, ttl);
                 }
                 Some(Ok(Some(_))) => {
                     // TTL 0: etcd no longer has the lease (expired or revoked).
@@ -255,11 +325,6 @@ fn register_under(store: &EtcdStore, owner: &Owner, lease: i64, fence: Option<&s
     Ok(store.run(&key, "registering presence", async move { kv.txn(txn).await })?.succeeded())
 }
 
-/// `CLOCK_BOOTTIME`: time since boot, counting time suspended.
-fn boottime() -> Duration {
-    let now = rustix::time::clock_gettime(rustix::time::ClockId::Boottime);
-    Duration::new(u64::try_from(now.tv_sec).unwrap_or(0), u32::try_from(now.tv_nsec).unwrap_or(0))
-}
 
 impl Drop for PresenceSession {
     /// Stops renewing and revokes the lease (best effort: if etcd cannot be reached, the

@@ -23,6 +23,7 @@ use proclease_core::{digest, js};
 
 #[cfg(feature = "cluster")]
 pub mod cluster_presence;
+pub mod dead_man;
 pub mod witness;
 mod wit;
 

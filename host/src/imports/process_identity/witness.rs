@@ -434,6 +434,12 @@ impl SpawnWitness<'_> {
         }
     }
 
+    /// The witness's descriptor in this process, which the child inherits (none when the
+    /// witness could not be opened): a box's init keeps it open (`api::containment`).
+    pub fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
+        self.file.as_ref().map(|file| file.as_raw_fd())
+    }
+
     /// The child is running as `pid`: this process closes its copy (the child's keeps the lock),
     /// and a later capture of `pid` links the witness under the child's identity.
     pub fn started(mut self, pid: u32) {

@@ -1,0 +1,880 @@
+//! The box a supervised command runs in (`docs/containment.md`): a new PID namespace whose
+//! pid 1 is a small proclease *init*, so that the lease covers every process the command
+//! starts, however it detaches (`setsid`, double fork), whatever descriptors it closes and
+//! whatever credentials it takes on.
+//!
+//! - **Nothing escapes.** A PID namespace cannot be left: every process the command starts is
+//!   in it, and orphans are re-parented to its init, never to the machine's. When the init
+//!   dies the kernel kills every process of the namespace (`pid_namespaces(7)`).
+//! - **The init holds the tree's witness.** The spawn witness (`docs/witness.md`) is inherited
+//!   by the init, which never closes it and never changes credentials, and which exits only
+//!   once the namespace is empty (it reaps every orphan). So the witness is held exactly while
+//!   any process of the box lives, whatever the command's processes close: a free witness is
+//!   proof that the whole tree is gone.
+//! - **It reports and forwards.** The init tells the supervisor the command's wait status, and
+//!   whether anything of the tree was still running at that instant, through a pipe; it
+//!   forwards the signals other processes send it (SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1,
+//!   SIGUSR2, SIGWINCH) to the command — a terminal's signals reach the command directly.
+//! - **The command's view stays sane.** Where a mount namespace can be made (root), the box
+//!   mounts its own `/proc`, so `ps`, `$$` and `kill %1` see the box; the command is pid 2.
+//!
+//! The box is made by unsharing the PID namespace of a short-lived spawner thread (a thread's
+//! namespace for children is its own: the rest of the process is untouched), whose
+//! `std::process::Command` child is then pid 1 of the new namespace: it forks the command and
+//! becomes the init, all between fork and exec with async-signal-safe system calls only. The
+//! spawner thread lives until the init is reaped, because `PR_SET_PDEATHSIG` fires when the
+//! *thread* that forked a process exits.
+//!
+//! Where no PID namespace can be made (no `CAP_SYS_ADMIN`), [`Containment::Auto`] runs the
+//! command as before, without a box, and says why; [`Containment::Required`] refuses.
+
+use std::fs::File;
+use std::io::Read as _;
+use std::os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd, RawFd};
+use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
+use std::process::{Child, Command, ExitStatus};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::time::{Duration, Instant};
+
+/// Whether a supervised command runs in a box.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Containment {
+    /// A box where the kernel allows one, else the command runs without (and the run says
+    /// why: [`Tree::containment`]).
+    #[default]
+    Auto,
+    /// A box, or the run is refused before anything is leased ([`crate::Refusal::NoContainment`]).
+    Required,
+    /// No box: the lease covers the processes it records and those that keep its witness
+    /// (`docs/witness.md`), as before `docs/containment.md`.
+    None,
+}
+
+/// What happens to processes the command left running when it exits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Stragglers {
+    /// Each gets SIGTERM (and SIGCONT); once `grace` has passed, whatever is left of the box is
+    /// killed (SIGKILL to its init: the kernel kills the whole namespace). The lease is released
+    /// only after.
+    Stop {
+        /// How long they may take to exit after SIGTERM.
+        grace: Duration,
+    },
+    /// They run on, and the run — holding its lease — waits until the last one exited.
+    Wait,
+}
+
+impl Default for Stragglers {
+    /// [`Stragglers::Stop`] with a 5 s grace.
+    fn default() -> Self {
+        Stragglers::Stop { grace: Duration::from_secs(5) }
+    }
+}
+
+/// How the command runs: in a box, or not and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Contained {
+    /// In the PID namespace whose nsfs inode this is (`/proc/<init>/ns/pid`), with its own
+    /// `/proc` when `own_proc`.
+    PidNamespace {
+        /// The namespace's inode (what `readlink /proc/<pid>/ns/pid` shows as `pid:[N]`).
+        inode: u64,
+        /// Whether the box mounted its own `/proc` (in its own mount namespace).
+        own_proc: bool,
+        /// Whether the box is in a user namespace of its own (an unprivileged run: the
+        /// recorded child is then a relay outside the box, the init's parent).
+        user_namespace: bool,
+    },
+    /// Without a box, because of the reason given (e.g. `creating a PID namespace was refused
+    /// (Operation not permitted): run as root`), or because [`Containment::None`] was asked.
+    None {
+        /// Why.
+        reason: String,
+    },
+}
+
+impl std::fmt::Display for Contained {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Contained::PidNamespace { inode, own_proc, user_namespace } => {
+                write!(f, "pid namespace pid:[{inode}]")?;
+                if *user_namespace {
+                    f.write_str(" in a user namespace")?;
+                }
+                f.write_str(if *own_proc { " with its own /proc" } else { " (the machine's /proc)" })
+            }
+            Contained::None { reason } => write!(f, "none, because {reason}"),
+        }
+    }
+}
+
+/// What the box's spawn needs besides the command.
+#[derive(Debug, Clone, Default)]
+pub struct BoxOptions {
+    /// [`Containment`].
+    pub containment: Containment,
+    /// Descriptors the init must keep open (the spawn witness); everything else above 2, and
+    /// standard input, output and error, it closes once the command started.
+    pub keep: Vec<RawFd>,
+    /// Kill the whole tree when the spawning thread (and so this process) dies:
+    /// `PR_SET_PDEATHSIG` = SIGKILL on the init (cluster mode, `docs/cluster.md`).
+    pub die_with_supervisor: bool,
+}
+
+/// A started command and everything it starts.
+pub struct Tree {
+    child: Child,
+    contained: Contained,
+    /// The box's report pipe (read end), while it is open.
+    events: Option<File>,
+    /// The command's wait status, once known.
+    status: Option<ExitStatus>,
+    /// Whether the box was empty but for its init when the command exited.
+    empty: bool,
+    /// Dropped once the init is reaped: ends the spawner thread.
+    keepalive: Option<std::sync::mpsc::Sender<()>>,
+    /// In a user namespace: the init's pid (`child` is the relay, its parent).
+    init: Option<u32>,
+}
+
+impl std::fmt::Debug for Tree {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tree").field("pid", &self.child.id()).field("contained", &self.contained).field("status", &self.status).finish()
+    }
+}
+
+/// Starts `command` in a box (see the module docs), or without one where
+/// [`Containment::Auto`] allows it and no box can be made.
+///
+/// Errors: the command could not be started (as [`Command::spawn`]); with
+/// [`Containment::Required`] and no box possible, [`std::io::ErrorKind::Unsupported`] with the
+/// reason.
+pub fn spawn(command: &mut Command, options: &BoxOptions) -> std::io::Result<Tree> {
+    if options.containment == Containment::None {
+        return spawn_plain(command, options, "--containment none was asked for".into());
+    }
+    // The spawner thread takes the command and gives it back.
+    let taken = std::mem::replace(command, Command::new(""));
+    let (report, received) = std::sync::mpsc::channel();
+    let (keepalive, hold) = std::sync::mpsc::channel::<()>();
+    let init_options = options.clone();
+    let supervisor = rustix::process::getpid().as_raw_nonzero().get();
+    let spawner = std::thread::Builder::new().name("proclease-box".into()).spawn(move || {
+        let mut command = taken;
+        let outcome = spawn_in_new_namespace(&mut command, &init_options, supervisor);
+        let started = matches!(outcome, Ok(Ok(_)));
+        let _ = report.send((command, outcome));
+        if started {
+            // Until the init is reaped (PR_SET_PDEATHSIG is bound to this thread).
+            let _ = hold.recv();
+        }
+    });
+    if let Err(e) = spawner {
+        return Err(std::io::Error::other(format!("cannot start the box's spawner thread: {e}")));
+    }
+    let Ok((returned, outcome)) = received.recv() else {
+        return Err(std::io::Error::other("the box's spawner thread ended without a word"));
+    };
+    *command = returned;
+    match outcome {
+        Ok(Ok((child, events, init))) => {
+            let pid = init.unwrap_or(child.id());
+            let inode = std::fs::read_link(format!("/proc/{pid}/ns/pid")).ok().and_then(|link| nsfs_inode(&link.to_string_lossy())).unwrap_or(0);
+            let own_proc = std::fs::read_link(format!("/proc/{pid}/ns/mnt")).ok() != std::fs::read_link("/proc/self/ns/mnt").ok();
+            let contained = Contained::PidNamespace { inode, own_proc, user_namespace: init.is_some() };
+            Ok(Tree { child, contained, events: Some(events), status: None, empty: false, keepalive: Some(keepalive), init })
+        }
+        Ok(Err(reason)) if options.containment == Containment::Auto => spawn_plain(command, options, reason),
+        Ok(Err(reason)) => Err(std::io::Error::new(std::io::ErrorKind::Unsupported, format!("the command cannot be contained: {reason}"))),
+        Err(e) => Err(e),
+    }
+}
+
+/// The command without a box (today's behaviour: `docs/witness.md`); in cluster mode it gets
+/// `PR_SET_PDEATHSIG` itself, which a credential change clears.
+fn spawn_plain(command: &mut Command, options: &BoxOptions, reason: String) -> std::io::Result<Tree> {
+    if options.die_with_supervisor {
+        let supervisor = rustix::process::getpid();
+        // SAFETY: runs in the forked child before exec; prctl(PR_SET_PDEATHSIG) and getppid are
+        // async-signal-safe system calls touching only the child. The parent check closes the
+        // race of a supervisor that died between fork and prctl.
+        unsafe {
+            command.pre_exec(move || {
+                rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL)).map_err(std::io::Error::from)?;
+                if rustix::process::getppid() != Some(supervisor) {
+                    return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+                }
+                Ok(())
+            });
+        }
+    }
+    let child = command.spawn()?;
+    Ok(Tree { child, contained: Contained::None { reason }, events: None, status: None, empty: false, keepalive: None, init: None })
+}
+
+/// A started box: the child to wait for, the report pipe, and (through a user namespace) the
+/// init's pid.
+type Started = (Child, File, Option<u32>);
+
+/// On the spawner thread: unshares its PID namespace for children and spawns the init; where
+/// that is refused and this process is not root, spawns a relay that makes a user namespace
+/// and the PID namespace in it (a multi-threaded process cannot enter a user namespace).
+/// `Ok(Err(reason))` when no namespace could be made (nothing was started).
+fn spawn_in_new_namespace(command: &mut Command, options: &BoxOptions, supervisor: i32) -> std::io::Result<Result<Started, String>> {
+    // SAFETY: unshare(2) of this thread's PID namespace for children; it changes nothing else.
+    let relay = if unsafe { libc::unshare(libc::CLONE_NEWPID) } == 0 {
+        None
+    } else {
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EPERM) {
+            return Ok(Err(format!("creating a PID namespace failed ({e})")));
+        }
+        if rustix::process::geteuid().is_root() {
+            return Ok(Err(format!("creating a PID namespace was refused ({e}), and root does not make user namespaces for a box")));
+        }
+        Some(Relay { uid: rustix::process::geteuid().as_raw(), gid: rustix::process::getegid().as_raw() })
+    };
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: pipe2 writes two descriptors into `fds`.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: both descriptors were just created and are owned here alone.
+    let (events, report) = unsafe { (File::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    let mut keep = options.keep.clone();
+    keep.push(report.as_raw_fd());
+    keep.sort_unstable();
+    let init = Init { keep, report: report.as_raw_fd(), supervisor: options.die_with_supervisor.then_some(supervisor), relay };
+    // SAFETY: the closure runs in the forked child before exec and calls only async-signal-safe
+    // system calls (see `Init::become_init`); it allocates nothing.
+    unsafe {
+        command.pre_exec(move || init.become_init());
+    }
+    let spawned = command.spawn();
+    drop(report);
+    let mut events = events;
+    let Some(_) = relay else { return Ok(Ok((spawned?, events, None))) };
+    // The relay's first message: the init's pid, or why no user namespace could be made.
+    let mut message = [0u8; 5];
+    let got = read_message(&mut events, &mut message)?;
+    let value = i32::from_ne_bytes([message[1], message[2], message[3], message[4]]);
+    match (spawned, got, message[0]) {
+        (Ok(child), true, b'P') => Ok(Ok((child, events, u32::try_from(value).ok()))),
+        (_, true, b'F') => {
+            let e = std::io::Error::from_raw_os_error(value);
+            Ok(Err(format!("creating a PID namespace was refused, and so was a user namespace for it ({e}): run as root, or allow unprivileged user namespaces")))
+        }
+        (Err(e), _, _) => Err(e),
+        (Ok(mut child), _, _) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            Err(std::io::Error::other("the box's relay ended without a word"))
+        }
+    }
+}
+
+/// Reads one 5-byte message; whether it was whole (false at end of file).
+fn read_message(events: &mut File, message: &mut [u8; 5]) -> std::io::Result<bool> {
+    let mut got = 0;
+    while got < message.len() {
+        match events.read(&mut message[got..]) {
+            Ok(0) => return Ok(false),
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(true)
+}
+
+/// An unprivileged box: the user namespace's one mapping (this user and group to themselves).
+#[derive(Clone, Copy)]
+struct Relay {
+    uid: u32,
+    gid: u32,
+}
+
+/// What the init needs, copied into the forked child.
+#[derive(Clone)]
+struct Init {
+    /// Descriptors kept open in the init, sorted.
+    keep: Vec<RawFd>,
+    /// The write end of the report pipe.
+    report: RawFd,
+    /// With `PR_SET_PDEATHSIG`: the supervisor's pid, to check it is still the parent.
+    supervisor: Option<i32>,
+    /// Through a user namespace: the relay makes it and the PID namespace, then the init.
+    relay: Option<Relay>,
+}
+
+/// The command's pid, in the init (each init is its own copy of the address space).
+static COMMAND: AtomicI32 = AtomicI32::new(0);
+
+/// The signals the init forwards to the command.
+const FORWARDED: [libc::c_int; 7] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT, libc::SIGUSR1, libc::SIGUSR2, libc::SIGWINCH];
+
+impl Init {
+    /// In the forked child, pid 1 of the new namespace: forks the command (which returns
+    /// `Ok(())` and goes on to exec) and becomes its init (never returns). Only
+    /// async-signal-safe system calls: this process is a fork of a multi-threaded one.
+    fn become_init(&self) -> std::io::Result<()> {
+        // SAFETY (the whole function): raw system calls on this process's own state; no
+        // allocation, no lock.
+        unsafe {
+            let mut supervisor = self.supervisor;
+            if let Some(relay) = self.relay {
+                // The relay: in the supervisor's namespaces, single-threaded.
+                if let Some(parent) = supervisor {
+                    if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    if libc::getppid() != parent {
+                        return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+                    }
+                }
+                if let Err(errno) = relay.enter() {
+                    message(self.report, b'F', errno);
+                    return Err(std::io::Error::from_raw_os_error(errno));
+                }
+                let own = libc::getpid();
+                let mut all: libc::sigset_t = std::mem::zeroed();
+                let mut before: libc::sigset_t = std::mem::zeroed();
+                libc::sigfillset(&mut all);
+                libc::sigprocmask(libc::SIG_SETMASK, &all, &mut before);
+                let init = libc::syscall(libc::SYS_clone, libc::SIGCHLD as libc::c_long, 0 as libc::c_long, 0 as libc::c_long, 0 as libc::c_long, 0 as libc::c_long);
+                if init < 0 {
+                    let e = std::io::Error::last_os_error();
+                    libc::sigprocmask(libc::SIG_SETMASK, &before, std::ptr::null_mut());
+                    return Err(e);
+                }
+                if init > 0 {
+                    message(self.report, b'P', init as i32);
+                    self.relay_loop(init as libc::pid_t);
+                }
+                // The init, pid 1 of the new namespace, child of the relay.
+                libc::sigprocmask(libc::SIG_SETMASK, &before, std::ptr::null_mut());
+                supervisor = supervisor.map(|_| own);
+            }
+            libc::prctl(libc::PR_SET_NAME, c"proclease-init".as_ptr(), 0, 0, 0);
+            if let Some(supervisor) = supervisor {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // getppid() is 0 for a namespace's init: read the parent from the machine's /proc.
+                if parent_from_proc().is_some_and(|parent| parent != supervisor) {
+                    return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+                }
+            }
+            // The box's own /proc, in its own mount namespace (where allowed).
+            if libc::unshare(libc::CLONE_NEWNS) == 0
+                && libc::mount(c"none".as_ptr(), c"/".as_ptr(), std::ptr::null(), libc::MS_REC | libc::MS_PRIVATE, std::ptr::null()) == 0
+            {
+                let _ = libc::mount(c"proc".as_ptr(), c"/proc".as_ptr(), c"proc".as_ptr(), libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC, std::ptr::null());
+            }
+            // Signals wait until the init's handlers are in place; the command gets the mask
+            // it had (std emptied it before the pre-exec closures).
+            let mut all: libc::sigset_t = std::mem::zeroed();
+            let mut before: libc::sigset_t = std::mem::zeroed();
+            libc::sigfillset(&mut all);
+            libc::sigprocmask(libc::SIG_SETMASK, &all, &mut before);
+            let command = libc::syscall(libc::SYS_clone, libc::SIGCHLD as libc::c_long, 0 as libc::c_long, 0 as libc::c_long, 0 as libc::c_long, 0 as libc::c_long);
+            if command == 0 {
+                libc::sigprocmask(libc::SIG_SETMASK, &before, std::ptr::null_mut());
+                return Ok(());
+            }
+            if command < 0 {
+                let e = std::io::Error::last_os_error();
+                libc::sigprocmask(libc::SIG_SETMASK, &before, std::ptr::null_mut());
+                return Err(e);
+            }
+            self.init_loop(command as libc::pid_t)
+        }
+    }
+
+    /// The relay: forwards signals to the init, and exits once it exited.
+    unsafe fn relay_loop(&self, init: libc::pid_t) -> ! {
+        unsafe {
+            libc::prctl(libc::PR_SET_NAME, c"proclease-relay".as_ptr(), 0, 0, 0);
+            COMMAND.store(init, Ordering::SeqCst);
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = forward as *const () as usize;
+            action.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
+            libc::sigfillset(&mut action.sa_mask);
+            for signal in FORWARDED {
+                libc::sigaction(signal, &action, std::ptr::null_mut());
+            }
+            // Only the witness stays open here (the init reports through its own copy).
+            close_all_but(&self.keep, Some(self.report));
+            let mut none: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut none);
+            libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
+            loop {
+                let mut status: libc::c_int = 0;
+                if libc::waitpid(init, &mut status, 0) == init {
+                    libc::_exit(0);
+                }
+                if std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+                    libc::_exit(0);
+                }
+            }
+        }
+    }
+
+    /// The init: forwards signals to the command, reaps every process of the box, reports the
+    /// command's status, and exits once the box is empty.
+    unsafe fn init_loop(&self, command: libc::pid_t) -> ! {
+        unsafe {
+            COMMAND.store(command, Ordering::SeqCst);
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = forward as *const () as usize;
+            action.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
+            libc::sigfillset(&mut action.sa_mask);
+            for signal in FORWARDED {
+                libc::sigaction(signal, &action, std::ptr::null_mut());
+            }
+            // A report to a supervisor that died must not kill the init (std left SIGPIPE at
+            // its default for the command).
+            libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+            // Close all but the kept descriptors: std's exec-error pipe (so the parent's spawn
+            // returns once the command exec'd), standard input and output (so a reader of the
+            // command's output sees its end when the command's processes close it).
+            close_all_but(&self.keep, None);
+            let mut none: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut none);
+            libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
+            let mut reported = false;
+            loop {
+                let mut status: libc::c_int = 0;
+                let pid = libc::waitpid(-1, &mut status, 0);
+                if pid < 0 {
+                    if std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+                        continue;
+                    }
+                    // ECHILD: nothing of the box is left.
+                    if !reported {
+                        report(self.report, status, true);
+                    }
+                    libc::_exit(0);
+                }
+                if pid == command && !reported {
+                    COMMAND.store(0, Ordering::SeqCst);
+                    // Reap what already exited, then say whether anything still runs.
+                    let empty = loop {
+                        let mut other: libc::c_int = 0;
+                        match libc::waitpid(-1, &mut other, libc::WNOHANG) {
+                            0 => break false,
+                            n if n > 0 => continue,
+                            _ if std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) => continue,
+                            _ => break true,
+                        }
+                    };
+                    report(self.report, status, empty);
+                    reported = true;
+                    if empty {
+                        libc::_exit(0);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The init's handler: a signal another process sent (`si_code` ≤ 0: `kill`, `sigqueue`,
+/// `tgkill`) goes on to the command; the kernel's own (a terminal's) reached it already.
+extern "C" fn forward(signal: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
+    let command = COMMAND.load(Ordering::SeqCst);
+    // SAFETY: `info` is the kernel's siginfo for this delivery (SA_SIGINFO); kill(2) is
+    // async-signal-safe.
+    unsafe {
+        if command > 0 && !info.is_null() && (*info).si_code <= 0 {
+            libc::kill(command, signal);
+        }
+    }
+}
+
+/// Writes the report: the command's raw wait status (4 bytes, native order) and whether the
+/// box was empty (1 byte), in one write (atomic on a pipe).
+unsafe fn report(fd: RawFd, status: libc::c_int, empty: bool) {
+    let mut message = [0u8; 5];
+    message[..4].copy_from_slice(&status.to_ne_bytes());
+    message[4] = u8::from(!empty);
+    // SAFETY: `fd` is the report pipe's write end, kept open in the init.
+    unsafe {
+        let _ = libc::write(fd, message.as_ptr().cast(), message.len());
+    }
+}
+
+/// Closes every descriptor but those of `keep` (sorted), and `also` too.
+unsafe fn close_all_but(keep: &[RawFd], also: Option<RawFd>) {
+    let mut low: libc::c_uint = 0;
+    for &fd in keep {
+        if fd < 0 || (fd as libc::c_uint) < low || Some(fd) == also {
+            continue;
+        }
+        if fd as libc::c_uint > low {
+            // SAFETY: closes descriptors of this process only.
+            unsafe { close_range(low, fd as libc::c_uint - 1) };
+        }
+        low = fd as libc::c_uint + 1;
+    }
+    // SAFETY: as above.
+    unsafe { close_range(low, libc::c_uint::MAX) };
+}
+
+impl Relay {
+    /// In the relay: a user namespace mapping this user and group to themselves, and the PID
+    /// and mount namespaces in it (for the relay's children). The errno on failure.
+    unsafe fn enter(&self) -> Result<(), libc::c_int> {
+        // SAFETY: system calls on this process's own namespaces and /proc files.
+        unsafe {
+            if libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWPID | libc::CLONE_NEWNS) != 0 {
+                return Err(errno());
+            }
+            write_file(c"/proc/self/setgroups", b"deny")?;
+            let mut line = [0u8; 40];
+            write_file(c"/proc/self/uid_map", id_map(&mut line, self.uid))?;
+            let mut line = [0u8; 40];
+            write_file(c"/proc/self/gid_map", id_map(&mut line, self.gid))?;
+            Ok(())
+        }
+    }
+}
+
+/// `"ID ID 1\n"` in `buffer`, without allocating.
+fn id_map(buffer: &mut [u8; 40], id: u32) -> &[u8] {
+    let mut digits = [0u8; 10];
+    let mut n = id;
+    let mut count = 0;
+    loop {
+        digits[count] = b'0' + (n % 10) as u8;
+        count += 1;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    let mut at = 0;
+    for _ in 0..2 {
+        for i in (0..count).rev() {
+            buffer[at] = digits[i];
+            at += 1;
+        }
+        buffer[at] = b' ';
+        at += 1;
+    }
+    buffer[at] = b'1';
+    buffer[at + 1] = b'\n';
+    &buffer[..at + 2]
+}
+
+/// Writes `text` to the file at `path` in one write.
+unsafe fn write_file(path: &std::ffi::CStr, text: &[u8]) -> Result<(), libc::c_int> {
+    // SAFETY: open/write/close of a /proc file of this process.
+    unsafe {
+        let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return Err(errno());
+        }
+        let written = libc::write(fd, text.as_ptr().cast(), text.len());
+        let e = errno();
+        libc::close(fd);
+        if written != text.len() as isize {
+            return Err(if written < 0 { e } else { libc::EIO });
+        }
+        Ok(())
+    }
+}
+
+fn errno() -> libc::c_int {
+    std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)
+}
+
+/// A relay's message: a tag and a number, in one write.
+unsafe fn message(fd: RawFd, tag: u8, value: i32) {
+    let mut message = [tag, 0, 0, 0, 0];
+    message[1..].copy_from_slice(&value.to_ne_bytes());
+    // SAFETY: `fd` is the report pipe's write end.
+    unsafe {
+        let _ = libc::write(fd, message.as_ptr().cast(), message.len());
+    }
+}
+
+/// close_range(2), or close(2) one by one up to 4096 where the kernel lacks it.
+unsafe fn close_range(low: libc::c_uint, high: libc::c_uint) {
+    // SAFETY: closes descriptors of this process only.
+    unsafe {
+        if libc::syscall(libc::SYS_close_range, low as libc::c_long, high as libc::c_long, 0 as libc::c_long) != 0 {
+            for fd in low..=high.min(4096) {
+                libc::close(fd as libc::c_int);
+            }
+        }
+    }
+}
+
+/// This process's parent from the machine's `/proc/self/stat` (field 4), without allocating.
+unsafe fn parent_from_proc() -> Option<i32> {
+    let mut buffer = [0u8; 1024];
+    // SAFETY: open/read/close into a local buffer.
+    let read = unsafe {
+        let fd = libc::open(c"/proc/self/stat".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return None;
+        }
+        let n = libc::read(fd, buffer.as_mut_ptr().cast(), buffer.len());
+        libc::close(fd);
+        n
+    };
+    let text = buffer.get(..usize::try_from(read).ok()?)?;
+    let close = text.iter().rposition(|&b| b == b')')?;
+    // ") S PPID ..."
+    let rest = text.get(close + 4..)?;
+    let mut parent: i32 = 0;
+    let mut digits = 0;
+    for &b in rest {
+        if !b.is_ascii_digit() {
+            break;
+        }
+        parent = parent.checked_mul(10)?.checked_add(i32::from(b - b'0'))?;
+        digits += 1;
+    }
+    (digits > 0).then_some(parent)
+}
+
+/// The inode of an nsfs link's text (`pid:[4026531836]`).
+fn nsfs_inode(link: &str) -> Option<u64> {
+    link.split_once(":[")?.1.strip_suffix(']')?.parse().ok()
+}
+
+impl Tree {
+    /// The pid to record: the box's init (as this process's PID namespace sees it), or the
+    /// command itself without a box.
+    pub fn id(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// How the command runs.
+    pub fn containment(&self) -> &Contained {
+        &self.contained
+    }
+
+    /// Waits up to `timeout` (forever with `None`) for the command to exit; its status, or
+    /// `None` if it still runs. With a box the command's status comes from the init; if the
+    /// init died first (it was killed, and the kernel killed the box with it), the init's.
+    ///
+    /// Errors: waiting failed (`waitpid`, `poll`).
+    pub fn wait_command(&mut self, timeout: Option<Duration>) -> std::io::Result<Option<ExitStatus>> {
+        if let Some(status) = self.status {
+            return Ok(Some(status));
+        }
+        let Some(events) = self.events.as_mut() else {
+            let status = match timeout {
+                None => Some(self.child.wait()?),
+                Some(timeout) => wait_child_for(&mut self.child, timeout)?,
+            };
+            self.status = status;
+            self.empty = status.is_some();
+            return Ok(status);
+        };
+        let mut poll = libc::pollfd { fd: events.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+        let millis = timeout.map_or(-1, |t| libc::c_int::try_from(t.as_millis()).unwrap_or(libc::c_int::MAX));
+        // SAFETY: one pollfd on a descriptor this Tree owns.
+        let ready = unsafe { libc::poll(&mut poll, 1, millis) };
+        if ready < 0 {
+            let e = std::io::Error::last_os_error();
+            return if e.kind() == std::io::ErrorKind::Interrupted { Ok(None) } else { Err(e) };
+        }
+        if ready == 0 {
+            return Ok(None);
+        }
+        let mut message = [0u8; 5];
+        let whole = read_message(events, &mut message)?;
+        self.events = None;
+        if whole {
+            let raw = i32::from_ne_bytes([message[0], message[1], message[2], message[3]]);
+            self.status = Some(ExitStatus::from_raw(raw));
+            self.empty = message[4] == 0;
+        } else {
+            // The init died without a report: the kernel killed the box with it.
+            let status = self.child.wait()?;
+            self.reaped();
+            self.status = Some(status);
+            self.empty = true;
+        }
+        Ok(self.status)
+    }
+
+    /// Waits for the command to exit ([`Tree::wait_command`] without a timeout).
+    ///
+    /// Errors: waiting failed.
+    pub fn wait(&mut self) -> std::io::Result<ExitStatus> {
+        loop {
+            if let Some(status) = self.wait_command(None)? {
+                return Ok(status);
+            }
+        }
+    }
+
+    /// Sends `signal` to the command (through the init, which forwards it).
+    pub fn signal_command(&self, signal: rustix::process::Signal) {
+        if let Some(pid) = i32::try_from(self.child.id()).ok().and_then(rustix::process::Pid::from_raw) {
+            let _ = rustix::process::kill_process(pid, signal);
+        }
+    }
+
+    /// Kills the whole tree at once: SIGKILL to the init (the kernel kills every process of
+    /// the box), or to the command without a box.
+    pub fn kill(&mut self) {
+        match self.init.and_then(|pid| i32::try_from(pid).ok()).and_then(rustix::process::Pid::from_raw) {
+            Some(init) => {
+                let _ = rustix::process::kill_process(init, rustix::process::Signal::KILL);
+            }
+            None => {
+                let _ = self.child.kill();
+            }
+        }
+    }
+
+    /// Once the command exited ([`Tree::wait_command`]), deals with what it left running by
+    /// `policy` and waits until the box is empty. The processes that were still running, as
+    /// counted when the command's exit was seen (0 when it left none; always 0 without a box,
+    /// which cannot tell).
+    ///
+    /// Errors: waiting failed.
+    pub fn finish(&mut self, policy: Stragglers) -> std::io::Result<usize> {
+        if self.status.is_none() {
+            self.wait_command(None)?;
+        }
+        if self.keepalive.is_none() {
+            // No box (it cannot tell), or its init is already reaped.
+            return Ok(0);
+        }
+        if self.empty {
+            self.child.wait()?;
+            self.reaped();
+            return Ok(0);
+        }
+        let stragglers = descendants(self.init.unwrap_or(self.child.id()));
+        let count = stragglers.len();
+        match policy {
+            Stragglers::Wait => {
+                tracing::warn!(count, "waiting for the processes the command left running (the lease stays held until they end)");
+                self.child.wait()?;
+            }
+            Stragglers::Stop { grace } => {
+                tracing::info!(count, "stopping the processes the command left running");
+                for pid in &stragglers {
+                    if let Some(pid) = i32::try_from(*pid).ok().and_then(rustix::process::Pid::from_raw) {
+                        let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+                        let _ = rustix::process::kill_process(pid, rustix::process::Signal::CONT);
+                    }
+                }
+                if wait_child_for(&mut self.child, grace)?.is_none() {
+                    self.kill();
+                    self.child.wait()?;
+                }
+            }
+        }
+        self.reaped();
+        Ok(count)
+    }
+
+    /// The init was reaped: the spawner thread may end.
+    fn reaped(&mut self) {
+        self.keepalive = None;
+    }
+}
+
+impl Drop for Tree {
+    /// A tree dropped before [`Tree::finish`] (an error path): its box is killed and reaped.
+    fn drop(&mut self) {
+        if self.keepalive.is_some() {
+            self.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Waits up to `timeout` for `child`, polling.
+fn wait_child_for(child: &mut Child, timeout: Duration) -> std::io::Result<Option<ExitStatus>> {
+    let until = Instant::now() + timeout;
+    loop {
+        if let Some(status) = child.try_wait()? {
+            return Ok(Some(status));
+        }
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Ok(None);
+        }
+        std::thread::sleep(left.min(Duration::from_millis(10)));
+    }
+}
+
+/// The live descendants of `root` (not `root` itself), from one scan of `/proc`.
+fn descendants(root: u32) -> Vec<u32> {
+    let Ok(all) = procfs::process::all_processes() else { return Vec::new() };
+    let parents: Vec<(u32, u32)> = all
+        .filter_map(Result::ok)
+        .filter_map(|p| p.stat().ok())
+        .filter(|s| s.state != 'Z')
+        .filter_map(|s| Some((u32::try_from(s.pid).ok()?, u32::try_from(s.ppid).ok()?)))
+        .collect();
+    let mut found = vec![root];
+    let mut next = 0;
+    while next < found.len() {
+        let parent = found[next];
+        found.extend(parents.iter().filter(|(_, p)| *p == parent).map(|(pid, _)| *pid));
+        next += 1;
+    }
+    found.remove(0);
+    found
+}
+
+/// Whether this process can make a box (a PID namespace), and why not: what [`spawn`] with
+/// [`Containment::Auto`] would do, without starting anything.
+pub fn available() -> Result<(), String> {
+    std::thread::spawn(|| {
+        // SAFETY: unshare(2) of this short-lived thread's PID namespace for children.
+        if unsafe { libc::unshare(libc::CLONE_NEWPID) } == 0 {
+            Ok(())
+        } else {
+            let e = std::io::Error::last_os_error();
+            Err(match e.raw_os_error() {
+                Some(libc::EPERM) => format!("creating a PID namespace was refused ({e}): run as root (CAP_SYS_ADMIN)"),
+                _ => format!("creating a PID namespace failed ({e})"),
+            })
+        }
+    })
+    .join()
+    .unwrap_or_else(|_| Err("the probe thread panicked".into()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nsfs_links_name_their_inode() {
+        assert_eq!(nsfs_inode("pid:[4026531836]"), Some(4026531836));
+        assert_eq!(nsfs_inode("pid:4026531836"), None);
+    }
+
+    #[test]
+    fn id_maps_map_an_id_to_itself() {
+        let mut line = [0u8; 40];
+        assert_eq!(id_map(&mut line, 65534), b"65534 65534 1\n");
+        let mut line = [0u8; 40];
+        assert_eq!(id_map(&mut line, 0), b"0 0 1\n");
+        let mut line = [0u8; 40];
+        assert_eq!(id_map(&mut line, u32::MAX), b"4294967295 4294967295 1\n");
+    }
+
+    #[test]
+    fn the_parent_is_read_from_proc() {
+        // SAFETY: reads this test process's own stat.
+        let parent = unsafe { parent_from_proc() };
+        assert_eq!(parent, rustix::process::getppid().map(|p| p.as_raw_nonzero().get()));
+    }
+}

@@ -1,0 +1,408 @@
+//! The lease covers the whole command tree (`docs/containment.md`, issue #26), through the
+//! `proclease` binary with real processes: a daemon that double-forks, calls `setsid` and
+//! closes every descriptor keeps its directory after the supervisor and the command were
+//! killed (also when the supervisor runs in a PID namespace of its own); a failed or successful
+//! `--stage` run with a detached writer neither removes nor publishes the stage while the
+//! writer runs; what a finished run left running is stopped before its lease is released (or
+//! waited for); an unprivileged run gets its box through a user namespace.
+//!
+//! The box needs a PID namespace (root, or an unprivileged user namespace); where it cannot be
+//! made these tests print why and pass — unless `PROCLEASE_REQUIRE_NAMESPACES=1` (set by
+//! `.ci/run`) makes that a failure.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+mod common;
+use common::{Sandbox, kill, namespaces_available, processes_running, sandbox, stderr, unique_seconds, wait_for_process, wait_until_dead};
+
+/// A daemon as postsrsd or ssh-agent start: fork, `setsid`, fork again, close every descriptor
+/// above 2, then append to `beat` in its working directory every 50 ms until killed. Its
+/// command line is `python3 -c DAEMON <tag>` so that a test finds it.
+const DAEMON: &str = r#"
+import os, sys, time
+if os.fork():
+    sys.exit(0)
+os.setsid()
+if os.fork():
+    os._exit(0)
+os.closerange(3, 65536)
+while True:
+    with open("beat", "a") as f:
+        f.write("x")
+    time.sleep(0.05)
+"#;
+
+/// The Python interpreter's own path (`sys.executable`: what its processes' command lines
+/// show, whatever shim started it).
+fn python() -> Option<&'static str> {
+    static PYTHON: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    PYTHON
+        .get_or_init(|| {
+            let output = Command::new("python3").args(["-c", "import sys; print(sys.executable)"]).output().ok()?;
+            let path = String::from_utf8(output.stdout).ok()?.trim().to_string();
+            (output.status.success() && !path.is_empty()).then_some(path)
+        })
+        .as_deref()
+}
+
+/// Whether a box can be made here (a PID namespace); if not, says why (failing under
+/// `PROCLEASE_REQUIRE_NAMESPACES`).
+fn boxes() -> bool {
+    namespaces_available(&["--pid", "--fork", "--mount-proc"])
+}
+
+fn recover(s: &Sandbox) -> (u64, u64) {
+    let output = s.run(&["recover", "--json"]);
+    assert!(output.status.success(), "recover: {output:?}");
+    let doc: serde_json::Value = serde_json::from_slice(&output.stdout).expect("recover --json");
+    let leases = &doc["directoryLeases"];
+    (leases["recovered"].as_u64().expect("recovered"), leases["active"].as_u64().expect("active"))
+}
+
+/// The parent of `pid` (field 4 of its stat), while it exists.
+fn parent(pid: u64) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse().ok())
+}
+
+fn beats(dir: &Path) -> usize {
+    std::fs::read(dir.join("beat")).map_or(0, |b| b.len())
+}
+
+/// The daemon's pid, once it writes in `dir` (its forks are over then: only it runs).
+fn daemon_in(dir: &Path, python: &str, tag: &str) -> u64 {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while beats(dir) == 0 {
+        assert!(Instant::now() < deadline, "the daemon never wrote in {}", dir.display());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    wait_for_process(&[python, "-c", DAEMON, tag])
+}
+
+/// Waits until the daemon has written in `dir` again (it runs there).
+fn still_writes(dir: &Path) {
+    let before = beats(dir);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while beats(dir) <= before {
+        assert!(Instant::now() < deadline, "the daemon stopped writing in {}", dir.display());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Input 1: `run --workdir W -- sh -c 'daemon; sleep N'`, then SIGKILL to the supervisor and to
+/// the `sh`. The daemon closed its inherited witness, but the box's init holds it: `recover`
+/// keeps W while the daemon runs, and removes it once the daemon is gone.
+#[test]
+fn a_daemon_that_closed_its_descriptors_keeps_its_directory() {
+    let Some(python) = python() else {
+        println!("skipped: no python3 to start a daemon");
+        return;
+    };
+    if !boxes() {
+        return;
+    }
+    let s = sandbox();
+    let work = s.root.join("jobs/daemon");
+    let tag = unique_seconds();
+    let script = format!("{python} -c '{DAEMON}' {tag}; sleep {tag}");
+    let mut supervisor = s.command(&["run", "--workdir", work.to_str().expect("utf-8"), "--", "sh", "-c", &script]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("spawn");
+    let daemon = daemon_in(&work, python, &tag);
+    let command = wait_for_process(&["sleep", &tag]);
+    supervisor.kill().expect("SIGKILL the supervisor");
+    supervisor.wait().expect("reap");
+    kill(command);
+    wait_until_dead(command);
+    still_writes(&work);
+
+    assert_eq!(recover(&s), (0, 1), "the daemon still runs in the directory: it is kept");
+    still_writes(&work);
+
+    kill(daemon);
+    wait_until_dead(daemon);
+    // The box's init exits once its namespace is empty, freeing the witness.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (recovered, _) = recover(&s);
+        if recovered == 1 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the directory was never recovered after the daemon died: {}", common::stdout(&s.run(&["doctor"])));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!work.exists(), "recovered once the whole tree is gone");
+}
+
+/// Input 2: the same with the supervisor in a PID namespace of its own, and `recover` run from
+/// the machine's: the box's witness is still held, so nothing depends on `/proc` across
+/// namespaces.
+#[test]
+fn a_daemon_of_a_supervisor_in_another_pid_namespace_keeps_its_directory() {
+    let Some(python) = python() else {
+        println!("skipped: no python3 to start a daemon");
+        return;
+    };
+    if !boxes() {
+        return;
+    }
+    let s = sandbox();
+    let work = s.root.join("jobs/nested");
+    let tag = unique_seconds();
+    let script = format!("{python} -c '{DAEMON}' {tag}; sleep {tag}");
+    let inner = format!(
+        "{} {} run --workdir {} -- sh -c \"$0\"; sleep {tag}0",
+        common::PROCLEASE,
+        s.global().join(" "),
+        work.display()
+    );
+    let mut namespace = Command::new("unshare")
+        .args(["--pid", "--fork", "--mount-proc", "--kill-child=SIGKILL", "sh", "-c", &inner, &script])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("unshare");
+    let daemon = daemon_in(&work, python, &tag);
+    let command = wait_for_process(&["sh", "-c", &script]);
+    // The command's parent is the box's init, whose parent is the supervisor.
+    let supervisor = parent(command).and_then(parent).expect("the supervisor");
+    let sleep = wait_for_process(&["sleep", &tag]);
+    kill(supervisor);
+    wait_until_dead(supervisor);
+    kill(command);
+    kill(sleep);
+    wait_until_dead(command);
+    wait_until_dead(sleep);
+    still_writes(&work);
+    assert_eq!(recover(&s), (0, 1), "recovered from the machine's namespace, the daemon's directory is kept");
+    still_writes(&work);
+    kill(daemon);
+    wait_until_dead(daemon);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while recover(&s).0 != 1 {
+        assert!(Instant::now() < deadline, "never recovered after the daemon died: {}", common::stdout(&s.run(&["doctor"])));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!work.exists());
+    let _ = namespace.kill();
+    let _ = namespace.wait();
+}
+
+/// Input 3: a `--stage` run whose command starts a detached writer (`setsid -f`) and fails:
+/// the writer is stopped before the stage is removed; when it succeeds, before the stage is
+/// published — nothing writes into the output afterwards.
+#[test]
+fn a_stage_is_removed_or_published_only_after_its_detached_writer_is_stopped() {
+    if !boxes() {
+        return;
+    }
+    for code in [1, 0] {
+        let s = sandbox();
+        let stage = s.root.join("exports/.stage");
+        let output = s.root.join("exports/published");
+        let tag = unique_seconds();
+        let writer = format!("while :; do echo x >> beat; sleep 0.05; done; : {tag}");
+        let script = format!("setsid -f sh -c '{writer}'; sleep 0.3; exit {code}");
+        let run = s
+            .run(&["run", "--grace", "1s", "--stage", stage.to_str().expect("utf-8"), "--output", output.to_str().expect("utf-8"), "--", "sh", "-c", &script]);
+        assert_eq!(run.status.code(), Some(code), "{run:?}");
+        // The writer's loop, and its `sleep` if it was in one.
+        assert!(stderr(&run).contains("proclease: stopped ") && stderr(&run).contains(" the command left running"), "{run:?}");
+        assert!(processes_running(&["sh", "-c", &writer]).is_empty(), "the writer is gone when run returns");
+        assert!(!stage.exists(), "the stage is removed or published");
+        if code == 0 {
+            let published = beats(&output);
+            assert!(published > 0, "the output has what the writer wrote");
+            std::thread::sleep(Duration::from_millis(300));
+            assert_eq!(beats(&output), published, "nothing writes into the published output");
+        } else {
+            assert!(!output.exists(), "a failed stage is not published");
+        }
+        assert_eq!(recover(&s), (0, 0), "no lease is left");
+    }
+}
+
+/// Input 4: `run --exclusive -- sh -c 'job &'` returns only once `job` is stopped, and the next
+/// exclusive run does not overlap it; the same after a forwarded SIGTERM with `sh -c 'a; b'`.
+#[test]
+fn a_finished_run_leaves_no_straggler() {
+    if !boxes() {
+        return;
+    }
+    let s = sandbox();
+    let work = s.root.join("jobs/export");
+    let tag = unique_seconds();
+    let run = s.run(&["run", "--exclusive", "--workdir", work.to_str().expect("utf-8"), "--", "sh", "-c", &format!("sleep {tag} & echo started")]);
+    assert!(run.status.success(), "{run:?}");
+    assert!(stderr(&run).contains("stopped 1 process the command left running"), "{run:?}");
+    assert!(processes_running(&["sleep", &tag]).is_empty(), "the background job did not outlive the run");
+
+    // A forwarded SIGTERM ends `sh`; `sleep` (its foreground job) would run on.
+    let tag = unique_seconds();
+    let supervisor = s
+        .command(&["run", "--exclusive", "--workdir", work.join("b").to_str().expect("utf-8"), "--", "sh", "-c", &format!("sleep {tag}; echo after")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let sleep = wait_for_process(&["sleep", &tag]);
+    let pid = rustix::process::Pid::from_raw(supervisor.id() as i32).expect("pid");
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).expect("SIGTERM");
+    let finished = supervisor.wait_with_output().expect("wait");
+    assert!(!finished.status.success(), "{finished:?}");
+    assert!(common::state_of(sleep).is_none_or(|s| s == 'Z'), "the command's job was stopped before the run returned: {finished:?}");
+    let next = s.run(&["run", "--exclusive", "--workdir", work.join("c").to_str().expect("utf-8"), "--", "true"]);
+    assert!(next.status.success(), "the admission was released once the tree was gone: {next:?}");
+}
+
+/// `--stragglers wait`: the run (holding its lease) waits for what the command left running.
+#[test]
+fn stragglers_wait_keeps_the_lease_until_they_end() {
+    if !boxes() {
+        return;
+    }
+    let s = sandbox();
+    let work = s.root.join("jobs/wait");
+    let run = s.run(&["run", "--stragglers", "wait", "--workdir", work.to_str().expect("utf-8"), "--", "sh", "-c", "(sleep 0.5; echo late > late.txt) & echo early"]);
+    assert!(run.status.success(), "{run:?}");
+    // The subshell, and its `sleep`.
+    assert!(stderr(&run).contains("proclease: waited for 2 processes the command left running"), "{run:?}");
+    assert_eq!(std::fs::read_to_string(work.join("late.txt")).ok().as_deref(), Some("late\n"), "it ran to its end");
+}
+
+/// The command's view of its box: it is pid 2 of its own `/proc`, where `ps` sees only the box;
+/// `-v` says how it runs.
+#[test]
+fn the_command_sees_its_own_box() {
+    if !boxes() {
+        return;
+    }
+    let s = sandbox();
+    let work = s.root.join("jobs/view");
+    let run = s.run(&["-v", "run", "--workdir", work.to_str().expect("utf-8"), "--", "sh", "-c", "echo $$; ls /proc | grep -c '^[0-9]'"]);
+    assert!(run.status.success(), "{run:?}");
+    let out = common::stdout(&run);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.first(), Some(&"2"), "the command is pid 2 (the init is 1): {out}");
+    let count: u32 = lines.get(1).and_then(|l| l.trim().parse().ok()).expect("a count");
+    assert!(count <= 4, "its /proc shows the box only (init, sh, ls, grep): {out}");
+    assert!(stderr(&run).contains("containment=pid namespace pid:["), "{run:?}");
+
+    let none = s.run(&["-v", "run", "--containment", "none", "--workdir", work.join("n").to_str().expect("utf-8"), "--", "true"]);
+    assert!(none.status.success(), "{none:?}");
+    assert!(stderr(&none).contains("containment=none, because --containment none was asked for"), "{none:?}");
+}
+
+/// An unprivileged run (`setpriv --reuid 65534`) gets its box through a user namespace where
+/// the kernel allows one, and stops what its command left running.
+#[test]
+fn an_unprivileged_run_gets_a_box_through_a_user_namespace() {
+    if !rustix::process::geteuid().is_root() {
+        println!("skipped: needs root to run a command as another user (setpriv)");
+        return;
+    }
+    let probe = Command::new("setpriv").args(["--reuid", "65534", "--regid", "65534", "--clear-groups", "unshare", "--user", "--pid", "--fork", "true"]).output();
+    if !probe.as_ref().is_ok_and(|o| o.status.success()) {
+        assert!(std::env::var_os("PROCLEASE_REQUIRE_NAMESPACES").is_none(), "unprivileged user namespaces are not allowed here: {probe:?}");
+        println!("skipped: unprivileged user namespaces are not allowed here ({probe:?})");
+        return;
+    }
+    let dir = tempfile::tempdir_in("/tmp").expect("tempdir");
+    let root = std::fs::canonicalize(dir.path()).expect("realpath");
+    rustix::fs::chown(&root, Some(rustix::process::Uid::from_raw(65534)), Some(rustix::process::Gid::from_raw(65534))).expect("chown");
+    let work = root.join("job");
+    let tag = unique_seconds();
+    let run = Command::new("setpriv")
+        .args(["--reuid", "65534", "--regid", "65534", "--clear-groups", common::PROCLEASE, "-v", "--state-home"])
+        .arg(root.join("state"))
+        .arg("--workspace-root")
+        .arg(&root)
+        .args(["run", "--workdir"])
+        .arg(&work)
+        .args(["--", "sh", "-c", &format!("echo $$; sleep {tag} &")])
+        .env("HOME", &root)
+        .current_dir(&root)
+        .output()
+        .expect("setpriv");
+    assert!(run.status.success(), "{run:?}");
+    assert_eq!(common::stdout(&run).trim(), "2", "the command is pid 2 of its box");
+    assert!(stderr(&run).contains("in a user namespace"), "{run:?}");
+    assert!(stderr(&run).contains("stopped 1 process the command left running"), "{run:?}");
+    assert!(processes_running(&["sleep", &tag]).is_empty());
+}
+
+/// The kill stress (`bench/containment-stress.sh` runs it with `PROCLEASE_CONTAINMENT_KILLS=1000`;
+/// the suite runs 12): SIGKILL of the supervisor at a random instant of a run whose command
+/// starts a tree of five processes — a daemon that double-forks, calls `setsid` and closes its
+/// descriptors, a `setsid` sleep, a command that changed uid with `setpriv`, a grandchild, and
+/// the command's own sleep — then `recover`. It must never remove the directory while any
+/// process of the tree runs; once the tree is killed (SIGKILL to its init), it recovers it.
+#[test]
+fn kill_stress_short_form() {
+    let Some(python) = python() else {
+        println!("skipped: no python3 to start a daemon");
+        return;
+    };
+    if !boxes() || !rustix::process::geteuid().is_root() {
+        println!("skipped: the stress tree changes uid with setpriv (root)");
+        return;
+    }
+    let kills: u64 = std::env::var("PROCLEASE_CONTAINMENT_KILLS").ok().and_then(|n| n.parse().ok()).unwrap_or(12);
+    let s = sandbox();
+    let mut seed = std::process::id() as u64 ^ 0x9e37_79b9_7f4a_7c15;
+    let mut random = move |bound: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % bound
+    };
+    let (mut kept_live, mut recovered_dead) = (0, 0);
+    for trial in 0..kills {
+        let work = s.root.join(format!("jobs/{trial}"));
+        let tag = unique_seconds();
+        let script = format!(
+            "{python} -c '{DAEMON}' {tag}; setsid sleep {tag}1 & setpriv --reuid 65534 --regid 65534 --clear-groups sleep {tag}2 & sh -c 'sleep {tag}3; true' & sleep {tag}4"
+        );
+        let tree: Vec<Vec<String>> = std::iter::once(vec![python.to_string(), "-c".into(), DAEMON.into(), tag.clone()])
+            .chain((1..=4).map(|n| vec!["sleep".to_string(), format!("{tag}{n}")]))
+            .collect();
+        let running = || -> Vec<u64> { tree.iter().flat_map(|argv| processes_running(&argv.iter().map(String::as_str).collect::<Vec<_>>())).collect() };
+        let mut supervisor = s.command(&["run", "--workdir", work.to_str().expect("utf-8"), "--", "sh", "-c", &script]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("spawn");
+        std::thread::sleep(Duration::from_millis(random(400)));
+        supervisor.kill().expect("SIGKILL the supervisor");
+        supervisor.wait().expect("reap");
+        // The tree may still be starting: let it settle, so that what runs is what recover sees.
+        std::thread::sleep(Duration::from_millis(300));
+        let before = running();
+        let (recovered, _) = recover(&s);
+        let after = running();
+        if recovered == 1 {
+            assert!(before.is_empty() && after.is_empty(), "trial {trial}: the directory was removed while {after:?} of its tree ran");
+            recovered_dead += 1;
+            continue;
+        }
+        assert!(work.exists(), "trial {trial}: kept");
+        kept_live += 1;
+        // Kill the tree at once: SIGKILL to its init (the parent of the re-parented daemon, or of
+        // anything left), then recover.
+        for pid in &after {
+            let Some(init) = parent(*pid) else { continue };
+            if std::fs::read_to_string(format!("/proc/{init}/comm")).is_ok_and(|c| c.trim() == "proclease-init") {
+                kill(init);
+            }
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !running().is_empty() {
+            let left: Vec<String> = running().iter().map(|p| format!("{p} (parent {:?})", parent(*p))).collect();
+            assert!(Instant::now() < deadline, "trial {trial}: the tree did not die with its init: {left:?}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while work.exists() {
+            recover(&s);
+            assert!(Instant::now() < deadline, "trial {trial}: never recovered once its tree was gone");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    println!("{kills} kills: {kept_live} directories kept while their tree ran (then recovered), {recovered_dead} recovered with no process left, 0 removed under a live process");
+}
