@@ -8,7 +8,8 @@ since #19 the precompiled component is embedded, so no Cranelift runs) and warm,
 `open_state_home` (a minimal native binary opening the same state home). Alternatives:
 `proclease run --workdir DIR -- true` against util-linux `flock LOCKFILE true`, with the state
 home and the lock file on the work disk and on tmpfs (/dev/shm). Each pair runs back to back,
-alternating order; ratios are of medians.
+alternating order; ratios are of medians. The box (a PID namespace whose init holds the
+witness, docs/containment.md) is also measured against the same `run --containment none`.
 """
 import os
 import shutil
@@ -74,6 +75,13 @@ def main():
             21,
         )
         rows.append((f"run --workdir DIR -- true ({label})", run_ms, "flock LOCKFILE true", flock_ms))
+        # The box (docs/containment.md) against the same run without it: its cost alone.
+        boxed_ms, bare_ms = paired(
+            lambda: timed([PROCLEASE, "run", "--workdir", job, "--", "true"], place_env),
+            lambda: timed([PROCLEASE, "run", "--containment", "none", "--workdir", job, "--", "true"], place_env),
+            21,
+        )
+        rows.append((f"run, boxed ({label})", boxed_ms, "run --containment none", bare_ms))
         if place != work:
             shutil.rmtree(place, ignore_errors=True)
     print(f"{'measured':38} {'ms':>8}   {'baseline':24} {'ms':>8}   ratio")

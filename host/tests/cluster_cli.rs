@@ -322,32 +322,48 @@ fn a_killed_supervisor_takes_its_command_along() {
     }
 }
 
-/// A command tree no `PR_SET_PDEATHSIG` on the command alone can take along: a `setsid`
-/// daemon, a grandchild (`sh -c 'a; b'`), and a command that changed its uid with `setpriv`
+/// A command tree no `PR_SET_PDEATHSIG` on the command alone can take along: a daemon that
+/// double-forks, calls `setsid` and closes its descriptors, a `setsid` sleep, a grandchild (`sh -c 'a; b'`), and a command that changed its uid with `setpriv`
 /// (which clears its death signal), beside the command's own `sleep`. Returns the supervisor
 /// (a cluster-mode `run --exclusive` outside any machine namespace), the admission's owner and
 /// the argv of each process of the tree.
-fn spawn_tree(etcd: &Etcd, root: &std::path::Path) -> (Child, Owner, Vec<Vec<String>>) {
-    let [a, b, c, d] = [unique_seconds(), unique_seconds(), unique_seconds(), unique_seconds()];
-    let script = format!("setsid sleep {a} & setpriv --reuid 65534 --regid 65534 --clear-groups sleep {b} & sh -c 'sleep {c}; true' & sleep {d}");
+fn spawn_tree(etcd: &Etcd, prefix: &str, root: &std::path::Path) -> (Child, Owner, Vec<Vec<String>>) {
+    let [a, b, c, d, e] = [unique_seconds(), unique_seconds(), unique_seconds(), unique_seconds(), unique_seconds()];
+    let daemon = format!(
+        "import os\nif os.fork(): os._exit(0)\nos.setsid()\nif os.fork(): os._exit(0)\nos.closerange(3, 65536)\nos.execvp('sleep', ['sleep', '{e}'])"
+    );
+    let script = format!(
+        "python3 -c \"$0\"; setsid sleep {a} & setpriv --reuid 65534 --regid 65534 --clear-groups sleep {b} & sh -c 'sleep {c}; true' & sleep {d}"
+    );
     let supervisor = Command::new(PROCLEASE)
         .arg("--state-home")
         .arg(root.join("state"))
         .arg("--workspace-root")
         .arg(root)
-        .args(["--store", &etcd.url(PREFIX), "--cluster-ttl", "2s", "run", "--exclusive", "--workdir"])
+        .args(["--store", &etcd.url(prefix), "--cluster-ttl", "2s", "run", "--exclusive", "--workdir"])
         .arg(root.join("export"))
-        .args(["--", "sh", "-c", &script])
+        .args(["--", "sh", "-c", &script, &daemon])
         .env_remove("PROCLEASE_STORE")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn");
-    let owner = wait_for_helper(etcd);
-    let tree: Vec<Vec<String>> = [&a, &b, &c, &d].iter().map(|n| vec!["sleep".to_string(), n.to_string()]).collect();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let owner = loop {
+        let text = etcd.store(prefix).read_if_present(CLAIM_PATH, 16_384).expect("etcd answers");
+        if let Some(claim) = text.map(|t| export_admission::parse_file(&t).expect("a valid admission").record) {
+            if claim.helper_owner.is_some() {
+                break claim.owner;
+            }
+        }
+        assert!(Instant::now() < deadline, "the admission never recorded its helper");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let tree: Vec<Vec<String>> = [&a, &b, &c, &d, &e].iter().map(|n| vec!["sleep".to_string(), n.to_string()]).collect();
     for argv in &tree {
         wait_for_process(&argv.iter().map(String::as_str).collect::<Vec<_>>());
     }
+    assert_eq!(lookup(&etcd.store(prefix), &owner), RemotePresence::Registered, "the supervisor is present while its tree runs");
     (supervisor, owner, tree)
 }
 
@@ -356,54 +372,85 @@ fn alive(tree: &[Vec<String>]) -> usize {
     tree.iter().map(|argv| processes_running(&argv.iter().map(String::as_str).collect::<Vec<_>>()).len()).sum()
 }
 
-/// Watches `owner`'s presence until etcd shows it absent: no process of `tree` may run then
-/// (another machine could start). Fails at the first instant both are true.
-fn no_process_outlives_the_presence(etcd: &Etcd, owner: &Owner, tree: &[Vec<String>]) {
-    let deadline = Instant::now() + Duration::from_secs(30);
+/// Watches the tree and `owner`'s presence from the kill or stop until the tree is empty: no
+/// process of `tree` may run while etcd shows the presence absent (another machine could start
+/// then). Fails at the first instant both are true; returns the time until the tree was empty.
+fn no_process_outlives_the_presence(etcd: &Etcd, prefix: &str, owner: &Owner, tree: &[Vec<String>], start: Instant) -> Duration {
+    let deadline = start + Duration::from_secs(30);
+    let mut seen = Vec::new();
     loop {
         let running = alive(tree);
-        let present = presence(etcd, owner);
-        assert!(!(present == RemotePresence::Absent && running > 0), "{running} processes of the tree run while the presence is gone");
-        if present == RemotePresence::Absent {
-            return;
+        if running == 0 {
+            // Processes do not come back: from here on nothing of the tree can overlap.
+            return start.elapsed();
         }
-        assert!(Instant::now() < deadline, "the presence never expired");
-        std::thread::sleep(Duration::from_millis(20));
+        let present = lookup(&etcd.store(prefix), owner);
+        seen.push((start.elapsed().as_millis(), running, present));
+        seen.dedup_by(|a, b| (a.1, a.2) == (b.1, b.2));
+        assert!(present != RemotePresence::Absent, "{running} processes of the tree run while the presence is gone; (ms, running, presence): {seen:?}");
+        assert!(Instant::now() < deadline, "the tree never died: (ms, running, presence): {seen:?}");
+        std::thread::sleep(Duration::from_millis(5));
     }
 }
 
-/// Input 5 of issue #26: SIGKILL of the supervisor takes the whole tree along — the `setsid`
-/// daemon, the grandchild and the `setpriv` command too — before etcd expires its presence.
+/// `count` trials from `variable` (default `default`), for `bench/containment-stress.sh`.
+fn trials(variable: &str, default: u64) -> u64 {
+    std::env::var(variable).ok().and_then(|n| n.parse().ok()).unwrap_or(default)
+}
+
+/// Prints the p50 and p99 of `times`.
+fn percentiles(what: &str, mut times: Vec<Duration>) {
+    times.sort();
+    let at = |q: f64| times.get(((times.len() as f64 - 1.0) * q).round() as usize).copied().unwrap_or_default();
+    println!("{what}: {} trials, 0 survivors; time to an empty tree p50 {:?}, p99 {:?}", times.len(), at(0.5), at(0.99));
+}
+
+/// Input 5 of issue #26: SIGKILL of the supervisor takes the whole tree along — the
+/// descriptor-closing daemon, the `setsid` sleep, the grandchild and the `setpriv` command
+/// too — before etcd expires its presence (`PROCLEASE_CLUSTER_KILLS` trials, default 2;
+/// `bench/containment-stress.sh` makes 1,000).
 #[test]
 fn a_killed_supervisor_takes_its_whole_tree_along() {
     let Some(etcd) = cluster() else { return };
-    let dir = tempfile::tempdir().expect("tempdir");
-    let root = std::fs::canonicalize(dir.path()).expect("realpath");
-    let (mut supervisor, owner, tree) = spawn_tree(&etcd, &root);
-    supervisor.kill().expect("SIGKILL");
-    supervisor.wait().expect("reap");
-    no_process_outlives_the_presence(&etcd, &owner, &tree);
-    assert_eq!(alive(&tree), 0);
+    let mut times = Vec::new();
+    for trial in 0..trials("PROCLEASE_CLUSTER_KILLS", 2) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = std::fs::canonicalize(dir.path()).expect("realpath");
+        // A prefix each: the killed supervisor's admission stays behind.
+        let prefix = format!("killed-{trial}");
+        let (mut supervisor, owner, tree) = spawn_tree(&etcd, &prefix, &root);
+        let start = Instant::now();
+        supervisor.kill().expect("SIGKILL");
+        supervisor.wait().expect("reap");
+        times.push(no_process_outlives_the_presence(&etcd, &prefix, &owner, &tree, start));
+    }
+    percentiles("cluster mode, SIGKILL of the supervisor", times);
 }
 
 /// Input 6 of issue #26: a SIGSTOPped supervisor cannot fence, so its kernel dead-man timer
-/// kills it — and its box with it — before etcd expires its presence. Three stops at different
-/// instants of the renewal cycle (`bench/containment-stress.sh` makes 200).
+/// kills it — and its box with it — before etcd expires its presence. Stops at different
+/// instants of the renewal cycle (`PROCLEASE_CLUSTER_STOPS` trials, default 3;
+/// `bench/containment-stress.sh` makes 200).
 #[test]
 fn a_stopped_supervisor_is_killed_with_its_tree_before_its_presence_expires() {
     let Some(etcd) = cluster() else { return };
-    for trial in 0..3u64 {
+    let mut times = Vec::new();
+    for trial in 0..trials("PROCLEASE_CLUSTER_STOPS", 3) {
         let dir = tempfile::tempdir().expect("tempdir");
         let root = std::fs::canonicalize(dir.path()).expect("realpath");
-        let (mut supervisor, owner, tree) = spawn_tree(&etcd, &root);
-        std::thread::sleep(Duration::from_millis(trial * 290));
+        let prefix = format!("stopped-{trial}");
+        let (mut supervisor, owner, tree) = spawn_tree(&etcd, &prefix, &root);
+        // Somewhere in the renewal cycle (a third of the 2 s TTL).
+        std::thread::sleep(Duration::from_millis((trial * 97) % 670));
         let pid = rustix::process::Pid::from_raw(supervisor.id() as i32).expect("pid");
+        let start = Instant::now();
         rustix::process::kill_process(pid, rustix::process::Signal::STOP).expect("SIGSTOP");
-        no_process_outlives_the_presence(&etcd, &owner, &tree);
+        times.push(no_process_outlives_the_presence(&etcd, &prefix, &owner, &tree, start));
         let status = supervisor.wait().expect("reap");
         use std::os::unix::process::ExitStatusExt as _;
         assert_eq!(status.signal(), Some(9), "the dead-man timer killed the stopped supervisor");
     }
+    percentiles("cluster mode, SIGSTOP of the supervisor (time includes the dead-man deadline)", times);
 }
 
 /// Whether `pid` is a process that has not exited (absent or a zombie: exited).

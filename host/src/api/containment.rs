@@ -310,7 +310,8 @@ struct Init {
     relay: Option<Relay>,
 }
 
-/// The command's pid, in the init (each init is its own copy of the address space).
+/// Where the forwarded signals go: the command's pid in the init, the init's in the relay (each is
+/// its own copy of the address space).
 static COMMAND: AtomicI32 = AtomicI32::new(0);
 
 /// The signals the init forwards to the command.
@@ -398,14 +399,7 @@ impl Init {
     unsafe fn relay_loop(&self, init: libc::pid_t) -> ! {
         unsafe {
             libc::prctl(libc::PR_SET_NAME, c"proclease-relay".as_ptr(), 0, 0, 0);
-            COMMAND.store(init, Ordering::SeqCst);
-            let mut action: libc::sigaction = std::mem::zeroed();
-            action.sa_sigaction = forward as *const () as usize;
-            action.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
-            libc::sigfillset(&mut action.sa_mask);
-            for signal in FORWARDED {
-                libc::sigaction(signal, &action, std::ptr::null_mut());
-            }
+            forward_to(init);
             // Only the witness stays open here (the init reports through its own copy).
             close_all_but(&self.keep, Some(self.report));
             let mut none: libc::sigset_t = std::mem::zeroed();
@@ -427,14 +421,7 @@ impl Init {
     /// command's status, and exits once the box is empty.
     unsafe fn init_loop(&self, command: libc::pid_t) -> ! {
         unsafe {
-            COMMAND.store(command, Ordering::SeqCst);
-            let mut action: libc::sigaction = std::mem::zeroed();
-            action.sa_sigaction = forward as *const () as usize;
-            action.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
-            libc::sigfillset(&mut action.sa_mask);
-            for signal in FORWARDED {
-                libc::sigaction(signal, &action, std::ptr::null_mut());
-            }
+            forward_to(command);
             // A report to a supervisor that died must not kill the init (std left SIGPIPE at
             // its default for the command).
             libc::signal(libc::SIGPIPE, libc::SIG_IGN);
@@ -478,6 +465,21 @@ impl Init {
                     }
                 }
             }
+        }
+    }
+}
+
+/// Installs [`forward`] for the [`FORWARDED`] signals, to `target` (in the init or the relay).
+unsafe fn forward_to(target: libc::pid_t) {
+    COMMAND.store(target, Ordering::SeqCst);
+    // SAFETY: sigaction(2) of this process's own handlers; a zeroed sigaction is valid.
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = forward as *const () as usize;
+        action.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
+        libc::sigfillset(&mut action.sa_mask);
+        for signal in FORWARDED {
+            libc::sigaction(signal, &action, std::ptr::null_mut());
         }
     }
 }
@@ -832,23 +834,42 @@ fn descendants(root: u32) -> Vec<u32> {
     found
 }
 
-/// Whether this process can make a box (a PID namespace), and why not: what [`spawn`] with
-/// [`Containment::Auto`] would do, without starting anything.
+/// Whether this process can make a box (a PID namespace, directly or through a user
+/// namespace), and why not: what [`spawn`] with [`Containment::Auto`] would do, without
+/// starting the command.
 pub fn available() -> Result<(), String> {
-    std::thread::spawn(|| {
+    let direct = std::thread::spawn(|| {
         // SAFETY: unshare(2) of this short-lived thread's PID namespace for children.
-        if unsafe { libc::unshare(libc::CLONE_NEWPID) } == 0 {
-            Ok(())
-        } else {
-            let e = std::io::Error::last_os_error();
-            Err(match e.raw_os_error() {
-                Some(libc::EPERM) => format!("creating a PID namespace was refused ({e}): run as root (CAP_SYS_ADMIN)"),
-                _ => format!("creating a PID namespace failed ({e})"),
-            })
-        }
+        if unsafe { libc::unshare(libc::CLONE_NEWPID) } == 0 { Ok(()) } else { Err(std::io::Error::last_os_error()) }
     })
     .join()
-    .unwrap_or_else(|_| Err("the probe thread panicked".into()))
+    .unwrap_or_else(|_| Err(std::io::Error::other("the probe thread panicked")));
+    let e = match direct {
+        Ok(()) => return Ok(()),
+        Err(e) if e.raw_os_error() != Some(libc::EPERM) => return Err(format!("creating a PID namespace failed ({e})")),
+        Err(e) if rustix::process::geteuid().is_root() => {
+            return Err(format!("creating a PID namespace was refused ({e}), and root does not make user namespaces for a box"));
+        }
+        Err(e) => e,
+    };
+    // Unprivileged: what the relay does, in a throw-away child.
+    // SAFETY: a fork-like clone; the child makes only async-signal-safe system calls and exits.
+    let child = unsafe { libc::syscall(libc::SYS_clone, libc::SIGCHLD as libc::c_long, 0 as libc::c_long, 0 as libc::c_long, 0 as libc::c_long, 0 as libc::c_long) };
+    if child == 0 {
+        // SAFETY: in the child: unshare, then _exit.
+        unsafe {
+            let code = if libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWPID | libc::CLONE_NEWNS) == 0 { 0 } else { 1 };
+            libc::_exit(code);
+        }
+    }
+    let mut status: libc::c_int = 0;
+    // SAFETY: waits for the child just cloned.
+    let waited = child > 0 && unsafe { libc::waitpid(child as libc::pid_t, &mut status, 0) } == child as libc::pid_t;
+    if waited && libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 {
+        Ok(())
+    } else {
+        Err(format!("creating a PID namespace was refused ({e}), and so was a user namespace for it: run as root, or allow unprivileged user namespaces"))
+    }
 }
 
 #[cfg(test)]

@@ -77,25 +77,9 @@ impl<'a> Launch<'a> {
     ///
     /// Errors: [`SpawnError::Start`] (with [`Containment::Required`] and no box possible, of
     /// kind [`std::io::ErrorKind::Unsupported`]).
-    pub fn spawn_tree(mut self, command: &mut Command, mut options: BoxOptions) -> Result<Tree, SpawnError> {
-        if let Some(witness) = &self.witness {
-            witness.attach(command);
-            options.keep.extend(witness.raw_fd());
-        }
-        match containment::spawn(command, &options) {
-            Ok(tree) => {
-                if let Some(witness) = self.witness.take() {
-                    witness.started(tree.id());
-                }
-                Ok(tree)
-            }
-            Err(e) => {
-                if let Some(witness) = self.witness.take() {
-                    witness.abandon();
-                }
-                Err(SpawnError::Start(e))
-            }
-        }
+    pub fn spawn_tree(self, command: &mut Command, mut options: BoxOptions) -> Result<Tree, SpawnError> {
+        options.keep.extend(self.witness.as_ref().and_then(SpawnWitness::raw_fd));
+        self.start(command, |command| containment::spawn(command, &options), Tree::id)
     }
 
     /// Starts `command` holding the witness, without a box. On success this process keeps no
@@ -103,16 +87,21 @@ impl<'a> Launch<'a> {
     /// removed.
     ///
     /// Errors: [`SpawnError::Start`].
-    pub fn spawn(mut self, command: &mut Command) -> Result<Child, SpawnError> {
+    pub fn spawn(self, command: &mut Command) -> Result<Child, SpawnError> {
+        self.start(command, Command::spawn, Child::id)
+    }
+
+    /// `spawn` with the witness attached to `command`, handed on to the process `pid` names.
+    fn start<T>(mut self, command: &mut Command, spawn: impl FnOnce(&mut Command) -> std::io::Result<T>, pid: impl Fn(&T) -> u32) -> Result<T, SpawnError> {
         if let Some(witness) = &self.witness {
             witness.attach(command);
         }
-        match command.spawn() {
-            Ok(child) => {
+        match spawn(command) {
+            Ok(started) => {
                 if let Some(witness) = self.witness.take() {
-                    witness.started(child.id());
+                    witness.started(pid(&started));
                 }
-                Ok(child)
+                Ok(started)
             }
             Err(e) => {
                 if let Some(witness) = self.witness.take() {
