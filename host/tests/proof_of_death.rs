@@ -14,7 +14,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{PROCLEASE, Sandbox, kill, namespaces_available, processes_running, sandbox, state_of, unique_seconds, wait_for_process, wait_until_dead};
+use common::{PROCLEASE, Sandbox, kill, namespaces_available, sandbox, state_of, unique_seconds, wait_for_process, wait_until_dead};
 
 impl Sandbox {
     /// `proclease recover --json` (in the namespaces `prefix` makes), asserting it succeeded.
