@@ -70,15 +70,15 @@ def main():
         job = os.path.join(place, "jobs", "j")
         lock = os.path.join(place, "lockfile")
         run_ms, flock_ms = paired(
-            lambda: timed([PROCLEASE, "run", "--workdir", job, "--", "true"], place_env),
+            lambda: timed([PROCLEASE, "--workspace-root", place, "run", "--workdir", job, "--", "true"], place_env),
             lambda: timed(["flock", lock, "true"], env),
             21,
         )
         rows.append((f"run --workdir DIR -- true ({label})", run_ms, "flock LOCKFILE true", flock_ms))
         # The box (docs/containment.md) against the same run without it: its cost alone.
         boxed_ms, bare_ms = paired(
-            lambda: timed([PROCLEASE, "run", "--workdir", job, "--", "true"], place_env),
-            lambda: timed([PROCLEASE, "run", "--containment", "none", "--workdir", job, "--", "true"], place_env),
+            lambda: timed([PROCLEASE, "--workspace-root", place, "run", "--workdir", job, "--", "true"], place_env),
+            lambda: timed([PROCLEASE, "--workspace-root", place, "run", "--containment", "none", "--workdir", job, "--", "true"], place_env),
             21,
         )
         rows.append((f"run, boxed ({label})", boxed_ms, "run --containment none", bare_ms))

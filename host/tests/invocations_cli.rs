@@ -108,3 +108,28 @@ fn a_crashed_supervisor_leaves_a_tombstone_that_blocks_the_plugin() {
     assert_eq!(unblocked.status.code(), Some(0), "{unblocked:?}");
     drop(s.dir);
 }
+
+/// The containment host runs in a box too (`docs/containment.md`, rule 6): what it left running
+/// is stopped before its cleanup is recorded complete and the lease released.
+#[test]
+fn a_plugin_hosts_background_process_is_stopped_before_its_lease_is_released() {
+    let unshare = Command::new("unshare").args(["--pid", "--fork", "true"]).output();
+    if !unshare.as_ref().is_ok_and(|o| o.status.success()) {
+        assert!(std::env::var_os("PROCLEASE_REQUIRE_NAMESPACES").is_none(), "no PID namespace here: {unshare:?}");
+        println!("skipped: no PID namespace can be made here (root is needed)");
+        return;
+    }
+    let s = sandbox();
+    let seconds = format!("{}", 300_000 + std::process::id() % 100_000);
+    let out = s.run(&["invocations", "run", "--identity", s.identity.to_str().expect("utf-8"), "--", "sh", "-c", &format!("setsid sleep {seconds} & exit 0")]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("stopped 1 process the plugin host left running"), "{out:?}");
+    let wanted: Vec<u8> = ["sleep", seconds.as_str()].iter().flat_map(|a| a.bytes().chain([0])).collect();
+    let survivors = std::fs::read_dir("/proc")
+        .expect("/proc")
+        .flatten()
+        .filter(|e| std::fs::read(e.path().join("cmdline")).is_ok_and(|c| c == wanted))
+        .count();
+    assert_eq!(survivors, 0, "the background process did not outlive the run");
+    assert!(s.leases().is_empty(), "released once the box was empty");
+}

@@ -178,6 +178,10 @@ fn invoke(host: &Host, args: RunArgs) -> Result<ExitCode, Failure> {
         }
         Err(error) => return Err(error.into()),
     };
+    if finished.stragglers > 0 {
+        let noun = if finished.stragglers == 1 { "process" } else { "processes" };
+        eprintln!("proclease: stopped {} {noun} the plugin host left running", finished.stragglers);
+    }
     for problem in &finished.problems {
         eprintln!("proclease: {problem} (the lease stays; `proclease invocations repair` shows it)");
     }
