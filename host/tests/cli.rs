@@ -228,3 +228,44 @@ fn an_etcd_store_without_cluster_support_is_refused_not_replaced() {
     let out = proclease(&["--state-home", state, "--store", "file", "doctor"]);
     assert!(out.status.success(), "`file` is the state home: {out:?}");
 }
+
+/// A reporting command whose reader goes away (`proclease doctor | head -1`, `recover | true`)
+/// ends as Unix tools do — quietly, by SIGPIPE — and never panics (issue #27, item 4).
+#[test]
+fn a_closed_stdout_ends_a_report_quietly() {
+    use std::os::unix::process::ExitStatusExt as _;
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Enough leases that the report is longer than one line.
+    for i in 0..3 {
+        let out = Command::new(env!("CARGO_BIN_EXE_proclease"))
+            .arg("--state-home")
+            .arg(dir.path().join("state"))
+            .arg("--workspace-root")
+            .arg(dir.path())
+            .args(["run", "--containment", "none", "--workdir"])
+            .arg(dir.path().join(format!("w{i}")))
+            .args(["--", "true"])
+            .output()
+            .expect("run");
+        assert!(out.status.success(), "{out:?}");
+    }
+    for args in [&["doctor"][..], &["recover", "--dry-run"], &["doctor", "--json"]] {
+        for _ in 0..5 {
+            let mut child = Command::new(env!("CARGO_BIN_EXE_proclease"))
+                .arg("--state-home")
+                .arg(dir.path().join("state"))
+                .arg("--workspace-root")
+                .arg(dir.path())
+                .args(args)
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("spawn");
+            // The reader goes away before anything was read.
+            drop(child.stdout.take());
+            let out = child.wait_with_output().expect("wait");
+            assert!(out.status.success() || out.status.signal() == Some(13), "{args:?}: {out:?}");
+            assert!(!String::from_utf8_lossy(&out.stderr).contains("panicked"), "{args:?}: {out:?}");
+        }
+    }
+}

@@ -293,37 +293,44 @@ fn the_command_sees_its_own_box() {
     assert!(stderr(&none).contains("containment=none, because --containment none was asked for"), "{none:?}");
 }
 
-/// An unprivileged run (`setpriv --reuid 65534`) gets its box through a user namespace where
-/// the kernel allows one, and stops what its command left running.
-#[test]
-fn an_unprivileged_run_gets_a_box_through_a_user_namespace() {
+/// A directory owned by uid 65534 (`nobody`), and `setpriv … proclease -v --state-home … run
+/// --workdir <dir>/job -- sh -c script` as that user; `None` (after saying why) where
+/// unprivileged user namespaces cannot be made here.
+fn unprivileged(script: &str) -> Option<(tempfile::TempDir, std::path::PathBuf, Command)> {
     if !rustix::process::geteuid().is_root() {
         println!("skipped: needs root to run a command as another user (setpriv)");
-        return;
+        return None;
     }
     let probe = Command::new("setpriv").args(["--reuid", "65534", "--regid", "65534", "--clear-groups", "unshare", "--user", "--pid", "--fork", "true"]).output();
     if !probe.as_ref().is_ok_and(|o| o.status.success()) {
         assert!(std::env::var_os("PROCLEASE_REQUIRE_NAMESPACES").is_none(), "unprivileged user namespaces are not allowed here: {probe:?}");
         println!("skipped: unprivileged user namespaces are not allowed here ({probe:?})");
-        return;
+        return None;
     }
     let dir = tempfile::tempdir_in("/tmp").expect("tempdir");
     let root = std::fs::canonicalize(dir.path()).expect("realpath");
     rustix::fs::chown(&root, Some(rustix::process::Uid::from_raw(65534)), Some(rustix::process::Gid::from_raw(65534))).expect("chown");
-    let work = root.join("job");
-    let tag = unique_seconds();
-    let run = Command::new("setpriv")
+    let mut command = Command::new("setpriv");
+    command
         .args(["--reuid", "65534", "--regid", "65534", "--clear-groups", common::PROCLEASE, "-v", "--state-home"])
         .arg(root.join("state"))
         .arg("--workspace-root")
         .arg(&root)
         .args(["run", "--workdir"])
-        .arg(&work)
-        .args(["--", "sh", "-c", &format!("echo $$; sleep {tag} &")])
+        .arg(root.join("job"))
+        .args(["--", "sh", "-c", script])
         .env("HOME", &root)
-        .current_dir(&root)
-        .output()
-        .expect("setpriv");
+        .current_dir(&root);
+    Some((dir, root, command))
+}
+
+/// An unprivileged run (`setpriv --reuid 65534`) gets its box through a user namespace where
+/// the kernel allows one, and stops what its command left running.
+#[test]
+fn an_unprivileged_run_gets_a_box_through_a_user_namespace() {
+    let tag = unique_seconds();
+    let Some((_dir, _root, mut command)) = unprivileged(&format!("echo $$; sleep {tag} &")) else { return };
+    let run = command.output().expect("setpriv");
     assert!(run.status.success(), "{run:?}");
     assert_eq!(common::stdout(&run).trim(), "2", "the command is pid 2 of its box");
     assert!(stderr(&run).contains("in a user namespace"), "{run:?}");
@@ -413,4 +420,183 @@ fn kill_stress_short_form() {
         "{kills} kills: {kept_live} directories kept while their tree ran (then recovered), {recovered_dead} recovered with no process left, \
          {never_started} killed before the directory was made, 0 removed under a live process"
     );
+}
+
+/// A program that counts the SIGINTs it gets in one second, then prints `INT: n`.
+const COUNT_INTS: &str = r#"
+import signal, time
+n = 0
+def count(signum, frame):
+    global n
+    n += 1
+signal.signal(signal.SIGINT, count)
+print("ready", flush=True)
+end = time.monotonic() + 1.5
+while time.monotonic() < end:
+    time.sleep(0.05)
+print("INT: %d" % n, flush=True)
+"#;
+
+/// Runs argv on a new pseudo-terminal as its foreground job, types Ctrl-C once the program
+/// printed `ready`, and returns everything it printed.
+const CTRL_C: &str = r#"
+import os, pty, sys, time
+pid, fd = pty.fork()
+if pid == 0:
+    os.execvp(sys.argv[1], sys.argv[1:])
+out = b""
+while b"ready" not in out:
+    out += os.read(fd, 1024)
+time.sleep(0.2)
+os.write(fd, b"\x03")
+while True:
+    try:
+        chunk = os.read(fd, 1024)
+    except OSError:
+        break
+    if not chunk:
+        break
+    out += chunk
+os.waitpid(pid, 0)
+sys.stdout.write(out.decode(errors="replace"))
+"#;
+
+/// One Ctrl-C on a terminal reaches the command once: the terminal sends it to the whole
+/// foreground process group, and neither the supervisor nor the init sends it again.
+#[test]
+fn a_terminal_ctrl_c_reaches_the_command_once() {
+    let Some(python) = python() else {
+        println!("skipped: no python3 for a pseudo-terminal");
+        return;
+    };
+    if !boxes() {
+        return;
+    }
+    let s = sandbox();
+    let work = s.root.join("jobs/tty");
+    let mut argv = vec![python.to_string(), "-c".into(), CTRL_C.into(), common::PROCLEASE.into()];
+    argv.extend(s.global());
+    argv.extend(["run".into(), "--workdir".into(), work.display().to_string(), "--".into(), python.into(), "-c".into(), COUNT_INTS.into()]);
+    let out = Command::new(&argv[0]).args(&argv[1..]).output().expect("pty driver");
+    let text = common::stdout(&out);
+    assert!(text.contains("INT: 1"), "one Ctrl-C, one SIGINT: {text} {out:?}");
+}
+
+/// The command's processes do not hold the tree's witness (its init alone does): none of them
+/// can release it for the others (`flock -u` on an inherited descriptor would).
+#[test]
+fn the_command_does_not_hold_the_witness() {
+    if !boxes() {
+        return;
+    }
+    let s = sandbox();
+    let work = s.root.join("jobs/fds");
+    let run = s.run(&["run", "--workdir", work.to_str().expect("utf-8"), "--", "sh", "-c", "ls -l /proc/$$/fd"]);
+    assert!(run.status.success(), "{run:?}");
+    let fds = common::stdout(&run);
+    assert!(!fds.contains("/.proclease/witnesses/"), "the command holds no witness: {fds}");
+    let none = s.run(&["run", "--containment", "none", "--workdir", work.join("n").to_str().expect("utf-8"), "--", "sh", "-c", "ls -l /proc/$$/fd"]);
+    assert!(common::stdout(&none).contains("/.proclease/witnesses/"), "uncontained, the command holds it (the check can tell): {none:?}");
+}
+
+/// A signal to the supervisor once the command exited stops what it left running at once,
+/// also under `--stragglers wait`, and the run returns.
+#[test]
+fn a_signal_while_waiting_for_stragglers_stops_them() {
+    if !boxes() {
+        return;
+    }
+    let s = sandbox();
+    let work = s.root.join("jobs/interrupt");
+    let tag = unique_seconds();
+    let mut supervisor = s
+        .command(&["run", "--stragglers", "wait", "--workdir", work.to_str().expect("utf-8"), "--", "sh", "-c", &format!("setsid -f sleep {tag}")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let sleep = wait_for_process(&["sleep", &tag]);
+    // The command (sh) has exited once the sleep was re-parented to the init.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !parent(sleep).is_some_and(|p| std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == "proclease-init")) {
+        assert!(Instant::now() < deadline, "the command never exited");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    let pid = rustix::process::Pid::from_raw(supervisor.id() as i32).expect("pid");
+    rustix::process::kill_process(pid, rustix::process::Signal::INT).expect("SIGINT");
+    let status = supervisor.wait().expect("wait");
+    assert!(status.success(), "the run returns the command's status: {status:?}");
+    assert!(common::state_of(sleep).is_none(), "what the command left running was stopped before the run returned");
+    assert_eq!(recover(&s), (0, 0), "and the lease was released");
+}
+
+/// After the supervisor was killed and the command exited, `kill <CHILD>` (SIGTERM to the box's
+/// init, as doctor shows it) stops what the command left running, and the lease becomes
+/// recoverable.
+#[test]
+fn sigterm_to_an_orphaned_box_stops_it() {
+    if !boxes() {
+        return;
+    }
+    let s = sandbox();
+    let work = s.root.join("jobs/orphan");
+    let tag = unique_seconds();
+    let script = format!("setsid -f sleep {tag}; sleep 0.5; true");
+    let mut supervisor = s
+        .command(&["run", "--workdir", work.to_str().expect("utf-8"), "--", "sh", "-c", &script])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let sleep = wait_for_process(&["sleep", &tag]);
+    let init = s.wait_for_phase(&work, "running")["childPid"].as_u64().expect("the init is recorded");
+    supervisor.kill().expect("SIGKILL the supervisor");
+    supervisor.wait().expect("reap");
+    // The command (sh) exits after 0.5 s; the sleep runs on in the box.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !processes_running(&["sh", "-c", &script]).is_empty() {
+        assert!(Instant::now() < deadline, "the command never exited");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(parent(sleep), Some(init));
+    assert_eq!(recover(&s), (0, 1), "the box still runs");
+    rustix::process::kill_process(rustix::process::Pid::from_raw(init as i32).expect("pid"), rustix::process::Signal::TERM).expect("SIGTERM");
+    wait_until_dead(sleep);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while recover(&s).0 != 1 {
+        assert!(Instant::now() < deadline, "never recovered after the box stopped");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Through a user namespace the recorded child is a relay, the init's parent: if the relay is
+/// killed, the box dies with it, and the run does not release its lease while anything of the
+/// tree runs.
+#[test]
+fn a_killed_relay_takes_its_box_along() {
+    let tag = unique_seconds();
+    let Some((_dir, root, mut command)) = unprivileged(&format!("setsid -f sleep {tag}; sleep 30")) else { return };
+    let mut supervisor = command.stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("setpriv");
+    let sleep = wait_for_process(&["sleep", &tag]);
+    // The relay is the supervisor's child named proclease-relay.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let relay = loop {
+        let relays: Vec<u64> = std::fs::read_dir("/proc")
+            .expect("/proc")
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<u64>().ok())
+            .filter(|p| parent(*p) == Some(u64::from(supervisor.id())))
+            .filter(|p| std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == "proclease-relay"))
+            .collect();
+        if let [relay] = relays[..] {
+            break relay;
+        }
+        assert!(Instant::now() < deadline, "no relay found");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    kill(relay);
+    let status = supervisor.wait().expect("wait");
+    assert!(common::state_of(sleep).is_none(), "the box died with its relay before the run returned ({status:?})");
+    assert!(!root.join("job").join("beat").exists());
 }

@@ -314,8 +314,16 @@ struct Init {
 /// its own copy of the address space).
 static COMMAND: AtomicI32 = AtomicI32::new(0);
 
-/// The signals the init forwards to the command.
-const FORWARDED: [libc::c_int; 7] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT, libc::SIGUSR1, libc::SIGUSR2, libc::SIGWINCH];
+/// The signals the init forwards to the command (and the relay to the init): those the
+/// supervisor forwards (`supervisor::signals`).
+pub(crate) const FORWARDED: [libc::c_int; 8] =
+    [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT, libc::SIGUSR1, libc::SIGUSR2, libc::SIGWINCH, libc::SIGALRM];
+
+/// The signals that stop a box whose command is gone.
+const STOPPING: [libc::c_int; 4] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT];
+
+/// In the init: how many stopping signals arrived once the command was gone.
+static STOPS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
 impl Init {
     /// In the forked child, pid 1 of the new namespace: forks the command (which returns
@@ -355,9 +363,10 @@ impl Init {
                     message(self.report, b'P', init as i32);
                     self.relay_loop(init as libc::pid_t);
                 }
-                // The init, pid 1 of the new namespace, child of the relay.
+                // The init, pid 1 of the new namespace, child of the relay: it dies with the
+                // relay, always (the relay is the recorded child and waits for it).
                 libc::sigprocmask(libc::SIG_SETMASK, &before, std::ptr::null_mut());
-                supervisor = supervisor.map(|_| own);
+                supervisor = Some(own);
             }
             libc::prctl(libc::PR_SET_NAME, c"proclease-init".as_ptr(), 0, 0, 0);
             if let Some(supervisor) = supervisor {
@@ -369,9 +378,10 @@ impl Init {
                     return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
                 }
             }
-            // The box's own /proc, in its own mount namespace (where allowed).
+            // The box's own /proc, in its own mount namespace (where allowed). Slave, not
+            // private: the machine's mounts and unmounts still reach the box; its own stay in it.
             if libc::unshare(libc::CLONE_NEWNS) == 0
-                && libc::mount(c"none".as_ptr(), c"/".as_ptr(), std::ptr::null(), libc::MS_REC | libc::MS_PRIVATE, std::ptr::null()) == 0
+                && libc::mount(c"none".as_ptr(), c"/".as_ptr(), std::ptr::null(), libc::MS_REC | libc::MS_SLAVE, std::ptr::null()) == 0
             {
                 let _ = libc::mount(c"proc".as_ptr(), c"/proc".as_ptr(), c"proc".as_ptr(), libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC, std::ptr::null());
             }
@@ -383,6 +393,13 @@ impl Init {
             libc::sigprocmask(libc::SIG_SETMASK, &all, &mut before);
             let command = libc::syscall(libc::SYS_clone, libc::SIGCHLD as libc::c_long, 0 as libc::c_long, 0 as libc::c_long, 0 as libc::c_long, 0 as libc::c_long);
             if command == 0 {
+                // The command: the init alone holds the witness, so that no process of the box
+                // can release it for the tree (`flock -u` on an inherited descriptor would).
+                for &fd in &self.keep {
+                    if fd != self.report {
+                        libc::close(fd);
+                    }
+                }
                 libc::sigprocmask(libc::SIG_SETMASK, &before, std::ptr::null_mut());
                 return Ok(());
             }
@@ -484,15 +501,30 @@ unsafe fn forward_to(target: libc::pid_t) {
     }
 }
 
-/// The init's handler: a signal another process sent (`si_code` ≤ 0: `kill`, `sigqueue`,
-/// `tgkill`) goes on to the command; the kernel's own (a terminal's) reached it already.
+/// The init's (and the relay's) handler: a signal another process sent (`si_code` ≤ 0: `kill`,
+/// `sigqueue`, `tgkill`) goes on to the command; the kernel's own (a terminal's) reached it
+/// already. Once the command is gone (the init's target is 0), SIGINT, SIGTERM, SIGHUP or
+/// SIGQUIT stop the box: the signal (and SIGCONT) to every process of the namespace, and at the
+/// second one SIGKILL — this is how the supervisor stops what the command left running, and
+/// how `kill <CHILD>` ends a box whose supervisor died.
 extern "C" fn forward(signal: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
     let command = COMMAND.load(Ordering::SeqCst);
     // SAFETY: `info` is the kernel's siginfo for this delivery (SA_SIGINFO); kill(2) is
     // async-signal-safe.
     unsafe {
-        if command > 0 && !info.is_null() && (*info).si_code <= 0 {
+        if info.is_null() || (*info).si_code > 0 {
+            return;
+        }
+        if command > 0 {
             libc::kill(command, signal);
+        } else if STOPPING.contains(&signal) {
+            // kill(-1) from a namespace's init reaches every process of the namespace but itself.
+            if STOPS.fetch_add(1, Ordering::SeqCst) == 0 {
+                libc::kill(-1, signal);
+                libc::kill(-1, libc::SIGCONT);
+            } else {
+                libc::kill(-1, libc::SIGKILL);
+            }
         }
     }
 }
@@ -727,27 +759,26 @@ impl Tree {
     }
 
     /// Kills the whole tree at once: SIGKILL to the init (the kernel kills every process of
-    /// the box), or to the command without a box.
+    /// the box; through a user namespace, to the relay, whose death kills the init), or to the
+    /// command without a box.
     pub fn kill(&mut self) {
-        match self.init.and_then(|pid| i32::try_from(pid).ok()).and_then(rustix::process::Pid::from_raw) {
-            Some(init) => {
-                let _ = rustix::process::kill_process(init, rustix::process::Signal::KILL);
-            }
-            None => {
-                let _ = self.child.kill();
-            }
-        }
+        let _ = self.child.kill();
     }
 
     /// Once the command exited ([`Tree::wait_command`]), deals with what it left running by
-    /// `policy` and waits until the box is empty. The processes that were still running, as
-    /// counted when the command's exit was seen (0 when it left none; always 0 without a box,
-    /// which cannot tell).
+    /// `policy` and waits until the box is empty; `abort` is asked every 20 ms, and once it
+    /// answers true what is left is killed at once (a signal to the supervisor, a lapsed
+    /// cluster presence). The processes that were still running, as counted when the
+    /// command's exit was seen (0 when it left none; always 0 without a box, which cannot tell).
+    ///
+    /// Stopping goes through the init (`kill(-1)` inside the namespace: no pid is signalled
+    /// from outside, so none can have been reused): SIGTERM and SIGCONT to every process of the
+    /// box, then, once `grace` has passed, SIGKILL to the init — the kernel kills the rest.
     ///
     /// Errors: waiting failed.
-    pub fn finish(&mut self, policy: Stragglers) -> std::io::Result<usize> {
+    pub fn finish(&mut self, policy: Stragglers, abort: &dyn Fn() -> bool) -> std::io::Result<usize> {
         if self.status.is_none() {
-            self.wait_command(None)?;
+            self.wait()?;
         }
         if self.keepalive.is_none() {
             // No box (it cannot tell), or its init is already reaped.
@@ -758,26 +789,28 @@ impl Tree {
             self.reaped();
             return Ok(0);
         }
-        let stragglers = descendants(self.init.unwrap_or(self.child.id()));
-        let count = stragglers.len();
-        match policy {
+        let count = descendants(self.init.unwrap_or(self.child.id()));
+        let until = match policy {
             Stragglers::Wait => {
                 tracing::warn!(count, "waiting for the processes the command left running (the lease stays held until they end)");
-                self.child.wait()?;
+                None
             }
             Stragglers::Stop { grace } => {
                 tracing::info!(count, "stopping the processes the command left running");
-                for pid in &stragglers {
-                    if let Some(pid) = i32::try_from(*pid).ok().and_then(rustix::process::Pid::from_raw) {
-                        let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
-                        let _ = rustix::process::kill_process(pid, rustix::process::Signal::CONT);
-                    }
-                }
-                if wait_child_for(&mut self.child, grace)?.is_none() {
-                    self.kill();
-                    self.child.wait()?;
-                }
+                self.signal_command(rustix::process::Signal::TERM);
+                Some(Instant::now() + grace)
             }
+        };
+        loop {
+            if self.child.try_wait()?.is_some() {
+                break;
+            }
+            if abort() || until.is_some_and(|until| Instant::now() >= until) {
+                self.kill();
+                self.child.wait()?;
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
         }
         self.reaped();
         Ok(count)
@@ -814,13 +847,14 @@ fn wait_child_for(child: &mut Child, timeout: Duration) -> std::io::Result<Optio
     }
 }
 
-/// The live descendants of `root` (not `root` itself), from one scan of `/proc`.
-fn descendants(root: u32) -> Vec<u32> {
-    let Ok(all) = procfs::process::all_processes() else { return Vec::new() };
+/// How many live descendants `root` has (not counting `root`), from one scan of `/proc`; a
+/// zombie leader whose threads run counts as live.
+fn descendants(root: u32) -> usize {
+    let Ok(all) = procfs::process::all_processes() else { return 0 };
     let parents: Vec<(u32, u32)> = all
         .filter_map(Result::ok)
         .filter_map(|p| p.stat().ok())
-        .filter(|s| s.state != 'Z')
+        .filter(|s| s.state != 'Z' || s.num_threads > 1)
         .filter_map(|s| Some((u32::try_from(s.pid).ok()?, u32::try_from(s.ppid).ok()?)))
         .collect();
     let mut found = vec![root];
@@ -830,8 +864,7 @@ fn descendants(root: u32) -> Vec<u32> {
         found.extend(parents.iter().filter(|(_, p)| *p == parent).map(|(pid, _)| *pid));
         next += 1;
     }
-    found.remove(0);
-    found
+    found.len() - 1
 }
 
 /// Whether this process can make a box (a PID namespace, directly or through a user

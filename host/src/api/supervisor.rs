@@ -359,18 +359,23 @@ impl<'h> Supervisor<'h> {
                 }
             }
         }
-        let (status, lost) = cluster::wait(host, fenced, &mut tree).map_err(|e| Error::System(format!("waiting for the command: {e}")))?;
+        let (status, lost) = cluster::wait(host, fenced.as_ref(), &mut tree).map_err(|e| Error::System(format!("waiting for the command: {e}")))?;
         problems.extend(lost);
-        drop(forwarder);
         // What the command left running is stopped (or waited for) before anything is settled,
         // published, removed or released: the lease covers the whole tree.
-        let stragglers = match tree.finish(self.stragglers) {
+        if let Some(forwarder) = &forwarder {
+            forwarder.stopping();
+        }
+        let (finished, lost) = cluster::finish(host, fenced.as_ref(), &mut tree, self.stragglers);
+        problems.extend(lost);
+        let stragglers = match finished {
             Ok(count) => count,
             Err(e) => {
                 problems.push(Error::System(format!("waiting for what the command left running: {e}")));
                 0
             }
         };
+        drop(forwarder);
         drop(dead_man);
         if role == Role::RawWorking {
             if let Err(e) = lease.update(Phase::Settled, None) {
@@ -425,6 +430,7 @@ pub fn run_plugin_host(
     identity: &proclease_core::records::portable_identity::PortableIdentity,
     run_id: &str,
     command: &mut Command,
+    forward_signals: bool,
 ) -> Result<Finished, Error> {
     let snapshot = host.acquire_invocation(identity, run_id)?;
     let mut controller = host.containment(&snapshot)?;
@@ -466,6 +472,7 @@ pub fn run_plugin_host(
             return Err(Refusal::Unstartable { command: program, reason }.into());
         }
     };
+    let forwarder = if forward_signals { signals::forward(tree.id()) } else { None };
     let mut problems = Vec::new();
     // Record the host process before waiting on it (registered first, in cluster mode); a host
     // that already exited is reaped below.
@@ -476,7 +483,15 @@ pub fn run_plugin_host(
         }
     }
     // The host process and everything it started: reaped only once the box is empty.
-    let waited = cluster::wait(host, fenced, &mut tree).and_then(|(status, lost)| Ok((status, lost, tree.finish(Stragglers::default())?)));
+    let waited = cluster::wait(host, fenced.as_ref(), &mut tree).and_then(|(status, mut lost)| {
+        if let Some(forwarder) = &forwarder {
+            forwarder.stopping();
+        }
+        let (finished, lost_after) = cluster::finish(host, fenced.as_ref(), &mut tree, Stragglers::default());
+        lost = lost.or(lost_after);
+        Ok((status, lost, finished?))
+    });
+    drop(forwarder);
     drop(dead_man);
     // Reaped: the host process is confirmed gone. Anything else leaves the lease unsafe.
     let cleanup = match &waited {
@@ -517,36 +532,82 @@ fn now_ms() -> f64 {
 
 #[cfg(feature = "signals")]
 mod signals {
-    /// Forwards SIGINT, SIGTERM, SIGHUP and SIGQUIT to `child` until dropped.
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+
+    /// What the handlers share with the supervisor.
+    struct State {
+        /// The box's init (or relay, or the uncontained command); 0 once the run is over.
+        target: AtomicI32,
+        /// The command exited: a stopping signal now kills what it left running.
+        stopping: AtomicBool,
+    }
+
+    /// Forwards SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH and SIGALRM that
+    /// another process sent this one to the command's box while the command runs (a terminal's
+    /// own signals reached the command already: it is in the terminal's process group, and a
+    /// second copy would make a program that aborts on a second Ctrl-C abort on the first).
+    /// Once the command exited, SIGINT, SIGTERM, SIGHUP or SIGQUIT kill what it left running at
+    /// once. Until dropped; afterwards this process ignores them (signal-hook keeps its
+    /// handlers installed: signal-hook-registry never uninstalls one).
     pub(super) struct Forwarder {
-        handle: signal_hook::iterator::Handle,
+        ids: Vec<signal_hook_registry::SigId>,
+        state: Arc<State>,
+    }
+
+    impl Forwarder {
+        /// The command exited: a stopping signal now kills the rest of the box.
+        pub(super) fn stopping(&self) {
+            self.state.stopping.store(true, Ordering::SeqCst);
+        }
     }
 
     impl Drop for Forwarder {
         fn drop(&mut self) {
-            self.handle.close();
+            self.state.target.store(0, Ordering::SeqCst);
+            for id in self.ids.drain(..) {
+                signal_hook_registry::unregister(id);
+            }
         }
     }
 
-    pub(super) fn forward(child: u32) -> Option<Forwarder> {
-        use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
-        let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP, SIGQUIT]).ok()?;
-        let handle = signals.handle();
-        let pid = rustix::process::Pid::from_raw(i32::try_from(child).ok()?)?;
-        std::thread::spawn(move || {
-            for signal in signals.forever() {
-                if let Some(signal) = rustix::process::Signal::from_named_raw(signal) {
-                    let _ = rustix::process::kill_process(pid, signal);
-                }
+    pub(super) fn forward(target: u32) -> Option<Forwarder> {
+        let state = Arc::new(State { target: AtomicI32::new(i32::try_from(target).ok()?), stopping: AtomicBool::new(false) });
+        let mut ids = Vec::new();
+        for signal in crate::api::containment::FORWARDED {
+            let state = state.clone();
+            // SAFETY: the action only loads atomics and calls kill(2), which is async-signal-safe.
+            let id = unsafe {
+                signal_hook_registry::register_sigaction(signal, move |info: &libc::siginfo_t| {
+                    let target = state.target.load(Ordering::SeqCst);
+                    if target <= 0 {
+                        return;
+                    }
+                    if state.stopping.load(Ordering::SeqCst) {
+                        if [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT].contains(&signal) {
+                            libc::kill(target, libc::SIGKILL);
+                        }
+                    } else if info.si_code <= 0 {
+                        libc::kill(target, signal);
+                    }
+                })
+            };
+            match id {
+                Ok(id) => ids.push(id),
+                Err(e) => tracing::warn!(signal, error = %e, "cannot forward this signal to the command"),
             }
-        });
-        Some(Forwarder { handle })
+        }
+        Some(Forwarder { ids, state })
     }
 }
 
 #[cfg(not(feature = "signals"))]
 mod signals {
     pub(super) struct Forwarder;
+
+    impl Forwarder {
+        pub(super) fn stopping(&self) {}
+    }
 
     pub(super) fn forward(_: u32) -> Option<Forwarder> {
         None
@@ -622,7 +683,7 @@ mod cluster {
     /// gets SIGTERM, then the whole tree SIGKILL after an eighth of the TTL, all before etcd can
     /// expire the presence — and the error saying so comes back with the status.
     #[cfg(feature = "cluster")]
-    pub(super) fn wait(host: &Host, session: Option<Session>, tree: &mut Tree) -> std::io::Result<(ExitStatus, Option<Error>)> {
+    pub(super) fn wait(host: &Host, session: Option<&Session>, tree: &mut Tree) -> std::io::Result<(ExitStatus, Option<Error>)> {
         use std::time::{Duration, Instant};
         let (Some(session), Some(cluster)) = (session, host.cluster()) else { return tree.wait().map(|status| (status, None)) };
         loop {
@@ -657,7 +718,22 @@ mod cluster {
     }
 
     #[cfg(not(feature = "cluster"))]
-    pub(super) fn wait(_: &Host, _: Option<Session>, tree: &mut Tree) -> std::io::Result<(ExitStatus, Option<Error>)> {
+    pub(super) fn wait(_: &Host, _: Option<&Session>, tree: &mut Tree) -> std::io::Result<(ExitStatus, Option<Error>)> {
         tree.wait().map(|status| (status, None))
+    }
+
+    /// [`Tree::finish`]; bound to a session, what the command left running is killed at once
+    /// when the session lapses (and the error saying so comes back with the count).
+    #[cfg(feature = "cluster")]
+    pub(super) fn finish(host: &Host, session: Option<&Session>, tree: &mut Tree, policy: super::Stragglers) -> (std::io::Result<usize>, Option<Error>) {
+        let (Some(session), Some(cluster)) = (session, host.cluster()) else { return (tree.finish(policy, &|| false), None) };
+        let finished = tree.finish(policy, &|| !session.is_live());
+        let lost = (!session.is_live()).then(|| cluster.session_lost("what the command left running was killed with SIGKILL").into());
+        (finished, lost)
+    }
+
+    #[cfg(not(feature = "cluster"))]
+    pub(super) fn finish(_: &Host, _: Option<&Session>, tree: &mut Tree, policy: super::Stragglers) -> (std::io::Result<usize>, Option<Error>) {
+        (tree.finish(policy, &|| false), None)
     }
 }

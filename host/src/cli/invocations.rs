@@ -157,7 +157,7 @@ fn invoke(host: &Host, args: RunArgs) -> Result<ExitCode, Failure> {
     let run_id = args.run_id.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
     let mut command = std::process::Command::new(&args.command[0]);
     command.args(&args.command[1..]);
-    let finished = match proclease::supervisor::run_plugin_host(host, &identity, &run_id, &mut command) {
+    let finished = match proclease::supervisor::run_plugin_host(host, &identity, &run_id, &mut command, true) {
         Ok(finished) => finished,
         Err(error) if error.lease_code() == Some(proclease::core::LeaseCode::PluginChangedOrDisabled) => {
             let (catalog, exists) = host.catalog().location();

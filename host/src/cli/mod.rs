@@ -244,6 +244,16 @@ pub fn main() -> ExitCode {
         Err(error) => return usage_error(&error),
     };
     logging::init(cli.global.verbose, cli.global.quiet);
+    // A command that only reports ends quietly when its reader goes away (`doctor | head -1`),
+    // as Unix tools do: by SIGPIPE, which the Rust runtime ignores (printing would panic). A
+    // supervisor (`run`, `invocations run`) keeps ignoring it: it must not die while it holds
+    // leases because its output was closed. Every step of `recover` is crash-safe.
+    if !matches!(cli.command, Command::Run(_) | Command::Invocations(invocations::InvocationsCommand::Run(_))) {
+        // SAFETY: signal(2) with SIG_DFL, before any thread of this program starts.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
+    }
     let result: Result<ExitCode, Failure> = match cli.command {
         Command::Validate { files, json } => validate::run(&files, json).map_err(|e| Failure::new(e.to_string())),
         Command::Component { interfaces: true, json, .. } => component::describe_component(json),
