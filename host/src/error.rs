@@ -170,6 +170,13 @@ pub enum Refusal {
         /// Why (the operating system's error).
         reason: String,
     },
+    /// A signal (SIGINT, SIGTERM, SIGHUP or SIGQUIT) arrived before the command started: it was
+    /// not started, and everything leased or created for it was released and removed.
+    #[error("interrupted by signal {signal} before the command started; nothing was started and nothing is left behind")]
+    Interrupted {
+        /// The signal's number.
+        signal: i32,
+    },
     /// A box was required (`--containment required`, [`Containment::Required`]) and none can be
     /// made here; nothing was leased (`docs/containment.md`).
     ///

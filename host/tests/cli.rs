@@ -269,3 +269,40 @@ fn a_closed_stdout_ends_a_report_quietly() {
         }
     }
 }
+
+/// A Ctrl-C (SIGINT) before the command started — here while `run` waits for the lease
+/// creation lock another process holds — stops the run cleanly: exit 130, the command never
+/// ran, and no lease or directory is left behind (before, the signal killed the supervisor
+/// mid-lease and left both for `recover`).
+#[test]
+fn a_signal_before_the_command_started_leaves_nothing_behind() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let proclease = |args: &[&str]| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_proclease"));
+        command.arg("--state-home").arg(dir.path().join("state")).arg("--workspace-root").arg(dir.path()).args(args);
+        command
+    };
+    let first = proclease(&["run", "--workdir", dir.path().join("first").to_str().expect("utf-8"), "--", "true"]).output().expect("run");
+    assert!(first.status.success(), "{first:?}");
+    let lock = dir.path().join("state/.proclease/locks/directory-lease-creation.lock");
+    assert!(lock.exists(), "the lock file is where the test expects it");
+    let mut holder = Command::new("flock").arg(&lock).args(["sleep", "1.5"]).spawn().expect("flock(1)");
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let job = dir.path().join("job");
+    let run = proclease(&["run", "--workdir", job.to_str().expect("utf-8"), "--", "touch", "ran"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run");
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    let pid = rustix::process::Pid::from_raw(run.id() as i32).expect("pid");
+    rustix::process::kill_process(pid, rustix::process::Signal::INT).expect("SIGINT");
+    let out = run.wait_with_output().expect("wait");
+    holder.wait().expect("flock(1)");
+    assert_eq!(out.status.code(), Some(130), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("interrupted by signal 2 before the command started"), "{out:?}");
+    assert!(!job.exists(), "the directory it created is removed");
+    let doctor = proclease(&["doctor", "--json"]).output().expect("doctor");
+    let doc: serde_json::Value = serde_json::from_slice(&doctor.stdout).expect("json");
+    assert_eq!(doc["entries"].as_array().map(Vec::len), Some(0), "no lease is left: {doc}");
+}

@@ -226,6 +226,10 @@ impl<'h> Supervisor<'h> {
         if self.containment == Containment::Required {
             containment::available().map_err(|reason| Refusal::NoContainment { reason })?;
         }
+        // Signals are caught from the start: one that arrives before the command started stops
+        // the run cleanly (nothing started, nothing left) instead of killing it mid-lease.
+        let forwarder = if self.forward_signals { signals::forward() } else { None };
+        let interrupted = || forwarder.as_ref().and_then(signals::Forwarder::pending).map(|signal| Error::from(Refusal::Interrupted { signal }));
         let (role, dir, output) = match &self.target {
             Target::Workdir(dir) => (Role::RawWorking, absolute(dir)?, None),
             Target::Stage { stage, output } => (Role::BundleStage, absolute(stage)?, Some(absolute(output)?)),
@@ -256,6 +260,10 @@ impl<'h> Supervisor<'h> {
                 let _ = admission.release();
             }
         };
+        if let Some(error) = interrupted() {
+            release_admission(&mut admission);
+            return Err(error);
+        }
         let now = now_ms();
         let request = Request {
             role,
@@ -296,6 +304,9 @@ impl<'h> Supervisor<'h> {
             }
         };
         let launching = (|| -> Result<(), Error> {
+            if let Some(error) = interrupted() {
+                return Err(error);
+            }
             if role == Role::RawWorking {
                 lease.update(Phase::Launching, None)?;
             }
@@ -334,7 +345,9 @@ impl<'h> Supervisor<'h> {
                 return Err(Refusal::Unstartable { command: program, reason }.into());
             }
         };
-        let forwarder = if self.forward_signals { signals::forward(tree.id()) } else { None };
+        if let Some(forwarder) = &forwarder {
+            forwarder.started(tree.id());
+        }
         let mut problems = Vec::new();
         if fenced.is_some() {
             if let Ok(recorded) = host.process_identity().capture(u64::from(tree.id())) {
@@ -472,7 +485,10 @@ pub fn run_plugin_host(
             return Err(Refusal::Unstartable { command: program, reason }.into());
         }
     };
-    let forwarder = if forward_signals { signals::forward(tree.id()) } else { None };
+    let forwarder = if forward_signals { signals::forward() } else { None };
+    if let Some(forwarder) = &forwarder {
+        forwarder.started(tree.id());
+    }
     let mut problems = Vec::new();
     // Record the host process before waiting on it (registered first, in cluster mode); a host
     // that already exited is reaped below.
@@ -535,12 +551,20 @@ mod signals {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
+    /// The signals that stop a run.
+    const STOPPING: [libc::c_int; 4] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT];
+
     /// What the handlers share with the supervisor.
     struct State {
-        /// The box's init (or relay, or the uncontained command); 0 once the run is over.
+        /// The box's init (or relay, or the uncontained command); 0 before it started and once
+        /// the run is over.
         target: AtomicI32,
         /// The command exited: a stopping signal now kills what it left running.
         stopping: AtomicBool,
+        /// The first stopping signal that arrived before the command started (0: none).
+        pending: AtomicI32,
+        /// Whether the command started (`pending` is only recorded before).
+        started: AtomicBool,
     }
 
     /// Forwards SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH and SIGALRM that
@@ -556,6 +580,26 @@ mod signals {
     }
 
     impl Forwarder {
+        /// The command started as `target`: signals go to it from now on, and one that arrived
+        /// in between is passed on.
+        pub(super) fn started(&self, target: u32) {
+            let Ok(target) = i32::try_from(target) else { return };
+            self.state.target.store(target, Ordering::SeqCst);
+            self.state.started.store(true, Ordering::SeqCst);
+            let pending = self.state.pending.swap(0, Ordering::SeqCst);
+            if pending > 0 {
+                // SAFETY: kill(2) of the process this run started.
+                unsafe {
+                    libc::kill(target, pending);
+                }
+            }
+        }
+
+        /// The stopping signal that arrived before the command started, if any.
+        pub(super) fn pending(&self) -> Option<i32> {
+            Some(self.state.pending.load(Ordering::SeqCst)).filter(|&signal| signal > 0)
+        }
+
         /// The command exited: a stopping signal now kills the rest of the box.
         pub(super) fn stopping(&self) {
             self.state.stopping.store(true, Ordering::SeqCst);
@@ -571,8 +615,14 @@ mod signals {
         }
     }
 
-    pub(super) fn forward(target: u32) -> Option<Forwarder> {
-        let state = Arc::new(State { target: AtomicI32::new(i32::try_from(target).ok()?), stopping: AtomicBool::new(false) });
+    /// Catches the forwarded signals from now on; [`Forwarder::started`] names where they go.
+    pub(super) fn forward() -> Option<Forwarder> {
+        let state = Arc::new(State {
+            target: AtomicI32::new(0),
+            stopping: AtomicBool::new(false),
+            pending: AtomicI32::new(0),
+            started: AtomicBool::new(false),
+        });
         let mut ids = Vec::new();
         for signal in crate::api::containment::FORWARDED {
             let state = state.clone();
@@ -581,10 +631,13 @@ mod signals {
                 signal_hook_registry::register_sigaction(signal, move |info: &libc::siginfo_t| {
                     let target = state.target.load(Ordering::SeqCst);
                     if target <= 0 {
+                        if !state.started.load(Ordering::SeqCst) && STOPPING.contains(&signal) {
+                            let _ = state.pending.compare_exchange(0, signal, Ordering::SeqCst, Ordering::SeqCst);
+                        }
                         return;
                     }
                     if state.stopping.load(Ordering::SeqCst) {
-                        if [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT].contains(&signal) {
+                        if STOPPING.contains(&signal) {
                             libc::kill(target, libc::SIGKILL);
                         }
                     } else if info.si_code <= 0 {
@@ -606,10 +659,16 @@ mod signals {
     pub(super) struct Forwarder;
 
     impl Forwarder {
+        pub(super) fn started(&self, _: u32) {}
+
+        pub(super) fn pending(&self) -> Option<i32> {
+            None
+        }
+
         pub(super) fn stopping(&self) {}
     }
 
-    pub(super) fn forward(_: u32) -> Option<Forwarder> {
+    pub(super) fn forward() -> Option<Forwarder> {
         None
     }
 }

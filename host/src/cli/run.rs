@@ -111,6 +111,11 @@ pub fn run(global: &Global, args: RunArgs) -> Result<ExitCode, Failure> {
         .stragglers(stragglers);
     let finished = match supervisor.run(&mut command) {
         Ok(finished) => finished,
+        Err(proclease::Error::Refused(proclease::Refusal::Interrupted { signal })) => {
+            // As a shell reports a command a signal ended: 128+N.
+            eprintln!("proclease: interrupted by signal {signal} before the command started; nothing was started and nothing is left behind");
+            return Ok(ExitCode::from(u8::try_from(128 + signal).unwrap_or(1)));
+        }
         Err(error) => {
             let code = error.lease_code();
             let failure = Failure::from(error);
