@@ -61,6 +61,16 @@ fn recover(s: &Sandbox) -> (u64, u64) {
     (leases["recovered"].as_u64().expect("recovered"), leases["active"].as_u64().expect("active"))
 }
 
+/// Runs `recover` until it recovers the one lease (the box's init exits a moment after the last
+/// process of its namespace), for up to 10 s after `event`.
+fn recovered_once_gone(s: &Sandbox, event: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while recover(s).0 != 1 {
+        assert!(Instant::now() < deadline, "never recovered after {event}: {}", common::stdout(&s.run(&["doctor"])));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// The parent of `pid` (field 4 of its stat), while it exists.
 fn parent(pid: u64) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
@@ -122,15 +132,7 @@ fn a_daemon_that_closed_its_descriptors_keeps_its_directory() {
     kill(daemon);
     wait_until_dead(daemon);
     // The box's init exits once its namespace is empty, freeing the witness.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let (recovered, _) = recover(&s);
-        if recovered == 1 {
-            break;
-        }
-        assert!(Instant::now() < deadline, "the directory was never recovered after the daemon died: {}", common::stdout(&s.run(&["doctor"])));
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    recovered_once_gone(&s, "the daemon died");
     assert!(!work.exists(), "recovered once the whole tree is gone");
 }
 
@@ -178,11 +180,7 @@ fn a_daemon_of_a_supervisor_in_another_pid_namespace_keeps_its_directory() {
     still_writes(&work);
     kill(daemon);
     wait_until_dead(daemon);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while recover(&s).0 != 1 {
-        assert!(Instant::now() < deadline, "never recovered after the daemon died: {}", common::stdout(&s.run(&["doctor"])));
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    recovered_once_gone(&s, "the daemon died");
     assert!(!work.exists());
     let _ = namespace.kill();
     let _ = namespace.wait();
@@ -563,11 +561,7 @@ fn sigterm_to_an_orphaned_box_stops_it() {
     assert_eq!(recover(&s), (0, 1), "the box still runs");
     rustix::process::kill_process(rustix::process::Pid::from_raw(init as i32).expect("pid"), rustix::process::Signal::TERM).expect("SIGTERM");
     wait_until_dead(sleep);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while recover(&s).0 != 1 {
-        assert!(Instant::now() < deadline, "never recovered after the box stopped");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    recovered_once_gone(&s, "the box stopped");
 }
 
 /// Through a user namespace the recorded child is a relay, the init's parent: if the relay is
