@@ -91,6 +91,28 @@ fn daemon_in(dir: &Path, python: &str, tag: &str) -> u64 {
     wait_for_process(&[python, "-c", DAEMON, tag])
 }
 
+/// The Python a daemon runs on, where a box can be made (else `None`, after saying why).
+fn daemons() -> Option<&'static str> {
+    let Some(python) = python() else {
+        println!("skipped: no python3 to start a daemon");
+        return None;
+    };
+    boxes().then_some(python)
+}
+
+/// With everything else of the tree killed: `recover` keeps `work` while `daemon` still writes
+/// there, and removes it once the daemon is gone (its box's init then exits, freeing the
+/// witness).
+fn kept_until_the_daemon_dies(s: &Sandbox, work: &Path, daemon: u64) {
+    still_writes(work);
+    assert_eq!(recover(s), (0, 1), "the daemon still runs in the directory: it is kept");
+    still_writes(work);
+    kill(daemon);
+    wait_until_dead(daemon);
+    recovered_once_gone(s, "the daemon died");
+    assert!(!work.exists(), "recovered once the whole tree is gone");
+}
+
 /// Waits until the daemon has written in `dir` again (it runs there).
 fn still_writes(dir: &Path) {
     let before = beats(dir);
@@ -106,13 +128,7 @@ fn still_writes(dir: &Path) {
 /// keeps W while the daemon runs, and removes it once the daemon is gone.
 #[test]
 fn a_daemon_that_closed_its_descriptors_keeps_its_directory() {
-    let Some(python) = python() else {
-        println!("skipped: no python3 to start a daemon");
-        return;
-    };
-    if !boxes() {
-        return;
-    }
+    let Some(python) = daemons() else { return };
     let s = sandbox();
     let work = s.root.join("jobs/daemon");
     let tag = unique_seconds();
@@ -124,16 +140,7 @@ fn a_daemon_that_closed_its_descriptors_keeps_its_directory() {
     supervisor.wait().expect("reap");
     kill(command);
     wait_until_dead(command);
-    still_writes(&work);
-
-    assert_eq!(recover(&s), (0, 1), "the daemon still runs in the directory: it is kept");
-    still_writes(&work);
-
-    kill(daemon);
-    wait_until_dead(daemon);
-    // The box's init exits once its namespace is empty, freeing the witness.
-    recovered_once_gone(&s, "the daemon died");
-    assert!(!work.exists(), "recovered once the whole tree is gone");
+    kept_until_the_daemon_dies(&s, &work, daemon);
 }
 
 /// Input 2: the same with the supervisor in a PID namespace of its own, and `recover` run from
@@ -141,13 +148,7 @@ fn a_daemon_that_closed_its_descriptors_keeps_its_directory() {
 /// namespaces.
 #[test]
 fn a_daemon_of_a_supervisor_in_another_pid_namespace_keeps_its_directory() {
-    let Some(python) = python() else {
-        println!("skipped: no python3 to start a daemon");
-        return;
-    };
-    if !boxes() {
-        return;
-    }
+    let Some(python) = daemons() else { return };
     let s = sandbox();
     let work = s.root.join("jobs/nested");
     let tag = unique_seconds();
@@ -175,13 +176,8 @@ fn a_daemon_of_a_supervisor_in_another_pid_namespace_keeps_its_directory() {
     kill(sleep);
     wait_until_dead(command);
     wait_until_dead(sleep);
-    still_writes(&work);
-    assert_eq!(recover(&s), (0, 1), "recovered from the machine's namespace, the daemon's directory is kept");
-    still_writes(&work);
-    kill(daemon);
-    wait_until_dead(daemon);
-    recovered_once_gone(&s, "the daemon died");
-    assert!(!work.exists());
+    // `recover` runs in the machine's namespace, not the supervisor's.
+    kept_until_the_daemon_dies(&s, &work, daemon);
     let _ = namespace.kill();
     let _ = namespace.wait();
 }
