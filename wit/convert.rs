@@ -14,7 +14,7 @@ use alloc::vec::Vec;
 
 use proclease_core::dispositions::{Disposition, Probe};
 use proclease_core::effects::{
-    BatchInvalid, BatchStatus, CollectionEntry, CollectionIdentity, CollectionSnapshot, DirectoryFacts, EntryKind, InstalledPlugin,
+    BatchInvalid, BatchStatus, CollectionEntry, CollectionIdentity, CollectionSnapshot, DirectoryFacts, EntryKind, FinishedRun, InstalledPlugin,
     StoreFailure, WorkspaceFailure,
 };
 use proclease_core::liveness::{OwnerFacts, OwnerStatus, ProcRead, ProcView, RemotePresence, WitnessState};
@@ -235,6 +235,10 @@ struct_map!(facts_to_wit, facts_from_wit, OwnerFacts, pi::OwnerFacts, {
 // ---------- records ----------
 
 struct_map!(directory_identity_to_wit, directory_identity_from_wit, DirectoryIdentity, t::DirectoryIdentity, { device, inode, birthtime_ns });
+
+struct_map!(finished_run_to_wit, finished_run_from_wit, FinishedRun, pi::RunOutcome, {
+    directory_identity => (directory_identity_to_wit, directory_identity_from_wit), exit_code, signal
+});
 
 pub(crate) fn form_to_wit<T>(p: &Parsed<T>) -> rec::CanonicalForm {
     rec::CanonicalForm { canonical: p.canonical.clone(), sha256: p.sha256.clone() }

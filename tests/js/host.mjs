@@ -150,6 +150,11 @@ export class MemoryHost {
           host.probed.push(owner);
           return factsImplying(owner, host.status(owner, host.probed.length));
         },
+        // This host keeps no run journal: no run is known to have finished.
+        finishedRun(_leaseId) {
+          return undefined;
+        },
+        forgetRun(_leaseId) {},
       },
       workspace: {
         inspect(path) {

@@ -288,6 +288,13 @@ class ProcessTable:
         self.probed.append(recorded)
         return facts_proving(recorded, self.status(recorded, len(self.probed)))
 
+    def finished_run(self, lease_id: str) -> Optional[Rec]:
+        """This host keeps no run journal: no run is known to have finished."""
+        return None
+
+    def forget_run(self, lease_id: str) -> None:
+        pass
+
 
 class CatalogLock(HostResource):
     """One level of the catalog mutation lock; the component's drop releases it."""

@@ -512,6 +512,16 @@ impl Processes for SeamedProcesses {
             None => self.real.probe(owner).map_err(|e| e.0),
         }
     }
+
+    fn finished_run(&mut self, lease_id: &str) -> Result<Option<proclease::core::effects::FinishedRun>, String> {
+        self.real.run_journal().map_or(Ok(None), |journal| journal.finished_run(lease_id))
+    }
+
+    fn forget_run(&mut self, lease_id: &str) {
+        if let Some(journal) = self.real.run_journal() {
+            journal.forget(lease_id);
+        }
+    }
 }
 
 /// A real state home in a temporary directory, opened through the facade, and effects over it.

@@ -296,3 +296,53 @@ fn a_lease_released_between_the_read_and_the_probe_keeps_its_directory() {
     assert_eq!(std::fs::read_to_string(f.target.join("result.txt")).expect("kept"), "the work", "the released directory stays");
     drop(lease);
 }
+
+/// Beyond the reference (`docs/deviations.md`, "A finished run keeps its directory"): recovery
+/// asks the host's run journal, and keeps the directory of a run whose command finished — a raw
+/// lease whatever its status, a stage only when it succeeded — removing only the claim. A
+/// running entry, an entry for another directory, or none changes nothing.
+#[test]
+fn a_journalled_finished_run_keeps_its_directory_and_nothing_else_does() {
+    // (role, journal entry: None = none, Some(None) = running, Some(Some(code)) = finished)
+    let cases: [(Role, Option<Option<i32>>, bool); 6] = [
+        (Role::RawWorking, Some(Some(0)), true),
+        (Role::RawWorking, Some(Some(3)), true),
+        (Role::RawWorking, Some(None), false),
+        (Role::RawWorking, None, false),
+        (Role::BundleStage, Some(Some(0)), true),
+        (Role::BundleStage, Some(Some(1)), false),
+    ];
+    for (role, entry, kept) in cases {
+        let f = fixture();
+        let mut lease = f.create(role);
+        if role == Role::RawWorking {
+            lease.update(Phase::Launching, None).expect("launching");
+            lease.update(Phase::Settled, None).expect("settled");
+        }
+        let claim = lease.claim().expect("claim");
+        let journal = f.h.identity.run_journal().expect("a home's host keeps a journal");
+        if let Some(finished) = entry {
+            let started = journal.begin(&claim.id, &claim.directory_identity).expect("journal entry");
+            if let Some(code) = finished {
+                started.finished(Some(code), None).expect("finished");
+            }
+        }
+        std::fs::write(f.target.join("result.txt"), "x").expect("write");
+        let expected = if kept { report(0, 0, 0, 0) } else { report(1, 0, 0, 0) };
+        assert_eq!(f.recover(10_000.0, DEAD), Ok(expected), "{role:?} {entry:?}");
+        assert_eq!(f.target.join("result.txt").is_file(), kept, "{role:?} {entry:?}");
+        assert!(!f.claim_file(&claim).exists(), "the claim is removed either way");
+        assert_eq!(journal.finished_run(&claim.id), Ok(None), "the entry is forgotten with its lease");
+    }
+    // An entry that names another directory (the path was re-created) keeps nothing.
+    let f = fixture();
+    let mut lease = f.create(Role::RawWorking);
+    lease.update(Phase::Launching, None).expect("launching");
+    lease.update(Phase::Settled, None).expect("settled");
+    let claim = lease.claim().expect("claim");
+    let other = proclease::core::records::DirectoryIdentity { inode: "1".into(), ..claim.directory_identity.clone() };
+    let journal = f.h.identity.run_journal().expect("journal");
+    journal.begin(&claim.id, &other).expect("entry").finished(Some(0), None).expect("finished");
+    assert_eq!(f.recover(10_000.0, DEAD), Ok(report(1, 0, 0, 0)));
+    assert!(!f.target.exists());
+}

@@ -151,6 +151,49 @@ pub trait Processes {
     /// started, its `/proc` entry and the host's `/proc` view (the rules that judge them are
     /// [`crate::liveness::judge`]). Errors: the current boot id cannot be read.
     fn probe(&mut self, owner: &Owner) -> Result<OwnerFacts, String>;
+    /// What the host's run journal says of the command run under directory lease `lease_id`
+    /// (`docs/deviations.md`, "A finished run keeps its directory"): `Some` when the host saw
+    /// that command finish — its whole box empty — in the directory of the recorded identity;
+    /// `None` when the journal holds nothing finished for it (never supervised by a proclease
+    /// here, still running, killed before it finished, or a host without a journal: the
+    /// default). Errors: the journal exists but cannot be read (nothing is proven).
+    fn finished_run(&mut self, lease_id: &str) -> Result<Option<FinishedRun>, String> {
+        let _ = lease_id;
+        Ok(None)
+    }
+    /// Forgets the journal's entry for `lease_id` once its lease is gone (best effort; the
+    /// default does nothing).
+    fn forget_run(&mut self, lease_id: &str) {
+        let _ = lease_id;
+    }
+}
+
+/// A supervised command that finished, as the host's run journal recorded it when its whole
+/// process tree had ended (WIT `process-identity.finished-run`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FinishedRun {
+    /// The identity of the directory it ran in, as the lease recorded it.
+    pub directory_identity: crate::records::DirectoryIdentity,
+    /// Its exit code, when it exited.
+    pub exit_code: Option<i32>,
+    /// The signal that ended it, when one did.
+    pub signal: Option<i32>,
+}
+
+impl FinishedRun {
+    /// Whether the command exited with status 0.
+    pub fn succeeded(&self) -> bool {
+        self.exit_code == Some(0) && self.signal.is_none()
+    }
+
+    /// `exit 0`, `exit 3`, `signal 9`.
+    pub fn status_words(&self) -> String {
+        match (self.exit_code, self.signal) {
+            (Some(code), _) => alloc::format!("exit {code}"),
+            (None, Some(signal)) => alloc::format!("signal {signal}"),
+            (None, None) => String::from("an unknown status"),
+        }
+    }
 }
 
 /// Randomness (WIT `entropy`).

@@ -35,6 +35,7 @@ use crate::error::{Error, Refusal};
 use crate::invocation_lease::{self as invocations, ContainmentController};
 use crate::plugin_catalog::{PluginCatalog, Source};
 use crate::process_identity::ProcessIdentity;
+use crate::process_identity::run_journal::RunJournal;
 use crate::runtime::{Runtime, RuntimeConfig};
 use crate::state_home::StateHome;
 use crate::state_store::StateStore;
@@ -123,6 +124,10 @@ impl HostBuilder {
         let identity = match Witnesses::open(&home) {
             Ok(witnesses) => ProcessIdentity::with_witnesses(witnesses),
             Err(_) => ProcessIdentity::new(),
+        };
+        let identity = match RunJournal::open(&home) {
+            Ok(journal) => identity.with_run_journal(journal),
+            Err(_) => identity,
         };
         let (identity, cluster) = match address {
             StoreAddress::File => (Arc::new(identity), None),
@@ -569,9 +574,10 @@ impl Host {
     /// ```
     pub fn recover(&self, options: Options) -> Result<Recovery, Error> {
         let _turn = if options.dry_run { None } else { Some(self.recovery_turn()?) };
+        let dry_run = options.dry_run;
         let directory_leases = recover_each_directory_lease(self.runtime(), self.effects(), None, options)?;
-        let creations = recover_directory_creations(self.runtime(), self.effects(), options.dry_run)?;
-        let invocations = match (options.dry_run, &directory_leases.stopped) {
+        let creations = recover_directory_creations(self.runtime(), self.effects(), dry_run)?;
+        let invocations = match (dry_run, &directory_leases.stopped) {
             (false, None) => Some(invocations::repair_invocation_leases(self.runtime(), self.effects(), true)?),
             (true, None) => Some(invocations::preview_invocation_repair(self.runtime(), self.effects(), true)?),
             (_, Some(_)) => None,

@@ -40,6 +40,7 @@ pub use crate::api::containment::{BoxOptions, Contained, Containment, Stragglers
 use crate::api::containment;
 use crate::api::host::Host;
 use crate::error::{Error, Refusal};
+use crate::process_identity::run_journal::JournalEntry;
 use crate::process_identity::{IdentityError, NOT_LIVE, ProcessIdentity};
 use crate::witness::SpawnWitness;
 use crate::{Admission, DirectoryLease};
@@ -147,9 +148,29 @@ pub struct Finished {
     pub stragglers: usize,
     /// How it ran: in a box, or not and why.
     pub containment: Contained,
-    /// What could not be settled, published or released after it ran; the leases then stay,
-    /// for `recover` to clean up once this process is gone.
+    /// What could not be settled, published or released after it ran (each retried for
+    /// [`Supervisor::release_retry`]); the leases then stay, for `recover` once this process is
+    /// gone.
     pub problems: Vec<Error>,
+    /// When the leases stay ([`Finished::problems`] is not empty): where the results are and
+    /// whether `recover` will keep them.
+    pub unreleased: Option<Unreleased>,
+}
+
+/// Where a finished run's results are when its lease could not be released
+/// (`docs/deviations.md`, "A finished run keeps its directory").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unreleased {
+    /// The directory that holds the results: the working directory, the stage, or the output
+    /// it was published to.
+    pub directory: PathBuf,
+    /// Whether the run journal recorded the end of the command, so that a plain `recover` keeps
+    /// `directory` (false: a state home that took no write at all; `recover --keep` keeps it).
+    pub journaled: bool,
+    /// A failed stage: scratch, which `recover` removes (as the reference does).
+    pub scratch: bool,
+    /// The stage was published to its output (only its lease record stays).
+    pub published: bool,
 }
 
 /// Runs one command as a lease's recorded process (see the module docs).
@@ -161,7 +182,11 @@ pub struct Supervisor<'h> {
     forward_signals: bool,
     containment: Containment,
     stragglers: Stragglers,
+    release_retry: Duration,
 }
+
+/// How long settling and releasing are retried after the command ran, by default.
+pub const RELEASE_RETRY: Duration = Duration::from_secs(10);
 
 impl<'h> Supervisor<'h> {
     /// A supervisor of a command in `target`, with the defaults: not exclusive, a 60 s launch
@@ -175,7 +200,15 @@ impl<'h> Supervisor<'h> {
             forward_signals: false,
             containment: Containment::Auto,
             stragglers: Stragglers::default(),
+            release_retry: RELEASE_RETRY,
         }
+    }
+
+    /// How long settling and releasing the leases are retried once the command ran (a full or
+    /// frozen state home may take writes again); default [`RELEASE_RETRY`] (10 s).
+    pub fn release_retry(mut self, bound: Duration) -> Self {
+        self.release_retry = bound;
+        self
     }
 
     /// Whether the command runs in a box (`docs/containment.md`); default
@@ -290,16 +323,32 @@ impl<'h> Supervisor<'h> {
             undo_created();
             release_admission(admission);
         };
+        // The run journal's entry is written now, while the state home takes writes: the end of
+        // the command is later recorded in place, which needs no free space (run_journal.rs).
+        let journal = match start_journal(host, &mut lease) {
+            Ok(entry) => entry,
+            Err(error) => {
+                abandon(&mut lease, &mut admission);
+                return Err(error);
+            }
+        };
+        let forget_journal = |journal: &Option<JournalEntry>| {
+            if let (Some(entry), Some(runs)) = (journal, host.process_identity().run_journal()) {
+                runs.forget(entry.lease_id());
+            }
+        };
         // The command's witness is taken before the lease says a launch begins: a crash from
         // here on leaves it free (nothing started) or held by the command.
         let launch = match Launch::prepare(host.process_identity()) {
             Ok(launch) => launch,
             Err(SpawnError::Witness(e)) => {
                 abandon(&mut lease, &mut admission);
+                forget_journal(&journal);
                 return Err(e.into());
             }
             Err(SpawnError::Start(e)) => {
                 abandon(&mut lease, &mut admission);
+                forget_journal(&journal);
                 return Err(Error::System(e.to_string()));
             }
         };
@@ -317,6 +366,7 @@ impl<'h> Supervisor<'h> {
         })();
         if let Err(error) = launching {
             abandon(&mut lease, &mut admission);
+            forget_journal(&journal);
             return Err(error);
         }
         command.current_dir(&dir);
@@ -325,6 +375,7 @@ impl<'h> Supervisor<'h> {
             Ok(hold) => hold,
             Err(error) => {
                 abandon(&mut lease, &mut admission);
+                forget_journal(&journal);
                 return Err(error);
             }
         };
@@ -337,6 +388,7 @@ impl<'h> Supervisor<'h> {
             Err(error) => {
                 // Nothing ran: settle and release everything, and remove what was created.
                 abandon(&mut lease, &mut admission);
+                forget_journal(&journal);
                 let program = command.get_program().to_string_lossy().into_owned();
                 let reason = match error {
                     SpawnError::Start(e) => e.to_string(),
@@ -390,20 +442,35 @@ impl<'h> Supervisor<'h> {
         };
         drop(forwarder);
         drop(dead_man);
+        // The whole tree has ended: the journal says so before anything is settled, so that a
+        // lease that cannot be released never costs the run its results.
+        let journaled = match &journal {
+            Some(entry) => match entry.finished(status.code(), std::os::unix::process::ExitStatusExt::signal(&status)) {
+                Ok(()) => true,
+                Err(e) => {
+                    tracing::warn!(error = %e, "the run journal could not record the end of the command");
+                    false
+                }
+            },
+            None => false,
+        };
+        let bound = self.release_retry;
         if role == Role::RawWorking {
-            if let Err(e) = lease.update(Phase::Settled, None) {
+            if let Err(e) = retrying(bound, "settle the directory lease", || lease.update(Phase::Settled, None)) {
                 problems.push(e);
             }
         }
         if let Some(admission) = admission.as_mut() {
-            if let Err(e) = admission.settle_helper() {
+            if let Err(e) = retrying(bound, "settle the export admission", || admission.settle_helper()) {
                 problems.push(e);
             }
         }
+        let mut published = false;
         if let (Role::BundleStage, Some(output)) = (role, &output) {
             if status.success() {
-                if let Err(e) = host.publish_stage(&dir, output) {
-                    problems.push(e);
+                match host.publish_stage(&dir, output) {
+                    Ok(()) => published = true,
+                    Err(e) => problems.push(e),
                 }
             } else if let Ok(claim) = lease.claim() {
                 // A failed stage is garbage: remove it by its leased identity.
@@ -413,20 +480,66 @@ impl<'h> Supervisor<'h> {
             }
         }
         if problems.is_empty() {
-            if let Err(e) = lease.release() {
+            if let Err(e) = retrying(bound, "release the directory lease", || lease.release()) {
                 problems.push(e);
             }
             if let Some(admission) = admission.as_mut() {
-                if let Err(e) = admission.release() {
+                if let Err(e) = retrying(bound, "release the export admission", || admission.release()) {
                     problems.push(e);
                 }
             }
         }
-        if problems.is_empty() {
+        let unreleased = if problems.is_empty() {
+            forget_journal(&journal);
             // Nothing names this run any more: its witnesses have nothing left to prove.
             host.retire();
+            None
+        } else {
+            let directory = match (&output, published) {
+                (Some(output), true) => output.clone(),
+                _ => dir.clone(),
+            };
+            let scratch = role == Role::BundleStage && !status.success();
+            Some(Unreleased { directory, journaled, scratch, published })
+        };
+        Ok(Finished { status, stragglers, containment: tree.containment().clone(), problems, unreleased })
+    }
+}
+
+/// Starts the run journal's entry for `lease` (none on a host without a journal).
+///
+/// Errors: the entry cannot be written ([`Error::File`]): the state home takes no writes, so
+/// the run must not start.
+fn start_journal(host: &Host, lease: &mut DirectoryLease) -> Result<Option<JournalEntry>, Error> {
+    let Some(journal) = host.process_identity().run_journal() else { return Ok(None) };
+    let claim = lease.claim()?;
+    journal.begin(&claim.id, &claim.directory_identity).map(Some).map_err(|e| Error::File {
+        path: host.state_home().join(".proclease/runs").join(format!("{}.run", claim.id)),
+        message: format!("cannot start the run journal: {e}"),
+    })
+}
+
+/// Runs `operation` until it succeeds or `bound` has passed (pauses 50 ms doubling to 1 s),
+/// saying once (a warning) that it is retrying. The operations retried are compare-and-swap
+/// writes of this run's own records: a retry after a failure that left the record unchanged
+/// repeats the same write, and one after a change it cannot see fails the swap.
+fn retrying<T>(bound: Duration, what: &str, mut operation: impl FnMut() -> Result<T, Error>) -> Result<T, Error> {
+    let start = std::time::Instant::now();
+    let mut pause = Duration::from_millis(50);
+    let mut told = false;
+    loop {
+        match operation() {
+            Ok(value) => return Ok(value),
+            Err(error) if start.elapsed() + pause < bound => {
+                if !told {
+                    tracing::warn!(error = %error, retry_for_ms = bound.as_millis() as u64, "cannot {what} yet; retrying");
+                    told = true;
+                }
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_secs(1));
+            }
+            Err(error) => return Err(error),
         }
-        Ok(Finished { status, stragglers, containment: tree.containment().clone(), problems })
     }
 }
 
@@ -529,7 +642,7 @@ pub fn run_plugin_host(
         Ok(()) => {}
         Err(e) => problems.push(e),
     }
-    Ok(Finished { status, stragglers, containment: tree.containment().clone(), problems })
+    Ok(Finished { status, stragglers, containment: tree.containment().clone(), problems, unreleased: None })
 }
 
 /// An absolute, lexically normalised path (symbolic links are not resolved: the lease refuses

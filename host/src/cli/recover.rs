@@ -23,6 +23,11 @@ pub struct RecoverArgs {
     /// whose directory changed) where it is, report it with what to do, and recover the rest.
     #[arg(long)]
     skip_invalid: bool,
+    /// Keep this directory when its lease's owner is proven gone: release the lease and leave
+    /// the directory and what is in it (the command `run` prints when it could not release the
+    /// lease of a finished run). Repeatable.
+    #[arg(long, value_name = "DIR")]
+    keep: Vec<std::path::PathBuf>,
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
@@ -40,6 +45,7 @@ fn line(home: &Path, o: &Outcome, dry_run: bool) -> String {
         Action::RemoveDirectory => ("removed", "would remove"),
         Action::CountPublished => ("released the claim of", "would release the claim of"),
         Action::RemoveClaim => ("released the claim of", "would release the claim of"),
+        Action::KeepDirectory => ("released the lease of", "would release the lease of"),
         Action::Keep => ("kept", "would keep"),
         Action::AlreadyRecovered => ("already recovered by another recoverer:", "already recovered:"),
         Action::Skip(_) => ("skipped", "would skip"),
@@ -53,6 +59,7 @@ fn line(home: &Path, o: &Outcome, dry_run: bool) -> String {
             format!("{verb} {what}: it was already published to {output} ({})", o.reason)
         }
         Action::RemoveClaim => format!("{verb} {what}: its directory was already gone ({})", o.reason),
+        Action::KeepDirectory => format!("{verb} {what} and {} the directory ({})", if dry_run { "keep" } else { "kept" }, o.reason),
         Action::Skip(error) | Action::Stop(error) => {
             let replaced = matches!(
                 error.lease_code(),
@@ -112,7 +119,10 @@ pub fn run(global: &Global, args: &RecoverArgs) -> Result<ExitCode, Failure> {
     let home = host.state_home().to_path_buf();
     // Recoverers take turns (the library's recovery lock), so each reports exactly what it did;
     // a lease another program recovered meanwhile is reported as already recovered.
-    let options = Options { dry_run: args.dry_run, skip_invalid: args.skip_invalid, concurrent: true };
+    // Leases record canonical absolute paths.
+    let keep = args.keep.iter().map(|dir| std::fs::canonicalize(dir).or_else(|_| std::path::absolute(dir)).map(|p| p.to_string_lossy().into_owned()));
+    let keep = keep.collect::<Result<Vec<_>, _>>().map_err(|e| Failure::new(format!("--keep: {e}")))?;
+    let options = Options { dry_run: args.dry_run, skip_invalid: args.skip_invalid, concurrent: true, keep };
     let recovery = host.recover(options).map_err(|error| match error {
         proclease::Error::File { .. } => Failure::from(error).hint(
             "recover writes to the state home (its locks and lease records), so the state home must be writable; \
@@ -126,6 +136,7 @@ pub fn run(global: &Global, args: &RecoverArgs) -> Result<ExitCode, Failure> {
     let count = |action: fn(&Action) -> bool| run.outcomes.iter().filter(|o| action(&o.action)).count();
     let already = count(|a| matches!(a, Action::AlreadyRecovered));
     let skipped = count(|a| matches!(a, Action::Skip(_)));
+    let kept = count(|a| matches!(a, Action::KeepDirectory));
     if args.json {
         let outcomes: Vec<_> = run
             .outcomes
@@ -150,7 +161,7 @@ pub fn run(global: &Global, args: &RecoverArgs) -> Result<ExitCode, Failure> {
             "directoryLeases": {
                 "recovered": report.recovered, "published": report.published,
                 "active": report.active, "indeterminate": report.indeterminate,
-                "alreadyRecovered": already, "skipped": skipped,
+                "alreadyRecovered": already, "skipped": skipped, "releasedKept": kept,
                 "stopped": run.stopped.as_ref().map(|e| e.message().to_string()),
                 "cause": run.cause,
                 "entries": outcomes,
@@ -186,6 +197,9 @@ pub fn run(global: &Global, args: &RecoverArgs) -> Result<ExitCode, Failure> {
             println!("published: {}", report.published);
             println!("active: {}", report.active);
             println!("indeterminate: {}", report.indeterminate);
+            if kept > 0 {
+                println!("released, directory kept: {kept}");
+            }
             if already > 0 {
                 println!("already recovered: {already}");
             }

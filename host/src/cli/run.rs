@@ -29,7 +29,8 @@ pub const HELP: &str = "Examples:\n  \
     released (--stragglers wait keeps them and the lease until they end). Where no PID namespace can be made \
     (not root), it runs without a box and `-v` says why; --containment required refuses then.\n\n\
     Exit status: the command's (128+N if it died of signal N); before the command ran: 1 error, 2 usage, \
-    3 blocked by a live owner (--exclusive), 4 a prior owner cannot be proven dead.";
+    3 blocked by a live owner (--exclusive), 4 a prior owner cannot be proven dead; after it ran: 6 its lease could not be released \
+    (the results are intact; the message gives the command that finishes the release).";
 
 /// Arguments of `run`.
 #[derive(Args)]
@@ -61,6 +62,10 @@ pub struct RunArgs {
     /// How long left-running processes may take to exit after SIGTERM (e.g. 5s, 1m).
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = humantime::parse_duration)]
     grace: std::time::Duration,
+    /// How long settling and releasing the lease are retried after the command ran, when the
+    /// state home refuses writes (full, read-only, immutable).
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = humantime::parse_duration)]
+    release_retry: std::time::Duration,
     /// The command and its arguments.
     #[arg(last = true, required = true, value_name = "CMD")]
     command: Vec<String>,
@@ -108,7 +113,8 @@ pub fn run(global: &Global, args: RunArgs) -> Result<ExitCode, Failure> {
         .recover_after(args.recover_after)
         .forward_signals(true)
         .containment(containment)
-        .stragglers(stragglers);
+        .stragglers(stragglers)
+        .release_retry(args.release_retry);
     let finished = match supervisor.run(&mut command) {
         Ok(finished) => finished,
         Err(proclease::Error::Refused(proclease::Refusal::Interrupted { signal })) => {
@@ -140,8 +146,12 @@ pub fn run(global: &Global, args: RunArgs) -> Result<ExitCode, Failure> {
         let verb = if args.stragglers == StragglersArg::Wait { "waited for" } else { "stopped" };
         eprintln!("proclease: {verb} {} {noun} the command left running", finished.stragglers);
     }
-    for problem in &finished.problems {
-        eprintln!("proclease: {problem} (the lease stays; `proclease recover` will clean it up once this run is gone)");
+    if let Some(unreleased) = &finished.unreleased {
+        for problem in &finished.problems {
+            eprintln!("proclease: {problem}");
+        }
+        eprintln!("{}", unreleased_words(host.state_home(), &finished.status, unreleased));
+        return Ok(ExitCode::from(UNRELEASED));
     }
     Ok(match (finished.status.code(), finished.status.signal()) {
         (Some(code), _) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
@@ -149,3 +159,49 @@ pub fn run(global: &Global, args: RunArgs) -> Result<ExitCode, Failure> {
         _ => ExitCode::from(1),
     })
 }
+
+/// The exit status of a run whose command finished but whose lease could not be released.
+pub const UNRELEASED: u8 = 6;
+
+/// What a user is told when a finished run's lease stays: where the results are, that they are
+/// intact, and the command that finishes the release.
+fn unreleased_words(home: &std::path::Path, status: &std::process::ExitStatus, unreleased: &proclease::supervisor::Unreleased) -> String {
+    let how = match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exited {code}"),
+        (None, Some(signal)) => format!("died of signal {signal}"),
+        _ => "ended".to_string(),
+    };
+    let dir = unreleased.directory.display();
+    let finish = format!("proclease --state-home {} recover --keep {}", shell_word(&home.to_string_lossy()), shell_word(&unreleased.directory.to_string_lossy()));
+    if unreleased.scratch {
+        return format!(
+            "proclease: the command {how} and its lease could not be released; its stage {dir} is scratch (the command failed), \
+             and `proclease --state-home {} recover` removes it once the state home takes writes again",
+            shell_word(&home.to_string_lossy())
+        );
+    }
+    if unreleased.published {
+        return format!(
+            "proclease: the command {how} and its results were published to {dir}, intact; only the lease record stays in {}. \
+             Once the state home takes writes again (free space, `chattr -i`, remount read-write), finish the release with: {finish}",
+            home.display()
+        );
+    }
+    let journal = if unreleased.journaled {
+        "the run journal recorded that the command finished, so `proclease recover` keeps the directory too"
+    } else {
+        "the state home took no write at all (not even the run journal), so a plain `proclease recover` would remove the directory: use --keep"
+    };
+    format!(
+        "proclease: the command {how}; its results in {dir} are intact, but its lease could not be released and stays in {} ({journal}). \
+         Once the state home takes writes again (free space, `chattr -i`, remount read-write), finish the release with: {finish}",
+        home.display()
+    )
+}
+
+/// `word` as one shell word: as it is when it needs no quoting, else in single quotes.
+fn shell_word(word: &str) -> String {
+    let plain = !word.is_empty() && word.bytes().all(|b| b.is_ascii_alphanumeric() || b"/._-+=:,@%".contains(&b));
+    if plain { word.to_string() } else { format!("'{}'", word.replace('\'', "'\\''")) }
+}
+

@@ -89,7 +89,7 @@ impl wit::Guest for Component {
 
     fn recover_each(now_ms: Option<f64>, options: wit::RecoveryOptions) -> Result<wit::RecoveryRun, t::Error> {
         let (mut s, mut p, mut w, mut c, mut e) = (ImportedStore, ImportedProcesses, ImportedWorkspace, ImportedClock, ImportedEntropy);
-        let options = leases::Options { dry_run: options.dry_run, skip_invalid: options.skip_invalid, concurrent: options.concurrent };
+        let options = leases::Options { dry_run: options.dry_run, skip_invalid: options.skip_invalid, concurrent: options.concurrent, keep: options.keep };
         let run = leases::recover_each(now_ms, effects(&mut s, &mut p, &mut w, &mut c, &mut e), options).map_err(error)?;
         Ok(wit::RecoveryRun {
             outcomes: run.outcomes.into_iter().map(LeaseResource::outcome).collect(),
@@ -121,6 +121,7 @@ impl LeaseResource {
                 leases::Action::RemoveDirectory => wit::RecoveryAction::RemoveDirectory,
                 leases::Action::CountPublished => wit::RecoveryAction::CountPublished,
                 leases::Action::RemoveClaim => wit::RecoveryAction::RemoveClaim,
+                leases::Action::KeepDirectory => wit::RecoveryAction::KeepDirectory,
                 leases::Action::AlreadyRecovered => wit::RecoveryAction::AlreadyRecovered,
                 leases::Action::Skip(e) => wit::RecoveryAction::Skip(error(e)),
                 leases::Action::Stop(e) => wit::RecoveryAction::Stop(error(e)),

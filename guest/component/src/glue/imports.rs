@@ -5,7 +5,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 use proclease_core::effects::{
-    BatchStatus, Catalog, Clock, CollectionIdentity, CollectionSnapshot, DirectoryFacts, Entropy, InstalledPlugin, Processes, Store,
+    BatchStatus, Catalog, Clock, CollectionIdentity, CollectionSnapshot, DirectoryFacts, Entropy, FinishedRun, InstalledPlugin, Processes, Store,
     StoreFailure, Workspace, WorkspaceFailure,
 };
 use proclease_core::liveness::OwnerFacts;
@@ -13,7 +13,7 @@ use proclease_core::records::{DirectoryIdentity, Owner};
 
 use super::bindings::proclease::lease::{clock, entropy, plugin_catalog, process_identity, state_store as ss, workspace as ws};
 use crate::convert::{
-    batch_from_wit, collection_identity_from_wit, collection_identity_to_wit, directory_facts_from_wit, directory_identity_to_wit, facts_from_wit,
+    batch_from_wit, collection_identity_from_wit, collection_identity_to_wit, directory_facts_from_wit, directory_identity_to_wit, facts_from_wit, finished_run_from_wit,
     installed_from_wit, owner_from_wit, owner_to_wit, snapshot_from_wit, store_failure_from_wit, workspace_failure_from_wit,
 };
 
@@ -76,6 +76,14 @@ impl Processes for ImportedProcesses {
 
     fn probe(&mut self, recorded: &Owner) -> Result<OwnerFacts, String> {
         process_identity::probe(&owner_to_wit(recorded.clone())).map(facts_from_wit)
+    }
+
+    fn finished_run(&mut self, lease_id: &str) -> Result<Option<FinishedRun>, String> {
+        process_identity::finished_run(lease_id).map(|run| run.map(finished_run_from_wit))
+    }
+
+    fn forget_run(&mut self, lease_id: &str) {
+        process_identity::forget_run(lease_id)
     }
 }
 

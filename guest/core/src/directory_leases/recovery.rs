@@ -32,7 +32,7 @@ pub struct Report {
 }
 
 /// How a recovery run treats what the reference stops at. The default is the reference.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Options {
     /// Decide, change nothing: the store and the workspace are only read (`recover
     /// --dry-run`). A dry run reports what would stop a real run and goes on.
@@ -45,6 +45,10 @@ pub struct Options {
     /// recoverer: report it as already recovered instead of stopping (the reference's
     /// `changed during recovery inspection` / `changed before recovery release`).
     pub concurrent: bool,
+    /// Paths of leases whose directory is kept when their owner is proven gone: only the claim
+    /// is removed ([`Action::KeepDirectory`]). For a run whose end could not be journalled
+    /// (`recover --keep DIR`, the command `run` prints when it cannot release).
+    pub keep: Vec<String>,
 }
 
 /// What recovery does (or, in a dry run, would do) with one entry of the lease collection.
@@ -59,6 +63,10 @@ pub enum Action {
     CountPublished,
     /// Nothing of it is left on disk: only its claim is removed.
     RemoveClaim,
+    /// Beyond the reference: its command finished before the lease could be released (the
+    /// host's run journal says so), or the caller asked to keep it: only its claim is removed,
+    /// the directory and its results stay (`docs/deviations.md`).
+    KeepDirectory,
     /// Another recoverer finished it first: its claim vanished.
     AlreadyRecovered,
     /// Not recoverable as it is; left in place and reported ([`Options::skip_invalid`]).
@@ -69,13 +77,14 @@ pub enum Action {
 
 impl Action {
     /// Short words for the action: `keep`, `remove directory`, `count as published`, `remove
-    /// claim`, `already recovered`, `skip`, `stop`.
+    /// claim`, `release, keep directory`, `already recovered`, `skip`, `stop`.
     pub fn words(&self) -> &'static str {
         match self {
             Action::Keep => "keep",
             Action::RemoveDirectory => "remove directory",
             Action::CountPublished => "count as published",
             Action::RemoveClaim => "remove claim",
+            Action::KeepDirectory => "release, keep directory",
             Action::AlreadyRecovered => "already recovered",
             Action::Skip(_) => "skip",
             Action::Stop(_) => "stop",
@@ -339,7 +348,27 @@ impl Recovery<'_> {
                 return self.refuse(name, Some(claim), refusal);
             }
         }
-        let action = match carry_out(&claim, self.workspace, self.options.dry_run) {
+        // Beyond the reference: the directory of a run whose command finished is its result.
+        let finished = match self.processes.finished_run(&claim.id) {
+            Ok(finished) => finished.filter(|run| run.directory_identity == claim.directory_identity),
+            Err(cause) => {
+                let refusal = Refusal { error: Error::System(cause), reason: format!("{reason}; but its run journal cannot be read") };
+                return self.refuse(name, Some(claim), refusal);
+            }
+        };
+        let keep = match &finished {
+            Some(run) if claim.role == Role::RawWorking || run.succeeded() => {
+                Some(format!("its command finished ({}) before the lease was released: the directory is its result and stays", run.status_words()))
+            }
+            _ if self.options.keep.iter().any(|path| *path == claim.path) => Some(String::from("kept as asked: only the claim is removed")),
+            _ => None,
+        };
+        let reason = match (&keep, &finished) {
+            (Some(words), _) => format!("{reason}; {words}"),
+            (None, Some(run)) => format!("{reason}; its command failed ({}) before the lease was released: the stage is scratch", run.status_words()),
+            (None, None) => reason,
+        };
+        let action = match carry_out(&claim, self.workspace, self.options.dry_run, keep.is_some()) {
             Ok(action) => action,
             Err(error) => {
                 let why = refusal_words(&error);
@@ -361,6 +390,7 @@ impl Recovery<'_> {
                     return self.refuse(name, Some(claim), refusal);
                 }
             }
+            self.processes.forget_run(&claim.id);
         }
         let done = !self.options.dry_run;
         self.run.outcomes.push(Outcome { name: name.into(), claim: Some(claim), disposition: Some(disposition), action, reason, done });
@@ -427,14 +457,15 @@ fn explain(claim: &DirectoryLease, now_ms: u64, processes: &mut dyn Processes) -
 }
 
 /// §6A.6 e.5–e.7 for a lease whose owner is provably gone: what is done (or, in a dry run,
-/// would be done) with its directory.
-fn carry_out(claim: &DirectoryLease, workspace: &mut dyn Workspace, dry_run: bool) -> Result<Action, Error> {
+/// would be done) with its directory. With `keep`, a directory still there is left as it is.
+fn carry_out(claim: &DirectoryLease, workspace: &mut dyn Workspace, dry_run: bool, keep: bool) -> Result<Action, Error> {
     let parent = identity_of(workspace, &claim.parent_path, false)?;
     if parent != claim.parent_identity {
         return Err(Error::lease(LeaseCode::DirectoryLeaseParentChangedBeforeRecovery));
     }
     match identity_if_present(workspace, &claim.path, true)? {
         Some(current) if current != claim.directory_identity => Err(Error::lease(LeaseCode::DirectoryLeaseTargetChangedBeforeRecovery)),
+        Some(_) if keep => Ok(Action::KeepDirectory),
         Some(_) => {
             if !dry_run {
                 workspace.remove_tree(&claim.path, &claim.directory_identity)?;

@@ -24,6 +24,7 @@ use proclease_core::{digest, js};
 #[cfg(feature = "cluster")]
 pub mod cluster_presence;
 pub mod dead_man;
+pub mod run_journal;
 pub mod witness;
 mod wit;
 
@@ -118,6 +119,7 @@ pub struct ProcessIdentity {
     own: OnceLock<Owner>,
     host: OnceLock<Host>,
     witnesses: Option<Witnesses>,
+    journal: Option<run_journal::RunJournal>,
     presence: Option<Arc<dyn PresenceRegistry>>,
 }
 
@@ -139,6 +141,18 @@ impl ProcessIdentity {
     pub fn with_presence_registry(mut self, registry: Arc<dyn PresenceRegistry>) -> Self {
         self.presence = Some(registry);
         self
+    }
+
+    /// The same, keeping the run journal of supervised commands in `journal` (what recovery
+    /// asks through `finished-run`).
+    pub fn with_run_journal(mut self, journal: run_journal::RunJournal) -> Self {
+        self.journal = Some(journal);
+        self
+    }
+
+    /// The run journal, when there is one.
+    pub fn run_journal(&self) -> Option<&run_journal::RunJournal> {
+        self.journal.as_ref()
     }
 
     /// The witness directory, when there is one.
@@ -381,5 +395,15 @@ impl proclease_core::effects::Processes for SharedProcesses {
 
     fn probe(&mut self, owner: &Owner) -> Result<OwnerFacts, String> {
         self.0.probe(owner).map_err(|e| e.0)
+    }
+
+    fn finished_run(&mut self, lease_id: &str) -> Result<Option<proclease_core::effects::FinishedRun>, String> {
+        self.0.run_journal().map_or(Ok(None), |journal| journal.finished_run(lease_id))
+    }
+
+    fn forget_run(&mut self, lease_id: &str) {
+        if let Some(journal) = self.0.run_journal() {
+            journal.forget(lease_id);
+        }
     }
 }

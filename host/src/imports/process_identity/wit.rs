@@ -2,7 +2,7 @@
 //! effect ([`Effects::processes`](crate::effects::Effects::processes)).
 
 use crate::bindings::proclease::lease::{process_identity as pi, types as t};
-use crate::convert::{facts_to_wit, owner_from_wit, owner_to_wit};
+use crate::convert::{facts_to_wit, finished_run_to_wit, owner_from_wit, owner_to_wit};
 use crate::runtime::HostState;
 
 impl pi::Host for HostState {
@@ -20,5 +20,13 @@ impl pi::Host for HostState {
 
     fn probe(&mut self, owner: t::Owner) -> Result<pi::OwnerFacts, String> {
         self.effects.processes.probe(&owner_from_wit(owner)).map(facts_to_wit)
+    }
+
+    fn finished_run(&mut self, lease_id: String) -> Result<Option<pi::RunOutcome>, String> {
+        self.effects.processes.finished_run(&lease_id).map(|run| run.map(finished_run_to_wit))
+    }
+
+    fn forget_run(&mut self, lease_id: String) {
+        self.effects.processes.forget_run(&lease_id)
     }
 }

@@ -1,0 +1,226 @@
+//! The run journal: what a supervisor saw of the end of the command it ran under a directory
+//! lease, kept where a full or frozen state home can still take it (`docs/deviations.md`, "A
+//! finished run keeps its directory").
+//!
+//! One file per supervised run, `<state home>/.proclease/runs/<lease id>.run`, of exactly
+//! [`RECORD_BYTES`] bytes: a JSON object padded with spaces and ended by `\n`.
+//! - [`RunJournal::begin`] creates it (`"state":"running"`) before the command starts, fsynced,
+//!   while the state home is known to be writable (the lease was just written there);
+//! - [`JournalEntry::finished`] overwrites it **in place** (`pwrite` at offset 0, same length,
+//!   `fdatasync`) once the command's whole tree has ended: no new block, inode or directory
+//!   entry is needed, so it still works on a full filesystem, in an immutable (`chattr +i`)
+//!   directory, or when the lease collection refuses writes. A torn write parses as nothing
+//!   finished — the reference's treatment;
+//! - [`RunJournal::forget`] removes it once the lease is gone.
+//!
+//! The host only reports what the file says ([`RunJournal::finished_run`]); whether that keeps
+//! a directory is `proclease-core`'s recovery rule. A state home remounted read-only takes no
+//! write at all: `run` then prints `proclease recover --keep DIR`.
+
+use std::fs::File;
+use std::io::Read as _;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::fs::FileExt as _;
+
+use proclease_core::effects::FinishedRun;
+use proclease_core::records::DirectoryIdentity;
+use rustix::fs::{AtFlags, Mode, OFlags};
+use rustix::io::Errno;
+use serde_json::{Value, json};
+
+use crate::fsops;
+use crate::state_store::home::StateHome;
+
+/// The journal's directory in the state home (for messages).
+const ROOT: &str = ".proclease/runs";
+/// The size of every journal file, bytes: one sector, so that an in-place overwrite is one write.
+pub const RECORD_BYTES: usize = 512;
+/// The journal's format version.
+const VERSION: u64 = 1;
+
+/// The run journal of one state home.
+#[derive(Debug)]
+pub struct RunJournal {
+    root: OwnedFd,
+}
+
+/// The journal file of one run, open for its in-place update.
+#[derive(Debug)]
+pub struct JournalEntry {
+    file: File,
+    lease_id: String,
+    directory: DirectoryIdentity,
+}
+
+/// A lease id as a file name: a UUID's characters only (anything else is never a journal name).
+fn file_name(lease_id: &str) -> Option<String> {
+    let plain = !lease_id.is_empty() && lease_id.len() <= 64 && lease_id.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-');
+    plain.then(|| format!("{lease_id}.run"))
+}
+
+/// The record's text, padded to [`RECORD_BYTES`]. `None` when it does not fit (it always does
+/// for decimal identities and a UUID).
+fn record(value: &Value) -> Option<Vec<u8>> {
+    let mut bytes = serde_json::to_vec(value).ok()?;
+    if bytes.len() >= RECORD_BYTES {
+        return None;
+    }
+    bytes.resize(RECORD_BYTES - 1, b' ');
+    bytes.push(b'\n');
+    Some(bytes)
+}
+
+fn directory_value(identity: &DirectoryIdentity) -> Value {
+    json!({ "device": identity.device, "inode": identity.inode, "birthtimeNs": identity.birthtime_ns })
+}
+
+impl RunJournal {
+    /// Opens (creating, mode 0700) `.proclease/runs` in the state home.
+    ///
+    /// Errors: the directory cannot be created or opened, or it is not a private directory of
+    /// the user.
+    pub fn open(home: &StateHome) -> std::io::Result<RunJournal> {
+        let internal = private_dir(home.dir(), ".proclease")?;
+        Ok(RunJournal { root: private_dir(&internal, "runs")? })
+    }
+
+    /// Starts the journal entry of the run under lease `lease_id` in the directory `directory`:
+    /// the file is created (0600, exclusively), written in full and fsynced with its directory.
+    ///
+    /// Errors: the lease id is not a UUID; the file exists; any I/O error (a full or read-only
+    /// state home: the run must not start then).
+    pub fn begin(&self, lease_id: &str, directory: &DirectoryIdentity) -> std::io::Result<JournalEntry> {
+        let invalid = || std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a lease id");
+        let name = file_name(lease_id).ok_or_else(invalid)?;
+        let value = json!({ "version": VERSION, "leaseId": lease_id, "directory": directory_value(directory), "state": "running" });
+        let bytes = record(&value).ok_or_else(invalid)?;
+        let flags = OFlags::RDWR | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let fd = rustix::fs::openat(&self.root, &name, flags, Mode::from_raw_mode(0o600))?;
+        let file = File::from(fd);
+        let written = file.write_all_at(&bytes, 0).and_then(|()| file.sync_all()).and_then(|()| fsops::fsync_dir(&self.root).map_err(Into::into));
+        if let Err(e) = written {
+            let _ = rustix::fs::unlinkat(&self.root, &name, AtFlags::empty());
+            return Err(e);
+        }
+        Ok(JournalEntry { file, lease_id: lease_id.to_owned(), directory: directory.clone() })
+    }
+
+    /// What the journal says of the run under `lease_id`: `Some` only for a complete, valid
+    /// `finished` entry (a `running` one, an absent one or a torn write is `None`).
+    ///
+    /// Errors: the entry exists but is not a private regular file of the user, or cannot be read.
+    pub fn finished_run(&self, lease_id: &str) -> Result<Option<FinishedRun>, String> {
+        let Some(name) = file_name(lease_id) else { return Ok(None) };
+        let label = format!("{ROOT}/{name}");
+        let fd = match rustix::fs::openat(&self.root, &name, OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK, Mode::empty()) {
+            Ok(fd) => fd,
+            Err(Errno::NOENT) => return Ok(None),
+            Err(e) => return Err(format!("{label}: open failed: {e}")),
+        };
+        let stat = rustix::fs::fstat(&fd).map_err(|e| format!("{label}: fstat failed: {e}"))?;
+        let regular = rustix::fs::FileType::from_raw_mode(stat.st_mode) == rustix::fs::FileType::RegularFile;
+        if !regular || stat.st_uid != fsops::euid() || stat.st_mode & 0o077 != 0 {
+            return Err(format!("{label}: not a private regular file of yours"));
+        }
+        let mut bytes = Vec::with_capacity(RECORD_BYTES);
+        File::from(fd).take(RECORD_BYTES as u64 + 1).read_to_end(&mut bytes).map_err(|e| format!("{label}: read failed: {e}"))?;
+        Ok(parse(&bytes, lease_id))
+    }
+
+    /// Removes the entry of `lease_id` (best effort: a leftover entry of a released lease names
+    /// no claim and keeps nothing).
+    pub fn forget(&self, lease_id: &str) {
+        if let Some(name) = file_name(lease_id) {
+            let _ = rustix::fs::unlinkat(&self.root, &name, AtFlags::empty());
+        }
+    }
+}
+
+/// A `finished` record for `lease_id`, or `None` for anything else.
+fn parse(bytes: &[u8], lease_id: &str) -> Option<FinishedRun> {
+    if bytes.len() != RECORD_BYTES || bytes.last() != Some(&b'\n') {
+        return None;
+    }
+    let value: Value = serde_json::from_slice(bytes).ok()?;
+    let text = |v: &Value, key: &str| v.get(key).and_then(Value::as_str).map(str::to_owned);
+    let code = |key: &str| match value.get(key) {
+        Some(Value::Null) | None => Some(None),
+        Some(v) => v.as_i64().and_then(|n| i32::try_from(n).ok()).map(Some),
+    };
+    if value.get("version").and_then(Value::as_u64) != Some(VERSION) || text(&value, "leaseId")? != lease_id || text(&value, "state")? != "finished" {
+        return None;
+    }
+    let directory = value.get("directory")?;
+    let directory_identity = DirectoryIdentity { device: text(directory, "device")?, inode: text(directory, "inode")?, birthtime_ns: text(directory, "birthtimeNs")? };
+    let (exit_code, signal) = (code("exitCode")?, code("signal")?);
+    if exit_code.is_none() && signal.is_none() {
+        return None;
+    }
+    Some(FinishedRun { directory_identity, exit_code, signal })
+}
+
+impl JournalEntry {
+    /// Records, in place, that the run's command finished with `exit_code` or `signal` and its
+    /// whole tree has ended. Needs no free space and no writable directory.
+    ///
+    /// Errors: the write or the `fdatasync` failed (a read-only filesystem).
+    pub fn finished(&self, exit_code: Option<i32>, signal: Option<i32>) -> std::io::Result<()> {
+        let value = json!({
+            "version": VERSION, "leaseId": self.lease_id, "directory": directory_value(&self.directory),
+            "state": "finished", "exitCode": exit_code, "signal": signal,
+        });
+        let bytes = record(&value).ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "journal record too long"))?;
+        self.file.write_all_at(&bytes, 0)?;
+        self.file.sync_data()
+    }
+
+    /// The lease this entry is for.
+    pub fn lease_id(&self) -> &str {
+        &self.lease_id
+    }
+}
+
+fn private_dir(parent: impl AsFd + Copy, name: &str) -> std::io::Result<OwnedFd> {
+    fsops::create_private_dir(parent, name)?;
+    let fd = fsops::open_dir(parent, name)?;
+    let stat = rustix::fs::fstat(&fd)?;
+    if stat.st_uid != fsops::euid() || stat.st_mode & 0o777 != 0o700 {
+        return Err(std::io::Error::other(format!("{ROOT}: must be a directory owned by you with mode 0700 (chmod 700 it)")));
+    }
+    Ok(fd)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn identity() -> DirectoryIdentity {
+        DirectoryIdentity { device: "2049".into(), inode: "1234567".into(), birthtime_ns: "1700000000000000001".into() }
+    }
+
+    #[test]
+    fn a_finished_entry_reads_back_and_anything_else_is_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = StateHome::open(&dir.path().join("state")).unwrap();
+        let journal = RunJournal::open(&home).unwrap();
+        let id = "0b8f5a3e-2f4c-4b7e-9d2a-7c1e5f3a9b10";
+        let entry = journal.begin(id, &identity()).unwrap();
+        let path = dir.path().join("state/.proclease/runs").join(format!("{id}.run"));
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), RECORD_BYTES as u64);
+        assert_eq!(journal.finished_run(id).unwrap(), None, "a running entry proves nothing");
+        entry.finished(Some(0), None).unwrap();
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), RECORD_BYTES as u64, "overwritten in place");
+        let run = journal.finished_run(id).unwrap().expect("finished");
+        assert!(run.succeeded() && run.directory_identity == identity());
+        assert_eq!(journal.finished_run("0b8f5a3e-2f4c-4b7e-9d2a-7c1e5f3a9b11").unwrap(), None);
+        // A torn write (half the new record over the old) is nothing finished.
+        let mut torn = std::fs::read(&path).unwrap();
+        torn[10..40].fill(b'x');
+        std::fs::write(&path, &torn).unwrap();
+        assert_eq!(journal.finished_run(id).unwrap(), None);
+        assert!(journal.begin(id, &identity()).is_err(), "never two entries for one lease");
+        journal.forget(id);
+        assert!(!path.exists());
+        assert!(journal.begin("../escape", &identity()).is_err());
+    }
+}

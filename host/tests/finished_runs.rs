@@ -1,0 +1,229 @@
+//! A finished run keeps its results (issue #27, input 1): when the state home stops taking
+//! writes while the command runs — full, or its lease collection made immutable — `run` exits 6
+//! with the command that finishes the release, and no number of `recover`s removes what the
+//! command produced; once the state home takes writes again, `recover` releases the lease and
+//! keeps the directory (`docs/deviations.md`, "A finished run keeps its directory").
+//!
+//! Real filesystems: a small tmpfs as the state home (mounting needs CAP_SYS_ADMIN) and
+//! `chattr +i` on an ext4 directory (needs CAP_LINUX_IMMUTABLE and a filesystem that has the
+//! flag). Where either is missing the tests say so and pass, unless `PROCLEASE_REQUIRE_MOUNTS=1`
+//! (set by `.ci/run`) makes that a failure.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use common::{Sandbox, sandbox, stderr, stdout};
+
+const COLLECTION: &str = "recovery/beeper-message-like-me-directory-leases";
+
+/// A tmpfs of `size` mounted on `path`, unmounted when dropped.
+struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    fn mount(path: &Path, size: &str) -> Option<Tmpfs> {
+        std::fs::create_dir_all(path).expect("mkdir");
+        let status = Command::new("mount").args(["-t", "tmpfs", "-o", &format!("size={size},mode=700"), "tmpfs"]).arg(path).status();
+        if status.is_ok_and(|s| s.success()) {
+            return Some(Tmpfs(path.to_path_buf()));
+        }
+        assert!(std::env::var_os("PROCLEASE_REQUIRE_MOUNTS").is_none(), "cannot mount a tmpfs (needs CAP_SYS_ADMIN) and PROCLEASE_REQUIRE_MOUNTS is set");
+        eprintln!("skipped: cannot mount a tmpfs here (needs CAP_SYS_ADMIN)");
+        None
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+/// Whether `chattr +i` works on a directory of the sandbox's filesystem (then undone).
+fn immutable_flag_works(s: &Sandbox) -> bool {
+    let probe = s.root.join("chattr-probe");
+    std::fs::create_dir(&probe).expect("mkdir");
+    let works = chattr("+i", &[&probe]) && chattr("-i", &[&probe]);
+    let _ = std::fs::remove_dir(&probe);
+    if !works {
+        assert!(std::env::var_os("PROCLEASE_REQUIRE_MOUNTS").is_none(), "chattr +i does not work here and PROCLEASE_REQUIRE_MOUNTS is set");
+        eprintln!("skipped: chattr +i does not work here (needs root and a filesystem with the immutable flag)");
+    }
+    works
+}
+
+fn chattr(flag: &str, paths: &[&Path]) -> bool {
+    Command::new("chattr").arg(flag).args(paths).status().is_ok_and(|s| s.success())
+}
+
+/// A shell command that fills the filesystem of `dir` (the state home) and then exits `code`.
+fn fill_then_exit(dir: &Path, code: i32) -> String {
+    format!("echo result > result.txt; cat /dev/zero > {}/filler 2>/dev/null; exit {code}", dir.display())
+}
+
+fn free(state: &Path) {
+    std::fs::remove_file(state.join("filler")).expect("free the state home");
+}
+
+fn code(output: &Output) -> Option<i32> {
+    output.status.code()
+}
+
+/// Asserts `run` told the user the results are intact and how to finish the release.
+fn assert_told_how_to_finish(out: &Output, s: &Sandbox, directory: &Path) {
+    assert_eq!(code(out), Some(6), "a run whose lease stays exits 6: {out:?}");
+    let err = stderr(out);
+    let finish = format!("proclease --state-home {} recover --keep {}", s.state.display(), directory.display());
+    assert!(err.contains("intact") && err.contains(&finish), "says the results are intact and how to finish: {err}");
+}
+
+fn result_of(dir: &Path) -> Option<String> {
+    std::fs::read_to_string(dir.join("result.txt")).ok()
+}
+
+fn leases_left(s: &Sandbox) -> usize {
+    std::fs::read_dir(s.state.join(COLLECTION)).map_or(0, |entries| entries.count())
+}
+
+#[test]
+fn a_full_state_home_never_costs_a_finished_run_its_working_directory() {
+    for (status, exclusive) in [(0, false), (3, false), (0, true)] {
+        let s = sandbox();
+        let Some(_fs) = Tmpfs::mount(&s.state, "4m") else { return };
+        let work = s.root.join("jobs/build");
+        let script = fill_then_exit(&s.state, status);
+        let mut args = vec!["run", "--release-retry", "300ms", "--workdir", work.to_str().unwrap()];
+        if exclusive {
+            args.push("--exclusive");
+        }
+        args.extend(["--", "sh", "-c", &script]);
+        let out = s.run(&args);
+        assert_told_how_to_finish(&out, &s, &work);
+        assert!(stderr(&out).contains(&format!("exited {status}")), "{}", stderr(&out));
+        assert_eq!(leases_left(&s), 1, "the lease could not be released");
+        // While the state home is still full, recovery may fail, but never removes the results.
+        for _ in 0..3 {
+            let _ = s.run(&["recover"]);
+            assert_eq!(result_of(&work).as_deref(), Some("result\n"), "status {status}: the results survive every recover");
+        }
+        free(&s.state);
+        let out = s.run(&["recover"]);
+        assert!(out.status.success(), "{out:?}");
+        let said = stdout(&out);
+        assert!(said.contains(&format!("released the lease of {} and kept the directory", work.display())), "{said}");
+        assert!(said.contains(&format!("its command finished (exit {status})")), "{said}");
+        assert_eq!(result_of(&work).as_deref(), Some("result\n"));
+        assert_eq!(leases_left(&s), 0, "the lease is released");
+        assert!(std::fs::read_dir(s.state.join(".proclease/runs")).expect("journal").next().is_none(), "the journal entry is forgotten");
+        let out = s.run(&["recover"]);
+        assert!(out.status.success() && stdout(&out).contains("recovered: 0"), "{out:?}");
+        assert_eq!(result_of(&work).as_deref(), Some("result\n"), "and stays through later recovers");
+        if exclusive {
+            let again = s.root.join("jobs/next");
+            let out = s.run(&["run", "--exclusive", "--workdir", again.to_str().unwrap(), "--", "true"]);
+            assert!(out.status.success(), "the admission is free again: {out:?}");
+        }
+    }
+}
+
+#[test]
+fn a_full_state_home_after_a_published_stage_keeps_the_output_and_releases_later() {
+    let s = sandbox();
+    let Some(_fs) = Tmpfs::mount(&s.state, "4m") else { return };
+    let stage = s.root.join("exports/.stage");
+    let output = s.root.join("exports/v2");
+    let script = fill_then_exit(&s.state, 0);
+    let out = s.run(&["run", "--release-retry", "300ms", "--stage", stage.to_str().unwrap(), "--output", output.to_str().unwrap(), "--", "sh", "-c", &script]);
+    assert_told_how_to_finish(&out, &s, &output);
+    assert!(stderr(&out).contains(&format!("published to {}", output.display())), "{}", stderr(&out));
+    assert_eq!(result_of(&output).as_deref(), Some("result\n"));
+    free(&s.state);
+    let out = s.run(&["recover"]);
+    assert!(out.status.success() && stdout(&out).contains("published: 1"), "{out:?}");
+    assert_eq!(result_of(&output).as_deref(), Some("result\n"));
+    assert_eq!(leases_left(&s), 0);
+}
+
+#[test]
+fn a_failed_stage_on_a_full_state_home_is_scratch() {
+    let s = sandbox();
+    let Some(_fs) = Tmpfs::mount(&s.state, "4m") else { return };
+    let stage = s.root.join("exports/.stage");
+    let output = s.root.join("exports/v2");
+    let script = fill_then_exit(&s.state, 1);
+    let out = s.run(&["run", "--release-retry", "300ms", "--stage", stage.to_str().unwrap(), "--output", output.to_str().unwrap(), "--", "sh", "-c", &script]);
+    assert_eq!(code(&out), Some(6), "{out:?}");
+    assert!(stderr(&out).contains("is scratch"), "{}", stderr(&out));
+    assert!(!stage.exists() && !output.exists(), "a failed stage is removed, never published");
+    free(&s.state);
+    let out = s.run(&["recover"]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(leases_left(&s), 0);
+}
+
+#[test]
+fn an_immutable_lease_collection_keeps_the_results_and_the_journal_tells_recovery() {
+    let s = sandbox();
+    if !immutable_flag_works(&s) {
+        return;
+    }
+    let work = s.root.join("jobs/build");
+    let collection = s.state.join(COLLECTION);
+    let script = format!("echo result > result.txt; chattr +i {}; sleep 0.2", collection.display());
+    let out = s.run(&["run", "--release-retry", "300ms", "--workdir", work.to_str().unwrap(), "--", "sh", "-c", &script]);
+    assert!(chattr("-i", &[&collection]), "undo");
+    assert_told_how_to_finish(&out, &s, &work);
+    assert!(stderr(&out).contains("recorded that the command finished"), "{}", stderr(&out));
+    let out = s.run(&["recover", "--dry-run"]);
+    assert!(stdout(&out).contains(&format!("would release the lease of {} and keep the directory", work.display())), "{out:?}");
+    let entry = &s.doctor()["entries"][0];
+    assert_eq!(entry["target"], work.to_str().unwrap(), "doctor lists the lease: {entry}");
+    let out = s.run(&["recover"]);
+    assert!(out.status.success() && stdout(&out).contains("released, directory kept: 1"), "{out:?}");
+    assert_eq!(result_of(&work).as_deref(), Some("result\n"));
+    assert_eq!(leases_left(&s), 0);
+}
+
+#[test]
+fn when_not_even_the_journal_takes_a_write_recover_keep_finishes_the_release() {
+    let s = sandbox();
+    if !immutable_flag_works(&s) {
+        return;
+    }
+    let work = s.root.join("jobs/build");
+    let collection = s.state.join(COLLECTION);
+    let runs = s.state.join(".proclease/runs");
+    let script = format!("echo result > result.txt; chattr +i {} {}/*.run; sleep 0.2", collection.display(), runs.display());
+    let out = s.run(&["run", "--release-retry", "300ms", "--workdir", work.to_str().unwrap(), "--", "sh", "-c", &script]);
+    let journal: Vec<PathBuf> = std::fs::read_dir(&runs).expect("journal").map(|e| e.expect("entry").path()).collect();
+    assert!(chattr("-i", &[&collection]) && journal.iter().all(|j| chattr("-i", &[j])), "undo");
+    assert_told_how_to_finish(&out, &s, &work);
+    assert!(stderr(&out).contains("would remove the directory: use --keep"), "{}", stderr(&out));
+    // The documented limit: nothing on disk says the run finished, so a plain recover would
+    // treat it as a crashed run (the reference's rule) — the printed command keeps it.
+    let out = s.run(&["recover", "--dry-run"]);
+    assert!(stdout(&out).contains(&format!("would remove {}", work.display())), "{out:?}");
+    let out = s.run(&["recover", "--keep", work.to_str().unwrap()]);
+    assert!(out.status.success() && stdout(&out).contains("kept as asked"), "{out:?}");
+    assert_eq!(result_of(&work).as_deref(), Some("result\n"));
+    assert_eq!(leases_left(&s), 0);
+}
+
+#[test]
+fn a_crashed_run_is_still_scratch() {
+    // The journal changes nothing for a run that did not finish: kill -9 the supervisor and
+    // its command, and recovery removes the directory as the reference does.
+    let s = sandbox();
+    let work = s.root.join("jobs/build");
+    let mut child = s.spawn(&["run", "--containment", "none", "--workdir", work.to_str().unwrap(), "--", "sh", "-c", "echo partial > result.txt; exec sleep 600"]);
+    let entry = s.wait_for_phase(&work, "running");
+    let command = entry["childPid"].as_u64().expect("the child's pid");
+    common::kill(u64::from(child.id()));
+    let _ = child.wait();
+    common::kill(command);
+    common::wait_until_dead(command);
+    let out = s.run(&["recover"]);
+    assert!(out.status.success() && stdout(&out).contains("recovered: 1"), "{out:?}");
+    assert!(!work.exists(), "a crashed run's directory is scratch");
+}
