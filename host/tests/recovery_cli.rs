@@ -185,3 +185,41 @@ fn an_invalid_admission_file_says_which_file_and_what_to_do() {
     assert!(stdout(&doctor).contains(&aside), "{}", stdout(&doctor));
     assert!(admission.exists(), "never deleted");
 }
+
+/// Issue #27, input 2: the reference's bound of 64 directory leases refuses a new lease (before
+/// anything is created) instead of breaking recovery, and a collection over it — written by an
+/// older proclease or by hand — is listed by doctor and recovered in one `recover`.
+#[test]
+fn the_lease_bound_refuses_the_sixty_fifth_and_an_over_bound_collection_is_recovered_whole() {
+    let s = sandbox();
+    for n in 0..63 {
+        s.dead_lease(&format!("j{n}"), n + 1);
+    }
+    let work = s.root.join("jobs/new");
+    let out = s.run(&["run", "--workdir", work.to_str().unwrap(), "--", "true"]);
+    assert!(out.status.success(), "the 64th lease is within the bound: {out:?}");
+    s.dead_lease("j63", 64);
+    let refused = s.root.join("jobs/refused/deep");
+    let out = s.run(&["run", "--workdir", refused.to_str().unwrap(), "--", "true"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = stderr(&out);
+    assert!(err.contains("directory lease collection exceeded its reviewed bound") && err.contains("holds 64 directory leases") && err.contains("proclease recover"), "{err}");
+    assert!(!s.root.join("jobs/refused").exists(), "nothing was created");
+    for n in 64..70 {
+        s.dead_lease(&format!("j{n}"), n + 1);
+    }
+    let doc = s.doctor();
+    assert_eq!(doc["entries"].as_array().map(Vec::len), Some(70), "doctor lists every lease: {doc}");
+    assert!(doc["overBound"].as_str().is_some_and(|w| w.contains("70 entries, over the reference's bound of 64")), "{doc}");
+    let text = stdout(&s.run(&["doctor"]));
+    assert!(text.contains("over the reference's bound of 64"), "{text}");
+    let out = s.run(&["recover", "--dry-run"]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(stdout(&out).matches("would remove ").count(), 70, "{}", stdout(&out));
+    let out = s.run(&["recover"]);
+    assert!(out.status.success() && stdout(&out).contains("recovered: 70"), "{out:?}");
+    assert_eq!(std::fs::read_dir(s.collection()).expect("collection").count(), 0, "nothing left");
+    assert!((0..70).all(|n| !s.root.join(format!("jobs/j{n}")).exists()));
+    let out = s.run(&["run", "--workdir", refused.to_str().unwrap(), "--", "true"]);
+    assert!(out.status.success(), "leases are taken again: {out:?}");
+}

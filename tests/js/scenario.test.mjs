@@ -38,7 +38,7 @@ test('directory recovery removes exactly the directories of dead owners', () => 
   directoryLeases.create({ role: 'raw-working', path: '/work/live', recoverAfterMs: 2000 });
   host.own = { pid: 2n, bootId: host.bootId, processStartId: 'f'.repeat(64) };
   directoryLeases.create({ role: 'raw-working', path: '/work/dead', recoverAfterMs: 2000 });
-  const dryRun = directoryLeases.recoverEach(undefined, { dryRun: true, skipInvalid: false, concurrent: false, keep: [] });
+  const dryRun = directoryLeases.recoverEach(undefined, { dryRun: true, skipInvalid: false, concurrent: false, keep: [], pastBound: false });
   assert.equal(dryRun.stopped, undefined);
   assert.deepEqual(dryRun.outcomes.map((o) => o.action.tag).sort(), ['keep', 'remove-directory']);
   assert.ok(dryRun.outcomes.every((o) => !o.done), 'a dry run does nothing');

@@ -76,7 +76,7 @@ def test_directory_recovery_removes_exactly_the_dead_owners_directories(harness,
         assert claims["/work/dead"].directory_identity == world.workspace.directories["/work/dead"].identity
         assert claims["/work/live"].created_at_ms == 1000
 
-        dry_run = p.directory_leases.recover_each(None, Rec(dry_run=True, skip_invalid=False, concurrent=False, keep=[]))
+        dry_run = p.directory_leases.recover_each(None, Rec(dry_run=True, skip_invalid=False, concurrent=False, keep=[], past_bound=False))
         assert dry_run.stopped is None
         survey = {o.claim.path: o for o in dry_run.outcomes}
         assert {path: o.action.tag for path, o in survey.items()} == {"/work/live": "keep", "/work/dead": "remove-directory"}

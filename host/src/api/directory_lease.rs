@@ -137,7 +137,7 @@ pub fn recover_directory_leases(runtime: &Runtime, effects: Effects, now_ms: Opt
 pub fn recover_each_directory_lease(runtime: &Runtime, effects: Effects, now_ms: Option<f64>, options: Options) -> Result<Run, Error> {
     let mut instance = runtime.instantiate_with(effects)?;
     let dry_run = options.dry_run;
-    let options = wit::RecoveryOptions { dry_run: options.dry_run, skip_invalid: options.skip_invalid, concurrent: options.concurrent, keep: options.keep };
+    let options = wit::RecoveryOptions { dry_run: options.dry_run, skip_invalid: options.skip_invalid, concurrent: options.concurrent, keep: options.keep, past_bound: options.past_bound };
     let run = instance.call(|exports, store| exports.proclease_lease_directory_leases().call_recover_each(store, now_ms, &options))?;
     let run = Run {
         outcomes: run

@@ -436,7 +436,7 @@ impl Host {
     /// claims, live or not, saying whose and what to do.
     fn refuse_if_claimed(&self, dir: &str) -> Result<(), Error> {
         let identity = self.workspace.inspect(dir)?.map(|facts| facts.identity);
-        let run = self.recover_directory_leases(Options { dry_run: true, ..Options::default() })?;
+        let run = self.recover_directory_leases(Options { dry_run: true, past_bound: true, ..Options::default() })?;
         for entry in run.outcomes {
             let Some(claim) = entry.claim else { continue };
             if claim.path != dir && identity.as_ref() != Some(&claim.directory_identity) {
@@ -613,7 +613,7 @@ impl Host {
             Err(Error::Lease(_)) => Err(self.invalid_admission_file().ok_or_else(|| Error::System("the admission file changed while it was surveyed".into()))?),
             Err(other) => return Err(other),
         };
-        let recovery = self.recover(Options { dry_run: true, ..Options::default() })?;
+        let recovery = self.recover(Options { dry_run: true, past_bound: true, ..Options::default() })?;
         let decisions: std::collections::HashMap<String, RepairDecision> =
             recovery.invocations.iter().flat_map(|(_, decisions)| decisions.iter().cloned()).collect();
         let mut invocations = Vec::new();

@@ -87,6 +87,14 @@ pub fn run(global: &Global, args: &DoctorArgs) -> Result<ExitCode, Failure> {
         }),
     }
     let run = &survey.recovery.directory_leases;
+    let bound = proclease::core::directory_leases::MAX_CLAIMS;
+    let over_bound = (run.outcomes.len() > bound).then(|| {
+        format!(
+            "directory leases: {} entries, over the reference's bound of {bound}: ghostget's recovery refuses the whole collection and \
+             new leases are refused; `proclease recover` recovers the dead ones, oldest first",
+            run.outcomes.len()
+        )
+    });
     if let (Some(stop), None) = (&run.stopped, run.outcomes.iter().find(|o| o.action.refusal().is_some())) {
         // Stopped before any entry (the collection itself).
         rows.push(Row {
@@ -189,7 +197,7 @@ pub fn run(global: &Global, args: &DoctorArgs) -> Result<ExitCode, Failure> {
         };
         let doc = json!({
             "schemaVersion": super::JSON_SCHEMA_VERSION, "stateHome": host.state_home().display().to_string(), "store": host.store_address(),
-            "containment": containment, "entries": items,
+            "containment": containment, "entries": items, "overBound": over_bound,
         });
         super::print_json(&doc);
         return Ok(ExitCode::SUCCESS);
@@ -200,6 +208,9 @@ pub fn run(global: &Global, args: &DoctorArgs) -> Result<ExitCode, Failure> {
     }
     if let Err(reason) = proclease::supervisor::containment_available() {
         println!("containment: none, because {reason} (docs/containment.md: a command's detached processes are covered only while they keep its witness)");
+    }
+    if let Some(words) = &over_bound {
+        println!("{words}");
     }
     if rows.is_empty() {
         println!("no admission claim, directory leases or invocation leases");

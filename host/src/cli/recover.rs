@@ -122,7 +122,7 @@ pub fn run(global: &Global, args: &RecoverArgs) -> Result<ExitCode, Failure> {
     // Leases record canonical absolute paths.
     let keep = args.keep.iter().map(|dir| std::fs::canonicalize(dir).or_else(|_| std::path::absolute(dir)).map(|p| p.to_string_lossy().into_owned()));
     let keep = keep.collect::<Result<Vec<_>, _>>().map_err(|e| Failure::new(format!("--keep: {e}")))?;
-    let options = Options { dry_run: args.dry_run, skip_invalid: args.skip_invalid, concurrent: true, keep };
+    let options = Options { dry_run: args.dry_run, skip_invalid: args.skip_invalid, concurrent: true, keep, past_bound: true };
     let recovery = host.recover(options).map_err(|error| match error {
         proclease::Error::File { .. } => Failure::from(error).hint(
             "recover writes to the state home (its locks and lease records), so the state home must be writable; \

@@ -89,7 +89,7 @@ impl wit::Guest for Component {
 
     fn recover_each(now_ms: Option<f64>, options: wit::RecoveryOptions) -> Result<wit::RecoveryRun, t::Error> {
         let (mut s, mut p, mut w, mut c, mut e) = (ImportedStore, ImportedProcesses, ImportedWorkspace, ImportedClock, ImportedEntropy);
-        let options = leases::Options { dry_run: options.dry_run, skip_invalid: options.skip_invalid, concurrent: options.concurrent, keep: options.keep };
+        let options = leases::Options { dry_run: options.dry_run, skip_invalid: options.skip_invalid, concurrent: options.concurrent, keep: options.keep, past_bound: options.past_bound };
         let run = leases::recover_each(now_ms, effects(&mut s, &mut p, &mut w, &mut c, &mut e), options).map_err(error)?;
         Ok(wit::RecoveryRun {
             outcomes: run.outcomes.into_iter().map(LeaseResource::outcome).collect(),

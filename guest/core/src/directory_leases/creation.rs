@@ -45,6 +45,7 @@ fn storage(context: &str, error: impl Into<Error>) -> Error {
 /// directory when either cannot be written.
 pub fn create_with_directory(request: &Request, fx: Effects<'_>) -> Result<Handle, Error> {
     check_request(request, fx.clock)?;
+    super::check_room(fx.store)?;
     let owner = fx.processes.self_identity().map_err(Error::System)?;
     let id = uuid_v4(fx.entropy);
     // The directories to create, known before `mkdir`: a crash right after it must still find

@@ -172,6 +172,17 @@ pub struct Effects<'a> {
     pub entropy: &'a mut dyn Entropy,
 }
 
+/// Beyond the reference: a new lease is refused while the collection holds [`MAX_CLAIMS`]
+/// entries, as the reference's recovery refuses a collection over that bound as a whole
+/// (`docs/deviations.md` 20): `… directory lease collection exceeded its reviewed bound`,
+/// before anything is created. The reference's create writes the 65th and recovery then stops.
+pub fn check_room(store: &mut dyn Store) -> Result<(), Error> {
+    match store.snapshot(DIRECTORY, false)? {
+        Some(snapshot) if snapshot.entries.len() >= MAX_CLAIMS => Err(Error::lease(LeaseCode::DirectoryLeaseCollectionExceededItsReviewedBound)),
+        _ => Ok(()),
+    }
+}
+
 /// `createBeeperMessageLikeMeDirectoryLease` (§6A.6).
 ///
 /// Errors: those of [`check_request`]; the own identity's (raw); `… directory lease target is
@@ -179,6 +190,7 @@ pub struct Effects<'a> {
 /// ID was already present`; anything else as `… directory lease could not be created safely`.
 pub fn create(request: &Request, fx: Effects<'_>) -> Result<Handle, Error> {
     let checked = check_request(request, fx.clock)?;
+    check_room(fx.store)?;
     let owner = fx.processes.self_identity().map_err(Error::System)?;
     let parent_identity = identity_of(fx.workspace, &checked.parent_path, false)?;
     let directory_identity = identity_of(fx.workspace, &checked.path, true)?;

@@ -49,6 +49,9 @@ pub struct Options {
     /// is removed ([`Action::KeepDirectory`]). For a run whose end could not be journalled
     /// (`recover --keep DIR`, the command `run` prints when it cannot release).
     pub keep: Vec<String>,
+    /// Beyond the reference: a collection over its reviewed bound ([`MAX_CLAIMS`] entries) is
+    /// recovered, oldest lease first, instead of refused as a whole (`docs/deviations.md` 20).
+    pub past_bound: bool,
 }
 
 /// What recovery does (or, in a dry run, would do) with one entry of the lease collection.
@@ -244,7 +247,8 @@ impl Recovery<'_> {
             let snapshot = self.store.snapshot(DIRECTORY, true)?;
             snapshot.ok_or_else(|| Error::lease(LeaseCode::DirectoryLeaseCollectionExceededItsReviewedBound))?
         };
-        if snapshot.entries.len() > MAX_CLAIMS {
+        let over_bound = snapshot.entries.len() > MAX_CLAIMS;
+        if over_bound && !self.options.past_bound {
             return Err(Error::lease(LeaseCode::DirectoryLeaseCollectionExceededItsReviewedBound));
         }
         // The reference refuses the whole collection when any entry is not a lease file, before
@@ -275,8 +279,21 @@ impl Recovery<'_> {
         if names.is_empty() {
             return Ok(());
         }
-        let total = MAX_CLAIM_BYTES.saturating_mul(names.len() as u32);
-        let files = self.store.read_batch(DIRECTORY, &names, MAX_CLAIM_BYTES, total, &snapshot.identity)?;
+        // Read in batches of the bound (one batch within it, as the reference reads).
+        let mut files = Vec::with_capacity(names.len());
+        for batch in names.chunks(MAX_CLAIMS) {
+            let total = MAX_CLAIM_BYTES.saturating_mul(batch.len() as u32);
+            files.extend(self.store.read_batch(DIRECTORY, batch, MAX_CLAIM_BYTES, total, &snapshot.identity)?);
+        }
+        if over_bound {
+            // Oldest first, so that the leases longest left behind are recovered first; what
+            // does not parse keeps its name order, after them.
+            let created = |status: &BatchStatus, name: &str| match status {
+                BatchStatus::Present(text) => directory_lease::parse_file(text, name).map_or(u64::MAX, |parsed| parsed.record.created_at_ms),
+                _ => u64::MAX,
+            };
+            files.sort_by_cached_key(|(name, status)| created(status, name));
+        }
         for (name, status) in files {
             if self.entry(&name, status).is_err() {
                 break;
