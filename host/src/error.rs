@@ -50,6 +50,11 @@ pub enum Error {
     /// The state home could not be selected or opened.
     #[error(transparent)]
     StateHome(#[from] StateHomeError),
+    /// Another process held a kernel lock of the state home past the wait's bound
+    /// ([`HostBuilder::lock_timeout`](crate::HostBuilder::lock_timeout)); the error names the
+    /// holder (its pid, command and state: a stopped holder keeps the lock until continued).
+    #[error(transparent)]
+    LockTimeout(#[from] crate::imports::lock_wait::LockTimeout),
     /// The state store failed outside a component call (its own bookkeeping, a lock).
     #[error(transparent)]
     Store(#[from] StoreError),

@@ -227,3 +227,66 @@ fn a_crashed_run_is_still_scratch() {
     assert!(out.status.success() && stdout(&out).contains("recovered: 1"), "{out:?}");
     assert!(!work.exists(), "a crashed run's directory is scratch");
 }
+
+/// The kill stress with "state home full at release" among its faults: runs whose command fills
+/// the state home, half of their supervisors SIGKILLed at a random instant. Every run that
+/// finished — `run` exited 0 or 6, or it was killed after the journal recorded the end — keeps
+/// its results through recovery; only a run killed before its command finished may be scratch.
+/// `PROCLEASE_FULL_STRESS_TRIALS` sets the number of trials (default 16).
+#[test]
+fn full_state_homes_and_kills_at_the_end_of_runs_never_cost_a_finished_run_its_results() {
+    let trials: u64 = std::env::var("PROCLEASE_FULL_STRESS_TRIALS").ok().and_then(|n| n.parse().ok()).unwrap_or(16);
+    let s = sandbox();
+    let Some(_fs) = Tmpfs::mount(&s.state, "4m") else { return };
+    let (mut finished, mut killed) = (0, 0);
+    for trial in 0..trials {
+        let work = s.root.join(format!("jobs/{trial}"));
+        let script = fill_then_exit(&s.state, (trial % 3) as i32);
+        let mut child = s
+            .command(&["run", "--release-retry", "200ms", "--workdir", work.to_str().unwrap(), "--", "sh", "-c", &script])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("run");
+        let kill = trial % 2 == 1;
+        if kill {
+            // Somewhere from before the command starts to after its lease could not be released.
+            let pause = (trial * 7919 % 400) as u64;
+            std::thread::sleep(std::time::Duration::from_millis(pause));
+            common::kill(u64::from(child.id()));
+        }
+        let status = child.wait().expect("wait");
+        // A killed supervisor's box lives on until its command ends (file mode): wait for it.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while !common::processes_running(&["sh", "-c", &script]).is_empty() {
+            assert!(std::time::Instant::now() < deadline, "the command of trial {trial} never ended");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        // Each trial's recovery forgets the journal: an entry that says finished is this trial's.
+        let journalled = std::fs::read_dir(s.state.join(".proclease/runs"))
+            .expect("journal")
+            .filter_map(Result::ok)
+            .any(|e| std::fs::read_to_string(e.path()).is_ok_and(|t| t.contains("\"state\":\"finished\"")));
+        let completed = matches!(status.code(), Some(0 | 6)) || (kill && journalled);
+        let _ = std::fs::remove_file(s.state.join("filler"));
+        // The box's init outlives its command by an instant: recover until it is gone too.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        let out = loop {
+            let out = s.run(&["recover"]);
+            assert!(out.status.success(), "trial {trial}: {out:?}");
+            if leases_left(&s) == 0 || std::time::Instant::now() > deadline {
+                break out;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        };
+        if completed {
+            finished += 1;
+            assert_eq!(result_of(&work).as_deref(), Some("result\n"), "trial {trial} finished ({status:?}) and lost its results: {}", stdout(&out));
+        } else {
+            killed += 1;
+        }
+        assert_eq!(leases_left(&s), 0, "trial {trial}: every lease is released or recovered");
+    }
+    println!("{trials} trials: {finished} finished runs kept their results, {killed} killed before their command finished");
+    assert!(finished >= trials / 2, "most runs finish: {finished} of {trials}");
+}

@@ -52,9 +52,20 @@ pub struct HostBuilder {
     runtime: Option<RuntimeConfig>,
     store: Option<String>,
     cluster_ttl: Option<std::time::Duration>,
+    lock_timeout: Option<std::time::Duration>,
 }
 
 impl HostBuilder {
+    /// How long a wait for a kernel lock of the state home that another process holds (the
+    /// lease-creation lock, the recovery turn) may last before it fails with
+    /// [`Error::LockTimeout`] naming the holder; after 1 s it says who it waits for (a
+    /// `tracing` warning). Default [`lock_wait::DEFAULT_BOUND`](crate::lock_wait::DEFAULT_BOUND)
+    /// (10 s).
+    pub fn lock_timeout(mut self, bound: std::time::Duration) -> Self {
+        self.lock_timeout = Some(bound);
+        self
+    }
+
     /// The state home (default: `PROCLEASE_STATE_HOME`, `GHOSTGET_STATE_HOME`,
     /// `$XDG_DATA_HOME/proclease`, `~/.local/share/proclease`). A ghostget state home works as
     /// is. Created (0700) if absent.
@@ -142,7 +153,8 @@ impl HostBuilder {
             Some(config) => HostRuntime::Own(Box::new(Runtime::new(config)?)),
             None => HostRuntime::Shared(Runtime::shared()?),
         };
-        Ok(Host { runtime, store, identity, workspace, catalog, cluster })
+        let lock_timeout = self.lock_timeout.unwrap_or(crate::lock_wait::DEFAULT_BOUND);
+        Ok(Host { runtime, store, identity, workspace, catalog, cluster, lock_timeout })
     }
 }
 
@@ -179,6 +191,7 @@ pub struct Host {
     workspace: Arc<Workspace>,
     catalog: Arc<PluginCatalog>,
     cluster: Option<Arc<Cluster>>,
+    lock_timeout: std::time::Duration,
 }
 
 /// What the admission file is when a reader of the reference refuses it.
@@ -425,7 +438,7 @@ impl Host {
             path: home.join(".proclease/locks/directory-lease-creation.lock"),
             message: format!("the lease-creation lock cannot be opened: {e}"),
         })?;
-        lock.lock().map_err(|e| Error::File { path: home.join(".proclease/locks/directory-lease-creation.lock"), message: e.to_string() })?;
+        self.take_lock(&lock, "directory-lease-creation.lock")?;
         self.refuse_if_claimed(&request.path)?;
         let lease = DirectoryLease::create_with_directory(self.runtime(), self.effects(), request);
         let _ = lock.unlock();
@@ -589,8 +602,18 @@ impl Host {
     fn recovery_turn(&self) -> Result<std::fs::File, Error> {
         let path = self.state_home().join(".proclease/locks/directory-lease-recovery.lock");
         let file = self.store.lock_file("directory-lease-recovery.lock").map_err(|e| Error::File { path: path.clone(), message: e.to_string() })?;
-        file.lock().map_err(|e| Error::File { path, message: e.to_string() })?;
+        self.take_lock(&file, "directory-lease-recovery.lock")?;
         Ok(file)
+    }
+
+    /// Takes the kernel lock of `file` (`name` in `.proclease/locks/`), waiting at most the
+    /// host's lock timeout for another holder, and saying who it is after 1 s.
+    fn take_lock(&self, file: &std::fs::File, name: &str) -> Result<(), Error> {
+        let label = self.state_home().join(".proclease/locks").join(name);
+        crate::lock_wait::lock(file, &label.display().to_string(), self.lock_timeout).map_err(|e| match e {
+            crate::lock_wait::LockError::TimedOut(timeout) => Error::LockTimeout(timeout),
+            crate::lock_wait::LockError::Io(e) => Error::File { path: label, message: e.to_string() },
+        })
     }
 
     /// What is in the state home and what would become of it, changing nothing (`doctor`).

@@ -21,6 +21,9 @@ use proclease::core::LeaseCode;
 pub const EXIT_BLOCKED: u8 = 3;
 /// Exit status when a prior owner cannot be proven dead (`… cannot be inspected safely`).
 pub const EXIT_INDETERMINATE: u8 = 4;
+/// Exit status: another process held a lock of the state home past `--lock-timeout` (the
+/// message names it).
+pub const EXIT_LOCK_TIMEOUT: u8 = 5;
 
 /// The `schemaVersion` of every `--json` document the command line prints (one convention for
 /// all commands: pretty-printed, pids as numbers, absent values as `null`).
@@ -94,6 +97,11 @@ pub struct Global {
     /// command after three quarters of it.
     #[arg(long, global = true, value_name = "DURATION", value_parser = humantime::parse_duration)]
     cluster_ttl: Option<std::time::Duration>,
+    /// How long to wait for a lock of the state home another process holds (a stopped
+    /// proclease, a long recovery) before failing with exit status 5 and its pid; after 1 s
+    /// the wait says who it waits for.
+    #[arg(long, global = true, value_name = "DURATION", default_value = "10s", value_parser = humantime::parse_duration)]
+    lock_timeout: std::time::Duration,
     /// Say more on standard error: -v what was probed and which proof decided, -vv every
     /// store and /proc step.
     #[arg(short, long, global = true, action = clap::ArgAction::Count, conflicts_with = "quiet")]
@@ -196,6 +204,7 @@ pub fn open(global: &Global) -> Result<Host, Failure> {
     if let Some(ttl) = global.cluster_ttl {
         builder = builder.cluster_ttl(ttl);
     }
+    builder = builder.lock_timeout(global.lock_timeout);
     Ok(builder.build()?)
 }
 
@@ -223,6 +232,7 @@ impl Failure {
 impl From<proclease::Error> for Failure {
     fn from(error: proclease::Error) -> Self {
         let status = match error.lease_code() {
+            _ if matches!(error, proclease::Error::LockTimeout(_)) => EXIT_LOCK_TIMEOUT,
             Some(LeaseCode::AnotherExportIsActive) => EXIT_BLOCKED,
             Some(LeaseCode::PriorExportOwnerCannotBeInspectedSafely) => EXIT_INDETERMINATE,
             _ => 1,

@@ -18,6 +18,7 @@ use proclease_core::records::DirectoryIdentity;
 
 pub mod clock;
 pub mod entropy;
+pub mod lock_wait;
 pub(crate) mod fsops;
 pub mod plugin_catalog;
 pub mod process_identity;

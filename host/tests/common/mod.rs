@@ -174,3 +174,9 @@ pub fn wait_for_process(argv: &[&str]) -> u64 {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// SIGSTOPs `pid`.
+pub fn stop(pid: u64) {
+    let pid = rustix::process::Pid::from_raw(pid as i32).expect("pid");
+    let _ = rustix::process::kill_process(pid, rustix::process::Signal::STOP);
+}

@@ -3,15 +3,20 @@
 //! lock file lets two writers lock two different inodes). The kernel drops the lock when its
 //! holder dies, so a crash can never leave a collection locked.
 
-use std::fs::{File, TryLockError};
+use std::fs::File;
 use std::os::fd::AsFd;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rustix::fs::{Mode, OFlags};
 
 /// How long a writer waits for another live writer of the same collection before giving up
 /// with a `contended` error. Writers hold the lock for one durable write (milliseconds).
 pub(crate) const WAIT: Duration = Duration::from_secs(10);
+
+/// How long one write waits for another program's mutation claim on the same record (a live
+/// ghostget holds one for a single write): the reference's callers retry a contended write
+/// (admission acquire: 8 attempts), so a claim that stays is refused in about a second.
+pub(crate) const CLAIM_WAIT: Duration = Duration::from_millis(125);
 
 /// A held lock; dropping it releases it.
 pub(crate) struct CollectionLock {
@@ -44,17 +49,13 @@ pub(crate) fn lock(locks: impl AsFd, name: &str) -> std::io::Result<Locked> {
         other => other?,
     };
     let file = File::from(fd);
-    let start = Instant::now();
-    let mut pause = Duration::from_micros(200);
-    loop {
-        match file.try_lock() {
-            Ok(()) => return Ok(Locked::Held(CollectionLock { file })),
-            Err(TryLockError::WouldBlock) if start.elapsed() < WAIT => {
-                std::thread::sleep(pause);
-                pause = (pause * 2).min(Duration::from_millis(20));
-            }
-            Err(TryLockError::WouldBlock) => return Ok(Locked::TimedOut),
-            Err(TryLockError::Error(e)) => return Err(e),
+    // After a second the wait says who holds the lock; at the bound, who held it.
+    match crate::lock_wait::lock(&file, &format!(".proclease/locks/{name}"), WAIT) {
+        Ok(()) => Ok(Locked::Held(CollectionLock { file })),
+        Err(crate::lock_wait::LockError::TimedOut(timeout)) => {
+            tracing::warn!("{timeout}");
+            Ok(Locked::TimedOut)
         }
+        Err(crate::lock_wait::LockError::Io(e)) => Err(e),
     }
 }

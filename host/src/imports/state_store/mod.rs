@@ -260,7 +260,7 @@ impl StateStore {
     /// Runs `mutate` holding the reference's mutation claim on `name` in `dir` (§3.5), after the
     /// crash recovery of `dir` (§3.9). The caller holds the collection's kernel lock, so the
     /// only writers this can lose to are other programs' (a running ghostget): a lost claim is
-    /// retried after a short pause for at most [`lock::WAIT`], then `Ok(None)`.
+    /// retried after a short pause for at most [`lock::CLAIM_WAIT`], then `Ok(None)`.
     ///
     /// Errors: the claim protocol's own (an owner that cannot be judged, two holders, a
     /// malformed claim: [`StoreError::Claim`]); this process's identity unavailable; those of
@@ -284,7 +284,7 @@ impl StateStore {
             if let Some(held) = arbitration::arbitrate(dir, &kind, &self.processes, &own).map_err(claim_error)? {
                 break held;
             }
-            if start.elapsed() >= lock::WAIT {
+            if start.elapsed() >= lock::CLAIM_WAIT {
                 tracing::warn!(path, waited_ms = start.elapsed().as_millis() as u64, "gave up waiting for another process's mutation claim");
                 return Ok(None);
             }

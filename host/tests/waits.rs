@@ -1,0 +1,55 @@
+//! Nobody waits in silence (issue #27, input 3): a process that holds a kernel lock of the state
+//! home and is stopped (Ctrl-Z, SIGSTOP) makes `run` and `recover` say after a second whom they
+//! wait for, and fail at `--lock-timeout` with exit status 5 and the holder's pid — instead of
+//! waiting in the kernel for ever.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::{sandbox, stderr};
+
+/// `flock -o LOCK sleep 600` (flock holds the lock itself) in a process group of its own, once
+/// `/proc/locks` shows it held.
+fn hold(lock: &Path) -> std::process::Child {
+    use std::os::unix::process::CommandExt as _;
+    std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(lock).expect("lock file");
+    let child = Command::new("flock").arg("-o").arg(lock).args(["sleep", "600"]).process_group(0).spawn().expect("flock(1)");
+    let file = std::fs::File::open(lock).expect("open");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while proclease::lock_wait::holder(&file).is_none() {
+        assert!(Instant::now() < deadline, "flock never took {}", lock.display());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child
+}
+
+#[test]
+fn a_stopped_lock_holder_is_named_and_the_wait_ends_at_its_bound() {
+    let s = sandbox();
+    assert!(s.run(&["doctor"]).status.success(), "creates the state home");
+    let locks = s.state.join(".proclease/locks");
+    for (lock, args) in [
+        ("directory-lease-creation.lock", vec!["run", "--workdir", "WORK", "--", "true"]),
+        ("directory-lease-recovery.lock", vec!["recover"]),
+    ] {
+        let mut holder = hold(&locks.join(lock));
+        let pid = holder.id();
+        common::stop(u64::from(pid));
+        let work = s.root.join("jobs").join(lock);
+        let args: Vec<&str> = args.iter().map(|a| if *a == "WORK" { work.to_str().unwrap() } else { a }).collect();
+        let out = s.run(&[&["--lock-timeout", "2s"], args.as_slice()].concat());
+        assert_eq!(out.status.code(), Some(5), "{lock}: {out:?}");
+        let err = stderr(&out);
+        assert!(err.contains(&format!("waiting for pid {pid} (flock, stopped) holding")), "says whom it waits for: {err}");
+        assert!(err.contains(&format!("held by pid {pid} (flock, stopped)")) && err.contains(lock), "names the holder at the bound: {err}");
+        assert!(!work.exists(), "nothing was created");
+        // The holder and its `sleep`.
+        let _ = rustix::process::kill_process_group(rustix::process::Pid::from_raw(pid as i32).expect("pid"), rustix::process::Signal::KILL);
+        let _ = holder.wait();
+        let out = s.run(&args);
+        assert!(out.status.success(), "{lock}: the holder is gone: {out:?}");
+    }
+}
