@@ -454,7 +454,8 @@ impl<'h> Supervisor<'h> {
             },
             None => false,
         };
-        let bound = self.release_retry;
+        // A lost cluster session is not a state home that may take writes again: no retries.
+        let bound = if fenced.is_some() && !problems.is_empty() { Duration::ZERO } else { self.release_retry };
         if role == Role::RawWorking {
             if let Err(e) = retrying(bound, "settle the directory lease", || lease.update(Phase::Settled, None)) {
                 problems.push(e);

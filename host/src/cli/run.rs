@@ -156,7 +156,7 @@ pub fn run(global: &Global, args: RunArgs) -> Result<ExitCode, Failure> {
         for problem in &finished.problems {
             eprintln!("proclease: {problem}");
         }
-        eprintln!("{}", unreleased_words(host.state_home(), &finished.status, unreleased));
+        eprintln!("{}", unreleased_words(host.state_home(), &finished.status, unreleased, host.cluster().is_some()));
         return Ok(ExitCode::from(UNRELEASED));
     }
     Ok(match (finished.status.code(), finished.status.signal()) {
@@ -171,7 +171,12 @@ pub const UNRELEASED: u8 = 6;
 
 /// What a user is told when a finished run's lease stays: where the results are, that they are
 /// intact, and the command that finishes the release.
-fn unreleased_words(home: &std::path::Path, status: &std::process::ExitStatus, unreleased: &proclease::supervisor::Unreleased) -> String {
+fn unreleased_words(home: &std::path::Path, status: &std::process::ExitStatus, unreleased: &proclease::supervisor::Unreleased, cluster: bool) -> String {
+    let again = if cluster {
+        "Once etcd is reachable again and the state home takes writes"
+    } else {
+        "Once the state home takes writes again (free space, `chattr -i`, remount read-write)"
+    };
     let how = match (status.code(), status.signal()) {
         (Some(code), _) => format!("exited {code}"),
         (None, Some(signal)) => format!("died of signal {signal}"),
@@ -189,8 +194,8 @@ fn unreleased_words(home: &std::path::Path, status: &std::process::ExitStatus, u
     if unreleased.published {
         return format!(
             "proclease: the command {how} and its results were published to {dir}, intact; only the lease record stays in {}. \
-             Once the state home takes writes again (free space, `chattr -i`, remount read-write), finish the release with: {finish}",
-            home.display()
+             {again}, finish the release with: {finish}",
+            home.display(),
         );
     }
     let journal = if unreleased.journaled {
@@ -200,7 +205,7 @@ fn unreleased_words(home: &std::path::Path, status: &std::process::ExitStatus, u
     };
     format!(
         "proclease: the command {how}; its results in {dir} are intact, but its lease could not be released and stays in {} ({journal}). \
-         Once the state home takes writes again (free space, `chattr -i`, remount read-write), finish the release with: {finish}",
+         {again}, finish the release with: {finish}",
         home.display()
     )
 }
