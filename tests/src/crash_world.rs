@@ -58,11 +58,12 @@ pub enum Op {
     AdmissionRelease,
     /// Directory lease: create the directory (as `run` does) and lease it.
     DirectoryCreate,
-    /// Directory lease: preparing → launching.
+    /// Directory lease: the run journal's entry (`running`), then preparing → launching.
     DirectoryLaunch,
-    /// Directory lease: launching → running with the child, which then writes its output.
+    /// Directory lease: launching → running with the child, which then writes its output and
+    /// ends: the run journal records the end in place (`finished`, exit 0).
     DirectoryRun,
-    /// Directory lease: release the claim (the directory stays).
+    /// Directory lease: release the claim (the directory stays), then forget the journal entry.
     DirectoryRelease,
     /// Invocation lease: acquire.
     InvocationAcquire,
@@ -122,6 +123,8 @@ pub struct Session {
     invocation: Option<Controller>,
     /// An admission a recovery acquired but could not release yet (released by the next).
     recovery_admission: Option<admission::Handle>,
+    /// Lease ids whose run journal entry this process began (`RunJournal::begin`).
+    journaled: Vec<String>,
 }
 
 /// A disk, a clock, entropy and a catalog: everything a run needs.
@@ -244,6 +247,12 @@ impl World {
             Op::DirectoryLaunch => {
                 if let Some((_, Some(handle))) = session.directories.last_mut() {
                     if !handle.released && handle.claim.phase == Phase::Preparing {
+                        // As the supervisor does: the run journal's entry first, while the state
+                        // home takes writes; a run whose journal cannot start does not start.
+                        if !session.journaled.contains(&handle.claim.id) {
+                            self.disk.journal_begin(&handle.claim.id, &handle.claim.directory_identity)?;
+                            session.journaled.push(handle.claim.id.clone());
+                        }
                         directory_leases::update(handle, Phase::Launching, None, &mut store, &mut processes).map_err(text)?;
                     }
                 }
@@ -251,11 +260,23 @@ impl World {
             Op::DirectoryRun => {
                 if session.directories.last().is_some_and(|(_, h)| h.as_ref().is_some_and(|h| !h.released && h.claim.phase == Phase::Launching)) {
                     self.update_running(session, pid, ACTOR_CHILD)?;
+                    // The command (and its whole tree) ended with status 0: the journal records
+                    // it in place. A failure is the supervisor's warning, not the run's error
+                    // (`Unreleased::journaled` false: `run` then prints `recover --keep`).
+                    if let Some((_, Some(handle))) = session.directories.last() {
+                        if session.journaled.contains(&handle.claim.id) {
+                            let _ = self.disk.journal_finish(&handle.claim.id, &handle.claim.directory_identity, 0);
+                        }
+                    }
                 }
             }
             Op::DirectoryRelease => {
                 if let Some((_, Some(handle))) = session.directories.last_mut() {
                     directory_leases::release(handle, &mut store).map_err(text)?;
+                    if let Some(at) = session.journaled.iter().position(|id| *id == handle.claim.id) {
+                        self.disk.journal_forget(&handle.claim.id);
+                        session.journaled.remove(at);
+                    }
                 }
             }
             Op::InvocationAcquire => {

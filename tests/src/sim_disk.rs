@@ -32,8 +32,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use proclease::core::digest::sha256_hex;
 use proclease::core::effects::{
-    BatchStatus, CollectionEntry, CollectionIdentity, CollectionSnapshot, DirectoryFacts, EntryKind, Processes, Store, StoreFailure, Workspace,
-    WorkspaceFailure,
+    BatchStatus, CollectionEntry, CollectionIdentity, CollectionSnapshot, DirectoryFacts, EntryKind, FinishedRun, Processes, Store, StoreFailure,
+    Workspace, WorkspaceFailure,
 };
 use proclease::core::liveness::{OwnerFacts, OwnerStatus, WitnessState};
 use proclease::core::records::{DirectoryIdentity, Owner};
@@ -44,6 +44,8 @@ pub const HOME: &str = "/home";
 pub const WORKSPACE: &str = "/ws";
 /// Where the store stages its temporaries.
 pub const STAGING: &str = "/home/.proclease/staging";
+/// The run journal's directory (`host/src/imports/process_identity/run_journal.rs`).
+pub const JOURNAL: &str = "/home/.proclease/runs";
 /// The boot every simulated process runs on.
 pub const BOOT: &str = "b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0";
 
@@ -162,7 +164,7 @@ impl DiskState {
             unlinked: Vec::new(),
         };
         state.nodes.insert(ROOT, Node::Dir { entries: BTreeMap::new(), synced: BTreeMap::new() });
-        for path in [HOME, "/home/.proclease", STAGING, "/home/.proclease/locks", WORKSPACE] {
+        for path in [HOME, "/home/.proclease", STAGING, "/home/.proclease/locks", JOURNAL, WORKSPACE] {
             let (parent, name) = split_path(path);
             let parent = state.lookup(parent).unwrap_or(ROOT);
             let inode = state.new_dir();
@@ -673,6 +675,15 @@ impl Listing {
         self.files.keys().filter(|p| p.contains("/.io-mutation-")).map(String::as_str).collect()
     }
 
+    /// The run journal's entries: lease id → bytes.
+    pub fn journal(&self) -> BTreeMap<String, Vec<u8>> {
+        let prefix = format!("{JOURNAL}/");
+        self.files
+            .iter()
+            .filter_map(|(path, bytes)| Some((path.strip_prefix(&prefix)?.strip_suffix(".run")?.to_owned(), bytes.clone())))
+            .collect()
+    }
+
     /// Temporaries left in the staging directory.
     pub fn temporaries(&self) -> Vec<&str> {
         self.files.keys().filter(|p| p.starts_with("/home/.proclease/staging/")).map(String::as_str).collect()
@@ -725,7 +736,7 @@ impl SimDisk {
 
     /// The process table over this disk's dead set, for the process `pid`.
     pub fn processes(&self, pid: u64) -> SimProcesses {
-        SimProcesses { pid, dead: self.dead.clone() }
+        SimProcesses { pid, dead: self.dead.clone(), state: self.state.clone() }
     }
 
     /// Sets the plan and restarts the step count and trace.
@@ -810,6 +821,80 @@ impl SimDisk {
         let dir = state.lookup(parent).ok_or_else(|| WorkspaceFailure::Io(format!("{path}: no such directory")))?;
         let inode = state.create_file(dir, name).map_err(|f| workspace_failure(path, f))?;
         state.write(inode, content).map_err(|f| workspace_failure(path, f))
+    }
+}
+
+/// A run journal entry's bytes as the simulated supervisor writes them: `running`, or
+/// `finished <exit code> <device> <inode> <birth time>` — the same facts as the host's JSON
+/// record (`run_journal.rs`), in a form the model can read back without it.
+fn journal_record(directory: &DirectoryIdentity, exit_code: Option<i32>) -> Vec<u8> {
+    match exit_code {
+        None => b"running".to_vec(),
+        Some(code) => format!("finished {code} {} {} {}", directory.device, directory.inode, directory.birthtime_ns).into_bytes(),
+    }
+}
+
+/// What a journal entry's bytes say: `Some` only for a complete `finished` entry.
+pub fn parse_journal(bytes: &[u8]) -> Option<FinishedRun> {
+    let text = std::str::from_utf8(bytes).ok()?;
+    let mut words = text.strip_prefix("finished ")?.split(' ');
+    let exit_code = words.next()?.parse().ok()?;
+    let directory_identity = DirectoryIdentity { device: words.next()?.into(), inode: words.next()?.into(), birthtime_ns: words.next()?.into() };
+    Some(FinishedRun { directory_identity, exit_code: Some(exit_code), signal: None })
+}
+
+impl SimDisk {
+    /// The supervisor's `RunJournal::begin` before the command starts: create the entry
+    /// exclusively, write it, fsync it and the journal directory (each a step); a failure after
+    /// the create unlinks it again (`unlink journal (undo)`).
+    pub fn journal_begin(&self, lease_id: &str, directory: &DirectoryIdentity) -> Result<(), String> {
+        let mut state = self.state();
+        let failed = |f: Fault| format!("cannot start the run journal: {}", store_failure(lease_id, f).message());
+        let dir = state.lookup(JOURNAL).ok_or_else(|| failed(Fault::Errno(Errno::Io)))?;
+        let name = format!("{lease_id}.run");
+        let inode = state.create_file(dir, &name).map_err(failed)?;
+        let written = state
+            .write(inode, &journal_record(directory, None))
+            .and_then(|()| state.fsync(inode, "fsync journal"))
+            .and_then(|()| state.fsync(dir, "fsync journal directory"));
+        if let Err(fault) = written {
+            let _ = state.unlink(dir, &name, "unlink journal (undo)");
+            return Err(failed(fault));
+        }
+        Ok(())
+    }
+
+    /// The supervisor's `JournalEntry::finished` once the command's tree has ended: the entry
+    /// is overwritten in place (`journal overwrite`: the kernel has it) and `fdatasync`ed
+    /// (`fdatasync journal`: the disk has it); no new block, inode or directory entry.
+    pub fn journal_finish(&self, lease_id: &str, directory: &DirectoryIdentity, exit_code: i32) -> Result<(), String> {
+        let mut state = self.state();
+        let failed = |f: Fault| format!("the run journal could not record the end: {}", store_failure(lease_id, f).message());
+        let inode = state.lookup(&format!("{JOURNAL}/{lease_id}.run")).ok_or_else(|| failed(Fault::Errno(Errno::Io)))?;
+        state.step("journal overwrite").map_err(failed)?;
+        if let Some(Node::File { data, .. }) = state.nodes.get_mut(&inode) {
+            *data = journal_record(directory, Some(exit_code));
+        }
+        state.fsync(inode, "fdatasync journal").map_err(failed)
+    }
+
+    /// The supervisor's `RunJournal::forget` after a release (best effort, one step).
+    pub fn journal_forget(&self, lease_id: &str) {
+        self.state().forget_journal(lease_id);
+    }
+
+    /// The journal entries on the disk now: lease id → bytes.
+    pub fn journal(&self) -> BTreeMap<String, Vec<u8>> {
+        self.listing().journal()
+    }
+}
+
+impl DiskState {
+    fn forget_journal(&mut self, lease_id: &str) {
+        let name = format!("{lease_id}.run");
+        if let Some(dir) = self.lookup(JOURNAL).filter(|dir| self.child(*dir, &name).is_some()) {
+            let _ = self.unlink(dir, &name, "unlink journal");
+        }
     }
 }
 
@@ -991,6 +1076,8 @@ impl Workspace for SimDisk {
 pub struct SimProcesses {
     pid: u64,
     dead: Arc<Mutex<BTreeSet<u64>>>,
+    /// The disk, for the run journal.
+    state: Arc<Mutex<DiskState>>,
 }
 
 /// The identity of simulated process `pid`.
@@ -1012,6 +1099,18 @@ impl Processes for SimProcesses {
             return Err("exact live process identity is unavailable".into());
         }
         Ok(owner(pid))
+    }
+
+    /// The run journal's entry on the disk (a read, not a step).
+    fn finished_run(&mut self, lease_id: &str) -> Result<Option<FinishedRun>, String> {
+        let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let entry = state.lookup(&format!("{JOURNAL}/{lease_id}.run"));
+        Ok(entry.and_then(|inode| state.data(inode)).and_then(parse_journal))
+    }
+
+    /// Recovery forgets the entry of a claim it removed (one step, best effort).
+    fn forget_run(&mut self, lease_id: &str) {
+        self.state.lock().unwrap_or_else(|p| p.into_inner()).forget_journal(lease_id);
     }
 
     /// Every simulated process holds a witness (`docs/witness.md`): held while it lives, free

@@ -17,6 +17,12 @@
 //!   succeeds and leaves the same shape of state as a run without the fault; recovery after the
 //!   actor's death then leaves no temporary or quarantine.
 //!
+//! * **the end of a finished run** — the run journal (`run_journal.rs`, modelled on the same
+//!   disk: begun before launch, overwritten in place when the command ends, forgotten after the
+//!   release): recovery never deletes the directory of a run the journal says finished, in any
+//!   crash state above; and every fault or crash at its release, with no retry, leaves the
+//!   directory and its output and takes the claim (issue #27, deviation 19).
+//!
 //! The totals are printed (run with `--nocapture` to see them).
 
 use std::collections::BTreeSet;
@@ -26,7 +32,7 @@ use proclease::core::records::directory_lease;
 use proclease_tests::crash_world::{
     ACTOR, ACTOR_CHILD, ACTOR_HOST, LIVE, LIVE_CHILD, OLD, Op, RECOVERER, RECOVERY_DELAY_MS, Session, World, creation_intents, directory_claims,
 };
-use proclease_tests::sim_disk::{CrashKind, Errno, Listing, Plan};
+use proclease_tests::sim_disk::{CrashKind, Errno, Listing, Plan, parse_journal};
 
 fn sequences(max_len: usize) -> Vec<Vec<Op>> {
     let mut all: Vec<Vec<Op>> = vec![vec![]];
@@ -129,6 +135,23 @@ fn recover_and_check(world: &mut World, survivors: bool, claimed: &[directory_le
     // No directory of a live owner or child, and no unleased directory, was deleted.
     let claims = directory_claims(&before);
     let intents = creation_intents(&before);
+    // Runs whose command finished (the journal says so for the claim's own directory): their
+    // directory is their result and stays, whatever recovery does with the claim.
+    let journal = before.journal();
+    let finished: BTreeSet<&str> = claims
+        .iter()
+        .filter(|(_, c)| journal.get(&c.id).and_then(|bytes| parse_journal(bytes)).is_some_and(|run| run.directory_identity == c.directory_identity))
+        .map(|(_, c)| c.id.as_str())
+        .collect();
+    for (_, claim) in claims.iter().filter(|(_, c)| finished.contains(c.id.as_str())) {
+        if after.directories.get(&claim.path) != before.directories.get(&claim.path) {
+            return Err(format!("{}: the directory of a finished run was deleted by recovery", claim.path));
+        }
+        let output = format!("{}/out.txt", claim.path);
+        if before.files.contains_key(&output) && after.files.get(&output) != before.files.get(&output) {
+            return Err(format!("{output}: the result of a finished run was lost"));
+        }
+    }
     for (dir, inode) in &before.directories {
         if !dir.starts_with("/ws/") || dir.contains("/.io-remove-") || after.directories.get(dir) == Some(inode) {
             continue;
@@ -201,7 +224,7 @@ fn recover_and_check(world: &mut World, survivors: bool, claimed: &[directory_le
     // Recovery did its job: every directory leased by a dead owner without a live child is gone.
     let dead_owner = |pid: u64| pid == OLD || (pid == ACTOR && !survivors);
     for claim in claimed.iter().chain(claims.iter().map(|(_, c)| c)) {
-        if dead_owner(claim.owner.pid) && after.directories.contains_key(&claim.path) {
+        if dead_owner(claim.owner.pid) && !finished.contains(claim.id.as_str()) && after.directories.contains_key(&claim.path) {
             return Err(format!("{}: the directory of a dead owner's lease was left after recovery", claim.path));
         }
     }
@@ -217,6 +240,14 @@ fn recover_and_check(world: &mut World, survivors: bool, claimed: &[directory_le
         let used = after.files.keys().chain(after.directories.keys()).any(|p| p.starts_with(&format!("{dir}/")));
         if !leased && !used {
             return Err(format!("{dir}: an empty, unleased directory of a crashed creation was left after recovery"));
+        }
+    }
+    // The journal entry of every claim recovery removed is gone with it.
+    let claims_now: BTreeSet<&str> = claims_after.iter().map(|(_, c)| c.id.as_str()).collect();
+    let journal_after = after.journal();
+    for (_, claim) in claims.iter().filter(|(_, c)| !claims_now.contains(c.id.as_str())) {
+        if journal_after.contains_key(&claim.id) {
+            return Err(format!("the run journal entry of {} outlived its recovered lease", claim.path));
         }
     }
     // Convergence: a second recovery changes nothing.
@@ -370,8 +401,13 @@ fn every_io_error_at_every_step_fails_cleanly_and_a_retry_succeeds() {
                 }
                 // Only a best-effort clean-up may fail without failing the operation: a
                 // swallowed error anywhere else (a failed fsync above all) is a lie to the caller.
+                // The run journal's end is best effort too: the supervisor warns and `run`
+                // prints `recover --keep` when it could not be recorded.
                 let best_effort = at.ends_with("(undo)")
-                    || matches!(at, "unlink temporary" | "unlink dead temporary" | "unlink claim" | "unlink dead claim");
+                    || matches!(
+                        at,
+                        "unlink temporary" | "unlink dead temporary" | "unlink claim" | "unlink dead claim" | "unlink journal" | "journal overwrite" | "fdatasync journal"
+                    );
                 // The removal of a directory-creation intent once the lease claims the directory
                 // is a clean-up too: an intent left behind is finished by recovery.
                 let intent_left = || {
@@ -415,6 +451,67 @@ fn every_io_error_at_every_step_fails_cleanly_and_a_retry_succeeds() {
     dump(&violations);
     assert!(violations.is_empty(), "{} violations, first ones:\n{}", violations.len(), violations.iter().take(8).cloned().collect::<Vec<_>>().join("\n"));
     assert!(failed > 500, "too few faults reached a failure: {failed}");
+}
+
+/// The end of a supervised run whose command finished (issue #27, "full at release"): every
+/// I/O error and every crash at every step of the release that follows, then the actor gone
+/// without a retry (`run` exited 6 with the state home full, or was killed), after a process
+/// crash or a power loss: recovery removes the claim and the journal entry, and keeps the
+/// directory with the command's output.
+#[test]
+fn a_finished_runs_results_survive_every_fault_and_crash_of_its_release() {
+    let base = World::initial();
+    let ops = [Op::DirectoryCreate, Op::DirectoryLaunch, Op::DirectoryRun, Op::DirectoryRelease];
+    let reference = reference(&base, &ops);
+    assert!(reference.outcomes.iter().all(Result::is_ok), "{:?}", reference.outcomes);
+    let finished = reference.listings[3].journal().values().filter(|bytes| parse_journal(bytes).is_some()).count();
+    assert_eq!(finished, 1, "the run's end is not in the journal before its release");
+    let steps = reference.step_ends[3] - reference.step_ends[2];
+    let faults = (1..=steps).flat_map(|step| Errno::ALL.map(|errno| Plan { crash_after: None, fail_at: Some((step, errno)) }));
+    let crashes = (0..steps).map(|k| Plan { crash_after: Some(k), fail_at: None });
+    let (mut cases, mut failed, mut violations) = (0u64, 0u64, Vec::new());
+    for plan in faults.chain(crashes) {
+        for kind in [CrashKind::Process, CrashKind::PowerLoss] {
+            cases += 1;
+            let mut world = base.fork();
+            world.disk.act_as(ACTOR);
+            let mut session = Session::default();
+            for op in &ops[..3] {
+                world.run(&mut session, ACTOR, *op).expect("the run before its release");
+            }
+            // The command's results are on the disk when it ends (it synced them, or the
+            // filesystem committed them): a power loss tests what the release itself made
+            // durable. (The leased directory's own creation is not fsynced, as in the host.)
+            world.disk.sync_all();
+            world.disk.plan(plan);
+            let at = |world: &World| plan.fail_at.and_then(|(step, _)| world.disk.state().trace.get(step as usize - 1).copied()).unwrap_or("crash");
+            if world.run(&mut session, ACTOR, Op::DirectoryRelease).is_err() {
+                failed += 1;
+            }
+            let label = format!("{plan:?} at {} then {kind:?}", at(&world));
+            world.disk.crash(kind);
+            if let Err(e) = recover_and_check(&mut world, false, &[]) {
+                violations.push(format!("{label}: {e}"));
+                continue;
+            }
+            let after = world.disk.listing();
+            // The directory stays, and so does the output.
+            if !after.directories.contains_key("/ws/job-100-0") {
+                violations.push(format!("{label}: the finished run's directory is gone"));
+            }
+            if after.files.get("/ws/job-100-0/out.txt").map(Vec::as_slice) != Some(b"built".as_slice()) {
+                violations.push(format!("{label}: the finished run's output is gone"));
+            }
+            // (`recover_and_check` has checked that the journal entry went with the claim; a
+            // crash between the release and the forget leaves an entry that names no claim.)
+            if directory_claims(&after).iter().any(|(_, c)| c.owner.pid == ACTOR) {
+                violations.push(format!("{label}: the finished run's claim stayed"));
+            }
+        }
+    }
+    println!("finished runs: {cases} faults and crashes at the release of a finished run, {failed} releases failed, {} violations", violations.len());
+    assert!(violations.is_empty(), "{} violations, first ones:\n{}", violations.len(), violations.iter().take(8).cloned().collect::<Vec<_>>().join("\n"));
+    assert!(failed > 10, "too few faults made the release fail: {failed}");
 }
 
 #[test]
