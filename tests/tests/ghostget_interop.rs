@@ -302,3 +302,39 @@ fn what_a_killed_proclease_writer_leaves_ghostget_recovers() {
     assert!(with_claims > 0, "no kill landed while a proclease claim was on disk");
     eprintln!("{with_claims} of {TRIALS} killed proclease writers left a mutation claim; the peer recovered every one");
 }
+
+/// Issue #27, input 3: a ghostget that holds its mutation claim on `active.json` and does not
+/// let go (stopped, or stuck) makes an admission acquire fail within the host's lock timeout —
+/// in about a second with eight attempts of 125 ms, not 80 s — with an error that names the
+/// holder's pid and says what to do, and with the reference's own words in it (the 8 attempts'
+/// waits are told as one).
+#[test]
+fn a_ghostget_claim_that_stays_is_named_and_refused_within_the_bound() {
+    let dir = scratch();
+    let home = dir.path().join("state");
+    let home_text = home.to_str().expect("utf-8");
+    let mut writer = peer(&["create", home_text, "recovery/beeper-message-like-me-export-admission/active.json", "{}"])
+        .env("PEER_PAUSE_AT", "held")
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("node");
+    let paused = await_line(&mut writer, "event", "paused");
+    let pid = paused["pid"].as_u64().expect("the peer's pid");
+    let host = proclease::Host::builder().state_home(&home).lock_timeout(Duration::from_secs(5)).build().expect("host");
+    let refused = host.acquire_admission();
+    let writer_pid = writer.id();
+    kill(writer);
+    let error = match refused {
+        Err(proclease::Error::LockTimeout(timeout)) => timeout,
+        other => panic!("the claim is live: {:?}", other.map(|_| "acquired")),
+    };
+    assert_eq!(u64::from(writer_pid), pid);
+    let text = error.to_string();
+    assert_eq!(error.holder.as_ref().map(|h| h.pid as u64), Some(pid), "names the claim's holder: {text}");
+    assert!(error.lock.contains("the mutation claim of recovery/beeper-message-like-me-export-admission/active.json"), "{text}");
+    assert!(text.contains("export admission could not be acquired after bounded contention: waited "), "keeps the reference's words: {text}");
+    assert!(error.waited_ms >= 8 * 125, "the waits of the 8 attempts add up: {text}");
+    assert!(text.contains("end it"), "says what to do: {text}");
+    let mut admission = host.acquire_admission().expect("a dead holder's claim is removed by the next write");
+    admission.release().expect("release");
+}

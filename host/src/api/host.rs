@@ -56,11 +56,12 @@ pub struct HostBuilder {
 }
 
 impl HostBuilder {
-    /// How long a wait for a kernel lock of the state home that another process holds (the
-    /// lease-creation lock, the recovery turn) may last before it fails with
-    /// [`Error::LockTimeout`] naming the holder; after 1 s it says who it waits for (a
-    /// `tracing` warning). Default [`lock_wait::DEFAULT_BOUND`](crate::lock_wait::DEFAULT_BOUND)
-    /// (10 s).
+    /// How long one operation of the host (a lease, a recovery, a survey, an acquire) may wait,
+    /// in all, for other processes — kernel locks of the state home (the lease-creation lock,
+    /// the recovery turn, collection locks) and other programs' mutation claims — before it
+    /// fails with [`Error::LockTimeout`] naming the holder; after 1 s a wait says who it waits
+    /// for (a `tracing` warning). Default
+    /// [`lock_wait::DEFAULT_BOUND`](crate::lock_wait::DEFAULT_BOUND) (10 s).
     pub fn lock_timeout(mut self, bound: std::time::Duration) -> Self {
         self.lock_timeout = Some(bound);
         self
@@ -331,7 +332,7 @@ impl Host {
     /// export owner cannot be inspected safely`, a refusal of an invalid `active.json` (see
     /// [`Host::invalid_admission_file`]), …
     pub fn acquire_admission(&self) -> Result<Admission, Error> {
-        Admission::acquire(self.runtime(), self.effects())
+        self.bounded(|| Admission::acquire(self.runtime(), self.effects()))
     }
 
     /// The admission on disk as a new acquirer would judge it, without changing anything.
@@ -391,7 +392,7 @@ impl Host {
     ///
     /// Errors: the request and identity refusals of §6A.6 ([`Error::Lease`]).
     pub fn lease_directory(&self, request: &Request) -> Result<DirectoryLease, Error> {
-        DirectoryLease::create(self.runtime(), self.effects(), request)
+        self.bounded(|| DirectoryLease::create(self.runtime(), self.effects(), request))
     }
 
     /// Leases a directory that nothing else uses — what `proclease run` leases: the directory is
@@ -423,6 +424,10 @@ impl Host {
     /// # Ok(()) }
     /// ```
     pub fn lease_new_directory(&self, request: &Request) -> Result<DirectoryLease, Error> {
+        self.bounded(|| self.lease_new_directory_now(request))
+    }
+
+    fn lease_new_directory_now(&self, request: &Request) -> Result<DirectoryLease, Error> {
         let dir = PathBuf::from(&request.path);
         let home = self.state_home();
         if dir.starts_with(home) || home.starts_with(&dir) {
@@ -567,8 +572,10 @@ impl Host {
     /// Errors: `… directory recovery time is invalid`; a component failure. Refusals are in the
     /// run ([`Run::stopped`]).
     pub fn recover_directory_leases(&self, options: Options) -> Result<Run, Error> {
-        let _turn = if options.dry_run { None } else { Some(self.recovery_turn()?) };
-        recover_each_directory_lease(self.runtime(), self.effects(), None, options)
+        self.bounded(|| {
+            let _turn = if options.dry_run { None } else { Some(self.recovery_turn()?) };
+            recover_each_directory_lease(self.runtime(), self.effects(), None, options)
+        })
     }
 
     /// Everything a `proclease recover` does: directory leases (with `options`), the creation
@@ -586,6 +593,10 @@ impl Host {
     /// # Ok(()) }
     /// ```
     pub fn recover(&self, options: Options) -> Result<Recovery, Error> {
+        self.bounded(|| self.recover_now(options))
+    }
+
+    fn recover_now(&self, options: Options) -> Result<Recovery, Error> {
         let _turn = if options.dry_run { None } else { Some(self.recovery_turn()?) };
         let dry_run = options.dry_run;
         let directory_leases = recover_each_directory_lease(self.runtime(), self.effects(), None, options)?;
@@ -606,6 +617,25 @@ impl Host {
         Ok(file)
     }
 
+    /// The bound of every wait for another process within one operation of this host
+    /// ([`HostBuilder::lock_timeout`]).
+    pub fn lock_timeout(&self) -> std::time::Duration {
+        self.lock_timeout
+    }
+
+    /// Runs `operation` within one bound for all its waits ([`lock_wait::Operation`](crate::lock_wait::Operation):
+    /// joined when one is already open on this thread). An error the operation ended in after a
+    /// wait reached the bound is that wait's [`Error::LockTimeout`], naming the holder, with the
+    /// error's own words in it.
+    pub(crate) fn bounded<T>(&self, operation: impl FnOnce() -> Result<T, Error>) -> Result<T, Error> {
+        let _operation = crate::lock_wait::Operation::begin(self.lock_timeout);
+        operation().map_err(|error| match (error, crate::lock_wait::Operation::timed_out()) {
+            (Error::LockTimeout(timeout), _) => Error::LockTimeout(timeout),
+            (error, Some(timeout)) => Error::LockTimeout(crate::lock_wait::LockTimeout { during: Some(error.to_string()), ..timeout }),
+            (error, None) => error,
+        })
+    }
+
     /// Takes the kernel lock of `file` (`name` in `.proclease/locks/`), waiting at most the
     /// host's lock timeout for another holder, and saying who it is after 1 s.
     fn take_lock(&self, file: &std::fs::File, name: &str) -> Result<(), Error> {
@@ -618,7 +648,8 @@ impl Host {
 
     /// What is in the state home and what would become of it, changing nothing (`doctor`).
     ///
-    /// Errors: a store or component failure.
+    /// Errors: a store or component failure; [`Error::LockTimeout`] when a wait for another
+    /// process's lock reached the host's lock timeout (naming the holder).
     ///
     /// ```
     /// # fn main() -> Result<(), proclease::Error> {
@@ -631,6 +662,18 @@ impl Host {
     /// # Ok(()) }
     /// ```
     pub fn survey(&self) -> Result<Survey, Error> {
+        // A survey whose wait for a lock reached the bound would show a held collection as
+        // refused: it fails instead, naming the holder.
+        self.bounded(|| {
+            let survey = self.survey_now()?;
+            match crate::lock_wait::Operation::timed_out() {
+                Some(timeout) => Err(Error::LockTimeout(crate::lock_wait::LockTimeout { during: Some("the survey could not read everything".into()), ..timeout })),
+                None => Ok(survey),
+            }
+        })
+    }
+
+    fn survey_now(&self) -> Result<Survey, Error> {
         let admission = match self.survey_admission() {
             Ok(survey) => Ok(survey),
             Err(Error::Lease(_)) => Err(self.invalid_admission_file().ok_or_else(|| Error::System("the admission file changed while it was surveyed".into()))?),
@@ -682,7 +725,7 @@ impl Host {
     /// # Ok(()) }
     /// ```
     pub fn acquire_invocation(&self, identity: &PortableIdentity, run_id: &str) -> Result<Parsed<InvocationLease>, Error> {
-        invocations::acquire_invocation_lease(self.runtime(), self.effects(), identity, run_id)
+        self.bounded(|| invocations::acquire_invocation_lease(self.runtime(), self.effects(), identity, run_id))
     }
 
     /// The containment controller of a lease (§6B.7).
@@ -696,7 +739,7 @@ impl Host {
     ///
     /// Errors: the §6B.8 refusals.
     pub fn release_invocation(&self, current: &Parsed<InvocationLease>) -> Result<(), Error> {
-        invocations::release_invocation_lease(self.runtime(), self.effects(), current)
+        self.bounded(|| invocations::release_invocation_lease(self.runtime(), self.effects(), current))
     }
 
     /// The invocation-lease collection in name order (§6B.3).
@@ -712,7 +755,7 @@ impl Host {
     /// Repairs the collection under the catalog lock (§6B.9); `recover_tombstones` also clears
     /// tombstones only a dead owner or a reboot explains.
     pub fn repair_invocations(&self, recover_tombstones: bool) -> Result<(RepairReport, Vec<(String, RepairDecision)>), Error> {
-        invocations::repair_invocation_leases(self.runtime(), self.effects(), recover_tombstones)
+        self.bounded(|| invocations::repair_invocation_leases(self.runtime(), self.effects(), recover_tombstones))
     }
 
     // ---------- processes ----------

@@ -285,6 +285,8 @@ impl<'h> Supervisor<'h> {
                 }
             }
         };
+        // Taking the admission and the lease is one operation: one bound for all its waits.
+        let acquiring = crate::lock_wait::Operation::begin(host.lock_timeout());
         // The admission comes before the directory, so that a refusal creates nothing.
         let mut admission = if self.exclusive { Some(host.acquire_admission()?) } else { None };
         let release_admission = |admission: &mut Option<Admission>| {
@@ -315,6 +317,7 @@ impl<'h> Supervisor<'h> {
                 return Err(error);
             }
         };
+        drop(acquiring);
         let abandon = |lease: &mut DirectoryLease, admission: &mut Option<Admission>| {
             if role == Role::RawWorking {
                 let _ = lease.update(Phase::Settled, None);

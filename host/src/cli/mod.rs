@@ -97,9 +97,10 @@ pub struct Global {
     /// command after three quarters of it.
     #[arg(long, global = true, value_name = "DURATION", value_parser = humantime::parse_duration)]
     cluster_ttl: Option<std::time::Duration>,
-    /// How long to wait for a lock of the state home another process holds (a stopped
-    /// proclease, a long recovery) before failing with exit status 5 and its pid; after 1 s
-    /// the wait says who it waits for.
+    /// How long one operation may wait, in all, for locks of the state home another process
+    /// holds (a stopped proclease, a long recovery) and for other programs' mutation claims,
+    /// before failing with exit status 5 and the holder's pid; after 1 s the wait says who it
+    /// waits for.
     #[arg(long, global = true, value_name = "DURATION", default_value = "10s", value_parser = humantime::parse_duration)]
     lock_timeout: std::time::Duration,
     /// Say more on standard error: -v what was probed and which proof decided, -vv every

@@ -184,6 +184,21 @@ pub(crate) fn create_private_dir(dir: impl AsFd + Copy, name: &str) -> std::io::
 /// Opens directory `name` in `dir` without following a symbolic link. A symbolic link gives
 /// `ELOOP` (Linux itself reports `ENOTDIR` for `O_DIRECTORY|O_NOFOLLOW` on a link; this tells
 /// the two apart with an `lstat`), anything else that is not a directory `ENOTDIR`.
+/// Creates (0700, fsynced with its parent) or opens `name` in `parent` as a private directory
+/// of this user: owned by the effective uid with mode exactly 0700.
+///
+/// Errors: `(operation, error)` — the step that failed (`mkdir`, `open`, `fstat`, `check`) and
+/// its error; `check` when the directory is another user's or has another mode.
+pub(crate) fn private_dir(parent: impl AsFd + Copy, name: &str) -> Result<OwnedFd, (&'static str, std::io::Error)> {
+    create_private_dir(parent, name).map_err(|e| ("mkdir", e))?;
+    let fd = open_dir(parent, name).map_err(|e| ("open", e.into()))?;
+    let stat = rustix::fs::fstat(&fd).map_err(|e| ("fstat", e.into()))?;
+    if stat.st_uid != euid() || stat.st_mode & 0o777 != 0o700 {
+        return Err(("check", std::io::Error::other("must be a directory owned by you with mode 0700 (chmod 700 it)")));
+    }
+    Ok(fd)
+}
+
 pub(crate) fn open_dir(dir: impl AsFd + Copy, name: &str) -> rustix::io::Result<OwnedFd> {
     match rustix::fs::openat(dir, name, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty()) {
         Err(Errno::NOTDIR) => match lstat(dir, name) {

@@ -3,7 +3,15 @@
 //! holds the lock — read from `/proc/locks` and the holder's `/proc/<pid>/stat` — and at the
 //! bound it fails with that holder in the error. A stopped holder (Ctrl-Z, SIGSTOP) is named as
 //! stopped: it keeps the lock until it is continued or killed.
+//!
+//! **One bound per operation.** A host operation ([`Host`](crate::Host)'s methods, a `run`'s
+//! acquisition) opens an [`Operation`] on its thread with its bound: every wait inside it —
+//! kernel locks of the state home, collection locks, another program's mutation claims — waits
+//! at most what is left of that bound, however many locks and attempts the operation takes. The
+//! waits that timed out are noted in the operation ([`Operation::timed_out`]), so that the
+//! operation's error names the holder even where the component only saw `contended`.
 
+use std::cell::RefCell;
 use std::fs::{File, TryLockError};
 use std::os::unix::fs::MetadataExt as _;
 use std::time::{Duration, Instant};
@@ -32,17 +40,96 @@ impl std::fmt::Display for Holder {
 }
 
 /// A wait that reached its bound.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("waited {waited_ms} ms for {lock}, held by {}: {hint}", holder_words(.holder))]
+///
+/// Displayed as `[DURING: ]waited N ms for LOCK, held by pid P (COMMAND, STATE): HINT`.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LockTimeout {
-    /// The lock, as the user knows it (a path in the state home).
+    /// The lock, as the user knows it (a path in the state home, or `the mutation claim of
+    /// PATH`).
     pub lock: String,
-    /// Who held it at the end, when `/proc/locks` says.
+    /// Who held it at the end, when `/proc/locks` (or the claim's record) says.
     pub holder: Option<Holder>,
     /// How long it waited, ms.
     pub waited_ms: u64,
     /// What the user can do.
     pub hint: &'static str,
+    /// The error the operation ended in because of the wait (the component's words, e.g.
+    /// `export admission could not be acquired safely`), when it was not the wait itself.
+    pub during: Option<String>,
+}
+
+impl std::fmt::Display for LockTimeout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if let Some(during) = &self.during {
+            write!(f, "{during}: ")?;
+        }
+        write!(f, "waited {} ms for {}, held by {}: {}", self.waited_ms, self.lock, holder_words(&self.holder), self.hint)
+    }
+}
+
+impl std::error::Error for LockTimeout {}
+
+/// The operation a thread is in: its deadline, and the waits that timed out in it.
+struct Current {
+    deadline: Instant,
+    timed_out: Option<LockTimeout>,
+}
+
+thread_local! {
+    static CURRENT: RefCell<Option<Current>> = const { RefCell::new(None) };
+}
+
+/// One operation's bound on its thread (see the module docs); it ends when dropped. An
+/// operation opened inside another is part of it: the outer bound stays.
+#[must_use = "the operation's bound lasts while this value lives"]
+pub struct Operation {
+    outermost: bool,
+}
+
+impl Operation {
+    /// Opens an operation bounded by `bound` on this thread (or joins the one already open).
+    pub fn begin(bound: Duration) -> Operation {
+        CURRENT.with(|current| {
+            let mut current = current.borrow_mut();
+            let outermost = current.is_none();
+            if outermost {
+                *current = Some(Current { deadline: Instant::now() + bound, timed_out: None });
+            }
+            Operation { outermost }
+        })
+    }
+
+    /// The last wait of this thread's operation that reached its bound, if one did.
+    pub fn timed_out() -> Option<LockTimeout> {
+        CURRENT.with(|current| current.borrow().as_ref().and_then(|c| c.timed_out.clone()))
+    }
+}
+
+impl Drop for Operation {
+    fn drop(&mut self) {
+        if self.outermost {
+            CURRENT.with(|current| current.borrow_mut().take());
+        }
+    }
+}
+
+/// `own`, or what is left of this thread's operation when that is less.
+pub fn remaining(own: Duration) -> Duration {
+    CURRENT.with(|current| match current.borrow().as_ref() {
+        Some(c) => own.min(c.deadline.saturating_duration_since(Instant::now())),
+        None => own,
+    })
+}
+
+/// Notes a wait that reached its bound in this thread's operation; the waits for one lock add
+/// up (a write retried by its caller waits for the same claim again).
+pub fn note(timeout: &LockTimeout) {
+    CURRENT.with(|current| {
+        if let Some(c) = current.borrow_mut().as_mut() {
+            let before = c.timed_out.as_ref().filter(|t| t.lock == timeout.lock).map_or(0, |t| t.waited_ms);
+            c.timed_out = Some(LockTimeout { waited_ms: before + timeout.waited_ms, ..timeout.clone() });
+        }
+    });
 }
 
 fn holder_words(holder: &Option<Holder>) -> String {
@@ -60,6 +147,7 @@ const HINT: &str = "continue a stopped holder (`kill -CONT PID`, or `fg` in its 
 /// Errors: [`LockTimeout`] at the bound (an I/O error of the lock itself is
 /// [`LockError::Io`]).
 pub fn lock(file: &File, lock: &str, bound: Duration) -> Result<(), LockError> {
+    let bound = remaining(bound);
     let start = Instant::now();
     let mut pause = Duration::from_micros(200);
     let mut told = false;
@@ -71,11 +159,13 @@ pub fn lock(file: &File, lock: &str, bound: Duration) -> Result<(), LockError> {
         }
         let waited = start.elapsed();
         if waited >= bound {
-            return Err(LockError::TimedOut(LockTimeout { lock: lock.into(), holder: holder(file), waited_ms: waited.as_millis() as u64, hint: HINT }));
+            let timeout = LockTimeout { lock: lock.into(), holder: holder(file), waited_ms: waited.as_millis() as u64, hint: HINT, during: None };
+            note(&timeout);
+            return Err(LockError::TimedOut(timeout));
         }
         if !told && waited >= TELL_AFTER {
             told = true;
-            tracing::warn!("waiting for {} holding {lock} (for at most {} s more)", holder_words(&holder(file)), (bound - waited).as_secs());
+            tracing::warn!("waiting for {} holding {lock} (for at most {:.1} s more)", holder_words(&holder(file)), (bound - waited).as_secs_f64());
         }
         std::thread::sleep(pause);
         pause = (pause * 2).min(Duration::from_millis(20));
@@ -111,6 +201,11 @@ pub fn holder(file: &File) -> Option<Holder> {
         let pid = fields[4].parse::<i32>().ok()?;
         (same && pid > 0 && pid != own).then_some(pid)
     })?;
+    Some(process(pid))
+}
+
+/// `pid` as a holder: its command and scheduler state from `/proc`.
+pub fn process(pid: i32) -> Holder {
     let command = std::fs::read_to_string(format!("/proc/{pid}/comm")).map_or_else(|_| "?".into(), |c| c.trim_end().to_string());
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     let state = match stat.rsplit_once(") ").and_then(|(_, rest)| rest.chars().next()) {
@@ -121,7 +216,7 @@ pub fn holder(file: &File) -> Option<Holder> {
         Some('Z') => "a zombie",
         _ => "state unknown",
     };
-    Some(Holder { pid, command, state })
+    Holder { pid, command, state }
 }
 
 #[cfg(test)]
@@ -152,5 +247,32 @@ mod tests {
         let _ = holder_process.kill();
         let _ = holder_process.wait();
         lock(&file, "x", Duration::from_secs(5)).expect("free once its holder is gone");
+    }
+
+    #[test]
+    fn waits_inside_one_operation_share_its_bound_and_the_timeout_is_noted() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("held.lock");
+        std::fs::write(&path, b"").unwrap();
+        let ours = File::open(&path).unwrap();
+        ours.lock().unwrap();
+        let theirs = || File::open(&path).unwrap();
+        assert_eq!(Operation::timed_out(), None, "no operation: nothing noted");
+        {
+            let _operation = Operation::begin(Duration::from_millis(400));
+            let timed_out = |r: Result<(), LockError>| match r {
+                Err(LockError::TimedOut(t)) => t,
+                other => panic!("{other:?}"),
+            };
+            // Each wait asks for 10 s; the first takes what the operation has, the second gets
+            // what is left of it (nothing), and a nested operation does not extend it.
+            let first = timed_out(lock(&theirs(), "a", Duration::from_secs(10)));
+            let _inner = Operation::begin(Duration::from_secs(60));
+            let second = timed_out(lock(&theirs(), "b", Duration::from_secs(10)));
+            assert!(first.waited_ms < 10_000 && second.waited_ms < first.waited_ms, "{first} / {second}");
+            assert_eq!(Operation::timed_out().map(|t| t.lock), Some("b".to_string()), "the last timeout is noted");
+        }
+        assert_eq!(Operation::timed_out(), None, "the operation ended with its outermost guard");
+        assert!(remaining(Duration::from_secs(3)) == Duration::from_secs(3), "outside an operation a wait has its own bound");
     }
 }

@@ -181,13 +181,7 @@ impl JournalEntry {
 }
 
 fn private_dir(parent: impl AsFd + Copy, name: &str) -> std::io::Result<OwnedFd> {
-    fsops::create_private_dir(parent, name)?;
-    let fd = fsops::open_dir(parent, name)?;
-    let stat = rustix::fs::fstat(&fd)?;
-    if stat.st_uid != fsops::euid() || stat.st_mode & 0o777 != 0o700 {
-        return Err(std::io::Error::other(format!("{ROOT}: must be a directory owned by you with mode 0700 (chmod 700 it)")));
-    }
-    Ok(fd)
+    fsops::private_dir(parent, name).map_err(|(operation, e)| std::io::Error::new(e.kind(), format!("{ROOT}: {operation}: {e}")))
 }
 
 #[cfg(test)]

@@ -505,15 +505,5 @@ fn recorded_pid_namespace(dir: &OwnedFd, name: &str) -> Option<u64> {
 /// Creates (0700) or opens directory `name` in `parent`, which must then be a private directory
 /// of the user.
 fn private_dir(parent: impl AsFd + Copy, name: &str, label: &str) -> Result<OwnedFd, WitnessError> {
-    fsops::create_private_dir(parent, name).map_err(|e| WitnessError::Io { path: label.into(), operation: "mkdir", source: e })?;
-    let fd = fsops::open_dir(parent, name).map_err(io(label, "open"))?;
-    let stat = rustix::fs::fstat(&fd).map_err(io(label, "fstat"))?;
-    if stat.st_uid != fsops::euid() || stat.st_mode & 0o777 != 0o700 {
-        return Err(WitnessError::Io {
-            path: label.into(),
-            operation: "check",
-            source: std::io::Error::other("must be a directory owned by you with mode 0700 (chmod 700 it)"),
-        });
-    }
-    Ok(fd)
+    fsops::private_dir(parent, name).map_err(|(operation, source)| WitnessError::Io { path: label.into(), operation, source })
 }

@@ -258,6 +258,17 @@ pub(crate) fn live_claims(
     Err(kind.error(Failure::Unstable, None))
 }
 
+/// The pid of a live holder of `kind`'s claims in `dir`, if one is seen (for a message: a
+/// claim that outlasted the writer's wait).
+pub(crate) fn live_holder(dir: &OwnedFd, kind: &dyn ClaimKind, identity: &ProcessIdentity) -> Option<i32> {
+    let names = fsops::names_starting_with(dir, &kind.prefix(), MAX_CLAIMS).ok()?;
+    names.into_iter().find_map(|name| {
+        let (_, id) = kind.parse_name(&name)?;
+        let owner = owner_in(kind, &id, &read_claim(dir, &name).ok()??)?;
+        (status(identity, &owner) == OwnerStatus::ExactLiveOwner).then(|| i32::try_from(owner.pid).ok()).flatten()
+    })
+}
+
 /// An owner's status, probed up to [`UNKNOWN_RETRIES`] more times 10 ms apart while `unknown`.
 pub(crate) fn status(identity: &ProcessIdentity, owner: &Owner) -> OwnerStatus {
     let mut status = identity.owner_status(owner).unwrap_or(OwnerStatus::Unknown);

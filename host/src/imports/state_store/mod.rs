@@ -279,13 +279,24 @@ impl StateStore {
         mutation_claim::recover_directory(dir, &self.processes, false).map_err(claim_error)?;
         let kind = mutation_claim::MutationClaim::for_leaf(name);
         let start = std::time::Instant::now();
+        let bound = crate::lock_wait::remaining(lock::CLAIM_WAIT);
         let mut pause = std::time::Duration::from_millis(1);
         let held = loop {
             if let Some(held) = arbitration::arbitrate(dir, &kind, &self.processes, &own).map_err(claim_error)? {
                 break held;
             }
-            if start.elapsed() >= lock::CLAIM_WAIT {
-                tracing::warn!(path, waited_ms = start.elapsed().as_millis() as u64, "gave up waiting for another process's mutation claim");
+            if start.elapsed() >= bound {
+                // Who holds it, for the operation's error: the claim's record names its owner.
+                let holder = arbitration::live_holder(dir, &kind, &self.processes).map(crate::lock_wait::process);
+                let timeout = crate::lock_wait::LockTimeout {
+                    lock: format!("the mutation claim of {path}"),
+                    holder,
+                    waited_ms: start.elapsed().as_millis() as u64,
+                    hint: lock::CLAIM_HINT,
+                    during: None,
+                };
+                tracing::warn!("gave up: {timeout}");
+                crate::lock_wait::note(&timeout);
                 return Ok(None);
             }
             tracing::trace!(path, "another process holds the mutation claim; waiting");
