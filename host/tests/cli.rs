@@ -227,6 +227,52 @@ fn an_etcd_store_without_cluster_support_is_refused_not_replaced() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("nfs://server/x: expected `file` (the state home) or etcd://HOST:PORT/PREFIX"), "{out:?}");
     let out = proclease(&["--state-home", state, "--store", "file", "doctor"]);
     assert!(out.status.success(), "`file` is the state home: {out:?}");
+    // Several endpoints of one cluster are one address (etcdctl's --endpoints form).
+    let out = proclease(&["--state-home", state, "--store", "etcd://10.0.0.1:2379,10.0.0.2:2379/fleet", "doctor"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("etcd://10.0.0.1:2379,10.0.0.2:2379/fleet: this proclease was built without cluster support"), "{out:?}");
+}
+
+/// Credentials in a store address are refused, and never shown (issue #28, input 3): the
+/// message says where they do not go and prints `***@` in their place, from `--store` and from
+/// `PROCLEASE_STORE` alike, whatever the build.
+#[test]
+fn a_store_address_with_credentials_is_refused_without_echoing_them() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let state = dir.path().join("state");
+    for (flag, variable) in [(Some("etcd://admin:s3cr3t@127.0.0.1:2379/fleet"), None), (None, Some("etcd://admin:s3cr3t@127.0.0.1:2379,127.0.0.2:2379/fleet"))] {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_proclease"));
+        command.arg("--state-home").arg(&state);
+        if let Some(address) = flag {
+            command.args(["--store", address]);
+        }
+        command.env_remove("PROCLEASE_STORE");
+        if let Some(address) = variable {
+            command.env("PROCLEASE_STORE", address);
+        }
+        let out = command.arg("doctor").output().expect("proclease runs");
+        assert_eq!(out.status.code(), Some(1), "{out:?}");
+        let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(!stdout.contains("s3cr3t") && !stderr.contains("s3cr3t") && !stderr.contains("admin"), "the password is echoed: {stderr}");
+        assert!(stderr.contains("etcd://***@127.0.0.1:2379") && stderr.contains("credentials do not go in the address"), "{stderr}");
+    }
+}
+
+/// `PROCLEASE_STORE=` (set but empty, as a shell script's `PROCLEASE_STORE=$UNSET_VAR` leaves
+/// it) means the state home, as for the library (issue #28, input 8): `doctor` works and names
+/// the `file` store.
+#[test]
+fn an_empty_store_variable_is_the_state_home() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = Command::new(env!("CARGO_BIN_EXE_proclease"))
+        .arg("--state-home")
+        .arg(dir.path().join("state"))
+        .args(["doctor", "--json"])
+        .env("PROCLEASE_STORE", "")
+        .output()
+        .expect("proclease runs");
+    assert!(out.status.success(), "{out:?}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(report["store"], "file", "{report}");
 }
 
 /// A reporting command whose reader goes away (`proclease doctor | head -1`, `recover | true`)

@@ -104,6 +104,8 @@ fn a_crashed_stage_is_recovered_or_counted_as_published() {
     let output = s.root.join("exports/v1");
     let mut supervisor = s.spawn(&["run", "--stage", stage.to_str().expect("utf-8"), "--output", output.to_str().expect("utf-8"), "--", "sleep", "100612"]);
     s.wait_for_phase(&stage, "preparing");
+    // The lease is taken before the command starts: kill the supervisor once the command runs.
+    common::wait_for_process(&["sleep", "100612"]);
     supervisor.kill().expect("SIGKILL");
     supervisor.wait().expect("reap");
     // Its command still works in the stage (its witness is held): kept until it is gone.
@@ -120,6 +122,8 @@ fn a_crashed_stage_is_recovered_or_counted_as_published() {
     // Published: the supervisor dies after the rename, before releasing the claim.
     let mut supervisor = s.spawn(&["run", "--stage", stage.to_str().expect("utf-8"), "--output", output.to_str().expect("utf-8"), "--", "sleep", "100613"]);
     s.wait_for_phase(&stage, "preparing");
+    // The lease is taken before the command starts: kill the supervisor once the command runs.
+    common::wait_for_process(&["sleep", "100613"]);
     supervisor.kill().expect("SIGKILL");
     supervisor.wait().expect("reap");
     let command = processes_running(&["sleep", "100613"]);

@@ -103,6 +103,25 @@ fn dropping_a_session_revokes_its_presence_at_once() {
     assert_eq!(lookup(&store, &own), RemotePresence::Absent);
 }
 
+/// Issue #28, input 4: a process ends its session at once, not once the renewal thread wakes
+/// up (it slept up to a third of the TTL: every `run` on etcd took ~3.4 s at the default TTL).
+/// With a 60 s TTL the renewal thread sleeps 20 s between renewals; the drop must not wait for it.
+#[test]
+fn dropping_a_session_does_not_wait_for_the_next_renewal() {
+    let Some(etcd) = Etcd::start() else { return };
+    let store = Arc::new(etcd.store("prompt-exit"));
+    let own = ProcessIdentity::new().self_identity().expect("own identity");
+    let ttl = Duration::from_secs(60);
+    let session = PresenceSession::open(store.clone(), &own, ttl).expect("registered");
+    // Let the renewal thread send its first renewal and go to sleep.
+    std::thread::sleep(Duration::from_millis(300));
+    let start = Instant::now();
+    drop(session);
+    let took = start.elapsed();
+    assert!(took < ttl / 3, "the drop waited for the renewal thread's sleep: {took:?}");
+    assert_eq!(lookup(&store, &own), RemotePresence::Absent, "revoked");
+}
+
 /// The effects of a process on this machine whose state store is `store` and which judges
 /// processes of other boot ids by their presence in it (with `registry`), or as a previous
 /// boot's (without: the reference's rule).

@@ -13,7 +13,7 @@ use proclease::effects::Effects;
 use proclease::state_store::etcd::{EtcdAddress, EtcdStore, SharedEtcdStore};
 use proclease::state_store::{BatchStatus, EntryKind, StoreError};
 use proclease::{Admission, Error, Runtime};
-use proclease_tests::etcd_server::Etcd;
+use proclease_tests::etcd_server::{Etcd, EtcdCluster};
 use proclease_tests::store_fixtures::assert_compare_and_swap_contract;
 
 const RECORD: &str = "recovery/things/a.json";
@@ -22,12 +22,28 @@ const RECORD: &str = "recovery/things/a.json";
 fn addresses_are_parsed_strictly() {
     assert_eq!(
         EtcdAddress::parse("etcd://127.0.0.1:2379/proclease/team-a"),
-        Ok(EtcdAddress { endpoint: "127.0.0.1:2379".into(), prefix: "/proclease/team-a".into() })
+        Ok(EtcdAddress { endpoint: "127.0.0.1:2379".into(), endpoints: vec!["127.0.0.1:2379".into()], prefix: "/proclease/team-a".into() })
     );
-    for bad in ["http://127.0.0.1:2379/p", "etcd://127.0.0.1:2379", "etcd://127.0.0.1/p", "etcd://:2379/p", "etcd://h:2379/", "etcd://h:2379/a//b", "etcd://h:2379/../x"] {
+    assert_eq!(
+        EtcdAddress::parse("etcd://h1:2379,h2:2379,10.0.0.3:2380/fleet"),
+        Ok(EtcdAddress { endpoint: "h1:2379,h2:2379,10.0.0.3:2380".into(), endpoints: vec!["h1:2379".into(), "h2:2379".into(), "10.0.0.3:2380".into()], prefix: "/fleet".into() })
+    );
+    for bad in [
+        "http://127.0.0.1:2379/p",
+        "etcd://127.0.0.1:2379",
+        "etcd://127.0.0.1/p",
+        "etcd://:2379/p",
+        "etcd://h:2379/",
+        "etcd://h:2379/a//b",
+        "etcd://h:2379/../x",
+        "etcd://h1:2379,/p",
+        "etcd://h1:2379,h2/p",
+    ] {
         let error = EtcdAddress::parse(bad).expect_err(bad);
-        assert!(error.contains("expected etcd://HOST:PORT/PREFIX"), "{bad}: {error}");
+        assert!(error.contains("expected etcd://HOST:PORT[,HOST:PORT…]/PREFIX"), "{bad}: {error}");
     }
+    let error = EtcdAddress::parse("etcd://root:hunter2@h1:2379/p").expect_err("credentials");
+    assert!(error.starts_with("etcd://***@h1:2379/p: credentials do not go in the address") && !error.contains("hunter2"), "{error}");
 }
 
 #[test]
@@ -164,4 +180,39 @@ fn a_stopped_etcd_fails_every_call_with_its_address_and_changes_nothing_then_wor
     let store = etcd.store("outage");
     assert_eq!(store.read_if_present(RECORD, 64).expect("read").as_deref(), Some("one\n"));
     assert!(store.replace_if_unchanged(RECORD, &sha256_hex(b"one\n"), "two\n").expect("replace"));
+}
+
+/// Issue #28, input 1: a store on three members' endpoints keeps working when the member of its
+/// first endpoint dies (quorum kept): every operation after the death succeeds, at most after one
+/// retry of a request that failed — and a failed write is read back before it is retried, as
+/// the compare-and-swap callers do.
+#[test]
+fn a_store_on_three_endpoints_goes_on_when_a_member_dies() {
+    let Some(mut cluster) = EtcdCluster::start(3) else { return };
+    let store = EtcdStore::connect(&cluster.url("fleet")).expect("connects to the three endpoints");
+    assert_eq!(store.endpoint().split(',').count(), 3);
+    for i in 0..10 {
+        assert!(store.create_if_absent(&format!("recovery/fleet/before-{i}.json"), "{}\n").expect("create"));
+    }
+    cluster.kill(0);
+    let mut retried = 0;
+    for i in 0..40 {
+        let path = format!("recovery/fleet/after-{i}.json");
+        match store.create_if_absent(&path, "{}\n") {
+            Ok(created) => assert!(created, "{path}"),
+            Err(first) => {
+                retried += 1;
+                // The outcome of a failed write is unknown: read, then create only if absent.
+                let present = store.read_if_present(&path, 64).unwrap_or_else(|e| panic!("{path}: a read after one failure ({first}) failed too: {e}"));
+                if present.is_none() {
+                    assert!(store.create_if_absent(&path, "{}\n").unwrap_or_else(|e| panic!("{path}: the retry failed ({first}): {e}")));
+                }
+            }
+        }
+        assert_eq!(store.read_if_present(&format!("recovery/fleet/before-{}.json", i % 10), 64).expect("read").as_deref(), Some("{}\n"));
+    }
+    eprintln!("one member of three killed: {retried} of 40 creates needed one retry");
+    // A store naming only the dead member's endpoint says so.
+    let error = EtcdStore::connect(&format!("etcd://127.0.0.1:{}/fleet", cluster.client_ports[0])).err().expect("nothing answers there");
+    assert!(error.to_string().contains(&format!("127.0.0.1:{}", cluster.client_ports[0])), "{error}");
 }

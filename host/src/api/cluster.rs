@@ -86,6 +86,15 @@ pub enum ClusterError {
     },
 }
 
+/// `address` with the user information of its authority (`user:password@`) replaced by `***@`,
+/// when it has any: the form every message shows. `None` for an address without credentials.
+pub fn without_credentials(address: &str) -> Option<String> {
+    let (scheme, rest) = address.split_once("://")?;
+    let authority = rest.split('/').next().unwrap_or(rest);
+    let (_, hosts) = authority.rsplit_once('@')?;
+    Some(format!("{scheme}://***@{hosts}{}", &rest[authority.len()..]))
+}
+
 /// Where records live: a state home's file store, or a prefix of an etcd cluster.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum StoreAddress {
@@ -97,12 +106,22 @@ pub enum StoreAddress {
 }
 
 impl StoreAddress {
-    /// Parses `file` or `etcd://HOST:PORT/PREFIX`.
+    /// Parses `file` or `etcd://HOST:PORT[,HOST:PORT…]/PREFIX` (several endpoints of one
+    /// cluster, as etcdctl's `--endpoints`).
     ///
-    /// Errors: [`ClusterError::Address`] (the expected shapes in the message).
+    /// Errors: [`ClusterError::Address`] (the expected shapes in the message); an address with
+    /// `user:password@` is refused, and shown with `***@` instead.
     pub fn parse(address: &str) -> Result<StoreAddress, ClusterError> {
         if address == "file" {
             return Ok(StoreAddress::File);
+        }
+        if let Some(shown) = without_credentials(address) {
+            return Err(ClusterError::Address {
+                address: shown,
+                reason: "credentials do not go in the address (process listings, logs and messages would show them); \
+                         this proclease has no etcd authentication yet: use an etcd without auth on a network only its machines reach"
+                    .into(),
+            });
         }
         if !address.starts_with("etcd://") {
             return Err(ClusterError::Address {

@@ -200,8 +200,9 @@ pub fn open(global: &Global) -> Result<Host, Failure> {
     if let Some(catalog) = &global.plugin_catalog {
         builder = builder.plugin_catalog(catalog);
     }
-    // Always explicit: `file` when neither --store nor PROCLEASE_STORE says otherwise.
-    builder = builder.store(global.store.as_deref().unwrap_or("file"));
+    // Always explicit: `file` when neither --store nor PROCLEASE_STORE says otherwise (an
+    // empty value, `PROCLEASE_STORE=`, is unset, as for the library).
+    builder = builder.store(global.store.as_deref().filter(|address| !address.is_empty()).unwrap_or("file"));
     if let Some(ttl) = global.cluster_ttl {
         builder = builder.cluster_ttl(ttl);
     }

@@ -300,9 +300,14 @@ fn renew(store: &EtcdStore, lease: i64, ttl: Duration, shared: &Shared) {
                 }
             }
         }
-        let spent = boottime().saturating_sub(sent);
-        if spent < interval {
-            std::thread::sleep(interval - spent);
+        // Until the next renewal, or until the session ends: its drop unparks this thread, so
+        // that a process exits at once instead of after up to a third of the TTL.
+        loop {
+            let spent = boottime().saturating_sub(sent);
+            if spent >= interval || shared.stop.load(Ordering::SeqCst) {
+                break;
+            }
+            std::thread::park_timeout(interval - spent);
         }
     }
 }
@@ -332,6 +337,7 @@ impl Drop for PresenceSession {
     fn drop(&mut self) {
         self.shared.stop.store(true, Ordering::SeqCst);
         if let Some(renewer) = self.renewer.take() {
+            renewer.thread().unpark();
             let _ = renewer.join();
         }
         let mut leases = self.store.client().lease_client();

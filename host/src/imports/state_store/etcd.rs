@@ -52,7 +52,7 @@ pub const TIMEOUT: Duration = Duration::from_secs(5);
 /// read and its transaction, while the record still hashes to the expected content.
 const CAS_ATTEMPTS: usize = 16;
 
-/// A state store on one etcd endpoint and key prefix. Cheap to share (`Arc`); every method may
+/// A state store on one etcd cluster (one or more endpoints) and key prefix. Cheap to share (`Arc`); every method may
 /// be called from any thread.
 pub struct EtcdStore {
     runtime: tokio::runtime::Runtime,
@@ -70,43 +70,54 @@ impl std::fmt::Debug for EtcdStore {
     }
 }
 
-/// Where an `etcd://HOST:PORT/PREFIX` address points.
+/// Where an `etcd://HOST:PORT[,HOST:PORT…]/PREFIX` address points.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EtcdAddress {
-    /// `HOST:PORT`.
+    /// The endpoints as given, comma-separated (`HOST:PORT,HOST:PORT`: etcdctl's
+    /// `--endpoints` form, for messages).
     pub endpoint: String,
+    /// Each `HOST:PORT`, in the order given.
+    pub endpoints: Vec<String>,
     /// The key prefix, with its leading `/` (`/PREFIX`).
     pub prefix: String,
 }
 
 impl EtcdAddress {
-    /// Parses `etcd://HOST:PORT/PREFIX`. PREFIX is one or more `/`-separated safe names
-    /// (letters, digits, `.`, `_`, `-`), so that no two stores' keys overlap by accident.
+    /// Parses `etcd://HOST:PORT[,HOST:PORT…]/PREFIX`: one or more endpoints of one cluster
+    /// (the client balances requests over those that answer and fails over when a member
+    /// dies). PREFIX is one or more `/`-separated safe names (letters, digits, `.`, `_`, `-`),
+    /// so that no two stores' keys overlap by accident.
     ///
-    /// Errors: a message saying what is wrong and the expected shape.
+    /// Errors: a message saying what is wrong and the expected shape (an address with
+    /// credentials is shown without them).
     pub fn parse(url: &str) -> Result<EtcdAddress, String> {
-        let shape = "expected etcd://HOST:PORT/PREFIX, e.g. etcd://127.0.0.1:2379/proclease";
+        let shape = "expected etcd://HOST:PORT[,HOST:PORT…]/PREFIX, e.g. etcd://127.0.0.1:2379/proclease";
+        if let Some(shown) = crate::api::cluster::without_credentials(url) {
+            return Err(format!("{shown}: credentials do not go in the address"));
+        }
         let rest = url.strip_prefix("etcd://").ok_or_else(|| format!("{url}: not an etcd address ({shape})"))?;
         let (endpoint, prefix) = rest.split_once('/').ok_or_else(|| format!("{url}: no key prefix ({shape})"))?;
-        let port_ok = endpoint.rsplit_once(':').is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0));
-        if !port_ok {
-            return Err(format!("{url}: HOST:PORT is malformed ({shape})"));
+        let endpoints: Vec<String> = endpoint.split(',').map(str::to_owned).collect();
+        let port_ok = |endpoint: &String| endpoint.rsplit_once(':').is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0));
+        if let Some(bad) = endpoints.iter().find(|e| !port_ok(e)) {
+            return Err(format!("{url}: HOST:PORT {bad:?} is malformed ({shape})"));
         }
         let safe = |segment: &str| !segment.is_empty() && segment != "." && segment != ".." && segment.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
         if !prefix.split('/').all(safe) {
             return Err(format!("{url}: the key prefix must be safe names separated by / ({shape})"));
         }
-        Ok(EtcdAddress { endpoint: endpoint.into(), prefix: format!("/{prefix}") })
+        Ok(EtcdAddress { endpoint: endpoint.into(), endpoints, prefix: format!("/{prefix}") })
     }
 }
 
 impl EtcdStore {
-    /// Connects to the etcd of `url` (`etcd://HOST:PORT/PREFIX`).
+    /// Connects to the etcd of `url` (`etcd://HOST:PORT[,HOST:PORT…]/PREFIX`).
     ///
     /// Errors: [`StoreError::Refused`] for a malformed address; [`StoreError::Io`] when etcd
     /// cannot be reached within [`TIMEOUT`].
     pub fn connect(url: &str) -> Result<EtcdStore, StoreError> {
-        let address = EtcdAddress::parse(url).map_err(|reason| StoreError::Refused { path: url.into(), reason })?;
+        let shown = crate::api::cluster::without_credentials(url).unwrap_or_else(|| url.to_owned());
+        let address = EtcdAddress::parse(url).map_err(|reason| StoreError::Refused { path: shown, reason })?;
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("proclease-etcd")
@@ -114,9 +125,9 @@ impl EtcdStore {
             .build()
             .map_err(|e| StoreError::io(url, "starting the etcd client", e))?;
         let options = ConnectOptions::new().with_connect_timeout(TIMEOUT).with_timeout(TIMEOUT);
-        let endpoint = format!("http://{}", address.endpoint);
+        let endpoints: Vec<String> = address.endpoints.iter().map(|endpoint| format!("http://{endpoint}")).collect();
         let client = runtime
-            .block_on(async { tokio::time::timeout(TIMEOUT, Client::connect([endpoint.as_str()], Some(options))).await })
+            .block_on(async { tokio::time::timeout(TIMEOUT, Client::connect(endpoints, Some(options))).await })
             .map_err(|_| unreachable_error(url, &address.endpoint, "connecting", "no answer"))?
             .map_err(|e| unreachable_error(url, &address.endpoint, "connecting", &e.to_string()))?;
         let store = EtcdStore { runtime, client, endpoint: address.endpoint, prefix: address.prefix, fence: std::sync::Mutex::new(None) };
@@ -166,7 +177,7 @@ impl EtcdStore {
         when
     }
 
-    /// `HOST:PORT`.
+    /// `HOST:PORT`, or the endpoints comma-separated (etcdctl's `--endpoints` form).
     pub fn endpoint(&self) -> &str {
         &self.endpoint
     }
