@@ -164,8 +164,12 @@ impl PresenceSession {
         let ttl_seconds = i64::try_from(ttl.as_secs().max(2)).unwrap_or(i64::MAX);
         let ttl = Duration::from_secs(ttl_seconds as u64);
         let sent = boottime();
-        let mut leases = store.client().lease_client();
-        let lease = store.run(&key, "registering presence", async move { leases.grant(ttl_seconds, None).await })?.id();
+        let lease = store
+            .run(&key, "registering presence", || {
+                let mut leases = store.client().lease_client();
+                async move { leases.grant(ttl_seconds, None).await }
+            })?
+            .id();
         let registered = register_under(&store, owner, lease, None)?;
         if !registered {
             let mut leases = store.client().lease_client();
@@ -326,8 +330,11 @@ fn register_under(store: &EtcdStore, owner: &Owner, lease: i64, fence: Option<&s
     let txn = Txn::new()
         .when(when)
         .and_then([TxnOp::put(history, "", None), TxnOp::put(key.clone(), value, Some(PutOptions::new().with_lease(lease)))]);
-    let mut kv = store.client().kv_client();
-    Ok(store.run(&key, "registering presence", async move { kv.txn(txn).await })?.succeeded())
+    let response = store.run(&key, "registering presence", || {
+        let (mut kv, txn) = (store.client().kv_client(), txn.clone());
+        async move { kv.txn(txn).await }
+    })?;
+    Ok(response.succeeded())
 }
 
 

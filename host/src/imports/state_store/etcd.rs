@@ -132,9 +132,11 @@ impl EtcdStore {
             .map_err(|e| unreachable_error(url, &address.endpoint, "connecting", &e.to_string()))?;
         let store = EtcdStore { runtime, client, endpoint: address.endpoint, prefix: address.prefix, fence: std::sync::Mutex::new(None) };
         // A first request, so that an address nothing answers at fails here, not at the first write.
-        let mut kv = store.kv();
         let probe = format!("{}/d", store.prefix);
-        store.run(url, "connecting", async move { kv.get(probe, Some(GetOptions::new().with_count_only())).await })?;
+        store.run(url, "connecting", || {
+            let (mut kv, probe) = (store.kv(), probe.clone());
+            async move { kv.get(probe, Some(GetOptions::new().with_count_only())).await }
+        })?;
         Ok(store)
     }
 
@@ -158,8 +160,10 @@ impl EtcdStore {
     /// tell a lost presence from a lost compare-and-swap.
     fn check_fence(&self, path: &str) -> Result<(), StoreError> {
         let Some((key, lease)) = self.fence() else { return Ok(()) };
-        let mut kv = self.kv();
-        let response = self.run(path, "checking the cluster presence", async move { kv.get(key, None).await })?;
+        let response = self.run(path, "checking the cluster presence", || {
+            let (mut kv, key) = (self.kv(), key.clone());
+            async move { kv.get(key, None).await }
+        })?;
         match response.kvs().first() {
             Some(kv) if kv.lease() == lease => Ok(()),
             _ => Err(StoreError::unsafe_(
@@ -225,26 +229,48 @@ impl EtcdStore {
     }
 
     /// Runs one request to completion on the client's runtime, at most [`TIMEOUT`]; a failure
-    /// names the endpoint (for `path`, doing `operation`).
-    pub(crate) fn run<T>(&self, path: &str, operation: &'static str, request: impl Future<Output = Result<T, etcd_client::Error>>) -> Result<T, StoreError> {
-        match self.runtime.block_on(async { tokio::time::timeout(TIMEOUT, request).await }) {
-            Ok(Ok(value)) => Ok(value),
-            Ok(Err(e)) => Err(unreachable_error(path, &self.endpoint, operation, &e.to_string())),
-            Err(_) => Err(unreachable_error(path, &self.endpoint, operation, "no answer")),
+    /// names the endpoint (for `path`, doing `operation`). A request that failed in a way
+    /// known not to have applied it ([`not_applied`]: it never reached a member, or etcd refused
+    /// it before proposing it; for a read, any unavailable member) is made again by `request`
+    /// within the same bound — with several endpoints, the client's next try goes to a member
+    /// that answers. A write whose answer was lost is never retried here.
+    pub(crate) fn run<T, F, R>(&self, path: &str, operation: &'static str, mut request: R) -> Result<T, StoreError>
+    where
+        R: FnMut() -> F,
+        F: Future<Output = Result<T, etcd_client::Error>>,
+    {
+        let deadline = std::time::Instant::now() + TIMEOUT;
+        let mut pause = Duration::from_millis(10);
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.runtime.block_on(async { tokio::time::timeout(left, request()).await }) {
+                Ok(Ok(value)) => return Ok(value),
+                Ok(Err(e)) if not_applied(&e, is_read(operation)) && std::time::Instant::now() + pause < deadline => {
+                    tracing::debug!(path, operation, error = %e, "etcd did not apply the request; retrying");
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(Duration::from_millis(500));
+                }
+                Ok(Err(e)) => return Err(unreachable_error(path, &self.endpoint, operation, &e.to_string())),
+                Err(_) => return Err(unreachable_error(path, &self.endpoint, operation, "no answer")),
+            }
         }
     }
 
     /// Runs `txn`: whether its comparisons held, and the responses of the branch taken.
     fn txn(&self, path: &str, operation: &'static str, txn: Txn) -> Result<(bool, Vec<TxnOpResponse>), StoreError> {
-        let mut kv = self.kv();
-        let response = self.run(path, operation, async move { kv.txn(txn).await })?;
+        let response = self.run(path, operation, || {
+            let (mut kv, txn) = (self.kv(), txn.clone());
+            async move { kv.txn(txn).await }
+        })?;
         Ok((response.succeeded(), response.op_responses()))
     }
 
     /// The value and mod revision of `key`, if present.
     fn get(&self, path: &str, key: String) -> Result<Option<(Vec<u8>, i64)>, StoreError> {
-        let mut kv = self.kv();
-        let response = self.run(path, "read", async move { kv.get(key, None).await })?;
+        let response = self.run(path, "read", || {
+            let (mut kv, key) = (self.kv(), key.clone());
+            async move { kv.get(key, None).await }
+        })?;
         Ok(response.kvs().first().map(|kv| (kv.value().to_vec(), kv.mod_revision())))
     }
 
@@ -330,9 +356,11 @@ impl EtcdStore {
 
     /// The identity of directory `dir` (its marker's create revision), if it exists.
     fn identity(&self, path: &str, dir: &str) -> Result<Option<CollectionIdentity>, StoreError> {
-        let mut kv = self.kv();
         let key = self.dir_key(dir);
-        let response = self.run(path, "read directory", async move { kv.get(key, None).await })?;
+        let response = self.run(path, "read directory", || {
+            let (mut kv, key) = (self.kv(), key.clone());
+            async move { kv.get(key, None).await }
+        })?;
         Ok(response.kvs().first().map(|kv| directory_identity(kv.create_revision())))
     }
 
@@ -458,10 +486,30 @@ fn directory_identity(revision: i64) -> CollectionIdentity {
     CollectionIdentity { device: "etcd".into(), inode: revision.to_string() }
 }
 
+/// Whether `operation` (a [`EtcdStore::run`] label) only reads.
+fn is_read(operation: &str) -> bool {
+    ["connecting", "read", "read directory", "list", "batch read", "checking the cluster presence"].contains(&operation)
+}
+
+/// Whether a failed request is known not to have been applied: it never reached a member (the
+/// connection to the endpoint the client picked was refused: `tcp connect error`), or etcd
+/// refused it before proposing it (`too many requests`); a read, which changes nothing, also
+/// when its member was unavailable or lost its leader.
+fn not_applied(error: &etcd_client::Error, read: bool) -> bool {
+    match error {
+        etcd_client::Error::GRpcStatus(status) => {
+            let message = status.message();
+            let unavailable = i32::from(status.code()) == 14; // UNAVAILABLE
+            message.contains("tcp connect error") || message.contains("too many requests") || (read && (unavailable || message.contains("leader changed")))
+        }
+        etcd_client::Error::TransportError(_) => read,
+        _ => false,
+    }
+}
+
 fn unreachable_error(path: &str, endpoint: &str, operation: &'static str, reason: &str) -> StoreError {
     // Only a transaction that writes can have been applied without its answer arriving.
-    let reads = ["connecting", "read", "read directory", "list", "batch read", "checking the cluster presence"];
-    let outcome = if reads.contains(&operation) {
+    let outcome = if is_read(operation) {
         "nothing was changed; retry once etcd answers"
     } else {
         "a write may or may not have been applied: read before retrying"
