@@ -58,3 +58,45 @@ fn a_stopped_lock_holder_is_named_and_the_wait_ends_at_its_bound() {
         assert!(out.status.success(), "{lock}: the holder is gone: {out:?}");
     }
 }
+
+/// Issue #28, input 7: `run --exclusive --wait D` waits for its turn while another export holds
+/// the admission, saying once that it waits and for whom, and starts only after the other ended;
+/// at its bound it is refused as without `--wait` (exit 3).
+#[test]
+fn an_exclusive_run_waits_for_its_turn_within_its_bound() {
+    use std::io::{BufRead as _, BufReader};
+    let s = sandbox();
+    let (marks, gate) = (s.root.join("marks"), s.root.join("gate"));
+    std::fs::write(&gate, "").expect("gate");
+    let script = format!("echo start-1 >> {m}; while [ -e {g} ]; do sleep 0.05; done; echo end-1 >> {m}", m = marks.display(), g = gate.display());
+    let w1 = s.root.join("jobs/one");
+    let mut first = s.spawn(&["run", "--exclusive", "--workdir", w1.to_str().unwrap(), "--", "sh", "-c", &script]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !std::fs::read_to_string(&marks).unwrap_or_default().contains("start-1") {
+        assert!(Instant::now() < deadline, "the first export never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // A short wait ends refused, having said what it waited for.
+    let w2 = s.root.join("jobs/two");
+    let out = s.run(&["run", "--exclusive", "--wait", "1s", "--workdir", w2.to_str().unwrap(), "--", "true"]);
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    let err = stderr(&out);
+    assert!(err.contains("waiting for its turn") && err.contains(&format!("pid {} holds it", first.id())), "{err}");
+    assert!(err.contains("another export is active") && !w2.exists(), "{err}");
+    // A long wait starts once the first is done, and not before.
+    let w3 = s.root.join("jobs/three");
+    let mark3 = format!("echo start-3 >> {}", marks.display());
+    let mut third = s
+        .command(&["run", "--exclusive", "--wait", "60s", "--workdir", w3.to_str().unwrap(), "--", "sh", "-c", &mark3])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut lines = BufReader::new(third.stderr.take().expect("stderr")).lines();
+    let waiting = lines.by_ref().map_while(Result::ok).find(|line| line.contains("waiting for its turn"));
+    assert!(waiting.is_some(), "the third run never said it waits");
+    std::fs::remove_file(&gate).expect("open the gate");
+    assert!(first.wait().expect("first").success());
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    assert!(third.wait().expect("third").success(), "{rest:?}");
+    assert_eq!(std::fs::read_to_string(&marks).expect("marks"), "start-1\nend-1\nstart-3\n", "the runs overlapped");
+}

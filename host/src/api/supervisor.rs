@@ -33,6 +33,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus};
 use std::time::Duration;
 
+use proclease_core::LeaseCode;
 use proclease_core::directory_leases::Request;
 use proclease_core::records::directory_lease::{Phase, Role};
 
@@ -183,6 +184,7 @@ pub struct Supervisor<'h> {
     containment: Containment,
     stragglers: Stragglers,
     release_retry: Duration,
+    admission_wait: Duration,
 }
 
 /// How long settling and releasing are retried after the command ran, by default.
@@ -201,7 +203,17 @@ impl<'h> Supervisor<'h> {
             containment: Containment::Auto,
             stragglers: Stragglers::default(),
             release_retry: RELEASE_RETRY,
+            admission_wait: Duration::ZERO,
         }
+    }
+
+    /// With [`Supervisor::exclusive`]: how long to wait for the export admission while a live
+    /// owner holds it (`another export is active`), trying again with a growing pause (50 ms
+    /// to 1 s) and saying once that it waits and for whom; default zero (refuse at once, as the
+    /// reference does). Any other refusal is not waited for.
+    pub fn wait_for_turn(mut self, bound: Duration) -> Self {
+        self.admission_wait = bound;
+        self
     }
 
     /// How long settling and releasing the leases are retried once the command ran (a full or
@@ -246,6 +258,49 @@ impl<'h> Supervisor<'h> {
         self
     }
 
+    /// Acquires the admission, waiting for its turn for at most [`Supervisor::wait_for_turn`]
+    /// while a live owner holds it: the admission, and the acquisition's operation (begun again
+    /// for the attempt that succeeded).
+    fn admission_in_turn(
+        &self,
+        mut operation: crate::lock_wait::Operation,
+        interrupted: &dyn Fn() -> Option<Error>,
+    ) -> Result<(Admission, crate::lock_wait::Operation), Error> {
+        let start = std::time::Instant::now();
+        let mut pause = Duration::from_millis(50);
+        let mut told = false;
+        loop {
+            match self.host.acquire_admission() {
+                Ok(admission) => return Ok((admission, operation)),
+                Err(error) if error.lease_code() == Some(LeaseCode::AnotherExportIsActive) && start.elapsed() < self.admission_wait => {
+                    if !told {
+                        told = true;
+                        let holder = match self.host.survey_admission() {
+                            Ok(Some(survey)) => format!(" (pid {} holds it: {})", survey.claim.owner.pid, survey.reason),
+                            _ => String::new(),
+                        };
+                        tracing::warn!(
+                            "another export is active{holder}: waiting for its turn, for at most {:.1} s",
+                            self.admission_wait.saturating_sub(start.elapsed()).as_secs_f64()
+                        );
+                    }
+                    if let Some(error) = interrupted() {
+                        return Err(error);
+                    }
+                    drop(operation);
+                    std::thread::sleep(pause.min(self.admission_wait.saturating_sub(start.elapsed())));
+                    pause = (pause * 2).min(Duration::from_secs(1));
+                    operation = crate::lock_wait::Operation::begin(self.host.lock_timeout());
+                }
+                Err(error) if error.lease_code() == Some(LeaseCode::AnotherExportIsActive) && told => {
+                    tracing::warn!("gave up waiting for the export admission after {:.1} s", start.elapsed().as_secs_f64());
+                    return Err(error);
+                }
+                Err(error) => return Err(error),
+            }
+        }
+    }
+
     /// Leases, starts `command` in the directory, waits for it, and settles, publishes and
     /// releases. A refusal leaves nothing behind: no lease, no directory it created.
     ///
@@ -285,10 +340,15 @@ impl<'h> Supervisor<'h> {
                 }
             }
         };
-        // Taking the admission and the lease is one operation: one bound for all its waits.
-        let acquiring = crate::lock_wait::Operation::begin(host.lock_timeout());
+        // Taking the admission and the lease is one operation: one bound for all its waits
+        // (from the attempt that got the admission, when its turn was waited for).
+        let mut acquiring = crate::lock_wait::Operation::begin(host.lock_timeout());
         // The admission comes before the directory, so that a refusal creates nothing.
-        let mut admission = if self.exclusive { Some(host.acquire_admission()?) } else { None };
+        let mut admission = None;
+        if self.exclusive {
+            let (held, operation) = self.admission_in_turn(acquiring, &interrupted)?;
+            (admission, acquiring) = (Some(held), operation);
+        }
         let release_admission = |admission: &mut Option<Admission>| {
             if let Some(admission) = admission.as_mut() {
                 let _ = admission.settle_helper();

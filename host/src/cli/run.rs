@@ -47,6 +47,10 @@ pub struct RunArgs {
     /// Also hold the export admission (one such run at a time), recording the command as its helper.
     #[arg(long)]
     exclusive: bool,
+    /// With --exclusive: while another export holds the admission, wait up to this long for its
+    /// turn (e.g. 30s, 10m) instead of refusing at once (exit 3 at the bound).
+    #[arg(long, value_name = "DURATION", requires = "exclusive", value_parser = humantime::parse_duration)]
+    wait: Option<std::time::Duration>,
     /// How long a crash between launching the command and recording it keeps the directory
     /// from recovery (e.g. 30s, 5m).
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = humantime::parse_duration)]
@@ -110,6 +114,7 @@ pub fn run(global: &Global, args: RunArgs) -> Result<ExitCode, Failure> {
     };
     let supervisor = Supervisor::new(&host, target)
         .exclusive(args.exclusive)
+        .wait_for_turn(args.wait.unwrap_or_default())
         .recover_after(args.recover_after)
         .forward_signals(true)
         .containment(containment)
