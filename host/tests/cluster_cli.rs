@@ -257,6 +257,39 @@ fn a_crashed_machines_admission_is_taken_over_only_after_its_presence_expires() 
     assert!(first.root.join("export").is_dir());
 }
 
+/// Issue #28, input 6: an exclusive run's command gets a fencing token
+/// (`PROCLEASE_FENCING_TOKEN`, the etcd revision of the write that made the admission its
+/// holder's) greater than every earlier holder's, on any machine — also for a takeover of a
+/// crashed machine's admission, which `--wait` waits for instead of polling.
+#[test]
+fn every_holder_of_the_admission_gets_a_greater_fencing_token() {
+    let Some(etcd) = cluster() else { return };
+    let (first, second) = (machine(&etcd, "3s"), machine(&etcd, "3s"));
+    let token_into = |machine: &Machine, name: &str| format!("echo \"$PROCLEASE_FENCING_TOKEN\" > {}", machine.root.join(name).display());
+    assert!(first.exclusive("one", &["sh", "-c", &token_into(&first, "t1")]).status.success());
+    assert!(second.exclusive("two", &["sh", "-c", &token_into(&second, "t2")]).status.success());
+    let script = format!("{}; sleep 1000", token_into(&first, "t3"));
+    let mut holder = first.spawn_exclusive("three", &["sh", "-c", &script]);
+    wait_for_helper(&etcd);
+    let t3 = first.root.join("t3");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::fs::read_to_string(&t3).map_or(true, |t| !t.ends_with('\n')) {
+        assert!(Instant::now() < deadline, "the holder never wrote its token");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    crash(&mut holder);
+    let workdir = second.root.join("four");
+    let taken = second.run(&["run", "--exclusive", "--wait", "60s", "--workdir", workdir.to_str().expect("utf-8"), "--", "sh", "-c", &token_into(&second, "t4")]);
+    assert!(taken.status.success(), "the takeover waited for its turn: {taken:?}");
+    assert!(stderr(&taken).contains("waiting for its turn"), "{taken:?}");
+    let token = |machine: &Machine, name: &str| -> i64 {
+        let text = std::fs::read_to_string(machine.root.join(name)).expect("token file");
+        text.trim().parse().unwrap_or_else(|_| panic!("{name}: not a token: {text:?}"))
+    };
+    let tokens = [token(&first, "t1"), token(&second, "t2"), token(&first, "t3"), token(&second, "t4")];
+    assert!(tokens.windows(2).all(|pair| pair[0] < pair[1]), "tokens must grow with each holder: {tokens:?}");
+}
+
 /// Two machines on one kernel (containers) share its boot id: each sees the other's processes
 /// neither in its state home's witnesses nor in its own PID namespace's /proc. The registry
 /// decides for them: refused while the holder lives, taken over once its presence expired after

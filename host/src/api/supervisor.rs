@@ -187,6 +187,11 @@ pub struct Supervisor<'h> {
     admission_wait: Duration,
 }
 
+/// The environment variable an exclusive run's command gets in cluster mode: the fencing token
+/// of its export admission (decimal; `docs/cluster.md`, "Fencing tokens"), greater than that of
+/// every earlier holder on any machine.
+pub const FENCING_TOKEN: &str = "PROCLEASE_FENCING_TOKEN";
+
 /// How long settling and releasing are retried after the command ran, by default.
 pub const RELEASE_RETRY: Duration = Duration::from_secs(10);
 
@@ -348,6 +353,10 @@ impl<'h> Supervisor<'h> {
         if self.exclusive {
             let (held, operation) = self.admission_in_turn(acquiring, &interrupted)?;
             (admission, acquiring) = (Some(held), operation);
+            // In cluster mode, the work can check its fence where it writes.
+            if let Some(token) = cluster::fencing_token(host) {
+                command.env(FENCING_TOKEN, token.to_string());
+            }
         }
         let release_admission = |admission: &mut Option<Admission>| {
             if let Some(admission) = admission.as_mut() {
@@ -871,6 +880,18 @@ mod cluster {
     pub(super) type DeadMan = crate::process_identity::cluster_presence::DeadManHold;
     #[cfg(not(feature = "cluster"))]
     pub(super) enum DeadMan {}
+
+    /// The fencing token of the export admission `host` just acquired: the etcd revision of
+    /// the write that made it this process's (`None` in file mode).
+    #[cfg(feature = "cluster")]
+    pub(super) fn fencing_token(host: &Host) -> Option<i64> {
+        host.cluster()?.store().last_write_revision(proclease_core::admission::CLAIM_PATH)
+    }
+
+    #[cfg(not(feature = "cluster"))]
+    pub(super) fn fencing_token(_: &Host) -> Option<i64> {
+        None
+    }
 
     /// The presence session of `host`, when it holds one (it wrote a shared record): the
     /// command's box then dies with this process (`PR_SET_PDEATHSIG` on its init).

@@ -62,6 +62,8 @@ pub struct EtcdStore {
     /// The presence key and etcd lease every record write is fenced with
     /// ([`EtcdStore::fence_with`]).
     fence: std::sync::Mutex<Option<(String, i64)>>,
+    /// The etcd revision of this store's last successful write of each record path.
+    written: std::sync::Mutex<std::collections::HashMap<String, i64>>,
 }
 
 impl std::fmt::Debug for EtcdStore {
@@ -130,7 +132,14 @@ impl EtcdStore {
             .block_on(async { tokio::time::timeout(TIMEOUT, Client::connect(endpoints, Some(options))).await })
             .map_err(|_| unreachable_error(url, &address.endpoint, "connecting", "no answer"))?
             .map_err(|e| unreachable_error(url, &address.endpoint, "connecting", &e.to_string()))?;
-        let store = EtcdStore { runtime, client, endpoint: address.endpoint, prefix: address.prefix, fence: std::sync::Mutex::new(None) };
+        let store = EtcdStore {
+            runtime,
+            client,
+            endpoint: address.endpoint,
+            prefix: address.prefix,
+            fence: std::sync::Mutex::new(None),
+            written: std::sync::Mutex::new(std::collections::HashMap::new()),
+        };
         // A first request, so that an address nothing answers at fails here, not at the first write.
         let probe = format!("{}/d", store.prefix);
         store.run(url, "connecting", || {
@@ -256,13 +265,28 @@ impl EtcdStore {
         }
     }
 
-    /// Runs `txn`: whether its comparisons held, and the responses of the branch taken.
+    /// Runs `txn`: whether its comparisons held, and the responses of the branch taken. A
+    /// write (`create`, `compare-and-swap`) that held records its revision for `path`
+    /// ([`EtcdStore::last_write_revision`]).
     fn txn(&self, path: &str, operation: &'static str, txn: Txn) -> Result<(bool, Vec<TxnOpResponse>), StoreError> {
         let response = self.run(path, operation, || {
             let (mut kv, txn) = (self.kv(), txn.clone());
             async move { kv.txn(txn).await }
         })?;
+        if response.succeeded() && matches!(operation, "create" | "compare-and-swap") {
+            if let (Some(header), Ok(mut written)) = (response.header(), self.written.lock()) {
+                written.insert(path.to_owned(), header.revision());
+            }
+        }
         Ok((response.succeeded(), response.op_responses()))
+    }
+
+    /// The etcd revision of this store's last successful create, replace or remove of the record
+    /// at `path`, if it made one. etcd's revision grows with every write of the cluster, so the
+    /// revision of the write that made a record this owner's is a **fencing token**: every later
+    /// owner's is greater (`docs/cluster.md`, "Fencing tokens").
+    pub fn last_write_revision(&self, path: &str) -> Option<i64> {
+        self.written.lock().ok()?.get(path).copied()
     }
 
     /// The value and mod revision of `key`, if present.
