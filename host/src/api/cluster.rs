@@ -118,8 +118,8 @@ impl StoreAddress {
         if let Some(shown) = without_credentials(address) {
             return Err(ClusterError::Address {
                 address: shown,
-                reason: "credentials do not go in the address (process listings, logs and messages would show them); \
-                         this proclease has no etcd authentication yet: use an etcd without auth on a network only its machines reach"
+                reason: "credentials do not go in the address (process listings, logs and messages would show them): \
+                         give the user in PROCLEASE_ETCD_USER and the password in a file named by PROCLEASE_ETCD_PASSWORD_FILE"
                     .into(),
             });
         }

@@ -64,6 +64,76 @@ pub struct EtcdStore {
     fence: std::sync::Mutex<Option<(String, i64)>>,
     /// The etcd revision of this store's last successful write of each record path.
     written: std::sync::Mutex<std::collections::HashMap<String, i64>>,
+    /// The etcd user it authenticates as, if any ([`EtcdCredentials`]).
+    user: Option<String>,
+}
+
+/// The environment variable naming the etcd user of an etcd with authentication.
+pub const USER_VARIABLE: &str = "PROCLEASE_ETCD_USER";
+/// The environment variable naming a file that holds that user's password (mode 0600 or
+/// stricter; one trailing newline is ignored).
+pub const PASSWORD_FILE_VARIABLE: &str = "PROCLEASE_ETCD_PASSWORD_FILE";
+/// The environment variable holding that user's password, when no file is given.
+pub const PASSWORD_VARIABLE: &str = "PROCLEASE_ETCD_PASSWORD";
+
+/// An etcd user and its password, from the environment — never from the command line or the
+/// address, and never printed (its `Debug` shows the user only).
+#[derive(Clone)]
+pub struct EtcdCredentials {
+    /// The user.
+    pub user: String,
+    password: String,
+}
+
+impl std::fmt::Debug for EtcdCredentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EtcdCredentials").field("user", &self.user).finish_non_exhaustive()
+    }
+}
+
+impl EtcdCredentials {
+    /// `user` with `password`.
+    pub fn new(user: impl Into<String>, password: impl Into<String>) -> Self {
+        EtcdCredentials { user: user.into(), password: password.into() }
+    }
+
+    /// The credentials [`USER_VARIABLE`] and [`PASSWORD_FILE_VARIABLE`] (or
+    /// [`PASSWORD_VARIABLE`]) give; `None` when no user is set.
+    ///
+    /// Errors: a password without a user, a user without a password, a password file that
+    /// cannot be read or that others may read.
+    pub fn from_environment() -> Result<Option<EtcdCredentials>, String> {
+        EtcdCredentials::from_variables(|name| std::env::var(name).ok())
+    }
+
+    /// [`EtcdCredentials::from_environment`] with the variables `lookup` gives (an empty value
+    /// is unset).
+    ///
+    /// Errors: as [`EtcdCredentials::from_environment`].
+    pub fn from_variables(lookup: impl Fn(&str) -> Option<String>) -> Result<Option<EtcdCredentials>, String> {
+        let variable = |name: &str| lookup(name).filter(|v| !v.is_empty());
+        let (user, file, password) = (variable(USER_VARIABLE), variable(PASSWORD_FILE_VARIABLE), variable(PASSWORD_VARIABLE));
+        let Some(user) = user else {
+            if file.is_some() || password.is_some() {
+                return Err(format!("an etcd password is set but no user: set {USER_VARIABLE} too"));
+            }
+            return Ok(None);
+        };
+        let password = match (file, password) {
+            (Some(file), _) => {
+                use std::os::unix::fs::PermissionsExt as _;
+                let metadata = std::fs::metadata(&file).map_err(|e| format!("{PASSWORD_FILE_VARIABLE}={file}: {e}"))?;
+                if metadata.permissions().mode() & 0o077 != 0 {
+                    return Err(format!("{PASSWORD_FILE_VARIABLE}={file}: others may read it: chmod 600 it"));
+                }
+                let text = std::fs::read_to_string(&file).map_err(|e| format!("{PASSWORD_FILE_VARIABLE}={file}: {e}"))?;
+                text.strip_suffix('\n').unwrap_or(&text).to_owned()
+            }
+            (None, Some(password)) => password,
+            (None, None) => return Err(format!("{USER_VARIABLE} is set but no password: set {PASSWORD_FILE_VARIABLE} to a file that holds it")),
+        };
+        Ok(Some(EtcdCredentials { user, password }))
+    }
 }
 
 impl std::fmt::Debug for EtcdStore {
@@ -95,7 +165,7 @@ impl EtcdAddress {
     pub fn parse(url: &str) -> Result<EtcdAddress, String> {
         let shape = "expected etcd://HOST:PORT[,HOST:PORT…]/PREFIX, e.g. etcd://127.0.0.1:2379/proclease";
         if let Some(shown) = crate::api::cluster::without_credentials(url) {
-            return Err(format!("{shown}: credentials do not go in the address"));
+            return Err(format!("{shown}: credentials do not go in the address: give them in {USER_VARIABLE} and {PASSWORD_FILE_VARIABLE}"));
         }
         let rest = url.strip_prefix("etcd://").ok_or_else(|| format!("{url}: not an etcd address ({shape})"))?;
         let (endpoint, prefix) = rest.split_once('/').ok_or_else(|| format!("{url}: no key prefix ({shape})"))?;
@@ -118,20 +188,37 @@ impl EtcdStore {
     /// Errors: [`StoreError::Refused`] for a malformed address; [`StoreError::Io`] when etcd
     /// cannot be reached within [`TIMEOUT`].
     pub fn connect(url: &str) -> Result<EtcdStore, StoreError> {
+        let credentials = EtcdCredentials::from_environment().map_err(|reason| StoreError::Refused { path: url.into(), reason })?;
+        EtcdStore::connect_as(url, credentials)
+    }
+
+    /// [`EtcdStore::connect`] as the etcd user of `credentials` (an etcd with authentication);
+    /// its token is renewed when it expires.
+    ///
+    /// Errors: as [`EtcdStore::connect`]; [`StoreError::Refused`] when etcd refuses the
+    /// credentials, requires some, or denies the user the prefix — saying which.
+    pub fn connect_as(url: &str, credentials: Option<EtcdCredentials>) -> Result<EtcdStore, StoreError> {
         let shown = crate::api::cluster::without_credentials(url).unwrap_or_else(|| url.to_owned());
-        let address = EtcdAddress::parse(url).map_err(|reason| StoreError::Refused { path: shown, reason })?;
+        let address = EtcdAddress::parse(url).map_err(|reason| StoreError::Refused { path: shown.clone(), reason })?;
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("proclease-etcd")
             .enable_all()
             .build()
             .map_err(|e| StoreError::io(url, "starting the etcd client", e))?;
-        let options = ConnectOptions::new().with_connect_timeout(TIMEOUT).with_timeout(TIMEOUT);
+        let mut options = ConnectOptions::new().with_connect_timeout(TIMEOUT).with_timeout(TIMEOUT);
+        let user = credentials.as_ref().map(|c| c.user.clone());
+        if let Some(credentials) = credentials {
+            options = options.with_user(credentials.user, credentials.password).with_auto_token_refresh(true);
+        }
         let endpoints: Vec<String> = address.endpoints.iter().map(|endpoint| format!("http://{endpoint}")).collect();
         let client = runtime
             .block_on(async { tokio::time::timeout(TIMEOUT, Client::connect(endpoints, Some(options))).await })
             .map_err(|_| unreachable_error(url, &address.endpoint, "connecting", "no answer"))?
-            .map_err(|e| unreachable_error(url, &address.endpoint, "connecting", &e.to_string()))?;
+            .map_err(|e| match auth_refusal(&e, user.as_deref(), &address.prefix) {
+                Some(reason) => StoreError::Refused { path: shown.clone(), reason },
+                None => unreachable_error(url, &address.endpoint, "connecting", &e.to_string()),
+            })?;
         let store = EtcdStore {
             runtime,
             client,
@@ -139,6 +226,7 @@ impl EtcdStore {
             prefix: address.prefix,
             fence: std::sync::Mutex::new(None),
             written: std::sync::Mutex::new(std::collections::HashMap::new()),
+            user,
         };
         // A first request, so that an address nothing answers at fails here, not at the first write.
         let probe = format!("{}/d", store.prefix);
@@ -259,7 +347,12 @@ impl EtcdStore {
                     std::thread::sleep(pause);
                     pause = (pause * 2).min(Duration::from_millis(500));
                 }
-                Ok(Err(e)) => return Err(unreachable_error(path, &self.endpoint, operation, &e.to_string())),
+                Ok(Err(e)) => {
+                    return Err(match auth_refusal(&e, self.user.as_deref(), &self.prefix) {
+                        Some(reason) => StoreError::Refused { path: path.into(), reason },
+                        None => unreachable_error(path, &self.endpoint, operation, &e.to_string()),
+                    });
+                }
                 Err(_) => return Err(unreachable_error(path, &self.endpoint, operation, "no answer")),
             }
         }
@@ -528,6 +621,31 @@ fn not_applied(error: &etcd_client::Error, read: bool) -> bool {
         }
         etcd_client::Error::TransportError(_) => read,
         _ => false,
+    }
+}
+
+/// What an authentication or authorization refusal of etcd means for the user (`None` for any
+/// other error): wrong credentials, credentials missing where etcd requires them, the prefix
+/// not granted to the user, a token that could not be renewed. Never retried.
+fn auth_refusal(error: &etcd_client::Error, user: Option<&str>, prefix: &str) -> Option<String> {
+    let etcd_client::Error::GRpcStatus(status) = error else { return None };
+    let message = status.message();
+    let who = user.map_or_else(|| "no user".to_owned(), |user| format!("user {user:?}"));
+    if message.contains("authentication failed") {
+        Some(format!(
+            "etcd refused the credentials of {who} (authentication failed): check {USER_VARIABLE} and the password in {PASSWORD_FILE_VARIABLE}"
+        ))
+    } else if message.contains("user name is empty") || (user.is_none() && message.contains("invalid auth token")) {
+        Some(format!("this etcd requires authentication: set {USER_VARIABLE} and {PASSWORD_FILE_VARIABLE} (a file, mode 0600, that holds the password)"))
+    } else if message.contains("permission denied") {
+        Some(format!(
+            "etcd denied {who} access to the keys under {prefix}/ (permission denied): grant its role readwrite on them \
+             (etcdctl role grant-permission ROLE --prefix=true readwrite {prefix}/)"
+        ))
+    } else if message.contains("invalid auth token") {
+        Some(format!("etcd no longer accepts the authentication token of {who}, and it could not be renewed (etcd says: {message})"))
+    } else {
+        None
     }
 }
 
