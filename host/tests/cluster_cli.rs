@@ -571,11 +571,17 @@ fn racing_invocations_keep_their_own_leases_while_another_machine_repairs() {
                 })
             })
             .collect();
-        for handle in handles {
-            handle.join().expect("runner");
-        }
+        // Every runner is joined (and the repairer stopped) before a runner's failure is
+        // raised: otherwise the repairer would loop for ever and hide it.
+        let outcomes: Vec<_> = handles.into_iter().map(|handle| handle.join()).collect();
         done.store(true, std::sync::atomic::Ordering::SeqCst);
-        assert_eq!(repairs.join().expect("repairer"), 0, "the repairer removed a live machine's lease");
+        let removed = repairs.join().expect("repairer");
+        for outcome in outcomes {
+            if let Err(panic) = outcome {
+                std::panic::resume_unwind(panic);
+            }
+        }
+        assert_eq!(removed, 0, "the repairer removed a live machine's lease");
     });
     assert!(machines[0].invocation_leases().is_empty(), "every lease was released");
 }

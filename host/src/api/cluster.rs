@@ -89,10 +89,11 @@ pub enum ClusterError {
 /// `address` with the user information of its authority (`user:password@`) replaced by `***@`,
 /// when it has any: the form every message shows. `None` for an address without credentials.
 pub fn without_credentials(address: &str) -> Option<String> {
+    // Everything up to the last `@` (a password may hold `/` or `@`; hosts and prefixes never
+    // hold `@`).
     let (scheme, rest) = address.split_once("://")?;
-    let authority = rest.split('/').next().unwrap_or(rest);
-    let (_, hosts) = authority.rsplit_once('@')?;
-    Some(format!("{scheme}://***@{hosts}{}", &rest[authority.len()..]))
+    let (_, after) = rest.rsplit_once('@')?;
+    Some(format!("{scheme}://***@{after}"))
 }
 
 /// Where records live: a state home's file store, or a prefix of an etcd cluster.

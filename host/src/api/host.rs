@@ -629,10 +629,9 @@ impl Host {
     /// error's own words in it.
     pub(crate) fn bounded<T>(&self, operation: impl FnOnce() -> Result<T, Error>) -> Result<T, Error> {
         let _operation = crate::lock_wait::Operation::begin(self.lock_timeout);
-        operation().map_err(|error| match (error, crate::lock_wait::Operation::timed_out()) {
-            (Error::LockTimeout(timeout), _) => Error::LockTimeout(timeout),
-            (error, Some(timeout)) => Error::LockTimeout(crate::lock_wait::LockTimeout { during: Some(error.to_string()), ..timeout }),
-            (error, None) => error,
+        operation().map_err(|error| match crate::lock_wait::Operation::timed_out() {
+            Some(timeout) if waited_out(&error) => Error::LockTimeout(crate::lock_wait::LockTimeout { during: Some(error.to_string()), ..timeout }),
+            _ => error,
         })
     }
 
@@ -784,6 +783,21 @@ impl Host {
 }
 
 /// The shell command that moves `path` out of the way into the state home's `.proclease/`.
+/// Whether `error` is one a wait that timed out can have caused: a contended or unsafe write
+/// as the component words it (`… could not be … safely`, `… after bounded contention`,
+/// `… failed safely`) or a store failure. A definite refusal (`another export is active`, a
+/// directory already leased, an invalid record) is never a wait's, and keeps its own code.
+fn waited_out(error: &Error) -> bool {
+    match error {
+        Error::Lease(lease) => {
+            let name = lease.code().name();
+            name.ends_with("-safely") || name.ends_with("-bounded-contention")
+        }
+        Error::Storage(_) | Error::Store(crate::state_store::StoreError::Contended { .. }) => true,
+        _ => false,
+    }
+}
+
 pub(crate) fn set_aside(home: &Path, path: &Path, name: &str) -> String {
     let to = home.join(".proclease").join(format!("set-aside-{name}"));
     format!("mv -- '{}' '{}'", path.display(), to.display())

@@ -354,10 +354,24 @@ impl<'h> Supervisor<'h> {
             let (held, operation) = self.admission_in_turn(acquiring, &interrupted)?;
             (admission, acquiring) = (Some(held), operation);
             // In cluster mode, the work can check its fence where it writes.
-            if let Some(token) = cluster::fencing_token(host) {
-                command.env(FENCING_TOKEN, token.to_string());
+            if let Some(token) = cluster::fencing_token(host, admission.as_mut()) {
+                match token {
+                    Ok(token) => {
+                        command.env(FENCING_TOKEN, token.to_string());
+                    }
+                    Err(error) => {
+                        drop(acquiring);
+                        if let Some(admission) = admission.as_mut() {
+                            let _ = admission.settle_helper();
+                            let _ = admission.release();
+                        }
+                        return Err(error);
+                    }
+                }
             }
         }
+        // The command does not inherit the etcd password (docs/cluster.md, "Authentication").
+        command.env_remove("PROCLEASE_ETCD_PASSWORD");
         let release_admission = |admission: &mut Option<Admission>| {
             if let Some(admission) = admission.as_mut() {
                 let _ = admission.settle_helper();
@@ -365,6 +379,7 @@ impl<'h> Supervisor<'h> {
             }
         };
         if let Some(error) = interrupted() {
+            drop(acquiring);
             release_admission(&mut admission);
             return Err(error);
         }
@@ -382,6 +397,8 @@ impl<'h> Supervisor<'h> {
                 lease
             }
             Err(error) => {
+                // Released with a bound of its own: the acquisition's may be spent.
+                drop(acquiring);
                 release_admission(&mut admission);
                 return Err(error);
             }
@@ -631,6 +648,8 @@ pub fn run_plugin_host(
     command: &mut Command,
     forward_signals: bool,
 ) -> Result<Finished, Error> {
+    // The plugin host does not inherit the etcd password (docs/cluster.md, "Authentication").
+    command.env_remove("PROCLEASE_ETCD_PASSWORD");
     let snapshot = host.acquire_invocation(identity, run_id)?;
     let mut controller = host.containment(&snapshot)?;
     let abandon = |controller: &mut crate::ContainmentController| {
@@ -881,15 +900,24 @@ mod cluster {
     #[cfg(not(feature = "cluster"))]
     pub(super) enum DeadMan {}
 
-    /// The fencing token of the export admission `host` just acquired: the etcd revision of
-    /// the write that made it this process's (`None` in file mode).
+    /// The fencing token of the export admission `host` just acquired (`admission`): the etcd
+    /// revision of the write that made it this process's, read back while it holds the
+    /// content this handle wrote (`None` in file mode).
+    ///
+    /// Errors: etcd unreachable, or the claim is no longer this handle's ([`Error::System`]):
+    /// the run must not start.
     #[cfg(feature = "cluster")]
-    pub(super) fn fencing_token(host: &Host) -> Option<i64> {
-        host.cluster()?.store().last_write_revision(proclease_core::admission::CLAIM_PATH)
+    pub(super) fn fencing_token(host: &Host, admission: Option<&mut crate::Admission>) -> Option<Result<i64, Error>> {
+        let (cluster, admission) = (host.cluster()?, admission?);
+        let path = proclease_core::admission::CLAIM_PATH;
+        let token = admission.content_sha256().and_then(|sha| cluster.store().revision_if_unchanged(path, &sha).map_err(Error::from)).and_then(|revision| {
+            revision.ok_or_else(|| Error::System("the export admission changed right after it was acquired: no fencing token; retry".into()))
+        });
+        Some(token.map_err(|e| Error::System(format!("cannot read the fencing token of the export admission: {e}"))))
     }
 
     #[cfg(not(feature = "cluster"))]
-    pub(super) fn fencing_token(_: &Host) -> Option<i64> {
+    pub(super) fn fencing_token(_: &Host, _: Option<&mut crate::Admission>) -> Option<Result<i64, Error>> {
         None
     }
 

@@ -84,6 +84,8 @@ thread_local! {
 #[must_use = "the operation's bound lasts while this value lives"]
 pub struct Operation {
     outermost: bool,
+    /// The operation is its thread's: dropped on another, it would end that thread's.
+    _thread: std::marker::PhantomData<*const ()>,
 }
 
 impl Operation {
@@ -95,7 +97,7 @@ impl Operation {
             if outermost {
                 *current = Some(Current { deadline: Instant::now() + bound, timed_out: None });
             }
-            Operation { outermost }
+            Operation { outermost, _thread: std::marker::PhantomData }
         })
     }
 
@@ -119,6 +121,18 @@ pub fn remaining(own: Duration) -> Duration {
         Some(c) => own.min(c.deadline.saturating_duration_since(Instant::now())),
         None => own,
     })
+}
+
+/// Notes that a wait for `lock` succeeded in this thread's operation: a timeout noted for that
+/// lock before (a write its caller then retried with success) explains nothing any more.
+pub fn note_taken(lock: &str) {
+    CURRENT.with(|current| {
+        if let Some(c) = current.borrow_mut().as_mut() {
+            if c.timed_out.as_ref().is_some_and(|t| t.lock == lock) {
+                c.timed_out = None;
+            }
+        }
+    });
 }
 
 /// Notes a wait that reached its bound in this thread's operation; the waits for one lock add
@@ -153,7 +167,10 @@ pub fn lock(file: &File, lock: &str, bound: Duration) -> Result<(), LockError> {
     let mut told = false;
     loop {
         match file.try_lock() {
-            Ok(()) => return Ok(()),
+            Ok(()) => {
+                note_taken(lock);
+                return Ok(());
+            }
             Err(TryLockError::WouldBlock) => {}
             Err(TryLockError::Error(e)) => return Err(LockError::Io(e)),
         }

@@ -62,8 +62,6 @@ pub struct EtcdStore {
     /// The presence key and etcd lease every record write is fenced with
     /// ([`EtcdStore::fence_with`]).
     fence: std::sync::Mutex<Option<(String, i64)>>,
-    /// The etcd revision of this store's last successful write of each record path.
-    written: std::sync::Mutex<std::collections::HashMap<String, i64>>,
     /// The etcd user it authenticates as, if any ([`EtcdCredentials`]).
     user: Option<String>,
 }
@@ -225,7 +223,6 @@ impl EtcdStore {
             endpoint: address.endpoint,
             prefix: address.prefix,
             fence: std::sync::Mutex::new(None),
-            written: std::sync::Mutex::new(std::collections::HashMap::new()),
             user,
         };
         // A first request, so that an address nothing answers at fails here, not at the first write.
@@ -358,28 +355,26 @@ impl EtcdStore {
         }
     }
 
-    /// Runs `txn`: whether its comparisons held, and the responses of the branch taken. A
-    /// write (`create`, `compare-and-swap`) that held records its revision for `path`
-    /// ([`EtcdStore::last_write_revision`]).
+    /// Runs `txn`: whether its comparisons held, and the responses of the branch taken.
     fn txn(&self, path: &str, operation: &'static str, txn: Txn) -> Result<(bool, Vec<TxnOpResponse>), StoreError> {
         let response = self.run(path, operation, || {
             let (mut kv, txn) = (self.kv(), txn.clone());
             async move { kv.txn(txn).await }
         })?;
-        if response.succeeded() && matches!(operation, "create" | "compare-and-swap") {
-            if let (Some(header), Ok(mut written)) = (response.header(), self.written.lock()) {
-                written.insert(path.to_owned(), header.revision());
-            }
-        }
         Ok((response.succeeded(), response.op_responses()))
     }
 
-    /// The etcd revision of this store's last successful create, replace or remove of the record
-    /// at `path`, if it made one. etcd's revision grows with every write of the cluster, so the
-    /// revision of the write that made a record this owner's is a **fencing token**: every later
-    /// owner's is greater (`docs/cluster.md`, "Fencing tokens").
-    pub fn last_write_revision(&self, path: &str) -> Option<i64> {
-        self.written.lock().ok()?.get(path).copied()
+    /// The etcd revision of the last write of the record at `path` (its mod revision), when it
+    /// holds the content whose sha256 is `expected_sha256`; `None` when it is absent or holds
+    /// something else. Read by the owner right after the write that made the record its own —
+    /// no other writer can change it while that owner holds it — this is a **fencing token**:
+    /// etcd's revision grows with every write of the cluster, so every later owner's is greater
+    /// (`docs/cluster.md`, "Fencing tokens").
+    ///
+    /// Errors: etcd unreachable.
+    pub fn revision_if_unchanged(&self, path: &str, expected_sha256: &str) -> Result<Option<i64>, StoreError> {
+        let Some((bytes, revision)) = self.get(path, self.file_key(path))? else { return Ok(None) };
+        Ok((digest::sha256_hex(&bytes) == expected_sha256).then_some(revision))
     }
 
     /// The value and mod revision of `key`, if present.

@@ -283,6 +283,7 @@ impl StateStore {
         let mut pause = std::time::Duration::from_millis(1);
         let held = loop {
             if let Some(held) = arbitration::arbitrate(dir, &kind, &self.processes, &own).map_err(claim_error)? {
+                crate::lock_wait::note_taken(&format!("the mutation claim of {path}"));
                 break held;
             }
             if start.elapsed() >= bound {
