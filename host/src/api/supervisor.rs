@@ -353,22 +353,6 @@ impl<'h> Supervisor<'h> {
         if self.exclusive {
             let (held, operation) = self.admission_in_turn(acquiring, &interrupted)?;
             (admission, acquiring) = (Some(held), operation);
-            // In cluster mode, the work can check its fence where it writes.
-            if let Some(token) = cluster::fencing_token(host, admission.as_mut()) {
-                match token {
-                    Ok(token) => {
-                        command.env(FENCING_TOKEN, token.to_string());
-                    }
-                    Err(error) => {
-                        drop(acquiring);
-                        if let Some(admission) = admission.as_mut() {
-                            let _ = admission.settle_helper();
-                            let _ = admission.release();
-                        }
-                        return Err(error);
-                    }
-                }
-            }
         }
         // The command does not inherit the etcd password (docs/cluster.md, "Authentication").
         command.env_remove("PROCLEASE_ETCD_PASSWORD");
@@ -378,6 +362,18 @@ impl<'h> Supervisor<'h> {
                 let _ = admission.release();
             }
         };
+        // In cluster mode, the work can check its fence where it writes.
+        match cluster::fencing_token(host, admission.as_mut()) {
+            Some(Ok(token)) => {
+                command.env(FENCING_TOKEN, token.to_string());
+            }
+            Some(Err(error)) => {
+                drop(acquiring);
+                release_admission(&mut admission);
+                return Err(error);
+            }
+            None => {}
+        }
         if let Some(error) = interrupted() {
             drop(acquiring);
             release_admission(&mut admission);
