@@ -76,7 +76,8 @@ fn listings_and_batch_reads_see_one_revision_and_one_directory() {
     assert!(s.create_if_absent("recovery/things/a.json", "ay\n").expect("create"));
     assert!(s.create_if_absent("recovery/things/nested/c.json", "sea\n").expect("create"));
     let snapshot = s.snapshot("recovery/things").expect("snapshot").expect("present");
-    assert_eq!(snapshot.identity, identity);
+    assert_eq!(snapshot.identity.inode, identity.inode, "the same directory");
+    assert!(snapshot.identity.device.starts_with("etcd@"), "and the revision it was listed at: {:?}", snapshot.identity);
     let listed: Vec<(&str, EntryKind)> = snapshot.entries.iter().map(|e| (e.name.as_str(), e.kind)).collect();
     assert_eq!(listed, vec![("a.json", EntryKind::File), ("b.json", EntryKind::File), ("nested", EntryKind::Directory)]);
 
@@ -90,6 +91,25 @@ fn listings_and_batch_reads_see_one_revision_and_one_directory() {
             ("a.json".to_string(), BatchStatus::Present("ay\n".into())),
         ]
     );
+    // What the snapshot listed is read as it was when listed, whatever another machine
+    // changed since (no kernel lock spans machines: a listed lease released in between must
+    // not read as absent, which §6B.3 lists as a malformed lease); the directory's own
+    // identity reads the files as they are now.
+    assert!(s.remove_if_unchanged("recovery/things/a.json", &sha256_hex(b"ay\n")).expect("remove"));
+    let bee = sha256_hex(b"bee\n");
+    assert!(s.replace_if_unchanged("recovery/things/b.json", &bee, "bee again\n").expect("replace"));
+    let listed: Vec<String> = snapshot.entries.iter().filter(|e| e.kind == EntryKind::File).map(|e| e.name.clone()).collect();
+    let then = s.read_batch("recovery/things", &listed, 1024, 4096, &snapshot.identity).expect("batch at the snapshot");
+    assert_eq!(
+        then,
+        vec![("a.json".to_string(), BatchStatus::Present("ay\n".into())), ("b.json".to_string(), BatchStatus::Present("bee\n".into()))]
+    );
+    let now = s.read_batch("recovery/things", &listed, 1024, 4096, &identity).expect("batch now");
+    assert_eq!(now, vec![("a.json".to_string(), BatchStatus::Absent), ("b.json".to_string(), BatchStatus::Present("bee again\n".into()))]);
+    let again = s.snapshot("recovery/things").expect("snapshot").expect("present");
+    assert_ne!(again.identity, snapshot.identity, "a later listing is of a later revision");
+    assert_eq!(again.identity.inode, identity.inode);
+
     let bound = s.read_batch("recovery/things", &names[..1], 2, 4096, &identity).expect("batch");
     assert_eq!(bound[0].1, BatchStatus::Invalid(proclease::state_store::BatchInvalid::FileByteBound));
 

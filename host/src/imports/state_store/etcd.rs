@@ -357,11 +357,18 @@ impl EtcdStore {
 
     /// Runs `txn`: whether its comparisons held, and the responses of the branch taken.
     fn txn(&self, path: &str, operation: &'static str, txn: Txn) -> Result<(bool, Vec<TxnOpResponse>), StoreError> {
+        let (held, responses, _) = self.txn_at(path, operation, txn)?;
+        Ok((held, responses))
+    }
+
+    /// [`EtcdStore::txn`], with the revision of the store at which it ran.
+    fn txn_at(&self, path: &str, operation: &'static str, txn: Txn) -> Result<(bool, Vec<TxnOpResponse>, i64), StoreError> {
         let response = self.run(path, operation, || {
             let (mut kv, txn) = (self.kv(), txn.clone());
             async move { kv.txn(txn).await }
         })?;
-        Ok((response.succeeded(), response.op_responses()))
+        let revision = response.header().map_or(0, |header| header.revision());
+        Ok((response.succeeded(), response.op_responses(), revision))
     }
 
     /// The etcd revision of the last write of the record at `path` (its mod revision), when it
@@ -487,6 +494,14 @@ impl EtcdStore {
     /// The collection's entries at one revision; `None` when it does not exist
     /// (`snapshotPrivateStateDirectory`, §3.3). Sub-directories are listed with their identity.
     ///
+    /// The snapshot's identity names that revision too (device `etcd@REVISION`, inode the
+    /// marker's create revision), and [`EtcdStore::read_batch`] reads the files as they were at
+    /// it: the reference lists and reads a collection under the catalog lock, so no entry can
+    /// vanish between the two, but that lock is one machine's, and another machine's release
+    /// between them would turn a listed lease into an absent one — which §6B.3 lists as invalid,
+    /// blocking every invocation as "malformed". Read at the snapshot's revision, a listing is
+    /// one instant of the cluster, as a listing under the lock is one instant of a disk.
+    ///
     /// Errors: more than [`MAX_ENTRIES`] entries; an entry name that is not a safe name.
     pub fn snapshot(&self, path: &str) -> Result<Option<CollectionSnapshot>, StoreError> {
         let segments = path::segments(path).map_err(|reason| StoreError::Refused { path: path.into(), reason })?;
@@ -497,7 +512,7 @@ impl EtcdStore {
             TxnOp::get(files.clone(), Some(GetOptions::new().with_prefix().with_keys_only())),
             TxnOp::get(dirs.clone(), Some(GetOptions::new().with_prefix())),
         ]);
-        let (_, responses) = self.txn(path, "list", txn)?;
+        let (_, responses, revision) = self.txn_at(path, "list", txn)?;
         let ranges: Vec<_> = responses
             .into_iter()
             .filter_map(|r| match r {
@@ -536,13 +551,16 @@ impl EtcdStore {
             return Err(StoreError::unsafe_(path, format!("the collection has more than {MAX_ENTRIES} entries")));
         }
         entries.sort_by(|a, b| proclease_core::js::cmp_utf16(&a.name, &b.name));
-        Ok(Some(CollectionSnapshot { identity: directory_identity(marker.create_revision()), entries }))
+        let identity = CollectionIdentity { device: format!("etcd@{revision}"), inode: marker.create_revision().to_string() };
+        Ok(Some(CollectionSnapshot { identity, entries }))
     }
 
     /// Reads files of a collection whose identity must be `expected` (`readPrivateStateFilesBatch`,
-    /// §3.3): every file at one revision, in request order.
+    /// §3.3): every file at one revision, in request order — the revision of the snapshot that
+    /// gave `expected` ([`EtcdStore::snapshot`]), else the current one.
     ///
-    /// Errors: the file store's bounds; the directory absent or no longer `expected`.
+    /// Errors: the file store's bounds; the directory absent or no longer `expected`; the
+    /// snapshot's revision compacted away by etcd since (list again).
     pub fn read_batch(
         &self,
         path: &str,
@@ -554,13 +572,16 @@ impl EtcdStore {
         let segments = check_batch(path, names, max_bytes_per_file, max_total_bytes)?;
         let dir = segments.join("/");
         let changed = || StoreError::unsafe_(path, "private state batch directory changed identity");
-        let revision = match (expected.device.as_str(), expected.inode.parse::<i64>()) {
-            ("etcd", Ok(revision)) => revision,
-            _ => return Err(changed()),
-        };
-        let gets: Vec<TxnOp> = names.iter().map(|name| TxnOp::get(self.file_key(&format!("{dir}/{name}")), None)).collect();
+        let Some((as_of, revision)) = parse_identity(expected) else { return Err(changed()) };
+        let options = || as_of.map(|as_of| GetOptions::new().with_revision(as_of));
+        let gets: Vec<TxnOp> = names.iter().map(|name| TxnOp::get(self.file_key(&format!("{dir}/{name}")), options())).collect();
         let txn = Txn::new().when([Compare::create_revision(self.dir_key(&dir), CompareOp::Equal, revision)]).and_then(gets);
-        let (held, responses) = self.txn(path, "batch read", txn)?;
+        let (held, responses) = self.txn(path, "batch read", txn).map_err(|error| match (as_of, &error) {
+            (Some(as_of), StoreError::Io { source, .. }) if source.to_string().contains("required revision has been compacted") => {
+                StoreError::unsafe_(path, format!("etcd compacted revision {as_of}, at which the collection was listed, before its files were read; retry"))
+            }
+            _ => error,
+        })?;
         if !held {
             return Err(match self.identity(path, &dir)? {
                 None => StoreError::unsafe_(path, "private state batch directory is absent"),
@@ -596,6 +617,18 @@ impl EtcdStore {
 /// The identity of a directory whose marker was created at `revision`.
 fn directory_identity(revision: i64) -> CollectionIdentity {
     CollectionIdentity { device: "etcd".into(), inode: revision.to_string() }
+}
+
+/// The revision a collection identity was listed at (`None`: an identity from
+/// [`EtcdStore::ensure_private_directory`], read at the current revision) and its directory's
+/// create revision; `None` for an identity that is not an etcd directory's.
+fn parse_identity(identity: &CollectionIdentity) -> Option<(Option<i64>, i64)> {
+    let created = identity.inode.parse::<i64>().ok()?;
+    match identity.device.strip_prefix("etcd") {
+        Some("") => Some((None, created)),
+        Some(rest) => Some((Some(rest.strip_prefix('@')?.parse::<i64>().ok().filter(|r| *r > 0)?), created)),
+        None => None,
+    }
 }
 
 /// Whether `operation` (a [`EtcdStore::run`] label) only reads.
