@@ -210,6 +210,34 @@ fn when_not_even_the_journal_takes_a_write_recover_keep_finishes_the_release() {
     assert_eq!(leases_left(&s), 0);
 }
 
+/// "A filesystem remounted read-only while the command runs" cannot happen to a running run:
+/// its journal entry is open for writing from before the command starts until its end is
+/// recorded, and the kernel refuses to make a filesystem with a file open for writing
+/// read-only (`mount point is busy`). The operator's remount fails, the run releases its lease
+/// and exits 0 with its results, and the same remount succeeds once the run is over.
+#[test]
+fn a_read_only_remount_of_the_state_home_is_refused_while_a_run_holds_it() {
+    let s = sandbox();
+    let Some(_fs) = Tmpfs::mount(&s.state, "4m") else { return };
+    let work = s.root.join("jobs/build");
+    let gate = s.root.join("gate");
+    let script = format!("echo result > result.txt; while [ ! -e {} ]; do sleep 0.05; done", gate.display());
+    let child = s.spawn(&["run", "--workdir", work.to_str().unwrap(), "--", "sh", "-c", &script]);
+    s.wait_for_phase(&work, "running");
+    let remount = |mode: &str| Command::new("mount").args(["-o", &format!("remount,{mode}")]).arg(&s.state).output().expect("mount runs");
+    let refused = remount("ro");
+    std::fs::write(&gate, "").expect("open the gate");
+    let out = child.wait_with_output().expect("the run ends");
+    assert!(!refused.status.success(), "the kernel refused the read-only remount while the run held the state home: {refused:?}");
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("busy"), "{refused:?}");
+    assert!(out.status.success(), "the run released its lease and exited with its command's 0: {out:?}");
+    assert_eq!(result_of(&work).as_deref(), Some("result\n"));
+    assert_eq!(leases_left(&s), 0);
+    // Nothing holds the state home now: the same remount goes through (and is undone).
+    assert!(remount("ro").status.success(), "the refusal was the run's");
+    assert!(remount("rw").status.success());
+}
+
 #[test]
 fn a_crashed_run_is_still_scratch() {
     // The journal changes nothing for a run that did not finish: kill -9 the supervisor and
