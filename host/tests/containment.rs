@@ -332,6 +332,74 @@ fn an_unprivileged_run_gets_a_box_through_a_user_namespace() {
     assert!(processes_running(&["sleep", &tag]).is_empty());
 }
 
+/// Runs `inner` as a process of a new user namespace (the machine's uids and gids mapped to
+/// themselves) in which no further user namespace may be made (`max_user_namespaces` 0): a
+/// machine that disallows unprivileged user namespaces, as seen by a user who is not root.
+fn without_user_namespaces(inner: &Command) -> std::process::Output {
+    use std::io::Write as _;
+    let mut outer = Command::new("unshare");
+    // The shell was started before its ids were mapped, so without capabilities: once they are,
+    // it starts itself again as the namespace's root, which may set the namespace's limits.
+    let limited = "echo 0 > /proc/sys/user/max_user_namespaces && exec \"$@\"";
+    outer.args(["--user", "--", "sh", "-c", "read go && exec sh -c \"$0\" sh \"$@\"", limited]);
+    outer.arg(inner.get_program()).args(inner.get_args());
+    for (key, value) in inner.get_envs() {
+        match value {
+            Some(value) => outer.env(key, value),
+            None => outer.env_remove(key),
+        };
+    }
+    if let Some(dir) = inner.get_current_dir() {
+        outer.current_dir(dir);
+    }
+    let mut child = outer.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("unshare");
+    let ours = std::fs::read_link("/proc/self/ns/user").expect("own user namespace");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::fs::read_link(format!("/proc/{}/ns/user", child.id())).is_ok_and(|ns| ns == ours) {
+        assert!(Instant::now() < deadline, "unshare --user never made its namespace");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    for map in ["uid_map", "gid_map"] {
+        std::fs::write(format!("/proc/{}/{map}", child.id()), "0 0 65536\n").expect("map the ids to themselves");
+    }
+    child.stdin.take().expect("stdin").write_all(b"go\n").expect("let it go on");
+    child.wait_with_output().expect("the inner command ends")
+}
+
+/// Where the kernel allows no user namespace, an unprivileged run cannot have a box: it says so
+/// and why (`run -v`, `doctor`), runs its command uncontained as before the box, and
+/// `--containment required` refuses before anything is leased or created.
+#[test]
+fn an_unprivileged_run_without_user_namespaces_says_why_it_has_no_box() {
+    let Some((_dir, root, command)) = unprivileged("echo $$ > pid.txt") else { return };
+    let run = without_user_namespaces(&command);
+    assert!(run.status.success(), "the command ran uncontained: {run:?}");
+    let said = stderr(&run);
+    assert!(said.contains("containment=none, because"), "run -v says why there is no box: {said}");
+    assert!(said.contains("user namespace"), "names the user namespace that was refused: {said}");
+    let pid: u32 = std::fs::read_to_string(root.join("job/pid.txt")).expect("the command ran").trim().parse().expect("a pid");
+    assert_ne!(pid, 2, "not pid 2 of a box");
+
+    // The same run with `--containment required` (an option of `run`, before its command).
+    let args: Vec<String> = command.get_args().map(|a| a.to_string_lossy().into_owned()).collect();
+    let at = args.iter().position(|a| a == "--workdir").expect("--workdir");
+    let mut required = Command::new(command.get_program());
+    required.args(&args[..at]).args(["--containment", "required"]);
+    required.arg("--workdir").arg(root.join("refused")).args(["--", "sh", "-c", "echo ran > ran.txt"]);
+    required.env("HOME", &root).current_dir(&root);
+    let refused = without_user_namespaces(&required);
+    assert_eq!(refused.status.code(), Some(1), "{refused:?}");
+    assert!(stderr(&refused).contains("cannot be contained"), "{refused:?}");
+    assert!(!root.join("refused").exists(), "nothing was created");
+
+    let mut doctor = Command::new(command.get_program());
+    doctor.args(["--reuid", "65534", "--regid", "65534", "--clear-groups", common::PROCLEASE, "--state-home"]).arg(root.join("state")).arg("doctor");
+    doctor.env("HOME", &root).current_dir(&root);
+    let report = without_user_namespaces(&doctor);
+    assert!(report.status.success(), "{report:?}");
+    assert!(common::stdout(&report).contains("containment: none, because"), "doctor says the machine gives no box: {report:?}");
+}
+
 /// The kill stress (`bench/containment-stress.sh` runs it with `PROCLEASE_CONTAINMENT_KILLS=1000`;
 /// the suite runs 12): SIGKILL of the supervisor at a random instant of a run whose command
 /// starts a tree of five processes — a daemon that double-forks, calls `setsid` and closes its

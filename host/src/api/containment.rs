@@ -33,7 +33,7 @@ use std::io::Read as _;
 use std::os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd, RawFd};
 use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
 use std::process::{Child, Command, ExitStatus};
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
 /// Whether a supervised command runs in a box.
@@ -248,12 +248,20 @@ fn spawn_in_new_namespace(command: &mut Command, options: &BoxOptions, superviso
     keep.push(report.as_raw_fd());
     keep.sort_unstable();
     let init = Init { keep, report: report.as_raw_fd(), supervisor: options.die_with_supervisor.then_some(supervisor), relay };
+    // A `Command` cannot shed a pre-exec hook, and the command goes back to the caller, which
+    // spawns it without a box when this one cannot be made: the hook is disarmed then, or it
+    // would run again in that child and write to a descriptor number long closed here (std's
+    // own error pipe, by then: "short read on the CLOEXEC pipe"). The child reads its copy of
+    // the flag, as it was when it was forked.
+    let armed = std::sync::Arc::new(AtomicBool::new(true));
+    let hook = std::sync::Arc::clone(&armed);
     // SAFETY: the closure runs in the forked child before exec and calls only async-signal-safe
-    // system calls (see `Init::become_init`); it allocates nothing.
+    // system calls (see `Init::become_init`; an atomic load); it allocates nothing.
     unsafe {
-        command.pre_exec(move || init.become_init());
+        command.pre_exec(move || if hook.load(Ordering::SeqCst) { init.become_init() } else { Ok(()) });
     }
     let spawned = command.spawn();
+    let disarm = || armed.store(false, Ordering::SeqCst);
     drop(report);
     let mut events = events;
     let Some(_) = relay else { return Ok(Ok((spawned?, events, None))) };
@@ -264,6 +272,7 @@ fn spawn_in_new_namespace(command: &mut Command, options: &BoxOptions, superviso
     match (spawned, got, message[0]) {
         (Ok(child), true, b'P') => Ok(Ok((child, events, u32::try_from(value).ok()))),
         (_, true, b'F') => {
+            disarm();
             let e = std::io::Error::from_raw_os_error(value);
             Ok(Err(format!("creating a PID namespace was refused, and so was a user namespace for it ({e}): run as root, or allow unprivileged user namespaces")))
         }
