@@ -85,10 +85,17 @@ for _ in $(seq 100); do
 done
 echo "two machines (own PID namespace and boot id each: $namespaces) share $store"
 
+# until_started FILE: waits (at most 20 s) until a command has created FILE.
+until_started() {
+  for _ in $(seq 200); do [ -e "$1" ] && return 0; sleep 0.1; done
+  echo "cluster-demo: the command never started" >&2; exit 1
+}
+
 say "1. machine A exports; machine B's export waits its turn"
-on a run --exclusive --workdir "$work/a/export-1" -- sh -c 'echo "machine A: exporting"; sleep 3; echo "machine A: done"' &
+echo "(the first process on a new prefix waits one TTL: etcd holds no state of it yet, as after a wipe)"
+on a run --exclusive --workdir "$work/a/export-1" -- sh -c 'echo "machine A: exporting"; touch "$0"; sleep 3; echo "machine A: done"' "$work/a-started-1" &
 a=$!
-sleep 1
+until_started "$work/a-started-1"
 echo "machine B's view (doctor):"
 on b doctor
 set +e
@@ -101,8 +108,8 @@ on b run --exclusive --workdir "$work/b/export-2" -- sh -c 'echo "machine B: exp
 
 say "2. machine A crashes during an export; B takes over once etcd expired A's presence"
 # Started outside this shell's job table (no "Killed" report); machine.pid says which it is.
-(on a run --exclusive --workdir "$work/a/export-2" -- sleep 1000 2>/dev/null &)
-sleep 1
+(on a run --exclusive --workdir "$work/a/export-2" -- sh -c 'touch "$0"; exec sleep 1000' "$work/a-started-2" 2>/dev/null &)
+until_started "$work/a-started-2"
 kill -9 "$(cat "$work/a/machine.pid")"
 echo "machine A crashed (SIGKILL, every process of it)"
 crashed=$(date +%s.%N)

@@ -47,12 +47,16 @@ struct Machine {
 }
 
 /// Etcd, and whether machines can be simulated here; `None` (after saying why) when a test
-/// must skip.
+/// must skip. The prefix's epoch is settled, as on a cluster in use: the first presence on a
+/// new prefix waits out a grace of one TTL, which `a_wiped_etcd_never_lets_two_exports_overlap`
+/// tests.
 fn cluster() -> Option<Etcd> {
     if !namespaces_available(&["--pid", "--mount", "--fork", "--mount-proc"]) {
         return None;
     }
-    Etcd::start()
+    let etcd = Etcd::start()?;
+    proclease::process_identity::cluster_presence::await_epoch(&etcd.store(PREFIX), Duration::from_secs(2)).expect("the prefix's epoch");
+    Some(etcd)
 }
 
 fn machine(etcd: &Etcd, ttl: &'static str) -> Machine {
@@ -540,6 +544,49 @@ fn with_etcd_stopped_everything_fails_closed_and_work_resumes_after_a_restart() 
     }
     assert_eq!(presence(&etcd, &owner), RemotePresence::Absent);
     assert!(admission(&etcd).is_none());
+}
+
+/// etcd's data is wiped while an exclusive command runs (the member started again on an empty
+/// data directory: same address, same cluster id, no admission, no presences): the first
+/// machine's command is killed once its renewal finds its presence gone, and the second
+/// machine's exclusive run, which finds the admission free, first waits out the grace of the
+/// new epoch — so the two commands never run at once. The first command writes a tick to a
+/// shared log every 20 ms; the second writes `start` and `end` around a pause: no tick may
+/// follow `start`. `doctor` meanwhile says that the cluster lost its state.
+#[test]
+fn a_wiped_etcd_never_lets_two_exports_overlap() {
+    let Some(mut etcd) = cluster() else { return };
+    let shared = tempfile::tempdir().expect("shared dir");
+    let log = shared.path().join("log");
+    let (first, second) = (machine(&etcd, "2s"), machine(&etcd, "2s"));
+    let ticking = format!("while :; do echo tick >> '{}'; sleep 0.02; done", log.display());
+    let workdir = first.root.join("export");
+    let holder = first
+        .command(&["run", "--exclusive", "--workdir", workdir.to_str().expect("utf-8"), "--", "sh", "-c", &ticking])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    wait_for_helper(&etcd);
+    etcd.wipe();
+    assert!(admission(&etcd).is_none(), "the wipe lost the admission");
+    let report = second.run(&["doctor"]);
+    assert!(String::from_utf8_lossy(&report.stdout).contains("cluster state: no epoch of this etcd cluster"), "doctor says the state was lost: {report:?}");
+
+    let script = format!("echo start >> '{0}'; sleep 0.3; echo end >> '{0}'", log.display());
+    let out = second.exclusive("after", &["sh", "-c", &script]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let first = holder.wait_with_output().expect("the first supervisor ends");
+    let text = std::fs::read_to_string(&log).expect("log");
+    let start = text.find("start").expect("the second command ran");
+    assert!(!text[start..].contains("tick"), "the first command ran on after the second started: {text}");
+    assert!(text[start..].contains("end"), "{text}");
+    assert!(stderr(&out).contains("held no state of this prefix (new, wiped or restored)"), "it said why it waited: {out:?}");
+    assert!(!first.status.success(), "{first:?}");
+    let said = stderr(&first);
+    // Its renewal finds the state lost, or no renewal is acknowledged in time while etcd
+    // restarts: either stops the command.
+    assert!(said.contains("cluster state lost: ") || said.contains("cluster session lost: "), "the first machine says why its command was stopped: {said}");
 }
 
 /// Plugin invocations of three machines race, while a fourth repairs tombstones in a loop:

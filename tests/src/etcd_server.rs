@@ -49,6 +49,15 @@ impl Etcd {
         Some(etcd)
     }
 
+    /// Kills it and starts it again on an empty data directory (same name, ports and cluster
+    /// configuration, so the same cluster id): etcd's state is lost, as an operator who wipes a
+    /// member's data loses it.
+    pub fn wipe(&mut self) {
+        self.kill();
+        std::fs::remove_dir_all(self.dir.path().join("data")).expect("remove etcd's data");
+        self.restart();
+    }
+
     /// Starts (again) the etcd of this data directory and ports.
     pub fn restart(&mut self) {
         self.child = Etcd::launch(&self.dir, self.client_port, self.peer_port);

@@ -12,7 +12,7 @@ use proclease::core::admission::CLAIM_PATH;
 use proclease::core::records::Owner;
 use proclease::core::records::export_admission::{ExportAdmission, Phase, Schema};
 use proclease::effects::Effects;
-use proclease::process_identity::cluster_presence::{EtcdPresence, PresenceSession, RemotePresence, lookup};
+use proclease::process_identity::cluster_presence::{self, EtcdPresence, PresenceSession, RemotePresence, lookup};
 use proclease::process_identity::{ProcessIdentity, SharedProcesses};
 use proclease::state_store::StoreError;
 use proclease::state_store::etcd::{EtcdStore, SharedEtcdStore};
@@ -112,6 +112,9 @@ fn dropping_a_session_does_not_wait_for_the_next_renewal() {
     let store = Arc::new(etcd.store("prompt-exit"));
     let own = ProcessIdentity::new().self_identity().expect("own identity");
     let ttl = Duration::from_secs(60);
+    // A new prefix's first presence waits out the grace of its epoch, one TTL: start the epoch
+    // with a short one, so that this session does not wait a minute.
+    cluster_presence::await_epoch(&store, Duration::from_secs(2)).expect("epoch");
     let session = PresenceSession::open(store.clone(), &own, ttl).expect("registered");
     // Let the renewal thread send its first renewal and go to sleep.
     std::thread::sleep(Duration::from_millis(300));

@@ -68,6 +68,19 @@ pub enum ClusterError {
         /// The session's TTL.
         ttl: Duration,
     },
+    /// etcd answered this process's presence renewal in a way that shows the cluster lost its
+    /// state (wiped, restored from a backup, replaced by another cluster) or the presence: the
+    /// command was killed at once, since another machine may already act on its leases.
+    #[error(
+        "cluster state lost: {reason} (etcd at {endpoint}); the command was killed at once, since another machine may already \
+         hold its leases: check the work it did"
+    )]
+    StateLost {
+        /// `HOST:PORT`.
+        endpoint: String,
+        /// What etcd answered ([`crate::process_identity::cluster_presence::PresenceSession::lost`]).
+        reason: String,
+    },
     /// This process's presence in etcd lapsed (etcd did not acknowledge a renewal for three
     /// quarters of its TTL): another machine may soon take over its leases, so it stopped its
     /// command and writes nothing more.
@@ -221,10 +234,11 @@ mod enabled {
             let mut session = self.session.lock().unwrap_or_else(|p| p.into_inner());
             if let Some(open) = session.as_ref() {
                 if !open.is_live() {
+                    let why = open.lost().unwrap_or_else(|| "etcd acknowledged no renewal in time".into());
                     return Err(StoreError::unsafe_(
                         open.key(),
                         format!(
-                            "this process's cluster presence lapsed (etcd at {} acknowledged no renewal in time), so it may no longer write: \
+                            "this process's cluster presence lapsed ({why}; etcd at {}), so it may no longer write: \
                              another machine may take over its leases; nothing was changed. A process registers once: restart it to take part again",
                             self.store.endpoint()
                         ),
@@ -261,6 +275,12 @@ mod enabled {
         pub fn session_overran(&self, silent: Duration) -> ClusterError {
             let silent = Duration::from_millis(u64::try_from(silent.as_millis()).unwrap_or(u64::MAX));
             ClusterError::SessionOverran { endpoint: self.store.endpoint().into(), silent, ttl: self.ttl }
+        }
+
+        /// The error a supervisor reports after it killed its command because the session was
+        /// lost (`reason`: [`PresenceSession::lost`]).
+        pub fn state_lost(&self, reason: String) -> ClusterError {
+            ClusterError::StateLost { endpoint: self.store.endpoint().into(), reason }
         }
 
         /// The error a supervisor reports after it stopped its command because the session

@@ -306,6 +306,34 @@ impl Host {
         self.cluster.as_ref()
     }
 
+    /// In cluster mode, what to tell a user of the prefix's epoch when it is not settled
+    /// (`process_identity::cluster_presence`, "Lost cluster state"): a grace that runs because
+    /// the etcd cluster held no state of the prefix (new, wiped or restored), or no epoch of this
+    /// cluster yet. `None` when settled, and without cluster mode.
+    pub fn cluster_epoch_warning(&self) -> Option<String> {
+        #[cfg(feature = "cluster")]
+        {
+            use crate::process_identity::cluster_presence::{EpochState, epoch_state};
+            let cluster = self.cluster.as_ref()?;
+            match epoch_state(cluster.store()) {
+                Ok(EpochState::Settled) => None,
+                Ok(EpochState::Grace(left)) => Some(format!(
+                    "cluster state: a grace period runs for {} s more — the etcd cluster held no state of this prefix (new, wiped or restored), \
+                     so no process takes a lease until an owner from before can no longer act",
+                    left.as_secs()
+                )),
+                Ok(EpochState::Unknown) => Some(
+                    "cluster state: no epoch of this etcd cluster (the prefix is new, or its state was wiped or restored): \
+                     the next process that takes a lease first waits one TTL"
+                        .into(),
+                ),
+                Err(e) => Some(format!("cluster state: unknown ({e})")),
+            }
+        }
+        #[cfg(not(feature = "cluster"))]
+        None
+    }
+
     /// The effects behind one instance's imports: this host's store (in cluster mode the
     /// [`ClusterStore`](crate::api::cluster::ClusterStore): the admission and invocation leases
     /// in etcd), process identity, workspace and catalog. Replace a part to inject a seam (a

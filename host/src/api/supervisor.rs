@@ -978,6 +978,11 @@ mod cluster {
         tracing::warn!(pid = tree.id(), "the cluster presence lapsed: stopping the command");
         // Silent past the TTL (this process was stopped or the machine suspended), or etcd said
         // the lease is gone: another machine may already run; no grace.
+        if let Some(reason) = session.lost() {
+            tree.kill();
+            let status = tree.wait()?;
+            return Ok((status, Some(cluster.state_lost(reason).into())));
+        }
         let overran = session.expired() || session.silence() >= session.ttl();
         if overran {
             tree.kill();

@@ -197,7 +197,7 @@ pub fn run(global: &Global, args: &DoctorArgs) -> Result<ExitCode, Failure> {
         };
         let doc = json!({
             "schemaVersion": super::JSON_SCHEMA_VERSION, "stateHome": host.state_home().display().to_string(), "store": host.store_address(),
-            "containment": containment, "entries": items, "overBound": over_bound,
+            "containment": containment, "entries": items, "overBound": over_bound, "clusterState": host.cluster_epoch_warning(),
         });
         super::print_json(&doc);
         return Ok(ExitCode::SUCCESS);
@@ -205,6 +205,9 @@ pub fn run(global: &Global, args: &DoctorArgs) -> Result<ExitCode, Failure> {
     println!("state home: {}", host.state_home().display());
     if host.cluster().is_some() {
         println!("cluster: {} (the admission and invocation leases; directory leases are this machine's)", host.store_address());
+        if let Some(words) = host.cluster_epoch_warning() {
+            println!("{words}");
+        }
     }
     if let Err(reason) = proclease::supervisor::containment_available() {
         println!("containment: none, because {reason} (docs/containment.md: a command's detached processes are covered only while they keep its witness)");

@@ -18,11 +18,26 @@
 //! fence a process that is itself stopped (SIGSTOP, a debugger, a frozen cgroup) past the TTL:
 //! when it resumes, [`PresenceSession::silence`] tells how long it was gone.
 //!
+//! **Lost cluster state.** etcd's data can be wiped (a member started again on an empty data
+//! directory) or restored from an older backup while owners act. Two rules keep that from
+//! letting two owners act at once:
+//! - A session remembers the cluster id and the highest revision etcd answered with; a renewal
+//!   answered by another cluster, with a lower revision, or saying the lease does not exist
+//!   makes the session lost at once ([`PresenceSession::lost`]), and its supervisor kills its
+//!   command without a grace.
+//! - The prefix's *epoch* key `P/epoch` holds the id of the cluster that wrote it. A process
+//!   that finds it absent or written by another cluster (the state is new, wiped or restored
+//!   into a new cluster) writes it, with a *grace* key `P/grace` under an etcd lease of its
+//!   TTL, and no process registers a presence — so none takes a lease — while the grace key
+//!   exists ([`await_epoch`]): by then every owner of before has found its session lost, or was
+//!   killed by its dead-man timer, which only an acknowledged renewal of this cluster pushes
+//!   back. This assumes every machine of a prefix uses the same `--cluster-ttl`.
+//!
 //! A [`ProcessIdentity`](super::ProcessIdentity) given an [`EtcdPresence`] reports the lookup as
 //! the `remote` fact of every probe of a process recorded on another boot id, and the component
 //! judges it (`core::liveness::judge`): registered → alive, absent → gone, unreachable → unknown.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -104,14 +119,51 @@ pub struct PresenceSession {
 struct Shared {
     /// When the last renewal that etcd acknowledged was sent ([`boottime`]).
     last_acknowledged: Mutex<Duration>,
-    /// etcd answered that the lease no longer exists.
+    /// etcd answered that the lease no longer exists, or the cluster's state was lost
+    /// ([`Shared::lose`]).
     expired: AtomicBool,
+    /// Why the session was lost, when it was.
+    lost: Mutex<Option<String>>,
+    /// The id of the etcd cluster the session was opened on.
+    cluster_id: u64,
+    /// The highest revision etcd answered with.
+    highest_revision: AtomicI64,
     stop: AtomicBool,
     /// The dead-man timer while a [`DeadManHold`] holds it, with the number of holds.
     dead_man: Mutex<Option<(DeadMan, usize)>>,
 }
 
 impl Shared {
+    /// Marks the session lost for `reason`: this owner must stop acting at once.
+    fn lose(&self, lease: i64, reason: String) {
+        tracing::warn!(lease, "the cluster presence is lost ({reason}): this owner must stop acting");
+        if let Ok(mut lost) = self.lost.lock() {
+            lost.get_or_insert(reason);
+        }
+        self.expired.store(true, Ordering::SeqCst);
+    }
+
+    /// Checks an answer's header against the cluster and revisions seen before: `Err` with why
+    /// the cluster's state is not the one this session knew.
+    fn check_header(&self, header: Option<&etcd_client::ResponseHeader>) -> Result<(), String> {
+        let Some(header) = header else { return Ok(()) };
+        if header.cluster_id() != self.cluster_id {
+            return Err(format!(
+                "etcd answered from another cluster (id {:x}, the session's is {:x}): its state was replaced or restored",
+                header.cluster_id(),
+                self.cluster_id
+            ));
+        }
+        let seen = self.highest_revision.fetch_max(header.revision(), Ordering::SeqCst);
+        if header.revision() < seen {
+            return Err(format!(
+                "etcd's revision went back from {seen} to {}: its data was wiped or restored from an older backup",
+                header.revision()
+            ));
+        }
+        Ok(())
+    }
+
     /// Pushes the dead-man timer, if armed, to 15/16 of the TTL after the renewal sent at
     /// `sent` (the earliest instant etcd can expire the presence is `sent` + TTL).
     fn push_dead_man(&self, sent: Duration, ttl: Duration) {
@@ -163,13 +215,14 @@ impl PresenceSession {
         let key = presence_key(&store, owner);
         let ttl_seconds = i64::try_from(ttl.as_secs().max(2)).unwrap_or(i64::MAX);
         let ttl = Duration::from_secs(ttl_seconds as u64);
+        await_epoch(&store, ttl)?;
         let sent = boottime();
-        let lease = store
-            .run(&key, "registering presence", || {
-                let mut leases = store.client().lease_client();
-                async move { leases.grant(ttl_seconds, None).await }
-            })?
-            .id();
+        let granted = store.run(&key, "registering presence", || {
+            let mut leases = store.client().lease_client();
+            async move { leases.grant(ttl_seconds, None).await }
+        })?;
+        let lease = granted.id();
+        let (cluster_id, revision) = granted.header().map_or((0, 0), |h| (h.cluster_id(), h.revision()));
         let registered = register_under(&store, owner, lease, None)?;
         if !registered {
             let mut leases = store.client().lease_client();
@@ -179,6 +232,9 @@ impl PresenceSession {
         let shared = Arc::new(Shared {
             last_acknowledged: Mutex::new(sent),
             expired: AtomicBool::new(false),
+            lost: Mutex::new(None),
+            cluster_id,
+            highest_revision: AtomicI64::new(revision),
             stop: AtomicBool::new(false),
             dead_man: Mutex::new(None),
         });
@@ -226,9 +282,17 @@ impl PresenceSession {
         Ok(DeadManHold { shared: self.shared.clone() })
     }
 
-    /// Whether etcd answered a renewal saying the lease no longer exists.
+    /// Whether etcd answered a renewal saying the lease no longer exists, or the cluster's state
+    /// was lost ([`PresenceSession::lost`]).
     pub fn expired(&self) -> bool {
         self.shared.expired.load(Ordering::SeqCst)
+    }
+
+    /// Why the session is lost — etcd no longer has its lease, answered from another cluster,
+    /// or with a revision lower than one it answered before — or `None` while it is not.
+    /// Another machine may already act on this owner's leases: stop at once.
+    pub fn lost(&self) -> Option<String> {
+        self.shared.lost.lock().ok().and_then(|lost| lost.clone())
     }
 
     /// Registers `child` — a process this owner started and is about to record (a helper, a
@@ -286,17 +350,23 @@ fn renew(store: &EtcdStore, lease: i64, ttl: Duration, shared: &Shared) {
                 responses.message().await
             });
             match answer {
-                Some(Ok(Some(response))) if response.ttl() > 0 => {
+                Some(Ok(Some(response))) => {
+                    if let Err(reason) = shared.check_header(response.header()) {
+                        // Not an acknowledgement of this session's cluster: the dead-man timer is
+                        // not pushed back, and the owner stops at once.
+                        shared.lose(lease, reason);
+                        return;
+                    }
+                    if response.ttl() <= 0 {
+                        // TTL 0: etcd no longer has the lease (it expired or was revoked, or
+                        // etcd's data was wiped).
+                        shared.lose(lease, "etcd no longer has its lease: it expired, was revoked, or etcd's data was wiped or restored".into());
+                        return;
+                    }
                     if let Ok(mut last) = shared.last_acknowledged.lock() {
                         *last = sent;
                     }
                     shared.push_dead_man(sent, ttl);
-                }
-                Some(Ok(Some(_))) => {
-                    // TTL 0: etcd no longer has the lease (expired or revoked).
-                    shared.expired.store(true, Ordering::SeqCst);
-                    tracing::warn!(lease, "the presence lease expired: this owner must stop acting");
-                    return;
                 }
                 _ => {
                     tracing::debug!(lease, "a presence renewal failed; reconnecting");
@@ -313,6 +383,127 @@ fn renew(store: &EtcdStore, lease: i64, ttl: Duration, shared: &Shared) {
             }
             std::thread::park_timeout(interval - spent);
         }
+    }
+}
+
+/// The key holding the id of the etcd cluster that last started an epoch of the prefix.
+pub fn epoch_key(store: &EtcdStore) -> String {
+    format!("{}/epoch", store.prefix())
+}
+
+/// The key that exists, under an etcd lease of one TTL, while an epoch's grace runs.
+pub fn grace_key(store: &EtcdStore) -> String {
+    format!("{}/grace", store.prefix())
+}
+
+/// The state of the prefix's epoch, as [`epoch_state`] reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EpochState {
+    /// The epoch was written by this cluster and no grace runs: presences may register.
+    Settled,
+    /// A grace runs for about this long more (whole seconds, as etcd counts them).
+    Grace(Duration),
+    /// No epoch of this cluster: the state is new, wiped or restored into another cluster; the
+    /// next process that registers starts a grace.
+    Unknown,
+}
+
+/// The epoch of the prefix and the cluster id etcd answered with: `(epoch, grace, cluster id)`.
+fn read_epoch(store: &EtcdStore) -> Result<(Option<etcd_client::KeyValue>, Option<etcd_client::KeyValue>, u64), StoreError> {
+    let (epoch, grace) = (epoch_key(store), grace_key(store));
+    let txn = Txn::new().and_then([TxnOp::get(epoch.clone(), None), TxnOp::get(grace, None)]);
+    let response = store.run(&epoch, "reading the cluster epoch", || {
+        let (mut kv, txn) = (store.client().kv_client(), txn.clone());
+        async move { kv.txn(txn).await }
+    })?;
+    let cluster = response.header().map_or(0, |h| h.cluster_id());
+    let mut found = response.op_responses().into_iter().map(|r| match r {
+        etcd_client::TxnOpResponse::Get(get) => get.kvs().first().cloned(),
+        _ => None,
+    });
+    Ok((found.next().flatten(), found.next().flatten(), cluster))
+}
+
+/// What [`await_epoch`] would find now, for `doctor`.
+///
+/// Errors: etcd unreachable.
+pub fn epoch_state(store: &EtcdStore) -> Result<EpochState, StoreError> {
+    let (epoch, grace, cluster) = read_epoch(store)?;
+    match (epoch, grace) {
+        (Some(epoch), _) if epoch.value() != cluster.to_string().as_bytes() => Ok(EpochState::Unknown),
+        (None, _) => Ok(EpochState::Unknown),
+        (Some(_), None) => Ok(EpochState::Settled),
+        (Some(_), Some(grace)) => {
+            let mut leases = store.client().lease_client();
+            let id = grace.lease();
+            let left = store.block_on(TIMEOUT, async move { leases.time_to_live(id, None).await }).and_then(Result::ok).map_or(0, |r| r.ttl().max(0));
+            Ok(EpochState::Grace(Duration::from_secs(left.unsigned_abs())))
+        }
+    }
+}
+
+/// Waits, before a process registers its first presence, until the prefix's epoch is this
+/// cluster's and no grace runs; starts the epoch and its grace of `ttl` when there is none (see
+/// the module docs). Says once what it waits for. Bounded: a grace lasts one TTL.
+///
+/// Errors: etcd unreachable; a grace that outlasts its bound (another process keeps renewing
+/// it, which proclease never does).
+pub fn await_epoch(store: &EtcdStore, ttl: Duration) -> Result<(), StoreError> {
+    let key = epoch_key(store);
+    let bound = std::time::Instant::now() + 2 * ttl + TIMEOUT;
+    let mut told = false;
+    loop {
+        let (epoch, grace, cluster) = read_epoch(store)?;
+        let current = cluster.to_string();
+        match epoch {
+            Some(epoch) if epoch.value() == current.as_bytes() => {
+                if grace.is_none() {
+                    return Ok(());
+                }
+            }
+            seen => {
+                // New, wiped, or restored into another cluster: start an epoch of this cluster,
+                // with a grace of one TTL, unless another process just did.
+                let seconds = i64::try_from(ttl.as_secs().max(2)).unwrap_or(i64::MAX);
+                let lease = store
+                    .run(&key, "starting a cluster epoch", || {
+                        let mut leases = store.client().lease_client();
+                        async move { leases.grant(seconds, None).await }
+                    })?
+                    .id();
+                let unchanged = Compare::mod_revision(key.clone(), CompareOp::Equal, seen.as_ref().map_or(0, |kv| kv.mod_revision()));
+                let txn = Txn::new().when([unchanged]).and_then([
+                    TxnOp::put(key.clone(), current.clone(), None),
+                    TxnOp::put(grace_key(store), "", Some(PutOptions::new().with_lease(lease))),
+                ]);
+                let started = store
+                    .run(&key, "starting a cluster epoch", || {
+                        let (mut kv, txn) = (store.client().kv_client(), txn.clone());
+                        async move { kv.txn(txn).await }
+                    })?
+                    .succeeded();
+                if started {
+                    tracing::info!(cluster = %current, "started a cluster epoch: the prefix held no state of this etcd cluster");
+                } else {
+                    let mut leases = store.client().lease_client();
+                    let _ = store.block_on(TIMEOUT, async move { leases.revoke(lease).await });
+                }
+                continue;
+            }
+        }
+        if !told {
+            told = true;
+            tracing::warn!(
+                "waiting up to {} s before taking part: the etcd cluster at {} held no state of this prefix (new, wiped or restored), \
+                 and an owner from before it may act until its own session finds that out",
+                ttl.as_secs(),
+                store.endpoint()
+            );
+        }
+        if std::time::Instant::now() >= bound {
+            return Err(StoreError::unsafe_(&key, "the cluster epoch's grace did not end within two TTLs: another program keeps its key"));
+        }
+        std::thread::sleep(Duration::from_millis(200));
     }
 }
 
