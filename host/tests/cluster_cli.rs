@@ -589,6 +589,51 @@ fn a_wiped_etcd_never_lets_two_exports_overlap() {
     assert!(said.contains("cluster state lost: ") || said.contains("cluster session lost: "), "the first machine says why its command was stopped: {said}");
 }
 
+/// TLS from the command line (#28, input 3): `--etcd-ca`, `--etcd-cert`, `--etcd-key` (or the
+/// `PROCLEASE_ETCD_*` variables) against an etcd that requires client certificates; without
+/// them the run is refused, saying what to give, and creates nothing.
+#[test]
+fn the_command_line_speaks_tls_to_etcd_with_flags_or_variables() {
+    let Some(etcd) = Etcd::start_tls() else { return };
+    let tls = etcd.tls.clone().expect("certificates");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = std::fs::canonicalize(dir.path()).expect("realpath");
+    let proclease = |args: &[&str]| {
+        let mut command = Command::new(PROCLEASE);
+        command.arg("--state-home").arg(root.join("state")).arg("--workspace-root").arg(&root);
+        command.args(["--store", &etcd.url(PREFIX), "--cluster-ttl", "2s"]).args(args);
+        for variable in ["PROCLEASE_STORE", "PROCLEASE_ETCD_CA", "PROCLEASE_ETCD_CERT", "PROCLEASE_ETCD_KEY"] {
+            command.env_remove(variable);
+        }
+        command
+    };
+    let work = |job: &str| root.join(job).to_str().expect("utf-8").to_owned();
+
+    let out = proclease(&["run", "--exclusive", "--workdir", &work("plain"), "--", "true"]).output().expect("runs");
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(stderr(&out).contains("if it uses TLS") && stderr(&out).contains("--etcd-ca"), "{out:?}");
+    assert!(!root.join("plain").exists(), "nothing was created");
+
+    let (ca, cert, key) = (tls.ca.to_str().expect("utf-8"), tls.client_cert.to_str().expect("utf-8"), tls.client_key.to_str().expect("utf-8"));
+    let out = proclease(&["--etcd-ca", ca, "--etcd-cert", cert, "--etcd-key", key, "run", "--exclusive", "--workdir", &work("flags"), "--", "true"])
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+
+    let out = proclease(&["run", "--exclusive", "--workdir", &work("variables"), "--", "true"])
+        .env("PROCLEASE_ETCD_CA", ca)
+        .env("PROCLEASE_ETCD_CERT", cert)
+        .env("PROCLEASE_ETCD_KEY", key)
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+
+    let out = proclease(&["--etcd-cert", cert, "doctor"]).output().expect("runs");
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(stderr(&out).contains("no CA: give --etcd-ca"), "{out:?}");
+    assert!(admission(&etcd).is_none(), "both runs released the admission");
+}
+
 /// Plugin invocations of three machines race, while a fourth repairs tombstones in a loop:
 /// every invocation keeps its own lease from acquire to release (a repair never takes a live
 /// machine's lease: each release would fail if it had), and none is left.

@@ -5,7 +5,7 @@ use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use proclease::state_store::etcd::EtcdStore;
+use proclease::state_store::etcd::{EtcdStore, EtcdTlsFiles};
 
 /// A running etcd, stopped (SIGKILL) when dropped.
 pub struct Etcd {
@@ -14,6 +14,78 @@ pub struct Etcd {
     /// The port clients connect to.
     pub client_port: u16,
     peer_port: u16,
+    /// With TLS on its client port: the certificates ([`Etcd::start_tls`]).
+    pub tls: Option<TlsFiles>,
+}
+
+/// Certificates made for a TLS etcd by `openssl`: a CA, the server's certificate for
+/// 127.0.0.1 signed by it, a client certificate signed by it, and a second CA that signed
+/// nothing etcd has.
+#[derive(Debug, Clone)]
+pub struct TlsFiles {
+    /// The CA that signed the server's and the client's certificates.
+    pub ca: std::path::PathBuf,
+    /// The client certificate and its key (mode 0600).
+    pub client_cert: std::path::PathBuf,
+    /// The client certificate's key.
+    pub client_key: std::path::PathBuf,
+    /// Another CA.
+    pub other_ca: std::path::PathBuf,
+    server_cert: std::path::PathBuf,
+    server_key: std::path::PathBuf,
+}
+
+impl TlsFiles {
+    /// What a client that trusts the CA and presents its certificate uses.
+    pub fn client(&self) -> EtcdTlsFiles {
+        EtcdTlsFiles { ca: self.ca.clone(), cert: Some(self.client_cert.clone()), key: Some(self.client_key.clone()) }
+    }
+
+    /// Makes them in `dir` with `openssl`; `None` when it is not installed (after saying so,
+    /// and failing when etcd is required).
+    fn make(dir: &std::path::Path) -> Option<TlsFiles> {
+        let openssl = |args: &[&str]| {
+            let out = Command::new("openssl").args(args).current_dir(dir).output();
+            match out {
+                Ok(out) if out.status.success() => true,
+                Ok(out) => panic!("openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr)),
+                Err(_) => false,
+            }
+        };
+        let key = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
+        for (name, subject) in [("ca", "/CN=proclease test CA"), ("other-ca", "/CN=another CA")] {
+            let (keyout, out) = (format!("{name}.key"), format!("{name}.pem"));
+            let args = [&["req", "-x509"][..], &key, &["-keyout", &keyout, "-out", &out, "-days", "2", "-subj", subject]].concat();
+            if !openssl(&args) {
+                assert!(
+                    std::env::var_os("PROCLEASE_REQUIRE_ETCD").is_none_or(|v| v != "1"),
+                    "PROCLEASE_REQUIRE_ETCD=1 but no openssl to make certificates: install Debian's openssl"
+                );
+                eprintln!("SKIPPED: no openssl to make the TLS etcd's certificates");
+                return None;
+            }
+        }
+        for (name, usage) in [("server", "serverAuth"), ("client", "clientAuth")] {
+            let (keyout, csr, out, ext) = (format!("{name}.key"), format!("{name}.csr"), format!("{name}.pem"), format!("{name}.ext"));
+            std::fs::write(dir.join(&ext), format!("subjectAltName=IP:127.0.0.1\nextendedKeyUsage={usage}\n")).expect("extensions");
+            let subject = format!("/CN=proclease test {name}");
+            let request = [&["req"][..], &key, &["-keyout", &keyout, "-out", &csr, "-subj", &subject]].concat();
+            openssl(&request);
+            openssl(&["x509", "-req", "-in", &csr, "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-out", &out, "-days", "2", "-extfile", &ext]);
+        }
+        use std::os::unix::fs::PermissionsExt as _;
+        for key in ["ca.key", "other-ca.key", "server.key", "client.key"] {
+            std::fs::set_permissions(dir.join(key), std::fs::Permissions::from_mode(0o600)).expect("chmod");
+        }
+        Some(TlsFiles {
+            ca: dir.join("ca.pem"),
+            client_cert: dir.join("client.pem"),
+            client_key: dir.join("client.key"),
+            other_ca: dir.join("other-ca.pem"),
+            server_cert: dir.join("server.pem"),
+            server_key: dir.join("server.key"),
+        })
+    }
 }
 
 fn free_port() -> u16 {
@@ -43,8 +115,24 @@ impl Etcd {
         }
         let dir = tempfile::tempdir().expect("data dir");
         let (client_port, peer_port) = (free_port(), free_port());
-        let child = Etcd::launch(&dir, client_port, peer_port);
-        let etcd = Etcd { child, dir, client_port, peer_port };
+        let child = Etcd::launch(&dir, client_port, peer_port, None);
+        let etcd = Etcd { child, dir, client_port, peer_port, tls: None };
+        etcd.wait_until_it_answers();
+        Some(etcd)
+    }
+
+    /// Starts one that speaks TLS on its client port only, with certificates made by
+    /// `openssl` ([`TlsFiles`]) and requiring a client certificate signed by its CA
+    /// (`--client-cert-auth`); `None` as [`Etcd::start`], or without `openssl`.
+    pub fn start_tls() -> Option<Etcd> {
+        if !installed() {
+            return None;
+        }
+        let dir = tempfile::tempdir().expect("data dir");
+        let tls = TlsFiles::make(dir.path())?;
+        let (client_port, peer_port) = (free_port(), free_port());
+        let child = Etcd::launch(&dir, client_port, peer_port, Some(&tls));
+        let etcd = Etcd { child, dir, client_port, peer_port, tls: Some(tls) };
         etcd.wait_until_it_answers();
         Some(etcd)
     }
@@ -60,27 +148,31 @@ impl Etcd {
 
     /// Starts (again) the etcd of this data directory and ports.
     pub fn restart(&mut self) {
-        self.child = Etcd::launch(&self.dir, self.client_port, self.peer_port);
+        self.child = Etcd::launch(&self.dir, self.client_port, self.peer_port, self.tls.as_ref());
         self.wait_until_it_answers();
     }
 
-    fn launch(dir: &tempfile::TempDir, client_port: u16, peer_port: u16) -> Child {
-        let (client, peer) = (format!("http://127.0.0.1:{client_port}"), format!("http://127.0.0.1:{peer_port}"));
-        Command::new("etcd")
+    fn launch(dir: &tempfile::TempDir, client_port: u16, peer_port: u16, tls: Option<&TlsFiles>) -> Child {
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        let (client, peer) = (format!("{scheme}://127.0.0.1:{client_port}"), format!("http://127.0.0.1:{peer_port}"));
+        let mut command = Command::new("etcd");
+        command
             .args(["--name", "proclease-test", "--data-dir"])
             .arg(dir.path().join("data"))
             .args(["--listen-client-urls", &client, "--advertise-client-urls", &client])
             .args(["--listen-peer-urls", &peer, "--initial-advertise-peer-urls", &peer])
-            .args(["--initial-cluster", &format!("proclease-test={peer}"), "--log-level", "error"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("etcd starts")
+            .args(["--initial-cluster", &format!("proclease-test={peer}"), "--log-level", "error"]);
+        if let Some(tls) = tls {
+            command.arg("--cert-file").arg(&tls.server_cert).arg("--key-file").arg(&tls.server_key);
+            command.arg("--trusted-ca-file").arg(&tls.ca).arg("--client-cert-auth");
+        }
+        command.stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("etcd starts")
     }
 
     fn wait_until_it_answers(&self) {
         let deadline = Instant::now() + Duration::from_secs(20);
-        while EtcdStore::connect(&self.url("ready")).is_err() {
+        let tls = self.tls.as_ref().map(TlsFiles::client);
+        while EtcdStore::connect_with(&self.url("ready"), None, tls.as_ref()).is_err() {
             assert!(Instant::now() < deadline, "etcd did not answer on port {} within 20 s", self.client_port);
             std::thread::sleep(Duration::from_millis(100));
         }
@@ -91,9 +183,10 @@ impl Etcd {
         format!("etcd://127.0.0.1:{}/{prefix}", self.client_port)
     }
 
-    /// A store on `prefix`.
+    /// A store on `prefix` (over TLS, with the client certificate, for a TLS etcd).
     pub fn store(&self, prefix: &str) -> EtcdStore {
-        EtcdStore::connect(&self.url(prefix)).expect("connects")
+        let tls = self.tls.as_ref().map(TlsFiles::client);
+        EtcdStore::connect_with(&self.url(prefix), None, tls.as_ref()).expect("connects")
     }
 
     /// Kills it (SIGKILL) and reaps it; [`Etcd::restart`] starts it again on the same data.

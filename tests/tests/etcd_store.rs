@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use proclease::core::digest::sha256_hex;
 use proclease::effects::Effects;
-use proclease::state_store::etcd::{EtcdAddress, EtcdCredentials, EtcdStore, SharedEtcdStore};
+use proclease::state_store::etcd::{EtcdAddress, EtcdCredentials, EtcdStore, EtcdTlsFiles, SharedEtcdStore};
 use proclease::state_store::{BatchStatus, EntryKind, StoreError};
 use proclease::{Admission, Error, Runtime};
 use proclease_tests::etcd_server::{Etcd, EtcdCluster};
@@ -173,6 +173,38 @@ fn an_export_admission_is_held_and_released_through_the_component_on_etcd() {
     held.release().expect("released");
     assert_eq!(store.read_if_present(path, 16_384).expect("read"), None);
     Admission::acquire(runtime, etcd_effects(&store)).expect("free again").release().expect("released");
+}
+
+/// TLS (#28, input 3): an etcd that speaks TLS on its client port and requires client
+/// certificates, with certificates the test makes (`openssl`). With the CA and a client
+/// certificate the store works; each wrong setting is refused when connecting, saying what is
+/// wrong and what to give, and never as a plain outage.
+#[test]
+fn an_etcd_with_tls_is_used_with_its_ca_and_a_client_certificate_and_says_what_is_wrong() {
+    let Some(etcd) = Etcd::start_tls() else { return };
+    let tls = etcd.tls.clone().expect("certificates");
+    let url = etcd.url("secure");
+    let store = EtcdStore::connect_with(&url, None, Some(&tls.client())).expect("connects over TLS");
+    assert!(store.create_if_absent(RECORD, "over tls\n").expect("create"));
+    assert_eq!(store.read_if_present(RECORD, 1024).expect("read").as_deref(), Some("over tls\n"));
+
+    let refused = |tls: Option<&EtcdTlsFiles>| match EtcdStore::connect_with(&url, None, tls) {
+        Ok(_) => panic!("connected with {tls:?}"),
+        Err(error) => error.to_string(),
+    };
+    let plain = refused(None);
+    assert!(plain.contains("if it uses TLS") && plain.contains("--etcd-ca"), "{plain}");
+    let untrusted = refused(Some(&EtcdTlsFiles { ca: tls.other_ca.clone(), ..tls.client() }));
+    assert!(untrusted.contains("its certificate is not signed by the CA in PROCLEASE_ETCD_CA"), "{untrusted}");
+    let anonymous = refused(Some(&EtcdTlsFiles { ca: tls.ca.clone(), cert: None, key: None }));
+    assert!(anonymous.contains("etcd wants a client certificate it trusts"), "{anonymous}");
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&tls.client_key, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    let exposed = refused(Some(&tls.client()));
+    assert!(exposed.contains("others may read it: chmod 600 it"), "{exposed}");
+    for error in [&plain, &untrusted, &anonymous, &exposed] {
+        assert!(!error.contains("unreachable"), "a TLS refusal is not an outage: {error}");
+    }
 }
 
 #[test]

@@ -26,6 +26,60 @@ pub const DEFAULT_TTL: Duration = Duration::from_secs(10);
 /// ([`HostBuilder::store`](crate::HostBuilder::store)): `etcd://HOST:PORT/PREFIX`, or `file`.
 pub const STORE_VARIABLE: &str = "PROCLEASE_STORE";
 
+/// The environment variable naming the PEM file of the certificate authority that signed the
+/// etcd members' certificates: set, the client speaks TLS to every endpoint (`--etcd-ca`).
+pub const CA_VARIABLE: &str = "PROCLEASE_ETCD_CA";
+/// The environment variable naming this machine's client certificate (PEM), for an etcd that
+/// requires client certificates (`--etcd-cert`; with [`KEY_VARIABLE`]).
+pub const CERT_VARIABLE: &str = "PROCLEASE_ETCD_CERT";
+/// The environment variable naming the client certificate's private key (PEM, mode 0600 or
+/// stricter; `--etcd-key`).
+pub const KEY_VARIABLE: &str = "PROCLEASE_ETCD_KEY";
+
+/// TLS to etcd: the files of the certificate authority that signed the members' certificates
+/// (every endpoint's certificate must name the host it is reached at), and optionally this
+/// machine's client certificate and key (etcd's `--client-cert-auth`). Paths only: the files
+/// are read when the store connects.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct EtcdTlsFiles {
+    /// The certificate authority (PEM).
+    pub ca: std::path::PathBuf,
+    /// The client certificate (PEM), if etcd asks for one.
+    pub cert: Option<std::path::PathBuf>,
+    /// The client certificate's key (PEM), with `cert`.
+    pub key: Option<std::path::PathBuf>,
+}
+
+impl EtcdTlsFiles {
+    /// The files [`CA_VARIABLE`], [`CERT_VARIABLE`] and [`KEY_VARIABLE`] name; `None` when no CA
+    /// is set (plain text).
+    ///
+    /// Errors: a certificate or key without a CA, or a certificate without its key (or the
+    /// reverse).
+    pub fn from_environment() -> Result<Option<EtcdTlsFiles>, String> {
+        let variable = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(std::path::PathBuf::from);
+        EtcdTlsFiles::from_parts(variable(CA_VARIABLE), variable(CERT_VARIABLE), variable(KEY_VARIABLE))
+    }
+
+    /// TLS files from optional parts (flags or variables): `None` without any.
+    ///
+    /// Errors: as [`EtcdTlsFiles::from_environment`].
+    pub fn from_parts(
+        ca: Option<std::path::PathBuf>,
+        cert: Option<std::path::PathBuf>,
+        key: Option<std::path::PathBuf>,
+    ) -> Result<Option<EtcdTlsFiles>, String> {
+        match (ca, cert, key) {
+            (None, None, None) => Ok(None),
+            (None, _, _) => Err(format!("a client certificate or key for etcd is set but no CA: give --etcd-ca (or {CA_VARIABLE}) too")),
+            (Some(_), Some(_), None) | (Some(_), None, Some(_)) => {
+                Err(format!("give etcd's client certificate and its key together: --etcd-cert and --etcd-key ({CERT_VARIABLE}, {KEY_VARIABLE})"))
+            }
+            (Some(ca), cert, key) => Ok(Some(EtcdTlsFiles { ca, cert, key })),
+        }
+    }
+}
+
 /// What cluster mode could not do.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]

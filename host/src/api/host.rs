@@ -52,6 +52,7 @@ pub struct HostBuilder {
     runtime: Option<RuntimeConfig>,
     store: Option<String>,
     cluster_ttl: Option<std::time::Duration>,
+    etcd_tls: Option<crate::api::cluster::EtcdTlsFiles>,
     lock_timeout: Option<std::time::Duration>,
 }
 
@@ -109,6 +110,14 @@ impl HostBuilder {
         self
     }
 
+    /// TLS to etcd in cluster mode: the CA that signed the members' certificates, and a client
+    /// certificate for an etcd that requires one (`docs/cluster.md`, "TLS"). Default: the files
+    /// `PROCLEASE_ETCD_CA`, `PROCLEASE_ETCD_CERT` and `PROCLEASE_ETCD_KEY` name, else plain text.
+    pub fn etcd_tls(mut self, files: crate::api::cluster::EtcdTlsFiles) -> Self {
+        self.etcd_tls = Some(files);
+        self
+    }
+
     /// Runtime limits other than the defaults (a dedicated runtime is then compiled for this
     /// host; by default hosts share one).
     pub fn runtime_config(mut self, config: RuntimeConfig) -> Self {
@@ -143,7 +152,9 @@ impl HostBuilder {
         };
         let (identity, cluster) = match address {
             StoreAddress::File => (Arc::new(identity), None),
-            StoreAddress::Etcd(address) => connect_cluster(&address, identity, self.cluster_ttl.unwrap_or(crate::api::cluster::DEFAULT_TTL))?,
+            StoreAddress::Etcd(address) => {
+                connect_cluster(&address, identity, self.cluster_ttl.unwrap_or(crate::api::cluster::DEFAULT_TTL), self.etcd_tls.as_ref())?
+            }
         };
         let store = Arc::new(StateStore::open(home, identity.clone())?);
         let roots = if self.workspace_roots.is_empty() { Workspace::default_roots() } else { self.workspace_roots };
@@ -161,16 +172,34 @@ impl HostBuilder {
 
 /// The etcd store of `address`, and `identity` asking its presence registry about other boots.
 #[cfg(feature = "cluster")]
-fn connect_cluster(address: &str, identity: ProcessIdentity, ttl: std::time::Duration) -> Result<(Arc<ProcessIdentity>, Option<Arc<Cluster>>), Error> {
+fn connect_cluster(
+    address: &str,
+    identity: ProcessIdentity,
+    ttl: std::time::Duration,
+    tls: Option<&crate::api::cluster::EtcdTlsFiles>,
+) -> Result<(Arc<ProcessIdentity>, Option<Arc<Cluster>>), Error> {
     use crate::process_identity::cluster_presence::EtcdPresence;
-    let store = Arc::new(crate::state_store::etcd::EtcdStore::connect(address)?);
+    use crate::state_store::etcd::{EtcdCredentials, EtcdStore, EtcdTlsFiles};
+    use crate::state_store::StoreError;
+    let refused = |reason| StoreError::Refused { path: address.into(), reason };
+    let credentials = EtcdCredentials::from_environment().map_err(refused)?;
+    let tls = match tls {
+        Some(files) => Some(files.clone()),
+        None => EtcdTlsFiles::from_environment().map_err(refused)?,
+    };
+    let store = Arc::new(EtcdStore::connect_with(address, credentials, tls.as_ref())?);
     let identity = Arc::new(identity.with_presence_registry(Arc::new(EtcdPresence(store.clone()))));
     let cluster = Arc::new(Cluster::new(store, identity.clone(), ttl));
     Ok((identity, Some(cluster)))
 }
 
 #[cfg(not(feature = "cluster"))]
-fn connect_cluster(address: &str, _: ProcessIdentity, _: std::time::Duration) -> Result<(Arc<ProcessIdentity>, Option<Arc<Cluster>>), Error> {
+fn connect_cluster(
+    address: &str,
+    _: ProcessIdentity,
+    _: std::time::Duration,
+    _: Option<&crate::api::cluster::EtcdTlsFiles>,
+) -> Result<(Arc<ProcessIdentity>, Option<Arc<Cluster>>), Error> {
     Err(crate::api::cluster::ClusterError::NotBuilt { address: address.into() }.into())
 }
 

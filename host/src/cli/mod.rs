@@ -97,6 +97,17 @@ pub struct Global {
     /// command after three quarters of it.
     #[arg(long, global = true, value_name = "DURATION", value_parser = humantime::parse_duration)]
     cluster_ttl: Option<std::time::Duration>,
+    /// In cluster mode: speak TLS to etcd, trusting the members' certificates signed by this CA
+    /// (PEM).
+    #[arg(long, global = true, value_name = "FILE", env = "PROCLEASE_ETCD_CA")]
+    etcd_ca: Option<PathBuf>,
+    /// In cluster mode, with --etcd-ca: this machine's client certificate (PEM), for an etcd
+    /// that requires one (--client-cert-auth).
+    #[arg(long, global = true, value_name = "FILE", env = "PROCLEASE_ETCD_CERT")]
+    etcd_cert: Option<PathBuf>,
+    /// In cluster mode: the client certificate's private key (PEM, mode 0600).
+    #[arg(long, global = true, value_name = "FILE", env = "PROCLEASE_ETCD_KEY")]
+    etcd_key: Option<PathBuf>,
     /// How long one operation may wait, in all, for locks of the state home another process
     /// holds (a stopped proclease, a long recovery) and for other programs' mutation claims,
     /// before failing with exit status 5 and the holder's pid; after 1 s the wait says who it
@@ -205,6 +216,11 @@ pub fn open(global: &Global) -> Result<Host, Failure> {
     builder = builder.store(global.store.as_deref().filter(|address| !address.is_empty()).unwrap_or("file"));
     if let Some(ttl) = global.cluster_ttl {
         builder = builder.cluster_ttl(ttl);
+    }
+    let tls = proclease::api::cluster::EtcdTlsFiles::from_parts(global.etcd_ca.clone(), global.etcd_cert.clone(), global.etcd_key.clone())
+        .map_err(Failure::new)?;
+    if let Some(tls) = tls {
+        builder = builder.etcd_tls(tls);
     }
     builder = builder.lock_timeout(global.lock_timeout);
     Ok(builder.build()?)

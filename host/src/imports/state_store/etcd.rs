@@ -35,11 +35,13 @@
 use std::future::Future;
 use std::time::Duration;
 
-use etcd_client::{Client, Compare, CompareOp, ConnectOptions, GetOptions, KvClient, Txn, TxnOp, TxnOpResponse};
+use etcd_client::{Certificate, Client, Compare, CompareOp, ConnectOptions, GetOptions, Identity, KvClient, TlsOptions, Txn, TxnOp, TxnOpResponse};
 use proclease_core::digest;
 use proclease_core::effects::{
     BatchInvalid, BatchStatus, CollectionEntry, CollectionIdentity, CollectionSnapshot, EntryKind, Store, StoreFailure,
 };
+
+pub use crate::api::cluster::EtcdTlsFiles;
 
 use super::path;
 use super::{MAX_ENTRIES, StoreError, check_batch, check_hash, check_size, failure, split};
@@ -64,6 +66,8 @@ pub struct EtcdStore {
     fence: std::sync::Mutex<Option<(String, i64)>>,
     /// The etcd user it authenticates as, if any ([`EtcdCredentials`]).
     user: Option<String>,
+    /// Whether it speaks TLS ([`EtcdTlsFiles`]): `Some(with a client certificate)`.
+    tls: Option<bool>,
 }
 
 /// The environment variable naming the etcd user of an etcd with authentication.
@@ -186,16 +190,28 @@ impl EtcdStore {
     /// Errors: [`StoreError::Refused`] for a malformed address; [`StoreError::Io`] when etcd
     /// cannot be reached within [`TIMEOUT`].
     pub fn connect(url: &str) -> Result<EtcdStore, StoreError> {
-        let credentials = EtcdCredentials::from_environment().map_err(|reason| StoreError::Refused { path: url.into(), reason })?;
-        EtcdStore::connect_as(url, credentials)
+        let refused = |reason| StoreError::Refused { path: url.into(), reason };
+        let credentials = EtcdCredentials::from_environment().map_err(refused)?;
+        let tls = EtcdTlsFiles::from_environment().map_err(refused)?;
+        EtcdStore::connect_with(url, credentials, tls.as_ref())
     }
 
     /// [`EtcdStore::connect`] as the etcd user of `credentials` (an etcd with authentication);
-    /// its token is renewed when it expires.
+    /// its token is renewed when it expires. Plain text.
     ///
     /// Errors: as [`EtcdStore::connect`]; [`StoreError::Refused`] when etcd refuses the
     /// credentials, requires some, or denies the user the prefix — saying which.
     pub fn connect_as(url: &str, credentials: Option<EtcdCredentials>) -> Result<EtcdStore, StoreError> {
+        EtcdStore::connect_with(url, credentials, None)
+    }
+
+    /// [`EtcdStore::connect_as`], over TLS when `tls` is given (the CA that signed the members'
+    /// certificates, and a client certificate for an etcd that requires one).
+    ///
+    /// Errors: as [`EtcdStore::connect_as`]; [`StoreError::Refused`] when a TLS file cannot be
+    /// read (or a key file is readable by others), and when the TLS handshake fails — saying
+    /// whether the server's certificate was not trusted or etcd wanted a client certificate.
+    pub fn connect_with(url: &str, credentials: Option<EtcdCredentials>, tls: Option<&EtcdTlsFiles>) -> Result<EtcdStore, StoreError> {
         let shown = crate::api::cluster::without_credentials(url).unwrap_or_else(|| url.to_owned());
         let address = EtcdAddress::parse(url).map_err(|reason| StoreError::Refused { path: shown.clone(), reason })?;
         let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -209,11 +225,15 @@ impl EtcdStore {
         if let Some(credentials) = credentials {
             options = options.with_user(credentials.user, credentials.password).with_auto_token_refresh(true);
         }
-        let endpoints: Vec<String> = address.endpoints.iter().map(|endpoint| format!("http://{endpoint}")).collect();
+        if let Some(tls) = tls {
+            options = options.with_tls(tls_options(tls).map_err(|reason| StoreError::Refused { path: shown.clone(), reason })?);
+        }
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        let endpoints: Vec<String> = address.endpoints.iter().map(|endpoint| format!("{scheme}://{endpoint}")).collect();
         let client = runtime
             .block_on(async { tokio::time::timeout(TIMEOUT, Client::connect(endpoints, Some(options))).await })
             .map_err(|_| unreachable_error(url, &address.endpoint, "connecting", "no answer"))?
-            .map_err(|e| match auth_refusal(&e, user.as_deref(), &address.prefix) {
+            .map_err(|e| match auth_refusal(&e, user.as_deref(), &address.prefix).or_else(|| tls_refusal(&e, tls.map(|files| files.cert.is_some()), true, &address.endpoint)) {
                 Some(reason) => StoreError::Refused { path: shown.clone(), reason },
                 None => unreachable_error(url, &address.endpoint, "connecting", &e.to_string()),
             })?;
@@ -224,6 +244,7 @@ impl EtcdStore {
             prefix: address.prefix,
             fence: std::sync::Mutex::new(None),
             user,
+            tls: tls.map(|files| files.cert.is_some()),
         };
         // A first request, so that an address nothing answers at fails here, not at the first write.
         let probe = format!("{}/d", store.prefix);
@@ -339,13 +360,16 @@ impl EtcdStore {
             let left = deadline.saturating_duration_since(std::time::Instant::now());
             match self.runtime.block_on(async { tokio::time::timeout(left, request()).await }) {
                 Ok(Ok(value)) => return Ok(value),
-                Ok(Err(e)) if not_applied(&e, is_read(operation)) && std::time::Instant::now() + pause < deadline => {
-                    tracing::debug!(path, operation, error = %e, "etcd did not apply the request; retrying");
-                    std::thread::sleep(pause);
-                    pause = (pause * 2).min(Duration::from_millis(500));
-                }
                 Ok(Err(e)) => {
-                    return Err(match auth_refusal(&e, self.user.as_deref(), &self.prefix) {
+                    let refusal = auth_refusal(&e, self.user.as_deref(), &self.prefix)
+                        .or_else(|| tls_refusal(&e, self.tls, operation == "connecting", &self.endpoint));
+                    if refusal.is_none() && not_applied(&e, is_read(operation)) && std::time::Instant::now() + pause < deadline {
+                        tracing::debug!(path, operation, error = %e, "etcd did not apply the request; retrying");
+                        std::thread::sleep(pause);
+                        pause = (pause * 2).min(Duration::from_millis(500));
+                        continue;
+                    }
+                    return Err(match refusal {
                         Some(reason) => StoreError::Refused { path: path.into(), reason },
                         None => unreachable_error(path, &self.endpoint, operation, &e.to_string()),
                     });
@@ -672,6 +696,69 @@ fn auth_refusal(error: &etcd_client::Error, user: Option<&str>, prefix: &str) ->
         ))
     } else if message.contains("invalid auth token") {
         Some(format!("etcd no longer accepts the authentication token of {who}, and it could not be renewed (etcd says: {message})"))
+    } else {
+        None
+    }
+}
+
+/// The client's TLS settings from `files`.
+///
+/// Errors: a file that cannot be read, or a key file others may read.
+fn tls_options(files: &EtcdTlsFiles) -> Result<TlsOptions, String> {
+    use crate::api::cluster::{CA_VARIABLE, CERT_VARIABLE, KEY_VARIABLE};
+    let read = |path: &std::path::Path, what: &str| std::fs::read(path).map_err(|e| format!("{what} {}: {e}", path.display()));
+    let ca = read(&files.ca, &format!("etcd's CA ({CA_VARIABLE}, --etcd-ca)"))?;
+    let mut options = TlsOptions::new().ca_certificate(Certificate::from_pem(ca));
+    if let (Some(cert), Some(key)) = (&files.cert, &files.key) {
+        use std::os::unix::fs::PermissionsExt as _;
+        let metadata = std::fs::metadata(key).map_err(|e| format!("etcd client key ({KEY_VARIABLE}, --etcd-key) {}: {e}", key.display()))?;
+        if metadata.permissions().mode() & 0o077 != 0 {
+            return Err(format!("etcd client key {}: others may read it: chmod 600 it", key.display()));
+        }
+        let cert = read(cert, &format!("etcd client certificate ({CERT_VARIABLE}, --etcd-cert)"))?;
+        let key = read(key, &format!("etcd client key ({KEY_VARIABLE}, --etcd-key)"))?;
+        options = options.identity(Identity::from_pem(cert, key));
+    }
+    Ok(options)
+}
+
+/// What a TLS failure means for the user (`None` for any other error): the members'
+/// certificates not trusted, a client certificate wanted or refused, TLS spoken to a plain-text
+/// etcd — or, while `connecting`, a connection closed without an answer: without TLS, an etcd
+/// that seems to want it; with TLS and no client certificate (`tls` is `Some(false)`), one that
+/// wants a client certificate (later, a closed connection is an outage). Never retried.
+fn tls_refusal(error: &etcd_client::Error, tls: Option<bool>, connecting: bool, endpoint: &str) -> Option<String> {
+    use crate::api::cluster::{CA_VARIABLE, CERT_VARIABLE};
+    use std::error::Error as _;
+    let mut words = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        words.push_str(": ");
+        words.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    let has = |needle: &str| words.to_ascii_lowercase().contains(needle);
+    let closed = connecting && (has("connection reset") || has("broken pipe") || has("frame with invalid size") || has("http2 error") || has("protocol error"));
+    if let Some(client_certificate) = tls {
+        if has("unknownissuer") || has("invalid peer certificate") || has("certificate verify") || has("notvalidforname") {
+            Some(format!(
+                "TLS with etcd at {endpoint} failed: its certificate is not signed by the CA in {CA_VARIABLE} (--etcd-ca), or does not name the \
+                 host it is reached at ({words})"
+            ))
+        } else if has("certificaterequired") || has("certificate required") || (closed && !client_certificate) || has("bad certificate") || has("badcertificate") || has("unknown ca") || has("unknownca") {
+            Some(format!(
+                "TLS with etcd at {endpoint} failed: etcd wants a client certificate it trusts: give {CERT_VARIABLE} and the key (--etcd-cert, --etcd-key) ({words})"
+            ))
+        } else if has("invalidcontenttype") || has("corrupt message") || has("wrong version") || has("received corrupt") {
+            Some(format!("TLS with etcd at {endpoint} failed: it does not speak TLS there; drop --etcd-ca ({CA_VARIABLE}) for a plain-text etcd ({words})"))
+        } else {
+            None
+        }
+    } else if closed {
+        Some(format!(
+            "etcd at {endpoint} closed the connection without answering: if it uses TLS (https client URLs), give the CA that signed its \
+             certificate in --etcd-ca ({CA_VARIABLE}) ({words})"
+        ))
     } else {
         None
     }
