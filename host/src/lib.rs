@@ -48,6 +48,7 @@ pub use runtime::component;
 pub use admission::{Admission, survey_admission};
 pub use directory_lease::{DirectoryLease, recover_directory_creations, recover_directory_leases, recover_each_directory_lease};
 pub use dispositions::Dispositions;
+pub use api::cluster::Fence;
 pub use api::host::{Host, HostBuilder, InvalidFile, InvocationSurvey, Recovery, Survey};
 pub use error::{Error, Limit, Refusal};
 pub use invocation_lease::{

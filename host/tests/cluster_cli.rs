@@ -272,15 +272,29 @@ fn every_holder_of_the_admission_gets_a_greater_fencing_token() {
     let token_into = |machine: &Machine, name: &str| format!("echo \"$PROCLEASE_FENCING_TOKEN\" > {}", machine.root.join(name).display());
     assert!(first.exclusive("one", &["sh", "-c", &token_into(&first, "t1")]).status.success());
     assert!(second.exclusive("two", &["sh", "-c", &token_into(&second, "t2")]).status.success());
-    let script = format!("{}; sleep 1000", token_into(&first, "t3"));
+    // The holder's command checks its own fence, as work does before it writes: the command
+    // knows the store from PROCLEASE_FENCING_STORE.
+    let inside = first.root.join("inside");
+    let script = format!(
+        "{}; {PROCLEASE} fence check \"$PROCLEASE_FENCING_TOKEN\" > {1}; echo \"exit $?\" >> {1}; sleep 1000",
+        token_into(&first, "t3"),
+        inside.display()
+    );
     let mut holder = first.spawn_exclusive("three", &["sh", "-c", &script]);
     wait_for_helper(&etcd);
-    let t3 = first.root.join("t3");
     let deadline = Instant::now() + Duration::from_secs(30);
-    while std::fs::read_to_string(&t3).map_or(true, |t| !t.ends_with('\n')) {
-        assert!(Instant::now() < deadline, "the holder never wrote its token");
+    while std::fs::read_to_string(&inside).map_or(true, |t| !t.contains("exit ")) {
+        assert!(Instant::now() < deadline, "the holder never checked its fence");
         std::thread::sleep(Duration::from_millis(20));
     }
+    let said = std::fs::read_to_string(&inside).expect("the check's output");
+    assert!(said.contains("is current: its holder") && said.ends_with("exit 0\n"), "the holder's own token is current: {said}");
+    let fence_check = |token: i64| {
+        let out = Command::new(PROCLEASE).args(["--store", &etcd.url(PREFIX), "fence", "check", &token.to_string()]).output().expect("runs");
+        (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let t3: i64 = std::fs::read_to_string(first.root.join("t3")).expect("t3").trim().parse().expect("a token");
+    assert_eq!(fence_check(t3).0, Some(0), "current while its holder runs, from anywhere");
     crash(&mut holder);
     let workdir = second.root.join("four");
     let taken = second.run(&["run", "--exclusive", "--wait", "60s", "--workdir", workdir.to_str().expect("utf-8"), "--", "sh", "-c", &token_into(&second, "t4")]);
@@ -292,6 +306,19 @@ fn every_holder_of_the_admission_gets_a_greater_fencing_token() {
     };
     let tokens = [token(&first, "t1"), token(&second, "t2"), token(&first, "t3"), token(&second, "t4")];
     assert!(tokens.windows(2).all(|pair| pair[0] < pair[1]), "tokens must grow with each holder: {tokens:?}");
+    // After the takeover the crashed holder's token is stale; so is every released holder's.
+    for (token, words) in [(tokens[2], "stale: "), (tokens[3], "stale: the export admission was released"), (tokens[0], "stale: ")] {
+        let (code, said) = fence_check(token);
+        assert_eq!(code, Some(1), "{token}: {said}");
+        assert!(said.contains(words), "{token}: {said}");
+    }
+    // A holder taken over while the next one runs: stale, naming the later acquire.
+    let mut next = second.spawn_exclusive("five", &["sleep", "1000"]);
+    wait_for_helper(&etcd);
+    let (code, said) = fence_check(tokens[3]);
+    assert_eq!(code, Some(1), "{said}");
+    assert!(said.contains("another holder acquired the export admission since"), "{said}");
+    crash(&mut next);
 }
 
 /// Two machines on one kernel (containers) share its boot id: each sees the other's processes

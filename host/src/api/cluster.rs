@@ -213,10 +213,27 @@ impl StoreAddress {
     }
 }
 
+/// The environment variable an exclusive run's command gets in cluster mode beside its fencing
+/// token: the store address (`etcd://…`) that `proclease fence check` asks when it is given
+/// none.
+pub const FENCING_STORE_VARIABLE: &str = "PROCLEASE_FENCING_STORE";
+
+/// What [`check_fence`] found of a fencing token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fence {
+    /// The token's holder still holds the export admission.
+    Current {
+        /// The holder's (the supervisor's) pid, on its machine.
+        holder_pid: u64,
+    },
+    /// It does not, and why: released, or held by a later holder.
+    Stale(String),
+}
+
 #[cfg(feature = "cluster")]
 pub(crate) use enabled::shared;
 #[cfg(feature = "cluster")]
-pub use enabled::{Cluster, ClusterStore, end_presence};
+pub use enabled::{Cluster, ClusterStore, check_fence, end_presence};
 
 #[cfg(feature = "cluster")]
 mod enabled {
@@ -243,6 +260,37 @@ mod enabled {
     pub fn end_presence() {
         let sessions = std::mem::take(&mut *SESSIONS.lock().unwrap_or_else(|p| p.into_inner()));
         drop(sessions);
+    }
+
+    /// Whether fencing token `token` (what an exclusive run's command gets as
+    /// `PROCLEASE_FENCING_TOKEN`: the etcd revision of the write that made the export admission
+    /// its holder's) is still its holder's: the admission in `store` now is the claim it was at
+    /// revision `token` — the same claim `id`, which its holder's later phase changes keep and a
+    /// release, or another holder's acquire (a takeover included), does not (§6A.5 step c: a
+    /// fresh `id` per acquire). Work asks it right before it writes where a stale holder must
+    /// not (`proclease fence check`; `docs/cluster.md`, "Fencing tokens"). The records are read
+    /// by the component (`runtime`).
+    ///
+    /// Errors: etcd unreachable; a token etcd no longer has (compacted) or does not have yet; a
+    /// record the reference's readers refuse. Treat any error as "not current".
+    pub fn check_fence(runtime: &crate::Runtime, store: &EtcdStore, token: i64) -> Result<super::Fence, crate::Error> {
+        use super::Fence;
+        use crate::records::InputMode;
+        let path = proclease_core::admission::CLAIM_PATH;
+        let bound = proclease_core::admission::MAX_CLAIM_BYTES;
+        let then = store.read_at(path, token, bound)?;
+        let now = store.read_if_present(path, bound)?;
+        let mut instance = runtime.instantiate()?;
+        let mut parse = |text: Option<String>| -> Result<Option<_>, crate::Error> {
+            text.map(|text| instance.records().parse_export_admission(&text, InputMode::File).map(|parsed| parsed.record)).transpose()
+        };
+        let (then, now) = (parse(then)?, parse(now)?);
+        Ok(match (then, now) {
+            (None, _) => Fence::Stale(format!("no export admission was held at revision {token}")),
+            (Some(_), None) => Fence::Stale("the export admission was released".into()),
+            (Some(then), Some(now)) if then.id == now.id => Fence::Current { holder_pid: now.owner.pid },
+            (Some(_), Some(now)) => Fence::Stale(format!("another holder acquired the export admission since (pid {} on its machine)", now.owner.pid)),
+        })
     }
 
     /// This process's membership of a cluster: the etcd store and, once it wrote there, its

@@ -365,7 +365,8 @@ impl<'h> Supervisor<'h> {
         // In cluster mode, the work can check its fence where it writes.
         match cluster::fencing_token(host, admission.as_mut()) {
             Some(Ok(token)) => {
-                command.env(FENCING_TOKEN, token.to_string());
+                // And its store, so that `proclease fence check` in the command asks this etcd.
+                command.env(FENCING_TOKEN, token.to_string()).env(crate::api::cluster::FENCING_STORE_VARIABLE, host.store_address());
             }
             Some(Err(error)) => {
                 drop(acquiring);

@@ -3,6 +3,7 @@
 
 mod component;
 mod doctor;
+mod fence;
 mod logging;
 mod identity;
 mod invocations;
@@ -147,6 +148,9 @@ enum Command {
     /// Plugin invocation leases: list, repair, or run a plugin host under a lease.
     #[command(subcommand, after_help = invocations::HELP)]
     Invocations(invocations::InvocationsCommand),
+    /// Fencing tokens of exclusive runs in cluster mode: whether one is still its holder's.
+    #[command(subcommand, after_help = fence::HELP)]
+    Fence(fence::FenceCommand),
     /// Print the boot id, process start id and owner status of a process (default: this one).
     #[command(after_help = "Examples:\n  proclease identity\n  proclease identity 1234")]
     Identity(identity::IdentityArgs),
@@ -295,6 +299,7 @@ pub fn main() -> ExitCode {
         Command::Recover(args) => recover::run(&cli.global, &args),
         Command::Doctor(args) => doctor::run(&cli.global, &args),
         Command::Identity(args) => identity::run(&args),
+        Command::Fence(command) => fence::run(&cli.global, command),
         Command::Invocations(command) => invocations::run(&cli.global, command),
     };
     // Revoke this process's cluster presence now rather than a TTL after it exits.

@@ -408,6 +408,32 @@ impl EtcdStore {
         Ok((digest::sha256_hex(&bytes) == expected_sha256).then_some(revision))
     }
 
+    /// The record at `path` as it was at etcd revision `revision` (`None`: absent then), at most
+    /// `max_bytes`, UTF-8.
+    ///
+    /// Errors: etcd unreachable; `revision` compacted away by etcd, or not reached yet
+    /// ([`StoreError::Unsafe`]); a record over the bound or not UTF-8.
+    pub fn read_at(&self, path: &str, revision: i64, max_bytes: u32) -> Result<Option<String>, StoreError> {
+        split(path)?;
+        let key = self.file_key(path);
+        let response = self
+            .run(path, "read", || {
+                let (mut kv, key) = (self.kv(), key.clone());
+                async move { kv.get(key, Some(GetOptions::new().with_revision(revision))).await }
+            })
+            .map_err(|error| match &error {
+                StoreError::Io { source, .. } if source.to_string().contains("compacted") || source.to_string().contains("future revision") => {
+                    StoreError::unsafe_(path, format!("etcd no longer has (or does not have yet) revision {revision}"))
+                }
+                _ => error,
+            })?;
+        let Some(kv) = response.kvs().first() else { return Ok(None) };
+        if kv.value().len() as u64 > u64::from(max_bytes) {
+            return Err(StoreError::unsafe_(path, format!("larger than {max_bytes} bytes")));
+        }
+        String::from_utf8(kv.value().to_vec()).map(Some).map_err(|_| StoreError::unsafe_(path, "not valid UTF-8"))
+    }
+
     /// The value and mod revision of `key`, if present.
     fn get(&self, path: &str, key: String) -> Result<Option<(Vec<u8>, i64)>, StoreError> {
         let response = self.run(path, "read", || {
@@ -657,7 +683,7 @@ fn parse_identity(identity: &CollectionIdentity) -> Option<(Option<i64>, i64)> {
 
 /// Whether `operation` (a [`EtcdStore::run`] label) only reads.
 fn is_read(operation: &str) -> bool {
-    ["connecting", "read", "read directory", "list", "batch read", "checking the cluster presence"].contains(&operation)
+    ["connecting", "read", "read directory", "list", "batch read", "checking the cluster presence", "reading the cluster epoch"].contains(&operation)
 }
 
 /// Whether a failed request is known not to have been applied: it never reached a member (the

@@ -1,0 +1,87 @@
+//! `proclease fence check TOKEN`: whether an exclusive run's fencing token is still its
+//! holder's (cluster mode; `docs/cluster.md`, "Fencing tokens").
+
+use std::process::ExitCode;
+
+use clap::Subcommand;
+use proclease::Fence;
+use serde_json::json;
+
+use super::{Failure, Global};
+
+/// What `fence` does.
+#[derive(Subcommand)]
+pub enum FenceCommand {
+    /// Exit 0 only while TOKEN's holder still holds the export admission: 1 once it was
+    /// released or another holder (on any machine) acquired it, and when that cannot be told.
+    Check {
+        /// The token (`$PROCLEASE_FENCING_TOKEN` in an exclusive run's command).
+        token: i64,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// The help's examples.
+pub const HELP: &str = "Examples:\n  proclease fence check \"$PROCLEASE_FENCING_TOKEN\" && upload results/\n\n\
+    In cluster mode an exclusive run's command gets PROCLEASE_FENCING_TOKEN, which grows with every holder of \
+    the export admission on any machine, and PROCLEASE_STORE, so that `fence check` inside it asks the same \
+    etcd. A check just before a write narrows the window in which a holder that lost the admission (a paused \
+    machine) could still write; only a resource that compares tokens itself closes it (docs/cluster.md).\n\n\
+    Exit status: 0 current; 1 stale, or cannot be told (etcd unreachable, a token etcd compacted away, file \
+    mode); 2 usage.";
+
+/// Runs `fence`: asks the etcd of `--store` (or `PROCLEASE_STORE`), else the one the
+/// exclusive run named in `PROCLEASE_FENCING_STORE`; no state home is opened.
+pub fn run(global: &Global, command: FenceCommand) -> Result<ExitCode, Failure> {
+    let FenceCommand::Check { token, json } = command;
+    let address = global
+        .store
+        .clone()
+        .filter(|address| !address.is_empty() && address != "file")
+        .or_else(|| std::env::var(proclease::api::cluster::FENCING_STORE_VARIABLE).ok().filter(|address| !address.is_empty()))
+        .ok_or_else(|| {
+            Failure::new(format!(
+                "fencing tokens exist in cluster mode only: give --store etcd://… (or run it in an exclusive run's command, which has {})",
+                proclease::api::cluster::FENCING_STORE_VARIABLE
+            ))
+        })?;
+    let fence = check(global, &address, token).map_err(|e| Failure::new(format!("fencing token {token} cannot be checked, so it counts as stale: {e}")))?;
+    if json {
+        let doc = match &fence {
+            Fence::Current { holder_pid } => json!({"schemaVersion": super::JSON_SCHEMA_VERSION, "token": token, "current": true, "holderPid": holder_pid, "why": null}),
+            Fence::Stale(why) => json!({"schemaVersion": super::JSON_SCHEMA_VERSION, "token": token, "current": false, "holderPid": null, "why": why}),
+        };
+        super::print_json(&doc);
+    } else {
+        match &fence {
+            Fence::Current { holder_pid } => println!("fencing token {token} is current: its holder (pid {holder_pid}) holds the export admission"),
+            Fence::Stale(why) => println!("fencing token {token} is stale: {why}"),
+        }
+    }
+    Ok(match fence {
+        Fence::Current { .. } => ExitCode::SUCCESS,
+        Fence::Stale(_) => ExitCode::from(1),
+    })
+}
+
+/// [`proclease::api::cluster::check_fence`] on the etcd of `address`, with the TLS files and
+/// credentials of the flags and the environment.
+#[cfg(feature = "cluster")]
+fn check(global: &Global, address: &str, token: i64) -> Result<Fence, String> {
+    use proclease::state_store::etcd::{EtcdCredentials, EtcdStore, EtcdTlsFiles};
+    let credentials = EtcdCredentials::from_environment()?;
+    let tls = match EtcdTlsFiles::from_parts(global.etcd_ca.clone(), global.etcd_cert.clone(), global.etcd_key.clone())? {
+        Some(tls) => Some(tls),
+        None => EtcdTlsFiles::from_environment()?,
+    };
+    let store = EtcdStore::connect_with(address, credentials, tls.as_ref()).map_err(|e| e.to_string())?;
+    let runtime = proclease::Runtime::shared().map_err(|e| e.to_string())?;
+    proclease::api::cluster::check_fence(runtime, &store, token).map_err(|e| e.to_string())
+}
+
+#[cfg(not(feature = "cluster"))]
+fn check(_: &Global, address: &str, _: i64) -> Result<Fence, String> {
+    Err(proclease::api::cluster::ClusterError::NotBuilt { address: address.into() }.to_string())
+}
