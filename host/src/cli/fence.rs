@@ -26,7 +26,7 @@ pub enum FenceCommand {
 /// The help's examples.
 pub const HELP: &str = "Examples:\n  proclease fence check \"$PROCLEASE_FENCING_TOKEN\" && upload results/\n\n\
     In cluster mode an exclusive run's command gets PROCLEASE_FENCING_TOKEN, which grows with every holder of \
-    the export admission on any machine, and PROCLEASE_STORE, so that `fence check` inside it asks the same \
+    the export admission on any machine, and PROCLEASE_FENCING_STORE, so that `fence check` inside it asks the same \
     etcd. A check just before a write narrows the window in which a holder that lost the admission (a paused \
     machine) could still write; only a resource that compares tokens itself closes it (docs/cluster.md).\n\n\
     Exit status: 0 current; 1 stale, or cannot be told (etcd unreachable, a token etcd compacted away, file \
