@@ -295,6 +295,11 @@ fn every_holder_of_the_admission_gets_a_greater_fencing_token() {
     };
     let t3: i64 = std::fs::read_to_string(first.root.join("t3")).expect("t3").trim().parse().expect("a token");
     assert_eq!(fence_check(t3).0, Some(0), "current while its holder runs, from anywhere");
+    // Not tokens of this admission: 0 (etcd's "latest"), a revision of another key.
+    for bogus in [0, 1, t3 - 1] {
+        let (code, said) = fence_check(bogus);
+        assert_eq!(code, Some(1), "{bogus}: {said}");
+    }
     crash(&mut holder);
     let workdir = second.root.join("four");
     let taken = second.run(&["run", "--exclusive", "--wait", "60s", "--workdir", workdir.to_str().expect("utf-8"), "--", "sh", "-c", &token_into(&second, "t4")]);
@@ -313,12 +318,28 @@ fn every_holder_of_the_admission_gets_a_greater_fencing_token() {
         assert!(said.contains(words), "{token}: {said}");
     }
     // A holder taken over while the next one runs: stale, naming the later acquire.
-    let mut next = second.spawn_exclusive("five", &["sleep", "1000"]);
-    wait_for_helper(&etcd);
+    let script = format!("{}; sleep 1000", token_into(&second, "t5"));
+    let mut next = second.spawn_exclusive("five", &["sh", "-c", &script]);
+    let owner = wait_for_helper(&etcd);
     let (code, said) = fence_check(tokens[3]);
     assert_eq!(code, Some(1), "{said}");
     assert!(said.contains("another holder acquired the export admission since"), "{said}");
+    // Once a crashed holder's presence expired, its token is stale even before a takeover.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::fs::read_to_string(second.root.join("t5")).map_or(true, |t| !t.ends_with('\n')) {
+        assert!(Instant::now() < deadline, "the holder never wrote its token");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let t5 = token(&second, "t5");
+    assert_eq!(fence_check(t5).0, Some(0));
     crash(&mut next);
+    while presence(&etcd, &owner) != RemotePresence::Absent {
+        assert!(Instant::now() < deadline, "the crashed holder's presence never expired");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (code, said) = fence_check(t5);
+    assert_eq!(code, Some(1), "{said}");
+    assert!(said.contains("its holder's cluster presence expired"), "{said}");
 }
 
 /// Two machines on one kernel (containers) share its boot id: each sees the other's processes

@@ -211,9 +211,9 @@ fn when_not_even_the_journal_takes_a_write_recover_keep_finishes_the_release() {
 }
 
 /// "A filesystem remounted read-only while the command runs" cannot happen to a running run:
-/// its journal entry is open for writing from before the command starts until its end is
-/// recorded, and the kernel refuses to make a filesystem with a file open for writing
-/// read-only (`mount point is busy`). The operator's remount fails, the run releases its lease
+/// it holds files of the state home open for writing (its journal entry until its end is
+/// recorded, and its witness), and the kernel refuses to make a filesystem with a file open for
+/// writing read-only (`mount point is busy`). The operator's remount fails, the run releases its lease
 /// and exits 0 with its results, and the same remount succeeds once the run is over.
 #[test]
 fn a_read_only_remount_of_the_state_home_is_refused_while_a_run_holds_it() {

@@ -197,12 +197,16 @@ fn an_etcd_with_tls_is_used_with_its_ca_and_a_client_certificate_and_says_what_i
     let untrusted = refused(Some(&EtcdTlsFiles { ca: tls.other_ca.clone(), ..tls.client() }));
     assert!(untrusted.contains("its certificate is not signed by the CA in PROCLEASE_ETCD_CA"), "{untrusted}");
     let anonymous = refused(Some(&EtcdTlsFiles { ca: tls.ca.clone(), cert: None, key: None }));
-    assert!(anonymous.contains("etcd wants a client certificate it trusts"), "{anonymous}");
+    assert!(anonymous.contains("a client certificate it trusts: give PROCLEASE_ETCD_CERT and the key"), "{anonymous}");
+    let not_pem = refused(Some(&EtcdTlsFiles { ca: tls.client_key.clone(), ..tls.client() }));
+    assert!(not_pem.contains("no PEM CERTIFICATE in it"), "{not_pem}");
+    let half = refused(Some(&EtcdTlsFiles { key: None, ..tls.client() }));
+    assert!(half.contains("give etcd's client certificate and its key together"), "{half}");
     use std::os::unix::fs::PermissionsExt as _;
     std::fs::set_permissions(&tls.client_key, std::fs::Permissions::from_mode(0o644)).expect("chmod");
     let exposed = refused(Some(&tls.client()));
     assert!(exposed.contains("others may read it: chmod 600 it"), "{exposed}");
-    for error in [&plain, &untrusted, &anonymous, &exposed] {
+    for error in [&plain, &untrusted, &anonymous, &not_pem, &half, &exposed] {
         assert!(!error.contains("unreachable"), "a TLS refusal is not an outage: {error}");
     }
 }

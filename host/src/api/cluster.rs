@@ -278,7 +278,13 @@ mod enabled {
         use crate::records::InputMode;
         let path = proclease_core::admission::CLAIM_PATH;
         let bound = proclease_core::admission::MAX_CLAIM_BYTES;
-        let then = store.read_at(path, token, bound)?;
+        // A token is the revision of a write of the admission itself: the claim read at it was
+        // written at it (anything else — another prefix's revision, a made-up number — is no
+        // token of this admission).
+        let then = match store.read_at(path, token, bound)? {
+            Some((text, written)) if written == token => Some(text),
+            _ => return Ok(Fence::Stale(format!("revision {token} is not a write of this export admission: no token of it"))),
+        };
         let now = store.read_if_present(path, bound)?;
         let mut instance = runtime.instantiate()?;
         let mut parse = |text: Option<String>| -> Result<Option<_>, crate::Error> {
@@ -288,7 +294,17 @@ mod enabled {
         Ok(match (then, now) {
             (None, _) => Fence::Stale(format!("no export admission was held at revision {token}")),
             (Some(_), None) => Fence::Stale("the export admission was released".into()),
-            (Some(then), Some(now)) if then.id == now.id => Fence::Current { holder_pid: now.owner.pid },
+            (Some(then), Some(now)) if then.id == now.id => {
+                // Its holder must also still be present: once its presence expired it has
+                // stopped (or been stopped), and another machine may take over at any moment.
+                match crate::process_identity::cluster_presence::lookup(store, &now.owner) {
+                    crate::process_identity::cluster_presence::RemotePresence::Registered => Fence::Current { holder_pid: now.owner.pid },
+                    crate::process_identity::cluster_presence::RemotePresence::Unreachable => {
+                        return Err(crate::Error::System("etcd did not answer whether the holder's presence is registered".into()));
+                    }
+                    _ => Fence::Stale(format!("its holder's cluster presence expired (pid {} on its machine)", now.owner.pid)),
+                }
+            }
             (Some(_), Some(now)) => Fence::Stale(format!("another holder acquired the export admission since (pid {} on its machine)", now.owner.pid)),
         })
     }

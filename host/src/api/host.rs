@@ -179,15 +179,7 @@ fn connect_cluster(
     tls: Option<&crate::api::cluster::EtcdTlsFiles>,
 ) -> Result<(Arc<ProcessIdentity>, Option<Arc<Cluster>>), Error> {
     use crate::process_identity::cluster_presence::EtcdPresence;
-    use crate::state_store::etcd::{EtcdCredentials, EtcdStore, EtcdTlsFiles};
-    use crate::state_store::StoreError;
-    let refused = |reason| StoreError::Refused { path: address.into(), reason };
-    let credentials = EtcdCredentials::from_environment().map_err(refused)?;
-    let tls = match tls {
-        Some(files) => Some(files.clone()),
-        None => EtcdTlsFiles::from_environment().map_err(refused)?,
-    };
-    let store = Arc::new(EtcdStore::connect_with(address, credentials, tls.as_ref())?);
+    let store = Arc::new(crate::state_store::etcd::EtcdStore::connect_configured(address, tls)?);
     let identity = Arc::new(identity.with_presence_registry(Arc::new(EtcdPresence(store.clone()))));
     let cluster = Arc::new(Cluster::new(store, identity.clone(), ttl));
     Ok((identity, Some(cluster)))

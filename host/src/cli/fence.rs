@@ -27,31 +27,44 @@ pub enum FenceCommand {
 pub const HELP: &str = "Examples:\n  proclease fence check \"$PROCLEASE_FENCING_TOKEN\" && upload results/\n\n\
     In cluster mode an exclusive run's command gets PROCLEASE_FENCING_TOKEN, which grows with every holder of \
     the export admission on any machine, and PROCLEASE_FENCING_STORE, so that `fence check` inside it asks the same \
-    etcd. A check just before a write narrows the window in which a holder that lost the admission (a paused \
+    etcd (TLS and credentials come from PROCLEASE_ETCD_* variables; the command does not inherit \
+    PROCLEASE_ETCD_PASSWORD: use PROCLEASE_ETCD_PASSWORD_FILE). A check just before a write narrows the window in which a holder that lost the admission (a paused \
     machine) could still write; only a resource that compares tokens itself closes it (docs/cluster.md).\n\n\
     Exit status: 0 current; 1 stale, or cannot be told (etcd unreachable, a token etcd compacted away, file \
     mode); 2 usage.";
 
-/// Runs `fence`: asks the etcd of `--store` (or `PROCLEASE_STORE`), else the one the
-/// exclusive run named in `PROCLEASE_FENCING_STORE`; no state home is opened.
+/// Runs `fence`: asks the etcd the exclusive run named in `PROCLEASE_FENCING_STORE`, else the
+/// one of `--store` (or `PROCLEASE_STORE`); no state home is opened. A failure prints a JSON
+/// document too with `--json` (`current` false, `error`).
 pub fn run(global: &Global, command: FenceCommand) -> Result<ExitCode, Failure> {
     let FenceCommand::Check { token, json } = command;
-    let address = global
-        .store
-        .clone()
-        .filter(|address| !address.is_empty() && address != "file")
-        .or_else(|| std::env::var(proclease::api::cluster::FENCING_STORE_VARIABLE).ok().filter(|address| !address.is_empty()))
+    // The run's own store first: an inherited PROCLEASE_STORE may name another prefix.
+    let address = std::env::var(proclease::api::cluster::FENCING_STORE_VARIABLE)
+        .ok()
+        .filter(|address| !address.is_empty())
+        .or_else(|| global.store.clone().filter(|address| !address.is_empty() && address != "file"))
         .ok_or_else(|| {
             Failure::new(format!(
                 "fencing tokens exist in cluster mode only: give --store etcd://… (or run it in an exclusive run's command, which has {})",
                 proclease::api::cluster::FENCING_STORE_VARIABLE
             ))
         })?;
-    let fence = check(global, &address, token).map_err(|e| Failure::new(format!("fencing token {token} cannot be checked, so it counts as stale: {e}")))?;
+    let fence = match check(global, &address, token) {
+        Ok(fence) => fence,
+        Err(e) => {
+            let message = format!("fencing token {token} cannot be checked, so it counts as stale: {e}");
+            if json {
+                super::print_json(&json!({"schemaVersion": super::JSON_SCHEMA_VERSION, "token": token, "current": false, "holderPid": null, "why": null, "error": message}));
+            }
+            return Err(Failure::new(message));
+        }
+    };
     if json {
         let doc = match &fence {
-            Fence::Current { holder_pid } => json!({"schemaVersion": super::JSON_SCHEMA_VERSION, "token": token, "current": true, "holderPid": holder_pid, "why": null}),
-            Fence::Stale(why) => json!({"schemaVersion": super::JSON_SCHEMA_VERSION, "token": token, "current": false, "holderPid": null, "why": why}),
+            Fence::Current { holder_pid } => {
+                json!({"schemaVersion": super::JSON_SCHEMA_VERSION, "token": token, "current": true, "holderPid": holder_pid, "why": null, "error": null})
+            }
+            Fence::Stale(why) => json!({"schemaVersion": super::JSON_SCHEMA_VERSION, "token": token, "current": false, "holderPid": null, "why": why, "error": null}),
         };
         super::print_json(&doc);
     } else {
@@ -70,13 +83,9 @@ pub fn run(global: &Global, command: FenceCommand) -> Result<ExitCode, Failure> 
 /// credentials of the flags and the environment.
 #[cfg(feature = "cluster")]
 fn check(global: &Global, address: &str, token: i64) -> Result<Fence, String> {
-    use proclease::state_store::etcd::{EtcdCredentials, EtcdStore, EtcdTlsFiles};
-    let credentials = EtcdCredentials::from_environment()?;
-    let tls = match EtcdTlsFiles::from_parts(global.etcd_ca.clone(), global.etcd_cert.clone(), global.etcd_key.clone())? {
-        Some(tls) => Some(tls),
-        None => EtcdTlsFiles::from_environment()?,
-    };
-    let store = EtcdStore::connect_with(address, credentials, tls.as_ref()).map_err(|e| e.to_string())?;
+    use proclease::state_store::etcd::{EtcdStore, EtcdTlsFiles};
+    let tls = EtcdTlsFiles::from_parts(global.etcd_ca.clone(), global.etcd_cert.clone(), global.etcd_key.clone())?;
+    let store = EtcdStore::connect_configured(address, tls.as_ref()).map_err(|e| e.to_string())?;
     let runtime = proclease::Runtime::shared().map_err(|e| e.to_string())?;
     proclease::api::cluster::check_fence(runtime, &store, token).map_err(|e| e.to_string())
 }

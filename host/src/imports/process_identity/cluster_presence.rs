@@ -37,7 +37,7 @@
 //! the `remote` fact of every probe of a process recorded on another boot id, and the component
 //! judges it (`core::liveness::judge`): registered → alive, absent → gone, unreachable → unknown.
 
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -126,8 +126,9 @@ struct Shared {
     lost: Mutex<Option<String>>,
     /// The id of the etcd cluster the session was opened on.
     cluster_id: u64,
-    /// The highest revision etcd answered with.
-    highest_revision: AtomicI64,
+    /// The highest revision each etcd member (by member id) answered with: a follower may lag
+    /// behind the leader, but no member's revision goes back unless its data did.
+    highest_revisions: Mutex<std::collections::HashMap<u64, i64>>,
     stop: AtomicBool,
     /// The dead-man timer while a [`DeadManHold`] holds it, with the number of holds.
     dead_man: Mutex<Option<(DeadMan, usize)>>,
@@ -154,13 +155,17 @@ impl Shared {
                 self.cluster_id
             ));
         }
-        let seen = self.highest_revision.fetch_max(header.revision(), Ordering::SeqCst);
-        if header.revision() < seen {
+        let mut highest = self.highest_revisions.lock().unwrap_or_else(|p| p.into_inner());
+        let seen = highest.entry(header.member_id()).or_insert(header.revision());
+        if header.revision() < *seen {
             return Err(format!(
-                "etcd's revision went back from {seen} to {}: its data was wiped or restored from an older backup",
-                header.revision()
+                "etcd's revision went back from {} to {} (member {:x}): its data was wiped or restored from an older backup",
+                *seen,
+                header.revision(),
+                header.member_id()
             ));
         }
+        *seen = header.revision();
         Ok(())
     }
 
@@ -215,26 +220,39 @@ impl PresenceSession {
         let key = presence_key(&store, owner);
         let ttl_seconds = i64::try_from(ttl.as_secs().max(2)).unwrap_or(i64::MAX);
         let ttl = Duration::from_secs(ttl_seconds as u64);
-        await_epoch(&store, ttl)?;
-        let sent = boottime();
-        let granted = store.run(&key, "registering presence", || {
-            let mut leases = store.client().lease_client();
-            async move { leases.grant(ttl_seconds, None).await }
-        })?;
-        let lease = granted.id();
-        let (cluster_id, revision) = granted.header().map_or((0, 0), |h| (h.cluster_id(), h.revision()));
-        let registered = register_under(&store, owner, lease, None)?;
-        if !registered {
-            let mut leases = store.client().lease_client();
-            let _ = store.block_on(TIMEOUT, async move { leases.revoke(lease).await });
-            return Err(StoreError::unsafe_(&key, "this process identity registered its presence before (one presence session per process, once)"));
-        }
+        // The epoch is checked again in the registration's own transaction: a wipe between the
+        // two starts a new grace, and the registration waits it out like any other.
+        let mut attempts = 0;
+        let (sent, lease, cluster_id, member, revision) = loop {
+            attempts += 1;
+            let epoch = await_epoch(&store, ttl)?;
+            let sent = boottime();
+            let granted = store.run(&key, "registering presence", || {
+                let mut leases = store.client().lease_client();
+                async move { leases.grant(ttl_seconds, None).await }
+            })?;
+            let lease = granted.id();
+            let (cluster_id, member, revision) = granted.header().map_or((0, 0, 0), |h| (h.cluster_id(), h.member_id(), h.revision()));
+            match register_under(&store, owner, lease, None, Some(&epoch))? {
+                Registration::Registered => break (sent, lease, cluster_id, member, revision),
+                refused => {
+                    let mut leases = store.client().lease_client();
+                    let _ = store.block_on(TIMEOUT, async move { leases.revoke(lease).await });
+                    if refused == Registration::RegisteredBefore {
+                        return Err(StoreError::unsafe_(&key, "this process identity registered its presence before (one presence session per process, once)"));
+                    }
+                    if attempts >= 3 {
+                        return Err(StoreError::unsafe_(&key, "the cluster's epoch changed three times while this process registered: etcd's state keeps being replaced"));
+                    }
+                }
+            }
+        };
         let shared = Arc::new(Shared {
             last_acknowledged: Mutex::new(sent),
             expired: AtomicBool::new(false),
             lost: Mutex::new(None),
             cluster_id,
-            highest_revision: AtomicI64::new(revision),
+            highest_revisions: Mutex::new(std::collections::HashMap::from([(member, revision)])),
             stop: AtomicBool::new(false),
             dead_man: Mutex::new(None),
         });
@@ -303,7 +321,7 @@ impl PresenceSession {
     /// Errors: etcd unreachable ([`StoreError::Io`]); this session's presence is gone, or the
     /// child's identity registered before ([`StoreError::Unsafe`]).
     pub fn register(&self, child: &Owner) -> Result<(), StoreError> {
-        if register_under(&self.store, child, self.lease, Some(&self.key))? {
+        if register_under(&self.store, child, self.lease, Some(&self.key), None)? == Registration::Registered {
             Ok(())
         } else {
             let key = presence_key(&self.store, child);
@@ -424,16 +442,20 @@ fn read_epoch(store: &EtcdStore) -> Result<(Option<etcd_client::KeyValue>, Optio
     Ok((found.next().flatten(), found.next().flatten(), cluster))
 }
 
+/// Whether the epoch key `epoch` was written in the cluster of id `cluster`.
+fn of_this_cluster(epoch: Option<&etcd_client::KeyValue>, cluster: u64) -> bool {
+    epoch.is_some_and(|epoch| epoch.value() == cluster.to_string().as_bytes())
+}
+
 /// What [`await_epoch`] would find now, for `doctor`.
 ///
 /// Errors: etcd unreachable.
 pub fn epoch_state(store: &EtcdStore) -> Result<EpochState, StoreError> {
     let (epoch, grace, cluster) = read_epoch(store)?;
-    match (epoch, grace) {
-        (Some(epoch), _) if epoch.value() != cluster.to_string().as_bytes() => Ok(EpochState::Unknown),
-        (None, _) => Ok(EpochState::Unknown),
-        (Some(_), None) => Ok(EpochState::Settled),
-        (Some(_), Some(grace)) => {
+    match (of_this_cluster(epoch.as_ref(), cluster), grace) {
+        (false, _) => Ok(EpochState::Unknown),
+        (true, None) => Ok(EpochState::Settled),
+        (true, Some(grace)) => {
             let mut leases = store.client().lease_client();
             let id = grace.lease();
             let left = store.block_on(TIMEOUT, async move { leases.time_to_live(id, None).await }).and_then(Result::ok).map_or(0, |r| r.ttl().max(0));
@@ -446,19 +468,29 @@ pub fn epoch_state(store: &EtcdStore) -> Result<EpochState, StoreError> {
 /// cluster's and no grace runs; starts the epoch and its grace of `ttl` when there is none (see
 /// the module docs). Says once what it waits for. Bounded: a grace lasts one TTL.
 ///
-/// Errors: etcd unreachable; a grace that outlasts its bound (another process keeps renewing
-/// it, which proclease never does).
-pub fn await_epoch(store: &EtcdStore, ttl: Duration) -> Result<(), StoreError> {
+/// Returns the settled epoch's value (the cluster id), which a registration compares in its
+/// own transaction.
+///
+/// Errors: etcd unreachable; an epoch that does not settle within two TTLs and the request
+/// bound (another program keeps the grace key alive, or the endpoints answer from different
+/// clusters).
+pub fn await_epoch(store: &EtcdStore, ttl: Duration) -> Result<String, StoreError> {
     let key = epoch_key(store);
     let bound = std::time::Instant::now() + 2 * ttl + TIMEOUT;
     let mut told = false;
     loop {
+        if std::time::Instant::now() >= bound {
+            return Err(StoreError::unsafe_(
+                &key,
+                "the cluster epoch did not settle within two TTLs: another program keeps its grace key, or the endpoints answer from different clusters",
+            ));
+        }
         let (epoch, grace, cluster) = read_epoch(store)?;
         let current = cluster.to_string();
         match epoch {
-            Some(epoch) if epoch.value() == current.as_bytes() => {
+            _ if of_this_cluster(epoch.as_ref(), cluster) => {
                 if grace.is_none() {
-                    return Ok(());
+                    return Ok(current);
                 }
             }
             seen => {
@@ -487,6 +519,7 @@ pub fn await_epoch(store: &EtcdStore, ttl: Duration) -> Result<(), StoreError> {
                 } else {
                     let mut leases = store.client().lease_client();
                     let _ = store.block_on(TIMEOUT, async move { leases.revoke(lease).await });
+                    std::thread::sleep(Duration::from_millis(50));
                 }
                 continue;
             }
@@ -500,9 +533,6 @@ pub fn await_epoch(store: &EtcdStore, ttl: Duration) -> Result<(), StoreError> {
                 store.endpoint()
             );
         }
-        if std::time::Instant::now() >= bound {
-            return Err(StoreError::unsafe_(&key, "the cluster epoch's grace did not end within two TTLs: another program keeps its key"));
-        }
         std::thread::sleep(Duration::from_millis(200));
     }
 }
@@ -511,21 +541,43 @@ pub fn await_epoch(store: &EtcdStore, ttl: Duration) -> Result<(), StoreError> {
 /// transaction — only if neither exists (an identity registers once in its life: its history
 /// key, without a lease, stays after the presence expires, so "absent" after "registered" is
 /// final; a repair's memo and every takeover rely on it) and, with `fence`, only while that
-/// presence key is still attached to `lease`. Whether it was registered.
-fn register_under(store: &EtcdStore, owner: &Owner, lease: i64, fence: Option<&str>) -> Result<bool, StoreError> {
+/// presence key is still attached to `lease`, and with `epoch`, only while the prefix's epoch
+/// is that value and no grace runs ([`await_epoch`]).
+fn register_under(store: &EtcdStore, owner: &Owner, lease: i64, fence: Option<&str>, epoch: Option<&str>) -> Result<Registration, StoreError> {
     let key = presence_key(store, owner);
     let history = history_key(store, owner);
     let value = format!("{{\"bootId\":\"{}\",\"pid\":{},\"processStartId\":\"{}\"}}", owner.boot_id, owner.pid, owner.process_start_id);
     let mut when = vec![Compare::create_revision(history.clone(), CompareOp::Equal, 0), Compare::create_revision(key.clone(), CompareOp::Equal, 0)];
     when.extend(fence.map(|fence| Compare::lease(fence, CompareOp::Equal, lease)));
+    if let Some(epoch) = epoch {
+        when.push(Compare::value(epoch_key(store), CompareOp::Equal, epoch));
+        when.push(Compare::create_revision(grace_key(store), CompareOp::Equal, 0));
+    }
+    // Otherwise: whether the history key exists tells "registered before" from a changed epoch.
     let txn = Txn::new()
         .when(when)
-        .and_then([TxnOp::put(history, "", None), TxnOp::put(key.clone(), value, Some(PutOptions::new().with_lease(lease)))]);
+        .and_then([TxnOp::put(history.clone(), "", None), TxnOp::put(key.clone(), value, Some(PutOptions::new().with_lease(lease)))])
+        .or_else([TxnOp::get(history, Some(etcd_client::GetOptions::new().with_count_only()))]);
     let response = store.run(&key, "registering presence", || {
         let (mut kv, txn) = (store.client().kv_client(), txn.clone());
         async move { kv.txn(txn).await }
     })?;
-    Ok(response.succeeded())
+    if response.succeeded() {
+        return Ok(Registration::Registered);
+    }
+    let registered_before = response.op_responses().into_iter().any(|r| matches!(r, etcd_client::TxnOpResponse::Get(get) if get.count() > 0));
+    Ok(if registered_before || epoch.is_none() { Registration::RegisteredBefore } else { Registration::EpochChanged })
+}
+
+/// What [`register_under`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Registration {
+    Registered,
+    /// The identity registered before (its history key exists), or its owner's presence is gone
+    /// (with a fence).
+    RegisteredBefore,
+    /// The prefix's epoch changed, or a grace began, since it was read.
+    EpochChanged,
 }
 
 

@@ -123,11 +123,7 @@ impl EtcdCredentials {
         };
         let password = match (file, password) {
             (Some(file), _) => {
-                use std::os::unix::fs::PermissionsExt as _;
-                let metadata = std::fs::metadata(&file).map_err(|e| format!("{PASSWORD_FILE_VARIABLE}={file}: {e}"))?;
-                if metadata.permissions().mode() & 0o077 != 0 {
-                    return Err(format!("{PASSWORD_FILE_VARIABLE}={file}: others may read it: chmod 600 it"));
-                }
+                check_private_file(std::path::Path::new(&file), &format!("{PASSWORD_FILE_VARIABLE} file"))?;
                 let text = std::fs::read_to_string(&file).map_err(|e| format!("{PASSWORD_FILE_VARIABLE}={file}: {e}"))?;
                 text.strip_suffix('\n').unwrap_or(&text).to_owned()
             }
@@ -190,9 +186,22 @@ impl EtcdStore {
     /// Errors: [`StoreError::Refused`] for a malformed address; [`StoreError::Io`] when etcd
     /// cannot be reached within [`TIMEOUT`].
     pub fn connect(url: &str) -> Result<EtcdStore, StoreError> {
-        let refused = |reason| StoreError::Refused { path: url.into(), reason };
+        EtcdStore::connect_configured(url, None)
+    }
+
+    /// [`EtcdStore::connect_with`] the credentials of the environment ([`EtcdCredentials::from_environment`])
+    /// and `tls`, else the TLS files of the environment ([`EtcdTlsFiles::from_environment`]):
+    /// how the command line and [`HostBuilder`](crate::HostBuilder) connect.
+    ///
+    /// Errors: as [`EtcdStore::connect_with`]; [`StoreError::Refused`] for variables that do
+    /// not fit together.
+    pub fn connect_configured(url: &str, tls: Option<&EtcdTlsFiles>) -> Result<EtcdStore, StoreError> {
+        let refused = |reason| StoreError::Refused { path: crate::api::cluster::without_credentials(url).unwrap_or_else(|| url.into()), reason };
         let credentials = EtcdCredentials::from_environment().map_err(refused)?;
-        let tls = EtcdTlsFiles::from_environment().map_err(refused)?;
+        let tls = match tls {
+            Some(tls) => Some(tls.clone()),
+            None => EtcdTlsFiles::from_environment().map_err(refused)?,
+        };
         EtcdStore::connect_with(url, credentials, tls.as_ref())
     }
 
@@ -233,7 +242,7 @@ impl EtcdStore {
         let client = runtime
             .block_on(async { tokio::time::timeout(TIMEOUT, Client::connect(endpoints, Some(options))).await })
             .map_err(|_| unreachable_error(url, &address.endpoint, "connecting", "no answer"))?
-            .map_err(|e| match auth_refusal(&e, user.as_deref(), &address.prefix).or_else(|| tls_refusal(&e, tls.map(|files| files.cert.is_some()), true, &address.endpoint)) {
+            .map_err(|e| match auth_refusal(&e, user.as_deref(), &address.prefix).or_else(|| tls_refusal(&e, tls.map(|files| files.cert.is_some()), true, &address.endpoint).map(|(reason, _)| reason)) {
                 Some(reason) => StoreError::Refused { path: shown.clone(), reason },
                 None => unreachable_error(url, &address.endpoint, "connecting", &e.to_string()),
             })?;
@@ -361,16 +370,17 @@ impl EtcdStore {
             match self.runtime.block_on(async { tokio::time::timeout(left, request()).await }) {
                 Ok(Ok(value)) => return Ok(value),
                 Ok(Err(e)) => {
-                    let refusal = auth_refusal(&e, self.user.as_deref(), &self.prefix)
-                        .or_else(|| tls_refusal(&e, self.tls, operation == "connecting", &self.endpoint));
-                    if refusal.is_none() && not_applied(&e, is_read(operation)) && std::time::Instant::now() + pause < deadline {
+                    let certain = auth_refusal(&e, self.user.as_deref(), &self.prefix).map(|reason| (reason, true));
+                    let refusal = certain.or_else(|| tls_refusal(&e, self.tls, operation == "connecting", &self.endpoint));
+                    let retry = refusal.as_ref().is_none_or(|(_, certain)| !certain);
+                    if retry && not_applied(&e, is_read(operation)) && std::time::Instant::now() + pause < deadline {
                         tracing::debug!(path, operation, error = %e, "etcd did not apply the request; retrying");
                         std::thread::sleep(pause);
                         pause = (pause * 2).min(Duration::from_millis(500));
                         continue;
                     }
                     return Err(match refusal {
-                        Some(reason) => StoreError::Refused { path: path.into(), reason },
+                        Some((reason, _)) => StoreError::Refused { path: path.into(), reason },
                         None => unreachable_error(path, &self.endpoint, operation, &e.to_string()),
                     });
                 }
@@ -408,13 +418,18 @@ impl EtcdStore {
         Ok((digest::sha256_hex(&bytes) == expected_sha256).then_some(revision))
     }
 
-    /// The record at `path` as it was at etcd revision `revision` (`None`: absent then), at most
-    /// `max_bytes`, UTF-8.
+    /// The record at `path` as it was at etcd revision `revision` (at least 1), with the
+    /// revision of the write that left it so (its mod revision, at most `revision`); `None`:
+    /// absent then. At most `max_bytes`, UTF-8.
     ///
-    /// Errors: etcd unreachable; `revision` compacted away by etcd, or not reached yet
+    /// Errors: a revision below 1 ([`StoreError::Refused`]: etcd would read the latest);
+    /// etcd unreachable; `revision` compacted away by etcd, or not reached yet
     /// ([`StoreError::Unsafe`]); a record over the bound or not UTF-8.
-    pub fn read_at(&self, path: &str, revision: i64, max_bytes: u32) -> Result<Option<String>, StoreError> {
+    pub fn read_at(&self, path: &str, revision: i64, max_bytes: u32) -> Result<Option<(String, i64)>, StoreError> {
         split(path)?;
+        if revision < 1 {
+            return Err(StoreError::Refused { path: path.into(), reason: format!("{revision} is not an etcd revision (they start at 1)") });
+        }
         let key = self.file_key(path);
         let response = self
             .run(path, "read", || {
@@ -422,16 +437,13 @@ impl EtcdStore {
                 async move { kv.get(key, Some(GetOptions::new().with_revision(revision))).await }
             })
             .map_err(|error| match &error {
-                StoreError::Io { source, .. } if source.to_string().contains("compacted") || source.to_string().contains("future revision") => {
-                    StoreError::unsafe_(path, format!("etcd no longer has (or does not have yet) revision {revision}"))
+                StoreError::Io { source, .. } if unavailable_revision(source) => {
+                    StoreError::unsafe_(path, format!("etcd no longer has (compacted) or does not have yet revision {revision}"))
                 }
                 _ => error,
             })?;
         let Some(kv) = response.kvs().first() else { return Ok(None) };
-        if kv.value().len() as u64 > u64::from(max_bytes) {
-            return Err(StoreError::unsafe_(path, format!("larger than {max_bytes} bytes")));
-        }
-        String::from_utf8(kv.value().to_vec()).map(Some).map_err(|_| StoreError::unsafe_(path, "not valid UTF-8"))
+        Ok(Some((text_within(path, kv.value().to_vec(), max_bytes)?, kv.mod_revision())))
     }
 
     /// The value and mod revision of `key`, if present.
@@ -448,10 +460,7 @@ impl EtcdStore {
     pub fn read_if_present(&self, path: &str, max_bytes: u32) -> Result<Option<String>, StoreError> {
         split(path)?;
         let Some((bytes, _)) = self.get(path, self.file_key(path))? else { return Ok(None) };
-        if bytes.len() as u64 > u64::from(max_bytes) {
-            return Err(StoreError::unsafe_(path, format!("larger than {max_bytes} bytes")));
-        }
-        String::from_utf8(bytes).map(Some).map_err(|_| StoreError::unsafe_(path, "not valid UTF-8"))
+        text_within(path, bytes, max_bytes).map(Some)
     }
 
     /// Creates the record unless it exists (`createPrivateJsonIfAbsent`, §3.3): `Ok(true)` when
@@ -627,7 +636,7 @@ impl EtcdStore {
         let gets: Vec<TxnOp> = names.iter().map(|name| TxnOp::get(self.file_key(&format!("{dir}/{name}")), options())).collect();
         let txn = Txn::new().when([Compare::create_revision(self.dir_key(&dir), CompareOp::Equal, revision)]).and_then(gets);
         let (held, responses) = self.txn(path, "batch read", txn).map_err(|error| match (as_of, &error) {
-            (Some(as_of), StoreError::Io { source, .. }) if source.to_string().contains("required revision has been compacted") => {
+            (Some(as_of), StoreError::Io { source, .. }) if unavailable_revision(source) => {
                 StoreError::unsafe_(path, format!("etcd compacted revision {as_of}, at which the collection was listed, before its files were read; retry"))
             }
             _ => error,
@@ -667,6 +676,31 @@ impl EtcdStore {
 /// The identity of a directory whose marker was created at `revision`.
 fn directory_identity(revision: i64) -> CollectionIdentity {
     CollectionIdentity { device: "etcd".into(), inode: revision.to_string() }
+}
+
+/// A record's bytes as text: at most `max_bytes`, UTF-8.
+fn text_within(path: &str, bytes: Vec<u8>, max_bytes: u32) -> Result<String, StoreError> {
+    if bytes.len() as u64 > u64::from(max_bytes) {
+        return Err(StoreError::unsafe_(path, format!("larger than {max_bytes} bytes")));
+    }
+    String::from_utf8(bytes).map_err(|_| StoreError::unsafe_(path, "not valid UTF-8"))
+}
+
+/// Whether an error says that a revision asked for was compacted away, or is in the future.
+fn unavailable_revision(source: &std::io::Error) -> bool {
+    let words = source.to_string();
+    words.contains("required revision has been compacted") || words.contains("required revision is a future revision")
+}
+
+/// Checks that `path` (a secret: a password or a private key) is a file only its owner may
+/// read; `label` names it in the message.
+fn check_private_file(path: &std::path::Path, label: &str) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let metadata = std::fs::metadata(path).map_err(|e| format!("{label} {}: {e}", path.display()))?;
+    if metadata.permissions().mode() & 0o077 != 0 {
+        return Err(format!("{label} {}: others may read it: chmod 600 it", path.display()));
+    }
+    Ok(())
 }
 
 /// The revision a collection identity was listed at (`None`: an identity from
@@ -730,30 +764,43 @@ fn auth_refusal(error: &etcd_client::Error, user: Option<&str>, prefix: &str) ->
 /// The client's TLS settings from `files`.
 ///
 /// Errors: a file that cannot be read, or a key file others may read.
+/// Errors: a file that cannot be read or holds no PEM block of its kind (an encrypted key
+/// included: give it decrypted, mode 0600), a key file others may read, a certificate without
+/// its key or the reverse.
 fn tls_options(files: &EtcdTlsFiles) -> Result<TlsOptions, String> {
     use crate::api::cluster::{CA_VARIABLE, CERT_VARIABLE, KEY_VARIABLE};
-    let read = |path: &std::path::Path, what: &str| std::fs::read(path).map_err(|e| format!("{what} {}: {e}", path.display()));
-    let ca = read(&files.ca, &format!("etcd's CA ({CA_VARIABLE}, --etcd-ca)"))?;
-    let mut options = TlsOptions::new().ca_certificate(Certificate::from_pem(ca));
-    if let (Some(cert), Some(key)) = (&files.cert, &files.key) {
-        use std::os::unix::fs::PermissionsExt as _;
-        let metadata = std::fs::metadata(key).map_err(|e| format!("etcd client key ({KEY_VARIABLE}, --etcd-key) {}: {e}", key.display()))?;
-        if metadata.permissions().mode() & 0o077 != 0 {
-            return Err(format!("etcd client key {}: others may read it: chmod 600 it", key.display()));
+    let read = |path: &std::path::Path, what: &str, block: &str| -> Result<Vec<u8>, String> {
+        let bytes = std::fs::read(path).map_err(|e| format!("{what} {}: {e}", path.display()))?;
+        let text = String::from_utf8_lossy(&bytes);
+        let found = text.lines().any(|line| line.starts_with("-----BEGIN ") && line.ends_with(&format!("{block}-----")) && !line.contains("ENCRYPTED"));
+        if !found {
+            return Err(format!("{what} {}: no PEM {block} in it (an encrypted key is not read: give it decrypted, mode 0600)", path.display()));
         }
-        let cert = read(cert, &format!("etcd client certificate ({CERT_VARIABLE}, --etcd-cert)"))?;
-        let key = read(key, &format!("etcd client key ({KEY_VARIABLE}, --etcd-key)"))?;
-        options = options.identity(Identity::from_pem(cert, key));
+        Ok(bytes)
+    };
+    let ca = read(&files.ca, &format!("etcd's CA ({CA_VARIABLE}, --etcd-ca)"), "CERTIFICATE")?;
+    let mut options = TlsOptions::new().ca_certificate(Certificate::from_pem(ca));
+    match (&files.cert, &files.key) {
+        (Some(cert), Some(key)) => {
+            let key_label = format!("etcd client key ({KEY_VARIABLE}, --etcd-key)");
+            check_private_file(key, &key_label)?;
+            let cert = read(cert, &format!("etcd client certificate ({CERT_VARIABLE}, --etcd-cert)"), "CERTIFICATE")?;
+            let key = read(key, &key_label, "PRIVATE KEY")?;
+            options = options.identity(Identity::from_pem(cert, key));
+        }
+        (None, None) => {}
+        _ => return Err(format!("give etcd's client certificate and its key together: --etcd-cert and --etcd-key ({CERT_VARIABLE}, {KEY_VARIABLE})")),
     }
     Ok(options)
 }
 
-/// What a TLS failure means for the user (`None` for any other error): the members'
-/// certificates not trusted, a client certificate wanted or refused, TLS spoken to a plain-text
-/// etcd — or, while `connecting`, a connection closed without an answer: without TLS, an etcd
-/// that seems to want it; with TLS and no client certificate (`tls` is `Some(false)`), one that
-/// wants a client certificate (later, a closed connection is an outage). Never retried.
-fn tls_refusal(error: &etcd_client::Error, tls: Option<bool>, connecting: bool, endpoint: &str) -> Option<String> {
+/// What a TLS failure means for the user (`None` for any other error), and whether it is
+/// certain: the members' certificates not trusted, a client certificate refused, TLS spoken to
+/// a plain-text etcd (certain: never retried) — or, while `connecting`, a connection closed
+/// without an answer: without TLS, an etcd that may want it; with TLS and no client certificate
+/// (`tls` is `Some(false)`), one that may want a client certificate. A guess is told only once
+/// the request's retries are spent (a restarting member closes connections too).
+fn tls_refusal(error: &etcd_client::Error, tls: Option<bool>, connecting: bool, endpoint: &str) -> Option<(String, bool)> {
     use crate::api::cluster::{CA_VARIABLE, CERT_VARIABLE};
     use std::error::Error as _;
     let mut words = error.to_string();
@@ -766,24 +813,35 @@ fn tls_refusal(error: &etcd_client::Error, tls: Option<bool>, connecting: bool, 
     let has = |needle: &str| words.to_ascii_lowercase().contains(needle);
     let closed = connecting && (has("connection reset") || has("broken pipe") || has("frame with invalid size") || has("http2 error") || has("protocol error"));
     if let Some(client_certificate) = tls {
+        let wants_client = has("certificaterequired") || has("certificate required") || has("bad certificate") || has("badcertificate") || has("unknown ca") || has("unknownca");
         if has("unknownissuer") || has("invalid peer certificate") || has("certificate verify") || has("notvalidforname") {
-            Some(format!(
-                "TLS with etcd at {endpoint} failed: its certificate is not signed by the CA in {CA_VARIABLE} (--etcd-ca), or does not name the \
-                 host it is reached at ({words})"
+            Some((
+                format!(
+                    "TLS with etcd at {endpoint} failed: its certificate is not signed by the CA in {CA_VARIABLE} (--etcd-ca), or does not name the \
+                     host it is reached at ({words})"
+                ),
+                true,
             ))
-        } else if has("certificaterequired") || has("certificate required") || (closed && !client_certificate) || has("bad certificate") || has("badcertificate") || has("unknown ca") || has("unknownca") {
-            Some(format!(
-                "TLS with etcd at {endpoint} failed: etcd wants a client certificate it trusts: give {CERT_VARIABLE} and the key (--etcd-cert, --etcd-key) ({words})"
+        } else if wants_client || (closed && !client_certificate) {
+            let may = if wants_client { "wants" } else { "closed the connection without answering: it may want" };
+            Some((
+                format!(
+                    "TLS with etcd at {endpoint} failed: etcd {may} a client certificate it trusts: give {CERT_VARIABLE} and the key (--etcd-cert, --etcd-key) ({words})"
+                ),
+                wants_client,
             ))
         } else if has("invalidcontenttype") || has("corrupt message") || has("wrong version") || has("received corrupt") {
-            Some(format!("TLS with etcd at {endpoint} failed: it does not speak TLS there; drop --etcd-ca ({CA_VARIABLE}) for a plain-text etcd ({words})"))
+            Some((format!("TLS with etcd at {endpoint} failed: it does not speak TLS there; drop --etcd-ca ({CA_VARIABLE}) for a plain-text etcd ({words})"), true))
         } else {
             None
         }
     } else if closed {
-        Some(format!(
-            "etcd at {endpoint} closed the connection without answering: if it uses TLS (https client URLs), give the CA that signed its \
-             certificate in --etcd-ca ({CA_VARIABLE}) ({words})"
+        Some((
+            format!(
+                "etcd at {endpoint} closed the connection without answering: if it uses TLS (https client URLs), give the CA that signed its \
+                 certificate in --etcd-ca ({CA_VARIABLE}) ({words})"
+            ),
+            false,
         ))
     } else {
         None
