@@ -220,12 +220,13 @@ impl PresenceSession {
         let key = presence_key(&store, owner);
         let ttl_seconds = i64::try_from(ttl.as_secs().max(2)).unwrap_or(i64::MAX);
         let ttl = Duration::from_secs(ttl_seconds as u64);
-        // The epoch is checked again in the registration's own transaction: a wipe between the
-        // two starts a new grace, and the registration waits it out like any other.
+        // The epoch is checked in the registration's own transaction, against the cluster id
+        // the grant answered with: in the common case (a settled epoch) no extra round trip.
+        // An epoch that is absent, another cluster's, or in its grace is waited out
+        // ([`await_epoch`]) and the registration made again.
         let mut attempts = 0;
         let (sent, lease, cluster_id, member, revision) = loop {
             attempts += 1;
-            let epoch = await_epoch(&store, ttl)?;
             let sent = boottime();
             let granted = store.run(&key, "registering presence", || {
                 let mut leases = store.client().lease_client();
@@ -233,7 +234,7 @@ impl PresenceSession {
             })?;
             let lease = granted.id();
             let (cluster_id, member, revision) = granted.header().map_or((0, 0, 0), |h| (h.cluster_id(), h.member_id(), h.revision()));
-            match register_under(&store, owner, lease, None, Some(&epoch))? {
+            match register_under(&store, owner, lease, None, Some(&cluster_id.to_string()))? {
                 Registration::Registered => break (sent, lease, cluster_id, member, revision),
                 refused => {
                     let mut leases = store.client().lease_client();
@@ -244,6 +245,7 @@ impl PresenceSession {
                     if attempts >= 3 {
                         return Err(StoreError::unsafe_(&key, "the cluster's epoch changed three times while this process registered: etcd's state keeps being replaced"));
                     }
+                    await_epoch(&store, ttl)?;
                 }
             }
         };
