@@ -17,7 +17,7 @@ use proclease_core::effects::{
     BatchInvalid, BatchStatus, CollectionEntry, CollectionIdentity, CollectionSnapshot, DirectoryFacts, EntryKind, FinishedRun, InstalledPlugin,
     StoreFailure, WorkspaceFailure,
 };
-use proclease_core::liveness::{OwnerFacts, OwnerStatus, ProcRead, ProcView, RemotePresence, WitnessState};
+use proclease_core::liveness::{OwnerFacts, OwnerStatus, ProcRead, ProcView, RemotePresence, TreeState, WitnessState};
 use proclease_core::records::{
     DirectoryIdentity, Owner, Parsed, directory_lease as dl, export_admission as ea, invocation_lease as il, portable_identity as pid,
 };
@@ -226,10 +226,14 @@ enum_map!(remote_to_wit, remote_from_wit, RemotePresence, pi::RemotePresence, {
     NotClustered <=> NotClustered, Registered <=> Registered, Absent <=> Absent, Unreachable <=> Unreachable,
 });
 
+enum_map!(tree_to_wit, tree_from_wit, TreeState, pi::TreeState, {
+    Absent <=> Absent, Populated <=> Populated, Empty <=> Empty, Unreadable <=> Unreadable,
+});
+
 struct_map!(facts_to_wit, facts_from_wit, OwnerFacts, pi::OwnerFacts, {
     boot_id, witness => (witness_to_wit, witness_from_wit), recorded_pid_namespace, spawned => (witness_to_wit, witness_from_wit),
     stat => (proc_read_to_wit, proc_read_from_wit), tasks, view => (view_to_wit, view_from_wit),
-    remote => (remote_to_wit, remote_from_wit),
+    remote => (remote_to_wit, remote_from_wit), tree => (tree_to_wit, tree_from_wit),
 });
 
 // ---------- records ----------

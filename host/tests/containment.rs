@@ -282,6 +282,25 @@ fn the_command_sees_its_own_box() {
     assert!(count <= 4, "its /proc shows the box only (init, sh, ls, grep): {out}");
     assert!(stderr(&run).contains("containment=pid namespace pid:["), "{run:?}");
 
+    // Where a cgroup can be made (doctor says so), the command is born in one of its own, which
+    // is removed once the run is done.
+    let doctor: serde_json::Value = serde_json::from_slice(&s.run(&["doctor", "--json"]).stdout).expect("doctor --json");
+    if doctor["cgroup"]["available"] == true {
+        let run = s.run(&["-v", "run", "--workdir", work.join("c").to_str().expect("utf-8"), "--", "sh", "-c", "grep '^0::' /proc/self/cgroup"]);
+        assert!(run.status.success(), "{run:?}");
+        let said = stderr(&run);
+        let path = said.split_once(", cgroup ").and_then(|(_, rest)| rest.split_whitespace().next()).expect("-v names the cgroup");
+        assert_eq!(common::stdout(&run).trim(), format!("0::{path}"), "the command runs in it: {run:?}");
+        assert!(path.rsplit('/').next().is_some_and(|name| name.starts_with("proclease-")), "{path}");
+        let own = std::fs::read_to_string("/proc/self/cgroup").expect("own cgroup");
+        assert!(own.lines().any(|l| l.starts_with("0::")), "{own}");
+        let mount = std::fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
+        let mount = mount.lines().find(|l| l.contains(" - cgroup2 ")).and_then(|l| l.split(' ').nth(4)).expect("a cgroup2 mount");
+        assert!(!Path::new(mount).join(path.trim_start_matches('/')).exists(), "the run removed its cgroup");
+    } else {
+        println!("no cgroup here: {}", doctor["cgroup"]["reason"]);
+    }
+
     let none = s.run(&["-v", "run", "--containment", "none", "--workdir", work.join("n").to_str().expect("utf-8"), "--", "true"]);
     assert!(none.status.success(), "{none:?}");
     assert!(stderr(&none).contains("containment=none, because --containment none was asked for"), "{none:?}");
@@ -336,6 +355,12 @@ fn an_unprivileged_run_gets_a_box_through_a_user_namespace() {
 /// themselves) in which no further user namespace may be made (`max_user_namespaces` 0): a
 /// machine that disallows unprivileged user namespaces, as seen by a user who is not root.
 fn without_user_namespaces(inner: &Command) -> std::process::Output {
+    spawn_without_user_namespaces(inner, None).wait_with_output().expect("the inner command ends")
+}
+
+/// [`without_user_namespaces`], started: the process (whose pid becomes the inner command's,
+/// each step `exec`s the next) is moved into the cgroup whose directory is `cgroup` first.
+fn spawn_without_user_namespaces(inner: &Command, cgroup: Option<&Path>) -> std::process::Child {
     use std::io::Write as _;
     let mut outer = Command::new("unshare");
     // The shell was started before its ids were mapped, so without capabilities: once they are,
@@ -362,8 +387,151 @@ fn without_user_namespaces(inner: &Command) -> std::process::Output {
     for map in ["uid_map", "gid_map"] {
         std::fs::write(format!("/proc/{}/{map}", child.id()), "0 0 65536\n").expect("map the ids to themselves");
     }
+    if let Some(cgroup) = cgroup {
+        std::fs::write(cgroup.join("cgroup.procs"), child.id().to_string()).expect("move into the delegated cgroup");
+    }
     child.stdin.take().expect("stdin").write_all(b"go\n").expect("let it go on");
-    child.wait_with_output().expect("the inner command ends")
+    child
+}
+
+/// A cgroup v2 delegated to uid 65534 (`chown` of the directory and its `cgroup.procs`,
+/// `cgroup.threads` and `cgroup.subtree_control`, as systemd delegates `user@.service`), under
+/// this process's cgroup; removed with what was made in it on drop. `None` (after saying why)
+/// where there is no writable cgroup v2 — a failure under `PROCLEASE_REQUIRE_NAMESPACES`.
+struct Delegated(std::path::PathBuf);
+
+impl Delegated {
+    fn new(tag: &str) -> Option<Delegated> {
+        let own = std::fs::read_to_string("/proc/self/cgroup").ok().and_then(|text| text.lines().find_map(|l| l.strip_prefix("0::").map(str::to_string)));
+        let mount = std::fs::read_to_string("/proc/self/mountinfo").ok().and_then(|text| {
+            text.lines().find_map(|line| {
+                let (fields, rest) = line.split_once(" - ")?;
+                let fields: Vec<&str> = fields.split(' ').collect();
+                (rest.starts_with("cgroup2 ") && fields.get(3) == Some(&"/")).then(|| fields.get(4).map(|m| m.to_string()))?
+            })
+        });
+        let (Some(own), Some(mount)) = (own, mount) else {
+            assert!(std::env::var_os("PROCLEASE_REQUIRE_NAMESPACES").is_none(), "no cgroup v2 here and PROCLEASE_REQUIRE_NAMESPACES is set");
+            println!("skipped: no cgroup v2 mount here");
+            return None;
+        };
+        let dir = Path::new(&mount).join(own.trim_start_matches('/')).join(format!("proclease-test-{tag}"));
+        if let Err(e) = std::fs::create_dir(&dir) {
+            assert!(std::env::var_os("PROCLEASE_REQUIRE_NAMESPACES").is_none(), "cannot make a cgroup ({e}) and PROCLEASE_REQUIRE_NAMESPACES is set");
+            println!("skipped: cannot make a cgroup under {} ({e})", dir.display());
+            return None;
+        }
+        let nobody = (Some(rustix::process::Uid::from_raw(65534)), Some(rustix::process::Gid::from_raw(65534)));
+        for file in ["", "cgroup.procs", "cgroup.threads", "cgroup.subtree_control"] {
+            rustix::fs::chown(&dir.join(file), nobody.0, nobody.1).expect("delegate the cgroup");
+        }
+        Some(Delegated(dir))
+    }
+
+    /// The cgroups made in it.
+    fn children(&self) -> Vec<std::path::PathBuf> {
+        std::fs::read_dir(&self.0).map_or(Vec::new(), |d| d.flatten().filter(|e| e.path().is_dir()).map(|e| e.path()).collect())
+    }
+}
+
+impl Drop for Delegated {
+    fn drop(&mut self) {
+        for child in self.children() {
+            let _ = std::fs::write(child.join("cgroup.kill"), "1");
+            let _ = std::fs::remove_dir(&child);
+        }
+        let _ = std::fs::write(self.0.join("cgroup.kill"), "1");
+        std::thread::sleep(Duration::from_millis(50));
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+/// `proclease ARGS` as uid 65534 on the state home and workspace root of `root`.
+fn as_nobody(root: &Path, args: &[&str]) -> std::process::Output {
+    Command::new("setpriv")
+        .args(["--reuid", "65534", "--regid", "65534", "--clear-groups", common::PROCLEASE, "--state-home"])
+        .arg(root.join("state"))
+        .arg("--workspace-root")
+        .arg(root)
+        .args(args)
+        .env("HOME", root)
+        .current_dir(root)
+        .output()
+        .expect("setpriv proclease")
+}
+
+/// Where no PID namespace can be made but a cgroup v2 is delegated to the user (systemd's
+/// `user@.service`, on a machine that disallows unprivileged user namespaces), the command's
+/// tree runs in a cgroup of its own: a daemon that closed its descriptors keeps its directory
+/// after the supervisor and the command were killed (input 1 without a box), and a finished
+/// run stops what its command left running (input 4 without a box).
+#[test]
+fn without_a_box_a_delegated_cgroup_covers_the_tree() {
+    // uid 65534 must be able to run it (not one under /root).
+    let python = "/usr/bin/python3";
+    if !Path::new(python).exists() {
+        println!("skipped: no {python} that another user can run, to start a daemon");
+        return;
+    }
+    let tag = unique_seconds();
+    let Some((_dir, root, command)) = unprivileged(&format!("{python} -c '{DAEMON}' {tag} >/dev/null 2>&1; sleep {tag}")) else { return };
+    let Some(delegated) = Delegated::new(&tag) else { return };
+    let work = root.join("job");
+    let mut supervisor = spawn_without_user_namespaces(&command, Some(&delegated.0));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while beats(&work) == 0 {
+        if Instant::now() > deadline || supervisor.try_wait().is_ok_and(|status| status.is_some()) {
+            // Whatever of the tree runs holds the output pipes: kill it first.
+            for cgroup in delegated.children() {
+                let _ = std::fs::write(cgroup.join("cgroup.kill"), "1");
+            }
+            let _ = supervisor.kill();
+            panic!("the daemon never wrote: {:?}", supervisor.wait_with_output());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let daemon = daemon_in(&work, python, &tag);
+    let sleeper = wait_for_process(&["sleep", &tag]);
+    let cgroups = delegated.children();
+    assert_eq!(cgroups.len(), 1, "the run made one cgroup in the delegated one: {cgroups:?}");
+    let members = std::fs::read_to_string(cgroups[0].join("cgroup.procs")).expect("cgroup.procs");
+    assert!(members.lines().any(|pid| pid == daemon.to_string()), "the daemon was born in the tree's cgroup: {members}");
+    supervisor.kill().expect("SIGKILL the supervisor");
+    kill(sleeper);
+    wait_until_dead(sleeper);
+    // The daemon's output goes to /dev/null: the pipes close with the sleeper.
+    let said = supervisor.wait_with_output().expect("reap");
+    assert!(stderr(&said).contains("containment=cgroup /"), "run -v names the cgroup: {said:?}");
+    assert!(stderr(&said).contains("only (no PID namespace, because"), "and why there is no box: {said:?}");
+
+    // The command and its supervisor are gone and the daemon closed its witness: only its
+    // cgroup shows the tree alive.
+    still_writes(&work);
+    let doctor = as_nobody(&root, &["doctor"]);
+    assert!(common::stdout(&doctor).contains("a process of its cgroup still runs"), "doctor says why the lease is active: {doctor:?}");
+    let recovered = as_nobody(&root, &["recover", "--json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&recovered.stdout).expect("recover --json");
+    assert_eq!((doc["directoryLeases"]["recovered"].as_u64(), doc["directoryLeases"]["active"].as_u64()), (Some(0), Some(1)), "{recovered:?}");
+    still_writes(&work);
+    kill(daemon);
+    wait_until_dead(daemon);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while work.exists() {
+        assert!(Instant::now() < deadline, "never recovered once the tree was gone: {:?}", as_nobody(&root, &["doctor"]));
+        let _ = as_nobody(&root, &["recover"]);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    // A finished run: what its command left running is stopped before the lease is released,
+    // and its cgroup removed (with the killed supervisor's, now empty).
+    let tag = unique_seconds();
+    let Some((_dir, root, command)) = unprivileged(&format!("sleep {tag} & echo started")) else { return };
+    let run = spawn_without_user_namespaces(&command, Some(&delegated.0)).wait_with_output().expect("run");
+    assert!(run.status.success(), "{run:?}");
+    assert!(stderr(&run).contains("stopped 1 process the command left running"), "{run:?}");
+    assert!(processes_running(&["sleep", &tag]).is_empty(), "no straggler after run returned");
+    assert!(delegated.children().is_empty(), "every cgroup of the runs is removed: {:?}", delegated.children());
+    drop(root);
 }
 
 /// Where the kernel allows no user namespace, an unprivileged run cannot have a box: it says so

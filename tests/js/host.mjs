@@ -28,6 +28,8 @@ export function factsImplying(owner, status) {
     view: { pidNamespace: INITIAL_PID_NAMESPACE, boottimeOffsetNs: 0n, clockTicksPerSecond: 100n },
     // No cluster (docs/cluster.md): another boot id is a previous boot.
     remote: 'not-clustered',
+    // No cgroup recorded (docs/containment.md).
+    tree: 'absent',
   };
 }
 

@@ -59,6 +59,8 @@ def facts_proving(recorded: Rec, status: str) -> Rec:
         view=rec(**INITIAL_VIEW),
         # No cluster (docs/cluster.md): another boot id is a previous boot.
         remote="not-clustered",
+        # No cgroup recorded (docs/containment.md).
+        tree="absent",
     )
 
 

@@ -9,7 +9,7 @@ use proclease::core::canonical_json;
 use proclease::core::directory_leases::{self, DIRECTORY};
 use proclease::core::effects::{Catalog, Processes};
 use proclease::core::invocation_leases;
-use proclease::core::liveness::{INITIAL_PID_NAMESPACE, OwnerFacts, OwnerStatus, ProcRead, ProcView, RemotePresence, WitnessState};
+use proclease::core::liveness::{INITIAL_PID_NAMESPACE, OwnerFacts, OwnerStatus, ProcRead, ProcView, RemotePresence, TreeState, WitnessState};
 use proclease::core::records::directory_lease::{DirectoryLease, Phase as RawPhase, Role};
 use proclease::core::records::export_admission::{ExportAdmission, Phase, Schema};
 use proclease::core::records::invocation_lease::{Containment, ContainmentStatus, InvocationLease, LeaseOwner};
@@ -219,6 +219,7 @@ impl Truth {
             tasks,
             view: ProcView { pid_namespace: view_ns, ..ProcView::INITIAL },
             remote: RemotePresence::NotClustered,
+            tree: TreeState::Absent,
         }
     }
 }

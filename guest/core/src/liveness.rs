@@ -102,6 +102,36 @@ impl WitnessState {
     }
 }
 
+/// What a recorded process's cgroup shows (`docs/containment.md`, "The cgroup"): the cgroup v2
+/// its supervisor put the command's tree in, as recorded under `.proclease/witnesses/`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TreeState {
+    /// No cgroup was recorded for it (no cgroup v2 could be made, a ghostget record, a host
+    /// without cgroups).
+    Absent,
+    /// `cgroup.events` says `populated 1`: some process of the tree is alive, whatever it
+    /// closed and however it detached.
+    Populated,
+    /// The cgroup is empty, or gone (a cgroup can be removed only once empty, and a removed one
+    /// can never be joined again). This alone proves nothing of the recorded process, which may
+    /// live outside its cgroup (a box's init does).
+    Empty,
+    /// Recorded, but it cannot be read here (no cgroup v2 mount, another cgroup namespace).
+    Unreadable,
+}
+
+impl TreeState {
+    /// `absent`, `populated`, `empty` or `unreadable`.
+    pub fn name(self) -> &'static str {
+        match self {
+            TreeState::Absent => "absent",
+            TreeState::Populated => "populated",
+            TreeState::Empty => "empty",
+            TreeState::Unreadable => "unreadable",
+        }
+    }
+}
+
 /// What reading `/proc/<pid>/stat` gave.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ProcRead {
@@ -170,6 +200,8 @@ pub struct OwnerFacts {
     /// The cluster registry's answer for a process recorded on another boot id
     /// ([`RemotePresence::NotClustered`] otherwise, and without a cluster).
     pub remote: RemotePresence,
+    /// The cgroup recorded for it, if any.
+    pub tree: TreeState,
 }
 
 impl OwnerFacts {
@@ -192,6 +224,7 @@ impl OwnerFacts {
             tasks: 0,
             view: ProcView::INITIAL,
             remote: RemotePresence::NotClustered,
+            tree: TreeState::Absent,
         }
     }
 }
@@ -221,6 +254,8 @@ pub enum Proof {
     ClusterUnreachable,
     /// Its witness is held.
     WitnessHeld,
+    /// A process of the cgroup recorded for it is alive.
+    TreePopulated,
     /// Its witness is free.
     WitnessFree,
     /// `/proc` shows the same process alive.
@@ -243,6 +278,7 @@ impl Proof {
             Proof::ClusterAbsent => "it ran on another machine and its cluster presence expired",
             Proof::ClusterUnreachable => "it runs on another machine and the cluster registry cannot be reached",
             Proof::WitnessHeld => "its witness lock is held",
+            Proof::TreePopulated => "a process of its cgroup still runs",
             Proof::WitnessFree => "its witness lock is free",
             Proof::ProcAlive => "/proc shows it running",
             Proof::ProcGone => "/proc shows it gone",
@@ -350,7 +386,8 @@ pub fn start_id(stat: &str, tasks: u32, view: &ProcView, boot_id: &str) -> Optio
 /// rules of this module:
 ///
 /// 1. another boot → `different-or-dead` (nothing of that boot runs), no probe needed;
-/// 2. witness held → `exact-live-owner`;
+/// 2. witness held, or its recorded cgroup populated → `exact-live-owner` (a process of the
+///    command's tree runs on, even one that closed the witness: `docs/containment.md`);
 /// 3. witness free → `different-or-dead`, unless a `/proc` in the recorded namespace shows the
 ///    same process running (it closed its inherited witness): then `exact-live-owner`;
 /// 4. in a cluster, a process of this boot id that this machine's own proof did not find alive
@@ -382,6 +419,9 @@ pub fn judge(owner: &Owner, facts: &OwnerFacts) -> Liveness {
     let at = |status, proof| Liveness { status, spawned, proof };
     if facts.witness == WitnessState::Held {
         return at(OwnerStatus::ExactLiveOwner, Proof::WitnessHeld);
+    }
+    if facts.tree == TreeState::Populated {
+        return at(OwnerStatus::ExactLiveOwner, Proof::TreePopulated);
     }
     let recorded_namespace = match facts.witness {
         WitnessState::Absent => Some(INITIAL_PID_NAMESPACE),
@@ -478,7 +518,7 @@ mod tests {
     }
 
     fn facts(witness: WitnessState, stat: ProcRead) -> OwnerFacts {
-        OwnerFacts { boot_id: BOOT.into(), witness, recorded_pid_namespace: None, spawned: WitnessState::Absent, stat, tasks: 1, view: ProcView::INITIAL, remote: RemotePresence::NotClustered }
+        OwnerFacts { boot_id: BOOT.into(), witness, recorded_pid_namespace: None, spawned: WitnessState::Absent, stat, tasks: 1, view: ProcView::INITIAL, remote: RemotePresence::NotClustered, tree: TreeState::Absent }
     }
 
     fn status(owner: &Owner, facts: &OwnerFacts) -> OwnerStatus {
@@ -545,6 +585,30 @@ mod tests {
         // A process that closed its inherited witness but still runs, seen in its namespace.
         f.stat = ProcRead::Stat(stat("R", 424242));
         assert_eq!(status(&owner, &f), OwnerStatus::ExactLiveOwner);
+    }
+
+    #[test]
+    fn a_populated_cgroup_keeps_the_owner_alive_whatever_the_witness_and_proc_say() {
+        let owner = recorded(424242);
+        // The recorded process is gone and its witness free (a daemon of the tree closed it).
+        let mut f = facts(WitnessState::Free, ProcRead::Missing);
+        f.tree = TreeState::Populated;
+        let liveness = judge(&owner, &f);
+        assert_eq!((liveness.status, liveness.proof), (OwnerStatus::ExactLiveOwner, Proof::TreePopulated));
+        assert!(!liveness.lineage_gone());
+        assert_eq!(describe("child", &owner, &liveness), "child pid 42 is alive (a process of its cgroup still runs)");
+        // An empty, gone or unreadable cgroup proves nothing by itself: the witness decides.
+        for tree in [TreeState::Empty, TreeState::Unreadable, TreeState::Absent] {
+            f.tree = tree;
+            assert_eq!(judge(&owner, &f).proof, Proof::WitnessFree, "{tree:?}");
+        }
+        f.witness = WitnessState::Held;
+        f.tree = TreeState::Empty;
+        assert_eq!(status(&owner, &f), OwnerStatus::ExactLiveOwner);
+        // Another boot's records are never judged by a cgroup of this boot.
+        let old = Owner { boot_id: "0".repeat(64), ..owner.clone() };
+        let f = OwnerFacts { tree: TreeState::Populated, ..facts(WitnessState::Absent, ProcRead::Missing) };
+        assert_eq!(judge(&old, &f).proof, Proof::OtherBoot);
     }
 
     #[test]

@@ -33,7 +33,10 @@ use std::io::Read as _;
 use std::os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd, RawFd};
 use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
 use std::process::{Child, Command, ExitStatus};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+
+use crate::imports::process_identity::cgroup_tree::CgroupTree;
 use std::time::{Duration, Instant};
 
 /// Whether a supervised command runs in a box.
@@ -82,6 +85,8 @@ pub enum Contained {
     PidNamespace {
         /// The namespace's inode (what `readlink /proc/<pid>/ns/pid` shows as `pid:[N]`).
         inode: u64,
+        /// The cgroup v2 the command's tree runs in (its path), if one could be made.
+        cgroup: Option<String>,
         /// Whether the box mounted its own `/proc` (in its own mount namespace).
         own_proc: bool,
         /// Whether the box is in a user namespace of its own (an unprivileged run: the
@@ -93,20 +98,28 @@ pub enum Contained {
     None {
         /// Why.
         reason: String,
+        /// The cgroup v2 the command's tree runs in (its path), if one could be made: it keeps
+        /// the lease active while any process of the tree lives, even without a box.
+        cgroup: Option<String>,
     },
 }
 
 impl std::fmt::Display for Contained {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Contained::PidNamespace { inode, own_proc, user_namespace } => {
+            Contained::PidNamespace { inode, cgroup, own_proc, user_namespace } => {
                 write!(f, "pid namespace pid:[{inode}]")?;
                 if *user_namespace {
                     f.write_str(" in a user namespace")?;
                 }
-                f.write_str(if *own_proc { " with its own /proc" } else { " (the machine's /proc)" })
+                f.write_str(if *own_proc { " with its own /proc" } else { " (the machine's /proc)" })?;
+                if let Some(cgroup) = cgroup {
+                    write!(f, ", cgroup {cgroup}")?;
+                }
+                Ok(())
             }
-            Contained::None { reason } => write!(f, "none, because {reason}"),
+            Contained::None { reason, cgroup: None } => write!(f, "none, because {reason}"),
+            Contained::None { reason, cgroup: Some(cgroup) } => write!(f, "cgroup {cgroup} only (no PID namespace, because {reason})"),
         }
     }
 }
@@ -122,6 +135,9 @@ pub struct BoxOptions {
     /// Kill the whole tree when the spawning thread (and so this process) dies:
     /// `PR_SET_PDEATHSIG` = SIGKILL on the init (cluster mode, `docs/cluster.md`).
     pub die_with_supervisor: bool,
+    /// The cgroup v2 to start the command in (`clone3(CLONE_INTO_CGROUP)` from the init; a
+    /// `cgroup.procs` write without a box): everything the command starts is born in it.
+    pub cgroup: Option<Arc<CgroupTree>>,
 }
 
 /// A started command and everything it starts.
@@ -138,6 +154,8 @@ pub struct Tree {
     keepalive: Option<std::sync::mpsc::Sender<()>>,
     /// In a user namespace: the init's pid (`child` is the relay, its parent).
     init: Option<u32>,
+    /// The cgroup the command's tree runs in; removed once the tree is done.
+    cgroup: Option<Arc<CgroupTree>>,
 }
 
 impl std::fmt::Debug for Tree {
@@ -154,7 +172,8 @@ impl std::fmt::Debug for Tree {
 /// reason.
 pub fn spawn(command: &mut Command, options: &BoxOptions) -> std::io::Result<Tree> {
     if options.containment == Containment::None {
-        return spawn_plain(command, options, "--containment none was asked for".into());
+        let options = BoxOptions { cgroup: None, ..options.clone() };
+        return spawn_plain(command, &options, "--containment none was asked for".into());
     }
     // The spawner thread takes the command and gives it back.
     let taken = std::mem::replace(command, Command::new(""));
@@ -184,8 +203,9 @@ pub fn spawn(command: &mut Command, options: &BoxOptions) -> std::io::Result<Tre
             let pid = init.unwrap_or(child.id());
             let inode = std::fs::read_link(format!("/proc/{pid}/ns/pid")).ok().and_then(|link| nsfs_inode(&link.to_string_lossy())).unwrap_or(0);
             let own_proc = std::fs::read_link(format!("/proc/{pid}/ns/mnt")).ok() != std::fs::read_link("/proc/self/ns/mnt").ok();
-            let contained = Contained::PidNamespace { inode, own_proc, user_namespace: init.is_some() };
-            Ok(Tree { child, contained, events: Some(events), status: None, empty: false, keepalive: Some(keepalive), init })
+            let cgroup = options.cgroup.clone();
+            let contained = Contained::PidNamespace { inode, cgroup: cgroup.as_ref().map(|c| c.path().to_string()), own_proc, user_namespace: init.is_some() };
+            Ok(Tree { child, contained, events: Some(events), status: None, empty: false, keepalive: Some(keepalive), init, cgroup })
         }
         Ok(Err(reason)) if options.containment == Containment::Auto => spawn_plain(command, options, reason),
         Ok(Err(reason)) => Err(std::io::Error::new(std::io::ErrorKind::Unsupported, format!("the command cannot be contained: {reason}"))),
@@ -211,8 +231,35 @@ fn spawn_plain(command: &mut Command, options: &BoxOptions, reason: String) -> s
             });
         }
     }
+    // The command joins its cgroup before exec, so that everything it starts is born in it
+    // (a `Command` cannot be cloned into a cgroup: one write to `cgroup.procs`).
+    let procs = options.cgroup.as_ref().and_then(|cgroup| cgroup.open_procs().ok());
+    if let Some(procs) = &procs {
+        let fd = procs.as_raw_fd();
+        // SAFETY: runs in the forked child before exec; write(2) is async-signal-safe. A failed
+        // write leaves the command outside the cgroup, which the check below sees.
+        unsafe {
+            command.pre_exec(move || {
+                let _ = libc::write(fd, b"0".as_ptr().cast(), 1);
+                Ok(())
+            });
+        }
+    }
     let child = command.spawn()?;
-    Ok(Tree { child, contained: Contained::None { reason }, events: None, status: None, empty: false, keepalive: None, init: None })
+    drop(procs);
+    let cgroup = options.cgroup.clone().filter(|cgroup| {
+        // In it, or already gone: only a command seen outside its cgroup did not join.
+        let joined = procfs::process::Process::new(child.id() as i32).and_then(|p| p.cgroups()).map(|groups| {
+            // Paths as this process's cgroup namespace shows them, as the cgroup's own.
+            groups.0.iter().any(|g| g.hierarchy == 0 && g.controllers.is_empty() && g.pathname == cgroup.path())
+        });
+        !matches!(joined, Ok(false))
+    });
+    if options.cgroup.is_some() && cgroup.is_none() {
+        tracing::warn!("the command could not join its cgroup: only its witness covers what it leaves running");
+    }
+    let contained = Contained::None { reason, cgroup: cgroup.as_ref().map(|c| c.path().to_string()) };
+    Ok(Tree { child, contained, events: None, status: None, empty: false, keepalive: None, init: None, cgroup })
 }
 
 /// A started box: the child to wait for, the report pipe, and (through a user namespace) the
@@ -247,7 +294,8 @@ fn spawn_in_new_namespace(command: &mut Command, options: &BoxOptions, superviso
     let mut keep = options.keep.clone();
     keep.push(report.as_raw_fd());
     keep.sort_unstable();
-    let init = Init { keep, report: report.as_raw_fd(), supervisor: options.die_with_supervisor.then_some(supervisor), relay };
+    let cgroup = options.cgroup.as_ref().map(|cgroup| cgroup.dir_fd());
+    let init = Init { keep, report: report.as_raw_fd(), supervisor: options.die_with_supervisor.then_some(supervisor), relay, cgroup };
     // A `Command` cannot shed a pre-exec hook, and the command goes back to the caller, which
     // spawns it without a box when this one cannot be made: the hook is disarmed then, or it
     // would run again in that child and write to a descriptor number long closed here (std's
@@ -317,6 +365,8 @@ struct Init {
     supervisor: Option<i32>,
     /// Through a user namespace: the relay makes it and the PID namespace, then the init.
     relay: Option<Relay>,
+    /// The cgroup directory to start the command in (`clone3(CLONE_INTO_CGROUP)`).
+    cgroup: Option<RawFd>,
 }
 
 /// Where the forwarded signals go: the command's pid in the init, the init's in the relay (each is
@@ -400,7 +450,18 @@ impl Init {
             let mut before: libc::sigset_t = std::mem::zeroed();
             libc::sigfillset(&mut all);
             libc::sigprocmask(libc::SIG_SETMASK, &all, &mut before);
-            let command = libc::syscall(libc::SYS_clone, libc::SIGCHLD as libc::c_long, 0 as libc::c_long, 0 as libc::c_long, 0 as libc::c_long, 0 as libc::c_long);
+            let command = match self.cgroup {
+                // Born in its cgroup; where the kernel refuses (no clone3, no permission), as
+                // before, and the report says so.
+                Some(cgroup) => match clone_into_cgroup(cgroup) {
+                    failed if failed < 0 => {
+                        OUTSIDE_CGROUP.store(true, Ordering::SeqCst);
+                        libc::syscall(libc::SYS_clone, libc::SIGCHLD as libc::c_long, 0 as libc::c_long, 0 as libc::c_long, 0 as libc::c_long, 0 as libc::c_long)
+                    }
+                    pid => pid,
+                },
+                None => libc::syscall(libc::SYS_clone, libc::SIGCHLD as libc::c_long, 0 as libc::c_long, 0 as libc::c_long, 0 as libc::c_long, 0 as libc::c_long),
+            };
             if command == 0 {
                 // The command: the init alone holds the witness, so that no process of the box
                 // can release it for the tree (`flock -u` on an inherited descriptor would).
@@ -538,12 +599,45 @@ extern "C" fn forward(signal: libc::c_int, info: *mut libc::siginfo_t, _: *mut l
     }
 }
 
-/// Writes the report: the command's raw wait status (4 bytes, native order) and whether the
-/// box was empty (1 byte), in one write (atomic on a pipe).
+/// In the init: the command could not be started in its cgroup.
+static OUTSIDE_CGROUP: AtomicBool = AtomicBool::new(false);
+
+/// `struct clone_args` of `clone3(2)` (`CLONE_ARGS_SIZE_VER2`: up to `cgroup`).
+#[repr(C)]
+#[derive(Default)]
+struct CloneArgs {
+    flags: u64,
+    pidfd: u64,
+    child_tid: u64,
+    parent_tid: u64,
+    exit_signal: u64,
+    stack: u64,
+    stack_size: u64,
+    tls: u64,
+    set_tid: u64,
+    set_tid_size: u64,
+    cgroup: u64,
+}
+
+/// `CLONE_INTO_CGROUP` (Linux 5.7).
+const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
+
+/// A fork (no new stack: the child returns here, as from `fork`) whose child is born in the
+/// cgroup whose directory `cgroup` is. The raw result: the child's pid, 0 in the child, < 0
+/// when the kernel refused.
+unsafe fn clone_into_cgroup(cgroup: RawFd) -> libc::c_long {
+    let args = CloneArgs { flags: CLONE_INTO_CGROUP, exit_signal: libc::SIGCHLD as u64, cgroup: cgroup as u64, ..CloneArgs::default() };
+    // SAFETY: clone3 with a valid clone_args of its declared size, no stack (fork semantics).
+    unsafe { libc::syscall(libc::SYS_clone3, &args as *const CloneArgs, std::mem::size_of::<CloneArgs>()) }
+}
+
+/// Writes the report: the command's raw wait status (4 bytes, native order) and a byte whose
+/// bit 0 says the box was not empty and bit 1 that the command could not be started in its
+/// cgroup, in one write (atomic on a pipe).
 unsafe fn report(fd: RawFd, status: libc::c_int, empty: bool) {
     let mut message = [0u8; 5];
     message[..4].copy_from_slice(&status.to_ne_bytes());
-    message[4] = u8::from(!empty);
+    message[4] = u8::from(!empty) | (u8::from(OUTSIDE_CGROUP.load(Ordering::SeqCst)) << 1);
     // SAFETY: `fd` is the report pipe's write end, kept open in the init.
     unsafe {
         let _ = libc::write(fd, message.as_ptr().cast(), message.len());
@@ -738,7 +832,10 @@ impl Tree {
         if whole {
             let raw = i32::from_ne_bytes([message[0], message[1], message[2], message[3]]);
             self.status = Some(ExitStatus::from_raw(raw));
-            self.empty = message[4] == 0;
+            self.empty = message[4] & 1 == 0;
+            if message[4] & 2 != 0 {
+                tracing::warn!("the kernel refused to start the command in its cgroup: the box alone contained it");
+            }
         } else {
             // The init died without a report: the kernel killed the box with it.
             let status = self.child.wait()?;
@@ -767,10 +864,14 @@ impl Tree {
         }
     }
 
-    /// Kills the whole tree at once: SIGKILL to the init (the kernel kills every process of
-    /// the box; through a user namespace, to the relay, whose death kills the init), or to the
-    /// command without a box.
+    /// Kills the whole tree at once: `cgroup.kill` of its cgroup (if it has one), and SIGKILL
+    /// to the init (the kernel kills every process of the box; through a user namespace, to the
+    /// relay, whose death kills the init), or to the command without a box.
     pub fn kill(&mut self) {
+        if let Some(cgroup) = &self.cgroup {
+            // Atomically, what the command started; the init's death takes the rest.
+            let _ = cgroup.kill();
+        }
         let _ = self.child.kill();
     }
 
@@ -790,12 +891,15 @@ impl Tree {
             self.wait()?;
         }
         if self.keepalive.is_none() {
-            // No box (it cannot tell), or its init is already reaped.
-            return Ok(0);
+            // No box (only a cgroup can tell), or its init is already reaped.
+            let count = self.finish_cgroup(policy, abort);
+            self.remove_cgroup();
+            return Ok(count);
         }
         if self.empty {
             self.child.wait()?;
             self.reaped();
+            self.remove_cgroup();
             return Ok(0);
         }
         let count = descendants(self.init.unwrap_or(self.child.id()));
@@ -822,7 +926,59 @@ impl Tree {
             std::thread::sleep(Duration::from_millis(20));
         }
         self.reaped();
+        self.remove_cgroup();
         Ok(count)
+    }
+
+    /// Without a box: what the command left in its cgroup (if it has one) is dealt with by
+    /// `policy`, as [`Tree::finish`] does through a box's init: SIGTERM and SIGCONT to each
+    /// process of the cgroup, then `cgroup.kill`. The processes found; 0 without a cgroup.
+    fn finish_cgroup(&mut self, policy: Stragglers, abort: &dyn Fn() -> bool) -> usize {
+        let Some(cgroup) = self.cgroup.clone() else { return 0 };
+        let count = cgroup.pids().len();
+        if count == 0 {
+            return 0;
+        }
+        let mut until = match policy {
+            Stragglers::Wait => {
+                tracing::warn!(count, cgroup = cgroup.path(), "waiting for the processes the command left running (the lease stays held until they end)");
+                None
+            }
+            Stragglers::Stop { grace } => {
+                tracing::info!(count, cgroup = cgroup.path(), "stopping the processes the command left running");
+                cgroup.signal_all(rustix::process::Signal::TERM);
+                cgroup.signal_all(rustix::process::Signal::CONT);
+                Some(Instant::now() + grace)
+            }
+        };
+        let mut killed: Option<Instant> = None;
+        while cgroup.populated() == Some(true) {
+            if killed.is_none() && (abort() || until.is_some_and(|until| Instant::now() >= until)) {
+                killed = Some(Instant::now());
+                until = None;
+            }
+            if let Some(since) = killed {
+                if cgroup.kill().is_err() {
+                    // An older kernel without cgroup.kill: one by one, until none is left.
+                    cgroup.signal_all(rustix::process::Signal::KILL);
+                }
+                if since.elapsed() >= KILL_BOUND {
+                    tracing::warn!(cgroup = cgroup.path(), "processes of the command's cgroup outlived SIGKILL for 10 s (stuck in the kernel): the run goes on");
+                    break;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        count
+    }
+
+    /// Removes the tree's cgroup once it is empty (kept otherwise: its record still tells).
+    fn remove_cgroup(&mut self) {
+        if let Some(cgroup) = self.cgroup.take() {
+            if !cgroup.remove() {
+                tracing::debug!(cgroup = cgroup.path(), "the command's cgroup is not empty yet: left in place");
+            }
+        }
     }
 
     /// The init was reaped: the spawner thread may end.
@@ -838,8 +994,13 @@ impl Drop for Tree {
             self.kill();
             let _ = self.child.wait();
         }
+        self.remove_cgroup();
     }
 }
+
+/// How long processes killed with SIGKILL may take to leave their cgroup before the run goes on
+/// without them (a process stuck in the kernel cannot die sooner).
+const KILL_BOUND: Duration = Duration::from_secs(10);
 
 /// Waits up to `timeout` for `child`, polling.
 fn wait_child_for(child: &mut Child, timeout: Duration) -> std::io::Result<Option<ExitStatus>> {

@@ -31,6 +31,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus};
+use std::sync::Arc;
 use std::time::Duration;
 
 use proclease_core::LeaseCode;
@@ -41,6 +42,7 @@ pub use crate::api::containment::{BoxOptions, Contained, Containment, Stragglers
 use crate::api::containment;
 use crate::api::host::Host;
 use crate::error::{Error, Refusal};
+use crate::process_identity::cgroup_tree::CgroupTree;
 use crate::process_identity::run_journal::JournalEntry;
 use crate::process_identity::{IdentityError, NOT_LIVE, ProcessIdentity};
 use crate::witness::SpawnWitness;
@@ -81,7 +83,36 @@ impl<'a> Launch<'a> {
     /// kind [`std::io::ErrorKind::Unsupported`]).
     pub fn spawn_tree(self, command: &mut Command, mut options: BoxOptions) -> Result<Tree, SpawnError> {
         options.keep.extend(self.witness.as_ref().and_then(SpawnWitness::raw_fd));
-        self.start(command, |command| containment::spawn(command, &options), Tree::id)
+        if options.containment != Containment::None && options.cgroup.is_none() {
+            options.cgroup = self.cgroup();
+        }
+        let cgroup = options.cgroup.clone();
+        let started = self.start(command, |command| containment::spawn(command, &options), Tree::id);
+        if let (Err(_), Some(cgroup)) = (&started, cgroup) {
+            cgroup.remove();
+        }
+        started
+    }
+
+    /// A cgroup v2 for the command's tree (`docs/containment.md`, "The cgroup"), recorded
+    /// beside the spawn witness so that probes of the child see it; none where none can be
+    /// made (said at `-v`).
+    fn cgroup(&self) -> Option<Arc<CgroupTree>> {
+        let cgroup = match CgroupTree::create() {
+            Ok(cgroup) => cgroup,
+            Err(reason) => {
+                tracing::info!(%reason, "no cgroup for the command's tree");
+                return None;
+            }
+        };
+        if let Some(witness) = &self.witness {
+            if let Err(e) = witness.record_cgroup(&cgroup.record()) {
+                tracing::warn!(error = %e, "the command's cgroup cannot be recorded: it runs without one");
+                cgroup.remove();
+                return None;
+            }
+        }
+        Some(Arc::new(cgroup))
     }
 
     /// Starts `command` holding the witness, without a box. On success this process keeps no
@@ -465,7 +496,7 @@ impl<'h> Supervisor<'h> {
                 return Err(error);
             }
         };
-        let options = BoxOptions { containment: self.containment, keep: Vec::new(), die_with_supervisor: fenced.is_some() };
+        let options = BoxOptions { containment: self.containment, keep: Vec::new(), die_with_supervisor: fenced.is_some(), cgroup: None };
         let mut tree = match launch.spawn_tree(command, options) {
             Ok(tree) => {
                 tracing::info!(pid = tree.id(), containment = %tree.containment(), "started the command");

@@ -6,6 +6,7 @@ use clap::Args;
 use proclease::core::invocation_leases::{Entry, RepairDecision};
 use proclease::core::liveness::OwnerStatus;
 use proclease::core::dispositions::Disposition;
+use proclease::process_identity::cgroup_tree::CgroupTree;
 use serde_json::{Value, json};
 
 use super::{Failure, Global};
@@ -195,9 +196,13 @@ pub fn run(global: &Global, args: &DoctorArgs) -> Result<ExitCode, Failure> {
             Ok(()) => json!({ "available": true, "reason": null }),
             Err(reason) => json!({ "available": false, "reason": reason }),
         };
+        let cgroup = match CgroupTree::available() {
+            Ok(()) => json!({ "available": true, "reason": null }),
+            Err(reason) => json!({ "available": false, "reason": reason }),
+        };
         let doc = json!({
             "schemaVersion": super::JSON_SCHEMA_VERSION, "stateHome": host.state_home().display().to_string(), "store": host.store_address(),
-            "containment": containment, "entries": items, "overBound": over_bound, "clusterState": host.cluster_epoch_warning(),
+            "containment": containment, "cgroup": cgroup, "entries": items, "overBound": over_bound, "clusterState": host.cluster_epoch_warning(),
         });
         super::print_json(&doc);
         return Ok(ExitCode::SUCCESS);
@@ -210,7 +215,12 @@ pub fn run(global: &Global, args: &DoctorArgs) -> Result<ExitCode, Failure> {
         }
     }
     if let Err(reason) = proclease::supervisor::containment_available() {
-        println!("containment: none, because {reason} (docs/containment.md: a command's detached processes are covered only while they keep its witness)");
+        match CgroupTree::available() {
+            Ok(()) => println!(
+                "containment: cgroup only, because {reason} (docs/containment.md: the lease stays active while any process of the command's tree runs; in cluster mode, a killed supervisor's grandchildren are not stopped)"
+            ),
+            Err(_) => println!("containment: none, because {reason} (docs/containment.md: a command's detached processes are covered only while they keep its witness)"),
+        }
     }
     if let Some(words) = &over_bound {
         println!("{words}");

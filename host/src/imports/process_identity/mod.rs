@@ -17,12 +17,13 @@ use std::io::Read as _;
 use std::os::unix::fs::MetadataExt as _;
 use std::sync::{Arc, OnceLock};
 
-use proclease_core::liveness::{self, Liveness, OwnerFacts, OwnerStatus, ProcRead, ProcView, RemotePresence, WitnessState};
+use proclease_core::liveness::{self, Liveness, OwnerFacts, OwnerStatus, ProcRead, ProcView, RemotePresence, TreeState, WitnessState};
 use proclease_core::records::Owner;
 use proclease_core::{digest, js};
 
 #[cfg(feature = "cluster")]
 pub mod cluster_presence;
+pub mod cgroup_tree;
 pub mod dead_man;
 pub mod run_journal;
 pub mod witness;
@@ -301,10 +302,16 @@ impl ProcessIdentity {
                 tasks: 0,
                 view,
                 remote: self.presence.as_ref().map_or(RemotePresence::NotClustered, |registry| registry.lookup(owner)),
+                tree: TreeState::Absent,
             });
         }
         let (witness, recorded_pid_namespace) = self.witnesses.as_ref().map_or((WitnessState::Absent, None), |w| w.test(owner));
         let spawned = self.witnesses.as_ref().map_or(WitnessState::Absent, |w| w.test_spawned(owner));
+        // A held witness decides alone; otherwise a populated cgroup of the tree keeps it alive.
+        let tree = match witness {
+            WitnessState::Held => TreeState::Absent,
+            _ => self.witnesses.as_ref().map_or(TreeState::Absent, |w| w.test_tree(owner)),
+        };
         let (stat, tasks) = observe(owner.pid);
         // A witness of this state home decides by itself; without one, a process of this boot
         // id may be another container's, which only the cluster registry can see.
@@ -316,6 +323,7 @@ impl ProcessIdentity {
             pid = owner.pid,
             ?witness,
             ?spawned,
+            ?tree,
             stat = %match &stat {
                 ProcRead::Stat(_) => "read",
                 ProcRead::Missing => "missing",
@@ -324,7 +332,7 @@ impl ProcessIdentity {
             tasks,
             "probed a recorded process"
         );
-        Ok(OwnerFacts { boot_id, witness, recorded_pid_namespace, spawned, stat, tasks, view, remote })
+        Ok(OwnerFacts { boot_id, witness, recorded_pid_namespace, spawned, stat, tasks, view, remote, tree })
     }
 
     /// What probing `owner` proves ([`liveness::judge`] over [`ProcessIdentity::probe`]).

@@ -15,6 +15,9 @@
 //! - `<pid>-<process start id>.spawn-<uuid>`: a witness this identity took for a process it
 //!   was about to start ([`Witnesses::spawn`]); the child inherits it (and hands it to its own
 //!   children); the parent closes its copy once the child runs.
+//! - `<pid>-<process start id>.cgroup-<uuid>`, linked as `<pid>-<process start id>.cgroup`
+//!   with the child's witness: the cgroup v2 its tree runs in, when one was made
+//!   (`cgroup_tree`; [`SpawnWitness::record_cgroup`]).
 //!
 //! Every witness is locked before it gets its name (it is created under a temporary name,
 //! locked, then hard-linked), so a named witness that is free really is abandoned. Witnesses
@@ -29,7 +32,7 @@ use std::io::{Read as _, Write as _};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::{Mutex, OnceLock};
 
-use proclease_core::liveness::WitnessState;
+use proclease_core::liveness::{TreeState, WitnessState};
 use proclease_core::records::Owner;
 use rustix::fs::{AtFlags, Mode, OFlags};
 use rustix::io::Errno;
@@ -320,10 +323,14 @@ impl Witnesses {
                 if let Ok(Some(stat)) = fsops::lstat(dir, other.as_str()) {
                     if stat.st_ino == spawn_stat.st_ino && stat.st_dev == spawn_stat.st_dev {
                         let _ = rustix::fs::unlinkat(dir, other.as_str(), AtFlags::empty());
+                        if same_file(dir, &cgroup_name(spawn), &cgroup_name(other)) {
+                            let _ = rustix::fs::unlinkat(dir, cgroup_name(other).as_str(), AtFlags::empty());
+                        }
                     }
                 }
             }
             let _ = rustix::fs::unlinkat(dir, spawn.as_str(), AtFlags::empty());
+            let _ = rustix::fs::unlinkat(dir, cgroup_name(spawn).as_str(), AtFlags::empty());
             removed.push(spawn.clone());
         }
         self.pending.lock().unwrap_or_else(|p| p.into_inner()).retain(|_, name| !removed.contains(name));
@@ -350,19 +357,37 @@ impl Witnesses {
         let dir = self.boot_dir(&child.boot_id)?;
         let name = identity_name(child);
         let path = format!("{ROOT}/{}/{name}", child.boot_id);
-        match rustix::fs::linkat(dir, spawn.as_str(), dir, name.as_str(), AtFlags::empty()) {
+        let linked = self.link_identity(dir, &spawn, &name, &path, child);
+        if linked.is_ok() {
+            // The cgroup record follows the witness: a stale one of an earlier holder of this
+            // identity name (free witness, replaced above) goes.
+            let record = cgroup_name(&spawn);
+            let under = cgroup_name(&name);
+            if same_file(dir, &record, &under) {
+                return Ok(());
+            }
+            let _ = rustix::fs::unlinkat(dir, under.as_str(), AtFlags::empty());
+            match rustix::fs::linkat(dir, record.as_str(), dir, under.as_str(), AtFlags::empty()) {
+                Ok(()) | Err(Errno::NOENT) => {}
+                Err(e) => return Err(io(&format!("{ROOT}/{}/{under}", child.boot_id), "link")(e)),
+            }
+        }
+        linked
+    }
+
+    /// Links spawn witness `spawn` as `name` (the child's identity witness).
+    fn link_identity(&self, dir: &OwnedFd, spawn: &str, name: &str, path: &str, child: &Owner) -> Result<(), WitnessError> {
+        match rustix::fs::linkat(dir, spawn, dir, name, AtFlags::empty()) {
             Ok(()) => Ok(()),
-            Err(Errno::EXIST) => match (fsops::lstat(dir, spawn.as_str()), fsops::lstat(dir, name.as_str())) {
-                (Ok(Some(a)), Ok(Some(b))) if a.st_ino == b.st_ino && a.st_dev == b.st_dev => Ok(()),
-                _ => match test(dir, &name) {
-                    WitnessState::Free => {
-                        rustix::fs::unlinkat(dir, name.as_str(), AtFlags::empty()).map_err(io(&path, "unlink"))?;
-                        rustix::fs::linkat(dir, spawn.as_str(), dir, name.as_str(), AtFlags::empty()).map_err(io(&path, "link"))
-                    }
-                    _ => Err(WitnessError::Collision { path, pid: child.pid }),
-                },
+            Err(Errno::EXIST) if same_file(dir, spawn, name) => Ok(()),
+            Err(Errno::EXIST) => match test(dir, name) {
+                WitnessState::Free => {
+                    rustix::fs::unlinkat(dir, name, AtFlags::empty()).map_err(io(path, "unlink"))?;
+                    rustix::fs::linkat(dir, spawn, dir, name, AtFlags::empty()).map_err(io(path, "link"))
+                }
+                _ => Err(WitnessError::Collision { path: path.into(), pid: child.pid }),
             },
-            Err(e) => Err(io(&path, "link")(e)),
+            Err(e) => Err(io(path, "link")(e)),
         }
     }
 
@@ -379,6 +404,26 @@ impl Witnesses {
             _ => recorded_pid_namespace(dir, &name),
         };
         (state, namespace)
+    }
+
+    /// What the cgroup recorded for `owner` shows (`cgroup_tree::observe`): absent when none
+    /// was recorded.
+    pub fn test_tree(&self, owner: &Owner) -> TreeState {
+        if !nameable(owner) {
+            return TreeState::Absent;
+        }
+        let Some(dir) = self.existing_boot_dir(&owner.boot_id) else { return TreeState::Absent };
+        let name = cgroup_name(&identity_name(owner));
+        let fd = match rustix::fs::openat(dir, name.as_str(), OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK, Mode::empty()) {
+            Ok(fd) => fd,
+            Err(Errno::NOENT) => return TreeState::Absent,
+            Err(_) => return TreeState::Unreadable,
+        };
+        let mut text = String::new();
+        if File::from(fd).take(MAX_WITNESS_BYTES).read_to_string(&mut text).is_err() {
+            return TreeState::Unreadable;
+        }
+        super::cgroup_tree::observe(&text)
     }
 
     /// The aggregate state of the spawn witnesses `owner` took: held if any is held, free if
@@ -440,6 +485,18 @@ impl SpawnWitness<'_> {
         self.file.as_ref().map(|file| file.as_raw_fd())
     }
 
+    /// Records the cgroup the child's tree runs in (`cgroup_tree`), as `<spawn witness>.cgroup`:
+    /// linked under the child's identity with the witness, it lets a probe of the child see
+    /// whether anything of its tree runs. Call before the child starts.
+    ///
+    /// Errors: the record cannot be written (the child then runs without a recorded cgroup).
+    pub fn record_cgroup(&self, record: &str) -> Result<(), WitnessError> {
+        let dir = self.witnesses.boot_dir(&self.boot_id)?;
+        let name = cgroup_name(&self.name);
+        let path = format!("{ROOT}/{}/{name}", self.boot_id);
+        write_new(dir, &name, record.as_bytes()).map_err(|source| WitnessError::Io { path, operation: "write", source })
+    }
+
     /// The child is running as `pid`: this process closes its copy (the child's keeps the lock),
     /// and a later capture of `pid` links the witness under the child's identity.
     pub fn started(mut self, pid: u32) {
@@ -448,11 +505,16 @@ impl SpawnWitness<'_> {
         drop(self.file.take());
     }
 
-    /// The spawn failed: nothing inherited the witness; it is removed.
+    /// The spawn failed: nothing inherited the witness; it is removed (with its cgroup record).
     pub fn abandon(mut self) {
         drop(self.file.take());
+        self.unlink();
+    }
+
+    fn unlink(&self) {
         if let Some(dir) = self.witnesses.existing_boot_dir(&self.boot_id) {
             let _ = rustix::fs::unlinkat(dir, self.name.as_str(), AtFlags::empty());
+            let _ = rustix::fs::unlinkat(dir, cgroup_name(&self.name).as_str(), AtFlags::empty());
         }
     }
 }
@@ -462,11 +524,38 @@ impl Drop for SpawnWitness<'_> {
         // Neither started nor abandoned (an error path): the witness protects nothing.
         if self.file.is_some() {
             drop(self.file.take());
-            if let Some(dir) = self.witnesses.existing_boot_dir(&self.boot_id) {
-                let _ = rustix::fs::unlinkat(dir, self.name.as_str(), AtFlags::empty());
-            }
+            self.unlink();
         }
     }
+}
+
+/// The name of the cgroup record of witness `name` (`cgroup_tree`): `<identity>.cgroup` for
+/// `<identity>.witness`, `<spawner>.cgroup-<uuid>` for spawn witness `<spawner>.spawn-<uuid>`
+/// (never a name a spawn witness's prefix matches: no version takes a record for a lock).
+fn cgroup_name(witness: &str) -> String {
+    if let Some(identity) = witness.strip_suffix(".witness") {
+        return format!("{identity}.cgroup");
+    }
+    match witness.split_once(".spawn-") {
+        Some((spawner, uuid)) => format!("{spawner}.cgroup-{uuid}"),
+        None => format!("{witness}.cgroup"),
+    }
+}
+
+/// Whether `a` and `b` in `dir` are the same file (both exist).
+fn same_file(dir: &OwnedFd, a: &str, b: &str) -> bool {
+    matches!((fsops::lstat(dir, a), fsops::lstat(dir, b)), (Ok(Some(x)), Ok(Some(y))) if x.st_ino == y.st_ino && x.st_dev == y.st_dev)
+}
+
+/// Creates file `name` in `dir` (mode 0600) with `content`: written under a temporary name and
+/// then linked, so a reader never sees it partly written. An existing `name` is an error.
+fn write_new(dir: &OwnedFd, name: &str, content: &[u8]) -> std::io::Result<()> {
+    let temp = format!(".tmp-{}", uuid::Uuid::new_v4());
+    let fd = rustix::fs::openat(dir, temp.as_str(), OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::from_raw_mode(0o600))?;
+    let written = File::from(fd).write_all(content);
+    let linked = written.and_then(|()| rustix::fs::linkat(dir, temp.as_str(), dir, name, AtFlags::empty()).map_err(std::io::Error::from));
+    let _ = rustix::fs::unlinkat(dir, temp.as_str(), AtFlags::empty());
+    linked
 }
 
 /// Whether a lock error means the filesystem does not support `flock`.
