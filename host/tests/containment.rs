@@ -464,7 +464,8 @@ fn as_nobody(root: &Path, args: &[&str]) -> std::process::Output {
 /// `user@.service`, on a machine that disallows unprivileged user namespaces), the command's
 /// tree runs in a cgroup of its own: a daemon that closed its descriptors keeps its directory
 /// after the supervisor and the command were killed (input 1 without a box), and a finished
-/// run stops what its command left running (input 4 without a box).
+/// run stops what its command left running (input 4 without a box). A `--stage` run's daemon
+/// keeps the stage the same way (input 3 without a box).
 #[test]
 fn without_a_box_a_delegated_cgroup_covers_the_tree() {
     // uid 65534 must be able to run it (not one under /root).
@@ -508,7 +509,10 @@ fn without_a_box_a_delegated_cgroup_covers_the_tree() {
     // cgroup shows the tree alive.
     still_writes(&work);
     let doctor = as_nobody(&root, &["doctor"]);
-    assert!(common::stdout(&doctor).contains("a process of its cgroup still runs"), "doctor says why the lease is active: {doctor:?}");
+    // The supervisor (the lease's owner) is judged first: a process it started still runs in
+    // the cgroup recorded with its spawn witness.
+    let why = common::stdout(&doctor);
+    assert!(why.contains("a process of its cgroup still runs") || why.contains("its cgroup is populated"), "doctor says why the lease is active: {doctor:?}");
     let recovered = as_nobody(&root, &["recover", "--json"]);
     let doc: serde_json::Value = serde_json::from_slice(&recovered.stdout).expect("recover --json");
     assert_eq!((doc["directoryLeases"]["recovered"].as_u64(), doc["directoryLeases"]["active"].as_u64()), (Some(0), Some(1)), "{recovered:?}");
@@ -522,8 +526,48 @@ fn without_a_box_a_delegated_cgroup_covers_the_tree() {
         std::thread::sleep(Duration::from_millis(50));
     }
 
+    // A `--stage` run, whose lease names the supervisor (the command is never captured): with
+    // the supervisor and the command killed, the daemon's populated cgroup (recorded with the
+    // spawn witness) keeps the stage.
+    let stage = root.join("stage");
+    let tag = unique_seconds();
+    let mut staged = Command::new("setpriv");
+    staged
+        .args(["--reuid", "65534", "--regid", "65534", "--clear-groups", common::PROCLEASE, "-v", "--state-home"])
+        .arg(root.join("state"))
+        .arg("--workspace-root")
+        .arg(&root)
+        .arg("run")
+        .arg("--stage")
+        .arg(&stage)
+        .arg("--output")
+        .arg(root.join("published"))
+        .args(["--", "sh", "-c", &format!("{python} -c '{DAEMON}' {tag} >/dev/null 2>&1; sleep {tag}")])
+        .env("HOME", &root)
+        .current_dir(&root);
+    let mut supervisor = spawn_without_user_namespaces(&staged, Some(&delegated.0));
+    let daemon = daemon_in(&stage, python, &tag);
+    let sleeper = wait_for_process(&["sleep", &tag]);
+    supervisor.kill().expect("SIGKILL the supervisor");
+    kill(sleeper);
+    wait_until_dead(sleeper);
+    let _ = supervisor.wait_with_output();
+    still_writes(&stage);
+    let recovered = as_nobody(&root, &["recover", "--json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&recovered.stdout).expect("recover --json");
+    assert_eq!(doc["directoryLeases"]["recovered"].as_u64(), Some(0), "the stage is kept while the daemon runs: {recovered:?}");
+    still_writes(&stage);
+    kill(daemon);
+    wait_until_dead(daemon);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while stage.exists() {
+        assert!(Instant::now() < deadline, "the stage was never recovered once the tree was gone: {:?}", as_nobody(&root, &["doctor"]));
+        let _ = as_nobody(&root, &["recover"]);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
     // A finished run: what its command left running is stopped before the lease is released,
-    // and its cgroup removed (with the killed supervisor's, now empty).
+    // and its cgroup removed (with the killed supervisors', now empty).
     let tag = unique_seconds();
     let Some((_dir, root, command)) = unprivileged(&format!("sleep {tag} & echo started")) else { return };
     let run = spawn_without_user_namespaces(&command, Some(&delegated.0)).wait_with_output().expect("run");

@@ -474,7 +474,7 @@ pub fn describe(role: &str, owner: &Owner, liveness: &Liveness) -> String {
         text.push(')');
     }
     match liveness.spawned {
-        Spawned::SomeAlive => text.push_str("; a process it started still runs (its witness lock is held)"),
+        Spawned::SomeAlive => text.push_str("; a process it started still runs (its witness lock is held, or its cgroup is populated)"),
         Spawned::AllGone if liveness.proof != Proof::OtherBoot && liveness.status != OwnerStatus::ExactLiveOwner => {
             text.push_str("; every process it started is gone (their witness locks are free)")
         }

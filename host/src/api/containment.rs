@@ -233,20 +233,20 @@ fn spawn_plain(command: &mut Command, options: &BoxOptions, reason: String) -> s
     }
     // The command joins its cgroup before exec, so that everything it starts is born in it
     // (a `Command` cannot be cloned into a cgroup: one write to `cgroup.procs`).
-    let procs = options.cgroup.as_ref().and_then(|cgroup| cgroup.open_procs().ok());
-    if let Some(procs) = &procs {
-        let fd = procs.as_raw_fd();
+    // The hook stays on the caller's `Command`: it owns the descriptor it writes to, so a later
+    // spawn of the same `Command` writes to that cgroup again, never to a reused number.
+    if let Some(procs) = options.cgroup.as_ref().and_then(|cgroup| cgroup.open_procs().ok()) {
+        let procs = Arc::new(procs);
         // SAFETY: runs in the forked child before exec; write(2) is async-signal-safe. A failed
         // write leaves the command outside the cgroup, which the check below sees.
         unsafe {
             command.pre_exec(move || {
-                let _ = libc::write(fd, b"0".as_ptr().cast(), 1);
+                let _ = libc::write(procs.as_raw_fd(), b"0".as_ptr().cast(), 1);
                 Ok(())
             });
         }
     }
     let child = command.spawn()?;
-    drop(procs);
     let cgroup = options.cgroup.clone().filter(|cgroup| {
         // In it, or already gone: only a command seen outside its cgroup did not join.
         let joined = procfs::process::Process::new(child.id() as i32).and_then(|p| p.cgroups()).map(|groups| {
@@ -255,8 +255,9 @@ fn spawn_plain(command: &mut Command, options: &BoxOptions, reason: String) -> s
         });
         !matches!(joined, Ok(false))
     });
-    if options.cgroup.is_some() && cgroup.is_none() {
+    if let (Some(unused), None) = (&options.cgroup, &cgroup) {
         tracing::warn!("the command could not join its cgroup: only its witness covers what it leaves running");
+        unused.remove();
     }
     let contained = Contained::None { reason, cgroup: cgroup.as_ref().map(|c| c.path().to_string()) };
     Ok(Tree { child, contained, events: None, status: None, empty: false, keepalive: None, init: None, cgroup })
@@ -879,7 +880,7 @@ impl Tree {
     /// `policy` and waits until the box is empty; `abort` is asked every 20 ms, and once it
     /// answers true what is left is killed at once (a signal to the supervisor, a lapsed
     /// cluster presence). The processes that were still running, as counted when the
-    /// command's exit was seen (0 when it left none; always 0 without a box, which cannot tell).
+    /// command's exit was seen (0 when it left none; 0 without a box or cgroup, which cannot tell).
     ///
     /// Stopping goes through the init (`kill(-1)` inside the namespace: no pid is signalled
     /// from outside, so none can have been reused): SIGTERM and SIGCONT to every process of the
@@ -932,13 +933,17 @@ impl Tree {
 
     /// Without a box: what the command left in its cgroup (if it has one) is dealt with by
     /// `policy`, as [`Tree::finish`] does through a box's init: SIGTERM and SIGCONT to each
-    /// process of the cgroup, then `cgroup.kill`. The processes found; 0 without a cgroup.
+    /// process of the cgroup (and of the cgroups below it), then `cgroup.kill`. The run goes on
+    /// only once the cgroup is empty; past 10 s after SIGKILL it says every 10 s what it waits
+    /// for. The processes found; 0 without a cgroup.
     fn finish_cgroup(&mut self, policy: Stragglers, abort: &dyn Fn() -> bool) -> usize {
         let Some(cgroup) = self.cgroup.clone() else { return 0 };
-        let count = cgroup.pids().len();
-        if count == 0 {
+        // Unreadable `cgroup.events` (a transient error): the processes listed decide.
+        let populated = || cgroup.populated().unwrap_or_else(|| !cgroup.pids().is_empty());
+        if !populated() {
             return 0;
         }
+        let count = cgroup.pids().len();
         let mut until = match policy {
             Stragglers::Wait => {
                 tracing::warn!(count, cgroup = cgroup.path(), "waiting for the processes the command left running (the lease stays held until they end)");
@@ -952,7 +957,8 @@ impl Tree {
             }
         };
         let mut killed: Option<Instant> = None;
-        while cgroup.populated() == Some(true) {
+        let mut said = Instant::now();
+        while populated() {
             if killed.is_none() && (abort() || until.is_some_and(|until| Instant::now() >= until)) {
                 killed = Some(Instant::now());
                 until = None;
@@ -962,9 +968,14 @@ impl Tree {
                     // An older kernel without cgroup.kill: one by one, until none is left.
                     cgroup.signal_all(rustix::process::Signal::KILL);
                 }
-                if since.elapsed() >= KILL_BOUND {
-                    tracing::warn!(cgroup = cgroup.path(), "processes of the command's cgroup outlived SIGKILL for 10 s (stuck in the kernel): the run goes on");
-                    break;
+                if since.elapsed() >= KILL_BOUND && said.elapsed() >= KILL_BOUND {
+                    said = Instant::now();
+                    let left = cgroup.pids();
+                    tracing::warn!(
+                        cgroup = cgroup.path(),
+                        ?left,
+                        "processes of the command's cgroup outlived SIGKILL (stuck in the kernel, or out of this user's reach): the lease stays held until they are gone"
+                    );
                 }
             }
             std::thread::sleep(Duration::from_millis(20));
@@ -998,8 +1009,9 @@ impl Drop for Tree {
     }
 }
 
-/// How long processes killed with SIGKILL may take to leave their cgroup before the run goes on
-/// without them (a process stuck in the kernel cannot die sooner).
+/// How long processes killed with SIGKILL may take to leave their cgroup before the run says
+/// what it waits for (a process stuck in the kernel cannot die sooner), and how often it says
+/// so again.
 const KILL_BOUND: Duration = Duration::from_secs(10);
 
 /// Waits up to `timeout` for `child`, polling.

@@ -83,8 +83,12 @@ impl<'a> Launch<'a> {
     /// kind [`std::io::ErrorKind::Unsupported`]).
     pub fn spawn_tree(self, command: &mut Command, mut options: BoxOptions) -> Result<Tree, SpawnError> {
         options.keep.extend(self.witness.as_ref().and_then(SpawnWitness::raw_fd));
-        if options.containment != Containment::None && options.cgroup.is_none() {
-            options.cgroup = self.cgroup();
+        if options.containment != Containment::None {
+            options.cgroup = match options.cgroup.take() {
+                // The caller's own cgroup is recorded as one made here would be.
+                Some(given) => self.record_cgroup(given),
+                None => CgroupTree::create().map_err(|reason| tracing::info!(%reason, "no cgroup for the command's tree")).ok().and_then(|made| self.record_cgroup(Arc::new(made))),
+            };
         }
         let cgroup = options.cgroup.clone();
         let started = self.start(command, |command| containment::spawn(command, &options), Tree::id);
@@ -94,17 +98,10 @@ impl<'a> Launch<'a> {
         started
     }
 
-    /// A cgroup v2 for the command's tree (`docs/containment.md`, "The cgroup"), recorded
-    /// beside the spawn witness so that probes of the child see it; none where none can be
-    /// made (said at `-v`).
-    fn cgroup(&self) -> Option<Arc<CgroupTree>> {
-        let cgroup = match CgroupTree::create() {
-            Ok(cgroup) => cgroup,
-            Err(reason) => {
-                tracing::info!(%reason, "no cgroup for the command's tree");
-                return None;
-            }
-        };
+    /// Records `cgroup` (the cgroup v2 of the command's tree: `docs/containment.md`, "The
+    /// cgroup") beside the spawn witness, so that probes of the child see it; `None` (and the
+    /// cgroup removed) when it cannot be recorded.
+    fn record_cgroup(&self, cgroup: Arc<CgroupTree>) -> Option<Arc<CgroupTree>> {
         if let Some(witness) = &self.witness {
             if let Err(e) = witness.record_cgroup(&cgroup.record()) {
                 tracing::warn!(error = %e, "the command's cgroup cannot be recorded: it runs without one");
@@ -112,7 +109,7 @@ impl<'a> Launch<'a> {
                 return None;
             }
         }
-        Some(Arc::new(cgroup))
+        Some(cgroup)
     }
 
     /// Starts `command` holding the witness, without a box. On success this process keeps no
@@ -176,7 +173,7 @@ pub struct Finished {
     /// Its exit status.
     pub status: ExitStatus,
     /// How many processes the command left running when it exited (stopped by
-    /// [`Stragglers::Stop`], or waited for by [`Stragglers::Wait`]); 0 without a box.
+    /// [`Stragglers::Stop`], or waited for by [`Stragglers::Wait`]); 0 without a box or cgroup.
     pub stragglers: usize,
     /// How it ran: in a box, or not and why.
     pub containment: Contained,

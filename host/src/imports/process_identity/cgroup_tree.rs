@@ -10,6 +10,7 @@
 //! cgroup that is gone is empty for good.
 //!
 //! - **Its name**: `proclease-<pid namespace>-<pid>-<start time ticks>-<n>` of the supervisor
+//!   (its start time as the initial time namespace shows it)
 //!   that made it, under the supervisor's own cgroup. A supervisor removes its cgroup when its
 //!   tree is done; one that was killed leaves an empty cgroup, which the next supervisor in the
 //!   same cgroup removes ([`CgroupTree::create`]): at once when it is of the same PID namespace
@@ -200,16 +201,23 @@ impl CgroupTree {
         Ok(())
     }
 
-    /// The processes in it (`cgroup.procs`, at most 100,000), as this process's PID namespace
-    /// numbers them.
+    /// The processes in it and in the cgroups below it (`cgroup.procs` of each, at most 100,000
+    /// in all, 64 levels deep), as this process's PID namespace numbers them.
     pub fn pids(&self) -> Vec<i32> {
-        let Ok(file) = rustix::fs::openat(&self.dir, "cgroup.procs", OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty()) else { return Vec::new() };
-        let mut text = String::new();
-        let _ = std::io::Read::read_to_string(&mut std::io::Read::take(std::fs::File::from(file), 1 << 20), &mut text);
-        text.lines().filter_map(|line| line.trim().parse().ok()).take(100_000).collect()
+        let mut pids = Vec::new();
+        collect_pids(&self.dir_path, 0, &mut pids);
+        pids
     }
 
-    /// Sends `signal` to every process in it; how many got it. Each is pinned by a pidfd and
+    /// Whether `/proc/<pid>/cgroup` shows `pid` in this cgroup or below it.
+    fn holds(&self, pid: i32) -> bool {
+        let below = format!("{}/", self.path);
+        procfs::process::Process::new(pid)
+            .and_then(|p| p.cgroups())
+            .is_ok_and(|groups| groups.0.iter().any(|g| g.hierarchy == 0 && g.controllers.is_empty() && (g.pathname == self.path || g.pathname.starts_with(&below))))
+    }
+
+    /// Sends `signal` to every process in it (and in the cgroups below it); how many got it. Each is pinned by a pidfd and
     /// checked to be in this cgroup before it is signalled, so a pid reused meanwhile by a
     /// process elsewhere is never signalled.
     pub fn signal_all(&self, signal: rustix::process::Signal) -> usize {
@@ -217,10 +225,7 @@ impl CgroupTree {
         for pid in self.pids() {
             let Some(raw) = rustix::process::Pid::from_raw(pid) else { continue };
             let Ok(pidfd) = rustix::process::pidfd_open(raw, rustix::process::PidfdFlags::empty()) else { continue };
-            let inside = procfs::process::Process::new(pid)
-                .and_then(|p| p.cgroups())
-                .is_ok_and(|groups| groups.0.iter().any(|g| g.hierarchy == 0 && g.controllers.is_empty() && g.pathname == self.path));
-            if inside && rustix::process::pidfd_send_signal(&pidfd, signal).is_ok() {
+            if self.holds(pid) && rustix::process::pidfd_send_signal(&pidfd, signal).is_ok() {
                 sent += 1;
             }
         }
@@ -300,6 +305,23 @@ pub fn observe(record: &str) -> TreeState {
     }
 }
 
+/// Appends the pids of `cgroup.procs` in `dir` and the cgroups below it to `pids`.
+fn collect_pids(dir: &Path, depth: usize, pids: &mut Vec<i32>) {
+    const MAX_PIDS: usize = 100_000;
+    if depth > 64 || pids.len() >= MAX_PIDS {
+        return;
+    }
+    if let Ok(text) = std::fs::read_to_string(dir.join("cgroup.procs")) {
+        pids.extend(text.lines().filter_map(|line| line.trim().parse::<i32>().ok()).take(MAX_PIDS - pids.len()));
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.filter_map(Result::ok) {
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            collect_pids(&entry.path(), depth + 1, pids);
+        }
+    }
+}
+
 /// `populated` of the `cgroup.events` of the cgroup directory `dir`.
 fn populated(dir: &OwnedFd) -> Option<bool> {
     let file = rustix::fs::openat(dir.as_fd(), "cgroup.events", OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty()).ok()?;
@@ -336,10 +358,30 @@ struct Supervisor {
 impl Supervisor {
     fn this() -> Option<Supervisor> {
         let myself = procfs::process::Process::myself().ok()?;
-        let start = myself.stat().ok()?.starttime;
+        let start = initial_start(myself.stat().ok()?.starttime)?;
         let pid_namespace = std::fs::metadata("/proc/self/ns/pid").ok()?.ino();
         Some(Supervisor { pid_namespace, pid: myself.pid, start })
     }
+}
+
+/// A `starttime` this process read from `/proc` (ticks, shifted by its time namespace's
+/// boottime offset), as the initial time namespace shows it: so that supervisors in different
+/// time namespaces name and compare start times alike.
+fn initial_start(read: u64) -> Option<u64> {
+    let offsets = std::fs::read_to_string("/proc/self/timens_offsets").unwrap_or_default();
+    let offset_ticks = offsets
+        .lines()
+        .find_map(|line| {
+            let mut parts = line.split_whitespace();
+            (parts.next()? == "boottime").then(|| {
+                let seconds: i64 = parts.next()?.parse().ok()?;
+                let nanos: i64 = parts.next()?.parse().ok()?;
+                // USER_HZ is 100 on Linux.
+                Some(seconds * 100 + nanos / 10_000_000)
+            })?
+        })
+        .unwrap_or(0);
+    u64::try_from(i128::from(read) - i128::from(offset_ticks)).ok()
 }
 
 /// Removes the empty cgroups under `parent` made by supervisors of this PID namespace that no
@@ -370,7 +412,7 @@ fn sweep(parent: &Path, this: &Supervisor) {
             }
             continue;
         }
-        let running = procfs::process::Process::new(pid).and_then(|p| p.stat()).map(|s| s.starttime == start && s.state != 'Z');
+        let running = procfs::process::Process::new(pid).and_then(|p| p.stat()).map(|s| initial_start(s.starttime) == Some(start) && s.state != 'Z');
         if matches!(running, Ok(true)) {
             continue;
         }

@@ -369,7 +369,8 @@ impl Witnesses {
             let _ = rustix::fs::unlinkat(dir, under.as_str(), AtFlags::empty());
             match rustix::fs::linkat(dir, record.as_str(), dir, under.as_str(), AtFlags::empty()) {
                 Ok(()) | Err(Errno::NOENT) => {}
-                Err(e) => return Err(io(&format!("{ROOT}/{}/{under}", child.boot_id), "link")(e)),
+                // The record is a second proof: the witness, linked, still decides alone.
+                Err(e) => tracing::warn!(path = %format!("{ROOT}/{}/{under}", child.boot_id), error = %std::io::Error::from(e), "the command's cgroup record cannot be linked"),
             }
         }
         linked
@@ -413,32 +414,28 @@ impl Witnesses {
             return TreeState::Absent;
         }
         let Some(dir) = self.existing_boot_dir(&owner.boot_id) else { return TreeState::Absent };
-        let name = cgroup_name(&identity_name(owner));
-        let fd = match rustix::fs::openat(dir, name.as_str(), OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK, Mode::empty()) {
-            Ok(fd) => fd,
-            Err(Errno::NOENT) => return TreeState::Absent,
-            Err(_) => return TreeState::Unreadable,
-        };
-        let mut text = String::new();
-        if File::from(fd).take(MAX_WITNESS_BYTES).read_to_string(&mut text).is_err() {
-            return TreeState::Unreadable;
-        }
-        super::cgroup_tree::observe(&text)
+        read_cgroup_record(dir, &cgroup_name(&identity_name(owner)))
     }
 
-    /// The aggregate state of the spawn witnesses `owner` took: held if any is held, free if
-    /// there are some and all are free, untestable if some cannot be tested and none is held,
-    /// absent if there are none.
+    /// The aggregate state of the spawn witnesses `owner` took: held if any is held (or the
+    /// cgroup recorded with one is populated: a process started under it still runs, whatever
+    /// it closed), free if there are some and all are free, untestable if some cannot be tested
+    /// and none is held, absent if there are none.
     pub fn test_spawned(&self, owner: &Owner) -> WitnessState {
         if !nameable(owner) {
             return WitnessState::Absent;
         }
         let Some(dir) = self.existing_boot_dir(&owner.boot_id) else { return WitnessState::Absent };
         let prefix = spawn_prefix(owner);
+        let records = cgroup_name(&prefix);
         let Ok(names) = fsops::list_names(dir, 100_000) else { return WitnessState::Untestable };
         let mut aggregate = WitnessState::Absent;
         for name in names {
             let Ok(name) = String::from_utf8(name) else { continue };
+            if name.starts_with(&records) && read_cgroup_record(dir, &name) == TreeState::Populated {
+                // A process it started, whatever it closed, still runs in its cgroup.
+                return WitnessState::Held;
+            }
             if !name.starts_with(&prefix) {
                 continue;
             }
@@ -540,6 +537,21 @@ fn cgroup_name(witness: &str) -> String {
         Some((spawner, uuid)) => format!("{spawner}.cgroup-{uuid}"),
         None => format!("{witness}.cgroup"),
     }
+}
+
+/// What cgroup record `name` in `dir` shows (`cgroup_tree::observe`): absent when there is no
+/// such file.
+fn read_cgroup_record(dir: &OwnedFd, name: &str) -> TreeState {
+    let fd = match rustix::fs::openat(dir, name, OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK, Mode::empty()) {
+        Ok(fd) => fd,
+        Err(Errno::NOENT) => return TreeState::Absent,
+        Err(_) => return TreeState::Unreadable,
+    };
+    let mut text = String::new();
+    if File::from(fd).take(MAX_WITNESS_BYTES).read_to_string(&mut text).is_err() {
+        return TreeState::Unreadable;
+    }
+    super::cgroup_tree::observe(&text)
 }
 
 /// Whether `a` and `b` in `dir` are the same file (both exist).
