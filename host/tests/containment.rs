@@ -435,13 +435,16 @@ impl Delegated {
 }
 
 impl Drop for Delegated {
+    /// Kills what is left in it (a failed test's tree) and removes it once empty (within 5 s).
     fn drop(&mut self) {
+        let _ = std::fs::write(self.0.join("cgroup.kill"), "1");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while std::fs::read_to_string(self.0.join("cgroup.events")).is_ok_and(|e| e.contains("populated 1")) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
         for child in self.children() {
-            let _ = std::fs::write(child.join("cgroup.kill"), "1");
             let _ = std::fs::remove_dir(&child);
         }
-        let _ = std::fs::write(self.0.join("cgroup.kill"), "1");
-        std::thread::sleep(Duration::from_millis(50));
         let _ = std::fs::remove_dir(&self.0);
     }
 }

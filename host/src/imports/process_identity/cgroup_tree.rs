@@ -30,6 +30,7 @@
 use std::os::fd::{AsFd as _, AsRawFd as _, OwnedFd, RawFd};
 use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use proclease_core::liveness::TreeState;
@@ -61,8 +62,17 @@ struct Hierarchy {
     namespace: u64,
 }
 
+/// This process's hierarchy, read once (a process's cgroup and mounts are set when it starts;
+/// one moved later still makes its cgroups where it started).
+static HIERARCHY: OnceLock<Result<Hierarchy, String>> = OnceLock::new();
+
 impl Hierarchy {
-    /// The hierarchy this process is in, or why there is none to use.
+    /// The hierarchy this process is in (read once), or why there is none to use.
+    fn get() -> Result<&'static Hierarchy, String> {
+        HIERARCHY.get_or_init(Hierarchy::find).as_ref().map_err(Clone::clone)
+    }
+
+    /// Reads the hierarchy this process is in, or why there is none to use.
     fn find() -> Result<Hierarchy, String> {
         let myself = procfs::process::Process::myself().map_err(|e| format!("/proc/self cannot be read ({e})"))?;
         let own = myself
@@ -122,10 +132,11 @@ impl CgroupTree {
     /// Errors: why none can be made, in words for `run -v` and `doctor` (no cgroup v2, its
     /// cgroup not writable: run as root or delegate it).
     pub fn create() -> Result<CgroupTree, String> {
-        let hierarchy = Hierarchy::find()?;
+        let hierarchy = Hierarchy::get()?;
         let parent = hierarchy.dir_of(&hierarchy.own).ok_or_else(|| format!("no cgroup v2 mount shows this process's cgroup {}", hierarchy.own))?;
-        let supervisor = Supervisor::this().ok_or_else(|| "this process's own identity cannot be read from /proc".to_string())?;
-        sweep(&parent, &supervisor);
+        static SUPERVISOR: OnceLock<Option<Supervisor>> = OnceLock::new();
+        let supervisor = SUPERVISOR.get_or_init(Supervisor::this).as_ref().ok_or_else(|| "this process's own identity cannot be read from /proc".to_string())?;
+        sweep(&parent, supervisor);
         let name = format!("{PREFIX}{}-{}-{}-{}", supervisor.pid_namespace, supervisor.pid, supervisor.start, MADE.fetch_add(1, Ordering::Relaxed));
         let dir_path = parent.join(&name);
         match rustix::fs::mkdir(&dir_path, Mode::from_raw_mode(0o755)) {
@@ -282,7 +293,7 @@ pub fn observe(record: &str) -> TreeState {
     if record.kind != "proclease-cgroup" || !record.path.starts_with('/') || record.path.split('/').any(|part| part == "..") {
         return TreeState::Unreadable;
     }
-    let Ok(hierarchy) = Hierarchy::find() else { return TreeState::Unreadable };
+    let Ok(hierarchy) = Hierarchy::get() else { return TreeState::Unreadable };
     if hierarchy.namespace != record.cgroup_namespace {
         return TreeState::Unreadable;
     }
