@@ -70,6 +70,16 @@ pub enum Error {
     /// Cluster mode: a malformed store address, a build without it, or a lost presence session.
     #[error(transparent)]
     Cluster(#[from] ClusterError),
+    /// A process could not be started (not found, not executable, …): the program and the
+    /// system's error, kept as the source.
+    #[error("cannot start {program}: {source}")]
+    Start {
+        /// The program asked for.
+        program: String,
+        /// The system's error.
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 impl From<proclease_core::Error> for Error {

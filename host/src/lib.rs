@@ -58,6 +58,11 @@ pub use invocation_lease::{
 pub use proclease_core as core;
 pub use records::Records;
 pub use runtime::{HostState, Instance, LoadedFrom, Runtime, RuntimeConfig};
+
+/// The README's code blocks, run as doc-tests (its library example must work as printed).
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeExamples;
 /// The wasmtime this host is built on, for embedders of [`Runtime::instantiate_component`]
 /// (whose components, stores and instances are its types).
 pub use wasmtime;

@@ -363,3 +363,63 @@ fn sixteen_processes_race_for_a_hundred_rounds() {
         race_round(&h, 16, round);
     }
 }
+
+/// A handle dropped unreleased (an early `?`, a panic) while no helper is recorded releases its
+/// claim: the next acquire, here in the same process, succeeds. [`Admission::leave`] keeps it.
+#[test]
+fn a_dropped_handle_releases_a_parent_owned_claim() {
+    let h = RealHome::new();
+    drop(acquire(&h));
+    assert_eq!(file(&h), None, "released on drop");
+    acquire(&h).leave();
+    assert!(file(&h).is_some(), "a left handle leaves its claim");
+    assert_eq!(err(Admission::acquire(runtime(), h.real_effects()).map_err(|e| e.to_string())), ACTIVE);
+}
+
+/// A helper that cannot start leaves the admission as it was (parent-owned: releasable, and
+/// released by a drop), with the system's error kept as the cause.
+#[test]
+fn a_helper_that_cannot_start_leaves_the_admission_as_it_was() {
+    let h = RealHome::new();
+    let host = proclease::Host::builder().state_home(&h.home).build().expect("host");
+    let mut admission = host.acquire_admission().expect("acquired");
+    let error = admission.launch_helper(host.process_identity(), &mut Command::new("/nonexistent/helper")).expect_err("not started");
+    assert!(matches!(&error, proclease::Error::Start { program, .. } if program == "/nonexistent/helper"), "{error:?}");
+    let cause = std::error::Error::source(&error).and_then(|e| e.downcast_ref::<std::io::Error>()).expect("the io error is the source");
+    assert_eq!(cause.kind(), std::io::ErrorKind::NotFound);
+    assert_eq!(admission.claim().expect("claim").phase, Some(Phase::ParentOwned));
+    drop(admission);
+    assert_eq!(file(&h), None, "a drop releases it");
+    host.acquire_admission().expect("acquired again").release().expect("release");
+}
+
+/// A process that drops its handle (exits) while its helper runs leaves the claim: it stays
+/// active while the helper lives, and once the helper is gone the next acquire takes it over —
+/// never a claim only a reboot clears.
+#[test]
+fn a_claim_left_with_a_running_helper_is_taken_over_once_the_helper_is_gone() {
+    let h = RealHome::new();
+    let pid_file = h.home.join("helper.pid");
+    let output = Command::new(env!("CARGO_BIN_EXE_admission_worker"))
+        .args(["helper-then-exit", h.home.to_str().expect("utf-8"), pid_file.to_str().expect("utf-8")])
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("run worker");
+    assert!(output.status.success(), "{output:?}");
+    let helper: i32 = std::fs::read_to_string(&pid_file).expect("helper pid").trim().parse().expect("a pid");
+    let left = file(&h).expect("the claim stays");
+    assert!(left.contains("\"phase\":\"helper-active\""), "{left}");
+    let refused = Admission::acquire(runtime(), h.real_effects()).map_err(|e| e.to_string());
+    assert_eq!(err(refused), ACTIVE, "the helper still runs");
+    assert!(Command::new("kill").args(["-9", &helper.to_string()]).status().expect("kill").success(), "kill the helper");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut taken = loop {
+        match Admission::acquire(runtime(), h.real_effects()) {
+            Ok(taken) => break taken,
+            Err(e) => assert!(std::time::Instant::now() < deadline, "never taken over once the helper died: {e}"),
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert!(!left.contains(&taken.claim().expect("claim").id), "a new claim");
+    taken.release().expect("release");
+}

@@ -401,12 +401,12 @@ fn pooled_instances_are_reused_without_their_last_users_effects_and_never_after_
     let runtime = Runtime::new(RuntimeConfig { max_memory_bytes: 8 << 20, ..RuntimeConfig::default() }).expect("runtime");
     assert_eq!(runtime.idle_instances(), 0);
 
-    // A held admission on a real home; dropping the handle (which never releases the admission)
-    // returns its instance to the pool.
+    // A held admission on a real home; leaving the handle (which keeps the admission) returns
+    // its instance to the pool.
     let home = RealHome::new();
     let admission = Admission::acquire(&runtime, home.real_effects()).expect("acquired");
     assert_eq!(runtime.idle_instances(), 0, "a handle keeps its instance");
-    drop(admission);
+    admission.leave();
     assert_eq!(runtime.idle_instances(), 1, "the handle's instance went back to the pool");
 
     // The next user takes that instance with its own effects: given no state home, it is

@@ -1,36 +1,49 @@
 //! The typed API over the component's `export-admission` export (spec §6A.5): a held export
 //! admission, with its helper lifecycle.
 //!
-//! ```no_run
-//! # fn main() -> Result<(), proclease::Error> {
-//! # let effects = proclease::effects::Effects::native(None, std::sync::Arc::new(proclease::process_identity::ProcessIdentity::new()));
-//! let runtime = proclease::Runtime::shared()?;
-//! let mut admission = proclease::Admission::acquire(runtime, effects)?;
-//! admission.begin_helper_launch()?;
-//! // … spawn the helper …
-//! # let helper_pid = 0;
-//! admission.bind_helper(helper_pid)?;
-//! // … wait for it …
+//! ```
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let home = tempfile::tempdir()?;
+//! let host = proclease::Host::builder().state_home(home.path()).build()?;
+//! let mut admission = host.acquire_admission()?;
+//! // The helper is recorded; a failed start leaves the admission as it was.
+//! let mut helper = admission.launch_helper(host.process_identity(), &mut std::process::Command::new("true"))?;
+//! helper.wait()?;
 //! admission.settle_helper()?;
 //! admission.release()?;
 //! # Ok(()) }
 //! ```
+//!
+//! **Dropping a handle** (an early `?`, a panic) releases an admission that is `parent-owned`
+//! (no helper recorded): the next acquire, in this process or another, succeeds. An admission
+//! whose helper may run (`helper-launching`, `helper-active`) is left as it is, with a warning:
+//! while this process lives it stays active; once this process is gone, the next acquire or
+//! `proclease recover` judges the helper — started by [`Admission::launch_helper`], it has a
+//! witness, so its death is proven and the claim taken over.
+
+use std::process::{Child, Command};
 
 use proclease_core::records::Owner;
 use proclease_core::records::export_admission::{ExportAdmission, Phase};
 use wasmtime::component::ResourceAny;
 
+use crate::api::supervisor::{Launch, SpawnError};
 use crate::effects::Effects;
+use crate::process_identity::ProcessIdentity;
 use crate::runtime::{Instance, Runtime};
 use crate::{Error, convert};
 use crate::runtime::export_call;
 
 /// A held export admission, living in its own component instance. Every write rotates the
 /// claim's revision and is a compare-and-swap on the claim this handle last wrote; a failed
-/// write leaves the handle unchanged.
+/// write leaves the handle unchanged. Dropped unreleased, it releases a `parent-owned` claim
+/// (module docs).
+#[must_use = "the admission is held until released (dropping the handle releases it only while no helper is recorded)"]
 pub struct Admission {
     instance: Instance,
     resource: ResourceAny,
+    /// [`Admission::leave`] was called: the drop leaves the claim.
+    left: bool,
 }
 
 macro_rules! call {
@@ -47,7 +60,7 @@ impl Admission {
     pub fn acquire(runtime: &Runtime, effects: Effects) -> Result<Admission, Error> {
         let mut instance = runtime.instantiate_with(effects)?;
         let resource = instance.call(|exports, store| exports.proclease_lease_export_admission().call_acquire(store))?;
-        Ok(Admission { instance, resource })
+        Ok(Admission { instance, resource, left: false })
     }
 
     /// Resumes a handle on `claim` (a current v2 claim) as if this process had written it.
@@ -55,7 +68,7 @@ impl Admission {
         let mut instance = runtime.instantiate_with(effects)?;
         let claim = convert::admission_claim_to_wit(claim.clone());
         let resource = instance.call(|exports, store| exports.proclease_lease_export_admission().admission().call_resume(store, &claim, released))?;
-        Ok(Admission { instance, resource })
+        Ok(Admission { instance, resource, left: false })
     }
 
     /// The claim this handle last wrote.
@@ -103,6 +116,52 @@ impl Admission {
     pub fn release(&mut self) -> Result<(), Error> {
         call!(self, call_release)?.map_err(|e| convert::error_from_wit(e).into())
     }
+
+    /// Starts `command` as the admission's helper (§6A.5: parent-owned → helper-launching →
+    /// helper-active, the helper's identity recorded), under a spawn witness of `identity`
+    /// (this process: [`crate::Host::process_identity`]), so that its death is proven after a
+    /// crash. When it cannot be started, the admission goes back to parent-owned; when it
+    /// started but cannot be recorded, it is killed and the admission goes back to
+    /// parent-owned: either way the admission is as it was, and the error says why.
+    ///
+    /// Errors: [`Error::Start`] (not found, not executable), [`Error::Identity`] (no witness),
+    /// and the admission's own ([`Admission::begin_helper_launch`], [`Admission::bind_helper`]).
+    pub fn launch_helper(&mut self, identity: &ProcessIdentity, command: &mut Command) -> Result<Child, Error> {
+        self.begin_helper_launch()?;
+        let started = Launch::prepare(identity).and_then(|launch| launch.spawn(command));
+        let mut child = match started {
+            Ok(child) => child,
+            Err(e) => {
+                // Nothing was started: back to parent-owned.
+                self.settle_or_warn();
+                return Err(match e {
+                    SpawnError::Witness(e) => Error::Identity(e),
+                    SpawnError::Start(source) => Error::Start { program: command.get_program().to_string_lossy().into_owned(), source },
+                });
+            }
+        };
+        if let Err(e) = self.bind_helper(i64::from(child.id())) {
+            // An unrecorded helper must not outlive the admission's say.
+            let _ = child.kill();
+            let _ = child.wait();
+            self.settle_or_warn();
+            return Err(e);
+        }
+        Ok(child)
+    }
+
+    /// Gives up this handle and leaves the claim exactly as it is, as if this process had
+    /// crashed (no release on drop): for a process that hands the claim on, or a test of what
+    /// a crash leaves.
+    pub fn leave(mut self) {
+        self.left = true;
+    }
+
+    fn settle_or_warn(&mut self) {
+        if let Err(e) = self.settle_helper() {
+            tracing::warn!(error = %e, "the export admission could not go back to parent-owned after its helper failed to start");
+        }
+    }
 }
 
 /// Reads and judges the admission without changing anything (`None` when no claim is held),
@@ -118,8 +177,24 @@ pub fn survey_admission(runtime: &Runtime, effects: Effects) -> Result<Option<pr
 }
 
 impl Drop for Admission {
+    /// Releases a `parent-owned` claim this handle holds; leaves one whose helper may run, with
+    /// a warning (module docs).
     fn drop(&mut self) {
-        // Dropping the handle never releases the admission: only `release` does.
+        let held = !self.left && matches!(self.released(), Ok(false));
+        if held {
+            match self.claim().map(|claim| claim.phase) {
+                Ok(Some(Phase::ParentOwned) | None) => {
+                    if let Err(e) = self.release() {
+                        tracing::warn!(error = %e, "a dropped export admission handle could not release its claim: `proclease recover` settles it once this process is gone");
+                    }
+                }
+                Ok(Some(phase)) => tracing::warn!(
+                    ?phase,
+                    "an export admission handle was dropped while its helper may run: the claim stays (active while this process lives; judged by the helper's witness once it is gone)"
+                ),
+                Err(e) => tracing::warn!(error = %e, "a dropped export admission handle could not read its claim: it is left as it is"),
+            }
+        }
         self.instance.drop_resource(self.resource);
     }
 }

@@ -4,6 +4,9 @@
 //!   admission_worker hold-unsafe <state-home>
 //!       acquire, begin a helper launch, bind itself as the helper, mark cleanup unsafe, exit 0
 //!       silently (§7.1 scenario 10)
+//!   admission_worker helper-then-exit <state-home> <pid-file>
+//!       acquire, start `sleep 600` as the helper (`launch_helper`), write its pid to
+//!       <pid-file>, and exit without releasing (the handle is dropped with the helper running)
 //!   admission_worker race <state-home> <go-file> <release-file>
 //!       wait for <go-file>, try to acquire; print `acquired` (then hold until <release-file>
 //!       exists, and release) or `blocked: <message>`
@@ -41,6 +44,15 @@ fn main() {
             admission.begin_helper_launch().unwrap_or_else(|e| fail(&e.to_string()));
             admission.bind_helper(i64::from(std::process::id())).unwrap_or_else(|e| fail(&e.to_string()));
             admission.mark_cleanup_unsafe().unwrap_or_else(|e| fail(&e.to_string()));
+        }
+        "helper-then-exit" => {
+            let host = open(&arg(2));
+            let mut admission = host.acquire_admission().unwrap_or_else(|e| fail(&e.to_string()));
+            let mut sleep = std::process::Command::new("sleep");
+            // Not holding the worker's output open: the test reads it to its end.
+            sleep.arg("600").stdin(std::process::Stdio::null()).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null());
+            let helper = admission.launch_helper(host.process_identity(), &mut sleep).unwrap_or_else(|e| fail(&e.to_string()));
+            std::fs::write(arg(3), helper.id().to_string()).unwrap_or_else(|e| fail(&e.to_string()));
         }
         "race" => {
             let host = open(&arg(2));

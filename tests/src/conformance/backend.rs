@@ -279,11 +279,27 @@ impl AdmissionSession for NativeAdmission {
     }
 }
 
-struct ComponentAdmission(Admission);
+/// A resumed handle; the vector decides what happens to the claim, so dropping the session
+/// leaves it as it is ([`Admission::leave`]).
+struct ComponentAdmission(Option<Admission>);
+
+impl Drop for ComponentAdmission {
+    fn drop(&mut self) {
+        if let Some(admission) = self.0.take() {
+            admission.leave();
+        }
+    }
+}
+
+impl ComponentAdmission {
+    fn handle(&mut self) -> Infra<&mut Admission> {
+        self.0.as_mut().ok_or_else(|| "the admission session was already left".to_string())
+    }
+}
 
 impl AdmissionSession for ComponentAdmission {
     fn step(&mut self, step: &AdmissionStep) -> Infra<Result<(), Error>> {
-        let a = &mut self.0;
+        let a = self.handle()?;
         split(match step {
             AdmissionStep::Update(phase, helper) => a.update(*phase, helper.as_ref()),
             AdmissionStep::Begin => a.begin_helper_launch(),
@@ -296,7 +312,8 @@ impl AdmissionSession for ComponentAdmission {
 
     fn state(&mut self) -> Infra<(ExportAdmission, String, bool)> {
         let infra = |e: proclease::Error| e.to_string();
-        Ok((self.0.claim().map_err(infra)?, self.0.content_sha256().map_err(infra)?, self.0.released().map_err(infra)?))
+        let a = self.handle()?;
+        Ok((a.claim().map_err(infra)?, a.content_sha256().map_err(infra)?, a.released().map_err(infra)?))
     }
 }
 
@@ -564,13 +581,14 @@ impl Backend for ComponentBackend {
 
     fn admission_acquire(&mut self, world: &FakeWorld) -> Infra<Result<(), Error>> {
         let runtime = Runtime::shared().map_err(|e| e.to_string())?;
-        split(Admission::acquire(runtime, world.effects()).map(|_| ()))
+        // The vectors' acquire keeps the claim it wrote: the handle is left, not dropped.
+        split(Admission::acquire(runtime, world.effects()).map(Admission::leave))
     }
 
     fn admission_session(&mut self, world: &FakeWorld, claim: &ExportAdmission, released: bool) -> Infra<Box<dyn AdmissionSession>> {
         let runtime = Runtime::shared().map_err(|e| e.to_string())?;
         let admission = Admission::resume(runtime, world.effects(), claim, released).map_err(|e| e.to_string())?;
-        Ok(Box::new(ComponentAdmission(admission)))
+        Ok(Box::new(ComponentAdmission(Some(admission))))
     }
 
     fn directory_request(&mut self, world: &FakeWorld, request: &Request) -> Infra<Result<(), Error>> {
