@@ -272,6 +272,7 @@ fn creation_checks_the_physical_directory() {
     let outside = Request { path: "/etc/ssl".into(), ..request };
     let error = DirectoryLease::create(runtime(), f.h.real_effects(), &outside).err().expect("refused");
     assert!(error.to_string().contains("outside the granted workspace roots"), "{error}");
+    assert!(error.to_string().contains("HostBuilder::workspace_root(DIR)") && error.to_string().contains("--workspace-root DIR"), "says how to grant it in the library and on the command line: {error}");
 }
 
 /// Found by the 10,000-kill stress run: a recovery reads the claims, then probes each owner.

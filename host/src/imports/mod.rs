@@ -95,7 +95,7 @@ impl Effects {
 /// The workspace of an instance that was granted no roots.
 struct NoWorkspace;
 
-const NO_WORKSPACE: &str = "no workspace roots were granted: give --workspace-root";
+const NO_WORKSPACE: &str = "no workspace roots were granted: give `--workspace-root DIR` (command line) or `HostBuilder::workspace_root(DIR)` (library)";
 
 impl Workspace for NoWorkspace {
     fn inspect(&mut self, path: &str) -> Result<Option<DirectoryFacts>, WorkspaceFailure> {

@@ -326,7 +326,7 @@ impl Workspace {
         Err(WorkspaceError::Refused {
             path: path.into(),
             reason: format!(
-                "outside the granted workspace roots ({}); grant its parent with --workspace-root",
+                "outside the granted workspace roots ({}); grant its parent (`--workspace-root DIR` on the command line, `HostBuilder::workspace_root(DIR)` in the library)",
                 roots.join(", ")
             ),
         })
