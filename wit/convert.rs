@@ -175,7 +175,7 @@ lease_code_map!(
 pub(crate) fn error_to_wit(e: Error) -> t::Error {
     match e {
         Error::Lease(lease) => match lease_code_to_wit(lease.code()) {
-            Some(code) => t::Error::Lease(t::LeaseError { code, message: String::from(lease.message()) }),
+            Some(code) => t::Error::Lease(t::LeaseError { code, message: String::from(lease.message()), cause: lease.cause().map(String::from) }),
             None => t::Error::System(String::from(lease.message())),
         },
         Error::Storage(m) => t::Error::Storage(m),
@@ -186,7 +186,13 @@ pub(crate) fn error_to_wit(e: Error) -> t::Error {
 
 pub(crate) fn error_from_wit(e: t::Error) -> Error {
     match e {
-        t::Error::Lease(l) => Error::Lease(LeaseError::from_parts(lease_code_from_wit(l.code), l.message)),
+        t::Error::Lease(l) => {
+            let lease = LeaseError::from_parts(lease_code_from_wit(l.code), l.message);
+            Error::Lease(match l.cause {
+                Some(cause) => lease.with_cause(cause),
+                None => lease,
+            })
+        }
         t::Error::Storage(m) => Error::Storage(m),
         t::Error::System(m) => Error::System(m),
     }

@@ -19,7 +19,9 @@ use crate::workspace::WorkspaceError;
 pub enum Error {
     /// A lease rule refused: its code and the reference's exact message (e.g.
     /// `Beeper Message Like Me recovery: another export is active`).
-    #[error("{0}")]
+    /// The failure a refusal wraps, if any, is its [`std::error::Error::source`]
+    /// ([`LeaseError::cause`]).
+    #[error(transparent)]
     Lease(LeaseError),
     /// The component reported a storage failure: the store's or the workspace's message.
     #[error("{0}")]

@@ -3,6 +3,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+mod common;
+
 const A: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
 const B: &str = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
 const C: &str = "cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc";
@@ -357,4 +359,27 @@ fn a_signal_before_the_command_started_leaves_nothing_behind() {
     let doctor = proclease(&["doctor", "--json"]).output().expect("doctor");
     let doc: serde_json::Value = serde_json::from_slice(&doctor.stdout).expect("json");
     assert_eq!(doc["entries"].as_array().map(Vec::len), Some(0), "no lease is left: {doc}");
+}
+
+/// A refusal that wraps another failure keeps it (issue #29): with the state home read-only
+/// (a read-only bind mount in a mount namespace), `run --exclusive` says the reference's
+/// `… export admission could not be acquired safely` and, on the next line, what it wrapped.
+#[test]
+fn a_wrapped_failure_is_printed_as_the_refusals_cause() {
+    if !common::namespaces_available(&["--mount"]) {
+        return;
+    }
+    let s = common::sandbox();
+    assert!(s.run(&["doctor"]).status.success(), "the state home is made");
+    let state = s.state.to_str().expect("utf-8");
+    let read_only = format!("mount --bind {state} {state} && mount -o remount,bind,ro {state} && exec \"$@\"");
+    let job = s.root.join("job");
+    let run = s.run_in(&["unshare", "--mount", "sh", "-c", &read_only, "sh"], &["run", "--exclusive", "--workdir", job.to_str().expect("utf-8"), "--", "true"]);
+    assert_eq!(run.status.code(), Some(1), "{run:?}");
+    let said = common::stderr(&run);
+    let mut lines = said.lines().filter(|l| !l.trim().is_empty());
+    let first = lines.next().unwrap_or_default();
+    assert!(first.ends_with("Beeper Message Like Me recovery: export admission could not be acquired safely"), "the reference's message: {said}");
+    let cause = lines.next().unwrap_or_default();
+    assert!(cause.starts_with("  caused by: ") && cause.contains("Read-only file system"), "then what it wrapped: {said}");
 }

@@ -56,7 +56,7 @@ impl Handle {
 /// Runs `section`; an error that is not already a prefixed lease error becomes
 /// `Beeper Message Like Me recovery: <message>` (the reference's "…safely" wrapping).
 fn wrapped<T>(code: LeaseCode, section: impl FnOnce() -> Result<T, Error>) -> Result<T, Error> {
-    section().map_err(|error| if error.is_beeper_refusal() { error } else { Error::lease(code) })
+    section().map_err(|error| if error.is_beeper_refusal() { error } else { Error::wrapping(code, &error) })
 }
 
 /// `acquireBeeperMessageLikeMeExportAdmission` (§6A.5).

@@ -247,12 +247,42 @@ impl LeaseCode {
     }
 }
 
-/// A refusal of a lease rule: its code and the reference's exact message (prefix included).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A refusal of a lease rule: its code and the reference's exact message (prefix included),
+/// and — where the refusal wraps another failure (the reference's "…safely" wrappings) — that
+/// failure's message as its cause. The cause is context, not identity: two refusals are equal
+/// when their codes and messages are.
+#[derive(Debug, Clone)]
 pub struct LeaseError {
     code: LeaseCode,
     message: String,
+    cause: Option<Cause>,
 }
+
+/// The failure a refusal wraps (its message): the refusal's [`core::error::Error::source`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cause(String);
+
+impl fmt::Display for Cause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl core::error::Error for Cause {}
+
+impl core::error::Error for LeaseError {
+    fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
+        self.cause.as_ref().map(|cause| cause as &(dyn core::error::Error + 'static))
+    }
+}
+
+impl PartialEq for LeaseError {
+    fn eq(&self, other: &LeaseError) -> bool {
+        self.code == other.code && self.message == other.message
+    }
+}
+
+impl Eq for LeaseError {}
 
 impl LeaseError {
     /// The refusal `code` with `text` (the message without prefix); the prefix is the code's
@@ -263,7 +293,7 @@ impl LeaseError {
             message.push_str(BEEPER_PREFIX);
         }
         message.push_str(text);
-        LeaseError { code, message }
+        LeaseError { code, message, cause: None }
     }
 
     /// The refusal `code` with its fixed message (a templated code without its filling shows
@@ -274,7 +304,19 @@ impl LeaseError {
 
     /// A refusal as it crossed a boundary: `message` exactly as given.
     pub fn from_parts(code: LeaseCode, message: String) -> LeaseError {
-        LeaseError { code, message }
+        LeaseError { code, message, cause: None }
+    }
+
+    /// This refusal with `cause`: the message of the failure it wraps.
+    pub fn with_cause(mut self, cause: impl Into<String>) -> LeaseError {
+        self.cause = Some(Cause(cause.into()));
+        self
+    }
+
+    /// The message of the failure this refusal wraps (e.g. the store's `… Read-only file
+    /// system`), if any. Never part of [`LeaseError::message`], which stays the reference's.
+    pub fn cause(&self) -> Option<&str> {
+        self.cause.as_ref().map(|cause| cause.0.as_str())
     }
 
     /// What was refused.
@@ -318,6 +360,19 @@ impl Error {
     /// The refusal `code` with `text` filling its template (the message without prefix).
     pub fn lease_with(code: LeaseCode, text: &str) -> Self {
         Error::Lease(LeaseError::with_text(code, text))
+    }
+
+    /// The refusal `code`, wrapping `cause` (the reference's "…safely" wrappings): the
+    /// message stays the reference's; `cause`'s message is kept as the refusal's cause.
+    pub fn wrapping(code: LeaseCode, cause: &Error) -> Self {
+        let inner = match cause {
+            Error::Lease(lease) => match lease.cause() {
+                Some(deeper) => alloc::format!("{}: {deeper}", lease.message()),
+                None => String::from(lease.message()),
+            },
+            other => String::from(other.message()),
+        };
+        Error::Lease(LeaseError::new(code).with_cause(inner))
     }
 
     /// The refusal's code, when this is one.

@@ -259,7 +259,18 @@ impl From<proclease::Error> for Failure {
             Some(LeaseCode::PriorExportOwnerCannotBeInspectedSafely) => EXIT_INDETERMINATE,
             _ => 1,
         };
-        Failure { message: error.to_string(), status }
+        // The reference's message, then what it wrapped (a store's `Read-only file system`, an
+        // unreachable etcd), one cause a line.
+        let mut message = error.to_string();
+        let mut source = std::error::Error::source(&error);
+        while let Some(cause) = source {
+            let text = cause.to_string();
+            if !message.contains(&text) {
+                message.push_str(&format!("\n  caused by: {text}"));
+            }
+            source = cause.source();
+        }
+        Failure { message, status }
     }
 }
 

@@ -155,7 +155,7 @@ fn identity_of(workspace: &mut dyn Workspace, path: &str, private: bool) -> Resu
 }
 
 fn wrapped<T>(code: LeaseCode, section: impl FnOnce() -> Result<T, Error>) -> Result<T, Error> {
-    section().map_err(|error| if error.is_beeper_refusal() { error } else { Error::lease(code) })
+    section().map_err(|error| if error.is_beeper_refusal() { error } else { Error::wrapping(code, &error) })
 }
 
 /// The effects directory leases use.

@@ -173,7 +173,7 @@ pub fn recover(now_ms: Option<f64>, fx: Effects<'_>) -> Result<Report, Error> {
 fn wrap(error: Error) -> (Error, Option<String>) {
     match error {
         error if error.is_beeper_refusal() => (error, None),
-        other => (Error::lease(LeaseCode::DirectoryLeaseRecoveryFailedSafely), Some(String::from(other.message()))),
+        other => (Error::wrapping(LeaseCode::DirectoryLeaseRecoveryFailedSafely, &other), Some(String::from(other.message()))),
     }
 }
 
