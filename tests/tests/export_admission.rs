@@ -423,3 +423,21 @@ fn a_claim_left_with_a_running_helper_is_taken_over_once_the_helper_is_gone() {
     assert!(!left.contains(&taken.claim().expect("claim").id), "a new claim");
     taken.release().expect("release");
 }
+
+/// A helper that exits at once — before or after it could be recorded — is no failure: the
+/// caller waits for it, settles and releases as usual, every time.
+#[test]
+fn a_helper_that_exits_at_once_is_settled_as_usual() {
+    let h = RealHome::new();
+    let host = proclease::Host::builder().state_home(&h.home).build().expect("host");
+    for _ in 0..20 {
+        let mut admission = host.acquire_admission().expect("acquired");
+        let mut helper = admission.launch_helper(host.process_identity(), &mut Command::new("true")).expect("started");
+        assert!(helper.wait().expect("wait").success());
+        let phase = admission.claim().expect("claim").phase;
+        assert!(matches!(phase, Some(Phase::HelperActive | Phase::HelperLaunching)), "{phase:?}");
+        admission.settle_helper().expect("settled");
+        admission.release().expect("released");
+        assert_eq!(file(&h), None);
+    }
+}

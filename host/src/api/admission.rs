@@ -14,12 +14,14 @@
 //! # Ok(()) }
 //! ```
 //!
-//! **Dropping a handle** (an early `?`, a panic) releases an admission that is `parent-owned`
-//! (no helper recorded): the next acquire, in this process or another, succeeds. An admission
+//! **Dropping a handle** (an early `?`) releases an admission that is `parent-owned` (no
+//! helper recorded): the next acquire, in this process or another, succeeds. An admission
 //! whose helper may run (`helper-launching`, `helper-active`) is left as it is, with a warning:
-//! while this process lives it stays active; once this process is gone, the next acquire or
-//! `proclease recover` judges the helper — started by [`Admission::launch_helper`], it has a
-//! witness, so its death is proven and the claim taken over.
+//! while this process lives it stays active; once this process is gone, the next acquire
+//! judges the helper — started by [`Admission::launch_helper`], it has a witness, so its death
+//! is proven and the claim taken over. A `cleanup-unsafe` claim is left too (only a reboot
+//! clears it, as in the reference). A handle dropped while its thread panics is left as it is:
+//! the component is not entered during unwinding.
 
 use std::process::{Child, Command};
 
@@ -29,7 +31,7 @@ use wasmtime::component::ResourceAny;
 
 use crate::api::supervisor::{Launch, SpawnError};
 use crate::effects::Effects;
-use crate::process_identity::ProcessIdentity;
+use crate::process_identity::{NOT_LIVE, ProcessIdentity};
 use crate::runtime::{Instance, Runtime};
 use crate::{Error, convert};
 use crate::runtime::export_call;
@@ -118,11 +120,20 @@ impl Admission {
     }
 
     /// Starts `command` as the admission's helper (§6A.5: parent-owned → helper-launching →
-    /// helper-active, the helper's identity recorded), under a spawn witness of `identity`
-    /// (this process: [`crate::Host::process_identity`]), so that its death is proven after a
-    /// crash. When it cannot be started, the admission goes back to parent-owned; when it
-    /// started but cannot be recorded, it is killed and the admission goes back to
-    /// parent-owned: either way the admission is as it was, and the error says why.
+    /// helper-active, the helper's identity recorded), under a spawn witness of `identity`, so
+    /// that its death is proven after a crash. `identity` must be the process identity behind
+    /// this admission's effects ([`crate::Host::process_identity`] for
+    /// [`crate::Host::acquire_admission`]): the witness is linked to the helper through it.
+    ///
+    /// - It cannot be started: the admission goes back to parent-owned, and the error says why.
+    /// - It started but cannot be recorded: it is killed and the admission goes back to
+    ///   parent-owned.
+    /// - It exited before it could be recorded (a short helper, or one that daemonized): the
+    ///   child is returned and the admission stays `helper-launching` — what it started keeps
+    ///   the spawn witness — so settle it as usual ([`Admission::settle_helper`]).
+    ///
+    /// A settle that itself fails (the claim changed underneath) leaves the admission
+    /// `helper-launching`, with a warning.
     ///
     /// Errors: [`Error::Start`] (not found, not executable), [`Error::Identity`] (no witness),
     /// and the admission's own ([`Admission::begin_helper_launch`], [`Admission::bind_helper`]).
@@ -141,6 +152,11 @@ impl Admission {
             }
         };
         if let Err(e) = self.bind_helper(i64::from(child.id())) {
+            if matches!(&e, Error::System(message) if message == NOT_LIVE) {
+                // It already exited: nothing of it to record, and what it started (if anything)
+                // holds the spawn witness of a helper-launching admission.
+                return Ok(child);
+            }
             // An unrecorded helper must not outlive the admission's say.
             let _ = child.kill();
             let _ = child.wait();
@@ -180,13 +196,18 @@ impl Drop for Admission {
     /// Releases a `parent-owned` claim this handle holds; leaves one whose helper may run, with
     /// a warning (module docs).
     fn drop(&mut self) {
-        let held = !self.left && matches!(self.released(), Ok(false));
+        // During a panic the component is not entered again (its last call may have been
+        // abandoned mid-way): the claim is left as a crash would leave it.
+        let held = !self.left && !std::thread::panicking() && matches!(self.released(), Ok(false));
         if held {
             match self.claim().map(|claim| claim.phase) {
                 Ok(Some(Phase::ParentOwned) | None) => {
                     if let Err(e) = self.release() {
-                        tracing::warn!(error = %e, "a dropped export admission handle could not release its claim: `proclease recover` settles it once this process is gone");
+                        tracing::warn!(error = %e, "a dropped export admission handle could not release its claim: the next acquire judges it once this process is gone");
                     }
+                }
+                Ok(Some(Phase::CleanupUnsafe)) => {
+                    tracing::warn!("an export admission handle was dropped in cleanup-unsafe: the claim stays until a reboot (§6A.5)")
                 }
                 Ok(Some(phase)) => tracing::warn!(
                     ?phase,

@@ -604,6 +604,13 @@ impl<'h> Supervisor<'h> {
                 }
             }
         }
+        if !problems.is_empty() {
+            // What could not be settled or released stays exactly as it is, for the next
+            // acquire to judge: the handle is left, not released by its drop.
+            if let Some(admission) = admission.take() {
+                admission.leave();
+            }
+        }
         let unreleased = if problems.is_empty() {
             forget_journal(&journal);
             // Nothing names this run any more: its witnesses have nothing left to prove.
