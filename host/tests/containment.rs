@@ -463,6 +463,19 @@ fn as_nobody(root: &Path, args: &[&str]) -> std::process::Output {
         .expect("setpriv proclease")
 }
 
+/// Kills `daemon`, the last process of a tree, then runs `recover` as uid 65534 until `dir`
+/// is removed (within 10 s).
+fn removed_once_the_daemon_dies(root: &Path, dir: &Path, daemon: u64) {
+    kill(daemon);
+    wait_until_dead(daemon);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while dir.exists() {
+        assert!(Instant::now() < deadline, "{} was never recovered once the tree was gone: {:?}", dir.display(), as_nobody(root, &["doctor"]));
+        let _ = as_nobody(root, &["recover"]);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// Where no PID namespace can be made but a cgroup v2 is delegated to the user (systemd's
 /// `user@.service`, on a machine that disallows unprivileged user namespaces), the command's
 /// tree runs in a cgroup of its own: a daemon that closed its descriptors keeps its directory
@@ -520,14 +533,7 @@ fn without_a_box_a_delegated_cgroup_covers_the_tree() {
     let doc: serde_json::Value = serde_json::from_slice(&recovered.stdout).expect("recover --json");
     assert_eq!((doc["directoryLeases"]["recovered"].as_u64(), doc["directoryLeases"]["active"].as_u64()), (Some(0), Some(1)), "{recovered:?}");
     still_writes(&work);
-    kill(daemon);
-    wait_until_dead(daemon);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while work.exists() {
-        assert!(Instant::now() < deadline, "never recovered once the tree was gone: {:?}", as_nobody(&root, &["doctor"]));
-        let _ = as_nobody(&root, &["recover"]);
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    removed_once_the_daemon_dies(&root, &work, daemon);
 
     // A `--stage` run, whose lease names the supervisor (the command is never captured): with
     // the supervisor and the command killed, the daemon's populated cgroup (recorded with the
@@ -560,14 +566,7 @@ fn without_a_box_a_delegated_cgroup_covers_the_tree() {
     let doc: serde_json::Value = serde_json::from_slice(&recovered.stdout).expect("recover --json");
     assert_eq!(doc["directoryLeases"]["recovered"].as_u64(), Some(0), "the stage is kept while the daemon runs: {recovered:?}");
     still_writes(&stage);
-    kill(daemon);
-    wait_until_dead(daemon);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while stage.exists() {
-        assert!(Instant::now() < deadline, "the stage was never recovered once the tree was gone: {:?}", as_nobody(&root, &["doctor"]));
-        let _ = as_nobody(&root, &["recover"]);
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    removed_once_the_daemon_dies(&root, &stage, daemon);
 
     // A finished run: what its command left running is stopped before the lease is released,
     // and its cgroup removed (with the killed supervisors', now empty).
