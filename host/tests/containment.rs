@@ -323,17 +323,8 @@ fn unprivileged(script: &str) -> Option<(tempfile::TempDir, std::path::PathBuf, 
     let dir = tempfile::tempdir_in("/tmp").expect("tempdir");
     let root = std::fs::canonicalize(dir.path()).expect("realpath");
     rustix::fs::chown(&root, Some(rustix::process::Uid::from_raw(65534)), Some(rustix::process::Gid::from_raw(65534))).expect("chown");
-    let mut command = Command::new("setpriv");
-    command
-        .args(["--reuid", "65534", "--regid", "65534", "--clear-groups", common::PROCLEASE, "-v", "--state-home"])
-        .arg(root.join("state"))
-        .arg("--workspace-root")
-        .arg(&root)
-        .args(["run", "--workdir"])
-        .arg(root.join("job"))
-        .args(["--", "sh", "-c", script])
-        .env("HOME", &root)
-        .current_dir(&root);
+    let mut command = nobody(&root, &["-v"]);
+    command.args(["run", "--workdir"]).arg(root.join("job")).args(["--", "sh", "-c", script]);
     Some((dir, root, command))
 }
 
@@ -451,16 +442,22 @@ impl Drop for Delegated {
 
 /// `proclease ARGS` as uid 65534 on the state home and workspace root of `root`.
 fn as_nobody(root: &Path, args: &[&str]) -> std::process::Output {
-    Command::new("setpriv")
+    nobody(root, args).output().expect("setpriv proclease")
+}
+
+/// `setpriv … proclease --state-home <root>/state --workspace-root <root> ARGS` as uid 65534,
+/// with HOME and the working directory `root` (more arguments may follow).
+fn nobody(root: &Path, args: &[&str]) -> Command {
+    let mut command = Command::new("setpriv");
+    command
         .args(["--reuid", "65534", "--regid", "65534", "--clear-groups", common::PROCLEASE, "--state-home"])
         .arg(root.join("state"))
         .arg("--workspace-root")
         .arg(root)
         .args(args)
         .env("HOME", root)
-        .current_dir(root)
-        .output()
-        .expect("setpriv proclease")
+        .current_dir(root);
+    command
 }
 
 /// Kills `daemon`, the last process of a tree, then runs `recover` as uid 65534 until `dir`
@@ -540,20 +537,12 @@ fn without_a_box_a_delegated_cgroup_covers_the_tree() {
     // spawn witness) keeps the stage.
     let stage = root.join("stage");
     let tag = unique_seconds();
-    let mut staged = Command::new("setpriv");
+    let mut staged = nobody(&root, &["-v", "run", "--stage"]);
     staged
-        .args(["--reuid", "65534", "--regid", "65534", "--clear-groups", common::PROCLEASE, "-v", "--state-home"])
-        .arg(root.join("state"))
-        .arg("--workspace-root")
-        .arg(&root)
-        .arg("run")
-        .arg("--stage")
         .arg(&stage)
         .arg("--output")
         .arg(root.join("published"))
-        .args(["--", "sh", "-c", &format!("{python} -c '{DAEMON}' {tag} >/dev/null 2>&1; sleep {tag}")])
-        .env("HOME", &root)
-        .current_dir(&root);
+        .args(["--", "sh", "-c", &format!("{python} -c '{DAEMON}' {tag} >/dev/null 2>&1; sleep {tag}")]);
     let mut supervisor = spawn_without_user_namespaces(&staged, Some(&delegated.0));
     let daemon = daemon_in(&stage, python, &tag);
     let sleeper = wait_for_process(&["sleep", &tag]);
