@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The long containment stress runs (issue #26, docs/containment.md), by hand; the test suite runs
 # a short form of each. Needs root (PID namespaces, setpriv), python3, and for the cluster runs
-# Debian's etcd-server and protobuf-compiler.
+# Debian's etcd-server.
 #   bench/containment-stress.sh [LOCAL_KILLS [CLUSTER_KILLS [CLUSTER_STOPS]]]
 #                                               default: 1000 1000 200
 # - local mode: SIGKILL of the supervisor at a random instant of a run whose command starts a
@@ -25,6 +25,6 @@ PROCLEASE_CONTAINMENT_KILLS="$local_kills" \
   | grep -E "kills:|panicked|test result"
 
 PROCLEASE_CLUSTER_KILLS="$cluster_kills" PROCLEASE_CLUSTER_STOPS="$cluster_stops" \
-  cargo test --locked -p proclease --features cluster --test cluster_cli -- --nocapture --test-threads 1 \
+  cargo test --locked -p proclease --test cluster_cli -- --nocapture --test-threads 1 \
   a_killed_supervisor_takes_its_whole_tree_along a_stopped_supervisor_is_killed_with_its_tree_before_its_presence_expires 2>&1 \
   | grep -E "trials|panicked|test result"

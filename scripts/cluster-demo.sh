@@ -12,26 +12,26 @@
 # /proc/sys/kernel/random/boot_id), so neither can see the other's processes — as two hosts.
 # Otherwise both run on this machine (the same rules; only A's local proof differs).
 #
-# Needs etcd and protoc (installed with apt-get when missing and run as root), builds
-# `proclease --features cluster` in release mode unless PROCLEASE names a binary built so.
+# Needs etcd (installed with apt-get when missing and run as root), builds `proclease` in
+# release mode unless PROCLEASE names a binary.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 say() { printf '\n== %s\n' "$*"; }
 
-if ! command -v etcd >/dev/null || { [ -z "${PROCLEASE:-}" ] && ! command -v protoc >/dev/null; }; then
+if ! command -v etcd >/dev/null; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    say "installing etcd-server and protobuf-compiler (apt-get)"
+    say "installing etcd-server (apt-get)"
     DEBIAN_FRONTEND=noninteractive apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server protobuf-compiler >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server >/dev/null
   else
-    echo "cluster-demo: needs etcd and protoc: apt-get install etcd-server protobuf-compiler" >&2
+    echo "cluster-demo: needs etcd: apt-get install etcd-server" >&2
     exit 1
   fi
 fi
 if [ -z "${PROCLEASE:-}" ]; then
-  say "building proclease with cluster support"
-  cargo build --release --locked -p proclease --features cluster
+  say "building proclease"
+  cargo build --release --locked -p proclease
   PROCLEASE="$PWD/target/release/proclease"
 fi
 

@@ -1,11 +1,13 @@
 //! Builds the hostile test component (`tests/hostile-guest`, world `wit/hostile.wit` there) for
 //! the guest-sandbox tests and hands it to the crate as `OUT_DIR/hostile.wasm`
-//! ([`proclease_tests::hostile::BYTES`]), the way `host/build.rs` builds the real guest
-//! (`build-support/wasm_guest.rs`). A cold build takes ~35 s (the wit-bindgen macro stack);
+//! ([`proclease_tests::hostile::BYTES`]) and precompiled as `OUT_DIR/hostile.cwasm`, the way
+//! `host/build.rs` builds the real guest (`build-support/wasm_guest.rs`). A cold build takes ~35 s (the wit-bindgen macro stack);
 //! later builds only rerun when the guest, the WIT files or `Cargo.lock` change.
 
 #[path = "../build-support/wasm_guest.rs"]
 mod wasm_guest;
+#[path = "../build-support/engine_config.rs"]
+mod engine_config;
 
 use std::env;
 use std::path::PathBuf;
@@ -22,4 +24,8 @@ fn main() {
     let profile = [("DEBUG", "false"), ("STRIP", "true"), ("OPT_LEVEL", "1"), ("PANIC", "abort")];
     let bytes = wasm_guest::build(&root, "proclease-hostile-guest", "proclease_hostile_guest", &out_dir.join("hostile-target"), &profile);
     wasm_guest::write_if_changed(&out_dir.join("hostile.wasm"), &bytes);
+    // Precompiled with the runtime's engine configuration: the runtime has no compiler.
+    let engine = wasmtime::Engine::new(&engine_config::engine_config()).expect("a wasmtime engine to precompile the hostile component");
+    let precompiled = engine.precompile_component(&bytes).expect("the hostile component compiles with Cranelift");
+    wasm_guest::write_if_changed(&out_dir.join("hostile.cwasm"), &precompiled);
 }

@@ -7,7 +7,7 @@
 //! their own pids and boot id, and cannot see the other machines' processes — exactly what
 //! another host would be to proclease. Killing a machine's `unshare` kills every process in it.
 //!
-//! Needs feature `cluster` (`cargo test -p proclease --features cluster --test cluster_cli`),
+//! Needs feature `cluster`, on by default (`cargo test -p proclease --test cluster_cli`),
 //! an `etcd` binary (Debian's etcd-server; `PROCLEASE_REQUIRE_ETCD=1` makes its absence a
 //! failure) and root for the namespaces (`PROCLEASE_REQUIRE_NAMESPACES=1` likewise). `.ci/run`
 //! installs etcd and sets both.

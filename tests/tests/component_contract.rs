@@ -69,15 +69,27 @@ fn the_wit_lease_codes_are_the_cores() {
 }
 
 /// The binary carries the component's native code, compiled at build time with the runtime's
-/// engine configuration: a start on the build machine neither runs Cranelift nor needs the
-/// compile cache (issue #19). Were the build script's engine configured differently from the
-/// runtime's, wasmtime would refuse the artifact and this would say `Compiled`.
+/// engine configuration, and the runtime has no compiler (issue #30): a start loads that code,
+/// on x86-64 Linux where the binary holds it. Were the build script's engine configured
+/// differently from the runtime's, wasmtime would refuse the artifact and the runtime fail.
 #[test]
-fn a_start_loads_the_precompiled_component_without_cranelift_or_a_cache() {
-    let runtime = Runtime::new(proclease::RuntimeConfig { cache_dir: None, ..proclease::RuntimeConfig::default() }).expect("runtime");
-    assert_eq!(runtime.loaded_from(), proclease::LoadedFrom::Precompiled);
-    // And the precompiled component is the embedded one: it instantiates and answers.
-    let mut instance = runtime.instantiate().expect("instantiate");
-    let verdict = instance.records().inspect_file(".io-state.json", "{\"kind\":\"io-state\",\"schemaVersion\":1}\n").expect("inspect");
-    assert!(verdict.error.is_none(), "{verdict:?}");
+fn a_start_loads_the_precompiled_component_where_the_binary_holds_it() {
+    let runtime = Runtime::new(proclease::RuntimeConfig::default()).expect("runtime");
+    let expected = if cfg!(all(target_arch = "x86_64", target_os = "linux")) { proclease::LoadedFrom::InPlace } else { proclease::LoadedFrom::Copied };
+    assert_eq!(runtime.loaded_from(), expected);
+    // And the precompiled component is the embedded one: it instantiates and answers, from
+    // several runtimes — also after another runtime of the process was dropped (each publishes
+    // the same pages; a dropped one must not take them from the others).
+    let answers = |runtime: &Runtime| {
+        let mut instance = runtime.instantiate().expect("instantiate");
+        let verdict = instance.records().inspect_file(".io-state.json", "{\"kind\":\"io-state\",\"schemaVersion\":1}\n").expect("inspect");
+        assert!(verdict.error.is_none(), "{verdict:?}");
+    };
+    let second = Runtime::new(proclease::RuntimeConfig::default()).expect("a second runtime");
+    answers(&runtime);
+    answers(&second);
+    drop(runtime);
+    answers(&second);
+    drop(second);
+    answers(&Runtime::new(proclease::RuntimeConfig::default()).expect("a runtime after the others were dropped"));
 }

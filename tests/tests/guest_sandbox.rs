@@ -32,10 +32,10 @@ fn runtime() -> &'static Runtime {
     })
 }
 
-/// The hostile component, compiled once for [`runtime`]'s engine.
+/// The hostile component, loaded once into [`runtime`]'s engine.
 fn hostile_component() -> &'static Component {
     static COMPONENT: OnceLock<Component> = OnceLock::new();
-    COMPONENT.get_or_init(|| Component::new(runtime().engine(), hostile::BYTES).expect("the hostile component compiles"))
+    COMPONENT.get_or_init(|| hostile::component(runtime().engine()))
 }
 
 fn instantiate(effects: Effects) -> (Store<HostState>, Instance) {
@@ -93,7 +93,7 @@ fn a_guest_calling_imports_in_a_loop_is_stopped_by_its_import_budget() {
     // spinning on imports is stopped by its cap on import calls per call.
     const CAP: u64 = 20_000;
     let runtime = Runtime::new(RuntimeConfig { call_deadline: DEADLINE, max_import_calls: CAP, ..RuntimeConfig::default() }).expect("runtime");
-    let component = Component::new(runtime.engine(), hostile::BYTES).expect("compiles");
+    let component = hostile::component(runtime.engine());
     let home = RealHome::new();
     let (mut store, instance) = runtime.instantiate_component(&component, home.real_effects()).expect("instantiates");
     let spin = instance.get_typed_func::<(&str,), ()>(&mut store, "spin-on-imports").expect("exported");
@@ -145,7 +145,7 @@ fn a_hoarding_guest_is_stopped_at_the_memory_cap_and_the_runtime_carries_on() {
 #[test]
 fn a_component_that_needs_more_than_the_cap_to_start_is_refused() {
     let tiny = Runtime::new(RuntimeConfig { max_memory_bytes: 64 << 10, ..RuntimeConfig::default() }).expect("runtime");
-    let component = Component::new(tiny.engine(), hostile::BYTES).expect("compiles");
+    let component = hostile::component(tiny.engine());
     let home = RealHome::new();
     let error = tiny.instantiate_component(&component, home.real_effects()).err().expect("refused");
     assert!(matches!(error, Error::Limit(Limit::Memory { cap_bytes: 65536, .. })), "{error:?}");

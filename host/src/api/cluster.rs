@@ -96,8 +96,8 @@ pub enum ClusterError {
     /// Nothing falls back to the local store: machines sharing an admission through etcd must
     /// never have one of them decide alone.
     #[error(
-        "{address}: this proclease was built without cluster support; build it with `cargo build --release -p proclease --features cluster` \
-         (needs protoc: apt-get install protobuf-compiler), or unset {STORE_VARIABLE} / give --store file for this machine's state home alone"
+        "{address}: this proclease was built without cluster support (feature `cluster`, on by default); build it with \
+         `cargo build --release -p proclease --features cluster`, or unset {STORE_VARIABLE} / give --store file for this machine's state home alone"
     )]
     NotBuilt {
         /// The address asked for.

@@ -89,8 +89,7 @@ pub struct Global {
     plugin_catalog: Option<PathBuf>,
     /// Where the export admission and the plugin invocation leases live: `file` (the state
     /// home) or etcd://HOST:PORT/PREFIX, shared by every machine using that prefix (cluster
-    /// mode; directory leases stay in this machine's state home). Needs a build with
-    /// `--features cluster`.
+    /// mode; directory leases stay in this machine's state home).
     #[arg(long, global = true, value_name = "ADDRESS", env = "PROCLEASE_STORE")]
     store: Option<String>,
     /// In cluster mode: how long after a crash this process's leases stay held before other

@@ -5,9 +5,20 @@
 pub const BYTES: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/proclease.wasm"));
 
 /// [`BYTES`] compiled to native code at build time by an engine configured as the runtime's
-/// (`Engine::precompile_component`); loaded with `Component::deserialize`, which wasmtime
-/// refuses on a host whose CPU features or wasmtime build differ.
-pub const PRECOMPILED: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/proclease.cwasm"));
+/// (`Engine::precompile_component`), as the binary holds it: page-aligned in its read-only data,
+/// so that the runtime can make its text executable where it lies (`runtime::code_image`).
+/// wasmtime refuses it on a host whose CPU features or wasmtime build differ.
+pub static PRECOMPILED: &[u8] = &PRECOMPILED_IMAGE.0;
+
+/// A value aligned to a page (4 KiB), so that page protections can be changed on its parts.
+#[repr(C, align(4096))]
+pub(crate) struct PageAligned<T: ?Sized>(pub(crate) T);
+
+const PRECOMPILED_LEN: usize = include_bytes!(concat!(env!("OUT_DIR"), "/proclease.cwasm")).len();
+
+/// The one copy of the precompiled component in the binary.
+pub(crate) static PRECOMPILED_IMAGE: PageAligned<[u8; PRECOMPILED_LEN]> =
+    PageAligned(*include_bytes!(concat!(env!("OUT_DIR"), "/proclease.cwasm")));
 
 /// Lowercase hex sha256 of [`BYTES`], computed at build time.
 pub const SHA256: &str = env!("PROCLEASE_COMPONENT_SHA256");

@@ -1,5 +1,4 @@
-//! The wasmtime runtime of the component: one [`Engine`], the compiled component (cached on
-//! disk), and cheap per-use [`Instance`]s, each in its own [`Store`] with a memory cap and an
+//! The wasmtime runtime of the component: one [`Engine`], the precompiled component, and cheap per-use [`Instance`]s, each in its own [`Store`] with a memory cap and an
 //! epoch deadline.
 //!
 //! The sandbox: a component gets no authority but the imports of world `proclease` (no WASI),
@@ -14,13 +13,11 @@
 //!
 //! The component's native code is compiled at build time (`host/build.rs`, with the engine
 //! configuration of `build-support/engine_config.rs`) and embedded
-//! ([`component::PRECOMPILED`]), so a start loads it without running Cranelift
-//! ([`LoadedFrom::Precompiled`]). Where wasmtime refuses that artifact (a host whose CPU
-//! features differ from the build machine's), the component is compiled with Cranelift (~0.2 s
-//! in a release host, seconds in a debug one) and the result cached in `$PROCLEASE_CACHE_DIR`,
-//! else `$XDG_CACHE_HOME/proclease`, else `~/.cache/proclease` (created 0700), keyed by the
-//! component's sha256 and the engine's compatibility hash. Within one process,
-//! [`Runtime::shared`] loads at most once.
+//! ([`component::PRECOMPILED`]); the runtime has no compiler. A start makes that code executable
+//! where the binary holds it ([`LoadedFrom::InPlace`], `code_image`), or copies it where that
+//! cannot be done ([`LoadedFrom::Copied`]). A binary copied to a machine whose CPU lacks features
+//! of the build machine's is refused with [`Error::Component`], which says to build it there.
+//! Within one process, [`Runtime::shared`] loads at most once.
 //!
 //! Instances are pooled: [`Runtime::instantiate_with`] takes an idle instance of this runtime
 //! when there is one (well under a microsecond: its effects are swapped in) and a dropped [`Instance`] goes
@@ -31,9 +28,6 @@
 //! each call — deadline, import calls — is counted afresh, so a reused instance behaves as a
 //! fresh one.
 
-use std::hash::{Hash, Hasher};
-use std::io::Write as _;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -42,6 +36,7 @@ use wasmtime::{CallHook, Engine, ResourceLimiter, Store, UpdateDeadline};
 
 pub(crate) mod bindings;
 pub mod component;
+mod code_image;
 
 #[path = "../../../build-support/engine_config.rs"]
 mod engine_config;
@@ -52,7 +47,7 @@ use crate::error::Limit;
 use crate::process_identity::ProcessIdentity;
 use crate::Error;
 
-/// How the runtime limits and caches the component.
+/// How the runtime limits the component.
 #[derive(Debug, Clone)]
 pub struct RuntimeConfig {
     /// The most linear memory one instance (all the memories of its store together) may grow
@@ -70,8 +65,6 @@ pub struct RuntimeConfig {
     /// 10 000 invocation leases makes about 50 000). Bounds a guest that spins on imports,
     /// whose own time the deadline hardly counts.
     pub max_import_calls: u64,
-    /// Where compiled components are cached; `None` disables the cache.
-    pub cache_dir: Option<PathBuf>,
 }
 
 impl Default for RuntimeConfig {
@@ -80,7 +73,6 @@ impl Default for RuntimeConfig {
             max_memory_bytes: 64 << 20,
             call_deadline: Duration::from_secs(10),
             max_import_calls: 1_000_000,
-            cache_dir: default_cache_dir(),
         }
     }
 }
@@ -248,10 +240,11 @@ impl Drop for HostState {
 }
 
 impl Runtime {
-    /// The process-wide runtime with the default configuration, compiled (or loaded from the
-    /// cache) on first use. Every later call returns the same one.
+    /// The process-wide runtime with the default configuration, loaded on first use. Every
+    /// later call returns the same one.
     ///
-    /// Errors: [`Error::Component`] if the component cannot be compiled or linked.
+    /// Errors: [`Error::Component`] if the component cannot be loaded (a binary built on a
+    /// machine whose CPU differs) or linked.
     pub fn shared() -> Result<&'static Runtime, Error> {
         static SHARED: OnceLock<Result<Runtime, String>> = OnceLock::new();
         SHARED
@@ -260,13 +253,13 @@ impl Runtime {
             .map_err(|e| Error::Component(e.clone()))
     }
 
-    /// A new runtime with its own engine.
+    /// A new runtime: its own limits and instance pool, on the process's one engine and loaded
+    /// component (loaded by the first runtime; their limits are per store).
     ///
-    /// Errors: [`Error::Component`] if the component cannot be compiled or linked.
+    /// Errors: [`Error::Component`] if the component cannot be loaded (a binary built on a
+    /// machine whose CPU differs) or linked.
     pub fn new(config: RuntimeConfig) -> Result<Runtime, Error> {
-        let engine = Engine::new(&engine_config::engine_config()).map_err(Error::component)?;
-        start_epoch_ticker(&engine);
-        let (component, loaded_from) = load_component(&engine, config.cache_dir.as_ref())?;
+        let (engine, component, loaded_from) = code_image::shared()?;
         let mut linker: Linker<HostState> = Linker::new(&engine);
         Proclease::add_to_linker::<HostState, wasmtime::component::HasSelf<HostState>>(&mut linker, |state| state)
             .map_err(Error::component)?;
@@ -319,11 +312,12 @@ impl Runtime {
     /// returned store.
     ///
     /// `component` must be compiled for this runtime's [`engine`](Runtime::engine) (for
-    /// example `Component::new(runtime.engine(), bytes)`) and may import any subset of the
-    /// world's interfaces (`proclease:lease/…@0.1.0`), nothing else: there is no WASI. Call its
-    /// exports with the returned store (`instance.get_typed_func(&mut store, "name")`); a
-    /// failed call converts to an [`Error`] with `Error::from`, which is [`Error::Limit`] when
-    /// the component hit the deadline or the memory cap.
+    /// example `Component::deserialize(runtime.engine(), precompiled)`: the runtime has no
+    /// compiler) and may import any subset of the world's interfaces
+    /// (`proclease:lease/…@0.1.0`), nothing else: there is no WASI. Call its exports with the
+    /// returned store (`instance.get_typed_func(&mut store, "name")`); a failed call converts to
+    /// an [`Error`] with `Error::from`, which is [`Error::Limit`] when the component hit the
+    /// deadline or the memory cap.
     ///
     /// Errors: [`Error::Component`] if `component` imports anything else, or was compiled for
     /// another engine, or its start-up traps; [`Error::Limit`] if it needs more memory than the
@@ -395,8 +389,8 @@ impl Runtime {
         store
     }
 
-    /// Where this runtime's compiled component came from: [`LoadedFrom::Precompiled`] on a host
-    /// like the build machine (no Cranelift run, no cache needed).
+    /// How this runtime loaded the precompiled component: [`LoadedFrom::InPlace`] on x86-64
+    /// Linux, else [`LoadedFrom::Copied`].
     pub fn loaded_from(&self) -> LoadedFrom {
         self.loaded_from
     }
@@ -546,72 +540,12 @@ fn start_epoch_ticker(engine: &Engine) {
         .ok();
 }
 
-fn default_cache_dir() -> Option<PathBuf> {
-    let from_env = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
-    if let Some(dir) = from_env("PROCLEASE_CACHE_DIR") {
-        return Some(dir);
-    }
-    let base = from_env("XDG_CACHE_HOME").or_else(|| from_env("HOME").map(|home| home.join(".cache")))?;
-    Some(base.join("proclease"))
-}
-
-/// Where a runtime's compiled component came from.
+/// How a runtime loaded the component's native code, which is always the code compiled at build
+/// time and embedded in the binary ([`component::PRECOMPILED`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LoadedFrom {
-    /// The native code compiled at build time and embedded in this binary (no Cranelift run).
-    Precompiled,
-    /// The compile cache (compiled by an earlier start on this host).
-    Cache,
-    /// Compiled with Cranelift by this start.
-    Compiled,
-}
-
-/// The compiled component: the embedded precompiled artifact when wasmtime accepts it for this
-/// engine and host; else from the cache when a matching entry exists; else compiled with
-/// Cranelift and written to the cache (best effort: a cache that cannot be written only costs
-/// time).
-fn load_component(engine: &Engine, cache_dir: Option<&PathBuf>) -> Result<(Component, LoadedFrom), Error> {
-    // SAFETY: the bytes were produced by `Engine::precompile_component` in this crate's build
-    // script and embedded in this binary; wasmtime checks their header (wasmtime version,
-    // compiler flags, CPU features) against this engine and refuses a mismatch.
-    match unsafe { Component::deserialize(engine, component::PRECOMPILED) } {
-        Ok(component) => return Ok((component, LoadedFrom::Precompiled)),
-        Err(error) => tracing::info!(%error, "the precompiled component does not fit this host; compiling it"),
-    }
-    let Some(dir) = cache_dir else {
-        return Ok((Component::new(engine, component::BYTES).map_err(Error::component)?, LoadedFrom::Compiled));
-    };
-    let mut hasher = std::hash::DefaultHasher::new();
-    component::SHA256.hash(&mut hasher);
-    engine.precompile_compatibility_hash().hash(&mut hasher);
-    let path = dir.join(format!("proclease-{}-{:016x}.cwasm", &component::SHA256[..16], hasher.finish()));
-    if path.is_file() {
-        // SAFETY: the file was written by `precompile_component` below into a private (0700)
-        // directory of this user, under a name bound to this component and this engine's
-        // compatibility hash; wasmtime also checks its header and version. A user who can
-        // write there can already run code as this user.
-        if let Ok(component) = unsafe { Component::deserialize_file(engine, &path) } {
-            return Ok((component, LoadedFrom::Cache));
-        }
-    }
-    let compiled = engine.precompile_component(component::BYTES).map_err(Error::component)?;
-    let _ = write_cache_entry(dir, &path, &compiled);
-    // SAFETY: `compiled` was produced by this engine's `precompile_component` just now.
-    Ok((unsafe { Component::deserialize(engine, &compiled) }.map_err(Error::component)?, LoadedFrom::Compiled))
-}
-
-fn write_cache_entry(dir: &PathBuf, path: &PathBuf, bytes: &[u8]) -> std::io::Result<()> {
-    use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
-    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
-    let temp = dir.join(format!(".tmp-{}-{}", std::process::id(), path.file_name().and_then(|n| n.to_str()).unwrap_or("cwasm")));
-    let mut file = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&temp)?;
-    let written = file.write_all(bytes).and_then(|()| file.sync_all());
-    drop(file);
-    match written.and_then(|()| std::fs::rename(&temp, path)) {
-        Ok(()) => Ok(()),
-        Err(e) => {
-            let _ = std::fs::remove_file(&temp);
-            Err(e)
-        }
-    }
+    /// Made executable where the binary holds it: no copy (x86-64 Linux).
+    InPlace,
+    /// Copied into fresh memory first (other targets, or where the kernel refused the former).
+    Copied,
 }
