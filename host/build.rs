@@ -1,12 +1,25 @@
-//! Builds the proclease WebAssembly component from `guest/component` and embeds it
-//! (`build-support/wasm_guest.rs` says how). The component and its sha256 are handed to the
-//! crate as `OUT_DIR/proclease.wasm` and `PROCLEASE_COMPONENT_SHA256`, and its native code,
-//! precompiled with the runtime's engine configuration, as `OUT_DIR/proclease.cwasm`; the WIT package (name and version)
-//! as `PROCLEASE_WIT_PACKAGE`.
+//! Gives the crate the proclease WebAssembly component and its native code.
+//!
+//! - **In the workspace** (a checkout, with `../guest/component` beside this crate): builds the
+//!   component from `guest/component` (`build-support/wasm_guest.rs` says how). The test
+//!   `component_contract::the_shipped_component_is_the_one_built_from_source` requires
+//!   [`PREBUILT`] to hold the same bytes, so that a package carries the component its source
+//!   builds.
+//! - **From a package** (`cargo package`, `cargo install`): no guest source comes with it, and
+//!   building it would need the `wasm32-wasip2` target; the component is [`PREBUILT`].
+//!
+//! Either way the component and its sha256 are handed to the crate as `OUT_DIR/proclease.wasm`
+//! and `PROCLEASE_COMPONENT_SHA256`, and its native code, precompiled with the runtime's engine
+//! configuration (`build-support/engine_config.rs`), as `OUT_DIR/proclease.cwasm`; the WIT
+//! package (name and version) as `PROCLEASE_WIT_PACKAGE`.
+//!
+//! Precompiling needs Cranelift, so this script's wasmtime is built a second time with it (the
+//! binary's has none, and a build script runs on the building machine): that is the price of a
+//! binary with no compiler inside (issue #30).
 
-#[path = "../build-support/wasm_guest.rs"]
+#[path = "build-support/wasm_guest.rs"]
 mod wasm_guest;
-#[path = "../build-support/engine_config.rs"]
+#[path = "build-support/engine_config.rs"]
 mod engine_config;
 
 use std::env;
@@ -14,30 +27,42 @@ use std::path::PathBuf;
 
 use sha2::{Digest, Sha256};
 
+/// The component as shipped in a package, relative to this crate.
+const PREBUILT: &str = "component/proclease.wasm";
+
 fn main() {
     let manifest_dir = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
-    let root = manifest_dir.parent().expect("host/ lives in the workspace root").to_path_buf();
     let out_dir = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
-    for watched in ["guest", "wit", "Cargo.lock", "build-support"] {
-        println!("cargo:rerun-if-changed={}", root.join(watched).display());
+    let root = manifest_dir.parent().expect("a crate directory has a parent").to_path_buf();
+    for watched in ["wit", "build-support", PREBUILT] {
+        println!("cargo:rerun-if-changed={}", manifest_dir.join(watched).display());
     }
-    // A stripped component, optimised for speed: the bytes users load into other runtimes.
-    // opt-level 3 rather than "s": 572 KB instead of 411 KB, and listing 1,000 invocation
-    // leases 24% faster (bench/README.md).
-    let profile = [("DEBUG", "false"), ("STRIP", "true"), ("OPT_LEVEL", "3"), ("LTO", "true"), ("CODEGEN_UNITS", "1"), ("PANIC", "abort")];
-    let bytes = wasm_guest::build(&root, "proclease-component", "proclease_component", &out_dir.join("guest-target"), &profile);
+    let in_workspace = root.join("guest/component/Cargo.toml").is_file() && root.join("Cargo.lock").is_file();
+    let bytes = if in_workspace {
+        for watched in ["guest", "Cargo.lock"] {
+            println!("cargo:rerun-if-changed={}", root.join(watched).display());
+        }
+        // A stripped component, optimised for speed: the bytes users load into other runtimes.
+        // opt-level 3 rather than "s": 572 KB instead of 411 KB, and listing 1,000 invocation
+        // leases 24% faster (bench/README.md).
+        let profile = [("DEBUG", "false"), ("STRIP", "true"), ("OPT_LEVEL", "3"), ("LTO", "true"), ("CODEGEN_UNITS", "1"), ("PANIC", "abort")];
+        wasm_guest::build(&root, "proclease-component", "proclease_component", &out_dir.join("guest-target"), &profile)
+    } else {
+        let path = manifest_dir.join(PREBUILT);
+        std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e} (a package of proclease ships its component there)", path.display()))
+    };
     wasm_guest::write_if_changed(&out_dir.join("proclease.wasm"), &bytes);
     let digest = Sha256::digest(&bytes);
     let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
     println!("cargo:rustc-env=PROCLEASE_COMPONENT_SHA256={hex}");
-    // The component compiled to native code by the runtime's own engine configuration, so the
-    // binary loads it without running Cranelift (a host whose CPU or wasmtime build differs is
-    // refused by wasmtime's header check, and the runtime compiles instead).
+    // The component compiled to native code by the runtime's own engine configuration: the
+    // binary loads it and has no compiler (wasmtime refuses it on a machine whose CPU features
+    // or wasmtime build differ, and the binary then says to build it there).
     let engine = wasmtime::Engine::new(&engine_config::engine_config()).expect("a wasmtime engine to precompile the component");
     let precompiled = engine.precompile_component(&bytes).expect("the component compiles with Cranelift");
     wasm_guest::write_if_changed(&out_dir.join("proclease.cwasm"), &precompiled);
     // The contract's package and version (`package proclease:lease@0.1.0;`), for `--version`.
-    let wit = std::fs::read_to_string(root.join("wit/proclease.wit")).expect("wit/proclease.wit is readable");
+    let wit = std::fs::read_to_string(manifest_dir.join("wit/proclease.wit")).expect("wit/proclease.wit is readable");
     let package = wit
         .lines()
         .find_map(|line| line.trim().strip_prefix("package ").and_then(|rest| rest.strip_suffix(';')))

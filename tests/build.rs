@@ -1,12 +1,12 @@
 //! Builds the hostile test component (`tests/hostile-guest`, world `wit/hostile.wit` there) for
 //! the guest-sandbox tests and hands it to the crate as `OUT_DIR/hostile.wasm`
 //! ([`proclease_tests::hostile::BYTES`]) and precompiled as `OUT_DIR/hostile.cwasm`, the way
-//! `host/build.rs` builds the real guest (`build-support/wasm_guest.rs`). A cold build takes ~35 s (the wit-bindgen macro stack);
+//! `host/build.rs` builds the real guest (`host/build-support/wasm_guest.rs`). A cold build takes ~35 s (the wit-bindgen macro stack);
 //! later builds only rerun when the guest, the WIT files or `Cargo.lock` change.
 
-#[path = "../build-support/wasm_guest.rs"]
+#[path = "../host/build-support/wasm_guest.rs"]
 mod wasm_guest;
-#[path = "../build-support/engine_config.rs"]
+#[path = "../host/build-support/engine_config.rs"]
 mod engine_config;
 
 use std::env;
@@ -17,7 +17,7 @@ fn main() {
     let root = manifest_dir.parent().expect("tests/ lives in the workspace root").to_path_buf();
     let out_dir = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     let shared_runtime = root.join("guest/component/src/no_std_runtime.rs");
-    for watched in [manifest_dir.join("hostile-guest"), root.join("wit"), root.join("Cargo.lock"), root.join("build-support"), shared_runtime] {
+    for watched in [manifest_dir.join("hostile-guest"), root.join("wit"), root.join("Cargo.lock"), root.join("host/build-support"), shared_runtime] {
         println!("cargo:rerun-if-changed={}", watched.display());
     }
     // Small and quick: no debug info, no LTO (one tiny crate), panics abort.

@@ -31,7 +31,7 @@ pub mod runtime;
 
 /// The one conversion layer between the generated WIT types and proclease-core's, shared with
 /// the component (`wit/convert.rs`).
-#[path = "../../wit/convert.rs"]
+#[path = "../wit/convert.rs"]
 mod convert;
 
 pub(crate) use imports::fsops;

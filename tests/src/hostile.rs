@@ -8,7 +8,7 @@
 pub const BYTES: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/hostile.wasm"));
 
 /// [`BYTES`] compiled to native code by `tests/build.rs` with the runtime's engine configuration
-/// (`build-support/engine_config.rs`), as `host/build.rs` precompiles the real component: the
+/// (`host/build-support/engine_config.rs`), as `host/build.rs` precompiles the real component: the
 /// runtime has no compiler (issue #30).
 pub const PRECOMPILED: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/hostile.cwasm"));
 

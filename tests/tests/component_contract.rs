@@ -48,7 +48,7 @@ fn component_exports_exactly_what_the_world_declares() {
 }
 
 /// The WIT enum `lease-code` is proclease-core's `LeaseCode`, case for case and in order (both
-/// are generated from `guest/core/src/error.rs` by `build-support/lease_codes.py`), so that every
+/// are generated from `guest/core/src/error.rs` by `scripts/lease_codes.py`), so that every
 /// refusal crosses the boundary with its code.
 #[test]
 fn the_wit_lease_codes_are_the_cores() {
@@ -65,7 +65,7 @@ fn the_wit_lease_codes_are_the_cores() {
         })
         .expect("types.lease-code");
     let core: Vec<&str> = proclease::core::LeaseCode::ALL.iter().map(|c| c.name()).collect();
-    assert_eq!(codes, core, "run build-support/lease_codes.py after changing the core's codes");
+    assert_eq!(codes, core, "run scripts/lease_codes.py after changing the core's codes");
 }
 
 /// The binary carries the component's native code, compiled at build time with the runtime's
@@ -92,4 +92,23 @@ fn a_start_loads_the_precompiled_component_where_the_binary_holds_it() {
     answers(&second);
     drop(second);
     answers(&Runtime::new(proclease::RuntimeConfig::default()).expect("a runtime after the others were dropped"));
+}
+
+/// A package of the `proclease` crate carries its component prebuilt (`host/component/`), since
+/// no guest source or wasm target comes with it (`host/build.rs`, issue #30). In the workspace
+/// the component is built from source; this requires the shipped one to be exactly that build,
+/// byte for byte (the guest build is reproducible: pinned toolchain, locked dependencies, no
+/// paths in the stripped artifact).
+#[test]
+fn the_shipped_component_is_the_one_built_from_source() {
+    let prebuilt = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../host/component/proclease.wasm");
+    let shipped = std::fs::read(&prebuilt).expect("host/component/proclease.wasm is readable");
+    assert!(
+        shipped == proclease::component::BYTES,
+        "host/component/proclease.wasm ({} bytes) is not the component built from this source ({} bytes, sha256 {}): \
+         refresh it with `cargo run -p proclease -- component -o host/component/proclease.wasm` and commit it",
+        shipped.len(),
+        proclease::component::BYTES.len(),
+        proclease::component::SHA256
+    );
 }

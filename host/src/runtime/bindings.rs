@@ -2,6 +2,6 @@
 //! exposes Rust types (mostly those of `proclease-core`) instead.
 
 wasmtime::component::bindgen!({
-    path: "../wit",
+    path: "wit",
     world: "proclease",
 });

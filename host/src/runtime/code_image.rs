@@ -1,7 +1,7 @@
 //! The component's native code, loaded where the binary holds it (issue #30).
 //!
 //! `host/build.rs` precompiles the component with the runtime's engine configuration
-//! (`build-support/engine_config.rs`) and the binary embeds the result page-aligned in its
+//! (`host/build-support/engine_config.rs`) and the binary embeds the result page-aligned in its
 //! read-only data ([`component::PRECOMPILED`]). wasmtime's `Component::deserialize` would copy
 //! those 1.4 MB into fresh anonymous memory before making its text executable — about a quarter
 //! of a `proclease` start. Instead, the engine gets a code-memory handler

@@ -12,7 +12,7 @@
 //! [`Runtime::instantiate_component`] applies the same imports and limits to another component.
 //!
 //! The component's native code is compiled at build time (`host/build.rs`, with the engine
-//! configuration of `build-support/engine_config.rs`) and embedded
+//! configuration of `host/build-support/engine_config.rs`) and embedded
 //! ([`component::PRECOMPILED`]); the runtime has no compiler. A start makes that code executable
 //! where the binary holds it ([`LoadedFrom::InPlace`], `code_image`), or copies it where that
 //! cannot be done ([`LoadedFrom::Copied`]). A binary copied to a machine whose CPU lacks features
@@ -38,7 +38,7 @@ pub(crate) mod bindings;
 pub mod component;
 mod code_image;
 
-#[path = "../../../build-support/engine_config.rs"]
+#[path = "../../build-support/engine_config.rs"]
 mod engine_config;
 
 use bindings::{Proclease, ProcleasePre};
