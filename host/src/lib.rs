@@ -55,6 +55,10 @@ pub use invocation_lease::{
     ContainmentController, acquire_invocation_lease, invocation_lease_status, list_invocation_leases, release_invocation_lease,
     repair_invocation_leases,
 };
+/// `proclease-core`, the pure lease logic the component is built from: the types the library's
+/// methods take and return (`core::directory_leases::Request`,
+/// `core::records::directory_lease::Role`, …), documented here in full.
+#[doc(inline)]
 pub use proclease_core as core;
 pub use records::Records;
 pub use runtime::{HostState, Instance, LoadedFrom, Runtime, RuntimeConfig};

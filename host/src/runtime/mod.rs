@@ -21,7 +21,7 @@
 //!
 //! Instances are pooled: [`Runtime::instantiate_with`] takes an idle instance of this runtime
 //! when there is one (well under a microsecond: its effects are swapped in) and a dropped [`Instance`] goes
-//! back to the pool, holding no effects ([`Effects::detached`]) while idle. An instance that
+//! back to the pool, holding no effects (`Effects::detached`) while idle. An instance that
 //! trapped or was stopped by a limit is never reused, nor one that still holds a catalog lock
 //! level or whose memory grew past [`POOLED_MEMORY_BYTES`]. The component keeps no state
 //! between calls (no globals; its resources are dropped with their handles), and the budget of

@@ -10,7 +10,7 @@
 //!   `.lock-claim-<target>-<waiting|candidate|held>-<claim id>.json`, where
 //!   `target = sha256("portable-provider-plugin-lock" ‖ 0x00 ‖ <physical path of the lock>)`,
 //!   holding the canonical `{"bootId","claimId","kind":"portable-provider-plugin-lock-claim","pid","processStartId","schemaVersion":1,"targetSha256"}`
-//!   and a newline, arbitrated as §3.5 claims are ([`arbitration`]);
+//!   and a newline, arbitrated as §3.5 claims are (`arbitration`);
 //! * publication stages `.lock-publication-<pid>-<boot id>-<process start id>-<uuid>.tmp`, from
 //!   which claims and the lock are hard-linked into place, and `.lock-reclaim-<pid>-<uuid>`, the
 //!   name a lock is renamed to before it is unlinked (at release, or when its holder is gone).

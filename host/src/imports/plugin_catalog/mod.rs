@@ -112,7 +112,7 @@ impl PluginCatalog {
     /// Takes one level of the catalog mutation lock (§5), failing fast.
     ///
     /// Errors: [`ALREADY_LOCKED`] while another live process holds it; the other §5 refusals
-    /// ([`lock_file::acquire`]); an I/O error naming the path.
+    /// (`lock_file::acquire`); an I/O error naming the path.
     pub fn lock(&self) -> Result<(), String> {
         let key = self.lock_key();
         let mut held = held().lock().unwrap_or_else(|p| p.into_inner());

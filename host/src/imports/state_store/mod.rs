@@ -14,7 +14,7 @@
 //!   writing the same record at the same time never loses an update to proclease or the reverse;
 //!   a replace or remove happens only if the bytes on disk hash to the expected sha256 at that
 //!   instant. proclease's own writers also take the collection's kernel lock
-//!   (`.proclease/locks/`, see [`lock`]) around the claim, which adds two things the claims
+//!   (`.proclease/locks/`, see `lock`) around the claim, which adds two things the claims
 //!   alone do not give: proclease writers queue for each other instead of losing arbitration and
 //!   failing, and a listing by proclease (which takes the same lock) never sees a proclease
 //!   writer's claim files — the reference refuses a directory-lease collection while one is
@@ -24,7 +24,7 @@
 //!   is removed by a later operation once its writer is provably dead (its pid and process start
 //!   id are in the temporary's name). Before every write and listing the store also performs the
 //!   reference's crash recovery in the collection (§3.9), so that what a crashed ghostget left
-//!   there is cleaned up too ([`mutation_claim::recover_directory`]).
+//!   there is cleaned up too (`mutation_claim::recover_directory`).
 //! * **No escape**: paths are relative ([`path`]), every directory is opened component by
 //!   component without following symbolic links, and must be owned by the user with mode 0700;
 //!   every file must be a regular, private, owned file.

@@ -9,13 +9,13 @@
 //! `{"kind":"io-state-mutation-claim","schemaVersion":1,"targetSha256":…,"claimId":…,"pid":…,"bootId":…,"processStartId":…}`
 //! and a newline (keys in this insertion order, not canonical). It is written as
 //! `.io-mutation-stage-<claim id>-<pid>.tmp` (mode 0600, fsynced) and renamed into place, then
-//! moves through `candidate` to `held` ([`super::arbitration`]). The writer mutates the record
+//! moves through `candidate` to `held` (`super::arbitration`). The writer mutates the record
 //! only while its claim is `held`, and unlinks the claim afterwards. The claim's renames and
 //! unlink are not followed by a directory fsync (ghostget's are): a claim only excludes live
 //! processes, and after a power loss every claim is a dead owner's; on a disk this saves four
 //! fsyncs per mutation.
 //!
-//! **Recovery** ([`recover_directory`]), before every write and every listing of a collection:
+//! **Recovery** (`recover_directory`), before every write and every listing of a collection:
 //! write temporaries `.io-write-<pid>-<uuid>.tmp` whose pid is gone (`kill(pid, 0)` → ESRCH);
 //! mutation stages whose owner is provably gone (their full identity when the stage is an exact
 //! claim text, else their file-name pid); the state helper's tree quarantines
@@ -166,7 +166,7 @@ pub(crate) fn own_identity(identity: &ProcessIdentity) -> Result<Owner, &'static
     Err(IDENTITY_UNAVAILABLE)
 }
 
-/// What a [`recover_directory`] removed.
+/// What a `recover_directory` removed.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Recovered {
     /// Write temporaries of gone writers.
