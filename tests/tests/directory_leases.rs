@@ -347,3 +347,39 @@ fn a_journalled_finished_run_keeps_its_directory_and_nothing_else_does() {
     assert_eq!(f.recover(10_000.0, DEAD), Ok(report(1, 0, 0, 0)));
     assert!(!f.target.exists());
 }
+
+/// RAII (issue #29): a handle dropped unreleased releases a raw lease in which nothing runs —
+/// before its launch, or once settled — keeping the directory, as `release` does; it leaves a
+/// raw lease whose command may run (`launching`, `running`), every stage, and any lease it was
+/// told to [`DirectoryLease::leave`], for recovery to judge once this process is gone.
+#[test]
+fn a_dropped_handle_releases_only_a_lease_in_which_nothing_can_run() {
+    let cases: [(&str, Role, &[Phase], bool, bool); 5] = [
+        ("raw, preparing", Role::RawWorking, &[], false, true),
+        ("raw, settled", Role::RawWorking, &[Phase::Launching, Phase::Settled], false, true),
+        ("raw, launching", Role::RawWorking, &[Phase::Launching], false, false),
+        ("stage", Role::BundleStage, &[], false, false),
+        ("raw, preparing, left on purpose", Role::RawWorking, &[], true, false),
+    ];
+    for (name, role, phases, leave, released) in cases {
+        let f = fixture();
+        let mut lease = f.create(role);
+        for phase in phases {
+            lease.update(*phase, None).unwrap_or_else(|e| panic!("{name}: {phase:?}: {e}"));
+        }
+        let claim = lease.claim().expect("claim");
+        assert!(f.claim_file(&claim).is_file(), "{name}: claimed");
+        if leave {
+            lease.leave();
+        } else {
+            drop(lease);
+        }
+        assert_eq!(!f.claim_file(&claim).exists(), released, "{name}: released on drop");
+        assert!(f.target.is_dir(), "{name}: the directory stays either way");
+        // What was left is a live owner's lease now, and a dead owner's recoverable one later.
+        if !released {
+            assert_eq!(f.recover(10_000.0, LIVE), Ok(report(0, 0, 1, 0)), "{name}");
+            assert!(f.claim_file(&claim).is_file(), "{name}");
+        }
+    }
+}

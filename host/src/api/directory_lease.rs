@@ -1,5 +1,20 @@
 //! The typed API over the component's `directory-leases` export (spec §6A.6): leasing a
 //! working or staging directory, its raw lifecycle, release, and recovery.
+//!
+//! **Dropping a handle** unreleased (an early `?`, a panic elsewhere) does what the lease allows
+//! (issue #29):
+//! - a raw working lease in `preparing` (nothing was launched in it yet) or `settled` (its
+//!   command ended and was settled): the claim is **released**, as [`DirectoryLease::release`]
+//!   would — the directory itself stays, as after any release;
+//! - a raw lease in `launching` or `running` (a command may still run in the directory), and
+//!   every bundle stage (a command may work in a stage without the lease recording it): the
+//!   claim is **left**, with a warning. While this process lives the lease is held; once it is
+//!   gone, `recover` judges what it started (by its witnesses, or its pid and start time) and
+//!   removes the directory only once that is provably dead too — never a state only a reboot
+//!   clears. Release a stage yourself once it is published or removed.
+//!
+//! A handle dropped while its thread panics is left as it is (the component is not entered during
+//! unwinding), as a crash would leave it; [`DirectoryLease::leave`] leaves one on purpose.
 
 use proclease_core::directory_leases::{Action, CreationAction, CreationOutcome, Options, Outcome, Report, Request, Run};
 use proclease_core::records::directory_lease::{DirectoryLease as Claim, Phase, Role};
@@ -12,10 +27,14 @@ use crate::runtime::{Instance, Runtime};
 use crate::{Error, convert};
 use crate::runtime::export_call;
 
-/// A held directory lease in its own component instance.
+/// A held directory lease in its own component instance. Dropped unreleased, it releases a raw
+/// lease in which nothing runs and leaves one in which a command may run (module docs).
+#[must_use = "the directory lease is held until released (dropping the handle releases it only while no command may run in it)"]
 pub struct DirectoryLease {
     instance: Instance,
     resource: ResourceAny,
+    /// [`DirectoryLease::leave`] was called: the drop leaves the claim.
+    left: bool,
 }
 
 fn request(r: &Request) -> wit::LeaseRequest {
@@ -64,7 +83,7 @@ impl DirectoryLease {
     pub fn create(runtime: &Runtime, effects: Effects, r: &Request) -> Result<DirectoryLease, Error> {
         let mut instance = runtime.instantiate_with(effects)?;
         let resource = instance.call(|exports, store| exports.proclease_lease_directory_leases().call_create(store, &request(r)))?;
-        Ok(DirectoryLease { instance, resource })
+        Ok(DirectoryLease { instance, resource, left: false })
     }
 
     /// Creates the directory of `r` (mode 0700, with its missing ancestors, under the granted
@@ -77,7 +96,7 @@ impl DirectoryLease {
     pub fn create_with_directory(runtime: &Runtime, effects: Effects, r: &Request) -> Result<DirectoryLease, Error> {
         let mut instance = runtime.instantiate_with(effects)?;
         let resource = instance.call(|exports, store| exports.proclease_lease_directory_leases().call_create_with_directory(store, &request(r)))?;
-        Ok(DirectoryLease { instance, resource })
+        Ok(DirectoryLease { instance, resource, left: false })
     }
 
     /// Resumes a handle on `claim` as if this process had written it.
@@ -85,7 +104,7 @@ impl DirectoryLease {
         let mut instance = runtime.instantiate_with(effects)?;
         let claim = convert::directory_lease_claim_to_wit(claim.clone());
         let resource = instance.call(|exports, store| exports.proclease_lease_directory_leases().directory_lease().call_resume(store, &claim, released))?;
-        Ok(DirectoryLease { instance, resource })
+        Ok(DirectoryLease { instance, resource, left: false })
     }
 
     /// The claim this handle last wrote.
@@ -114,9 +133,37 @@ impl DirectoryLease {
     }
 }
 
+impl DirectoryLease {
+    /// Drops the handle and leaves its claim exactly as it is, whatever its phase: for a caller
+    /// that could not settle or release it and wants the next `recover` to judge it (the
+    /// supervisor of `run` after a failure).
+    pub fn leave(mut self) {
+        self.left = true;
+    }
+}
+
 impl Drop for DirectoryLease {
+    /// Releases a claim in which nothing runs (`preparing`, `settled`); leaves one whose command
+    /// may run, with a warning (module docs).
     fn drop(&mut self) {
-        // Dropping the handle never releases the lease: only `release` does.
+        // During a panic the component is not entered again (its last call may have been
+        // abandoned mid-way): the claim is left as a crash would leave it.
+        let held = !self.left && !std::thread::panicking() && matches!(self.released(), Ok(false));
+        if held {
+            match self.claim() {
+                Ok(claim) if claim.role == Role::RawWorking && matches!(claim.phase, Phase::Preparing | Phase::Settled) => {
+                    if let Err(e) = self.release() {
+                        tracing::warn!(path = %claim.path, error = %e, "a dropped directory lease handle could not release its claim: it is recovered once this process is gone");
+                    }
+                }
+                Ok(claim) => tracing::warn!(
+                    path = %claim.path,
+                    phase = claim.phase.name(),
+                    "a directory lease handle was dropped while a command may run in its directory: the claim stays (held while this process lives; recovered once this process and what it started are gone)"
+                ),
+                Err(e) => tracing::warn!(error = %e, "a dropped directory lease handle could not read its claim: it is left as it is"),
+            }
+        }
         self.instance.drop_resource(self.resource);
     }
 }

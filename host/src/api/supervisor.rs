@@ -606,10 +606,11 @@ impl<'h> Supervisor<'h> {
         }
         if !problems.is_empty() {
             // What could not be settled or released stays exactly as it is, for the next
-            // acquire to judge: the handle is left, not released by its drop.
+            // acquire or recovery to judge: the handles are left, not released by their drop.
             if let Some(admission) = admission.take() {
                 admission.leave();
             }
+            lease.leave();
         }
         let unreleased = if problems.is_empty() {
             forget_journal(&journal);

@@ -182,10 +182,20 @@ fn worker(home: &Path, root: &Path, seed: u64, log: &Path) -> ! {
                 check(b'd', (|| {
                     // As `run` does: the lease creates its directory, its intent recorded first.
                     let mut lease = DirectoryLease::create_with_directory(world.runtime, world.effects(), &request).map_err(|e| e.to_string())?;
-                    lease.update(Phase::Launching, None).map_err(|e| e.to_string())?;
-                    lease.update(Phase::Running, Some(i64::from(pid))).map_err(|e| e.to_string())?;
-                    std::fs::write(dir.join("out.txt"), format!("written by {pid}\n")).map_err(|e| e.to_string())?;
-                    held.push((dir.clone(), lease));
+                    let steps = (|| -> Result<(), String> {
+                        lease.update(Phase::Launching, None).map_err(|e| e.to_string())?;
+                        lease.update(Phase::Running, Some(i64::from(pid))).map_err(|e| e.to_string())?;
+                        std::fs::write(dir.join("out.txt"), format!("written by {pid}\n")).map_err(|e| e.to_string())
+                    })();
+                    match steps {
+                        Ok(()) => held.push((dir.clone(), lease)),
+                        // As a crash there would: the claim stays for recovery (a dropped handle
+                        // would release a `preparing` one and leave its directory unleased).
+                        Err(e) => {
+                            lease.leave();
+                            return Err(e);
+                        }
+                    }
                     Ok(())
                 })());
             }
