@@ -58,7 +58,16 @@ fn main() {
     // The component compiled to native code by the runtime's own engine configuration: the
     // binary loads it and has no compiler (wasmtime refuses it on a machine whose CPU features
     // or wasmtime build differ, and the binary then says to build it there).
-    let engine = wasmtime::Engine::new(&engine_config::engine_config()).expect("a wasmtime engine to precompile the component");
+    // For the target being built: a cross build gets code for its target's baseline CPU, a
+    // native one for this machine's CPU (wasmtime's default, its features detected).
+    let mut config = engine_config::engine_config();
+    let (target, host) = (env::var("TARGET").unwrap_or_default(), env::var("HOST").unwrap_or_default());
+    if target != host {
+        config.target(&target).unwrap_or_else(|e| panic!("wasmtime cannot precompile for {target}: {e}"));
+    }
+    let engine = wasmtime::Engine::new(&config).unwrap_or_else(|e| {
+        panic!("wasmtime cannot precompile the component for {target}: {e} (this build script's Cranelift is for this machine's architecture)")
+    });
     let precompiled = engine.precompile_component(&bytes).expect("the component compiles with Cranelift");
     wasm_guest::write_if_changed(&out_dir.join("proclease.cwasm"), &precompiled);
     // The contract's package and version (`package proclease:lease@0.1.0;`), for `--version`.

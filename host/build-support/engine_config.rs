@@ -6,10 +6,16 @@
 //! `component_contract::a_start_loads_the_precompiled_component_where_the_binary_holds_it`
 //! fails if the two ever differ.
 
-/// The engine configuration: epoch interruption for the per-call deadline; everything else
-/// wasmtime's defaults.
+/// The engine configuration: epoch interruption for the per-call deadline, and, pinned, the
+/// one setting whose default follows a Cargo feature of wasmtime: no async component model
+/// (`component-model-async`). proclease does not enable that feature, but a program that embeds
+/// it and enables it for its own use of wasmtime turns it on in the runtime's wasmtime too (Cargo
+/// unifies features), not in the build script's; unpinned, wasmtime would then refuse the
+/// precompiled component (its tunables must match exactly). Everything else is wasmtime's
+/// defaults.
 pub fn engine_config() -> wasmtime::Config {
     let mut config = wasmtime::Config::new();
     config.epoch_interruption(true);
+    config.concurrency_support(false);
     config
 }

@@ -204,8 +204,9 @@ fn validate_never_blocks_on_special_files_and_says_when_nothing_was_found() {
 }
 
 /// An etcd store asked of a build without cluster support is refused, never served by the
-/// local state home instead (two machines would then decide alone); a malformed address says
-/// what shape it expects. Both from `--store` and from `PROCLEASE_STORE`.
+/// local state home instead (two machines would then decide alone), from `--store` and from
+/// `PROCLEASE_STORE`. `.ci/run` runs this file on such a build
+/// (`--no-default-features --features cli`).
 #[cfg(not(feature = "cluster"))]
 #[test]
 fn an_etcd_store_without_cluster_support_is_refused_not_replaced() {
@@ -216,7 +217,7 @@ fn an_etcd_store_without_cluster_support_is_refused_not_replaced() {
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     let message = String::from_utf8_lossy(&out.stderr);
     assert!(message.contains("etcd://127.0.0.1:2379/fleet: this proclease was built without cluster support"), "{message}");
-    assert!(message.contains("feature `cluster`"), "{message}");
+    assert!(message.contains("enable its feature `cluster`"), "{message}");
     let out = Command::new(env!("CARGO_BIN_EXE_proclease"))
         .args(["--state-home", state, "doctor"])
         .env("PROCLEASE_STORE", "etcd://127.0.0.1:2379/fleet")
@@ -224,14 +225,23 @@ fn an_etcd_store_without_cluster_support_is_refused_not_replaced() {
         .expect("proclease runs");
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     assert!(String::from_utf8_lossy(&out.stderr).contains("built without cluster support"), "{out:?}");
+    // Several endpoints of one cluster are one address (etcdctl's --endpoints form).
+    let out = proclease(&["--state-home", state, "--store", "etcd://10.0.0.1:2379,10.0.0.2:2379/fleet", "doctor"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("etcd://10.0.0.1:2379,10.0.0.2:2379/fleet: this proclease was built without cluster support"), "{out:?}");
+}
+
+/// A malformed store address says what shape it expects; `file` is the state home (whatever the
+/// build).
+#[test]
+fn a_store_address_says_what_shape_it_expects() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let state = dir.path().join("state");
+    let state = state.to_str().expect("utf-8");
     let out = proclease(&["--state-home", state, "--store", "nfs://server/x", "doctor"]);
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     assert!(String::from_utf8_lossy(&out.stderr).contains("nfs://server/x: expected `file` (the state home) or etcd://HOST:PORT/PREFIX"), "{out:?}");
     let out = proclease(&["--state-home", state, "--store", "file", "doctor"]);
     assert!(out.status.success(), "`file` is the state home: {out:?}");
-    // Several endpoints of one cluster are one address (etcdctl's --endpoints form).
-    let out = proclease(&["--state-home", state, "--store", "etcd://10.0.0.1:2379,10.0.0.2:2379/fleet", "doctor"]);
-    assert!(String::from_utf8_lossy(&out.stderr).contains("etcd://10.0.0.1:2379,10.0.0.2:2379/fleet: this proclease was built without cluster support"), "{out:?}");
 }
 
 /// Credentials in a store address are refused, and never shown (issue #28, input 3): the
@@ -394,4 +404,79 @@ fn the_binary_has_no_compiler_inside() {
     let has = |needle: &[u8]| binary.windows(needle.len()).any(|w| w == needle);
     assert!(has(b"wasmtime"), "the check looks in the right place: the binary holds wasmtime");
     assert!(!has(b"cranelift_codegen") && !has(b"cranelift-codegen"), "the proclease binary contains Cranelift");
+}
+
+/// On the file store too, an exclusive run's command gets a fencing token that grows with every
+/// holder of the export admission (issue #28: the state home's counter,
+/// `.proclease/fence/export-admission.json`), and `fence check` — from inside the command with
+/// no flags (PROCLEASE_FENCING_STORE names the state home), or from outside with
+/// `--state-home` — says current only while that holder holds the admission.
+#[test]
+fn every_exclusive_run_on_a_state_home_gets_a_greater_fencing_token() {
+    let s = common::sandbox();
+    let job = |name: &str| s.root.join(name).display().to_string();
+    // The first holder checks its own fence from inside, with another state home in its
+    // environment: the token's store must win.
+    let inside = s.root.join("inside");
+    let script = format!(
+        "echo \"$PROCLEASE_FENCING_TOKEN\" > {root}/t1; PROCLEASE_STATE_HOME={root}/elsewhere {bin} fence check \"$PROCLEASE_FENCING_TOKEN\" > {inside}; echo \"exit $?\" >> {inside}",
+        root = s.root.display(),
+        bin = common::PROCLEASE,
+        inside = inside.display()
+    );
+    let first = s.run(&["run", "--exclusive", "--workdir", &job("one"), "--", "sh", "-c", &script]);
+    assert!(first.status.success(), "{first:?}");
+    let said = std::fs::read_to_string(&inside).expect("the check's output");
+    assert!(said.starts_with("fencing token 1 is current: its holder (pid ") && said.ends_with("exit 0\n"), "{said}");
+    let second = s.run(&["run", "--exclusive", "--workdir", &job("two"), "--", "sh", "-c", &format!("echo \"$PROCLEASE_FENCING_TOKEN\" > {}/t2", s.root.display())]);
+    assert!(second.status.success(), "{second:?}");
+    let token = |name: &str| std::fs::read_to_string(s.root.join(name)).expect("token file").trim().to_owned();
+    assert_eq!((token("t1"), token("t2")), ("1".to_owned(), "2".to_owned()));
+    // A holder that runs now: current from outside; the earlier ones stale, saying why.
+    let tag = common::unique_seconds();
+    let mut third = s.spawn(&["run", "--exclusive", "--workdir", &job("three"), "--", "sh", "-c", &format!("echo \"$PROCLEASE_FENCING_TOKEN\" > {}/t3; exec sleep {tag}", s.root.display())]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while std::fs::read_to_string(s.root.join("t3")).map_or(true, |t| !t.ends_with('\n')) {
+        assert!(std::time::Instant::now() < deadline, "the third run never started its command");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(token("t3"), "3");
+    let check = |token: &str| {
+        let out = s.run(&["fence", "check", token]);
+        (out.status.code(), common::stdout(&out))
+    };
+    let (code, said) = check("3");
+    assert_eq!(code, Some(0), "{said}");
+    assert!(said.contains("fencing token 3 is current"), "{said}");
+    for (stale, words) in [("1", "another holder acquired the export admission since (token 3)"), ("2", "another holder acquired the export admission since (token 3)"), ("4", "4 is no token of this export admission")] {
+        let (code, said) = check(stale);
+        assert_eq!(code, Some(1), "{stale}: {said}");
+        assert!(said.contains(&format!("fencing token {stale} is stale: {words}")), "{stale}: {said}");
+    }
+    // Once the holder released the admission (its command ended), its token is stale too.
+    common::kill(common::wait_for_process(&["sleep", &tag]));
+    third.wait().expect("the third run ends");
+    let (code, said) = check("3");
+    assert_eq!(code, Some(1), "{said}");
+    assert!(said.contains("stale: the export admission was released"), "{said}");
+    // The counter is one canonical record beside the admission, in the state home's own files.
+    let counter = std::fs::read_to_string(s.state.join(".proclease/fence/export-admission.json")).expect("counter");
+    assert!(counter.starts_with("{\"claimId\":\"") && counter.ends_with("\",\"schemaVersion\":1,\"token\":3}\n"), "{counter}");
+    // JSON for scripts.
+    let out = s.run(&["fence", "check", "3", "--json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!((doc["current"].as_bool(), doc["token"].as_i64()), (Some(false), Some(3)), "{doc}");
+    // A check writes nothing: a state home that never handed out a token is stale, and is not
+    // made; a relative `file:` store is refused; 0 is no token.
+    let nowhere = s.root.join("no-such-home");
+    let out = s.command(&["fence", "check", "1"]).env("PROCLEASE_FENCING_STORE", format!("file:{}", nowhere.display())).output().expect("runs");
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(common::stdout(&out).contains("stale: no fencing token was handed out in the state home"), "{out:?}");
+    assert!(!nowhere.exists(), "the check made a state home");
+    let out = s.command(&["fence", "check", "1"]).env("PROCLEASE_FENCING_STORE", "file:relative/home").output().expect("runs");
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(common::stderr(&out).contains("names its state home by an absolute path"), "{out:?}");
+    let (code, said) = check("0");
+    assert_eq!(code, Some(1), "{said}");
+    assert!(said.contains("0 is no token of this export admission"), "{said}");
 }

@@ -20,12 +20,6 @@ fn walkthrough() -> Vec<String> {
 /// Runs `script` in `sh -e` with the walkthrough's environment.
 fn sh(home: &Path, bin_dir: &Path, script: &str) -> Output {
     let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap_or_default());
-    // The compiled component is cached where the other tests cache it, so that the first `run`
-    // starts as quickly as on an installed machine.
-    let cache = std::env::var_os("PROCLEASE_CACHE_DIR")
-        .map(std::path::PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache/proclease")))
-        .expect("a cache directory");
     // Output goes to files, not pipes: the `sleep 600` the walkthrough leaves running inherits
     // them and would hold a pipe open until it ends.
     let out = home.with_file_name("walkthrough.out");
@@ -36,7 +30,6 @@ fn sh(home: &Path, bin_dir: &Path, script: &str) -> Output {
         .stderr(std::fs::File::create(&err).expect("stderr file"))
         .env("HOME", home)
         .env("PATH", path)
-        .env("PROCLEASE_CACHE_DIR", cache)
         .env_remove("PROCLEASE_STATE_HOME")
         .env_remove("GHOSTGET_STATE_HOME")
         .env_remove("XDG_DATA_HOME")

@@ -3,7 +3,7 @@
 //! delete): read the result as a ratio within one run. Starts its own etcd (Debian's
 //! etcd-server) on free loopback ports.
 //!
-//! `cargo bench -p proclease-tests --features cluster --bench cluster`
+//! `cargo bench -p proclease-tests --bench cluster`
 
 use std::sync::Arc;
 

@@ -78,8 +78,8 @@ fn a_start_loads_the_precompiled_component_where_the_binary_holds_it() {
     let expected = if cfg!(all(target_arch = "x86_64", target_os = "linux")) { proclease::LoadedFrom::InPlace } else { proclease::LoadedFrom::Copied };
     assert_eq!(runtime.loaded_from(), expected);
     // And the precompiled component is the embedded one: it instantiates and answers, from
-    // several runtimes — also after another runtime of the process was dropped (each publishes
-    // the same pages; a dropped one must not take them from the others).
+    // several runtimes — also after another runtime of the process was dropped (they share the
+    // process's one engine and loaded component, which a dropped runtime must not take along).
     let answers = |runtime: &Runtime| {
         let mut instance = runtime.instantiate().expect("instantiate");
         let verdict = instance.records().inspect_file(".io-state.json", "{\"kind\":\"io-state\",\"schemaVersion\":1}\n").expect("inspect");
@@ -106,7 +106,7 @@ fn the_shipped_component_is_the_one_built_from_source() {
     assert!(
         shipped == proclease::component::BYTES,
         "host/component/proclease.wasm ({} bytes) is not the component built from this source ({} bytes, sha256 {}): \
-         refresh it with `cargo run -p proclease -- component -o host/component/proclease.wasm` and commit it",
+         refresh it with `cargo run -p proclease -- component --force -o host/component/proclease.wasm` and commit it",
         shipped.len(),
         proclease::component::BYTES.len(),
         proclease::component::SHA256

@@ -96,8 +96,8 @@ pub enum ClusterError {
     /// Nothing falls back to the local store: machines sharing an admission through etcd must
     /// never have one of them decide alone.
     #[error(
-        "{address}: this proclease was built without cluster support (feature `cluster`, on by default); build it with \
-         `cargo build --release -p proclease --features cluster`, or unset {STORE_VARIABLE} / give --store file for this machine's state home alone"
+        "{address}: this proclease was built without cluster support: enable its feature `cluster` (on by default; \
+         a build with `default-features = false` must name it), or unset {STORE_VARIABLE} / give --store file for this machine's state home alone"
     )]
     NotBuilt {
         /// The address asked for.
@@ -213,9 +213,9 @@ impl StoreAddress {
     }
 }
 
-/// The environment variable an exclusive run's command gets in cluster mode beside its fencing
-/// token: the store address (`etcd://…`) that `proclease fence check` asks when it is given
-/// none.
+/// The environment variable an exclusive run's command gets beside its fencing token: the store
+/// that `proclease fence check` asks — the etcd address (`etcd://…`) in cluster mode, `file:`
+/// and the state home's absolute path otherwise ([`crate::api::fencing::FILE_PREFIX`]).
 pub const FENCING_STORE_VARIABLE: &str = "PROCLEASE_FENCING_STORE";
 
 /// What [`check_fence`] found of a fencing token.

@@ -425,18 +425,17 @@ impl Host {
         self.state_home().join(path).display().to_string()
     }
 
-    /// Whether fencing token `token` is still its holder's ([`check_fence`](crate::api::cluster::check_fence)
-    /// on this host's cluster).
+    /// Whether fencing token `token` is still its holder's: [`check_fence`](crate::api::cluster::check_fence)
+    /// on this host's cluster, [`check_file_fence`](crate::api::fencing::check_file_fence) on
+    /// its state home otherwise.
     ///
-    /// Errors: file mode (there are no tokens); as `check_fence`. Treat any error as "not
-    /// current".
+    /// Errors: as those. Treat any error as "not current".
     pub fn fence(&self, token: i64) -> Result<crate::api::cluster::Fence, Error> {
         #[cfg(feature = "cluster")]
         if let Some(cluster) = &self.cluster {
             return crate::api::cluster::check_fence(self.runtime(), cluster.store(), token);
         }
-        let _ = token;
-        Err(Error::System("fencing tokens exist in cluster mode only (--store etcd://…): one machine's exclusive runs never overlap".into()))
+        crate::api::fencing::check_file_fence(self.runtime(), &self.store, token)
     }
 
     /// The store the admission and invocation leases live in: `file` or `etcd://HOST:PORT/PREFIX`.

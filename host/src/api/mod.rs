@@ -8,6 +8,7 @@ pub mod cluster;
 pub mod containment;
 pub mod directory_lease;
 pub mod dispositions;
+pub mod fencing;
 pub mod host;
 pub mod invocation_lease;
 pub mod records;

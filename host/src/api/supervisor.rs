@@ -215,9 +215,9 @@ pub struct Supervisor<'h> {
     admission_wait: Duration,
 }
 
-/// The environment variable an exclusive run's command gets in cluster mode: the fencing token
-/// of its export admission (decimal; `docs/cluster.md`, "Fencing tokens"), greater than that of
-/// every earlier holder on any machine.
+/// The environment variable an exclusive run's command gets: the fencing token of its export
+/// admission (decimal; `docs/cluster.md`, "Fencing tokens"), greater than that of every earlier
+/// holder — on any machine in cluster mode, of the state home otherwise.
 pub const FENCING_TOKEN: &str = "PROCLEASE_FENCING_TOKEN";
 
 /// How long settling and releasing are retried after the command ran, by default.
@@ -390,11 +390,12 @@ impl<'h> Supervisor<'h> {
                 let _ = admission.release();
             }
         };
-        // In cluster mode, the work can check its fence where it writes.
-        match cluster::fencing_token(host, admission.as_mut()) {
-            Some(Ok(token)) => {
-                // And its store, so that `proclease fence check` in the command asks this etcd.
-                command.env(FENCING_TOKEN, token.to_string()).env(crate::api::cluster::FENCING_STORE_VARIABLE, host.store_address());
+        // The work can check its fence where it writes: in cluster mode the etcd revision of the
+        // admission's write, on the file store the state home's counter (`api::fencing`).
+        match fencing_token(host, admission.as_mut()) {
+            Some(Ok((token, store))) => {
+                // And its store, so that `proclease fence check` in the command asks the same one.
+                command.env(FENCING_TOKEN, token.to_string()).env(crate::api::cluster::FENCING_STORE_VARIABLE, store);
             }
             Some(Err(error)) => {
                 drop(acquiring);
@@ -909,6 +910,23 @@ mod signals {
     pub(super) fn forward() -> Option<Forwarder> {
         None
     }
+}
+
+/// The fencing token of the export admission `host` just acquired (`admission`), and the store
+/// address `proclease fence check` asks for it: the etcd revision of the admission's write in
+/// cluster mode, the state home's next counter value on the file store (`file:<state home>`).
+/// `None` without an admission.
+///
+/// Errors: the token cannot be read or handed out ([`Error::System`]): the run must not start.
+fn fencing_token(host: &Host, admission: Option<&mut crate::Admission>) -> Option<Result<(i64, std::ffi::OsString), Error>> {
+    if host.cluster().is_some() {
+        return cluster::fencing_token(host, admission).map(|token| token.map(|token| (token, host.store_address().into())));
+    }
+    let admission = admission?;
+    // The path as it is (a state home's path need not be UTF-8).
+    let mut store = std::ffi::OsString::from(crate::api::fencing::FILE_PREFIX);
+    store.push(host.state_home());
+    Some(crate::api::fencing::issue_file_token(host.store(), admission).map(|token| (token, store)))
 }
 
 /// Cluster mode's hold on a supervised command (`docs/cluster.md`, "Self-fencing";

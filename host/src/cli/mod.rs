@@ -147,7 +147,8 @@ enum Command {
     /// Plugin invocation leases: list, repair, or run a plugin host under a lease.
     #[command(subcommand, after_help = invocations::HELP)]
     Invocations(invocations::InvocationsCommand),
-    /// Fencing tokens of exclusive runs in cluster mode: whether one is still its holder's.
+    /// Fencing tokens of exclusive runs (etcd revisions in cluster mode, the state home's counter
+    /// otherwise): whether one is still its holder's.
     #[command(subcommand, after_help = fence::HELP)]
     Fence(fence::FenceCommand),
     /// Print the boot id, process start id and owner status of a process (default: this one).

@@ -65,7 +65,9 @@ impl CustomCodeMemory for InPlace {
 
 /// The process's engine and the component loaded into it, made on first use and shared by every
 /// [`super::Runtime`]: the engine configuration is the same for all (their limits are per store),
-/// and the in-place image can be loaded only once. The engine's epoch ticker starts with it.
+/// and the in-place image can be loaded only once. The engine's epoch ticker starts with it and
+/// runs (one wake-up per 50 ms) for the rest of the process. A failure is kept too: the binary
+/// or the machine is wrong, which a retry does not mend.
 ///
 /// Errors: [`Error::Component`] as [`load`]'s, or if wasmtime cannot make the engine.
 pub(super) fn shared() -> Result<(Engine, Component, LoadedFrom), Error> {
@@ -118,9 +120,9 @@ fn load(engine: &Engine, in_place: bool) -> Result<(Component, LoadedFrom), Erro
     match unsafe { Component::deserialize(engine, component::PRECOMPILED) } {
         Ok(component) => Ok((component, LoadedFrom::Copied)),
         Err(error) => Err(Error::Component(format!(
-            "the component precompiled into this binary cannot run on this machine ({error:#}): a proclease binary \
-             runs on CPUs with the features of the machine that built it; build it here from its source \
-             (`cargo install --path host`, or `cargo build --release -p proclease`)"
+            "wasmtime refused the component precompiled into this binary ({error:#}): a proclease binary runs on \
+             CPUs with the features of the machine that built it, with the wasmtime it was built with; build it \
+             here from its source (`cargo install --path host`, or `cargo build --release -p proclease`)"
         ))),
     }
 }

@@ -7,8 +7,10 @@ pub const BYTES: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/proclease.was
 /// [`BYTES`] compiled to native code at build time by an engine configured as the runtime's
 /// (`Engine::precompile_component`), as the binary holds it: page-aligned in its read-only data,
 /// so that the runtime can make its text executable where it lies (`runtime::code_image`).
-/// wasmtime refuses it on a host whose CPU features or wasmtime build differ.
-pub static PRECOMPILED: &[u8] = &PRECOMPILED_IMAGE.0;
+/// wasmtime refuses it on a host whose CPU features or wasmtime build differ. Crate-private: it
+/// is loaded once per process (`runtime::code_image`), and a second load of the same pages
+/// would collide in wasmtime's registry of code addresses.
+pub(crate) static PRECOMPILED: &[u8] = &PRECOMPILED_IMAGE.0;
 
 /// A value aligned to a page (4 KiB), so that page protections can be changed on its parts.
 #[repr(C, align(4096))]

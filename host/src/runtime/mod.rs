@@ -13,7 +13,7 @@
 //!
 //! The component's native code is compiled at build time (`host/build.rs`, with the engine
 //! configuration of `host/build-support/engine_config.rs`) and embedded
-//! ([`component::PRECOMPILED`]); the runtime has no compiler. A start makes that code executable
+//! (`component::PRECOMPILED`); the runtime has no compiler. A start makes that code executable
 //! where the binary holds it ([`LoadedFrom::InPlace`], `code_image`), or copies it where that
 //! cannot be done ([`LoadedFrom::Copied`]). A binary copied to a machine whose CPU lacks features
 //! of the build machine's is refused with [`Error::Component`], which says to build it there.
@@ -38,8 +38,10 @@ pub(crate) mod bindings;
 pub mod component;
 mod code_image;
 
+/// The engine configuration the component is precompiled with, and that every runtime uses:
+/// what a component given to [`Runtime::instantiate_component`] must be precompiled with.
 #[path = "../../build-support/engine_config.rs"]
-mod engine_config;
+pub mod engine_config;
 
 use bindings::{Proclease, ProcleasePre};
 use crate::effects::Effects;
@@ -311,9 +313,11 @@ impl Runtime {
     /// of this runtime's [`RuntimeConfig`], counted afresh for each call made through the
     /// returned store.
     ///
-    /// `component` must be compiled for this runtime's [`engine`](Runtime::engine) (for
-    /// example `Component::deserialize(runtime.engine(), precompiled)`: the runtime has no
-    /// compiler) and may import any subset of the world's interfaces
+    /// `component` must be compiled for this runtime's [`engine`](Runtime::engine): the runtime
+    /// has no compiler, so precompile it where wasmtime has Cranelift (a build script, as
+    /// `host/build.rs` does) with an engine configured by [`engine_config::engine_config`], then
+    /// `Component::deserialize(runtime.engine(), precompiled)`. It may import any subset of the
+    /// world's interfaces
     /// (`proclease:lease/…@0.1.0`), nothing else: there is no WASI. Call its exports with the
     /// returned store (`instance.get_typed_func(&mut store, "name")`); a failed call converts to
     /// an [`Error`] with `Error::from`, which is [`Error::Limit`] when the component hit the
@@ -390,7 +394,8 @@ impl Runtime {
     }
 
     /// How this runtime loaded the precompiled component: [`LoadedFrom::InPlace`] on x86-64
-    /// Linux, else [`LoadedFrom::Copied`].
+    /// Linux with 4 KiB pages, else (or where the kernel refused to make those pages
+    /// executable) [`LoadedFrom::Copied`].
     pub fn loaded_from(&self) -> LoadedFrom {
         self.loaded_from
     }
@@ -525,7 +530,7 @@ impl Drop for Instance {
 
 /// One background thread per engine advances its epoch every [`EPOCH_TICK`], so that a call
 /// that runs past its deadline traps instead of hanging the host. The thread ends when the
-/// engine is dropped.
+/// engine is dropped (the process's shared engine never is).
 fn start_epoch_ticker(engine: &Engine) {
     let weak = engine.weak();
     std::thread::Builder::new()
@@ -541,7 +546,7 @@ fn start_epoch_ticker(engine: &Engine) {
 }
 
 /// How a runtime loaded the component's native code, which is always the code compiled at build
-/// time and embedded in the binary ([`component::PRECOMPILED`]).
+/// time and embedded in the binary (`component::PRECOMPILED`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LoadedFrom {
     /// Made executable where the binary holds it: no copy (x86-64 Linux).

@@ -44,7 +44,11 @@ impl Sandbox {
             .args(self.global())
             .args(args)
             .env_remove("PROCLEASE_STATE_HOME")
-            .env_remove("GHOSTGET_STATE_HOME");
+            .env_remove("GHOSTGET_STATE_HOME")
+            // Not the store of a run the tests themselves may run under.
+            .env_remove("PROCLEASE_STORE")
+            .env_remove("PROCLEASE_FENCING_STORE")
+            .env_remove("PROCLEASE_FENCING_TOKEN");
         command
     }
 

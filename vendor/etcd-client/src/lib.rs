@@ -60,7 +60,6 @@
 //! - `pub-response-field`: Exposes structs used to create regular `etcd-client` responses including internal protobuf representations. Useful for mocking. Not enabled by default.
 //! - `tls-openssl`: Enables the `openssl`-based TLS connections. This would make your binary dynamically link to `libssl`.
 //! - `tls-openssl-vendored`: Like `tls-openssl`, however compile openssl from source code and statically link to it.
-//! - `build-server`: Builds a server variant of the etcd protobuf and re-exports it under the same `proto` package as the `pub-response-field` feature does.
 //! - `raw-channel`: Allows the caller to construct the underlying Tonic channel used by the client.
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
@@ -179,49 +178,4 @@ pub mod proto {
     pub use crate::rpc::pb::v3lockpb::{
         LockResponse as PbLockResponse, UnlockResponse as PbUnlockResponse,
     };
-
-    #[cfg(feature = "build-server")]
-    pub use crate::rpc::pb::etcdserverpb::{
-        auth_server::{Auth as PbAuthService, AuthServer as PbAuthServer},
-        cluster_server::{Cluster as PbClusterService, ClusterServer as PbClusterServer},
-        kv_server::{Kv as PbKvService, KvServer as PbKvServer},
-        lease_server::{Lease as PbLeaseService, LeaseServer as PbLeaseServer},
-        maintenance_server::{
-            Maintenance as PbMaintenanceService, MaintenanceServer as PbMaintenanceServer,
-        },
-        watch_server::{Watch as PbWatchService, WatchServer as PbWatchServer},
-    };
-
-    #[cfg(feature = "build-server")]
-    pub use crate::rpc::pb::etcdserverpb::{
-        AlarmRequest as PbAlarmRequest, AuthDisableRequest as PbAuthDisableRequest,
-        AuthEnableRequest as PbAuthEnableRequest, AuthRoleAddRequest as PbAuthRoleAddRequest,
-        AuthRoleDeleteRequest as PbAuthRoleDeleteRequest,
-        AuthRoleGetRequest as PbAuthRoleGetRequest,
-        AuthRoleGrantPermissionRequest as PbAuthRoleGrantPermissionRequest,
-        AuthRoleListRequest as PbAuthRoleListRequest,
-        AuthRoleRevokePermissionRequest as PbAuthRoleRevokePermissionRequest,
-        AuthUserAddRequest as PbAuthUserAddRequest,
-        AuthUserChangePasswordRequest as PbAuthUserChangePasswordRequest,
-        AuthUserDeleteRequest as PbAuthUserDeleteRequest,
-        AuthUserGetRequest as PbAuthUserGetRequest,
-        AuthUserGrantRoleRequest as PbAuthUserGrantRoleRequest,
-        AuthUserListRequest as PbAuthUserListRequest,
-        AuthUserRevokeRoleRequest as PbAuthUserRevokeRoleRequest,
-        AuthenticateRequest as PbAuthenticateRequest, CompactionRequest as PbCompactionRequest,
-        DefragmentRequest as PbDefragmentRequest, DeleteRangeRequest as PbDeleteRequest,
-        DowngradeRequest as PbDowngradeRequest, HashKvRequest as PbHashKvRequest,
-        HashRequest as PbHashRequest, LeaseGrantRequest as PbLeaseGrantRequest,
-        LeaseKeepAliveRequest as PbLeaseKeepAliveRequest,
-        LeaseLeasesRequest as PbLeaseLeasesRequest, LeaseRevokeRequest as PbLeaseRevokeRequest,
-        LeaseTimeToLiveRequest as PbLeaseTimeToLiveRequest, MemberAddRequest as PbMemberAddRequest,
-        MemberListRequest as PbMemberListRequest, MemberPromoteRequest as PbMemberPromoteRequest,
-        MemberRemoveRequest as PbMemberRemoveRequest, MemberUpdateRequest as PbMemberUpdateRequest,
-        MoveLeaderRequest as PbMoveLeaderRequest, PutRequest as PbPutRequest,
-        RangeRequest as PbRangeRequest, SnapshotRequest as PbSnapshotRequest,
-        StatusRequest as PbStatusRequest, WatchRequest as PbWatchRequest,
-    };
-
-    #[cfg(feature = "build-server")]
-    pub use crate::rpc::pb::etcdserverpb::watch_request::RequestUnion as PbWatchRequestUnion;
 }

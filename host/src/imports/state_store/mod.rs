@@ -34,6 +34,7 @@
 pub(crate) mod arbitration;
 #[cfg(feature = "cluster")]
 pub mod etcd;
+pub mod fencing;
 pub mod home;
 mod lock;
 pub mod mutation_claim;
