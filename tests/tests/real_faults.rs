@@ -44,9 +44,21 @@ impl Tmpfs {
         false
     }
 
+    /// Remounts with `option`, retrying for up to 5 s: `remount,ro` is refused ("mount point is
+    /// busy") while any process holds a file of it open for writing, and a child another test
+    /// thread forks in the middle of a write holds a copy of that descriptor until its `exec`
+    /// (seen once in CI on a loaded machine).
     fn remount(&self, option: &str) {
-        let status = Command::new("mount").args(["-o", &format!("remount,{option}")]).arg(&self.path).status().expect("mount");
-        assert!(status.success(), "remount {option}");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        loop {
+            let output = Command::new("mount").args(["-o", &format!("remount,{option}")]).arg(&self.path).output().expect("mount");
+            if output.status.success() {
+                return;
+            }
+            let said = String::from_utf8_lossy(&output.stderr);
+            assert!(std::time::Instant::now() < deadline && said.contains("busy"), "remount {option}: {said}");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
     }
 }
 
