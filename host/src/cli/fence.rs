@@ -95,7 +95,8 @@ fn check(global: &Global, address: &std::ffi::OsStr, token: i64) -> Result<Fence
         let address = address.to_str().ok_or_else(|| format!("{}: not a store address", address.to_string_lossy()))?;
         return check_etcd(global, address, token);
     };
-    if !home.join(proclease::state_store::fencing::ROOT).join("export-admission.json").is_file() {
+    use proclease::state_store::fencing::{COUNTER, ROOT};
+    if !home.join(ROOT).join(COUNTER).is_file() {
         return Ok(Fence::Stale(format!("no fencing token was handed out in the state home {}", home.display())));
     }
     let host = proclease::Host::builder().store("file").state_home(home).lock_timeout(global.lock_timeout).build().map_err(|e| e.to_string())?;

@@ -27,8 +27,8 @@ use crate::fsops::{self, StableRead};
 
 /// The counter's directory in the state home (for messages).
 pub const ROOT: &str = ".proclease/fence";
-/// The counter file's name.
-const COUNTER: &str = "export-admission.json";
+/// The counter file's name, in [`ROOT`].
+pub const COUNTER: &str = "export-admission.json";
 /// The largest counter file read: 4 KiB (it is under 100 bytes).
 const MAX_BYTES: u64 = 4096;
 
