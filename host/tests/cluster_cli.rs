@@ -12,7 +12,6 @@
 //! failure) and root for the namespaces (`PROCLEASE_REQUIRE_NAMESPACES=1` likewise). `.ci/run`
 //! installs etcd and sets both.
 
-use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -25,26 +24,15 @@ use proclease::process_identity::cluster_presence::lookup;
 #[allow(dead_code)] // the harness is shared with proclease-tests, which uses all of it
 mod etcd_server;
 mod common;
+#[path = "common/machines.rs"]
+mod machines;
 
 use common::{PROCLEASE, namespaces_available, processes_running, unique_seconds, wait_for_process};
 use etcd_server::Etcd;
+use machines::{Machine, machine};
 
 /// The key prefix every machine of a test shares.
 const PREFIX: &str = "fleet";
-
-const A: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
-const B: &str = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
-const C: &str = "cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc";
-
-/// One simulated machine: its boot id file, state home, workspace, plugin catalog and the
-/// identity of the plugin operation it runs.
-struct Machine {
-    _dir: tempfile::TempDir,
-    root: PathBuf,
-    boot_id: PathBuf,
-    url: String,
-    ttl: &'static str,
-}
 
 /// Etcd, and whether machines can be simulated here; `None` (after saying why) when a test
 /// must skip. The prefix's epoch is settled, as on a cluster in use: the first presence on a
@@ -57,88 +45,6 @@ fn cluster() -> Option<Etcd> {
     let etcd = Etcd::start()?;
     proclease::process_identity::cluster_presence::await_epoch(&etcd.store(PREFIX), Duration::from_secs(2)).expect("the prefix's epoch");
     Some(etcd)
-}
-
-fn machine(etcd: &Etcd, ttl: &'static str) -> Machine {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let root = std::fs::canonicalize(dir.path()).expect("realpath");
-    let boot_id = root.join("boot_id");
-    std::fs::write(&boot_id, format!("{}\n", uuid::Uuid::new_v4().hyphenated())).expect("boot id");
-    std::fs::write(
-        root.join("catalog.json"),
-        format!(r#"{{"schemaVersion":1,"plugins":[{{"pluginId":"portable-test","version":"1.0.0","hostApiVersion":1,"bundleSha256":"{A}","manifestSha256":"{B}","enabled":true}}]}}"#),
-    )
-    .expect("catalog");
-    std::fs::write(
-        root.join("op.json"),
-        format!(r#"{{"pluginId":"portable-test","pluginVersion":"1.0.0","hostApiVersion":1,"bundleSha256":"{A}","manifestSha256":"{B}","adapterId":"portable-test","transport":"provider-api","surfaceId":"portable-test","operation":"records.read","contractVersion":1,"descriptorSha256":"{C}"}}"#),
-    )
-    .expect("identity");
-    Machine { _dir: dir, root, boot_id, url: etcd.url(PREFIX), ttl }
-}
-
-impl Machine {
-    /// `proclease <global options> args…` on this machine.
-    fn command(&self, args: &[&str]) -> Command {
-        let mut command = Command::new("unshare");
-        command
-            .args(["--pid", "--mount", "--fork", "--mount-proc", "--kill-child", "sh", "-c"])
-            // Not `exec`: sh stays PID 1 of the machine, proclease and its children run under it.
-            .arg(r#"mount --bind "$0" /proc/sys/kernel/random/boot_id && "$@""#)
-            .arg(&self.boot_id)
-            .arg(PROCLEASE)
-            .arg("--state-home")
-            .arg(self.root.join("state"))
-            .arg("--workspace-root")
-            .arg(&self.root)
-            .arg("--plugin-catalog")
-            .arg(self.root.join("catalog.json"))
-            .args(["--store", &self.url, "--cluster-ttl", self.ttl])
-            .args(args)
-            .env_remove("PROCLEASE_STORE")
-            .env_remove("PROCLEASE_STATE_HOME")
-            .env_remove("GHOSTGET_STATE_HOME");
-        command
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        self.command(args).output().expect("proclease runs")
-    }
-
-    /// `run --exclusive --workdir <root>/<job> -- command…`.
-    fn exclusive(&self, job: &str, command: &[&str]) -> Output {
-        let workdir = self.root.join(job);
-        self.run(&[&["run", "--exclusive", "--workdir", workdir.to_str().expect("utf-8"), "--"], command].concat())
-    }
-
-    /// The same, in the background (output discarded).
-    fn spawn_exclusive(&self, job: &str, command: &[&str]) -> Child {
-        let workdir = self.root.join(job);
-        self.command(&[&["run", "--exclusive", "--workdir", workdir.to_str().expect("utf-8"), "--"], command].concat())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn proclease")
-    }
-
-    /// `invocations run --identity <root>/op.json -- command…`.
-    fn invocation(&self, command: &[&str]) -> Command {
-        let identity = self.root.join("op.json");
-        self.command(&[&["invocations", "run", "--identity", identity.to_str().expect("utf-8"), "--"], command].concat())
-    }
-
-    fn invocation_leases(&self) -> Vec<serde_json::Value> {
-        let out = self.run(&["invocations", "list", "--json"]);
-        assert!(out.status.success(), "{out:?}");
-        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
-        doc["invocationLeases"].as_array().cloned().unwrap_or_default()
-    }
-
-    fn repair_tombstones(&self) -> serde_json::Value {
-        let out = self.run(&["invocations", "repair", "--recover-tombstones", "--json"]);
-        assert!(out.status.success(), "{out:?}");
-        serde_json::from_slice::<serde_json::Value>(&out.stdout).expect("json")["report"].clone()
-    }
 }
 
 fn stderr(output: &Output) -> String {
@@ -183,7 +89,7 @@ fn racing_exclusive_runs_on_three_machines_never_overlap() {
     let Some(etcd) = cluster() else { return };
     let shared = tempfile::tempdir().expect("shared dir");
     let log = shared.path().join("log");
-    let machines: Vec<Machine> = (0..3).map(|_| machine(&etcd, "2s")).collect();
+    let machines: Vec<Machine> = (0..3).map(|_| machine(&etcd.url(PREFIX), "2s")).collect();
     let outcomes: Vec<Vec<Option<i32>>> = std::thread::scope(|scope| {
         let handles: Vec<_> = machines
             .iter()
@@ -226,7 +132,7 @@ fn racing_exclusive_runs_on_three_machines_never_overlap() {
 #[test]
 fn a_crashed_machines_admission_is_taken_over_only_after_its_presence_expires() {
     let Some(etcd) = cluster() else { return };
-    let (first, second) = (machine(&etcd, "4s"), machine(&etcd, "4s"));
+    let (first, second) = (machine(&etcd.url(PREFIX), "4s"), machine(&etcd.url(PREFIX), "4s"));
     let mut holder = first.spawn_exclusive("export", &["sleep", "1000"]);
     let owner = wait_for_helper(&etcd);
     assert_eq!(presence(&etcd, &owner), RemotePresence::Registered);
@@ -268,7 +174,7 @@ fn a_crashed_machines_admission_is_taken_over_only_after_its_presence_expires() 
 #[test]
 fn every_holder_of_the_admission_gets_a_greater_fencing_token() {
     let Some(etcd) = cluster() else { return };
-    let (first, second) = (machine(&etcd, "3s"), machine(&etcd, "3s"));
+    let (first, second) = (machine(&etcd.url(PREFIX), "3s"), machine(&etcd.url(PREFIX), "3s"));
     let token_into = |machine: &Machine, name: &str| format!("echo \"$PROCLEASE_FENCING_TOKEN\" > {}", machine.root.join(name).display());
     assert!(first.exclusive("one", &["sh", "-c", &token_into(&first, "t1")]).status.success());
     assert!(second.exclusive("two", &["sh", "-c", &token_into(&second, "t2")]).status.success());
@@ -349,7 +255,7 @@ fn every_holder_of_the_admission_gets_a_greater_fencing_token() {
 #[test]
 fn machines_sharing_one_boot_id_are_judged_by_their_presence() {
     let Some(etcd) = cluster() else { return };
-    let (first, second) = (machine(&etcd, "3s"), machine(&etcd, "3s"));
+    let (first, second) = (machine(&etcd.url(PREFIX), "3s"), machine(&etcd.url(PREFIX), "3s"));
     std::fs::copy(&first.boot_id, &second.boot_id).expect("one kernel, one boot id");
     let mut holder = first.spawn_exclusive("export", &["sleep", "1000"]);
     let owner = wait_for_helper(&etcd);
@@ -553,7 +459,7 @@ fn running(pid: u64) -> bool {
 #[test]
 fn with_etcd_stopped_everything_fails_closed_and_work_resumes_after_a_restart() {
     let Some(mut etcd) = cluster() else { return };
-    let (first, second) = (machine(&etcd, "2s"), machine(&etcd, "2s"));
+    let (first, second) = (machine(&etcd.url(PREFIX), "2s"), machine(&etcd.url(PREFIX), "2s"));
     let holder = first.spawn_exclusive("export", &["sleep", "1000"]);
     let owner = wait_for_helper(&etcd);
     etcd.signal("-STOP");
@@ -606,7 +512,7 @@ fn a_wiped_etcd_never_lets_two_exports_overlap() {
     let Some(mut etcd) = cluster() else { return };
     let shared = tempfile::tempdir().expect("shared dir");
     let log = shared.path().join("log");
-    let (first, second) = (machine(&etcd, "2s"), machine(&etcd, "2s"));
+    let (first, second) = (machine(&etcd.url(PREFIX), "2s"), machine(&etcd.url(PREFIX), "2s"));
     let ticking = format!("while :; do echo tick >> '{}'; sleep 0.02; done", log.display());
     let workdir = first.root.join("export");
     let holder = first
@@ -688,7 +594,7 @@ fn the_command_line_speaks_tls_to_etcd_with_flags_or_variables() {
 #[test]
 fn racing_invocations_keep_their_own_leases_while_another_machine_repairs() {
     let Some(etcd) = cluster() else { return };
-    let machines: Vec<Machine> = (0..4).map(|_| machine(&etcd, "2s")).collect();
+    let machines: Vec<Machine> = (0..4).map(|_| machine(&etcd.url(PREFIX), "2s")).collect();
     let (runners, repairer) = machines.split_at(3);
     let done = std::sync::atomic::AtomicBool::new(false);
     std::thread::scope(|scope| {
@@ -733,7 +639,7 @@ fn racing_invocations_keep_their_own_leases_while_another_machine_repairs() {
 #[test]
 fn a_crashed_machines_invocation_tombstone_stays_until_its_presence_expires() {
     let Some(etcd) = cluster() else { return };
-    let (first, second) = (machine(&etcd, "4s"), machine(&etcd, "4s"));
+    let (first, second) = (machine(&etcd.url(PREFIX), "4s"), machine(&etcd.url(PREFIX), "4s"));
     let mut crashed = first.invocation(&["sleep", "1000"]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("spawn");
     let deadline = Instant::now() + Duration::from_secs(30);
     let lease = loop {
@@ -776,7 +682,7 @@ fn a_crashed_machines_invocation_tombstone_stays_until_its_presence_expires() {
 #[test]
 fn doctor_on_another_machine_shows_the_cluster_and_why() {
     let Some(etcd) = cluster() else { return };
-    let (first, second) = (machine(&etcd, "2s"), machine(&etcd, "2s"));
+    let (first, second) = (machine(&etcd.url(PREFIX), "2s"), machine(&etcd.url(PREFIX), "2s"));
     let mut holder = first.spawn_exclusive("export", &["sleep", "1000"]);
     wait_for_helper(&etcd);
     let out = second.run(&["doctor"]);

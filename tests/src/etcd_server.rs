@@ -219,7 +219,9 @@ impl Drop for Etcd {
 /// directory), killed when dropped.
 pub struct EtcdCluster {
     members: Vec<Option<Child>>,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
+    /// Each member's (client, peer) port, in member order.
+    ports: Vec<(u16, u16)>,
     /// Each member's client port, in member order.
     pub client_ports: Vec<u16>,
 }
@@ -233,42 +235,63 @@ impl EtcdCluster {
         }
         let dir = tempfile::tempdir().expect("data dir");
         let ports: Vec<(u16, u16)> = (0..size).map(|_| (free_port(), free_port())).collect();
-        let initial: Vec<String> = ports.iter().enumerate().map(|(i, (_, peer))| format!("m{i}=http://127.0.0.1:{peer}")).collect();
-        let initial = initial.join(",");
-        let members = ports
-            .iter()
-            .enumerate()
-            .map(|(i, (client, peer))| {
-                let (client, peer) = (format!("http://127.0.0.1:{client}"), format!("http://127.0.0.1:{peer}"));
-                let child = Command::new("etcd")
-                    .args(["--name", &format!("m{i}"), "--data-dir"])
-                    .arg(dir.path().join(format!("m{i}")))
-                    .args(["--listen-client-urls", &client, "--advertise-client-urls", &client])
-                    .args(["--listen-peer-urls", &peer, "--initial-advertise-peer-urls", &peer])
-                    .args(["--initial-cluster", &initial, "--initial-cluster-state", "new", "--initial-cluster-token", "proclease-test"])
-                    .args(["--log-level", "error"])
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::null())
-                    .spawn()
-                    .expect("etcd starts");
-                Some(child)
-            })
-            .collect();
-        let cluster = EtcdCluster { members, _dir: dir, client_ports: ports.iter().map(|(client, _)| *client).collect() };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        for port in &cluster.client_ports {
-            while EtcdStore::connect(&format!("etcd://127.0.0.1:{port}/ready")).is_err() {
-                assert!(Instant::now() < deadline, "the etcd cluster did not elect a leader within 30 s");
-                std::thread::sleep(Duration::from_millis(100));
+        let client_ports = ports.iter().map(|(client, _)| *client).collect();
+        let mut cluster = EtcdCluster { members: (0..size).map(|_| None).collect(), dir, ports, client_ports };
+        cluster.launch_all();
+        Some(cluster)
+    }
+
+    /// Starts every member that is not running and waits until each answers (a leader is
+    /// elected).
+    fn launch_all(&mut self) {
+        for index in 0..self.members.len() {
+            if self.members[index].is_none() {
+                self.members[index] = Some(self.launch(index));
             }
         }
-        Some(cluster)
+        for index in 0..self.members.len() {
+            self.wait_until_it_answers(index);
+        }
+    }
+
+    /// Member `index`'s etcd, on its data directory: a member with data rejoins its cluster, one
+    /// without forms it anew with the others (same names, peers and token, so the same cluster
+    /// id).
+    fn launch(&self, index: usize) -> Child {
+        let initial: Vec<String> = self.ports.iter().enumerate().map(|(i, (_, peer))| format!("m{i}=http://127.0.0.1:{peer}")).collect();
+        let (client, peer) = self.ports[index];
+        let (client, peer) = (format!("http://127.0.0.1:{client}"), format!("http://127.0.0.1:{peer}"));
+        Command::new("etcd")
+            .args(["--name", &format!("m{index}"), "--data-dir"])
+            .arg(self.dir.path().join(format!("m{index}")))
+            .args(["--listen-client-urls", &client, "--advertise-client-urls", &client])
+            .args(["--listen-peer-urls", &peer, "--initial-advertise-peer-urls", &peer])
+            .args(["--initial-cluster", &initial.join(","), "--initial-cluster-state", "new", "--initial-cluster-token", "proclease-test"])
+            .args(["--log-level", "error"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("etcd starts")
+    }
+
+    fn wait_until_it_answers(&self, index: usize) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let port = self.client_ports[index];
+        while EtcdStore::connect(&format!("etcd://127.0.0.1:{port}/ready")).is_err() {
+            assert!(Instant::now() < deadline, "etcd member {index} did not answer within 30 s (no leader elected?)");
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
 
     /// `etcd://127.0.0.1:<port>,…/<prefix>` over every member.
     pub fn url(&self, prefix: &str) -> String {
         let endpoints: Vec<String> = self.client_ports.iter().map(|port| format!("127.0.0.1:{port}")).collect();
         format!("etcd://{}/{prefix}", endpoints.join(","))
+    }
+
+    /// A store on `prefix` over every member.
+    pub fn store(&self, prefix: &str) -> EtcdStore {
+        EtcdStore::connect(&self.url(prefix)).expect("connects")
     }
 
     /// Kills member `index` (SIGKILL) and reaps it.
@@ -278,6 +301,44 @@ impl EtcdCluster {
             let _ = child.wait();
         }
     }
+
+    /// Starts member `index` again on its data (after [`EtcdCluster::kill`]) and waits until it
+    /// answers.
+    pub fn restart(&mut self, index: usize) {
+        self.kill(index);
+        self.members[index] = Some(self.launch(index));
+        self.wait_until_it_answers(index);
+    }
+
+    /// Kills every member and starts them again on empty data directories: the cluster keeps its
+    /// id and addresses but loses every key, and its revisions start again from 1 — as when an
+    /// operator wipes the cluster or restores it from a backup taken before it was used.
+    pub fn wipe(&mut self) {
+        for index in 0..self.members.len() {
+            self.kill(index);
+            let data = self.dir.path().join(format!("m{index}"));
+            if data.exists() {
+                std::fs::remove_dir_all(&data).expect("remove a member's data");
+            }
+        }
+        self.launch_all();
+    }
+
+    /// Sends `signal` (`-STOP`, `-CONT`, …) to member `index` with kill(1).
+    pub fn signal(&self, index: usize, signal: &str) {
+        let child = self.members[index].as_ref().expect("the member runs");
+        let status = Command::new("kill").args([signal, &child.id().to_string()]).status().expect("kill runs");
+        assert!(status.success(), "kill {signal}");
+    }
+
+    /// The member that leads, as the members answering `maintenance/status` say (asks only
+    /// members that run; a stopped member would not answer).
+    pub fn leader(&self) -> Option<usize> {
+        (0..self.members.len()).filter(|&i| self.members[i].is_some()).find(|&i| {
+            let status = gateway(self.client_ports[i], "maintenance/status", "{}", None);
+            status["leader"].is_string() && status["leader"] == status["header"]["member_id"]
+        })
+    }
 }
 
 impl Drop for EtcdCluster {
@@ -286,4 +347,30 @@ impl Drop for EtcdCluster {
             self.kill(index);
         }
     }
+}
+
+/// Calls etcd's JSON gateway (`/v3/…`) with Python's standard library (no etcdctl on these
+/// machines): the tests set up users, roles and authentication with it and ask members who
+/// leads. `token`: an auth token. A permission's `key` and `range_end` are given as text (the
+/// script encodes them).
+pub fn gateway(port: u16, call: &str, body: &str, token: Option<&str>) -> serde_json::Value {
+    let script = r#"
+import base64, json, sys, urllib.request
+port, call, body, token = sys.argv[1:5]
+data = json.loads(body)
+for field in ("key", "range_end"):
+    if field in data.get("perm", {}):
+        data["perm"][field] = base64.b64encode(data["perm"][field].encode()).decode()
+body = json.dumps(data)
+request = urllib.request.Request(f"http://127.0.0.1:{port}/v3/{call}", data=body.encode(), method="POST")
+if token:
+    request.add_header("Authorization", token)
+try:
+    print(urllib.request.urlopen(request, timeout=10).read().decode())
+except urllib.error.HTTPError as e:
+    print(e.read().decode())
+"#;
+    let out = Command::new("python3").args(["-c", script, &port.to_string(), call, body, token.unwrap_or("")]).output().expect("python3");
+    assert!(out.status.success(), "{out:?}");
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{call}: {e}: {}", String::from_utf8_lossy(&out.stdout)))
 }

@@ -248,3 +248,30 @@ fn hosts_of_one_process_share_its_presence_until_it_ends() {
     proclease::api::cluster::end_presence();
     assert_eq!(lookup(&store, &own), RemotePresence::Absent, "revoked when the process ends it");
 }
+
+/// Issue #28, input 1: with one of three members dead (quorum kept), a presence lookup still
+/// knows — a read the client sent to the dead member is made again to one that answers — and a
+/// session's renewals go on past several TTLs. Before, one lookup in three came back
+/// `Unreachable` and an exclusive run was refused as `prior export owner cannot be inspected
+/// safely`.
+#[test]
+fn a_member_s_death_leaves_presences_known_and_renewed() {
+    let Some(mut cluster) = proclease_tests::etcd_server::EtcdCluster::start(3) else { return };
+    let store = Arc::new(cluster.store("presence"));
+    cluster_presence::await_epoch(&store, TTL).expect("the prefix's epoch");
+    let own = ProcessIdentity::new().self_identity().expect("own identity");
+    let session = PresenceSession::open(store.clone(), &own, TTL).expect("registered");
+    let gone = Owner { pid: own.pid, boot_id: own.boot_id.clone(), process_start_id: "never-registered".into() };
+    let leader = cluster.leader().expect("a leader");
+    cluster.kill(leader);
+    let until = Instant::now() + 3 * TTL;
+    let mut lookups = 0;
+    while Instant::now() < until {
+        assert_eq!(lookup(&store, &own), RemotePresence::Registered, "lookup {lookups} after the leader's death");
+        assert_eq!(lookup(&store, &gone), RemotePresence::Absent, "lookup {lookups} after the leader's death");
+        lookups += 1;
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(session.is_live(), "the session renewed through the election (silence {:?})", session.silence());
+    assert!(lookups > 10);
+}

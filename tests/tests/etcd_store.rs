@@ -13,7 +13,7 @@ use proclease::effects::Effects;
 use proclease::state_store::etcd::{EtcdAddress, EtcdCredentials, EtcdStore, EtcdTlsFiles, SharedEtcdStore};
 use proclease::state_store::{BatchStatus, EntryKind, StoreError};
 use proclease::{Admission, Error, Runtime};
-use proclease_tests::etcd_server::{Etcd, EtcdCluster};
+use proclease_tests::etcd_server::{Etcd, EtcdCluster, gateway};
 use proclease_tests::store_fixtures::assert_compare_and_swap_contract;
 
 const RECORD: &str = "recovery/things/a.json";
@@ -270,31 +270,6 @@ fn a_store_on_three_endpoints_goes_on_when_a_member_dies() {
     // A store naming only the dead member's endpoint says so.
     let error = EtcdStore::connect(&format!("etcd://127.0.0.1:{}/fleet", cluster.client_ports[follower])).err().expect("nothing answers there");
     assert!(error.to_string().contains(&format!("127.0.0.1:{}", cluster.client_ports[follower])), "{error}");
-}
-
-/// Calls etcd's JSON gateway (`/v3/…`) with Python's standard library: the tests set up users,
-/// roles and authentication with it (no etcdctl on these machines). `token`: an auth token. A
-/// permission's `key` and `range_end` are given as text (the script encodes them).
-fn gateway(port: u16, call: &str, body: &str, token: Option<&str>) -> serde_json::Value {
-    let script = r#"
-import base64, json, sys, urllib.request
-port, call, body, token = sys.argv[1:5]
-data = json.loads(body)
-for field in ("key", "range_end"):
-    if field in data.get("perm", {}):
-        data["perm"][field] = base64.b64encode(data["perm"][field].encode()).decode()
-body = json.dumps(data)
-request = urllib.request.Request(f"http://127.0.0.1:{port}/v3/{call}", data=body.encode(), method="POST")
-if token:
-    request.add_header("Authorization", token)
-try:
-    print(urllib.request.urlopen(request, timeout=10).read().decode())
-except urllib.error.HTTPError as e:
-    print(e.read().decode())
-"#;
-    let out = std::process::Command::new("python3").args(["-c", script, &port.to_string(), call, body, token.unwrap_or("")]).output().expect("python3");
-    assert!(out.status.success(), "{out:?}");
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{call}: {e}: {}", String::from_utf8_lossy(&out.stdout)))
 }
 
 /// Issue #28, input 3 (authentication): an etcd with auth enabled is used with the user and

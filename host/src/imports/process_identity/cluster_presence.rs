@@ -76,14 +76,19 @@ fn history_key(store: &EtcdStore, owner: &Owner) -> String {
 }
 
 /// Reads `owner`'s presence (a linearizable read: it sees every registration and expiry etcd
-/// has committed).
+/// has committed). A read that a member could not serve (it is down, or lost its leader) is
+/// made again, to a member that answers, within the store's bound ([`EtcdStore::run`]): one
+/// member's death, quorum kept, leaves the presence known.
 pub fn lookup(store: &EtcdStore, owner: &Owner) -> RemotePresence {
-    let mut kv = store.client().kv_client();
     let key = presence_key(store, owner);
-    match store.block_on(TIMEOUT, async move { kv.get(key, None).await }) {
-        Some(Ok(response)) if response.kvs().is_empty() => RemotePresence::Absent,
-        Some(Ok(_)) => RemotePresence::Registered,
-        Some(Err(_)) | None => RemotePresence::Unreachable,
+    let read = store.run(&key, "checking the cluster presence", || {
+        let (mut kv, key) = (store.client().kv_client(), key.clone());
+        async move { kv.get(key, None).await }
+    });
+    match read {
+        Ok(response) if response.kvs().is_empty() => RemotePresence::Absent,
+        Ok(_) => RemotePresence::Registered,
+        Err(_) => RemotePresence::Unreachable,
     }
 }
 
@@ -91,17 +96,22 @@ pub fn lookup(store: &EtcdStore, owner: &Owner) -> RemotePresence {
 /// [`RemotePresence::NotClustered`] when it never did (a process of this boot id that is not in
 /// the cluster: this machine's own proof decides), else registered / absent, or unreachable.
 pub fn lookup_same_boot(store: &EtcdStore, owner: &Owner) -> RemotePresence {
-    let mut kv = store.client().kv_client();
-    let txn = Txn::new().and_then([TxnOp::get(presence_key(store, owner), None), TxnOp::get(history_key(store, owner), None)]);
+    let key = presence_key(store, owner);
+    let txn = Txn::new().and_then([TxnOp::get(key.clone(), None), TxnOp::get(history_key(store, owner), None)]);
     let found = |response: &etcd_client::TxnOpResponse| matches!(response, etcd_client::TxnOpResponse::Get(get) if !get.kvs().is_empty());
-    match store.block_on(TIMEOUT, async move { kv.txn(txn).await }) {
-        Some(Ok(response)) => match response.op_responses().as_slice() {
+    // A read-only transaction: made again after a member's failure, as in `lookup`.
+    let read = store.run(&key, "checking the cluster presence", || {
+        let (mut kv, txn) = (store.client().kv_client(), txn.clone());
+        async move { kv.txn(txn).await }
+    });
+    match read {
+        Ok(response) => match response.op_responses().as_slice() {
             [presence, _] if found(presence) => RemotePresence::Registered,
             [_, history] if found(history) => RemotePresence::Absent,
             [_, _] => RemotePresence::NotClustered,
             _ => RemotePresence::Unreachable,
         },
-        Some(Err(_)) | None => RemotePresence::Unreachable,
+        Err(_) => RemotePresence::Unreachable,
     }
 }
 
@@ -234,7 +244,17 @@ impl PresenceSession {
             })?;
             let lease = granted.id();
             let (cluster_id, member, revision) = granted.header().map_or((0, 0, 0), |h| (h.cluster_id(), h.member_id(), h.revision()));
-            match register_under(&store, owner, lease, None, Some(&cluster_id.to_string()))? {
+            let registered = match register_under(&store, owner, lease, None, Some(&cluster_id.to_string())) {
+                // The lease expired before the registration reached a member that could apply it
+                // (a member stopped or an election held it longer than the TTL): etcd refused the
+                // whole transaction, so nothing was written; register again under a new lease.
+                Err(error) if attempts < 3 && error.to_string().contains("requested lease not found") => {
+                    tracing::debug!(%error, "the presence's lease expired before its registration; registering again");
+                    continue;
+                }
+                other => other?,
+            };
+            match registered {
                 Registration::Registered => break (sent, lease, cluster_id, member, revision),
                 refused => {
                     let mut leases = store.client().lease_client();
@@ -294,7 +314,12 @@ impl PresenceSession {
         let mut guard = self.shared.dead_man.lock().unwrap_or_else(|p| p.into_inner());
         match guard.as_mut() {
             Some((_, holds)) => *holds += 1,
-            None => *guard = Some((DeadMan::new()?, 1)),
+            None => {
+                *guard = Some((DeadMan::new()?, 1));
+                let (shared, ttl) = (self.shared.clone(), self.ttl);
+                // Best effort: without the warning the timer still kills, only silently.
+                let _ = std::thread::Builder::new().name("proclease-dead-man-warning".into()).spawn(move || warn_before_the_dead_man(&shared, ttl));
+            }
         }
         drop(guard);
         let last = self.shared.last_acknowledged.lock().map(|t| *t).unwrap_or_else(|p| *p.into_inner());
@@ -353,11 +378,42 @@ impl PresenceSession {
     }
 }
 
-/// The renewal loop: a keep-alive every third of the TTL, reconnecting the stream after a
-/// failure; stops when the session is dropped or etcd says the lease is gone.
+/// While the dead-man timer is armed: says on standard error, once per lapse, that etcd has
+/// acknowledged no renewal for three quarters of the TTL — so that a process the timer then
+/// kills (exit 137, SIGKILL, no chance to speak) has said why, whatever its other threads were
+/// blocked in. Ends when the last hold is dropped.
+fn warn_before_the_dead_man(shared: &Shared, ttl: Duration) {
+    let lapse = ttl - ttl / 4;
+    let mut warned = false;
+    loop {
+        if shared.dead_man.lock().map_or(true, |guard| guard.is_none()) {
+            return;
+        }
+        let last = shared.last_acknowledged.lock().map(|t| *t).unwrap_or_else(|p| *p.into_inner());
+        let silence = boottime().saturating_sub(last);
+        if silence >= lapse && !warned && !shared.stop.load(Ordering::SeqCst) {
+            tracing::warn!(
+                "etcd acknowledged no renewal of this process's cluster presence for {} ms: unless it acknowledges one within {} ms, \
+                 the kernel's dead-man timer kills this process and its command (SIGKILL, exit 137) before etcd can expire the \
+                 presence and let another machine take over; check that a majority of the etcd members answer",
+                silence.as_millis(),
+                (ttl - ttl / 16).saturating_sub(silence).as_millis()
+            );
+        }
+        warned = silence >= lapse;
+        std::thread::sleep(lapse.saturating_sub(silence).clamp(Duration::from_millis(10), Duration::from_millis(100)));
+    }
+}
+
+/// The renewal loop: a keep-alive every third of the TTL; after a failure, the stream is
+/// reconnected and the renewal made again after a short pause (100 ms, doubling up to the
+/// interval), so that a member's death or an election costs a retry, not a third of the TTL.
+/// Stops when the session is dropped or etcd says the lease is gone.
 fn renew(store: &EtcdStore, lease: i64, ttl: Duration, shared: &Shared) {
     let interval = ttl / 3;
     let mut stream = None;
+    // The pause before the next renewal: the interval after an acknowledged one.
+    let mut next = interval;
     while !shared.stop.load(Ordering::SeqCst) {
         let sent = boottime();
         if stream.is_none() {
@@ -387,21 +443,25 @@ fn renew(store: &EtcdStore, lease: i64, ttl: Duration, shared: &Shared) {
                         *last = sent;
                     }
                     shared.push_dead_man(sent, ttl);
+                    next = interval;
                 }
                 _ => {
                     tracing::debug!(lease, "a presence renewal failed; reconnecting");
                     stream = None;
+                    next = if next >= interval { Duration::from_millis(100) } else { (next * 2).min(interval) };
                 }
             }
+        } else {
+            next = if next >= interval { Duration::from_millis(100) } else { (next * 2).min(interval) };
         }
         // Until the next renewal, or until the session ends: its drop unparks this thread, so
         // that a process exits at once instead of after up to a third of the TTL.
         loop {
             let spent = boottime().saturating_sub(sent);
-            if spent >= interval || shared.stop.load(Ordering::SeqCst) {
+            if spent >= next || shared.stop.load(Ordering::SeqCst) {
                 break;
             }
-            std::thread::park_timeout(interval - spent);
+            std::thread::park_timeout(next - spent);
         }
     }
 }

@@ -723,13 +723,16 @@ fn is_read(operation: &str) -> bool {
 /// Whether a failed request is known not to have been applied: it never reached a member (the
 /// connection to the endpoint the client picked was refused: `tcp connect error`), or etcd
 /// refused it before proposing it (`too many requests`); a read, which changes nothing, also
-/// when its member was unavailable or lost its leader.
+/// when its member was unavailable, lost its leader, or its connection broke or timed out
+/// (gRPC UNKNOWN `transport error`, CANCELLED, DEADLINE_EXCEEDED: a member killed or stopped
+/// mid-request).
 fn not_applied(error: &etcd_client::Error, read: bool) -> bool {
     match error {
         etcd_client::Error::GRpcStatus(status) => {
             let message = status.message();
-            let unavailable = i32::from(status.code()) == 14; // UNAVAILABLE
-            message.contains("tcp connect error") || message.contains("too many requests") || (read && (unavailable || message.contains("leader changed")))
+            // UNKNOWN, CANCELLED, DEADLINE_EXCEEDED, UNAVAILABLE
+            let broken = matches!(i32::from(status.code()), 1 | 2 | 4 | 14);
+            message.contains("tcp connect error") || message.contains("too many requests") || (read && (broken || message.contains("leader changed")))
         }
         etcd_client::Error::TransportError(_) => read,
         _ => false,

@@ -1,0 +1,431 @@
+//! No overlap, proven (issue #28): a history checker over exclusive runs on three simulated
+//! machines against a real three-member etcd, under each fault in turn.
+//!
+//! Each machine (`common/machines.rs`: its own PID and mount namespaces and boot id) runs
+//! `proclease run --exclusive -- sh work.sh …` in a loop. The command's first act is a
+//! non-blocking `flock` on one lock file all machines share (one kernel, one file): it holds
+//! the lock until its last process dies, however it dies, because the kernel releases a
+//! `flock` only when the last descriptor of it closes. So two runs overlap — two commands of
+//! the same admission alive at once, at any instant, for any reason — exactly when a command
+//! finds the lock taken; it then writes `overlap` to the shared log and exits 99. Otherwise it
+//! writes `start`, pauses, writes `end`. The kernel does the pairwise comparison of every two
+//! runs, at the resolution of its own locks.
+//!
+//! While the machines run, a fault is injected again and again: `kill -9` of a supervisor,
+//! `SIGSTOP` of a supervisor (its dead-man timer must kill it before its presence can expire),
+//! `SIGSTOP` of an etcd member and of the leader, `kill -9` and restart of a member and of the
+//! leader, and the whole cluster wiped (every member started again on empty data). Checked per
+//! phase: no `overlap`; every attempt that exited 0 ran its command to its end; no refused
+//! attempt ran anything; every attempt that did not run has a reason — a message the checker
+//! knows (each counted), or the fault that killed its supervisor; and work went on (the phase
+//! reaches its number of runs before its deadline).
+//!
+//! A control phase runs the same commands *without* `--exclusive` and requires the checker to
+//! find overlaps there, so that a checker that cannot fail would fail.
+//!
+//! Short form in `cargo test` (`PROCLEASE_HISTORY_RUNS` runs per phase, default 12); long form
+//! `bench/cluster-history.sh` (1,000 per phase), whose figures are in `docs/reliability.md`.
+//! Needs etcd and root for the namespaces, as `cluster_cli.rs`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+#[path = "../../tests/src/etcd_server.rs"]
+#[allow(dead_code)] // the harness is shared with proclease-tests, which uses all of it
+mod etcd_server;
+mod common;
+#[path = "common/machines.rs"]
+mod machines;
+
+use common::namespaces_available;
+use etcd_server::EtcdCluster;
+use machines::{Machine, machine};
+
+const PREFIX: &str = "history";
+/// The presences' TTL: short, so that a takeover after a fault comes soon.
+const TTL: &str = "2s";
+const TTL_MS: u64 = 2_000;
+
+/// What the command does: the overlap detector around a pause. Arguments: lock file, log,
+/// machine, run number, pause in seconds.
+const WORK: &str = r#"exec 9>>"$1"
+if ! flock -n 9; then echo "overlap $3 $4" >> "$2"; exit 99; fi
+echo "start $3 $4" >> "$2"
+sleep "$5"
+echo "end $3 $4" >> "$2"
+"#;
+
+/// The faults, injected one kind per phase.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Fault {
+    None,
+    KillSupervisor,
+    StopSupervisor,
+    StopMember,
+    KillMember,
+    WipeCluster,
+}
+
+impl Fault {
+    const ALL: [Fault; 6] = [Fault::None, Fault::KillSupervisor, Fault::StopSupervisor, Fault::StopMember, Fault::KillMember, Fault::WipeCluster];
+
+    /// Its short name, for `PROCLEASE_HISTORY_FAULTS`.
+    fn key(self) -> &'static str {
+        match self {
+            Fault::None => "none",
+            Fault::KillSupervisor => "kill-supervisor",
+            Fault::StopSupervisor => "stop-supervisor",
+            Fault::StopMember => "stop-member",
+            Fault::KillMember => "kill-member",
+            Fault::WipeCluster => "wipe",
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Fault::None => "none",
+            Fault::KillSupervisor => "kill -9 of a supervisor",
+            Fault::StopSupervisor => "SIGSTOP of a supervisor",
+            Fault::StopMember => "SIGSTOP of an etcd member (the leader every other time)",
+            Fault::KillMember => "kill -9 and restart of an etcd member (the leader every other time)",
+            Fault::WipeCluster => "etcd wiped (every member restarted on empty data)",
+        }
+    }
+}
+
+/// One `proclease run` of one machine.
+#[derive(Debug)]
+struct Attempt {
+    machine: usize,
+    run: u64,
+    code: Option<i32>,
+    stderr: String,
+    /// The fault injector killed or stopped this attempt's supervisor.
+    faulted: bool,
+}
+
+/// What the machines' loops and the injector share during a phase.
+struct Shared {
+    stop: AtomicBool,
+    /// Each machine's `unshare` process and run number while an attempt runs.
+    running: Vec<Mutex<Option<(u32, u64)>>>,
+    faulted: Vec<AtomicBool>,
+}
+
+/// Three machines and what their commands share: the lock, the log, the script, and the run
+/// numbers (unique over the whole history).
+struct Bench {
+    machines: Vec<Machine>,
+    _dir: tempfile::TempDir,
+    lock: PathBuf,
+    log: PathBuf,
+    work: PathBuf,
+    next_run: AtomicU64,
+}
+
+/// A three-member cluster whose prefix's epoch is settled, and the bench; `None` (after saying
+/// why) when the test must skip.
+fn world() -> Option<(EtcdCluster, Bench)> {
+    if !namespaces_available(&["--pid", "--mount", "--fork", "--mount-proc"]) {
+        return None;
+    }
+    let cluster = EtcdCluster::start(3)?;
+    proclease::process_identity::cluster_presence::await_epoch(&cluster.store(PREFIX), Duration::from_secs(2)).expect("the prefix's epoch");
+    let dir = tempfile::tempdir().expect("shared dir");
+    let (lock, log, work) = (dir.path().join("lock"), dir.path().join("log"), dir.path().join("work.sh"));
+    std::fs::write(&work, WORK).expect("work.sh");
+    let machines = (0..3).map(|_| machine(&cluster.url(PREFIX), TTL)).collect();
+    Some((cluster, Bench { machines, _dir: dir, lock, log, work, next_run: AtomicU64::new(0) }))
+}
+
+/// `variable` as a number, or `default`.
+fn setting(variable: &str, default: usize) -> usize {
+    std::env::var(variable).ok().and_then(|n| n.parse().ok()).unwrap_or(default)
+}
+
+/// The log's lines of runs numbered from `first` on, as (word, machine, run).
+fn log_lines(log: &Path, first: u64) -> Vec<(String, usize, u64)> {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    text.lines()
+        .filter_map(|line| {
+            let mut words = line.split(' ');
+            let (word, machine, run) = (words.next()?, words.next()?.parse().ok()?, words.next()?.parse().ok()?);
+            (run >= first).then(|| (word.to_owned(), machine, run))
+        })
+        .collect()
+}
+
+/// The children of process `pid` (its threads' children).
+fn children(pid: u32) -> Vec<u32> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return Vec::new() };
+    tasks
+        .flatten()
+        .flat_map(|task| std::fs::read_to_string(task.path().join("children")).unwrap_or_default().split_whitespace().filter_map(|p| p.parse().ok()).collect::<Vec<u32>>())
+        .collect()
+}
+
+/// The `proclease` supervisor of a machine's attempt: `unshare` → the machine's `sh` (its PID
+/// 1) → `proclease`.
+fn supervisor(unshare: u32) -> Option<u32> {
+    children(unshare)
+        .into_iter()
+        .flat_map(children)
+        .find(|pid| std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|comm| comm.trim() == "proclease"))
+}
+
+fn signal(pid: u32, signal: rustix::process::Signal) {
+    if let Some(pid) = rustix::process::Pid::from_raw(pid as i32) {
+        let _ = rustix::process::kill_process(pid, signal);
+    }
+}
+
+/// One machine's loop: attempts back to back (a short pause between, different per machine)
+/// until told to stop.
+fn machine_loop(bench: &Bench, shared: &Shared, index: usize, exclusive: bool, pause: &str) -> Vec<Attempt> {
+    let machine = &bench.machines[index];
+    let mut attempts = Vec::new();
+    while !shared.stop.load(Ordering::SeqCst) {
+        let run = bench.next_run.fetch_add(1, Ordering::SeqCst);
+        let workdir = machine.root.join(format!("job{run}"));
+        let mut args = vec!["run"];
+        if exclusive {
+            args.push("--exclusive");
+        }
+        let (run_text, index_text) = (run.to_string(), index.to_string());
+        let files = [&bench.work, &bench.lock, &bench.log].map(|p| p.to_str().expect("utf-8"));
+        args.extend(["--workdir", workdir.to_str().expect("utf-8"), "--", "sh", files[0], files[1], files[2], &index_text, &run_text, pause]);
+        let child = machine.command(&args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().expect("spawn proclease");
+        *shared.running[index].lock().expect("lock") = Some((child.id(), run));
+        let out = child.wait_with_output().expect("the attempt ends");
+        *shared.running[index].lock().expect("lock") = None;
+        let faulted = shared.faulted[index].swap(false, Ordering::SeqCst);
+        attempts.push(Attempt { machine: index, run, code: out.status.code(), stderr: String::from_utf8_lossy(&out.stderr).into_owned(), faulted });
+        std::thread::sleep(Duration::from_millis(10 + 17 * index as u64));
+    }
+    attempts
+}
+
+/// Waits `ms` or until `done`.
+fn pause_unless(done: &dyn Fn() -> bool, ms: u64) {
+    let until = Instant::now() + Duration::from_millis(ms);
+    while Instant::now() < until && !done() {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Injects `fault` again and again until `done` says the phase has its runs. Returns how many
+/// faults it injected.
+fn inject(cluster: &mut EtcdCluster, shared: &Shared, log: &Path, fault: Fault, done: &dyn Fn(usize) -> bool) -> usize {
+    let mut injected = 0;
+    let mut round = 0usize;
+    while !done(injected) {
+        round += 1;
+        // Somewhere in the renewal cycle, differently each time.
+        pause_unless(&|| done(injected), TTL_MS / 2 + (round as u64 * 389) % TTL_MS);
+        if done(injected) {
+            break;
+        }
+        match fault {
+            Fault::None => {}
+            Fault::KillSupervisor | Fault::StopSupervisor => {
+                // Every other round the machine whose command runs (it holds the admission),
+                // else any machine whose attempt runs, a different one first each round. The
+                // lock on its slot keeps the attempt from being recorded before it is marked.
+                let lines = log_lines(log, 0);
+                let holding = |slot: Option<(u32, u64)>| {
+                    slot.is_some_and(|(_, run)| lines.iter().any(|(w, _, r)| w == "start" && *r == run) && !lines.iter().any(|(w, _, r)| w == "end" && *r == run))
+                };
+                for m in (0..3).map(|k| (round + k) % 3) {
+                    let running = shared.running[m].lock().expect("lock");
+                    if round % 2 == 1 && !holding(*running) {
+                        continue;
+                    }
+                    let Some(supervisor) = running.and_then(|(unshare, _)| supervisor(unshare)) else { continue };
+                    let kind = if fault == Fault::KillSupervisor { rustix::process::Signal::KILL } else { rustix::process::Signal::STOP };
+                    signal(supervisor, kind);
+                    shared.faulted[m].store(true, Ordering::SeqCst);
+                    drop(running);
+                    if fault == Fault::StopSupervisor {
+                        // Longer than the TTL: its dead-man timer must have killed it by then.
+                        std::thread::sleep(Duration::from_millis(TTL_MS + 1_000));
+                        signal(supervisor, rustix::process::Signal::CONT);
+                    }
+                    injected += 1;
+                    break;
+                }
+            }
+            Fault::StopMember | Fault::KillMember => {
+                let leader = cluster.leader();
+                let member = if round % 2 == 1 { leader.unwrap_or(0) } else { (0..3).find(|&i| Some(i) != leader).unwrap_or(1) };
+                if fault == Fault::StopMember {
+                    cluster.signal(member, "-STOP");
+                    std::thread::sleep(Duration::from_millis(TTL_MS + 1_000));
+                    cluster.signal(member, "-CONT");
+                } else {
+                    cluster.kill(member);
+                    std::thread::sleep(Duration::from_millis(TTL_MS));
+                    cluster.restart(member);
+                }
+                injected += 1;
+            }
+            Fault::WipeCluster => {
+                cluster.wipe();
+                injected += 1;
+                // The new epoch's grace (one TTL) and a takeover come before the next runs.
+                pause_unless(&|| done(injected), 3 * TTL_MS);
+            }
+        }
+    }
+    injected
+}
+
+/// Why an attempt that did not run its command to the end did not: the messages the checker
+/// knows, with what each means. An attempt whose stderr has none of them fails the check.
+/// The first that matches names the attempt's reason.
+const REASONS: &[(&str, &str)] = &[
+    ("acknowledged no renewal of this process's cluster presence", "stopped: etcd acknowledged no renewal (the dead-man timer was due)"),
+    ("cluster state lost", "stopped: etcd's state was lost"),
+    ("cluster session lost", "stopped: the presence lapsed"),
+    ("another export is active", "refused: the admission is held"),
+    ("cannot be inspected safely", "refused: the holder's presence could not be read"),
+    ("vanished while created", "failed: etcd's state changed under the acquire (wiped)"),
+    ("export admission changed before", "failed: the admission changed under it (etcd's state wiped)"),
+    ("a write may or may not have been applied", "failed: a write's outcome unknown (not retried blindly)"),
+    ("but its lease could not be released", "ran, but etcd refused its release (presence or admission lost): recover finishes it"),
+    ("nothing was changed; retry once etcd answers", "failed: etcd did not answer, nothing changed"),
+];
+
+/// What one phase saw.
+#[derive(Debug, Default)]
+struct Report {
+    fault: &'static str,
+    attempts: usize,
+    runs: usize,
+    faults: usize,
+    overlaps: usize,
+    reasons: BTreeMap<String, usize>,
+    problems: Vec<String>,
+}
+
+/// Runs one phase: the machines' loops, and the injector of `fault` until `target` runs started
+/// and `faults` faults were injected, or the deadline passed; then checks the history (see the
+/// module's documentation).
+fn phase(cluster: &mut EtcdCluster, bench: &Bench, fault: Fault, exclusive: bool, target: usize, faults: usize, pause: &str) -> Report {
+    let first = bench.next_run.load(Ordering::SeqCst);
+    let shared = Shared {
+        stop: AtomicBool::new(false),
+        running: (0..3).map(|_| Mutex::new(None)).collect(),
+        faulted: (0..3).map(|_| AtomicBool::new(false)).collect(),
+    };
+    let deadline = Instant::now() + Duration::from_secs(90) + Duration::from_millis(1_500 * target as u64 + 8_000 * faults as u64);
+    let runs = || log_lines(&bench.log, first).iter().filter(|(word, _, _)| word == "start").count();
+    let done = |injected: usize| (runs() >= target && (injected >= faults || fault == Fault::None)) || Instant::now() >= deadline;
+    let (attempts, injected) = std::thread::scope(|scope| {
+        let shared = &shared;
+        let loops: Vec<_> = (0..3).map(|m| scope.spawn(move || machine_loop(bench, shared, m, exclusive, pause))).collect();
+        let injected = inject(cluster, shared, &bench.log, fault, &done);
+        while !done(injected) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        shared.stop.store(true, Ordering::SeqCst);
+        let attempts: Vec<Attempt> = loops.into_iter().flat_map(|h| h.join().expect("machine loop")).collect();
+        (attempts, injected)
+    });
+    let mut report = check(&bench.log, first, &attempts);
+    report.fault = fault.name();
+    report.faults = injected;
+    if report.runs < target || (fault != Fault::None && injected < faults) {
+        report.problems.push(format!("work stalled: {} of {target} runs and {injected} of {faults} faults before the deadline", report.runs));
+    }
+    report
+}
+
+/// Checks the history of the runs numbered from `first` on.
+fn check(log: &Path, first: u64, attempts: &[Attempt]) -> Report {
+    let lines = log_lines(log, first);
+    let has = |word: &str, machine: usize, run: u64| lines.iter().any(|(w, m, r)| w == word && *m == machine && *r == run);
+    let mut report = Report { attempts: attempts.len(), ..Report::default() };
+    report.runs = lines.iter().filter(|(word, _, _)| word == "start").count();
+    report.overlaps = lines.iter().filter(|(word, _, _)| word == "overlap").count();
+    for (word, machine, run) in &lines {
+        if word == "overlap" {
+            report.problems.push(format!("machine {machine}'s run {run} started while another run's command lived"));
+        }
+        if !attempts.iter().any(|a| a.machine == *machine && a.run == *run) {
+            report.problems.push(format!("a command of no attempt wrote `{word} {machine} {run}`"));
+        }
+    }
+    for attempt in attempts {
+        let (started, ended) = (has("start", attempt.machine, attempt.run), has("end", attempt.machine, attempt.run));
+        let reason = REASONS.iter().find(|(phrase, _)| attempt.stderr.contains(phrase)).map(|(_, reason)| *reason);
+        let reason = match (attempt.code, reason) {
+            (Some(0), _) if started && ended => "ran".to_owned(),
+            (Some(0), _) => {
+                report.problems.push(format!("exit 0 but its command did not run to its end: {attempt:?}"));
+                continue;
+            }
+            (Some(3), Some(reason)) if !started && reason.starts_with("refused") => reason.to_owned(),
+            (Some(3), _) => {
+                report.problems.push(format!("refused, yet its command started: {attempt:?}"));
+                continue;
+            }
+            (Some(99), _) if has("overlap", attempt.machine, attempt.run) => "overlapped another run (counted above)".to_owned(),
+            (_, _) if attempt.faulted && attempt.code == Some(128 + 9) => "its supervisor was killed (the fault)".to_owned(),
+            (_, Some(reason)) if reason.starts_with("ran") && !(started && ended) => {
+                report.problems.push(format!("said its command ran, yet it did not run to its end: {attempt:?}"));
+                continue;
+            }
+            (code, Some(reason)) => format!("exit {}: {reason}", code.map_or("by a signal".to_owned(), |c| c.to_string())),
+            (_, None) => {
+                report.problems.push(format!("no reason known: {attempt:?}"));
+                continue;
+            }
+        };
+        *report.reasons.entry(reason).or_default() += 1;
+    }
+    report
+}
+
+impl std::fmt::Display for Report {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(f, "fault: {}: {} faults, {} attempts, {} runs, {} overlaps", self.fault, self.faults, self.attempts, self.runs, self.overlaps)?;
+        for (reason, count) in &self.reasons {
+            writeln!(f, "  {count:>6}  {reason}")?;
+        }
+        for problem in &self.problems {
+            writeln!(f, "  PROBLEM: {problem}")?;
+        }
+        Ok(())
+    }
+}
+
+/// The control: without `--exclusive` the commands of three machines overlap, and the checker
+/// sees it — it is not a checker that cannot fail.
+#[test]
+fn the_checker_finds_overlapping_runs_without_exclusive() {
+    let Some((mut cluster, bench)) = world() else { return };
+    let report = phase(&mut cluster, &bench, Fault::None, false, 6, 0, "0.5");
+    println!("{report}");
+    assert!(report.overlaps > 0, "three machines running 0.5 s commands without --exclusive never overlapped:\n{report}");
+}
+
+/// The history: every fault in turn, on one cluster and one prefix, checked phase by phase.
+#[test]
+fn exclusive_runs_never_overlap_under_any_fault() {
+    let Some((mut cluster, bench)) = world() else { return };
+    let (target, faults) = (setting("PROCLEASE_HISTORY_RUNS", 12), setting("PROCLEASE_HISTORY_FAULTS_PER_PHASE", 3));
+    let only = std::env::var("PROCLEASE_HISTORY_FAULTS").unwrap_or_default();
+    let mut failed = Vec::new();
+    for fault in Fault::ALL.into_iter().filter(|f| only.is_empty() || only.split(',').any(|k| k == f.key())) {
+        let report = phase(&mut cluster, &bench, fault, true, target, faults, "0.05");
+        println!("{report}");
+        if !report.problems.is_empty() || report.overlaps > 0 {
+            failed.push(report.to_string());
+        }
+    }
+    assert!(failed.is_empty(), "the history checker found problems:\n{}", failed.join("\n"));
+}
