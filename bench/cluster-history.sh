@@ -15,4 +15,4 @@ cd "$(dirname "$0")/.."
 export PROCLEASE_REQUIRE_NAMESPACES=1 PROCLEASE_REQUIRE_ETCD=1
 export PROCLEASE_HISTORY_RUNS="${1:-300}" PROCLEASE_HISTORY_FAULTS="${2:-}" PROCLEASE_HISTORY_FAULTS_PER_PHASE=3
 cargo test --locked -p proclease --test cluster_history -- --nocapture --test-threads 1 \
-  2>&1 | grep -E "^fault|^ +[0-9]+ |PROBLEM|panicked|test result"
+  2>&1 | grep -E "^fault|^control|^ +[0-9]+ |PROBLEM|panicked|test result"

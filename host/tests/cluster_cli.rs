@@ -126,6 +126,94 @@ fn racing_exclusive_runs_on_three_machines_never_overlap() {
     assert!(admission(&etcd).is_none(), "every run released the admission");
 }
 
+/// Issue #28, "waiting for a turn": `run --exclusive --wait` on etcd waits for the admission
+/// with an etcd watch on the admission and its holder's presence, not by polling: while another
+/// machine's 6 s export runs, the waiter wakes once when the watch's 5 s cap passes and once
+/// when the holder releases — where a poll growing to 1 s would have tried about ten times —
+/// and then runs.
+#[test]
+fn a_run_waiting_for_its_turn_on_etcd_is_woken_by_the_release() {
+    let Some(etcd) = cluster() else { return };
+    let (first, second) = (machine(&etcd.url(PREFIX), "2s"), machine(&etcd.url(PREFIX), "2s"));
+    let mut holder = first.spawn_exclusive("export", &["sleep", "6"]);
+    wait_for_helper(&etcd);
+    let workdir = second.root.join("next");
+    let out = second
+        .command(&["run", "--exclusive", "--wait", "60s", "--workdir", workdir.to_str().expect("utf-8"), "--", "true"])
+        .env("RUST_LOG", "warn,proclease::api::cluster=debug")
+        .output()
+        .expect("proclease runs");
+    let said = stderr(&out);
+    assert!(out.status.success(), "{out:?}");
+    assert!(holder.wait().expect("the holder ends").success());
+    assert!(said.contains("waiting for its turn"), "{said}");
+    let wakes: Vec<&str> = said.lines().filter(|line| line.contains("the export admission's watch ended")).collect();
+    assert!(!said.contains("pausing instead"), "the watch worked: {said}");
+    assert!((1..=3).contains(&wakes.len()), "woken by the watch, not polling: {said}");
+    assert!(wakes.last().is_some_and(|line| line.contains("changed=true")), "the release woke it: {said}");
+}
+
+/// Issue #28, "operator settings": `cluster history` lists the presence history by boot (every
+/// process that registered leaves a key), and `cluster forget-boot` deletes a boot's once it
+/// ended — refused, deleting nothing, while a process of that boot holds a presence, for the
+/// machine's own boot, and for what is not a boot id.
+#[test]
+fn the_presence_history_of_an_ended_boot_can_be_listed_and_forgotten() {
+    let Some(etcd) = cluster() else { return };
+    let (first, second) = (machine(&etcd.url(PREFIX), "2s"), machine(&etcd.url(PREFIX), "2s"));
+    let boot_of = |machine: &Machine| {
+        let out = machine.run(&["identity"]);
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        text.lines().find_map(|line| line.trim().strip_prefix("boot id").map(|rest| rest.trim_start_matches([':', ' ']).to_owned())).unwrap_or_else(|| panic!("no boot id in {text}"))
+    };
+    let (first_boot, second_boot) = (boot_of(&first), boot_of(&second));
+    assert_eq!(first_boot.len(), 64, "{first_boot}");
+    let history = |machine: &Machine| -> Vec<serde_json::Value> {
+        let out = machine.run(&["cluster", "history", "--json"]);
+        assert!(out.status.success(), "{out:?}");
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).expect("json")["boots"].as_array().cloned().expect("boots")
+    };
+    let row = |boots: &[serde_json::Value], boot: &str| boots.iter().find(|b| b["bootId"] == boot).cloned();
+
+    // A live run of the first machine: its boot is listed live, and cannot be forgotten.
+    let mut holder = first.spawn_exclusive("export", &["sleep", "1000"]);
+    wait_for_helper(&etcd);
+    assert!(first.exclusive("other", &["true"]).status.code() == Some(3));
+    let listed = row(&history(&second), &first_boot).expect("the first machine's boot is listed");
+    assert!(listed["registered"].as_u64() >= Some(1) && listed["live"].as_u64() >= Some(1), "{listed}");
+    let out = second.run(&["cluster", "forget-boot", &first_boot]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(stderr(&out).contains("hold a presence, so it has not ended"), "{out:?}");
+    assert_eq!(row(&history(&second), &first_boot).expect("still listed")["registered"], listed["registered"], "nothing was deleted");
+
+    // Its own boot, and what is not a boot id, are refused too.
+    let out = second.run(&["cluster", "forget-boot", &second_boot]);
+    assert!(stderr(&out).contains("this machine's boot"), "{out:?}");
+    for bad in ["", "..", "ABC"] {
+        let out = second.run(&["cluster", "forget-boot", bad]);
+        assert_eq!(out.status.code(), Some(1), "{bad:?}: {out:?}");
+        assert!(stderr(&out).contains("is not a boot id"), "{out:?}");
+    }
+
+    // The first machine ends (its processes are gone; their presences revoked or expired):
+    // its boot's history goes, and only its.
+    crash(&mut holder);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let deleted = loop {
+        let out = second.run(&["cluster", "forget-boot", &first_boot, "--json"]);
+        if out.status.success() {
+            break serde_json::from_slice::<serde_json::Value>(&out.stdout).expect("json")["deleted"].as_u64().expect("a count");
+        }
+        assert!(stderr(&out).contains("hold a presence"), "{out:?}");
+        assert!(Instant::now() < deadline, "the crashed machine's presence never expired");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert!(deleted >= 1, "{deleted}");
+    assert!(row(&history(&second), &first_boot).is_none(), "the ended boot's history is gone");
+    assert!(second.exclusive("after", &["true"]).status.success());
+    assert!(row(&history(&second), &second_boot).is_some(), "the other machine's history stays");
+}
+
 /// A machine holding the admission crashes (every process of it killed). The others are refused
 /// while etcd still holds its presence — the TTL has not passed — and take over once etcd
 /// expired it, never before.
@@ -690,9 +778,15 @@ fn doctor_on_another_machine_shows_the_cluster_and_why() {
     assert!(out.status.success(), "{out:?}");
     assert!(text.contains(&format!("cluster: etcd://127.0.0.1:{}/{PREFIX}", etcd.client_port)), "{text}");
     assert!(text.contains("it runs on another machine and keeps its cluster presence alive"), "{text}");
+    // The holder's machine by name, as its presence records it (the machines share this host's
+    // UTS namespace, so its name).
+    let name = std::fs::read_to_string("/proc/sys/kernel/hostname").expect("host name").trim().to_owned();
+    assert!(text.contains(&format!("it runs on host {name}")), "{text}");
     let out = second.run(&["doctor", "--json"]);
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
     assert_eq!(doc["store"], etcd.url(PREFIX));
+    let admission = doc["entries"].as_array().and_then(|items| items.iter().find(|i| i["kind"] == "admission")).cloned().expect("the admission row");
+    assert_eq!(admission["ownerHost"], name.as_str(), "{doc}");
     crash(&mut holder);
 }
 

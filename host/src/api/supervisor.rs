@@ -302,18 +302,22 @@ impl<'h> Supervisor<'h> {
         let start = std::time::Instant::now();
         let mut pause = Duration::from_millis(50);
         let mut told = false;
+        // Cluster mode: etcd's revision read before the latest attempt; a refused attempt then
+        // waits for a change after it (a watch) instead of pausing.
+        let mut since: Option<i64> = None;
         loop {
             match self.host.acquire_admission() {
                 Ok(admission) => return Ok((admission, operation)),
                 Err(error) if error.lease_code() == Some(LeaseCode::AnotherExportIsActive) && start.elapsed() < self.admission_wait => {
+                    let holder = if !told || since.is_some() { self.host.survey_admission().ok().flatten() } else { None };
                     if !told {
                         told = true;
-                        let holder = match self.host.survey_admission() {
-                            Ok(Some(survey)) => format!(" (pid {} holds it: {})", survey.claim.owner.pid, survey.reason),
-                            _ => String::new(),
+                        let holding = match &holder {
+                            Some(survey) => format!(" (pid {} holds it: {})", survey.claim.owner.pid, survey.reason),
+                            None => String::new(),
                         };
                         tracing::warn!(
-                            "another export is active{holder}: waiting for its turn, for at most {:.1} s",
+                            "another export is active{holding}: waiting for its turn, for at most {:.1} s",
                             self.admission_wait.saturating_sub(start.elapsed()).as_secs_f64()
                         );
                     }
@@ -321,8 +325,12 @@ impl<'h> Supervisor<'h> {
                         return Err(error);
                     }
                     drop(operation);
-                    std::thread::sleep(pause.min(self.admission_wait.saturating_sub(start.elapsed())));
-                    pause = (pause * 2).min(Duration::from_secs(1));
+                    let left = self.admission_wait.saturating_sub(start.elapsed());
+                    if !cluster::await_turn(&self.host, since, holder.as_ref().map(|survey| &survey.claim.owner), left) {
+                        std::thread::sleep(pause.min(left));
+                        pause = (pause * 2).min(Duration::from_secs(1));
+                    }
+                    since = cluster::revision(&self.host);
                     operation = crate::lock_wait::Operation::begin(self.host.lock_timeout());
                 }
                 Err(error) if error.lease_code() == Some(LeaseCode::AnotherExportIsActive) && told => {
@@ -1011,6 +1019,34 @@ mod cluster {
 
     #[cfg(not(feature = "cluster"))]
     pub(super) fn register_child(_: Option<&Session>, _: &proclease_core::records::Owner) -> Option<Error> {
+        None
+    }
+
+    /// Cluster mode, `run --exclusive --wait`: waits (an etcd watch) for the admission or its
+    /// holder's presence to change after revision `since` — or for at most 5 s, so that anything
+    /// the watch does not see (the epoch's grace ending) is tried again too —, bounded by `left`.
+    /// `false` without cluster mode, before the first revision was read, or when the watch
+    /// failed: the caller pauses instead.
+    #[cfg(feature = "cluster")]
+    pub(super) fn await_turn(host: &Host, since: Option<i64>, holder: Option<&proclease_core::records::Owner>, left: std::time::Duration) -> bool {
+        let (Some(since), Some(cluster)) = (since, host.cluster()) else { return false };
+        crate::api::cluster::await_admission_change(cluster.store(), holder, since, left.min(std::time::Duration::from_secs(5)))
+    }
+
+    #[cfg(not(feature = "cluster"))]
+    pub(super) fn await_turn(_: &Host, _: Option<i64>, _: Option<&proclease_core::records::Owner>, _: std::time::Duration) -> bool {
+        false
+    }
+
+    /// Cluster mode: etcd's current revision (what [`await_turn`] waits for changes after);
+    /// `None` without cluster mode or when etcd does not answer.
+    #[cfg(feature = "cluster")]
+    pub(super) fn revision(host: &Host) -> Option<i64> {
+        host.cluster().and_then(|cluster| cluster.store().revision().ok())
+    }
+
+    #[cfg(not(feature = "cluster"))]
+    pub(super) fn revision(_: &Host) -> Option<i64> {
         None
     }
 

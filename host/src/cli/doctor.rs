@@ -48,6 +48,11 @@ pub fn run(global: &Global, args: &DoctorArgs) -> Result<ExitCode, Failure> {
     let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
     let survey = host.survey()?;
     let mut rows = Vec::new();
+    // Cluster mode: the machine the admission's holder runs on, as its presence records it.
+    let holder_host = match &survey.admission {
+        Ok(Some(s)) => holder_host(&host, &s.claim.owner),
+        _ => None,
+    };
     match survey.admission {
         Ok(Some(s)) => rows.push(Row {
             kind: "admission",
@@ -65,7 +70,7 @@ pub fn run(global: &Global, args: &DoctorArgs) -> Result<ExitCode, Failure> {
                 )
             } else {
                 s.reason
-            },
+            } + &holder_host.as_ref().map(|name| format!(" — it runs on host {name}")).unwrap_or_default(),
             action: None,
         }),
         Ok(None) => {}
@@ -189,6 +194,7 @@ pub fn run(global: &Global, args: &DoctorArgs) -> Result<ExitCode, Failure> {
                 json!({
                     "kind": r.kind, "target": r.what, "ownerPid": r.owner, "childPid": r.child, "phase": r.phase, "age": r.age,
                     "disposition": r.disposition, "reason": r.reason, "recoverAction": r.action,
+                    "ownerHost": if r.kind == "admission" { holder_host.clone() } else { None },
                 })
             })
             .collect();
@@ -264,4 +270,18 @@ pub fn run(global: &Global, args: &DoctorArgs) -> Result<ExitCode, Failure> {
         println!("{}", line(cells, &r.reason));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// In cluster mode, the host name `owner`'s presence records when it runs on another machine
+/// (`None` on this machine, without cluster mode, or when it holds no presence).
+#[cfg(feature = "cluster")]
+fn holder_host(host: &proclease::Host, owner: &proclease::core::records::Owner) -> Option<String> {
+    let cluster = host.cluster()?;
+    let here = host.process_identity().current_boot_id().ok()?;
+    (owner.boot_id != here).then(|| proclease::process_identity::cluster_presence::presence_host(cluster.store(), owner)).flatten()
+}
+
+#[cfg(not(feature = "cluster"))]
+fn holder_host(_: &proclease::Host, _: &proclease::core::records::Owner) -> Option<String> {
+    None
 }

@@ -1,6 +1,7 @@
 //! The command line: argument parsing, the shared context (state home, workspace, process
 //! identity), exit codes, and one module per subcommand.
 
+mod cluster;
 mod component;
 mod doctor;
 mod fence;
@@ -151,6 +152,10 @@ enum Command {
     /// otherwise): whether one is still its holder's.
     #[command(subcommand, after_help = fence::HELP)]
     Fence(fence::FenceCommand),
+    /// Cluster mode's presence history on etcd: list it by boot, and delete it for a boot that
+    /// ended.
+    #[command(subcommand, after_help = cluster::HELP)]
+    Cluster(cluster::ClusterCommand),
     /// Print the boot id, process start id and owner status of a process (default: this one).
     #[command(after_help = "Examples:\n  proclease identity\n  proclease identity 1234")]
     Identity(identity::IdentityArgs),
@@ -311,6 +316,7 @@ pub fn main() -> ExitCode {
         Command::Doctor(args) => doctor::run(&cli.global, &args),
         Command::Identity(args) => identity::run(&args),
         Command::Fence(command) => fence::run(&cli.global, command),
+        Command::Cluster(command) => cluster::run(&cli.global, command),
         Command::Invocations(command) => invocations::run(&cli.global, command),
     };
     // Revoke this process's cluster presence now rather than a TTL after it exits.

@@ -191,12 +191,24 @@ pub(crate) fn create_private_dir(dir: impl AsFd + Copy, name: &str) -> std::io::
 /// its error; `check` when the directory is another user's or has another mode.
 pub(crate) fn private_dir(parent: impl AsFd + Copy, name: &str) -> Result<OwnedFd, (&'static str, std::io::Error)> {
     create_private_dir(parent, name).map_err(|e| ("mkdir", e))?;
-    let fd = open_dir(parent, name).map_err(|e| ("open", e.into()))?;
+    open_private_dir_if_present(parent, name)?.ok_or_else(|| ("open", Errno::NOENT.into()))
+}
+
+/// The private directory `name` in `parent` — a directory (not a link) owned by this user with
+/// mode 0700 — if it exists; `None` when absent. Creates nothing.
+///
+/// Errors: as [`private_dir`]'s `open`, `fstat` and `check` steps.
+pub(crate) fn open_private_dir_if_present(parent: impl AsFd + Copy, name: &str) -> Result<Option<OwnedFd>, (&'static str, std::io::Error)> {
+    let fd = match open_dir(parent, name) {
+        Ok(fd) => fd,
+        Err(Errno::NOENT) => return Ok(None),
+        Err(e) => return Err(("open", e.into())),
+    };
     let stat = rustix::fs::fstat(&fd).map_err(|e| ("fstat", e.into()))?;
     if stat.st_uid != euid() || stat.st_mode & 0o777 != 0o700 {
         return Err(("check", std::io::Error::other("must be a directory owned by you with mode 0700 (chmod 700 it)")));
     }
-    Ok(fd)
+    Ok(Some(fd))
 }
 
 pub(crate) fn open_dir(dir: impl AsFd + Copy, name: &str) -> rustix::io::Result<OwnedFd> {

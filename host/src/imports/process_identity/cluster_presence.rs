@@ -115,6 +115,116 @@ pub fn lookup_same_boot(store: &EtcdStore, owner: &Owner) -> RemotePresence {
     }
 }
 
+/// This machine's host name (`/proc/sys/kernel/hostname`, of this UTS namespace), recorded
+/// beside a presence so that `doctor` on another machine can name the holder's machine; empty
+/// when it cannot be read.
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname").map(|name| name.trim().to_owned()).unwrap_or_default()
+}
+
+/// The host name `owner`'s presence records (the machine it runs on), if it holds a presence
+/// that records one: for `doctor`, which names the holder's machine. `None` when absent,
+/// unreadable, or etcd does not answer.
+pub fn presence_host(store: &EtcdStore, owner: &Owner) -> Option<String> {
+    let key = presence_key(store, owner);
+    let response = store
+        .run(&key, "checking the cluster presence", || {
+            let (mut kv, key) = (store.client().kv_client(), key.clone());
+            async move { kv.get(key, None).await }
+        })
+        .ok()?;
+    let value: serde_json::Value = serde_json::from_slice(response.kvs().first()?.value()).ok()?;
+    value.get("host")?.as_str().filter(|name| !name.is_empty()).map(str::to_owned)
+}
+
+/// The presence history of one boot id on a prefix ([`presence_history`]): the identities of
+/// that boot that ever registered (one `P/presence-history/<boot id>/<pid>-<start id>` key
+/// each, kept so that a lapsed presence never comes back) and how many hold a presence now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BootHistory {
+    /// The boot id, as owners record it.
+    pub boot_id: String,
+    /// Identities of this boot that ever registered: history keys.
+    pub registered: usize,
+    /// Of them, how many hold a presence now (their process lives, or died less than a TTL ago).
+    pub live: usize,
+}
+
+/// The keys under `prefix`, in pages of 10,000 (keys only: a long history stays within
+/// gRPC's message limit). Not one revision across pages: for listings, not for lease rules.
+fn keys_under(store: &EtcdStore, prefix: &str) -> Result<Vec<String>, StoreError> {
+    let mut end = prefix.as_bytes().to_vec();
+    if let Some(last) = end.last_mut() {
+        *last += 1; // `prefix` ends with '/': the first key past every key under it
+    }
+    let mut keys = Vec::new();
+    let mut start = prefix.to_owned();
+    loop {
+        let options = etcd_client::GetOptions::new().with_range(end.clone()).with_keys_only().with_limit(10_000);
+        let page = store.run(prefix, "list", || {
+            let (mut kv, start, options) = (store.client().kv_client(), start.clone(), options.clone());
+            async move { kv.get(start, Some(options)).await }
+        })?;
+        for kv in page.kvs() {
+            keys.push(String::from_utf8_lossy(kv.key()).into_owned());
+        }
+        match (page.more(), keys.last()) {
+            (true, Some(last)) => start = format!("{last}\0"),
+            _ => return Ok(keys),
+        }
+    }
+}
+
+/// Every boot id with presence history on the store's prefix, with its counts, in boot id order
+/// (`proclease cluster history`).
+///
+/// Errors: etcd unreachable.
+pub fn presence_history(store: &EtcdStore) -> Result<Vec<BootHistory>, StoreError> {
+    let boot_of = |key: &str, under: &str| key.strip_prefix(under).and_then(|rest| rest.split_once('/')).map(|(boot, _)| boot.to_owned());
+    let (history, presence) = (format!("{}/presence-history/", store.prefix()), format!("{}/presence/", store.prefix()));
+    let mut boots: std::collections::BTreeMap<String, BootHistory> = std::collections::BTreeMap::new();
+    for key in keys_under(store, &history)? {
+        if let Some(boot_id) = boot_of(&key, &history) {
+            boots.entry(boot_id.clone()).or_insert(BootHistory { boot_id, registered: 0, live: 0 }).registered += 1;
+        }
+    }
+    for key in keys_under(store, &presence)? {
+        if let Some(entry) = boot_of(&key, &presence).and_then(|boot_id| boots.get_mut(&boot_id)) {
+            entry.live += 1;
+        }
+    }
+    Ok(boots.into_values().collect())
+}
+
+/// Deletes the presence history of boot `boot_id` (`proclease cluster forget-boot`): for a boot
+/// that ended — its machine rebooted or is gone —, whose processes can never register again,
+/// so their history keys guard nothing. Returns how many keys it deleted.
+///
+/// Refused ([`StoreError::Refused`]), deleting nothing: a boot id that is not one (64
+/// lowercase hex digits, §2.2); `current_boot_id`, this machine's own boot; a boot with a live
+/// presence (a process of it is registered: the boot has not ended).
+///
+/// Errors: etcd unreachable.
+pub fn forget_boot(store: &EtcdStore, boot_id: &str, current_boot_id: &str) -> Result<usize, StoreError> {
+    let history = format!("{}/presence-history/{boot_id}/", store.prefix());
+    let refuse = |reason: String| Err(StoreError::Refused { path: history.clone(), reason });
+    if boot_id.len() != 64 || !boot_id.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+        return refuse(format!("{boot_id:?} is not a boot id (64 lowercase hex digits, as `proclease cluster history` lists them)"));
+    }
+    if boot_id == current_boot_id {
+        return refuse("it is this machine's boot, which has not ended".into());
+    }
+    let live = keys_under(store, &format!("{}/presence/{boot_id}/", store.prefix()))?.len();
+    if live > 0 {
+        return refuse(format!("{live} process(es) of this boot hold a presence, so it has not ended (or ended less than a TTL ago): try again once none does"));
+    }
+    let deleted = store.run(&history, "delete", || {
+        let (mut kv, key) = (store.client().kv_client(), history.clone());
+        async move { kv.delete(key, Some(etcd_client::DeleteOptions::new().with_prefix())).await }
+    })?;
+    Ok(usize::try_from(deleted.deleted()).unwrap_or(0))
+}
+
 /// A registered presence, renewed in the background until dropped (which revokes it).
 pub struct PresenceSession {
     store: Arc<EtcdStore>,
@@ -608,7 +718,7 @@ pub fn await_epoch(store: &EtcdStore, ttl: Duration) -> Result<String, StoreErro
 fn register_under(store: &EtcdStore, owner: &Owner, lease: i64, fence: Option<&str>, epoch: Option<&str>) -> Result<Registration, StoreError> {
     let key = presence_key(store, owner);
     let history = history_key(store, owner);
-    let value = format!("{{\"bootId\":\"{}\",\"pid\":{},\"processStartId\":\"{}\"}}", owner.boot_id, owner.pid, owner.process_start_id);
+    let value = serde_json::json!({"bootId": owner.boot_id, "host": host_name(), "pid": owner.pid, "processStartId": owner.process_start_id}).to_string();
     let mut when = vec![Compare::create_revision(history.clone(), CompareOp::Equal, 0), Compare::create_revision(key.clone(), CompareOp::Equal, 0)];
     when.extend(fence.map(|fence| Compare::lease(fence, CompareOp::Equal, lease)));
     if let Some(epoch) = epoch {

@@ -463,6 +463,53 @@ impl EtcdStore {
         text_within(path, bytes, max_bytes).map(Some)
     }
 
+    /// etcd's current revision (one count-only read of the prefix's epoch key): what
+    /// [`EtcdStore::await_change`] waits for changes after.
+    ///
+    /// Errors: etcd unreachable ([`StoreError`], naming the endpoint).
+    pub fn revision(&self) -> Result<i64, StoreError> {
+        let key = format!("{}/epoch", self.prefix);
+        let response = self.run(&key, "read", || {
+            let (mut kv, key) = (self.kv(), key.clone());
+            async move { kv.get(key, Some(GetOptions::new().with_count_only())).await }
+        })?;
+        Ok(response.header().map_or(0, |h| h.revision()))
+    }
+
+    /// Waits until any of `keys` (etcd keys: [`EtcdStore::key_of`] a record, a presence key) is
+    /// written or deleted at a revision after `after`, or `timeout` (ms precision) passes: `true`
+    /// for a change — including one made between `after` and the call, which etcd replays —,
+    /// `false` at the timeout. An etcd watch: no polling, one stream for every key.
+    ///
+    /// Errors: etcd unreachable, or the watch cancelled (`after` compacted away): the caller
+    /// tries again as if something changed.
+    pub fn await_change(&self, keys: &[String], after: i64, timeout: Duration) -> Result<bool, StoreError> {
+        let Some(first) = keys.first() else { return Ok(false) };
+        let options = || etcd_client::WatchOptions::new().with_start_revision(after + 1);
+        let mut watch = self.run(first, "watch", || {
+            let (mut client, key) = (self.client.watch_client(), first.clone());
+            async move { client.watch(key, Some(options())).await }
+        })?;
+        let answer = self.block_on(timeout, async {
+            for key in &keys[1..] {
+                watch.watch(key.clone(), Some(options())).await?;
+            }
+            loop {
+                match watch.message().await? {
+                    Some(response) if response.canceled() => return Ok::<_, etcd_client::Error>(true),
+                    Some(response) if !response.events().is_empty() => return Ok(true),
+                    Some(_) => {}
+                    None => return Ok(true),
+                }
+            }
+        });
+        match answer {
+            None => Ok(false),
+            Some(Ok(changed)) => Ok(changed),
+            Some(Err(e)) => Err(unreachable_error(first, &self.endpoint, "watch", &e.to_string())),
+        }
+    }
+
     /// Creates the record unless it exists (`createPrivateJsonIfAbsent`, §3.3): `Ok(true)` when
     /// created. Missing parent directories are created.
     pub fn create_if_absent(&self, path: &str, content: &str) -> Result<bool, StoreError> {

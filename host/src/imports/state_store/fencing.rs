@@ -67,16 +67,7 @@ impl FileFence {
     /// Errors: the directory cannot be opened, or is not this user's with mode 0700.
     pub fn open_existing(home: &StateHome) -> std::io::Result<Option<FileFence>> {
         let open = |dir: &OwnedFd, name: &str, path: &str| -> std::io::Result<Option<OwnedFd>> {
-            let fd = match fsops::open_dir(dir, name) {
-                Ok(fd) => fd,
-                Err(Errno::NOENT) => return Ok(None),
-                Err(e) => return Err(context(path.to_owned())(e.into())),
-            };
-            let stat = rustix::fs::fstat(&fd).map_err(|e| context(path.to_owned())(e.into()))?;
-            if stat.st_uid != fsops::euid() || stat.st_mode & 0o777 != 0o700 {
-                return Err(std::io::Error::other(format!("{path}: must be a directory owned by you with mode 0700 (chmod 700 it)")));
-            }
-            Ok(Some(fd))
+            fsops::open_private_dir_if_present(dir, name).map_err(|(_, e)| context(path.to_owned())(e))
         };
         let home_dir = home.dir().as_fd().try_clone_to_owned()?;
         let Some(internal) = open(&home_dir, ".proclease", ".proclease")? else { return Ok(None) };
