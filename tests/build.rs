@@ -4,10 +4,10 @@
 //! `host/build.rs` builds the real guest (`host/build-support/wasm_guest.rs`). A cold build takes ~35 s (the wit-bindgen macro stack);
 //! later builds only rerun when the guest, the WIT files or `Cargo.lock` change.
 
-#[path = "../host/build-support/wasm_guest.rs"]
-mod wasm_guest;
 #[path = "../host/build-support/engine_config.rs"]
 mod engine_config;
+#[path = "../host/build-support/wasm_guest.rs"]
+mod wasm_guest;
 
 use std::env;
 use std::path::PathBuf;

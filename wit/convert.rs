@@ -14,13 +14,10 @@ use alloc::vec::Vec;
 
 use proclease_core::dispositions::{Disposition, Probe};
 use proclease_core::effects::{
-    BatchInvalid, BatchStatus, CollectionEntry, CollectionIdentity, CollectionSnapshot, DirectoryFacts, EntryKind, FinishedRun, InstalledPlugin,
-    StoreFailure, WorkspaceFailure,
+    BatchInvalid, BatchStatus, CollectionEntry, CollectionIdentity, CollectionSnapshot, DirectoryFacts, EntryKind, FinishedRun, InstalledPlugin, StoreFailure, WorkspaceFailure,
 };
 use proclease_core::liveness::{OwnerFacts, OwnerStatus, ProcRead, ProcView, RemotePresence, TreeState, WitnessState};
-use proclease_core::records::{
-    DirectoryIdentity, Owner, Parsed, directory_lease as dl, export_admission as ea, invocation_lease as il, portable_identity as pid,
-};
+use proclease_core::records::{DirectoryIdentity, Owner, Parsed, directory_lease as dl, export_admission as ea, invocation_lease as il, portable_identity as pid};
 use proclease_core::{Error, LeaseCode, LeaseError};
 
 use crate::bindings::exports::proclease::lease::records as rec;

@@ -77,8 +77,8 @@ fn bench(c: &mut Criterion) {
     let dir = rustix::fs::open(floor_dir.path(), rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY, rustix::fs::Mode::empty()).expect("dir");
     group.bench_function("floor: bare syscalls", |b| {
         b.iter(|| {
-            use std::io::{Read as _, Write as _};
             use rustix::fs::{AtFlags, Mode, OFlags};
+            use std::io::{Read as _, Write as _};
             assert!(rustix::fs::openat(&dir, "active.json", OFlags::RDONLY, Mode::empty()).is_err());
             let fd = rustix::fs::openat(&dir, "tmp", OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL, Mode::from_raw_mode(0o600)).expect("temp");
             let mut file = std::fs::File::from(fd);
@@ -114,13 +114,8 @@ fn bench(c: &mut Criterion) {
     group.bench_function("native", |b| {
         b.iter(|| {
             let mut fx = world.effects();
-            let effects = directory_leases::Effects {
-                store: &mut *fx.store,
-                processes: &mut *fx.processes,
-                workspace: &mut *fx.workspace,
-                clock: &mut *fx.clock,
-                entropy: &mut *fx.entropy,
-            };
+            let effects =
+                directory_leases::Effects { store: &mut *fx.store, processes: &mut *fx.processes, workspace: &mut *fx.workspace, clock: &mut *fx.clock, entropy: &mut *fx.entropy };
             let report = directory_leases::recover(Some(5000.0), effects).expect("recover");
             assert_eq!(report.active, 64);
         })

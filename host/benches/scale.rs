@@ -12,9 +12,9 @@ use std::path::Path;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use proclease::core::digest::sha256_hex;
 use proclease::core::invocation_leases::{self, lease_path};
-use proclease::state_store::SharedStore;
 use proclease::core::records::invocation_lease::{Containment, ContainmentStatus, InvocationLease, LeaseOwner};
 use proclease::core::records::portable_identity;
+use proclease::state_store::SharedStore;
 use proclease::{Host, Runtime, list_invocation_leases, repair_invocation_leases};
 
 fn tmpfs() -> &'static Path {
@@ -51,9 +51,7 @@ fn bench(c: &mut Criterion) {
         acquired_at: "2026-07-25T12:00:00.000Z".into(),
         containment: Some(Containment { status: ContainmentStatus::ParentOwned, host: None }),
     };
-    c.bench_function("host: canonical text of one listed lease", |b| {
-        b.iter(|| proclease::core::canonical_json::to_canonical_file(&one.to_value()).expect("canonical"))
-    });
+    c.bench_function("host: canonical text of one listed lease", |b| b.iter(|| proclease::core::canonical_json::to_canonical_file(&one.to_value()).expect("canonical")));
     let mut group = c.benchmark_group("invocation leases at scale (tmpfs)");
     group.sample_size(10);
     for n in [100u64, 1000, 10_000] {
@@ -106,9 +104,7 @@ fn bench(c: &mut Criterion) {
                 assert_eq!(u64::from(report.active), n)
             })
         });
-        group.bench_with_input(BenchmarkId::new("list", n), &n, |b, _| {
-            b.iter(|| assert_eq!(list_invocation_leases(runtime, effects()).expect("list").len() as u64, n))
-        });
+        group.bench_with_input(BenchmarkId::new("list", n), &n, |b, _| b.iter(|| assert_eq!(list_invocation_leases(runtime, effects()).expect("list").len() as u64, n)));
         group.bench_with_input(BenchmarkId::new("repair", n), &n, |b, _| {
             b.iter(|| assert_eq!(u64::from(repair_invocation_leases(runtime, effects(), false).expect("repair").0.active), n))
         });

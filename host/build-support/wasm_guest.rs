@@ -57,10 +57,7 @@ fn is_build_script_variable(key: &str) -> bool {
     key.starts_with("CARGO_")
         || key.starts_with("RUSTC")
         || key.starts_with("DEP_")
-        || matches!(
-            key,
-            "RUSTFLAGS" | "RUSTDOCFLAGS" | "RUSTDOC" | "OUT_DIR" | "TARGET" | "HOST" | "PROFILE" | "OPT_LEVEL" | "DEBUG" | "NUM_JOBS"
-        )
+        || matches!(key, "RUSTFLAGS" | "RUSTDOCFLAGS" | "RUSTDOC" | "OUT_DIR" | "TARGET" | "HOST" | "PROFILE" | "OPT_LEVEL" | "DEBUG" | "NUM_JOBS")
 }
 
 /// The wasm target must be installed for the active toolchain. `rust-toolchain.toml` lists it,
@@ -68,12 +65,7 @@ fn is_build_script_variable(key: &str) -> bool {
 /// and otherwise say in one line how to fix it.
 fn ensure_target_installed() {
     let rustc = env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
-    let sysroot = Command::new(&rustc)
-        .args(["--print", "sysroot"])
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()));
+    let sysroot = Command::new(&rustc).args(["--print", "sysroot"]).output().ok().filter(|o| o.status.success()).map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()));
     let installed = |sysroot: &Path| sysroot.join("lib/rustlib").join(TARGET).join("lib").is_dir();
     if sysroot.as_deref().is_some_and(installed) {
         return;

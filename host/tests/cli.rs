@@ -39,9 +39,7 @@ fn appendix_a() -> Vec<(&'static str, String, &'static str)> {
         ),
         (
             "active.json",
-            format!(
-                r#"{{"id":"11111111-1111-4111-8111-111111111111","kind":"beeper-message-like-me-export-admission","owner":{owner},"schemaVersion":1}}"#
-            ) + "\n",
+            format!(r#"{{"id":"11111111-1111-4111-8111-111111111111","kind":"beeper-message-like-me-export-admission","owner":{owner},"schemaVersion":1}}"#) + "\n",
             "4a1fab41d79d1f49836cd1cdfbc26db778b62f1e95a189d91e5512b131a8c9ee",
         ),
         (
@@ -51,11 +49,7 @@ fn appendix_a() -> Vec<(&'static str, String, &'static str)> {
             ) + "\n",
             "e8a6927340e4a5d0fcc0e736e9554b43ab3473762081fc419d2cd8037487f3d3",
         ),
-        (
-            "44444444-4444-4444-8444-444444444444.json",
-            invocation(r#"{"status":"parent-owned"}"#),
-            "328d266aa362da4a3871b2de637f263f291b2ad0bcc1937254495712bd0fe123",
-        ),
+        ("44444444-4444-4444-8444-444444444444.json", invocation(r#"{"status":"parent-owned"}"#), "328d266aa362da4a3871b2de637f263f291b2ad0bcc1937254495712bd0fe123"),
         (
             "44444444-4444-4444-8444-444444444444.json",
             invocation(r#"{"host":null,"status":"cleanup-complete"}"#),
@@ -114,13 +108,7 @@ fn validate_reports_every_file_and_fails_if_any_is_invalid() {
     let good = write(dir.path(), 0, name, &text);
     let bad = write(dir.path(), 1, "active.json", "{\"schemaVersion\":2}\n");
     let missing = dir.path().join("absent.json");
-    let output = proclease(&[
-        "validate",
-        "--json",
-        good.to_str().expect("utf-8"),
-        bad.to_str().expect("utf-8"),
-        missing.to_str().expect("utf-8"),
-    ]);
+    let output = proclease(&["validate", "--json", good.to_str().expect("utf-8"), bad.to_str().expect("utf-8"), missing.to_str().expect("utf-8")]);
     assert_eq!(output.status.code(), Some(1));
     let doc: serde_json::Value = serde_json::from_slice(&output.stdout).expect("--json prints JSON");
     assert_eq!(doc["schemaVersion"], 1);
@@ -434,7 +422,8 @@ fn every_exclusive_run_on_a_state_home_gets_a_greater_fencing_token() {
     assert_eq!((token("t1"), token("t2")), ("1".to_owned(), "2".to_owned()));
     // A holder that runs now: current from outside; the earlier ones stale, saying why.
     let tag = common::unique_seconds();
-    let mut third = s.spawn(&["run", "--exclusive", "--workdir", &job("three"), "--", "sh", "-c", &format!("echo \"$PROCLEASE_FENCING_TOKEN\" > {}/t3; exec sleep {tag}", s.root.display())]);
+    let mut third =
+        s.spawn(&["run", "--exclusive", "--workdir", &job("three"), "--", "sh", "-c", &format!("echo \"$PROCLEASE_FENCING_TOKEN\" > {}/t3; exec sleep {tag}", s.root.display())]);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while std::fs::read_to_string(s.root.join("t3")).map_or(true, |t| !t.ends_with('\n')) {
         assert!(std::time::Instant::now() < deadline, "the third run never started its command");
@@ -448,7 +437,11 @@ fn every_exclusive_run_on_a_state_home_gets_a_greater_fencing_token() {
     let (code, said) = check("3");
     assert_eq!(code, Some(0), "{said}");
     assert!(said.contains("fencing token 3 is current"), "{said}");
-    for (stale, words) in [("1", "another holder acquired the export admission since (token 3)"), ("2", "another holder acquired the export admission since (token 3)"), ("4", "4 is no token of this export admission")] {
+    for (stale, words) in [
+        ("1", "another holder acquired the export admission since (token 3)"),
+        ("2", "another holder acquired the export admission since (token 3)"),
+        ("4", "4 is no token of this export admission"),
+    ] {
         let (code, said) = check(stale);
         assert_eq!(code, Some(1), "{stale}: {said}");
         assert!(said.contains(&format!("fencing token {stale} is stale: {words}")), "{stale}: {said}");

@@ -51,12 +51,8 @@ impl World {
     /// `run --workdir DIR -- sleep 600` whose supervisor is then killed (-9) once the child is
     /// recorded: returns (supervisor pid, child pid); the child keeps running.
     fn crashed_run(&mut self, dir: &Path) -> (u64, u64) {
-        let mut supervisor: Child = self
-            .command(&["run", "--workdir", dir.to_str().expect("utf-8"), "--", "sleep", "600"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn run");
+        let mut supervisor: Child =
+            self.command(&["run", "--workdir", dir.to_str().expect("utf-8"), "--", "sleep", "600"]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("spawn run");
         let start = Instant::now();
         let child = loop {
             let doc = self.json(&["doctor", "--json"]);
@@ -143,10 +139,7 @@ fn doctor_shows_the_child_column_with_numeric_pids_and_keeps_columns_aligned() {
     assert_eq!(lines[0], format!("state home: {}", world.home.display()));
     let header = lines[1];
     let target_width = long.to_str().expect("utf-8").len();
-    assert!(
-        header.starts_with(&format!("KIND         TARGET{}  OWNER  CHILD  PHASE    AGE  DISPOSITION  WHY", " ".repeat(target_width - 6))),
-        "{text}"
-    );
+    assert!(header.starts_with(&format!("KIND         TARGET{}  OWNER  CHILD  PHASE    AGE  DISPOSITION  WHY", " ".repeat(target_width - 6))), "{text}");
     for (dir, owner, child) in [(&long, owner_long, child_long), (&short, owner_short, child_short)] {
         let row = lines.iter().find(|l| l.contains(&format!(" {} ", dir.display()))).unwrap_or_else(|| panic!("a row for {}: {text}", dir.display()));
         // Each column starts where its header starts (numbers end where theirs end).
@@ -263,10 +256,7 @@ fn validate_takes_the_kind_from_the_collection_and_says_why_a_name_is_refused() 
         "{lines:?}"
     );
     assert!(
-        line(&other_kind).starts_with(&format!(
-            "{}: invalid directory-lease: Beeper Message Like Me recovery: directory lease identity is invalid (",
-            other_kind.display()
-        )),
+        line(&other_kind).starts_with(&format!("{}: invalid directory-lease: Beeper Message Like Me recovery: directory lease identity is invalid (", other_kind.display())),
         "{lines:?}"
     );
     assert!(
@@ -307,10 +297,7 @@ fn messages_name_the_cause_and_the_way_out() {
     std::fs::write(&file, "x").expect("write");
     let output = world.run(&["run", "--workdir", file.to_str().expect("utf-8"), "--", "true"]);
     assert_eq!(output.status.code(), Some(1));
-    assert_eq!(
-        stderr(&output),
-        format!("proclease: {}: refused: it exists and is not a directory; give a directory path (proclease creates it if absent)\n", file.display())
-    );
+    assert_eq!(stderr(&output), format!("proclease: {}: refused: it exists and is not a directory; give a directory path (proclease creates it if absent)\n", file.display()));
     // The command without `--`.
     let job = world.path("job");
     let output = world.run(&["run", "--workdir", job.to_str().expect("utf-8"), "sleep", "1"]);

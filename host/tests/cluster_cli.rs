@@ -20,10 +20,10 @@ use proclease::core::liveness::RemotePresence;
 use proclease::core::records::{Owner, export_admission, invocation_lease};
 use proclease::process_identity::cluster_presence::lookup;
 
+mod common;
 #[path = "../../tests/src/etcd_server.rs"]
 #[allow(dead_code)] // the harness is shared with proclease-tests, which uses all of it
 mod etcd_server;
-mod common;
 #[path = "common/machines.rs"]
 mod machines;
 
@@ -164,7 +164,9 @@ fn the_presence_history_of_an_ended_boot_can_be_listed_and_forgotten() {
     let boot_of = |machine: &Machine| {
         let out = machine.run(&["identity"]);
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        text.lines().find_map(|line| line.trim().strip_prefix("boot id").map(|rest| rest.trim_start_matches([':', ' ']).to_owned())).unwrap_or_else(|| panic!("no boot id in {text}"))
+        text.lines()
+            .find_map(|line| line.trim().strip_prefix("boot id").map(|rest| rest.trim_start_matches([':', ' ']).to_owned()))
+            .unwrap_or_else(|| panic!("no boot id in {text}"))
     };
     let (first_boot, second_boot) = (boot_of(&first), boot_of(&second));
     assert_eq!(first_boot.len(), 64, "{first_boot}");
@@ -269,11 +271,7 @@ fn every_holder_of_the_admission_gets_a_greater_fencing_token() {
     // The holder's command checks its own fence, as work does before it writes: the command
     // knows the store from PROCLEASE_FENCING_STORE.
     let inside = first.root.join("inside");
-    let script = format!(
-        "{}; {PROCLEASE} fence check \"$PROCLEASE_FENCING_TOKEN\" > {1}; echo \"exit $?\" >> {1}; sleep 1000",
-        token_into(&first, "t3"),
-        inside.display()
-    );
+    let script = format!("{}; {PROCLEASE} fence check \"$PROCLEASE_FENCING_TOKEN\" > {1}; echo \"exit $?\" >> {1}; sleep 1000", token_into(&first, "t3"), inside.display());
     let mut holder = first.spawn_exclusive("three", &["sh", "-c", &script]);
     wait_for_helper(&etcd);
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -408,12 +406,8 @@ fn a_killed_supervisor_takes_its_command_along() {
 /// the argv of each process of the tree.
 fn spawn_tree(etcd: &Etcd, prefix: &str, root: &std::path::Path) -> (Child, Owner, Vec<Vec<String>>) {
     let [a, b, c, d, e] = [unique_seconds(), unique_seconds(), unique_seconds(), unique_seconds(), unique_seconds()];
-    let daemon = format!(
-        "import os\nif os.fork(): os._exit(0)\nos.setsid()\nif os.fork(): os._exit(0)\nos.closerange(3, 65536)\nos.execvp('sleep', ['sleep', '{e}'])"
-    );
-    let script = format!(
-        "python3 -c \"$0\"; setsid sleep {a} & setpriv --reuid 65534 --regid 65534 --clear-groups sleep {b} & sh -c 'sleep {c}; true' & sleep {d}"
-    );
+    let daemon = format!("import os\nif os.fork(): os._exit(0)\nos.setsid()\nif os.fork(): os._exit(0)\nos.closerange(3, 65536)\nos.execvp('sleep', ['sleep', '{e}'])");
+    let script = format!("python3 -c \"$0\"; setsid sleep {a} & setpriv --reuid 65534 --regid 65534 --clear-groups sleep {b} & sh -c 'sleep {c}; true' & sleep {d}");
     let supervisor = Command::new(PROCLEASE)
         .arg("--state-home")
         .arg(root.join("state"))
@@ -657,9 +651,7 @@ fn the_command_line_speaks_tls_to_etcd_with_flags_or_variables() {
     assert!(!root.join("plain").exists(), "nothing was created");
 
     let (ca, cert, key) = (tls.ca.to_str().expect("utf-8"), tls.client_cert.to_str().expect("utf-8"), tls.client_key.to_str().expect("utf-8"));
-    let out = proclease(&["--etcd-ca", ca, "--etcd-cert", cert, "--etcd-key", key, "run", "--exclusive", "--workdir", &work("flags"), "--", "true"])
-        .output()
-        .expect("runs");
+    let out = proclease(&["--etcd-ca", ca, "--etcd-cert", cert, "--etcd-key", key, "run", "--exclusive", "--workdir", &work("flags"), "--", "true"]).output().expect("runs");
     assert_eq!(out.status.code(), Some(0), "{out:?}");
 
     let out = proclease(&["run", "--exclusive", "--workdir", &work("variables"), "--", "true"])

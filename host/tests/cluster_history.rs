@@ -30,14 +30,14 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+mod common;
 #[path = "../../tests/src/etcd_server.rs"]
 #[allow(dead_code)] // the harness is shared with proclease-tests, which uses all of it
 mod etcd_server;
-mod common;
 #[path = "common/machines.rs"]
 mod machines;
 
@@ -171,10 +171,7 @@ fn children(pid: u32) -> Vec<u32> {
 /// The `proclease` supervisor of a machine's attempt: `unshare` → the machine's `sh` (its PID
 /// 1) → `proclease`.
 fn supervisor(unshare: u32) -> Option<u32> {
-    children(unshare)
-        .into_iter()
-        .flat_map(children)
-        .find(|pid| std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|comm| comm.trim() == "proclease"))
+    children(unshare).into_iter().flat_map(children).find(|pid| std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|comm| comm.trim() == "proclease"))
 }
 
 fn signal(pid: u32, signal: rustix::process::Signal) {
@@ -316,11 +313,7 @@ struct Report {
 /// module's documentation).
 fn phase(cluster: &mut EtcdCluster, bench: &Bench, fault: Fault, exclusive: bool, target: usize, faults: usize, pause: &str) -> Report {
     let first = bench.next_run.load(Ordering::SeqCst);
-    let shared = Shared {
-        stop: AtomicBool::new(false),
-        running: (0..3).map(|_| Mutex::new(None)).collect(),
-        faulted: (0..3).map(|_| AtomicBool::new(false)).collect(),
-    };
+    let shared = Shared { stop: AtomicBool::new(false), running: (0..3).map(|_| Mutex::new(None)).collect(), faulted: (0..3).map(|_| AtomicBool::new(false)).collect() };
     let deadline = Instant::now() + Duration::from_secs(90) + Duration::from_millis(1_500 * target as u64 + 8_000 * faults as u64);
     let runs = || log_lines(&bench.log, first).iter().filter(|(word, _, _)| word == "start").count();
     let done = |injected: usize| (runs() >= target && (injected >= faults || fault == Fault::None)) || Instant::now() >= deadline;

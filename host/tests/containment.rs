@@ -133,7 +133,8 @@ fn a_daemon_that_closed_its_descriptors_keeps_its_directory() {
     let work = s.root.join("jobs/daemon");
     let tag = unique_seconds();
     let script = format!("{python} -c '{DAEMON}' {tag}; sleep {tag}");
-    let mut supervisor = s.command(&["run", "--workdir", work.to_str().expect("utf-8"), "--", "sh", "-c", &script]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("spawn");
+    let mut supervisor =
+        s.command(&["run", "--workdir", work.to_str().expect("utf-8"), "--", "sh", "-c", &script]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("spawn");
     let daemon = daemon_in(&work, python, &tag);
     let command = wait_for_process(&["sleep", &tag]);
     supervisor.kill().expect("SIGKILL the supervisor");
@@ -153,12 +154,7 @@ fn a_daemon_of_a_supervisor_in_another_pid_namespace_keeps_its_directory() {
     let work = s.root.join("jobs/nested");
     let tag = unique_seconds();
     let script = format!("{python} -c '{DAEMON}' {tag}; sleep {tag}");
-    let inner = format!(
-        "{} {} run --workdir {} -- sh -c \"$0\"; sleep {tag}0",
-        common::PROCLEASE,
-        s.global().join(" "),
-        work.display()
-    );
+    let inner = format!("{} {} run --workdir {} -- sh -c \"$0\"; sleep {tag}0", common::PROCLEASE, s.global().join(" "), work.display());
     let mut namespace = Command::new("unshare")
         .args(["--pid", "--fork", "--mount-proc", "--kill-child=SIGKILL", "sh", "-c", &inner, &script])
         .stdout(Stdio::null())
@@ -197,8 +193,7 @@ fn a_stage_is_removed_or_published_only_after_its_detached_writer_is_stopped() {
         let tag = unique_seconds();
         let writer = format!("while :; do echo x >> beat; sleep 0.05; done; : {tag}");
         let script = format!("setsid -f sh -c '{writer}'; sleep 0.3; exit {code}");
-        let run = s
-            .run(&["run", "--grace", "1s", "--stage", stage.to_str().expect("utf-8"), "--output", output.to_str().expect("utf-8"), "--", "sh", "-c", &script]);
+        let run = s.run(&["run", "--grace", "1s", "--stage", stage.to_str().expect("utf-8"), "--output", output.to_str().expect("utf-8"), "--", "sh", "-c", &script]);
         assert_eq!(run.status.code(), Some(code), "{run:?}");
         // The writer's loop, and its `sleep` if it was in one.
         assert!(stderr(&run).contains("proclease: stopped ") && stderr(&run).contains(" the command left running"), "{run:?}");
@@ -538,11 +533,7 @@ fn without_a_box_a_delegated_cgroup_covers_the_tree() {
     let stage = root.join("stage");
     let tag = unique_seconds();
     let mut staged = nobody(&root, &["-v", "run", "--stage"]);
-    staged
-        .arg(&stage)
-        .arg("--output")
-        .arg(root.join("published"))
-        .args(["--", "sh", "-c", &format!("{python} -c '{DAEMON}' {tag} >/dev/null 2>&1; sleep {tag}")]);
+    staged.arg(&stage).arg("--output").arg(root.join("published")).args(["--", "sh", "-c", &format!("{python} -c '{DAEMON}' {tag} >/dev/null 2>&1; sleep {tag}")]);
     let mut supervisor = spawn_without_user_namespaces(&staged, Some(&delegated.0));
     let daemon = daemon_in(&stage, python, &tag);
     let sleeper = wait_for_process(&["sleep", &tag]);
@@ -635,11 +626,11 @@ fn kill_stress_short_form() {
         let script = format!(
             "{python} -c '{DAEMON}' {tag}; setsid sleep {tag}1 & setpriv --reuid 65534 --regid 65534 --clear-groups sleep {tag}2 & sh -c 'sleep {tag}3; true' & sleep {tag}4"
         );
-        let tree: Vec<Vec<String>> = std::iter::once(vec![python.to_string(), "-c".into(), DAEMON.into(), tag.clone()])
-            .chain((1..=4).map(|n| vec!["sleep".to_string(), format!("{tag}{n}")]))
-            .collect();
+        let tree: Vec<Vec<String>> =
+            std::iter::once(vec![python.to_string(), "-c".into(), DAEMON.into(), tag.clone()]).chain((1..=4).map(|n| vec!["sleep".to_string(), format!("{tag}{n}")])).collect();
         let running = || -> Vec<u64> { tree.iter().flat_map(|argv| processes_running(&argv.iter().map(String::as_str).collect::<Vec<_>>())).collect() };
-        let mut supervisor = s.command(&["run", "--workdir", work.to_str().expect("utf-8"), "--", "sh", "-c", &script]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("spawn");
+        let mut supervisor =
+            s.command(&["run", "--workdir", work.to_str().expect("utf-8"), "--", "sh", "-c", &script]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("spawn");
         std::thread::sleep(Duration::from_millis(random(400)));
         supervisor.kill().expect("SIGKILL the supervisor");
         supervisor.wait().expect("reap");
@@ -808,12 +799,8 @@ fn sigterm_to_an_orphaned_box_stops_it() {
     let work = s.root.join("jobs/orphan");
     let tag = unique_seconds();
     let script = format!("setsid -f sleep {tag}; sleep 0.5; true");
-    let mut supervisor = s
-        .command(&["run", "--workdir", work.to_str().expect("utf-8"), "--", "sh", "-c", &script])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn");
+    let mut supervisor =
+        s.command(&["run", "--workdir", work.to_str().expect("utf-8"), "--", "sh", "-c", &script]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("spawn");
     let sleep = wait_for_process(&["sleep", &tag]);
     let init = s.wait_for_phase(&work, "running")["childPid"].as_u64().expect("the init is recorded");
     supervisor.kill().expect("SIGKILL the supervisor");

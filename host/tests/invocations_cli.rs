@@ -22,7 +22,9 @@ fn sandbox() -> Sandbox {
     let identity = dir.path().join("op.json");
     std::fs::write(
         &catalog,
-        format!(r#"{{"schemaVersion":1,"plugins":[{{"pluginId":"portable-test","version":"1.0.0","hostApiVersion":1,"bundleSha256":"{A}","manifestSha256":"{B}","enabled":true}}]}}"#),
+        format!(
+            r#"{{"schemaVersion":1,"plugins":[{{"pluginId":"portable-test","version":"1.0.0","hostApiVersion":1,"bundleSha256":"{A}","manifestSha256":"{B}","enabled":true}}]}}"#
+        ),
     )
     .expect("catalog");
     std::fs::write(
@@ -63,11 +65,7 @@ fn a_plugin_host_runs_under_a_lease_and_leaves_none() {
 #[test]
 fn a_crashed_supervisor_leaves_a_tombstone_that_blocks_the_plugin() {
     let s = sandbox();
-    let mut supervisor = s
-        .command(&["invocations", "run", "--identity", s.identity.to_str().expect("utf-8"), "--", "sleep", "60"])
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("spawn");
+    let mut supervisor = s.command(&["invocations", "run", "--identity", s.identity.to_str().expect("utf-8"), "--", "sleep", "60"]).stdout(Stdio::null()).spawn().expect("spawn");
     let deadline = Instant::now() + Duration::from_secs(30);
     let lease = loop {
         if let Some(lease) = s.leases().into_iter().find(|l| l["containment"] == "host-active") {
@@ -125,11 +123,7 @@ fn a_plugin_hosts_background_process_is_stopped_before_its_lease_is_released() {
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     assert!(String::from_utf8_lossy(&out.stderr).contains("stopped 1 process the plugin host left running"), "{out:?}");
     let wanted: Vec<u8> = ["sleep", seconds.as_str()].iter().flat_map(|a| a.bytes().chain([0])).collect();
-    let survivors = std::fs::read_dir("/proc")
-        .expect("/proc")
-        .flatten()
-        .filter(|e| std::fs::read(e.path().join("cmdline")).is_ok_and(|c| c == wanted))
-        .count();
+    let survivors = std::fs::read_dir("/proc").expect("/proc").flatten().filter(|e| std::fs::read(e.path().join("cmdline")).is_ok_and(|c| c == wanted)).count();
     assert_eq!(survivors, 0, "the background process did not outlive the run");
     assert!(s.leases().is_empty(), "released once the box was empty");
 }

@@ -156,10 +156,7 @@ fn a_replaced_directory_is_never_removed() {
     std::fs::write(work.join("precious"), "new").expect("write");
     let recover = s.run(&["recover"]);
     assert_eq!(recover.status.code(), Some(1), "{recover:?}");
-    assert!(
-        String::from_utf8_lossy(&recover.stderr).contains("Beeper Message Like Me recovery: directory lease target changed before recovery"),
-        "{recover:?}"
-    );
+    assert!(String::from_utf8_lossy(&recover.stderr).contains("Beeper Message Like Me recovery: directory lease target changed before recovery"), "{recover:?}");
     assert_eq!(std::fs::read_to_string(work.join("precious")).expect("kept"), "new");
     assert!(displaced.is_dir());
 }

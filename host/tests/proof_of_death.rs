@@ -170,10 +170,7 @@ fn a_job_in_another_pid_namespace_is_never_recovered_while_it_runs() {
         .expect("/proc")
         .flatten()
         .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<u64>().ok()))
-        .find(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline"))
-                .is_ok_and(|c| c.starts_with(PROCLEASE.as_bytes()) && c.ends_with(format!("sleep\0{seconds}\0").as_bytes()))
-        })
+        .find(|pid| std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c.starts_with(PROCLEASE.as_bytes()) && c.ends_with(format!("sleep\0{seconds}\0").as_bytes())))
         .expect("the supervisor in the namespace");
     kill(run_pid);
     wait_until_dead(run_pid);
@@ -195,12 +192,8 @@ fn a_recoverer_in_another_pid_namespace_never_recovers_a_running_job() {
     let s = sandbox();
     let work = s.root.join("jobs/outside");
     let reaper = Reaper::default();
-    let mut supervisor = s
-        .prefixed(&[], &["run", "--workdir", work.to_str().expect("utf-8"), "--", "sleep", &unique_seconds()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn");
+    let mut supervisor =
+        s.prefixed(&[], &["run", "--workdir", work.to_str().expect("utf-8"), "--", "sleep", &unique_seconds()]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("spawn");
     let child = reaper.pid(s.wait_until_running(&work)["childPid"].as_u64().expect("child"));
     supervisor.kill().expect("SIGKILL the supervisor");
     supervisor.wait().expect("reap");
@@ -224,11 +217,7 @@ fn a_pid_namespace_without_its_own_proc_is_refused() {
     let output = s.run_in(&["unshare", "--pid", "--fork"], &["run", "--workdir", work.to_str().expect("utf-8"), "--", "true"]);
     assert_eq!(output.status.code(), Some(1), "{output:?}");
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        stderr.contains("proclease: /proc does not show this process's own PID namespace")
-            && stderr.contains("unshare --pid --fork --mount-proc"),
-        "{stderr}"
-    );
+    assert!(stderr.contains("proclease: /proc does not show this process's own PID namespace") && stderr.contains("unshare --pid --fork --mount-proc"), "{stderr}");
     assert!(!work.exists(), "nothing was created");
     let doc = s.doctor();
     assert_eq!(doc["entries"].as_array().map_or(0, Vec::len), 0, "no lease: {doc}");
@@ -242,12 +231,8 @@ fn time_namespaces_shift_neither_identities_nor_verdicts() {
     }
     // Without witnesses: the start id a process in a time namespace computes for itself is the
     // one a reader outside computes for it.
-    let output = Command::new("unshare")
-        .args(&shifted[1..])
-        .args(["sh", "-c", &format!("{PROCLEASE} identity $$ --json; sleep 2")])
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("unshare");
+    let output =
+        Command::new("unshare").args(&shifted[1..]).args(["sh", "-c", &format!("{PROCLEASE} identity $$ --json; sleep 2")]).stdout(Stdio::piped()).spawn().expect("unshare");
     let shell = wait_for_process(&["sh", "-c", &format!("{PROCLEASE} identity $$ --json; sleep 2")]);
     let outside = Command::new(PROCLEASE).args(["identity", &shell.to_string(), "--json"]).output().expect("identity");
     let inside = output.wait_with_output().expect("inside");
@@ -278,11 +263,7 @@ fn time_namespaces_shift_neither_identities_nor_verdicts() {
 }
 
 fn spawn_exclusive(s: &Sandbox, work: &Path, seconds: &str) -> Child {
-    s.prefixed(&[], &["run", "--exclusive", "--workdir", work.to_str().expect("utf-8"), "--", "sleep", seconds])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn")
+    s.prefixed(&[], &["run", "--exclusive", "--workdir", work.to_str().expect("utf-8"), "--", "sleep", seconds]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("spawn")
 }
 
 #[test]

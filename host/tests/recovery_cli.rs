@@ -91,12 +91,7 @@ fn exclusive_runs_under_churn_are_blocked_by_live_owners_only() {
     let s = sandbox();
     let loops: Vec<_> = (0..4)
         .map(|l| {
-            let global = [
-                "--state-home".to_string(),
-                s.state.display().to_string(),
-                "--workspace-root".to_string(),
-                s.root.display().to_string(),
-            ];
+            let global = ["--state-home".to_string(), s.state.display().to_string(), "--workspace-root".to_string(), s.root.display().to_string()];
             let jobs = s.root.join(format!("churn{l}"));
             std::thread::spawn(move || {
                 let mut codes = Vec::new();

@@ -97,10 +97,7 @@ fn free_port() -> u16 {
 fn installed() -> bool {
     let installed = Command::new("etcd").arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success());
     if !installed {
-        assert!(
-            std::env::var_os("PROCLEASE_REQUIRE_ETCD").is_none_or(|v| v != "1"),
-            "PROCLEASE_REQUIRE_ETCD=1 but no etcd binary: install Debian's etcd-server"
-        );
+        assert!(std::env::var_os("PROCLEASE_REQUIRE_ETCD").is_none_or(|v| v != "1"), "PROCLEASE_REQUIRE_ETCD=1 but no etcd binary: install Debian's etcd-server");
         eprintln!("SKIPPED: no etcd binary (install Debian's etcd-server, or set PROCLEASE_REQUIRE_ETCD=1 to fail instead)");
     }
     installed
@@ -213,7 +210,6 @@ impl Drop for Etcd {
         let _ = self.child.wait();
     }
 }
-
 
 /// A real etcd cluster of several members on loopback (each its own process and data
 /// directory), killed when dropped.

@@ -8,11 +8,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use proclease::core::digest::sha256_hex;
 use proclease::core::effects::{
-    BatchStatus, Catalog, Clock, CollectionEntry, InstalledPlugin, CollectionIdentity, CollectionSnapshot, DirectoryFacts, Entropy, EntryKind, Processes,
-    Store, StoreFailure, Workspace, WorkspaceFailure,
+    BatchStatus, Catalog, Clock, CollectionEntry, CollectionIdentity, CollectionSnapshot, DirectoryFacts, Entropy, EntryKind, InstalledPlugin, Processes, Store, StoreFailure,
+    Workspace, WorkspaceFailure,
 };
-use proclease::core::records::DirectoryIdentity;
 use proclease::core::liveness::{OwnerFacts, OwnerStatus};
+use proclease::core::records::DirectoryIdentity;
 use proclease::core::records::Owner;
 use proclease::effects::Effects;
 

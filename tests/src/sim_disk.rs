@@ -32,8 +32,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use proclease::core::digest::sha256_hex;
 use proclease::core::effects::{
-    BatchStatus, CollectionEntry, CollectionIdentity, CollectionSnapshot, DirectoryFacts, EntryKind, FinishedRun, Processes, Store, StoreFailure,
-    Workspace, WorkspaceFailure,
+    BatchStatus, CollectionEntry, CollectionIdentity, CollectionSnapshot, DirectoryFacts, EntryKind, FinishedRun, Processes, Store, StoreFailure, Workspace, WorkspaceFailure,
 };
 use proclease::core::liveness::{OwnerFacts, OwnerStatus, WitnessState};
 use proclease::core::records::{DirectoryIdentity, Owner};
@@ -449,10 +448,7 @@ impl DiskState {
         self.recover_dir(dir, dead, false);
         let target = proclease::state_store::mutation_claim::target_sha256(name);
         let prefix = format!(".io-mutation-{target}-");
-        let existing: Vec<(String, u64)> = self
-            .entries(dir)
-            .map(|e| e.iter().filter(|(n, _)| n.starts_with(&prefix)).map(|(n, i)| (n.clone(), *i)).collect())
-            .unwrap_or_default();
+        let existing: Vec<(String, u64)> = self.entries(dir).map(|e| e.iter().filter(|(n, _)| n.starts_with(&prefix)).map(|(n, i)| (n.clone(), *i)).collect()).unwrap_or_default();
         for (claim, inode) in existing {
             match self.claim_owner(inode) {
                 // A dead owner's, or this process's own whose release failed: stale.
@@ -557,8 +553,7 @@ impl DiskState {
     /// collection fsynced, the temporary unlinked. Best effort.
     fn restore(&mut self, dir: u64, name: &str, old: &[u8], over_the_name: bool, dead: &BTreeSet<u64>) {
         let (Ok(back), Ok(staging)) = (self.stage(old, dead), self.staging()) else { return };
-        let published =
-            if over_the_name { self.rename(staging, &back, dir, name, false) } else { self.link(staging, &back, dir, name) };
+        let published = if over_the_name { self.rename(staging, &back, dir, name, false) } else { self.link(staging, &back, dir, name) };
         if published.is_ok() {
             let _ = self.fsync(dir, "fsync collection (undo)");
         }
@@ -588,13 +583,7 @@ impl DiskState {
     // ---- the workspace's protocol (host/src/workspace.rs) ----
 
     fn facts(&self, inode: u64) -> DirectoryFacts {
-        DirectoryFacts {
-            canonical: true,
-            is_directory: self.is_dir(inode),
-            owned: true,
-            mode: 0o700,
-            identity: identity_of(inode),
-        }
+        DirectoryFacts { canonical: true, is_directory: self.is_dir(inode), owned: true, mode: 0o700, identity: identity_of(inode) }
     }
 
     fn quarantine_and_delete(&mut self, parent: u64, name: &str) -> Step<()> {
@@ -678,10 +667,7 @@ impl Listing {
     /// The run journal's entries: lease id → bytes.
     pub fn journal(&self) -> BTreeMap<String, Vec<u8>> {
         let prefix = format!("{JOURNAL}/");
-        self.files
-            .iter()
-            .filter_map(|(path, bytes)| Some((path.strip_prefix(&prefix)?.strip_suffix(".run")?.to_owned(), bytes.clone())))
-            .collect()
+        self.files.iter().filter_map(|(path, bytes)| Some((path.strip_prefix(&prefix)?.strip_suffix(".run")?.to_owned(), bytes.clone()))).collect()
     }
 
     /// Temporaries left in the staging directory.
@@ -709,10 +695,7 @@ impl SimDisk {
 
     /// An independent copy (same contents, same dead set contents, fresh sharing).
     pub fn fork(&self) -> Self {
-        SimDisk {
-            state: Arc::new(Mutex::new(self.state().clone())),
-            dead: Arc::new(Mutex::new(self.dead.lock().unwrap_or_else(|p| p.into_inner()).clone())),
-        }
+        SimDisk { state: Arc::new(Mutex::new(self.state().clone())), dead: Arc::new(Mutex::new(self.dead.lock().unwrap_or_else(|p| p.into_inner()).clone())) }
     }
 
     /// The shared state.
@@ -853,10 +836,8 @@ impl SimDisk {
         let dir = state.lookup(JOURNAL).ok_or_else(|| failed(Fault::Errno(Errno::Io)))?;
         let name = format!("{lease_id}.run");
         let inode = state.create_file(dir, &name).map_err(failed)?;
-        let written = state
-            .write(inode, &journal_record(directory, None))
-            .and_then(|()| state.fsync(inode, "fsync journal"))
-            .and_then(|()| state.fsync(dir, "fsync journal directory"));
+        let written =
+            state.write(inode, &journal_record(directory, None)).and_then(|()| state.fsync(inode, "fsync journal")).and_then(|()| state.fsync(dir, "fsync journal directory"));
         if let Err(fault) = written {
             let _ = state.unlink(dir, &name, "unlink journal (undo)");
             return Err(failed(fault));
@@ -1037,9 +1018,8 @@ impl Workspace for SimDisk {
         let dead = self.dead();
         let mut state = self.state();
         let (parent_path, name) = split_path(path);
-        let parent = state
-            .lookup(parent_path)
-            .ok_or_else(|| WorkspaceFailure::IdentityChanged(format!("{path}: recursive removal parent is absent for an identity-bound target")))?;
+        let parent =
+            state.lookup(parent_path).ok_or_else(|| WorkspaceFailure::IdentityChanged(format!("{path}: recursive removal parent is absent for an identity-bound target")))?;
         if let Some(target) = state.child(parent, name) {
             if !state.is_dir(target) || identity_of(target) != *expected {
                 return Err(WorkspaceFailure::IdentityChanged(format!("{path}: recursive removal target changed identity")));

@@ -134,11 +134,7 @@ fn effects(store: &Arc<EtcdStore>, registry: bool) -> Effects {
         identity = identity.with_presence_registry(Arc::new(EtcdPresence(store.clone())));
     }
     let processes = Arc::new(identity);
-    Effects {
-        store: Box::new(SharedEtcdStore(store.clone())),
-        processes: Box::new(SharedProcesses(processes.clone())),
-        ..Effects::native(None, processes)
-    }
+    Effects { store: Box::new(SharedEtcdStore(store.clone())), processes: Box::new(SharedProcesses(processes.clone())), ..Effects::native(None, processes) }
 }
 
 /// An export admission held by `owner`, in `store`.
@@ -219,13 +215,7 @@ fn hosts_of_one_process_share_its_presence_until_it_ends() {
     let Some(etcd) = Etcd::start() else { return };
     let dir = tempfile::tempdir().expect("tempdir");
     let host = |name: &str| {
-        proclease::Host::builder()
-            .state_home(dir.path().join(name))
-            .workspace_root(dir.path())
-            .store(etcd.url("shared"))
-            .cluster_ttl(TTL)
-            .build()
-            .expect("a cluster host")
+        proclease::Host::builder().state_home(dir.path().join(name)).workspace_root(dir.path()).store(etcd.url("shared")).cluster_ttl(TTL).build().expect("a cluster host")
     };
     let (first, second) = (host("first"), host("second"));
     let mut admission = first.acquire_admission().expect("acquired through etcd");

@@ -33,11 +33,7 @@ fn component_imports_exactly_what_the_world_declares() {
     let runtime = Runtime::shared().expect("component compiles");
     let (imports, _) = world_items();
     assert_eq!(runtime.import_names(), imports, "component imports vs world `proclease` imports");
-    assert!(
-        runtime.import_names().iter().all(|name| name.starts_with("proclease:lease/")),
-        "the component must not import wasi or other interfaces: {:?}",
-        runtime.import_names()
-    );
+    assert!(runtime.import_names().iter().all(|name| name.starts_with("proclease:lease/")), "the component must not import wasi or other interfaces: {:?}", runtime.import_names());
 }
 
 #[test]

@@ -7,8 +7,7 @@ use proclease_tests::conformance::{self, Backend, ComponentBackend, Native, Suit
 
 fn run_all(backend: &mut dyn Backend) -> Vec<SuiteReport> {
     let dir = conformance::public_vectors_dir();
-    let files = conformance::vector_files(&dir)
-        .unwrap_or_else(|e| panic!("cannot read the vectors at {}: {e} (set PROCLEASE_VECTORS)", dir.display()));
+    let files = conformance::vector_files(&dir).unwrap_or_else(|e| panic!("cannot read the vectors at {}: {e} (set PROCLEASE_VECTORS)", dir.display()));
     assert!(!files.is_empty(), "no *.jsonl vectors in {}", dir.display());
     let mut reports = Vec::new();
     for file in files {
@@ -25,10 +24,7 @@ fn assert_all_pass(reports: &[SuiteReport]) {
             problems.push(format!("{}: unknown suite", report.suite));
         }
         for failure in report.failures.iter().take(20) {
-            problems.push(format!(
-                "{} [{}]\n  expected: {}\n  actual:   {}",
-                failure.name, report.backend, failure.expected, failure.actual
-            ));
+            problems.push(format!("{} [{}]\n  expected: {}\n  actual:   {}", failure.name, report.backend, failure.expected, failure.actual));
         }
     }
     let handled: Vec<&str> = reports.iter().map(|r| r.suite.as_str()).collect();
@@ -90,11 +86,8 @@ fn an_unknown_suite_fails() {
 #[test]
 fn the_conformance_command_reports_and_fails_by_vector_name() {
     let public = conformance::public_vectors_dir();
-    let good = std::process::Command::new(env!("CARGO_BIN_EXE_conformance"))
-        .arg(public.join("sha256.jsonl"))
-        .arg(public.join("proc-stat.jsonl"))
-        .output()
-        .expect("conformance runs");
+    let good =
+        std::process::Command::new(env!("CARGO_BIN_EXE_conformance")).arg(public.join("sha256.jsonl")).arg(public.join("proc-stat.jsonl")).output().expect("conformance runs");
     let text = String::from_utf8_lossy(&good.stdout);
     assert!(good.status.success(), "{text}");
     assert!(text.contains("sha256 native: 99/99") && text.contains("sha256 component: 99/99"), "{text}");

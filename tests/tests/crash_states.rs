@@ -29,9 +29,7 @@ use std::collections::BTreeSet;
 
 use proclease::core::directory_leases;
 use proclease::core::records::directory_lease;
-use proclease_tests::crash_world::{
-    ACTOR, ACTOR_CHILD, ACTOR_HOST, LIVE, LIVE_CHILD, OLD, Op, RECOVERER, RECOVERY_DELAY_MS, Session, World, creation_intents, directory_claims,
-};
+use proclease_tests::crash_world::{ACTOR, ACTOR_CHILD, ACTOR_HOST, LIVE, LIVE_CHILD, OLD, Op, RECOVERER, RECOVERY_DELAY_MS, Session, World, creation_intents, directory_claims};
 use proclease_tests::sim_disk::{CrashKind, Errno, Listing, Plan, parse_journal};
 
 fn sequences(max_len: usize) -> Vec<Vec<Op>> {
@@ -77,7 +75,10 @@ fn reference(base: &World, ops: &[Op]) -> Reference {
     let mut published = Vec::new();
     let mut unlinked = Vec::new();
     for op in ops {
-        let (already, already_unlinked) = { let s = world.disk.state(); (s.published.len(), s.unlinked.len()) };
+        let (already, already_unlinked) = {
+            let s = world.disk.state();
+            (s.published.len(), s.unlinked.len())
+        };
         outcomes.push(world.run(&mut session, ACTOR, *op));
         let state = world.disk.state();
         published.push(state.published[already..].iter().cloned().collect());
@@ -284,11 +285,7 @@ fn every_crash_state_of_every_short_history_recovers() {
     let states: u64 = shares.iter().map(|s| s.0).sum();
     let recoveries: u64 = shares.iter().map(|s| s.1).sum();
     let violations: Vec<String> = shares.into_iter().flat_map(|s| s.2).collect();
-    println!(
-        "crash states: {} sequences, {states} crash states (process crash + power loss), {recoveries} recoveries checked, {} violations",
-        all.len(),
-        violations.len()
-    );
+    println!("crash states: {} sequences, {states} crash states (process crash + power loss), {recoveries} recoveries checked, {} violations", all.len(), violations.len());
     dump(&violations);
     assert!(violations.is_empty(), "{} violations, first ones:\n{}", violations.len(), violations.iter().take(5).cloned().collect::<Vec<_>>().join("\n"));
     assert!(states > 10_000, "the enumeration is smaller than it should be: {states}");
@@ -337,11 +334,7 @@ fn crash_states_of(histories: &[&Vec<Op>]) -> (u64, u64, Vec<String>) {
                 }
                 // Leases recovery must finish: those held before the operation in flight, unless
                 // that operation is the actor's own release.
-                let claimed: Vec<_> = if ops.get(inflight) == Some(&Op::DirectoryRelease) {
-                    vec![]
-                } else {
-                    directory_claims(before).into_iter().map(|(_, c)| c).collect()
-                };
+                let claimed: Vec<_> = if ops.get(inflight) == Some(&Op::DirectoryRelease) { vec![] } else { directory_claims(before).into_iter().map(|(_, c)| c).collect() };
                 for survivors in [false, true] {
                     let mut recovering = world.fork();
                     recoveries += 1;
@@ -447,7 +440,10 @@ fn every_io_error_at_every_step_fails_cleanly_and_a_retry_succeeds() {
             }
         }
     }
-    println!("I/O faults: {faults} fault points injected (4 errnos × every step of the last operation of 132 histories), {failed} made the operation fail, {} violations", violations.len());
+    println!(
+        "I/O faults: {faults} fault points injected (4 errnos × every step of the last operation of 132 histories), {failed} made the operation fail, {} violations",
+        violations.len()
+    );
     dump(&violations);
     assert!(violations.is_empty(), "{} violations, first ones:\n{}", violations.len(), violations.iter().take(8).cloned().collect::<Vec<_>>().join("\n"));
     assert!(failed > 500, "too few faults reached a failure: {failed}");

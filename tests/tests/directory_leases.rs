@@ -50,13 +50,7 @@ fn runtime() -> &'static Runtime {
 
 impl Fixture {
     fn create(&self, role: Role) -> DirectoryLease {
-        let request = Request {
-            role,
-            path: s(&self.target),
-            output_root: (role == Role::BundleStage).then(|| s(&self.output)),
-            recover_after_ms: 2000.0,
-            now_ms: Some(1000.0),
-        };
+        let request = Request { role, path: s(&self.target), output_root: (role == Role::BundleStage).then(|| s(&self.output)), recover_after_ms: 2000.0, now_ms: Some(1000.0) };
         DirectoryLease::create(runtime(), self.h.real_effects(), &request).expect("lease created")
     }
 
@@ -223,10 +217,7 @@ fn s25_claim_without_birth_time_is_refused() {
     // Still canonical: only the shape is wrong.
     let stripped = proclease::core::canonical_json::to_canonical_file(&value).expect("canonical");
     std::fs::write(f.claim_file(&claim), &stripped).expect("rewrite");
-    assert_eq!(
-        f.recover(1001.0, DEAD),
-        Err("Beeper Message Like Me recovery: directory lease directory identity has an unsupported shape".into())
-    );
+    assert_eq!(f.recover(1001.0, DEAD), Err("Beeper Message Like Me recovery: directory lease directory identity has an unsupported shape".into()));
     assert!(f.target.is_dir());
     assert_eq!(std::fs::read_to_string(f.claim_file(&claim)).expect("kept"), stripped);
 }
@@ -252,10 +243,7 @@ fn s26_lifecycle_release_and_altered_claim() {
     let claim = second.claim().expect("claim");
     let altered = format!("{} ", std::fs::read_to_string(f.claim_file(&claim)).expect("file"));
     std::fs::write(f.claim_file(&claim), &altered).expect("alter");
-    assert_eq!(
-        second.update(Phase::Launching, None).expect_err("changed").to_string(),
-        "Beeper Message Like Me recovery: directory lease changed before its lifecycle update"
-    );
+    assert_eq!(second.update(Phase::Launching, None).expect_err("changed").to_string(), "Beeper Message Like Me recovery: directory lease changed before its lifecycle update");
     assert_eq!(second.claim().expect("claim").phase, Phase::Preparing);
     assert_eq!(std::fs::read_to_string(f.claim_file(&claim)).expect("kept"), altered);
     assert!(f.target.is_dir());
@@ -272,7 +260,10 @@ fn creation_checks_the_physical_directory() {
     let outside = Request { path: "/etc/ssl".into(), ..request };
     let error = DirectoryLease::create(runtime(), f.h.real_effects(), &outside).err().expect("refused");
     assert!(error.to_string().contains("outside the granted workspace roots"), "{error}");
-    assert!(error.to_string().contains("HostBuilder::workspace_root(DIR)") && error.to_string().contains("--workspace-root DIR"), "says how to grant it in the library and on the command line: {error}");
+    assert!(
+        error.to_string().contains("HostBuilder::workspace_root(DIR)") && error.to_string().contains("--workspace-root DIR"),
+        "says how to grant it in the library and on the command line: {error}"
+    );
 }
 
 /// Found by the 10,000-kill stress run: a recovery reads the claims, then probes each owner.

@@ -100,10 +100,7 @@ fn listings_and_batch_reads_see_one_revision_and_one_directory() {
     assert!(s.replace_if_unchanged("recovery/things/b.json", &bee, "bee again\n").expect("replace"));
     let listed: Vec<String> = snapshot.entries.iter().filter(|e| e.kind == EntryKind::File).map(|e| e.name.clone()).collect();
     let then = s.read_batch("recovery/things", &listed, 1024, 4096, &snapshot.identity).expect("batch at the snapshot");
-    assert_eq!(
-        then,
-        vec![("a.json".to_string(), BatchStatus::Present("ay\n".into())), ("b.json".to_string(), BatchStatus::Present("bee\n".into()))]
-    );
+    assert_eq!(then, vec![("a.json".to_string(), BatchStatus::Present("ay\n".into())), ("b.json".to_string(), BatchStatus::Present("bee\n".into()))]);
     let now = s.read_batch("recovery/things", &listed, 1024, 4096, &identity).expect("batch now");
     assert_eq!(now, vec![("a.json".to_string(), BatchStatus::Absent), ("b.json".to_string(), BatchStatus::Present("bee again\n".into()))]);
     let again = s.snapshot("recovery/things").expect("snapshot").expect("present");

@@ -6,8 +6,8 @@
 use std::process::{Command, Stdio};
 
 use proclease::core::liveness::OwnerStatus;
-use proclease::core::records::export_admission::{ExportAdmission, Phase, Schema};
 use proclease::core::records::Owner;
+use proclease::core::records::export_admission::{ExportAdmission, Phase, Schema};
 use proclease::{Admission, Runtime};
 use proclease_tests::fakes::RealHome;
 
@@ -134,10 +134,7 @@ fn s06_legacy_v1_claim() {
     let h = RealHome::new();
     let own = h.identity.self_identity().expect("own");
     h.store.ensure_private_directory("recovery/beeper-message-like-me-export-admission").expect("dir");
-    let v1 = format!(
-        r#"{{"id":"11111111-1111-4111-8111-111111111111","kind":"beeper-message-like-me-export-admission","owner":{},"schemaVersion":1}}"#,
-        owner_json(&own)
-    ) + "\n";
+    let v1 = format!(r#"{{"id":"11111111-1111-4111-8111-111111111111","kind":"beeper-message-like-me-export-admission","owner":{},"schemaVersion":1}}"#, owner_json(&own)) + "\n";
     assert!(h.store.create_if_absent(PATH, &v1).expect("write v1"));
     assert_eq!(err(acquire_seamed(&h, DEAD, Some(&own.boot_id))), INDETERMINATE);
     assert_eq!(file(&h).as_deref(), Some(v1.as_str()));
@@ -203,10 +200,7 @@ fn s09_rewritten_claim_defeats_the_handle() {
 #[test]
 fn s10_subprocess_cleanup_unsafe_claim() {
     let h = RealHome::new();
-    let output = Command::new(env!("CARGO_BIN_EXE_admission_worker"))
-        .args(["hold-unsafe", h.home.to_str().expect("utf-8")])
-        .output()
-        .expect("run worker");
+    let output = Command::new(env!("CARGO_BIN_EXE_admission_worker")).args(["hold-unsafe", h.home.to_str().expect("utf-8")]).output().expect("run worker");
     assert!(output.status.success(), "{output:?}");
     assert!(output.stdout.is_empty() && output.stderr.is_empty(), "{output:?}");
     let left = file(&h).expect("the worker's claim stays at recovery/beeper-message-like-me-export-admission/active.json");
@@ -257,10 +251,7 @@ fn s13_unsafe_launch_cannot_be_released() {
     let claim = a.claim().expect("claim");
     assert_eq!((claim.phase, claim.helper_owner.clone()), (Some(Phase::CleanupUnsafe), None));
     assert_ne!(claim.revision, revision);
-    assert_eq!(
-        a.release().expect_err("unsettled").to_string(),
-        "Beeper Message Like Me recovery: export admission cannot release an unsettled helper lifecycle"
-    );
+    assert_eq!(a.release().expect_err("unsettled").to_string(), "Beeper Message Like Me recovery: export admission cannot release an unsettled helper lifecycle");
     assert_eq!(err(acquire_seamed(&h, DEAD, Some(&own_boot(&h)))), INDETERMINATE);
 }
 
@@ -289,10 +280,7 @@ fn s15_cross_boot_helper_is_indeterminate() {
     let text = ExportAdmission { ..rewritten }.parsed().canonical;
     write(&h, &text);
     let boot = helper_boot.clone();
-    let processes = h
-        .processes()
-        .inspect_with(Box::new(move |o: &Owner| if o.boot_id == boot { OwnerStatus::ExactLiveOwner } else { DEAD }))
-        .boot(&helper_boot);
+    let processes = h.processes().inspect_with(Box::new(move |o: &Owner| if o.boot_id == boot { OwnerStatus::ExactLiveOwner } else { DEAD })).boot(&helper_boot);
     let refused = Admission::acquire(runtime(), h.effects(processes)).map_err(|e| e.to_string());
     assert_eq!(err(refused), INDETERMINATE);
     assert_eq!(file(&h).as_deref(), Some(text.as_str()));
@@ -343,8 +331,7 @@ fn race_round(h: &RealHome, workers: usize, round: usize) {
 }
 
 const ACTIVE_LINE: &str = "blocked: Beeper Message Like Me recovery: another export is active";
-const CONTENTION_LINE: &str =
-    "blocked: Beeper Message Like Me recovery: export admission could not be acquired after bounded contention";
+const CONTENTION_LINE: &str = "blocked: Beeper Message Like Me recovery: export admission could not be acquired after bounded contention";
 
 /// §7.1.16: two synchronized subprocesses race: exactly one acquires; afterwards
 /// acquire/release works.

@@ -119,9 +119,7 @@ impl Harness {
 
     fn status(&self, owner: &Option<Owner>) -> OwnerStatus {
         match owner {
-            Some(o) if o.boot_id == *self.boot.lock().expect("boot") => {
-                self.liveness.lock().expect("liveness").get(&o.pid).copied().unwrap_or(OwnerStatus::DifferentOrDead)
-            }
+            Some(o) if o.boot_id == *self.boot.lock().expect("boot") => self.liveness.lock().expect("liveness").get(&o.pid).copied().unwrap_or(OwnerStatus::DifferentOrDead),
             _ => OwnerStatus::DifferentOrDead,
         }
     }

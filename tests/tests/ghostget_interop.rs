@@ -86,12 +86,9 @@ fn proclease_and_ghostget_writers_lose_no_update_on_one_record() {
     let home = dir.path().join("state");
     let home_text = home.to_str().expect("utf-8");
     let each = EACH.to_string();
-    let mut proclease: Vec<Child> = (0..2)
-        .map(|_| Command::new(STORE_WORKER).args(["increment", home_text, COUNTER, &each]).stdout(Stdio::piped()).spawn().expect("store_worker"))
-        .collect();
-    let mut peers: Vec<Child> = (0..2)
-        .map(|_| peer(&["increment", home_text, COUNTER, &each]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("node"))
-        .collect();
+    let mut proclease: Vec<Child> =
+        (0..2).map(|_| Command::new(STORE_WORKER).args(["increment", home_text, COUNTER, &each]).stdout(Stdio::piped()).spawn().expect("store_worker")).collect();
+    let mut peers: Vec<Child> = (0..2).map(|_| peer(&["increment", home_text, COUNTER, &each]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("node")).collect();
     let mut successes = 0;
     let mut proclease_retries = 0;
     for child in proclease.drain(..).chain(peers.drain(..)) {
@@ -133,15 +130,8 @@ fn racing_admission_acquires_of_both_programs_admit_one_owner() {
                     .expect("admission_worker")
             })
             .collect();
-        let peers: Vec<Child> = (0..2)
-            .map(|_| {
-                peer(&["acquire-admission", home_text, "4000"])
-                    .env("PEER_START_AT", start_at.to_string())
-                    .stdout(Stdio::piped())
-                    .spawn()
-                    .expect("node")
-            })
-            .collect();
+        let peers: Vec<Child> =
+            (0..2).map(|_| peer(&["acquire-admission", home_text, "4000"]).env("PEER_START_AT", start_at.to_string()).stdout(Stdio::piped()).spawn().expect("node")).collect();
         std::thread::sleep(Duration::from_millis(start_at.saturating_sub(now_ms())));
         std::fs::write(&go, "").expect("go");
         // Every racer answers within the peers' hold; then the proclease winner may release.
@@ -155,10 +145,7 @@ fn racing_admission_acquires_of_both_programs_admit_one_owner() {
             if text.starts_with("acquired") {
                 winners.push(format!("proclease {text:?}"));
             } else {
-                assert!(
-                    text.contains("another export is active") || text.contains("could not be acquired safely"),
-                    "round {round}: a proclease loser was told {text:?}"
-                );
+                assert!(text.contains("another export is active") || text.contains("could not be acquired safely"), "round {round}: a proclease loser was told {text:?}");
             }
         }
         for child in peers {
@@ -232,11 +219,7 @@ fn what_a_killed_ghostget_writer_leaves_proclease_recovers_and_goes_on() {
             }
         };
         let sha = proclease::core::digest::sha256_hex(text.as_bytes());
-        let args: Vec<&str> = if step == "remove-quarantine" {
-            vec!["remove", home_text, record, &sha]
-        } else {
-            vec!["replace", home_text, record, "{\"value\":1}", &sha]
-        };
+        let args: Vec<&str> = if step == "remove-quarantine" { vec!["remove", home_text, record, &sha] } else { vec!["replace", home_text, record, "{\"value\":1}", &sha] };
         let mut writer = peer(&args).env("PEER_PAUSE_AT", step).stdout(Stdio::piped()).spawn().expect("node");
         await_line(&mut writer, "event", "paused");
         kill(writer);

@@ -26,10 +26,7 @@ const SLACK: Duration = Duration::from_secs(2);
 /// One runtime with a 1 s deadline and a 16 MiB memory cap, shared by every test here.
 fn runtime() -> &'static Runtime {
     static RUNTIME: OnceLock<Runtime> = OnceLock::new();
-    RUNTIME.get_or_init(|| {
-        Runtime::new(RuntimeConfig { call_deadline: DEADLINE, max_memory_bytes: MEMORY_CAP, ..RuntimeConfig::default() })
-            .expect("the runtime starts")
-    })
+    RUNTIME.get_or_init(|| Runtime::new(RuntimeConfig { call_deadline: DEADLINE, max_memory_bytes: MEMORY_CAP, ..RuntimeConfig::default() }).expect("the runtime starts"))
 }
 
 /// The hostile component, loaded once into [`runtime`]'s engine.
@@ -46,10 +43,7 @@ fn instantiate(effects: Effects) -> (Store<HostState>, Instance) {
 /// acquire/release on a real state home.
 fn assert_real_component_still_works(runtime: &Runtime) {
     let mut instance = runtime.instantiate().expect("the real component instantiates after a hostile one was stopped");
-    assert_eq!(
-        instance.records().canonicalize(r#"{"b":1,"a":[true,null]}"#).expect("canonicalize runs"),
-        Ok(r#"{"a":[true,null],"b":1}"#.to_string())
-    );
+    assert_eq!(instance.records().canonicalize(r#"{"b":1,"a":[true,null]}"#).expect("canonicalize runs"), Ok(r#"{"a":[true,null],"b":1}"#.to_string()));
     let home = RealHome::new();
     let mut admission = Admission::acquire(runtime, home.real_effects()).expect("admission acquired");
     admission.release().expect("admission released");
@@ -60,10 +54,7 @@ fn the_hostile_component_imports_only_proclease_interfaces() {
     let ty = hostile_component().component_type();
     let mut imports: Vec<String> = ty.imports(runtime().engine()).map(|(name, _)| name.to_string()).collect();
     imports.sort();
-    assert_eq!(
-        imports,
-        ["proclease:lease/plugin-catalog@0.1.0", "proclease:lease/state-store@0.1.0", "proclease:lease/types@0.1.0", "proclease:lease/workspace@0.1.0"]
-    );
+    assert_eq!(imports, ["proclease:lease/plugin-catalog@0.1.0", "proclease:lease/state-store@0.1.0", "proclease:lease/types@0.1.0", "proclease:lease/workspace@0.1.0"]);
     assert!(imports.iter().all(|name| name.starts_with("proclease:lease/")), "no wasi or other imports: {imports:?}");
 }
 
@@ -134,10 +125,7 @@ fn a_hoarding_guest_is_stopped_at_the_memory_cap_and_the_runtime_carries_on() {
     assert_eq!(*cap_bytes, MEMORY_CAP);
     assert!(*requested_bytes > MEMORY_CAP && *requested_bytes <= MEMORY_CAP + (2 << 20), "{requested_bytes}");
     let message = error.to_string();
-    assert_eq!(
-        message,
-        format!("the component tried to grow its memory to 17 MiB ({requested_bytes} bytes), past its 16 MiB cap, and was stopped")
-    );
+    assert_eq!(message, format!("the component tried to grow its memory to 17 MiB ({requested_bytes} bytes), past its 16 MiB cap, and was stopped"));
 
     assert_real_component_still_works(runtime());
 }
@@ -286,10 +274,7 @@ fn store_calls_outside_the_state_home_are_refused_and_touch_nothing() {
             // `create-if-absent` never writes through an existing entry: over a planted symbolic
             // link it answers "it existed" (false), as the reference's link(2)-based create does.
             let existed = function == "create-if-absent" && result == "ok false" && planted_link(&sandbox.home, path);
-            assert!(
-                result.starts_with("refused ") || result.starts_with("unsafe ") || existed,
-                "{path}: {function} was not refused: {result}"
-            );
+            assert!(result.starts_with("refused ") || result.starts_with("unsafe ") || existed, "{path}: {function} was not refused: {result}");
         }
         assert!(!outcome.contains("the secret"), "{path}: the secret was read: {outcome}");
         assert!(!outcome.contains("root:"), "{path}: /etc/passwd was read: {outcome}");
@@ -303,12 +288,7 @@ fn store_calls_outside_the_state_home_are_refused_and_touch_nothing() {
     assert_eq!(std::fs::read_to_string(sandbox.home.join("runs/control.json")).expect("created"), "written by the hostile guest\n");
 }
 
-fn escape_workspace(
-    store: &mut Store<HostState>,
-    instance: &Instance,
-    path: &str,
-    expected: Option<&proclease::core::records::DirectoryIdentity>,
-) -> String {
+fn escape_workspace(store: &mut Store<HostState>, instance: &Instance, path: &str, expected: Option<&proclease::core::records::DirectoryIdentity>) -> String {
     let func = instance.get_func(&mut *store, "escape-workspace").expect("exported");
     let expected = expected.map(|i| {
         Box::new(Val::Record(vec![
@@ -358,10 +338,7 @@ fn workspace_calls_outside_the_granted_roots_are_refused_and_delete_nothing() {
         } else {
             assert!(!inspect.contains(&victim_identity.inode), "{path}: inspect followed the link: {inspect}");
         }
-        assert!(
-            remove.starts_with("remove-tree: refused ") || remove.starts_with("remove-tree: identity-changed "),
-            "{path}: remove-tree was not refused: {remove}"
-        );
+        assert!(remove.starts_with("remove-tree: refused ") || remove.starts_with("remove-tree: identity-changed "), "{path}: remove-tree was not refused: {remove}");
         assert_eq!(tree(&sandbox.root), before, "{path}: something changed on disk");
     }
     assert!(victim.join("keep.txt").is_file() && victim.join("inner").is_dir());

@@ -11,10 +11,7 @@ use proclease::core::liveness::OwnerStatus;
 use proclease::core::records::invocation_lease::{Containment, ContainmentStatus, InvocationLease, LeaseOwner};
 use proclease::core::records::portable_identity::{self, PortableIdentity};
 use proclease::core::records::{Owner, Parsed};
-use proclease::{
-    ContainmentController, Runtime, acquire_invocation_lease, invocation_lease_status, list_invocation_leases, release_invocation_lease,
-    repair_invocation_leases,
-};
+use proclease::{ContainmentController, Runtime, acquire_invocation_lease, invocation_lease_status, list_invocation_leases, release_invocation_lease, repair_invocation_leases};
 use proclease_tests::fakes::RealHome;
 
 const A: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
@@ -69,9 +66,7 @@ fn remove(h: &RealHome, lease_id: &str) {
 fn install(h: &RealHome, plugins: &[(&str, &str)]) {
     let plugins: Vec<_> = plugins
         .iter()
-        .map(|(id, bundle)| {
-            serde_json::json!({"pluginId": id, "version": "1.0.0", "hostApiVersion": 1, "bundleSha256": bundle, "manifestSha256": B, "enabled": true})
-        })
+        .map(|(id, bundle)| serde_json::json!({"pluginId": id, "version": "1.0.0", "hostApiVersion": 1, "bundleSha256": bundle, "manifestSha256": B, "enabled": true}))
         .collect();
     let text = serde_json::json!({"schemaVersion": 1, "plugins": plugins}).to_string();
     let path = "provider-plugins/catalog.json";
@@ -118,7 +113,8 @@ fn s1_admission() {
     );
     remove(&h, &malformed);
 
-    let unverifiable = format!("portable provider plugin portable-test invocation is blocked by unverifiable non-complete lease {}; run ghostget plugin doctor before retrying", id(2));
+    let unverifiable =
+        format!("portable provider plugin portable-test invocation is blocked by unverifiable non-complete lease {}; run ghostget plugin doctor before retrying", id(2));
     put(&h, &lease(&id(2), 987_654_321, "portable-test"));
     assert_eq!(acquire(&h, "portable-test", A).expect_err("blocked"), unverifiable);
     remove(&h, &id(2));
@@ -307,11 +303,8 @@ fn s4_tombstones_with_real_processes() {
 fn catalog_lock_fails_fast_and_dies_with_its_holder() {
     let h = RealHome::new();
     install(&h, &[("portable-test", A)]);
-    let mut holder = Command::new(env!("CARGO_BIN_EXE_store_worker"))
-        .args(["hold-catalog-lock", h.home.to_str().expect("utf-8")])
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("spawn holder");
+    let mut holder =
+        Command::new(env!("CARGO_BIN_EXE_store_worker")).args(["hold-catalog-lock", h.home.to_str().expect("utf-8")]).stdout(Stdio::piped()).spawn().expect("spawn holder");
     let mut line = String::new();
     BufReader::new(holder.stdout.as_mut().expect("stdout")).read_line(&mut line).expect("read");
     assert_eq!(line.trim(), "locked");
@@ -424,11 +417,7 @@ fn recover_mode_keeps_a_tombstone_whose_other_machine_processes_the_cluster_find
         ] {
             for through_component in [false, true] {
                 let processes = ScriptedProcesses::new(A, OwnerStatus::Unknown);
-                processes.script().facts = Some(Box::new(move |owner| OwnerFacts {
-                    boot_id: A.into(),
-                    remote,
-                    ..OwnerFacts::implying(owner, OwnerStatus::Unknown)
-                }));
+                processes.script().facts = Some(Box::new(move |owner| OwnerFacts { boot_id: A.into(), remote, ..OwnerFacts::implying(owner, OwnerStatus::Unknown) }));
                 let world = FakeWorld::with_processes(processes);
                 world.store.put(&lease_path(&tombstone.lease_id), &tombstone.clone().parsed().canonical);
                 let got = if through_component {

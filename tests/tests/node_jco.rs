@@ -16,11 +16,7 @@ fn the_component_passes_the_vectors_and_scenarios_in_node() {
     std::fs::write(&wasm, proclease::component::BYTES).expect("write the component");
 
     if !js.join("node_modules/@bytecodealliance/jco-transpile").is_dir() {
-        let install = Command::new("npm")
-            .args(["ci", "--no-audit", "--no-fund"])
-            .current_dir(&js)
-            .output()
-            .expect("npm must be installed (Node 20) to run the Node suite");
+        let install = Command::new("npm").args(["ci", "--no-audit", "--no-fund"]).current_dir(&js).output().expect("npm must be installed (Node 20) to run the Node suite");
         assert!(install.status.success(), "npm ci in tests/js failed:\n{}", String::from_utf8_lossy(&install.stderr));
     }
     let vectors = proclease_tests::conformance::public_vectors_dir();

@@ -4,6 +4,7 @@
 //! record — while its owner or a recorded helper, child or host is exact-live, whatever the
 //! record's phase, boot or schema and whatever the other processes' status.
 
+use proclease::Runtime;
 use proclease::core::admission;
 use proclease::core::canonical_json;
 use proclease::core::directory_leases::{self, DIRECTORY};
@@ -14,7 +15,6 @@ use proclease::core::records::directory_lease::{DirectoryLease, Phase as RawPhas
 use proclease::core::records::export_admission::{ExportAdmission, Phase, Schema};
 use proclease::core::records::invocation_lease::{Containment, ContainmentStatus, InvocationLease, LeaseOwner};
 use proclease::core::records::{Owner, portable_identity};
-use proclease::Runtime;
 use proclease_tests::fakes::{FakeWorld, ScriptedProcesses};
 use proptest::prelude::*;
 use serde_json::Value;
@@ -163,8 +163,13 @@ enum Prober {
 }
 
 fn truth() -> impl Strategy<Value = Truth> {
-    (any::<bool>(), any::<bool>(), any::<bool>(), prop::bool::weighted(0.15), 0u8..3)
-        .prop_map(|(alive, witnessed, in_container, hidden, variant)| Truth { alive, witnessed, in_container: witnessed && in_container, hidden, variant })
+    (any::<bool>(), any::<bool>(), any::<bool>(), prop::bool::weighted(0.15), 0u8..3).prop_map(|(alive, witnessed, in_container, hidden, variant)| Truth {
+        alive,
+        witnessed,
+        in_container: witnessed && in_container,
+        hidden,
+        variant,
+    })
 }
 
 fn prober() -> impl Strategy<Value = Prober> {
@@ -229,11 +234,7 @@ fn start_of(pid: u64) -> &'static str {
 }
 
 fn owner(pid: u64, other_boot: bool) -> Owner {
-    Owner {
-        pid,
-        boot_id: (if other_boot { OTHER_BOOT } else { BOOT }).into(),
-        process_start_id: proclease::core::digest::process_start_id(BOOT, start_of(pid)),
-    }
+    Owner { pid, boot_id: (if other_boot { OTHER_BOOT } else { BOOT }).into(), process_start_id: proclease::core::digest::process_start_id(BOOT, start_of(pid)) }
 }
 
 /// A process table on [`BOOT`] where the owner is `owner` (with processes it started

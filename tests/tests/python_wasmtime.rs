@@ -47,10 +47,7 @@ fn the_component_passes_the_vectors_and_scenarios_in_python() {
     let wasm = build.join("proclease.wasm");
     std::fs::write(&wasm, proclease::component::BYTES).expect("write the component");
 
-    let setup = Command::new("bash")
-        .arg(py.join("setup.sh"))
-        .output()
-        .expect("bash must be installed to prepare the Python suite");
+    let setup = Command::new("bash").arg(py.join("setup.sh")).output().expect("bash must be installed to prepare the Python suite");
     assert!(
         setup.status.success(),
         "tests/py/setup.sh failed (it needs python3 >= 3.11 with venv, and PyPI):\n{}{}",
@@ -94,10 +91,7 @@ fn the_component_passes_the_vectors_and_scenarios_in_python() {
 #[test]
 fn suite_lines_are_read_as_the_python_runner_prints_them() {
     assert_eq!(python_line("proc-stat python: 145/145"), Some(("proc-stat".into(), (145, 145, 0))));
-    assert_eq!(
-        python_line("raw-lease-transition python: 467/690 (223 skipped: dynamic-type)"),
-        Some(("raw-lease-transition".into(), (467, 690, 223)))
-    );
+    assert_eq!(python_line("raw-lease-transition python: 467/690 (223 skipped: dynamic-type)"), Some(("raw-lease-transition".into(), (467, 690, 223))));
     assert_eq!(python_line("x python: 1/2 (unknown suite)"), None);
     assert_eq!(python_line("proc-stat node: 145/145"), None);
 }

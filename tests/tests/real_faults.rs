@@ -13,9 +13,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 
+use proclease::Host;
 use proclease::state_store::{StateStore, StoreError};
 use proclease::workspace::{Workspace, WorkspaceError};
-use proclease::Host;
 
 /// A tmpfs of `size` mounted on a fresh directory, unmounted when dropped.
 struct Tmpfs {
@@ -36,10 +36,7 @@ impl Tmpfs {
         if status.is_ok_and(|s| s.success()) {
             return true;
         }
-        assert!(
-            std::env::var_os("PROCLEASE_REQUIRE_MOUNTS").is_none(),
-            "cannot mount a tmpfs (needs CAP_SYS_ADMIN) and PROCLEASE_REQUIRE_MOUNTS is set"
-        );
+        assert!(std::env::var_os("PROCLEASE_REQUIRE_MOUNTS").is_none(), "cannot mount a tmpfs (needs CAP_SYS_ADMIN) and PROCLEASE_REQUIRE_MOUNTS is set");
         eprintln!("skipped: cannot mount a tmpfs here (needs CAP_SYS_ADMIN)");
         false
     }
@@ -81,10 +78,7 @@ fn open_store(home: &Path) -> Arc<StateStore> {
 }
 
 fn staging_entries(home: &Path) -> Vec<String> {
-    std::fs::read_dir(home.join(".proclease/staging"))
-        .expect("staging")
-        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
-        .collect()
+    std::fs::read_dir(home.join(".proclease/staging")).expect("staging").map(|e| e.expect("entry").file_name().to_string_lossy().into_owned()).collect()
 }
 
 /// Fills the filesystem at `dir` until it refuses another byte; returns the filler's path.

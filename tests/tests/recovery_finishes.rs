@@ -13,10 +13,10 @@ use std::time::Duration;
 use proclease::core::directory_leases::{self, Action, Options, Request};
 use proclease::core::effects::{BatchStatus, CollectionIdentity, CollectionSnapshot, Processes, Store, StoreFailure};
 use proclease::core::liveness::{OwnerFacts, OwnerStatus};
+use proclease::core::records::Owner;
 use proclease::core::records::creation_intent::CreationIntent;
 use proclease::core::records::directory_lease::{DirectoryLease as Claim, Phase, Role};
 use proclease::core::records::export_admission::{ExportAdmission, Phase as AdmissionPhase, Schema};
-use proclease::core::records::Owner;
 use proclease::core::{admission, digest};
 use proclease::{Admission, DirectoryLease, Error, Limit, Runtime, RuntimeConfig, recover_directory_creations, recover_each_directory_lease};
 use proclease_tests::fakes::{FakeWorld, MemoryStore, RealHome, ScriptedProcesses};
@@ -222,10 +222,7 @@ fn recover_racing(options: Options) -> directory_leases::Run {
 fn a_lease_another_recoverer_finished_is_reported_not_refused() {
     // The reference stops: the claim changed during recovery inspection.
     let strict = recover_racing(Options::default());
-    assert_eq!(
-        strict.stopped.as_ref().map(|e| e.to_string()).as_deref(),
-        Some("Beeper Message Like Me recovery: directory lease changed during recovery inspection")
-    );
+    assert_eq!(strict.stopped.as_ref().map(|e| e.to_string()).as_deref(), Some("Beeper Message Like Me recovery: directory lease changed during recovery inspection"));
     assert_eq!(strict.report().recovered, 1, "the lease before it stays recovered");
     // The command line's recovery: done by someone else, reported, and the rest recovered.
     let run = recover_racing(Options { concurrent: true, ..Options::default() });
@@ -282,13 +279,7 @@ fn a_crash_between_mkdir_and_the_lease_leaves_nothing_after_recovery() {
         private_dir(dir);
     }
     let identity = |p: &Path| home.workspace.inspect(&s(p)).expect("inspect").map(|f| f.identity);
-    let intent = CreationIntent {
-        id: uuid(9),
-        owner: dead_owner(),
-        path: s(&made[1]),
-        created: made.iter().map(|p| (s(p), identity(p))).collect(),
-    }
-    .parsed();
+    let intent = CreationIntent { id: uuid(9), owner: dead_owner(), path: s(&made[1]), created: made.iter().map(|p| (s(p), identity(p))).collect() }.parsed();
     let intents = home.home.join(directory_leases::INTENTS);
     private_dir(&home.home.join("recovery"));
     private_dir(&intents);

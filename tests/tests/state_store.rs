@@ -36,10 +36,7 @@ fn mode(path: &Path) -> u32 {
 }
 
 fn staging_entries(home: &Path) -> Vec<String> {
-    std::fs::read_dir(home.join(".proclease/staging"))
-        .expect("staging exists")
-        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
-        .collect()
+    std::fs::read_dir(home.join(".proclease/staging")).expect("staging exists").map(|e| e.expect("entry").file_name().to_string_lossy().into_owned()).collect()
 }
 
 const RECORD: &str = "recovery/things/a.json";
@@ -87,10 +84,7 @@ fn ensure_private_directory_and_snapshot() {
     let snapshot = f.store.snapshot("recovery/leases", true).expect("snapshot").expect("present");
     assert_eq!(snapshot.identity, identity);
     let listed: Vec<(&str, EntryKind)> = snapshot.entries.iter().map(|e| (e.name.as_str(), e.kind)).collect();
-    assert_eq!(
-        listed,
-        vec![("a.json", EntryKind::File), ("b.json", EntryKind::File), ("link", EntryKind::SymbolicLink), ("sub", EntryKind::Directory)]
-    );
+    assert_eq!(listed, vec![("a.json", EntryKind::File), ("b.json", EntryKind::File), ("link", EntryKind::SymbolicLink), ("sub", EntryKind::Directory)]);
     std::fs::set_permissions(f.home.join("recovery/leases/sub"), std::fs::Permissions::from_mode(0o755)).expect("chmod");
     let error = f.store.snapshot("recovery/leases", false).expect_err("a non-private sub-directory is refused");
     assert!(error.to_string().contains("sub-directory sub must be owned by you with mode 0700"), "{error}");
@@ -112,10 +106,7 @@ fn batch_read_reports_each_file() {
     write("fill1.json", &[b'y'; 40], 0o600);
     write("fill2.json", &[b'z'; 40], 0o600);
     symlink(dir.join("ok.json"), dir.join("link.json")).expect("symlink");
-    let names: Vec<String> = ["ok.json", "absent.json", "big.json", "shared.json", "binary.json", "link.json", "fill1.json", "fill2.json"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+    let names: Vec<String> = ["ok.json", "absent.json", "big.json", "shared.json", "binary.json", "link.json", "fill1.json", "fill2.json"].iter().map(|s| s.to_string()).collect();
     let results = f.store.read_batch("recovery/batch", &names, 64, 80, &identity).expect("batch");
     let statuses: Vec<BatchStatus> = results.into_iter().map(|(_, s)| s).collect();
     assert_eq!(
@@ -212,15 +203,8 @@ fn racing_replacers_have_exactly_one_winner_per_round() {
     let f = fixture();
     assert!(f.store.create_if_absent("recovery/race/record.json", &round_record(0, "start")).expect("seed"));
     let home = f.home.to_str().expect("utf-8").to_string();
-    let children: Vec<_> = (0..WORKERS)
-        .map(|i| {
-            worker()
-                .args(["race-replace", &home, &ROUNDS.to_string(), &format!("w{i}")])
-                .stdout(Stdio::piped())
-                .spawn()
-                .expect("spawn")
-        })
-        .collect();
+    let children: Vec<_> =
+        (0..WORKERS).map(|i| worker().args(["race-replace", &home, &ROUNDS.to_string(), &format!("w{i}")]).stdout(Stdio::piped()).spawn().expect("spawn")).collect();
     let mut wins = vec![0u32; ROUNDS as usize];
     for child in children {
         let output = child.wait_with_output().expect("wait");
@@ -240,15 +224,8 @@ fn racing_creators_create_each_record_once() {
     const ROUNDS: u64 = 100;
     let f = fixture();
     let home = f.home.to_str().expect("utf-8").to_string();
-    let children: Vec<_> = (0..WORKERS)
-        .map(|i| {
-            worker()
-                .args(["race-create", &home, &ROUNDS.to_string(), &format!("w{i}")])
-                .stdout(Stdio::piped())
-                .spawn()
-                .expect("spawn")
-        })
-        .collect();
+    let children: Vec<_> =
+        (0..WORKERS).map(|i| worker().args(["race-create", &home, &ROUNDS.to_string(), &format!("w{i}")]).stdout(Stdio::piped()).spawn().expect("spawn")).collect();
     let mut creators: Vec<Vec<String>> = vec![Vec::new(); ROUNDS as usize];
     for (i, child) in children.into_iter().enumerate() {
         let output = child.wait_with_output().expect("wait");
@@ -314,9 +291,8 @@ fn sigkill_at_random_instants_leaves_only_complete_records() {
         // once a second); the next recovering listing removes them.
         f.store.snapshot("recovery/churn", true).expect("a recovering listing succeeds");
         assert!(staging_entries(&f.home).is_empty(), "trial {trial} (seed {seed}): stray temporaries {:?}", staging_entries(&f.home));
-        let collection: Vec<String> = std::fs::read_dir(f.home.join("recovery/churn"))
-            .map(|d| d.map(|e| e.expect("entry").file_name().to_string_lossy().into_owned()).collect())
-            .unwrap_or_default();
+        let collection: Vec<String> =
+            std::fs::read_dir(f.home.join("recovery/churn")).map(|d| d.map(|e| e.expect("entry").file_name().to_string_lossy().into_owned()).collect()).unwrap_or_default();
         assert!(collection.iter().all(|n| n.ends_with(".json")), "trial {trial}: foreign entries {collection:?}");
     }
     // The kills must land while the worker is writing, not only before it starts.

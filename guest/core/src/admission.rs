@@ -75,8 +75,7 @@ pub fn acquire(store: &mut dyn Store, processes: &mut dyn Processes, entropy: &m
         for _ in 0..MAX_ATTEMPTS {
             if let Some(text) = store.read_if_present(CLAIM_PATH, MAX_CLAIM_BYTES)? {
                 let observed = export_admission::parse_file(&text)?;
-                let disposition = dispositions::admission(&observed.record, &boot_id, &mut |_, owner| liveness::probe(processes, owner))
-                    .map_err(Error::System)?;
+                let disposition = dispositions::admission(&observed.record, &boot_id, &mut |_, owner| liveness::probe(processes, owner)).map_err(Error::System)?;
                 // The verdict is about the claim read before its owner was probed; an owner that
                 // moved on or released meanwhile (and then exited) would be judged by a claim that
                 // is no longer there. A refusal stands only if the claim is unchanged after the
@@ -99,15 +98,8 @@ pub fn acquire(store: &mut dyn Store, processes: &mut dyn Processes, entropy: &m
                 }
             }
             let owner = processes.self_identity().map_err(Error::System)?;
-            let claim = ExportAdmission {
-                schema: Schema::V2,
-                id: uuid_v4(entropy),
-                owner,
-                helper_owner: None,
-                phase: Some(Phase::ParentOwned),
-                revision: Some(uuid_v4(entropy)),
-            }
-            .parsed();
+            let claim =
+                ExportAdmission { schema: Schema::V2, id: uuid_v4(entropy), owner, helper_owner: None, phase: Some(Phase::ParentOwned), revision: Some(uuid_v4(entropy)) }.parsed();
             let created = match store.create_if_absent(CLAIM_PATH, &claim.canonical) {
                 Ok(created) => created,
                 Err(failure) => {
@@ -147,29 +139,15 @@ pub fn transition_allowed(current: Phase, requested: Phase, helper_given: bool) 
 /// Errors: `… released export admission cannot change lifecycle`, `… export admission lifecycle
 /// transition is invalid`, `… export admission changed before lifecycle update` (handle
 /// unchanged), `… export admission lifecycle could not be updated safely`.
-pub fn update(
-    handle: &mut Handle,
-    phase: Phase,
-    helper: Option<Owner>,
-    store: &mut dyn Store,
-    entropy: &mut dyn Entropy,
-) -> Result<(), Error> {
+pub fn update(handle: &mut Handle, phase: Phase, helper: Option<Owner>, store: &mut dyn Store, entropy: &mut dyn Entropy) -> Result<(), Error> {
     if handle.released {
         return Err(Error::lease(LeaseCode::ReleasedExportAdmissionCannotChangeLifecycle));
     }
     if !transition_allowed(handle.phase(), phase, helper.is_some()) {
         return Err(Error::lease(LeaseCode::ExportAdmissionLifecycleTransitionIsInvalid));
     }
-    let next = ExportAdmission {
-        phase: Some(phase),
-        helper_owner: helper,
-        revision: Some(uuid_v4(entropy)),
-        ..handle.claim.clone()
-    }
-    .parsed();
-    let written = wrapped(LeaseCode::ExportAdmissionLifecycleCouldNotBeUpdatedSafely, || {
-        Ok(store.replace_if_unchanged(CLAIM_PATH, &handle.content_sha256, &next.canonical)?)
-    })?;
+    let next = ExportAdmission { phase: Some(phase), helper_owner: helper, revision: Some(uuid_v4(entropy)), ..handle.claim.clone() }.parsed();
+    let written = wrapped(LeaseCode::ExportAdmissionLifecycleCouldNotBeUpdatedSafely, || Ok(store.replace_if_unchanged(CLAIM_PATH, &handle.content_sha256, &next.canonical)?))?;
     if !written {
         return Err(Error::lease(LeaseCode::ExportAdmissionChangedBeforeLifecycleUpdate));
     }
@@ -187,13 +165,7 @@ pub fn begin_helper_launch(handle: &mut Handle, store: &mut dyn Store, entropy: 
 /// (`… export admission helper PID is invalid`); its identity is captured *before* the
 /// lifecycle checks (a dead child fails with the capture's raw error); then helper-launching →
 /// helper-active.
-pub fn bind_helper(
-    handle: &mut Handle,
-    pid: i64,
-    store: &mut dyn Store,
-    processes: &mut dyn Processes,
-    entropy: &mut dyn Entropy,
-) -> Result<(), Error> {
+pub fn bind_helper(handle: &mut Handle, pid: i64, store: &mut dyn Store, processes: &mut dyn Processes, entropy: &mut dyn Entropy) -> Result<(), Error> {
     if !(1..=2_147_483_647).contains(&pid) {
         return Err(Error::lease(LeaseCode::ExportAdmissionHelperPidIsInvalid));
     }
@@ -224,16 +196,13 @@ pub fn release(handle: &mut Handle, store: &mut dyn Store) -> Result<(), Error> 
     if handle.phase() != Phase::ParentOwned || handle.claim.helper_owner.is_some() {
         return Err(Error::lease(LeaseCode::ExportAdmissionCannotReleaseAnUnsettledHelperLifecycle));
     }
-    let removed = wrapped(LeaseCode::ExportAdmissionCouldNotBeReleasedSafely, || {
-        Ok(store.remove_if_unchanged(CLAIM_PATH, &handle.content_sha256)?)
-    })?;
+    let removed = wrapped(LeaseCode::ExportAdmissionCouldNotBeReleasedSafely, || Ok(store.remove_if_unchanged(CLAIM_PATH, &handle.content_sha256)?))?;
     if !removed {
         return Err(Error::lease(LeaseCode::ExportAdmissionChangedBeforeRelease));
     }
     handle.released = true;
     Ok(())
 }
-
 
 /// What `doctor` shows for the admission: the claim on disk, its disposition (§6A.5) and why.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -48,11 +48,7 @@ pub fn darwin_boot_id(raw: &str) -> Result<String, &'static str> {
             8 | 13 | 18 | 23 => *c == b'-',
             _ => c.is_ascii_hexdigit(),
         });
-    if ok {
-        Ok(identity_digest("io-boot", &trimmed.to_ascii_lowercase()))
-    } else {
-        Err(BOOT_ID_MALFORMED)
-    }
+    if ok { Ok(identity_digest("io-boot", &trimmed.to_ascii_lowercase())) } else { Err(BOOT_ID_MALFORMED) }
 }
 
 /// `processStartId = identityDigest("io-process-start", bootId ‖ 0x00 ‖ rawStart)` (§2.3).
@@ -81,13 +77,7 @@ mod tests {
         assert_eq!(sha256_hex(b""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
         let boot = linux_boot_id("0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0\n").unwrap();
         assert_eq!(boot, "2e428f285ab5c7529544f882ab5704fda290111df77d659381ffdf07d68f8572");
-        assert_eq!(
-            process_start_id(&boot, "424242"),
-            "1ff6d3c4b880467f02b3aa0cb9c4445150c501b47f5619cf383edc23f4af801f"
-        );
-        assert_eq!(
-            darwin_boot_id("00112233-4455-6677-8899-AABBCCDDEEFF").unwrap(),
-            "fbb2c057897c5410fc49f4ecfba01406b116efa6a51254f43852ea89733a030a"
-        );
+        assert_eq!(process_start_id(&boot, "424242"), "1ff6d3c4b880467f02b3aa0cb9c4445150c501b47f5619cf383edc23f4af801f");
+        assert_eq!(darwin_boot_id("00112233-4455-6677-8899-AABBCCDDEEFF").unwrap(), "fbb2c057897c5410fc49f4ecfba01406b116efa6a51254f43852ea89733a030a");
     }
 }

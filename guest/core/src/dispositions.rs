@@ -212,11 +212,7 @@ pub fn content_bound(lease: &InvocationLease, content_sha256: &str) -> Result<Pa
 /// §6B.4 `portableProviderPluginInvocationLeaseOwnerStatus`: `(combined, reported)`.
 ///
 /// Errors: [`NOT_CONTENT_BOUND`] (before any probe), or the probe's.
-pub fn invocation_owner_status<E: From<Error>>(
-    lease: &InvocationLease,
-    content_sha256: &str,
-    inspect: Inspect<'_, E>,
-) -> Result<(OwnerStatus, OwnerStatus), E> {
+pub fn invocation_owner_status<E: From<Error>>(lease: &InvocationLease, content_sha256: &str, inspect: Inspect<'_, E>) -> Result<(OwnerStatus, OwnerStatus), E> {
     content_bound(lease, content_sha256)?;
     let combined = invocation_combined(lease, inspect)?;
     Ok((combined, invocation_reported(lease, combined)))

@@ -10,9 +10,7 @@ use alloc::vec::Vec;
 use crate::dispositions::{self, content_bound, is_tombstone};
 use crate::effects::{BatchStatus, Catalog, Clock, Entropy, EntryKind, Processes, Store, uuid_v4};
 use crate::liveness::{self, OwnerStatus};
-use crate::records::invocation_lease::{
-    self, Containment, ContainmentStatus, InvocationLease, LeaseOwner, Listed, candidate_lease_id, iso_timestamp,
-};
+use crate::records::invocation_lease::{self, Containment, ContainmentStatus, InvocationLease, LeaseOwner, Listed, candidate_lease_id, iso_timestamp};
 use crate::records::portable_identity::{self, PortableIdentity};
 use crate::records::{Owner, Parsed};
 use crate::{Error, js};
@@ -44,12 +42,8 @@ pub enum Entry {
 /// Errors: the store's.
 pub fn list(store: &mut dyn Store) -> Result<Vec<Entry>, Error> {
     let Some(snapshot) = store.snapshot(DIRECTORY, false)? else { return Ok(Vec::new()) };
-    let mut candidates: Vec<(String, bool)> = snapshot
-        .entries
-        .iter()
-        .filter(|e| candidate_lease_id(&e.name).is_some())
-        .map(|e| (e.name.clone(), e.kind == EntryKind::File))
-        .collect();
+    let mut candidates: Vec<(String, bool)> =
+        snapshot.entries.iter().filter(|e| candidate_lease_id(&e.name).is_some()).map(|e| (e.name.clone(), e.kind == EntryKind::File)).collect();
     candidates.sort_by(|a, b| js::cmp_utf16(&a.0, &b.0));
     let files: Vec<String> = candidates.iter().filter(|(_, file)| *file).map(|(n, _)| n.clone()).collect();
     let mut texts = alloc::collections::BTreeMap::new();
@@ -102,16 +96,10 @@ impl EntryDecision {
 }
 
 /// §6B.5 step c for one entry, with the error a blocked decision raises.
-pub fn admission_entry<E: From<Error>>(
-    plugin_id: &str,
-    entry: &Entry,
-    inspect: dispositions::Inspect<'_, E>,
-) -> Result<(EntryDecision, Option<Error>), E> {
+pub fn admission_entry<E: From<Error>>(plugin_id: &str, entry: &Entry, inspect: dispositions::Inspect<'_, E>) -> Result<(EntryDecision, Option<Error>), E> {
     let snapshot = match entry {
         Entry::Invalid(lease_id) => {
-            let message = format!(
-                "portable provider plugin invocation is blocked by malformed lease {lease_id}; run ghostget plugin doctor before retrying"
-            );
+            let message = format!("portable provider plugin invocation is blocked by malformed lease {lease_id}; run ghostget plugin doctor before retrying");
             return Ok((EntryDecision::BlockedMalformed, Some(Error::lease_with(LeaseCode::InvocationBlockedByMalformedLease, &message))));
         }
         Entry::Valid(snapshot) => snapshot,
@@ -123,10 +111,8 @@ pub fn admission_entry<E: From<Error>>(
     match lease.containment.as_ref().map(|c| c.status) {
         Some(ContainmentStatus::CleanupComplete) => return Ok((EntryDecision::Skip, None)),
         Some(ContainmentStatus::CleanupUnsafe) => {
-            let message = format!(
-                "portable provider plugin {plugin_id} invocation is blocked by cleanup-unsafe lease {}; run ghostget plugin doctor before retrying",
-                lease.lease_id
-            );
+            let message =
+                format!("portable provider plugin {plugin_id} invocation is blocked by cleanup-unsafe lease {}; run ghostget plugin doctor before retrying", lease.lease_id);
             return Ok((EntryDecision::BlockedCleanupUnsafe, Some(Error::lease_with(LeaseCode::InvocationBlockedByCleanupUnsafeLease, &message))));
         }
         _ => {}
@@ -135,10 +121,8 @@ pub fn admission_entry<E: From<Error>>(
     if reported == OwnerStatus::ExactLiveOwner {
         return Ok((EntryDecision::Allowed, None));
     }
-    let message = format!(
-        "portable provider plugin {plugin_id} invocation is blocked by unverifiable non-complete lease {}; run ghostget plugin doctor before retrying",
-        lease.lease_id
-    );
+    let message =
+        format!("portable provider plugin {plugin_id} invocation is blocked by unverifiable non-complete lease {}; run ghostget plugin doctor before retrying", lease.lease_id);
     Ok((EntryDecision::BlockedUnverifiable, Some(Error::lease_with(LeaseCode::InvocationBlockedByUnverifiableLease, &message))))
 }
 
@@ -192,19 +176,13 @@ pub fn acquire(identity: &PortableIdentity, run_id: &str, fx: Effects<'_>) -> Re
                 && p.manifest_sha256 == identity.manifest_sha256
         });
         if !exact {
-            let message = format!(
-                "portable provider plugin {} changed or was disabled before execution; retry from current capabilities",
-                identity.plugin_id
-            );
+            let message = format!("portable provider plugin {} changed or was disabled before execution; retry from current capabilities", identity.plugin_id);
             return Err(Error::lease_with(LeaseCode::PluginChangedOrDisabled, &message));
         }
         store.ensure_private_directory(DIRECTORY)?;
         admit(&identity.plugin_id, store, processes)?;
         let own = processes.self_identity().map_err(Error::System)?;
-        let acquired_at = i64::try_from(clock.now_ms())
-            .ok()
-            .and_then(iso_timestamp)
-            .ok_or_else(|| Error::System(String::from("the clock is outside the years 0-9999")))?;
+        let acquired_at = i64::try_from(clock.now_ms()).ok().and_then(iso_timestamp).ok_or_else(|| Error::System(String::from("the clock is outside the years 0-9999")))?;
         let lease = InvocationLease {
             schema_version: 2,
             lease_id: uuid_v4(entropy),
@@ -496,8 +474,7 @@ fn repair_entry(
         // (docs/cluster.md; docs/deviations.md 17). Without a cluster no probe is answered so,
         // and this is the reference's rule.
         let rebooted = |process: &Owner, boot: &str| {
-            process.boot_id != boot
-                && !judged.get(process).is_some_and(|l| matches!(l.proof, liveness::Proof::ClusterRegistered | liveness::Proof::ClusterUnreachable))
+            process.boot_id != boot && !judged.get(process).is_some_and(|l| matches!(l.proof, liveness::Proof::ClusterRegistered | liveness::Proof::ClusterUnreachable))
         };
         match lease.containment.as_ref() {
             Some(c) if matches!(c.status, ContainmentStatus::ParentOwned | ContainmentStatus::HostStarting) => {

@@ -32,11 +32,7 @@ pub fn number(value: &Value) -> Option<f64> {
 /// `Number.isSafeInteger(value)`: the integer it holds, or `None`.
 pub fn safe_integer(value: &Value) -> Option<i64> {
     let n = number(value)?;
-    if n.is_finite() && libm_trunc(n) == n && n.abs() <= MAX_SAFE_INTEGER {
-        Some(n as i64)
-    } else {
-        None
-    }
+    if n.is_finite() && libm_trunc(n) == n && n.abs() <= MAX_SAFE_INTEGER { Some(n as i64) } else { None }
 }
 
 fn libm_trunc(n: f64) -> f64 {

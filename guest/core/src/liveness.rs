@@ -518,7 +518,17 @@ mod tests {
     }
 
     fn facts(witness: WitnessState, stat: ProcRead) -> OwnerFacts {
-        OwnerFacts { boot_id: BOOT.into(), witness, recorded_pid_namespace: None, spawned: WitnessState::Absent, stat, tasks: 1, view: ProcView::INITIAL, remote: RemotePresence::NotClustered, tree: TreeState::Absent }
+        OwnerFacts {
+            boot_id: BOOT.into(),
+            witness,
+            recorded_pid_namespace: None,
+            spawned: WitnessState::Absent,
+            stat,
+            tasks: 1,
+            view: ProcView::INITIAL,
+            remote: RemotePresence::NotClustered,
+            tree: TreeState::Absent,
+        }
     }
 
     fn status(owner: &Owner, facts: &OwnerFacts) -> OwnerStatus {

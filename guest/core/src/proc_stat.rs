@@ -38,10 +38,7 @@ pub fn parse(stat: &str, boot_id: &str) -> ProcStat {
         _ => return ProcStat::Unknown,
     }
     match fields.get(19) {
-        Some(start) if js::is_ascii_digits(start) => ProcStat::Alive {
-            raw_start: start.to_string(),
-            process_start_id: digest::process_start_id(boot_id, start),
-        },
+        Some(start) if js::is_ascii_digits(start) => ProcStat::Alive { raw_start: start.to_string(), process_start_id: digest::process_start_id(boot_id, start) },
         _ => ProcStat::Unknown,
     }
 }
@@ -72,13 +69,7 @@ mod tests {
     #[test]
     fn reference_examples() {
         let alive = parse("42 (worker ) name) R 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 424242", BOOT);
-        assert_eq!(
-            alive,
-            ProcStat::Alive {
-                raw_start: "424242".into(),
-                process_start_id: "1ff6d3c4b880467f02b3aa0cb9c4445150c501b47f5619cf383edc23f4af801f".into()
-            }
-        );
+        assert_eq!(alive, ProcStat::Alive { raw_start: "424242".into(), process_start_id: "1ff6d3c4b880467f02b3aa0cb9c4445150c501b47f5619cf383edc23f4af801f".into() });
         assert_eq!(parse("42 (worker) Z", BOOT), ProcStat::Dead);
         assert_eq!(parse("42 (worker) Q 1", BOOT), ProcStat::Unknown);
         assert_eq!(parse("42 (worker) R", BOOT), ProcStat::Unknown);

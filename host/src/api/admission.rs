@@ -32,9 +32,9 @@ use wasmtime::component::ResourceAny;
 use crate::api::supervisor::{Launch, SpawnError};
 use crate::effects::Effects;
 use crate::process_identity::{NOT_LIVE, ProcessIdentity};
+use crate::runtime::export_call;
 use crate::runtime::{Instance, Runtime};
 use crate::{Error, convert};
-use crate::runtime::export_call;
 
 /// A held export admission, living in its own component instance. Every write rotates the
 /// claim's revision and is a compare-and-swap on the claim this handle last wrote; a failed

@@ -64,11 +64,7 @@ impl EtcdTlsFiles {
     /// TLS files from optional parts (flags or variables): `None` without any.
     ///
     /// Errors: as [`EtcdTlsFiles::from_environment`].
-    pub fn from_parts(
-        ca: Option<std::path::PathBuf>,
-        cert: Option<std::path::PathBuf>,
-        key: Option<std::path::PathBuf>,
-    ) -> Result<Option<EtcdTlsFiles>, String> {
+    pub fn from_parts(ca: Option<std::path::PathBuf>, cert: Option<std::path::PathBuf>, key: Option<std::path::PathBuf>) -> Result<Option<EtcdTlsFiles>, String> {
         match (ca, cert, key) {
             (None, None, None) => Ok(None),
             (None, _, _) => Err(format!("a client certificate or key for etcd is set but no CA: give --etcd-ca (or {CA_VARIABLE}) too")),
@@ -465,17 +461,12 @@ mod enabled {
         }
 
         fn replace_if_unchanged(&mut self, path: &str, expected_sha256: &str, content: &str) -> Result<bool, StoreFailure> {
-            if shared(path) {
-                self.for_write()?.replace_if_unchanged(path, expected_sha256, content)
-            } else {
-                self.local.replace_if_unchanged(path, expected_sha256, content)
-            }
-            .map_err(failure)
+            if shared(path) { self.for_write()?.replace_if_unchanged(path, expected_sha256, content) } else { self.local.replace_if_unchanged(path, expected_sha256, content) }
+                .map_err(failure)
         }
 
         fn remove_if_unchanged(&mut self, path: &str, expected_sha256: &str) -> Result<bool, StoreFailure> {
-            if shared(path) { self.for_write()?.remove_if_unchanged(path, expected_sha256) } else { self.local.remove_if_unchanged(path, expected_sha256) }
-                .map_err(failure)
+            if shared(path) { self.for_write()?.remove_if_unchanged(path, expected_sha256) } else { self.local.remove_if_unchanged(path, expected_sha256) }.map_err(failure)
         }
 
         fn ensure_private_directory(&mut self, path: &str) -> Result<CollectionIdentity, StoreFailure> {

@@ -376,8 +376,7 @@ static COMMAND: AtomicI32 = AtomicI32::new(0);
 
 /// The signals the init forwards to the command (and the relay to the init): those the
 /// supervisor forwards (`supervisor::signals`).
-pub(crate) const FORWARDED: [libc::c_int; 8] =
-    [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT, libc::SIGUSR1, libc::SIGUSR2, libc::SIGWINCH, libc::SIGALRM];
+pub(crate) const FORWARDED: [libc::c_int; 8] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT, libc::SIGUSR1, libc::SIGUSR2, libc::SIGWINCH, libc::SIGALRM];
 
 /// The signals that stop a box whose command is gone.
 const STOPPING: [libc::c_int; 4] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT];
@@ -440,9 +439,7 @@ impl Init {
             }
             // The box's own /proc, in its own mount namespace (where allowed). Slave, not
             // private: the machine's mounts and unmounts still reach the box; its own stay in it.
-            if libc::unshare(libc::CLONE_NEWNS) == 0
-                && libc::mount(c"none".as_ptr(), c"/".as_ptr(), std::ptr::null(), libc::MS_REC | libc::MS_SLAVE, std::ptr::null()) == 0
-            {
+            if libc::unshare(libc::CLONE_NEWNS) == 0 && libc::mount(c"none".as_ptr(), c"/".as_ptr(), std::ptr::null(), libc::MS_REC | libc::MS_SLAVE, std::ptr::null()) == 0 {
                 let _ = libc::mount(c"proc".as_ptr(), c"/proc".as_ptr(), c"proc".as_ptr(), libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC, std::ptr::null());
             }
             // Signals wait until the init's handlers are in place; the command gets the mask

@@ -23,9 +23,9 @@ use wasmtime::component::ResourceAny;
 use crate::bindings::exports::proclease::lease::directory_leases as wit;
 use crate::bindings::proclease::lease::types as t;
 use crate::effects::Effects;
+use crate::runtime::export_call;
 use crate::runtime::{Instance, Runtime};
 use crate::{Error, convert};
-use crate::runtime::export_call;
 
 /// A held directory lease in its own component instance. Dropped unreleased, it releases a raw
 /// lease in which nothing runs and leaves one in which a command may run (module docs).
@@ -184,7 +184,8 @@ pub fn recover_directory_leases(runtime: &Runtime, effects: Effects, now_ms: Opt
 pub fn recover_each_directory_lease(runtime: &Runtime, effects: Effects, now_ms: Option<f64>, options: Options) -> Result<Run, Error> {
     let mut instance = runtime.instantiate_with(effects)?;
     let dry_run = options.dry_run;
-    let options = wit::RecoveryOptions { dry_run: options.dry_run, skip_invalid: options.skip_invalid, concurrent: options.concurrent, keep: options.keep, past_bound: options.past_bound };
+    let options =
+        wit::RecoveryOptions { dry_run: options.dry_run, skip_invalid: options.skip_invalid, concurrent: options.concurrent, keep: options.keep, past_bound: options.past_bound };
     let run = instance.call(|exports, store| exports.proclease_lease_directory_leases().call_recover_each(store, now_ms, &options))?;
     let run = Run {
         outcomes: run

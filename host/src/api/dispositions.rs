@@ -32,16 +32,9 @@ macro_rules! call {
 impl Dispositions<'_> {
     /// §6A.5: the disposition of an observed admission and the probes consulted (owner, then
     /// helper only where the table needs it).
-    pub fn admission(
-        &mut self,
-        claim: &ExportAdmission,
-        current_boot_id: &str,
-        owner: OwnerStatus,
-        helper: OwnerStatus,
-    ) -> Result<(Disposition, Vec<Probe>), Error> {
+    pub fn admission(&mut self, claim: &ExportAdmission, current_boot_id: &str, owner: OwnerStatus, helper: OwnerStatus) -> Result<(Disposition, Vec<Probe>), Error> {
         let claim = convert::admission_claim_to_wit(claim.clone());
-        let verdict = call!(self, call_admission, &claim, current_boot_id, convert::status_to_wit(owner), convert::status_to_wit(helper))?
-            .map_err(convert::error_from_wit)?;
+        let verdict = call!(self, call_admission, &claim, current_boot_id, convert::status_to_wit(owner), convert::status_to_wit(helper))?.map_err(convert::error_from_wit)?;
         Ok((disposition(verdict.disposition), probes(verdict.consulted)))
     }
 
@@ -63,15 +56,8 @@ impl Dispositions<'_> {
         host: OwnerStatus,
     ) -> Result<(OwnerStatus, OwnerStatus, Vec<Probe>), Error> {
         let lease = convert::invocation_lease_to_wit(lease.clone());
-        let status = call!(
-            self,
-            call_invocation_owner_status,
-            &lease,
-            content_sha256,
-            convert::status_to_wit(parent),
-            convert::status_to_wit(host)
-        )?
-        .map_err(convert::error_from_wit)?;
+        let status =
+            call!(self, call_invocation_owner_status, &lease, content_sha256, convert::status_to_wit(parent), convert::status_to_wit(host))?.map_err(convert::error_from_wit)?;
         Ok((convert::status_from_wit(status.combined), convert::status_from_wit(status.reported), probes(status.consulted)))
     }
 }

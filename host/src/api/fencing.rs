@@ -4,13 +4,13 @@
 //! [`crate::state_store::fencing`]; cluster mode's tokens are etcd revisions
 //! ([`crate::api::cluster::check_fence`]).
 
+use crate::Error;
 use crate::admission::Admission;
 use crate::api::cluster::Fence;
 use crate::records::InputMode;
 use crate::runtime::Runtime;
 use crate::state_store::StateStore;
 use crate::state_store::fencing::FileFence;
-use crate::Error;
 
 /// The address form `PROCLEASE_FENCING_STORE` takes on the file store: `file:` and the state
 /// home's absolute path, so that `proclease fence check` in the command reads the same state

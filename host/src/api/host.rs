@@ -152,9 +152,7 @@ impl HostBuilder {
         };
         let (identity, cluster) = match address {
             StoreAddress::File => (Arc::new(identity), None),
-            StoreAddress::Etcd(address) => {
-                connect_cluster(&address, identity, self.cluster_ttl.unwrap_or(crate::api::cluster::DEFAULT_TTL), self.etcd_tls.as_ref())?
-            }
+            StoreAddress::Etcd(address) => connect_cluster(&address, identity, self.cluster_ttl.unwrap_or(crate::api::cluster::DEFAULT_TTL), self.etcd_tls.as_ref())?,
         };
         let store = Arc::new(StateStore::open(home, identity.clone())?);
         let roots = if self.workspace_roots.is_empty() { Workspace::default_roots() } else { self.workspace_roots };
@@ -360,9 +358,7 @@ impl Host {
     /// in etcd), process identity, workspace and catalog. Replace a part to inject a seam (a
     /// scripted process table).
     pub fn effects(&self) -> Effects {
-        let effects = Effects::native(Some(self.store.clone()), self.identity.clone())
-            .with_workspace(self.workspace.clone())
-            .with_catalog(self.catalog.clone());
+        let effects = Effects::native(Some(self.store.clone()), self.identity.clone()).with_workspace(self.workspace.clone()).with_catalog(self.catalog.clone());
         #[cfg(feature = "cluster")]
         let effects = match &self.cluster {
             Some(cluster) => Effects { store: Box::new(crate::api::cluster::ClusterStore { local: self.store.clone(), cluster: cluster.clone() }), ..effects },
@@ -501,10 +497,10 @@ impl Host {
         if std::fs::symlink_metadata(&dir).is_ok() && !self.workspace.is_empty_directory(&request.path)? {
             return Err(Refusal::NotEmpty { dir }.into());
         }
-        let lock = self.store.lock_file("directory-lease-creation.lock").map_err(|e| Error::File {
-            path: home.join(".proclease/locks/directory-lease-creation.lock"),
-            message: format!("the lease-creation lock cannot be opened: {e}"),
-        })?;
+        let lock = self
+            .store
+            .lock_file("directory-lease-creation.lock")
+            .map_err(|e| Error::File { path: home.join(".proclease/locks/directory-lease-creation.lock"), message: format!("the lease-creation lock cannot be opened: {e}") })?;
         self.take_lock(&lock, "directory-lease-creation.lock")?;
         self.refuse_if_claimed(&request.path)?;
         let lease = DirectoryLease::create_with_directory(self.runtime(), self.effects(), request);
@@ -528,13 +524,19 @@ impl Host {
                 // The directory was replaced (re-created by hand, or moved): `recover` refuses
                 // it for good, so the way out is to set the stale lease record aside.
                 _ if entry.action.refusal().is_some_and(|e| {
-                    matches!(e.lease_code(), Some(proclease_core::LeaseCode::DirectoryLeaseTargetChangedBeforeRecovery | proclease_core::LeaseCode::DirectoryLeaseParentChangedBeforeRecovery))
-                }) => format!(
-                    "{}; this directory is not the one that lease holds (it was re-created or replaced), so `recover` will never remove it: \
+                    matches!(
+                        e.lease_code(),
+                        Some(proclease_core::LeaseCode::DirectoryLeaseTargetChangedBeforeRecovery | proclease_core::LeaseCode::DirectoryLeaseParentChangedBeforeRecovery)
+                    )
+                }) =>
+                {
+                    format!(
+                        "{}; this directory is not the one that lease holds (it was re-created or replaced), so `recover` will never remove it: \
                      check that no run uses it, then move the stale lease record aside: {}",
-                    entry.reason,
-                    set_aside_lease_entry(self.state_home(), &entry.name)
-                ),
+                        entry.reason,
+                        set_aside_lease_entry(self.state_home(), &entry.name)
+                    )
+                }
                 _ => format!("{}; see `proclease doctor`", entry.reason),
             };
             return Err(Refusal::AlreadyLeased { dir: PathBuf::from(dir), owner_pid: claim.owner.pid, lease_id: claim.id, what }.into());
@@ -741,8 +743,7 @@ impl Host {
             Err(other) => return Err(other),
         };
         let recovery = self.recover(Options { dry_run: true, past_bound: true, ..Options::default() })?;
-        let decisions: std::collections::HashMap<String, RepairDecision> =
-            recovery.invocations.iter().flat_map(|(_, decisions)| decisions.iter().cloned()).collect();
+        let decisions: std::collections::HashMap<String, RepairDecision> = recovery.invocations.iter().flat_map(|(_, decisions)| decisions.iter().cloned()).collect();
         let mut invocations = Vec::new();
         for entry in self.invocation_leases()? {
             let (status, id) = match &entry {

@@ -11,9 +11,9 @@ use wasmtime::component::ResourceAny;
 
 use crate::bindings::exports::proclease::lease::invocation_leases as wit;
 use crate::effects::Effects;
+use crate::runtime::export_call;
 use crate::runtime::{Instance, Runtime};
 use crate::{Error, convert};
-use crate::runtime::export_call;
 
 /// A lease snapshot: the lease, its canonical text and sha256.
 pub type Snapshot = Parsed<InvocationLease>;

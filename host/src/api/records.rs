@@ -5,16 +5,13 @@
 use proclease_core::proc_stat::ProcStat;
 use proclease_core::records::detect::{FileVerdict, RecordKind};
 use proclease_core::records::invocation_lease::{InvalidReason, Listed};
-use proclease_core::records::{
-    Parsed, directory_lease::DirectoryLease, export_admission::ExportAdmission, invocation_lease::InvocationLease,
-    portable_identity::PortableIdentity,
-};
+use proclease_core::records::{Parsed, directory_lease::DirectoryLease, export_admission::ExportAdmission, invocation_lease::InvocationLease, portable_identity::PortableIdentity};
 
 use crate::bindings::exports::proclease::lease::records as wit;
 use crate::bindings::proclease::lease::types as t;
 use crate::runtime::Instance;
-use crate::{Error, convert};
 use crate::runtime::export_call;
+use crate::{Error, convert};
 
 /// How a parse function treats its JSON text (WIT `input-mode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,14 +90,8 @@ impl Records<'_> {
     }
 
     /// `parseClaim` (§6A.3), plus in file mode the file name and canonical checks.
-    pub fn parse_directory_lease(
-        &mut self,
-        json: &str,
-        input: InputMode,
-        file_name: &str,
-    ) -> Result<Parsed<DirectoryLease>, Error> {
-        let (claim, form) =
-            call!(self, call_parse_directory_lease, json, mode(input), file_name)?.map_err(convert::error_from_wit)?;
+    pub fn parse_directory_lease(&mut self, json: &str, input: InputMode, file_name: &str) -> Result<Parsed<DirectoryLease>, Error> {
+        let (claim, form) = call!(self, call_parse_directory_lease, json, mode(input), file_name)?.map_err(convert::error_from_wit)?;
         Ok(convert::parsed_from_wit(convert::directory_lease_claim_from_wit(claim), form))
     }
 

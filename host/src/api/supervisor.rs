@@ -38,8 +38,8 @@ use proclease_core::LeaseCode;
 use proclease_core::directory_leases::Request;
 use proclease_core::records::directory_lease::{Phase, Role};
 
-pub use crate::api::containment::{BoxOptions, Contained, Containment, Stragglers, Tree, available as containment_available};
 use crate::api::containment;
+pub use crate::api::containment::{BoxOptions, Contained, Containment, Stragglers, Tree, available as containment_available};
 use crate::api::host::Host;
 use crate::error::{Error, Refusal};
 use crate::process_identity::cgroup_tree::CgroupTree;
@@ -294,11 +294,7 @@ impl<'h> Supervisor<'h> {
     /// Acquires the admission, waiting for its turn for at most [`Supervisor::wait_for_turn`]
     /// while a live owner holds it: the admission, and the acquisition's operation (begun again
     /// for the attempt that succeeded).
-    fn admission_in_turn(
-        &self,
-        mut operation: crate::lock_wait::Operation,
-        interrupted: &dyn Fn() -> Option<Error>,
-    ) -> Result<(Admission, crate::lock_wait::Operation), Error> {
+    fn admission_in_turn(&self, mut operation: crate::lock_wait::Operation, interrupted: &dyn Fn() -> Option<Error>) -> Result<(Admission, crate::lock_wait::Operation), Error> {
         let start = std::time::Instant::now();
         let mut pause = Duration::from_millis(50);
         let mut told = false;
@@ -645,10 +641,10 @@ impl<'h> Supervisor<'h> {
 fn start_journal(host: &Host, lease: &mut DirectoryLease) -> Result<Option<JournalEntry>, Error> {
     let Some(journal) = host.process_identity().run_journal() else { return Ok(None) };
     let claim = lease.claim()?;
-    journal.begin(&claim.id, &claim.directory_identity).map(Some).map_err(|e| Error::File {
-        path: host.state_home().join(".proclease/runs").join(format!("{}.run", claim.id)),
-        message: format!("cannot start the run journal: {e}"),
-    })
+    journal
+        .begin(&claim.id, &claim.directory_identity)
+        .map(Some)
+        .map_err(|e| Error::File { path: host.state_home().join(".proclease/runs").join(format!("{}.run", claim.id)), message: format!("cannot start the run journal: {e}") })
 }
 
 /// Runs `operation` until it succeeds or `bound` has passed (pauses 50 ms doubling to 1 s),
@@ -864,12 +860,7 @@ mod signals {
 
     /// Catches the forwarded signals from now on; [`Forwarder::started`] names where they go.
     pub(super) fn forward() -> Option<Forwarder> {
-        let state = Arc::new(State {
-            target: AtomicI32::new(0),
-            stopping: AtomicBool::new(false),
-            pending: AtomicI32::new(0),
-            started: AtomicBool::new(false),
-        });
+        let state = Arc::new(State { target: AtomicI32::new(0), stopping: AtomicBool::new(false), pending: AtomicI32::new(0), started: AtomicBool::new(false) });
         let mut ids = Vec::new();
         for signal in crate::api::containment::FORWARDED {
             let state = state.clone();
@@ -969,9 +960,10 @@ mod cluster {
     pub(super) fn fencing_token(host: &Host, admission: Option<&mut crate::Admission>) -> Option<Result<i64, Error>> {
         let (cluster, admission) = (host.cluster()?, admission?);
         let path = proclease_core::admission::CLAIM_PATH;
-        let token = admission.content_sha256().and_then(|sha| cluster.store().revision_if_unchanged(path, &sha).map_err(Error::from)).and_then(|revision| {
-            revision.ok_or_else(|| Error::System("the export admission changed right after it was acquired: no fencing token; retry".into()))
-        });
+        let token = admission
+            .content_sha256()
+            .and_then(|sha| cluster.store().revision_if_unchanged(path, &sha).map_err(Error::from))
+            .and_then(|revision| revision.ok_or_else(|| Error::System("the export admission changed right after it was acquired: no fencing token; retry".into())));
         Some(token.map_err(|e| Error::System(format!("cannot read the fencing token of the export admission: {e}"))))
     }
 
@@ -999,9 +991,7 @@ mod cluster {
     /// Errors: the kernel refused the timer ([`Error::System`]); nothing was started.
     #[cfg(feature = "cluster")]
     pub(super) fn hold_dead_man(session: Option<&Session>) -> Result<Option<DeadMan>, Error> {
-        session
-            .map(|session| session.hold_dead_man().map_err(|e| Error::System(format!("cannot arm the cluster dead-man timer (timer_create): {e}"))))
-            .transpose()
+        session.map(|session| session.hold_dead_man().map_err(|e| Error::System(format!("cannot arm the cluster dead-man timer (timer_create): {e}")))).transpose()
     }
 
     #[cfg(not(feature = "cluster"))]

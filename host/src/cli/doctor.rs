@@ -3,9 +3,9 @@
 use std::process::ExitCode;
 
 use clap::Args;
+use proclease::core::dispositions::Disposition;
 use proclease::core::invocation_leases::{Entry, RepairDecision};
 use proclease::core::liveness::OwnerStatus;
-use proclease::core::dispositions::Disposition;
 use proclease::process_identity::cgroup_tree::CgroupTree;
 use serde_json::{Value, json};
 
@@ -236,10 +236,8 @@ pub fn run(global: &Global, args: &DoctorArgs) -> Result<ExitCode, Failure> {
         return Ok(ExitCode::SUCCESS);
     }
     let pid = |p: Option<u64>| p.map_or_else(|| "-".to_string(), |p| p.to_string());
-    let table: Vec<[String; 7]> = rows
-        .iter()
-        .map(|r| [r.kind.to_string(), r.what.clone(), pid(r.owner), pid(r.child), r.phase.clone(), r.age.clone(), r.disposition.clone()])
-        .collect();
+    let table: Vec<[String; 7]> =
+        rows.iter().map(|r| [r.kind.to_string(), r.what.clone(), pid(r.owner), pid(r.child), r.phase.clone(), r.age.clone(), r.disposition.clone()]).collect();
     let header = ["KIND", "TARGET", "OWNER", "CHILD", "PHASE", "AGE", "DISPOSITION"].map(String::from);
     let mut widths = header.clone().map(|h| h.chars().count());
     for row in &table {

@@ -109,8 +109,14 @@ fn list(host: &Host, as_json: bool) -> Result<ExitCode, Failure> {
         let number = |k: &str| r[k].as_u64().map_or("-".into(), |n| n.to_string());
         println!(
             "{:<36}  {:<20} {:<18} {:>7} {:<16} {:>7} {:<24} {}",
-            text("leaseId"), text("pluginId"), text("operation"), number("ownerPid"),
-            r["containment"].as_str().unwrap_or("(v1)"), number("hostPid"), text("acquiredAt"), text("ownerStatus")
+            text("leaseId"),
+            text("pluginId"),
+            text("operation"),
+            number("ownerPid"),
+            r["containment"].as_str().unwrap_or("(v1)"),
+            number("hostPid"),
+            text("acquiredAt"),
+            text("ownerStatus")
         );
     }
     Ok(ExitCode::SUCCESS)
@@ -162,11 +168,7 @@ fn invoke(host: &Host, args: RunArgs) -> Result<ExitCode, Failure> {
         Err(error) if error.lease_code() == Some(proclease::core::LeaseCode::PluginChangedOrDisabled) => {
             let (catalog, exists) = host.catalog().location();
             let hint = if exists {
-                format!(
-                    "{} has no enabled entry for plugin {} with exactly this version, host API version and bundle and manifest digests",
-                    catalog.display(),
-                    identity.plugin_id
-                )
+                format!("{} has no enabled entry for plugin {} with exactly this version, host API version and bundle and manifest digests", catalog.display(), identity.plugin_id)
             } else {
                 format!(
                     "the plugin catalog {} does not exist, so no plugin is installed: create it, or name another with --plugin-catalog FILE \

@@ -5,9 +5,9 @@ mod cluster;
 mod component;
 mod doctor;
 mod fence;
-mod logging;
 mod identity;
 mod invocations;
+mod logging;
 mod recover;
 mod run;
 mod validate;
@@ -33,14 +33,7 @@ pub const JSON_SCHEMA_VERSION: u32 = 1;
 
 /// `--version`: the crate version, the embedded component's sha256 and the WIT package it
 /// implements.
-const VERSION: &str = concat!(
-    env!("CARGO_PKG_VERSION"),
-    " (component sha256 ",
-    env!("PROCLEASE_COMPONENT_SHA256"),
-    ", WIT ",
-    env!("PROCLEASE_WIT_PACKAGE"),
-    ")"
-);
+const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (component sha256 ", env!("PROCLEASE_COMPONENT_SHA256"), ", WIT ", env!("PROCLEASE_WIT_PACKAGE"), ")");
 
 /// Prints a `--json` document the one way every command does (pretty, one trailing newline).
 pub fn print_json(document: &serde_json::Value) {
@@ -226,8 +219,7 @@ pub fn open(global: &Global) -> Result<Host, Failure> {
     if let Some(ttl) = global.cluster_ttl {
         builder = builder.cluster_ttl(ttl);
     }
-    let tls = proclease::api::cluster::EtcdTlsFiles::from_parts(global.etcd_ca.clone(), global.etcd_cert.clone(), global.etcd_key.clone())
-        .map_err(Failure::new)?;
+    let tls = proclease::api::cluster::EtcdTlsFiles::from_parts(global.etcd_ca.clone(), global.etcd_cert.clone(), global.etcd_key.clone()).map_err(Failure::new)?;
     if let Some(tls) = tls {
         builder = builder.etcd_tls(tls);
     }

@@ -7,8 +7,8 @@ use std::process::ExitCode;
 use clap::Args;
 use proclease::api::host::set_aside_lease_entry;
 use proclease::core::LeaseCode;
-use proclease::core::invocation_leases::RepairDecision;
 use proclease::core::directory_leases::{Action, CreationAction, CreationOutcome, Options, Outcome, Run};
+use proclease::core::invocation_leases::RepairDecision;
 use serde_json::json;
 
 use super::{Failure, Global};
@@ -61,10 +61,7 @@ fn line(home: &Path, o: &Outcome, dry_run: bool) -> String {
         Action::RemoveClaim => format!("{verb} {what}: its directory was already gone ({})", o.reason),
         Action::KeepDirectory => format!("{verb} {what} and {} the directory ({})", if dry_run { "keep" } else { "kept" }, o.reason),
         Action::Skip(error) | Action::Stop(error) => {
-            let replaced = matches!(
-                error.lease_code(),
-                Some(LeaseCode::DirectoryLeaseTargetChangedBeforeRecovery | LeaseCode::DirectoryLeaseParentChangedBeforeRecovery)
-            );
+            let replaced = matches!(error.lease_code(), Some(LeaseCode::DirectoryLeaseTargetChangedBeforeRecovery | LeaseCode::DirectoryLeaseParentChangedBeforeRecovery));
             let fix = if o.claim.is_none() {
                 format!("; proclease never deletes it: check it, then move it aside: {}", set_aside_lease_entry(home, &o.name))
             } else if replaced {

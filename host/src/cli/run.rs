@@ -220,4 +220,3 @@ fn shell_word(word: &str) -> String {
     let plain = !word.is_empty() && word.bytes().all(|b| b.is_ascii_alphanumeric() || b"/._-+=:,@%".contains(&b));
     if plain { word.to_string() } else { format!("'{}'", word.replace('\'', "'\\''")) }
 }
-

@@ -113,11 +113,7 @@ fn verdict_line(path: &Path, outcome: &Outcome) -> String {
             let kind = v.kind.map_or("unknown kind", |k| k.name());
             let canonical = if v.canonical { "canonical" } else { "not canonical" };
             match &v.error {
-                None => format!(
-                    "{path}: valid {kind} {}, {canonical}, sha256 {}",
-                    v.schema.as_deref().unwrap_or("?"),
-                    v.sha256
-                ),
+                None => format!("{path}: valid {kind} {}, {canonical}, sha256 {}", v.schema.as_deref().unwrap_or("?"), v.sha256),
                 Some(error) => {
                     let hint = v.hint.as_ref().map(|h| format!("; {h}")).unwrap_or_default();
                     format!("{path}: invalid {kind}: {error}{hint} ({canonical}, sha256 {})", v.sha256)
@@ -143,4 +139,3 @@ fn verdict_json(path: &Path, outcome: &Outcome) -> serde_json::Value {
         }),
     }
 }
-

@@ -107,12 +107,7 @@ pub(crate) fn read_stable(fd: &OwnedFd, before: &Stat, max_bytes: u64) -> std::i
 /// Creates `name` in `dir` exclusively (`O_CREAT|O_EXCL|O_NOFOLLOW`, mode 0600), writes
 /// `bytes` and fsyncs it.
 pub(crate) fn write_new_file(dir: impl AsFd, name: &str, bytes: &[u8]) -> std::io::Result<()> {
-    let fd = rustix::fs::openat(
-        dir,
-        name,
-        OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::from_raw_mode(0o600),
-    )?;
+    let fd = rustix::fs::openat(dir, name, OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::from_raw_mode(0o600))?;
     rustix::fs::fchmod(&fd, Mode::from_raw_mode(0o600))?;
     let mut file = std::fs::File::from(fd);
     file.write_all(bytes)?;
@@ -271,8 +266,7 @@ pub(crate) fn names_starting_with(dir: impl AsFd, prefix: &str, bound: usize) ->
 /// The names in a directory that `keep` accepts, at most `bound` of them (`Err(None)` beyond);
 /// the others are never copied.
 fn names_where(dir: impl AsFd, bound: usize, keep: impl Fn(&[u8]) -> bool) -> Result<Vec<Vec<u8>>, Option<std::io::Error>> {
-    let fd = rustix::fs::openat(dir, ".", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
-        .map_err(|e| Some(e.into()))?;
+    let fd = rustix::fs::openat(dir, ".", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty()).map_err(|e| Some(e.into()))?;
     let mut reader = rustix::fs::Dir::read_from(&fd).map_err(|e| Some(e.into()))?;
     let mut names = Vec::new();
     while let Some(entry) = reader.read() {
@@ -313,14 +307,6 @@ pub(crate) fn device_of(stat: &rustix::fs::Statx) -> u64 {
 /// The physical identity statx gives (§6A.4): device, inode, birth time in ns (`"0"` when the
 /// filesystem reports none).
 pub(crate) fn directory_identity(stat: &rustix::fs::Statx) -> proclease_core::records::DirectoryIdentity {
-    let birth = if stat.stx_mask & rustix::fs::StatxFlags::BTIME.bits() != 0 {
-        i128::from(stat.stx_btime.tv_sec) * 1_000_000_000 + i128::from(stat.stx_btime.tv_nsec)
-    } else {
-        0
-    };
-    proclease_core::records::DirectoryIdentity {
-        device: device_of(stat).to_string(),
-        inode: stat.stx_ino.to_string(),
-        birthtime_ns: birth.to_string(),
-    }
+    let birth = if stat.stx_mask & rustix::fs::StatxFlags::BTIME.bits() != 0 { i128::from(stat.stx_btime.tv_sec) * 1_000_000_000 + i128::from(stat.stx_btime.tv_nsec) } else { 0 };
+    proclease_core::records::DirectoryIdentity { device: device_of(stat).to_string(), inode: stat.stx_ino.to_string(), birthtime_ns: birth.to_string() }
 }

@@ -11,15 +11,14 @@
 use std::sync::Arc;
 
 use proclease_core::effects::{
-    BatchStatus, Catalog, Clock, CollectionIdentity, CollectionSnapshot, DirectoryFacts, Entropy, InstalledPlugin, Processes, Store,
-    StoreFailure, Workspace, WorkspaceFailure,
+    BatchStatus, Catalog, Clock, CollectionIdentity, CollectionSnapshot, DirectoryFacts, Entropy, InstalledPlugin, Processes, Store, StoreFailure, Workspace, WorkspaceFailure,
 };
 use proclease_core::records::DirectoryIdentity;
 
 pub mod clock;
 pub mod entropy;
-pub mod lock_wait;
 pub(crate) mod fsops;
+pub mod lock_wait;
 pub mod plugin_catalog;
 pub mod process_identity;
 pub mod state_store;

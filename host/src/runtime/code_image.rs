@@ -44,8 +44,7 @@ fn protect(ptr: *const u8, len: usize, flags: MprotectFlags) -> wasmtime::Result
     // SAFETY: wasmtime passes the page-aligned text range of code memory it loaded (the embedded
     // image, which lives as long as the process, or a mapping it owns); no Rust reference
     // writes to either while its protection changes.
-    unsafe { rustix::mm::mprotect(ptr.cast_mut().cast(), len, flags) }
-        .map_err(|errno| wasmtime::Error::msg(format!("mprotect of the component's code failed: {errno}")))
+    unsafe { rustix::mm::mprotect(ptr.cast_mut().cast(), len, flags) }.map_err(|errno| wasmtime::Error::msg(format!("mprotect of the component's code failed: {errno}")))
 }
 
 impl CustomCodeMemory for InPlace {
@@ -89,9 +88,7 @@ pub(super) fn shared() -> Result<(Engine, Component, LoadedFrom), Error> {
 /// returns whether it did. Not part of the build script's configuration: it changes how code is
 /// published, not what is compiled (wasmtime's compatibility check ignores it).
 fn configure(config: &mut Config) -> bool {
-    let supported = cfg!(all(target_arch = "x86_64", target_os = "linux"))
-        && rustix::param::page_size() == PAGE
-        && (component::PRECOMPILED.as_ptr() as usize) % PAGE == 0;
+    let supported = cfg!(all(target_arch = "x86_64", target_os = "linux")) && rustix::param::page_size() == PAGE && (component::PRECOMPILED.as_ptr() as usize) % PAGE == 0;
     if supported {
         config.with_custom_code_memory(Some(Arc::new(InPlace)));
     }

@@ -19,8 +19,7 @@ pub(crate) struct PageAligned<T: ?Sized>(pub(crate) T);
 const PRECOMPILED_LEN: usize = include_bytes!(concat!(env!("OUT_DIR"), "/proclease.cwasm")).len();
 
 /// The one copy of the precompiled component in the binary.
-pub(crate) static PRECOMPILED_IMAGE: PageAligned<[u8; PRECOMPILED_LEN]> =
-    PageAligned(*include_bytes!(concat!(env!("OUT_DIR"), "/proclease.cwasm")));
+pub(crate) static PRECOMPILED_IMAGE: PageAligned<[u8; PRECOMPILED_LEN]> = PageAligned(*include_bytes!(concat!(env!("OUT_DIR"), "/proclease.cwasm")));
 
 /// Lowercase hex sha256 of [`BYTES`], computed at build time.
 pub const SHA256: &str = env!("PROCLEASE_COMPONENT_SHA256");

@@ -35,19 +35,19 @@ use wasmtime::component::{Component, Linker};
 use wasmtime::{CallHook, Engine, ResourceLimiter, Store, UpdateDeadline};
 
 pub(crate) mod bindings;
-pub mod component;
 mod code_image;
+pub mod component;
 
 /// The engine configuration the component is precompiled with, and that every runtime uses:
 /// what a component given to [`Runtime::instantiate_component`] must be precompiled with.
 #[path = "../../build-support/engine_config.rs"]
 pub mod engine_config;
 
-use bindings::{Proclease, ProcleasePre};
+use crate::Error;
 use crate::effects::Effects;
 use crate::error::Limit;
 use crate::process_identity::ProcessIdentity;
-use crate::Error;
+use bindings::{Proclease, ProcleasePre};
 
 /// How the runtime limits the component.
 #[derive(Debug, Clone)]
@@ -71,11 +71,7 @@ pub struct RuntimeConfig {
 
 impl Default for RuntimeConfig {
     fn default() -> Self {
-        RuntimeConfig {
-            max_memory_bytes: 64 << 20,
-            call_deadline: Duration::from_secs(10),
-            max_import_calls: 1_000_000,
-        }
+        RuntimeConfig { max_memory_bytes: 64 << 20, call_deadline: Duration::from_secs(10), max_import_calls: 1_000_000 }
     }
 }
 
@@ -249,10 +245,7 @@ impl Runtime {
     /// machine whose CPU differs) or linked.
     pub fn shared() -> Result<&'static Runtime, Error> {
         static SHARED: OnceLock<Result<Runtime, String>> = OnceLock::new();
-        SHARED
-            .get_or_init(|| Runtime::new(RuntimeConfig::default()).map_err(|e| e.to_string()))
-            .as_ref()
-            .map_err(|e| Error::Component(e.clone()))
+        SHARED.get_or_init(|| Runtime::new(RuntimeConfig::default()).map_err(|e| e.to_string())).as_ref().map_err(|e| Error::Component(e.clone()))
     }
 
     /// A new runtime: its own limits and instance pool, on the process's one engine and loaded
@@ -263,8 +256,7 @@ impl Runtime {
     pub fn new(config: RuntimeConfig) -> Result<Runtime, Error> {
         let (engine, component, loaded_from) = code_image::shared()?;
         let mut linker: Linker<HostState> = Linker::new(&engine);
-        Proclease::add_to_linker::<HostState, wasmtime::component::HasSelf<HostState>>(&mut linker, |state| state)
-            .map_err(Error::component)?;
+        Proclease::add_to_linker::<HostState, wasmtime::component::HasSelf<HostState>>(&mut linker, |state| state).map_err(Error::component)?;
         let pre = linker.instantiate_pre(&component).map_err(Error::component)?;
         let pre = ProcleasePre::new(pre).map_err(Error::component)?;
         let pool = Arc::new(InstancePool { idle: Mutex::new(Vec::new()) });
@@ -326,11 +318,7 @@ impl Runtime {
     /// Errors: [`Error::Component`] if `component` imports anything else, or was compiled for
     /// another engine, or its start-up traps; [`Error::Limit`] if it needs more memory than the
     /// cap to start.
-    pub fn instantiate_component(
-        &self,
-        component: &Component,
-        effects: Effects,
-    ) -> Result<(Store<HostState>, wasmtime::component::Instance), Error> {
+    pub fn instantiate_component(&self, component: &Component, effects: Effects) -> Result<(Store<HostState>, wasmtime::component::Instance), Error> {
         let mut store = self.new_store(effects);
         let instance = self.linker.instantiate(&mut store, component).map_err(Error::component)?;
         Ok((store, instance))
@@ -341,13 +329,7 @@ impl Runtime {
     /// into wasm and paused while an import runs, that traps with [`Limit::Deadline`] when it
     /// passes, and a cap on its import calls ([`Limit::ImportCalls`]).
     fn new_store(&self, effects: Effects) -> Store<HostState> {
-        let limits = Limits {
-            max_memory_bytes: self.config.max_memory_bytes,
-            memory_bytes: 0,
-            pending_memory_bytes: 0,
-            table_elements: 0,
-            pending_table_elements: 0,
-        };
+        let limits = Limits { max_memory_bytes: self.config.max_memory_bytes, memory_bytes: 0, pending_memory_bytes: 0, table_elements: 0, pending_table_elements: 0 };
         let deadline = self.config.call_deadline;
         let max_import_calls = self.config.max_import_calls;
         let budget = Budget { wasm_depth: 0, remaining: deadline, resumed: Instant::now(), import_calls: 0 };
@@ -387,9 +369,7 @@ impl Runtime {
             }
             Ok(())
         });
-        store.epoch_deadline_callback(move |_| -> wasmtime::Result<UpdateDeadline> {
-            Err(wasmtime::Error::new(Limit::Deadline { deadline }))
-        });
+        store.epoch_deadline_callback(move |_| -> wasmtime::Result<UpdateDeadline> { Err(wasmtime::Error::new(Limit::Deadline { deadline })) });
         store
     }
 

@@ -31,7 +31,9 @@ pub fn machine(url: &str, ttl: &'static str) -> Machine {
     std::fs::write(&boot_id, format!("{}\n", uuid::Uuid::new_v4().hyphenated())).expect("boot id");
     std::fs::write(
         root.join("catalog.json"),
-        format!(r#"{{"schemaVersion":1,"plugins":[{{"pluginId":"portable-test","version":"1.0.0","hostApiVersion":1,"bundleSha256":"{A}","manifestSha256":"{B}","enabled":true}}]}}"#),
+        format!(
+            r#"{{"schemaVersion":1,"plugins":[{{"pluginId":"portable-test","version":"1.0.0","hostApiVersion":1,"bundleSha256":"{A}","manifestSha256":"{B}","enabled":true}}]}}"#
+        ),
     )
     .expect("catalog");
     std::fs::write(
@@ -105,4 +107,3 @@ impl Machine {
         serde_json::from_slice::<serde_json::Value>(&out.stdout).expect("json")["report"].clone()
     }
 }
-

@@ -82,9 +82,7 @@ impl Sandbox {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             let doc = self.doctor();
-            let found = doc["entries"].as_array().and_then(|entries| {
-                entries.iter().find(|e| e["target"] == target.to_str().expect("utf-8") && e["phase"] == phase).cloned()
-            });
+            let found = doc["entries"].as_array().and_then(|entries| entries.iter().find(|e| e["target"] == target.to_str().expect("utf-8") && e["phase"] == phase).cloned());
             if let Some(entry) = found {
                 return entry;
             }
@@ -112,10 +110,7 @@ pub fn namespaces_available(flags: &[&str]) -> bool {
             Ok(o) => String::from_utf8_lossy(&o.stderr).trim().to_string(),
             Err(e) => e.to_string(),
         };
-        assert!(
-            std::env::var_os("PROCLEASE_REQUIRE_NAMESPACES").is_none(),
-            "unshare {flags:?} is not possible here ({why}) and PROCLEASE_REQUIRE_NAMESPACES is set"
-        );
+        assert!(std::env::var_os("PROCLEASE_REQUIRE_NAMESPACES").is_none(), "unshare {flags:?} is not possible here ({why}) and PROCLEASE_REQUIRE_NAMESPACES is set");
         println!("skipped: unshare {flags:?} is not possible here ({why}); this needs root (CAP_SYS_ADMIN)");
     }
     ok

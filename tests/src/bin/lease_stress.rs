@@ -132,8 +132,7 @@ fn now_ms() -> f64 {
 
 fn worker(home: &Path, root: &Path, seed: u64, log: &Path) -> ! {
     use std::io::Write as _;
-    let mut released_log =
-        std::fs::OpenOptions::new().append(true).create(true).open(log.with_file_name("released.log")).unwrap_or_else(|e| fail(&e.to_string()));
+    let mut released_log = std::fs::OpenOptions::new().append(true).create(true).open(log.with_file_name("released.log")).unwrap_or_else(|e| fail(&e.to_string()));
     let mut log = std::fs::OpenOptions::new().append(true).create(true).open(log).unwrap_or_else(|e| fail(&e.to_string()));
     let world = World::open(home, root).unwrap_or_else(|e| fail(&e));
     let pid = std::process::id();
@@ -155,10 +154,13 @@ fn worker(home: &Path, root: &Path, seed: u64, log: &Path) -> ! {
             }
         }
         match rng.below(4) {
-            0 => check(b'a', (|| {
-                let mut admission = Admission::acquire(world.runtime, world.effects()).map_err(|e| e.to_string())?;
-                admission.release().map_err(|e| e.to_string())
-            })()),
+            0 => check(
+                b'a',
+                (|| {
+                    let mut admission = Admission::acquire(world.runtime, world.effects()).map_err(|e| e.to_string())?;
+                    admission.release().map_err(|e| e.to_string())
+                })(),
+            ),
             1 => {
                 if held.len() >= 2 {
                     let (dir, mut oldest) = held.remove(0);
@@ -179,36 +181,42 @@ fn worker(home: &Path, root: &Path, seed: u64, log: &Path) -> ! {
                 // (`directory lease request is invalid`), which two readings a millisecond apart would do.
                 let now = now_ms();
                 let request = Request { role: Role::RawWorking, path: text.clone(), output_root: None, recover_after_ms: now, now_ms: Some(now) };
-                check(b'd', (|| {
-                    // As `run` does: the lease creates its directory, its intent recorded first.
-                    let mut lease = DirectoryLease::create_with_directory(world.runtime, world.effects(), &request).map_err(|e| e.to_string())?;
-                    let steps = (|| -> Result<(), String> {
-                        lease.update(Phase::Launching, None).map_err(|e| e.to_string())?;
-                        lease.update(Phase::Running, Some(i64::from(pid))).map_err(|e| e.to_string())?;
-                        std::fs::write(dir.join("out.txt"), format!("written by {pid}\n")).map_err(|e| e.to_string())
-                    })();
-                    match steps {
-                        Ok(()) => held.push((dir.clone(), lease)),
-                        // As a crash there would: the claim stays for recovery (a dropped handle
-                        // would release a `preparing` one and leave its directory unleased).
-                        Err(e) => {
-                            lease.leave();
-                            return Err(e);
+                check(
+                    b'd',
+                    (|| {
+                        // As `run` does: the lease creates its directory, its intent recorded first.
+                        let mut lease = DirectoryLease::create_with_directory(world.runtime, world.effects(), &request).map_err(|e| e.to_string())?;
+                        let steps = (|| -> Result<(), String> {
+                            lease.update(Phase::Launching, None).map_err(|e| e.to_string())?;
+                            lease.update(Phase::Running, Some(i64::from(pid))).map_err(|e| e.to_string())?;
+                            std::fs::write(dir.join("out.txt"), format!("written by {pid}\n")).map_err(|e| e.to_string())
+                        })();
+                        match steps {
+                            Ok(()) => held.push((dir.clone(), lease)),
+                            // As a crash there would: the claim stays for recovery (a dropped handle
+                            // would release a `preparing` one and leave its directory unleased).
+                            Err(e) => {
+                                lease.leave();
+                                return Err(e);
+                            }
                         }
-                    }
-                    Ok(())
-                })());
+                        Ok(())
+                    })(),
+                );
             }
-            2 => check(b'i', (|| {
-                let snapshot = proclease::acquire_invocation_lease(world.runtime, world.effects(), &identity(), &uuid::Uuid::new_v4().to_string())
-                    .map_err(|e| e.to_string())?;
-                let mut controller = ContainmentController::create(world.runtime, world.effects(), &snapshot).map_err(|e| e.to_string())?;
-                let own = world.identity.self_identity().map_err(|e| e.0)?;
-                controller.host_starting(&own).map_err(|e| e.to_string())?;
-                controller.cleanup_complete().map_err(|e| e.to_string())?;
-                let current = controller.current().map_err(|e| e.to_string())?;
-                proclease::release_invocation_lease(world.runtime, world.effects(), &current).map_err(|e| e.to_string())
-            })()),
+            2 => check(
+                b'i',
+                (|| {
+                    let snapshot =
+                        proclease::acquire_invocation_lease(world.runtime, world.effects(), &identity(), &uuid::Uuid::new_v4().to_string()).map_err(|e| e.to_string())?;
+                    let mut controller = ContainmentController::create(world.runtime, world.effects(), &snapshot).map_err(|e| e.to_string())?;
+                    let own = world.identity.self_identity().map_err(|e| e.0)?;
+                    controller.host_starting(&own).map_err(|e| e.to_string())?;
+                    controller.cleanup_complete().map_err(|e| e.to_string())?;
+                    let current = controller.current().map_err(|e| e.to_string())?;
+                    proclease::release_invocation_lease(world.runtime, world.effects(), &current).map_err(|e| e.to_string())
+                })(),
+            ),
             _ => check(b'r', world.recover()),
         }
     }

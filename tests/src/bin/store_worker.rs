@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use proclease::Host;
 use proclease::state_store::StateStore;
-use proclease_tests::store_fixtures::{churn_record, round_record, round_of};
+use proclease_tests::store_fixtures::{churn_record, round_of, round_record};
 
 fn open_host(home: &str) -> Host {
     Host::builder().state_home(Path::new(home)).build().unwrap_or_else(|e| fail(&e.to_string()))
@@ -41,10 +41,7 @@ fn main() {
             let rounds: u64 = arg(3).parse().unwrap_or_else(|_| fail("rounds"));
             let id = arg(4);
             loop {
-                let text = store
-                    .read_if_present("recovery/race/record.json", 1 << 16)
-                    .unwrap_or_else(|e| fail(&e.to_string()))
-                    .unwrap_or_else(|| fail("record vanished"));
+                let text = store.read_if_present("recovery/race/record.json", 1 << 16).unwrap_or_else(|e| fail(&e.to_string())).unwrap_or_else(|| fail("record vanished"));
                 let round = round_of(&text).unwrap_or_else(|| fail(&format!("torn record: {text:?}")));
                 if round >= rounds {
                     return;
@@ -83,14 +80,8 @@ fn main() {
                     let current = store.read_if_present(&path, 1 << 20).unwrap_or_else(|e| fail(&e.to_string()));
                     let result = match current {
                         None => store.create_if_absent(&path, &churn_record(k, n)),
-                        Some(text) if n % 7 == 0 => {
-                            store.remove_if_unchanged(&path, &proclease::core::digest::sha256_hex(text.as_bytes()))
-                        }
-                        Some(text) => store.replace_if_unchanged(
-                            &path,
-                            &proclease::core::digest::sha256_hex(text.as_bytes()),
-                            &churn_record(k, n),
-                        ),
+                        Some(text) if n % 7 == 0 => store.remove_if_unchanged(&path, &proclease::core::digest::sha256_hex(text.as_bytes())),
+                        Some(text) => store.replace_if_unchanged(&path, &proclease::core::digest::sha256_hex(text.as_bytes()), &churn_record(k, n)),
                     };
                     if let Err(e) = result {
                         fail(&e.to_string());

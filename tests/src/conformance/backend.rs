@@ -4,22 +4,19 @@
 
 use proclease::records::InputMode;
 use proclease::{Admission, ContainmentController, DirectoryLease as HostLease, Instance, Runtime};
-use proclease_core::invocation_leases::{self, Controller, Entry, EntryDecision, RepairDecision, RepairReport};
-use proclease_core::directory_leases::{self, Report, Request};
-use proclease_core::records::directory_lease::{DirectoryLease as LeaseClaim, Phase as RawPhase};
 use proclease_core::admission::{self, Handle};
+use proclease_core::directory_leases::{self, Report, Request};
 use proclease_core::dispositions::{self, Disposition, Probe};
+use proclease_core::invocation_leases::{self, Controller, Entry, EntryDecision, RepairDecision, RepairReport};
 use proclease_core::liveness::{Liveness, OwnerStatus, Spawned};
 use proclease_core::records::Owner;
+use proclease_core::records::directory_lease::{DirectoryLease as LeaseClaim, Phase as RawPhase};
 use proclease_core::records::export_admission::Phase;
 
 use crate::fakes::FakeWorld;
 use proclease_core::proc_stat::ProcStat;
 use proclease_core::records::invocation_lease::Listed;
-use proclease_core::records::{
-    Parsed, directory_lease::DirectoryLease, export_admission::ExportAdmission, invocation_lease::InvocationLease,
-    portable_identity::PortableIdentity,
-};
+use proclease_core::records::{Parsed, directory_lease::DirectoryLease, export_admission::ExportAdmission, invocation_lease::InvocationLease, portable_identity::PortableIdentity};
 use proclease_core::{Error, canonical_json, digest, proc_stat, records};
 
 /// A failure of the backend itself (not of the logic under test): the component trapped or
@@ -47,12 +44,7 @@ pub trait Backend {
     /// Export admission parse (§6A.3).
     fn export_admission(&mut self, json: &str, mode: InputMode) -> Infra<Result<Parsed<ExportAdmission>, Error>>;
     /// Directory lease parse (§6A.3).
-    fn directory_lease(
-        &mut self,
-        json: &str,
-        mode: InputMode,
-        file_name: &str,
-    ) -> Infra<Result<Parsed<DirectoryLease>, Error>>;
+    fn directory_lease(&mut self, json: &str, mode: InputMode, file_name: &str) -> Infra<Result<Parsed<DirectoryLease>, Error>>;
     /// Invocation lease parse, value mode (§6B.2).
     fn invocation_lease(&mut self, json: &str) -> Infra<Result<Parsed<InvocationLease>, Error>>;
     /// Invocation lease listing of one entry (§6B.3).
@@ -60,13 +52,7 @@ pub trait Backend {
     /// Portable identity parse (§4).
     fn portable_identity(&mut self, json: &str) -> Infra<Result<PortableIdentity, Error>>;
     /// §6A.5 disposition table, with the probes consulted.
-    fn admission_disposition(
-        &mut self,
-        claim: &ExportAdmission,
-        boot_id: &str,
-        owner: OwnerStatus,
-        helper: OwnerStatus,
-    ) -> Infra<(Disposition, Vec<Probe>)>;
+    fn admission_disposition(&mut self, claim: &ExportAdmission, boot_id: &str, owner: OwnerStatus, helper: OwnerStatus) -> Infra<(Disposition, Vec<Probe>)>;
     /// §6B.4 invocation owner status: `(combined, reported, probes)`.
     fn invocation_owner_status(
         &mut self,
@@ -88,13 +74,7 @@ pub trait Backend {
     /// A directory lease handle resumed on `claim` over the fakes of `world`.
     fn lease_session(&mut self, world: &FakeWorld, claim: &LeaseClaim, released: bool) -> Infra<Box<dyn LeaseSession>>;
     /// §6B.5 step c for one entry: `(decision, probes, error)`.
-    fn invocation_admission_entry(
-        &mut self,
-        plugin_id: &str,
-        entry: &Entry,
-        parent: OwnerStatus,
-        host: OwnerStatus,
-    ) -> Infra<(EntryDecision, Vec<Probe>, Option<Error>)>;
+    fn invocation_admission_entry(&mut self, plugin_id: &str, entry: &Entry, parent: OwnerStatus, host: OwnerStatus) -> Infra<(EntryDecision, Vec<Probe>, Option<Error>)>;
     /// §6B.9 repair over the fakes of `world`.
     fn invocation_repair(&mut self, world: &FakeWorld, recover: bool) -> Infra<Result<(RepairReport, Vec<RepairDecision>), Error>>;
     /// A containment controller on `initial` over the fakes of `world`.
@@ -337,9 +317,7 @@ impl Backend for Native {
     }
 
     fn canonicalize(&mut self, json: &str) -> Infra<Result<String, String>> {
-        Ok(canonical_json::parse(json)
-            .map_err(|e| e.to_string())
-            .and_then(|v| canonical_json::to_canonical(&v).map_err(String::from)))
+        Ok(canonical_json::parse(json).map_err(|e| e.to_string()).and_then(|v| canonical_json::to_canonical(&v).map_err(String::from)))
     }
 
     fn sha256(&mut self, data: &[u8]) -> Infra<String> {
@@ -373,12 +351,7 @@ impl Backend for Native {
         })
     }
 
-    fn directory_lease(
-        &mut self,
-        json: &str,
-        mode: InputMode,
-        file_name: &str,
-    ) -> Infra<Result<Parsed<DirectoryLease>, Error>> {
+    fn directory_lease(&mut self, json: &str, mode: InputMode, file_name: &str) -> Infra<Result<Parsed<DirectoryLease>, Error>> {
         Ok(match mode {
             InputMode::Value => records::directory_lease::parse_json(json),
             InputMode::File => records::directory_lease::parse_file(json, file_name),
@@ -399,13 +372,7 @@ impl Backend for Native {
             .and_then(|v| records::portable_identity::parse_value(&v)))
     }
 
-    fn admission_disposition(
-        &mut self,
-        claim: &ExportAdmission,
-        boot_id: &str,
-        owner: OwnerStatus,
-        helper: OwnerStatus,
-    ) -> Infra<(Disposition, Vec<Probe>)> {
+    fn admission_disposition(&mut self, claim: &ExportAdmission, boot_id: &str, owner: OwnerStatus, helper: OwnerStatus) -> Infra<(Disposition, Vec<Probe>)> {
         let mut calls = Vec::new();
         let disposition = dispositions::admission(claim, boot_id, &mut answering(owner, helper, &mut calls)).map_err(|e| e.to_string())?;
         Ok((disposition, calls))
@@ -454,13 +421,7 @@ impl Backend for Native {
         Ok(Box::new(NativeLease { handle, world: world.clone() }))
     }
 
-    fn invocation_admission_entry(
-        &mut self,
-        plugin_id: &str,
-        entry: &Entry,
-        parent: OwnerStatus,
-        host: OwnerStatus,
-    ) -> Infra<(EntryDecision, Vec<Probe>, Option<Error>)> {
+    fn invocation_admission_entry(&mut self, plugin_id: &str, entry: &Entry, parent: OwnerStatus, host: OwnerStatus) -> Infra<(EntryDecision, Vec<Probe>, Option<Error>)> {
         let mut calls = Vec::new();
         let (decision, error) = invocation_leases::admission_entry(plugin_id, entry, &mut answering(parent, host, &mut calls)).map_err(|e| e.to_string())?;
         Ok((decision, calls, error))
@@ -538,12 +499,7 @@ impl Backend for ComponentBackend {
         split(self.instance.records().parse_export_admission(json, mode))
     }
 
-    fn directory_lease(
-        &mut self,
-        json: &str,
-        mode: InputMode,
-        file_name: &str,
-    ) -> Infra<Result<Parsed<DirectoryLease>, Error>> {
+    fn directory_lease(&mut self, json: &str, mode: InputMode, file_name: &str) -> Infra<Result<Parsed<DirectoryLease>, Error>> {
         split(self.instance.records().parse_directory_lease(json, mode, file_name))
     }
 
@@ -559,13 +515,7 @@ impl Backend for ComponentBackend {
         split(self.instance.records().parse_portable_identity(json))
     }
 
-    fn admission_disposition(
-        &mut self,
-        claim: &ExportAdmission,
-        boot_id: &str,
-        owner: OwnerStatus,
-        helper: OwnerStatus,
-    ) -> Infra<(Disposition, Vec<Probe>)> {
+    fn admission_disposition(&mut self, claim: &ExportAdmission, boot_id: &str, owner: OwnerStatus, helper: OwnerStatus) -> Infra<(Disposition, Vec<Probe>)> {
         self.instance.dispositions().admission(claim, boot_id, owner, helper).map_err(|e| e.to_string())
     }
 
@@ -611,13 +561,7 @@ impl Backend for ComponentBackend {
         Ok(Box::new(ComponentLease(lease)))
     }
 
-    fn invocation_admission_entry(
-        &mut self,
-        plugin_id: &str,
-        entry: &Entry,
-        parent: OwnerStatus,
-        host: OwnerStatus,
-    ) -> Infra<(EntryDecision, Vec<Probe>, Option<Error>)> {
+    fn invocation_admission_entry(&mut self, plugin_id: &str, entry: &Entry, parent: OwnerStatus, host: OwnerStatus) -> Infra<(EntryDecision, Vec<Probe>, Option<Error>)> {
         self.instance.invocation_admission_entry(plugin_id, entry, parent, host).map_err(|e| e.to_string())
     }
 

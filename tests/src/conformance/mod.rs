@@ -70,10 +70,7 @@ pub fn vector_files(path: &Path) -> std::io::Result<Vec<PathBuf>> {
     if path.is_file() {
         return Ok(vec![path.to_path_buf()]);
     }
-    let mut files: Vec<PathBuf> = std::fs::read_dir(path)?
-        .filter_map(|entry| entry.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
-        .collect();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(path)?.filter_map(|entry| entry.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|e| e == "jsonl")).collect();
     files.sort();
     Ok(files)
 }
@@ -98,8 +95,7 @@ pub fn run_file(path: &Path, backend: &mut dyn Backend) -> Result<SuiteReport, S
         if line.trim().is_empty() {
             continue;
         }
-        let vector: Value =
-            serde_json::from_str(line).map_err(|e| format!("{}:{}: not JSON: {e}", path.display(), index + 1))?;
+        let vector: Value = serde_json::from_str(line).map_err(|e| format!("{}:{}: not JSON: {e}", path.display(), index + 1))?;
         report.total += 1;
         let name = vector["name"].as_str().unwrap_or("<unnamed>").to_string();
         let expected = vector["expect"].clone();
@@ -127,9 +123,7 @@ pub fn json_eq(a: &Value, b: &Value) -> bool {
     match (a, b) {
         (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
         (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(p, q)| json_eq(p, q)),
-        (Value::Object(x), Value::Object(y)) => {
-            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| json_eq(v, w)))
-        }
+        (Value::Object(x), Value::Object(y)) => x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| json_eq(v, w))),
         _ => a == b,
     }
 }

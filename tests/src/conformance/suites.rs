@@ -142,11 +142,7 @@ fn parsed_fields<T>(parsed: &Parsed<T>, record_key: &str, record: Value) -> Valu
 }
 
 fn export_admission(v: &Value, b: &mut dyn Backend) -> Infra<Value> {
-    let result = if is_text_input(v) {
-        b.export_admission(text(&v["input"]), InputMode::File)?
-    } else {
-        b.export_admission(&value_text(&v["input"]), InputMode::Value)?
-    };
+    let result = if is_text_input(v) { b.export_admission(text(&v["input"]), InputMode::File)? } else { b.export_admission(&value_text(&v["input"]), InputMode::Value)? };
     Ok(match result {
         Ok(parsed) => {
             let mut out = parsed_fields(&parsed, "claim", parsed.record.to_value());
@@ -213,11 +209,7 @@ fn probe_names(probes: &[Probe]) -> Vec<&'static str> {
 
 /// An owner from the vector's JSON (`{pid, bootId, processStartId}`).
 fn owner(value: &Value) -> Option<Owner> {
-    Some(Owner {
-        pid: value["pid"].as_u64()?,
-        boot_id: value["bootId"].as_str()?.into(),
-        process_start_id: value["processStartId"].as_str()?.into(),
-    })
+    Some(Owner { pid: value["pid"].as_u64()?, boot_id: value["bootId"].as_str()?.into(), process_start_id: value["processStartId"].as_str()?.into() })
 }
 
 fn malformed(what: &str) -> Infra<Value> {
@@ -322,7 +314,6 @@ fn invocation_owner_status(v: &Value, b: &mut dyn Backend) -> Infra<Value> {
     })
 }
 
-
 /// A JavaScript-number argument: the typed API takes an `f64`; a JSON value that is not a
 /// number is passed as NaN, which no time rule accepts (as the reference rejects a non-number).
 fn js_number(value: &Value) -> f64 {
@@ -338,13 +329,7 @@ fn directory_lease_request(v: &Value, b: &mut dyn Backend) -> Infra<Value> {
         Some(Value::String(out)) => Some(out.clone()),
         Some(_) => return Ok(json!(SKIPPED)),
     };
-    let request = Request {
-        role,
-        path: path.into(),
-        output_root,
-        recover_after_ms: js_number(&v["recover_after_ms"]),
-        now_ms: Some(js_number(&v["now_ms"])),
-    };
+    let request = Request { role, path: path.into(), output_root, recover_after_ms: js_number(&v["recover_after_ms"]), now_ms: Some(js_number(&v["now_ms"])) };
     let world = FakeWorld::new(&"a".repeat(64), OwnerStatus::Unknown);
     Ok(match b.directory_request(&world, &request)? {
         Ok(()) => json!({ "ok": true }),

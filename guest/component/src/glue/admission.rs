@@ -9,8 +9,8 @@ use super::Component;
 use super::bindings::exports::proclease::lease::export_admission as wit;
 use super::bindings::proclease::lease::types as t;
 use super::convert::admission_claim_in;
-use crate::convert::{admission_claim_to_wit as admission_claim, admission_phase_from_wit as admission_phase_in, error_to_wit as error, owner_from_wit as owner_in};
 use super::imports::{ImportedEntropy, ImportedProcesses, ImportedStore};
+use crate::convert::{admission_claim_to_wit as admission_claim, admission_phase_from_wit as admission_phase_in, error_to_wit as error, owner_from_wit as owner_in};
 
 /// A held admission (WIT resource `admission`).
 pub(crate) struct AdmissionResource {
@@ -28,11 +28,7 @@ impl wit::Guest for Component {
 
     fn survey() -> Result<Option<wit::AdmissionSurvey>, t::Error> {
         let survey = admission::survey(&mut ImportedStore, &mut ImportedProcesses).map_err(error)?;
-        Ok(survey.map(|s| wit::AdmissionSurvey {
-            claim: admission_claim(s.claim),
-            disposition: crate::convert::disposition_to_wit(s.disposition),
-            reason: s.reason,
-        }))
+        Ok(survey.map(|s| wit::AdmissionSurvey { claim: admission_claim(s.claim), disposition: crate::convert::disposition_to_wit(s.disposition), reason: s.reason }))
     }
 
     fn acquire() -> Result<wit::Admission, t::Error> {

@@ -10,8 +10,8 @@ use super::Component;
 use super::bindings::exports::proclease::lease::directory_leases as wit;
 use super::bindings::proclease::lease::types as t;
 use super::convert::directory_lease_claim_in;
-use crate::convert::{directory_lease_claim_to_wit as directory_lease_claim, error_to_wit as error};
 use super::imports::{ImportedClock, ImportedEntropy, ImportedProcesses, ImportedStore, ImportedWorkspace};
+use crate::convert::{directory_lease_claim_to_wit as directory_lease_claim, error_to_wit as error};
 
 fn effects<'a>(
     store: &'a mut ImportedStore,
@@ -89,24 +89,16 @@ impl wit::Guest for Component {
 
     fn recover_each(now_ms: Option<f64>, options: wit::RecoveryOptions) -> Result<wit::RecoveryRun, t::Error> {
         let (mut s, mut p, mut w, mut c, mut e) = (ImportedStore, ImportedProcesses, ImportedWorkspace, ImportedClock, ImportedEntropy);
-        let options = leases::Options { dry_run: options.dry_run, skip_invalid: options.skip_invalid, concurrent: options.concurrent, keep: options.keep, past_bound: options.past_bound };
+        let options =
+            leases::Options { dry_run: options.dry_run, skip_invalid: options.skip_invalid, concurrent: options.concurrent, keep: options.keep, past_bound: options.past_bound };
         let run = leases::recover_each(now_ms, effects(&mut s, &mut p, &mut w, &mut c, &mut e), options).map_err(error)?;
-        Ok(wit::RecoveryRun {
-            outcomes: run.outcomes.into_iter().map(LeaseResource::outcome).collect(),
-            stopped: run.stopped.map(error),
-            cause: run.cause,
-        })
+        Ok(wit::RecoveryRun { outcomes: run.outcomes.into_iter().map(LeaseResource::outcome).collect(), stopped: run.stopped.map(error), cause: run.cause })
     }
 
     fn recover(now_ms: Option<f64>) -> Result<wit::RecoveryReport, t::Error> {
         let (mut s, mut p, mut w, mut c, mut e) = (ImportedStore, ImportedProcesses, ImportedWorkspace, ImportedClock, ImportedEntropy);
         let report = leases::recover(now_ms, effects(&mut s, &mut p, &mut w, &mut c, &mut e)).map_err(error)?;
-        Ok(wit::RecoveryReport {
-            recovered: report.recovered,
-            published: report.published,
-            active: report.active,
-            indeterminate: report.indeterminate,
-        })
+        Ok(wit::RecoveryReport { recovered: report.recovered, published: report.published, active: report.active, indeterminate: report.indeterminate })
     }
 }
 

@@ -29,12 +29,7 @@ fn answering<'a>(
 }
 
 impl wit::Guest for Component {
-    fn admission(
-        claim: t::AdmissionClaim,
-        current_boot_id: alloc::string::String,
-        owner_status: t::OwnerStatus,
-        helper_status: t::OwnerStatus,
-    ) -> Result<wit::Verdict, t::Error> {
+    fn admission(claim: t::AdmissionClaim, current_boot_id: alloc::string::String, owner_status: t::OwnerStatus, helper_status: t::OwnerStatus) -> Result<wit::Verdict, t::Error> {
         let claim = admission_claim_in(claim).map_err(error)?;
         let (owner_status, helper_status) = (status_in(owner_status), status_in(helper_status));
         let mut consulted = Vec::new();

@@ -5,8 +5,8 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 use proclease_core::effects::{
-    BatchStatus, Catalog, Clock, CollectionIdentity, CollectionSnapshot, DirectoryFacts, Entropy, FinishedRun, InstalledPlugin, Processes, Store,
-    StoreFailure, Workspace, WorkspaceFailure,
+    BatchStatus, Catalog, Clock, CollectionIdentity, CollectionSnapshot, DirectoryFacts, Entropy, FinishedRun, InstalledPlugin, Processes, Store, StoreFailure, Workspace,
+    WorkspaceFailure,
 };
 use proclease_core::liveness::OwnerFacts;
 use proclease_core::records::{DirectoryIdentity, Owner};

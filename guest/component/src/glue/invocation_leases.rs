@@ -10,8 +10,11 @@ use super::Component;
 use super::bindings::exports::proclease::lease::invocation_leases as wit;
 use super::bindings::proclease::lease::types as t;
 use super::convert::{snapshot, snapshot_in};
-use crate::convert::{error_to_wit as error, owner_from_wit as owner_in, portable_identity_from_wit as portable_identity_in, probe_to_wit as probe, status_from_wit as status_in, status_to_wit as status};
 use super::imports::{ImportedCatalog, ImportedClock, ImportedEntropy, ImportedProcesses, ImportedStore};
+use crate::convert::{
+    error_to_wit as error, owner_from_wit as owner_in, portable_identity_from_wit as portable_identity_in, probe_to_wit as probe, status_from_wit as status_in,
+    status_to_wit as status,
+};
 
 fn entry_out(e: Entry) -> wit::Entry {
     match e {
@@ -55,9 +58,7 @@ impl wit::Guest for Component {
     fn lease_status(current: wit::Snapshot) -> Result<t::OwnerStatus, t::Error> {
         let current = snapshot_in(current).map_err(error)?;
         let mut processes = ImportedProcesses;
-        let mut inspect = |_, owner: &proclease_core::records::Owner| {
-            proclease_core::liveness::probe(&mut processes, owner).map_err(proclease_core::Error::System)
-        };
+        let mut inspect = |_, owner: &proclease_core::records::Owner| proclease_core::liveness::probe(&mut processes, owner).map_err(proclease_core::Error::System);
         let (_, reported) = proclease_core::dispositions::invocation_owner_status(&current.record, &current.sha256, &mut inspect).map_err(error)?;
         Ok(status(reported))
     }
@@ -103,9 +104,7 @@ impl wit::Guest for Component {
 }
 
 /// Runs a repair (or its dry run), collecting each entry's decision by lease id.
-fn repair_outcome(
-    run: impl FnOnce(&mut dyn FnMut(&Entry, RepairDecision)) -> Result<leases::RepairReport, proclease_core::Error>,
-) -> Result<wit::RepairOutcome, t::Error> {
+fn repair_outcome(run: impl FnOnce(&mut dyn FnMut(&Entry, RepairDecision)) -> Result<leases::RepairReport, proclease_core::Error>) -> Result<wit::RepairOutcome, t::Error> {
     let mut decisions = Vec::new();
     let report = run(&mut |entry, d| {
         let id = match entry {
@@ -125,13 +124,7 @@ fn repair_outcome(
     })
     .map_err(error)?;
     Ok(wit::RepairOutcome {
-        report: wit::RepairReport {
-            inspected: report.inspected,
-            removed: report.removed,
-            active: report.active,
-            unknown: report.unknown,
-            invalid: report.invalid,
-        },
+        report: wit::RepairReport { inspected: report.inspected, removed: report.removed, active: report.active, unknown: report.unknown, invalid: report.invalid },
         decisions,
     })
 }

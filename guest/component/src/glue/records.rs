@@ -10,7 +10,10 @@ use super::Component;
 use super::bindings::exports::proclease::lease::records as wit;
 use super::bindings::proclease::lease::types as t;
 use super::convert::invocation_parsed;
-use crate::convert::{admission_claim_to_wit as admission_claim, directory_lease_claim_to_wit as directory_lease_claim, error_to_wit as error, form_to_wit as form, portable_identity_to_wit as portable_identity};
+use crate::convert::{
+    admission_claim_to_wit as admission_claim, directory_lease_claim_to_wit as directory_lease_claim, error_to_wit as error, form_to_wit as form,
+    portable_identity_to_wit as portable_identity,
+};
 
 impl wit::Guest for Component {
     fn canonicalize(json: String) -> Result<String, String> {
@@ -40,9 +43,7 @@ impl wit::Guest for Component {
 
     fn parse_proc_stat(stat: String, boot_id: String) -> wit::ProcStat {
         match proc_stat::parse(&stat, &boot_id) {
-            proc_stat::ProcStat::Alive { raw_start, process_start_id } => {
-                wit::ProcStat::Alive(wit::AliveProcess { raw_start, process_start_id })
-            }
+            proc_stat::ProcStat::Alive { raw_start, process_start_id } => wit::ProcStat::Alive(wit::AliveProcess { raw_start, process_start_id }),
             proc_stat::ProcStat::Dead => wit::ProcStat::Dead,
             proc_stat::ProcStat::Unknown => wit::ProcStat::Unknown,
         }
@@ -59,11 +60,7 @@ impl wit::Guest for Component {
         Ok((admission_claim(parsed.record), f))
     }
 
-    fn parse_directory_lease(
-        json: String,
-        mode: t::InputMode,
-        file_name: String,
-    ) -> Result<(t::DirectoryLeaseClaim, wit::CanonicalForm), t::Error> {
+    fn parse_directory_lease(json: String, mode: t::InputMode, file_name: String) -> Result<(t::DirectoryLeaseClaim, wit::CanonicalForm), t::Error> {
         use core_records::directory_lease as dl;
         let parsed = match mode {
             t::InputMode::Value => dl::parse_json(&json),
@@ -96,8 +93,7 @@ impl wit::Guest for Component {
     }
 
     fn parse_portable_identity(json: String) -> Result<t::PortableIdentity, t::Error> {
-        let value = canonical_json::parse(&json)
-            .map_err(|_| error(proclease_core::Error::lease(proclease_core::LeaseCode::PortableOperationIdentityIsNotValidJson)))?;
+        let value = canonical_json::parse(&json).map_err(|_| error(proclease_core::Error::lease(proclease_core::LeaseCode::PortableOperationIdentityIsNotValidJson)))?;
         core_records::portable_identity::parse_value(&value).map(portable_identity).map_err(error)
     }
 

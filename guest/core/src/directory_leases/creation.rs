@@ -18,7 +18,7 @@ use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 
-use super::{DIRECTORY, Effects, Handle, MAX_CLAIMS, MAX_CLAIM_BYTES, Request, check_request, create};
+use super::{DIRECTORY, Effects, Handle, MAX_CLAIM_BYTES, MAX_CLAIMS, Request, check_request, create};
 use crate::effects::{BatchStatus, EntryKind, Processes, Store, Workspace, uuid_v4};
 use crate::liveness::{self, OwnerStatus, Spawned};
 use crate::records::creation_intent::{self, CreationIntent};
@@ -155,12 +155,7 @@ pub struct CreationOutcome {
 /// `dry_run`, only says what it would do.
 ///
 /// Errors: a store failure listing or reading the intents or the lease collection.
-pub fn recover_creations(
-    store: &mut dyn Store,
-    processes: &mut dyn Processes,
-    workspace: &mut dyn Workspace,
-    dry_run: bool,
-) -> Result<Vec<CreationOutcome>, Error> {
+pub fn recover_creations(store: &mut dyn Store, processes: &mut dyn Processes, workspace: &mut dyn Workspace, dry_run: bool) -> Result<Vec<CreationOutcome>, Error> {
     let Some(snapshot) = store.snapshot(INTENTS, !dry_run)? else { return Ok(Vec::new()) };
     let names: Vec<String> = snapshot
         .entries
@@ -223,13 +218,7 @@ pub fn recover_creations(
 /// The paths every valid lease of the lease collection claims.
 fn claimed_paths(store: &mut dyn Store) -> Result<Vec<String>, Error> {
     let Some(snapshot) = store.snapshot(DIRECTORY, false)? else { return Ok(Vec::new()) };
-    let names: Vec<String> = snapshot
-        .entries
-        .iter()
-        .filter(|e| e.kind == EntryKind::File && e.name.ends_with(".json"))
-        .take(MAX_CLAIMS)
-        .map(|e| e.name.clone())
-        .collect();
+    let names: Vec<String> = snapshot.entries.iter().filter(|e| e.kind == EntryKind::File && e.name.ends_with(".json")).take(MAX_CLAIMS).map(|e| e.name.clone()).collect();
     if names.is_empty() {
         return Ok(Vec::new());
     }

@@ -108,9 +108,8 @@ pub fn check_request(request: &Request, clock: &mut dyn Clock) -> Result<Checked
     let now_ms = milliseconds(now).ok_or_else(|| Error::lease(LeaseCode::DirectoryLeaseCreationTimeIsInvalid))?;
     let recover = request.recover_after_ms;
     let recover_ok = recover.is_finite() && recover.abs() <= js::MAX_SAFE_INTEGER && recover == (recover as i64) as f64 && recover >= now as f64;
-    let consistent = recover_ok
-        && (request.role == Role::BundleStage) == request.output_root.is_some()
-        && request.output_root.as_deref().is_none_or(|out| dirname(out) == parent_path);
+    let consistent =
+        recover_ok && (request.role == Role::BundleStage) == request.output_root.is_some() && request.output_root.as_deref().is_none_or(|out| dirname(out) == parent_path);
     if !consistent {
         return Err(Error::lease(LeaseCode::DirectoryLeaseRequestIsInvalid));
     }
@@ -150,8 +149,7 @@ fn identity_if_present(workspace: &mut dyn Workspace, path: &str, private: bool)
 /// The physical identity of `path`, which must exist (an absent one is the raw "no such
 /// directory" error of the reference, not a lease error).
 fn identity_of(workspace: &mut dyn Workspace, path: &str, private: bool) -> Result<DirectoryIdentity, Error> {
-    identity_if_present(workspace, path, private)?
-        .ok_or_else(|| Error::Storage(format!("{path}: no such directory (ENOENT); create it first")))
+    identity_if_present(workspace, path, private)?.ok_or_else(|| Error::Storage(format!("{path}: no such directory (ENOENT); create it first")))
 }
 
 fn wrapped<T>(code: LeaseCode, section: impl FnOnce() -> Result<T, Error>) -> Result<T, Error> {
@@ -246,9 +244,7 @@ pub fn update(handle: &mut Handle, phase: Phase, child_pid: Option<i64>, store: 
         return Err(Error::lease(LeaseCode::RawDirectoryLeaseLifecycleTransitionIsInvalid));
     }
     let child_owner: Option<Owner> = if phase == Phase::Running {
-        let pid = child_pid
-            .filter(|pid| (1..=2_147_483_647).contains(pid))
-            .ok_or_else(|| Error::lease(LeaseCode::RunningDirectoryLeaseRequiresAChildProcessIdentity))?;
+        let pid = child_pid.filter(|pid| (1..=2_147_483_647).contains(pid)).ok_or_else(|| Error::lease(LeaseCode::RunningDirectoryLeaseRequiresAChildProcessIdentity))?;
         Some(crate::liveness::capture(processes, pid as u64).map_err(Error::System)?)
     } else {
         if child_pid.is_some() {
@@ -258,9 +254,7 @@ pub fn update(handle: &mut Handle, phase: Phase, child_pid: Option<i64>, store: 
     };
     let next = DirectoryLease { phase, child_owner, ..handle.claim.clone() }.parsed();
     let path = claim_path(&handle.claim.id);
-    let written = wrapped(LeaseCode::DirectoryLeaseLifecycleCouldNotBeUpdatedSafely, || {
-        Ok(store.replace_if_unchanged(&path, &handle.content_sha256, &next.canonical)?)
-    })?;
+    let written = wrapped(LeaseCode::DirectoryLeaseLifecycleCouldNotBeUpdatedSafely, || Ok(store.replace_if_unchanged(&path, &handle.content_sha256, &next.canonical)?))?;
     if !written {
         return Err(Error::lease(LeaseCode::DirectoryLeaseChangedBeforeItsLifecycleUpdate));
     }
@@ -285,4 +279,3 @@ pub fn release(handle: &mut Handle, store: &mut dyn Store) -> Result<(), Error> 
     handle.released = true;
     Ok(())
 }
-

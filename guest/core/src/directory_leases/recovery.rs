@@ -10,7 +10,7 @@ use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 
-use super::{DIRECTORY, Effects, MAX_CLAIMS, MAX_CLAIM_BYTES, identity_if_present, identity_of, milliseconds};
+use super::{DIRECTORY, Effects, MAX_CLAIM_BYTES, MAX_CLAIMS, identity_if_present, identity_of, milliseconds};
 use crate::dispositions::{self, Disposition};
 use crate::effects::{BatchInvalid, BatchStatus, EntryKind, Processes, Store, Workspace};
 use crate::error::LeaseCode;
@@ -310,19 +310,14 @@ impl Recovery<'_> {
             other => {
                 let why = match other {
                     BatchStatus::Absent => "vanished while it was read",
-                    BatchStatus::Invalid(BatchInvalid::UnsafeFile) => {
-                        "not a private regular file of yours (a symbolic link, another owner, or group/other permissions)"
-                    }
+                    BatchStatus::Invalid(BatchInvalid::UnsafeFile) => "not a private regular file of yours (a symbolic link, another owner, or group/other permissions)",
                     BatchStatus::Invalid(BatchInvalid::FileByteBound) => "larger than a claim may be (16 KiB)",
                     BatchStatus::Invalid(BatchInvalid::AggregateByteBound) => "over the batch's byte bound",
                     BatchStatus::Invalid(BatchInvalid::ChangedDuringRead) => "changed while it was read",
                     BatchStatus::Invalid(BatchInvalid::InvalidUtf8) => "not UTF-8",
                     _ => "unreadable",
                 };
-                let refusal = Refusal {
-                    error: Error::lease(LeaseCode::DirectoryLeaseChangedDuringRecoveryInspection),
-                    reason: format!("the claim file is {why}"),
-                };
+                let refusal = Refusal { error: Error::lease(LeaseCode::DirectoryLeaseChangedDuringRecoveryInspection), reason: format!("the claim file is {why}") };
                 return self.refuse(name, None, refusal);
             }
         };
@@ -358,10 +353,8 @@ impl Recovery<'_> {
             None if self.options.concurrent => return self.already_recovered(name, Some(claim)),
             Some(now) if digest::sha256_hex(now.as_bytes()) == sha => {}
             _ => {
-                let refusal = Refusal {
-                    error: Error::lease(LeaseCode::DirectoryLeaseChangedBeforeRecoveryRelease),
-                    reason: format!("{reason}; but its claim changed after it was read"),
-                };
+                let refusal =
+                    Refusal { error: Error::lease(LeaseCode::DirectoryLeaseChangedBeforeRecoveryRelease), reason: format!("{reason}; but its claim changed after it was read") };
                 return self.refuse(name, Some(claim), refusal);
             }
         }

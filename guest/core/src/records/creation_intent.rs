@@ -128,10 +128,7 @@ mod tests {
             id: "11111111-1111-4111-8111-111111111111".into(),
             owner: Owner { pid: 7, boot_id: "a".repeat(64), process_start_id: "b".repeat(64) },
             path: "/w/jobs/a".into(),
-            created: alloc::vec![
-                ("/w/jobs".into(), None),
-                ("/w/jobs/a".into(), Some(DirectoryIdentity { device: "1".into(), inode: "2".into(), birthtime_ns: "3".into() })),
-            ],
+            created: alloc::vec![("/w/jobs".into(), None), ("/w/jobs/a".into(), Some(DirectoryIdentity { device: "1".into(), inode: "2".into(), birthtime_ns: "3".into() })),],
         }
         .parsed();
         assert_eq!(parse_file(&intent.canonical, "11111111-1111-4111-8111-111111111111.json"), Ok(intent.clone()));

@@ -104,9 +104,7 @@ pub fn inspect_file_in(collection: &str, file_name: &str, text: &str) -> FileVer
     };
     verdict.kind = Some(kind);
     let outcome = match kind {
-        RecordKind::ExportAdmission => {
-            export_admission::parse_file(text).map(|p| p.record.schema.name().to_string())
-        }
+        RecordKind::ExportAdmission => export_admission::parse_file(text).map(|p| p.record.schema.name().to_string()),
         RecordKind::DirectoryLease => directory_lease::parse_file(text, file_name).map(|_| "v2".to_string()),
         RecordKind::PortableIdentity => portable_identity::parse_value(&value).map(|_| "v1".to_string()),
         RecordKind::InvocationLease => invocation_file(file_name, text, &value),
@@ -165,13 +163,10 @@ fn invocation_file(file_name: &str, text: &str, value: &Value) -> Result<String,
             LeaseCode::InvocationLeaseFileNameMismatch,
             &format!("portable invocation lease file name must be {expected_name}: a listing ignores or rejects this file"),
         )),
-        Listed::Invalid { reason: InvalidReason::NotCanonical, .. } => {
-            Err(Error::lease(LeaseCode::PortableInvocationLeaseIsNotCanonicalAListingReportsItInvalid))
+        Listed::Invalid { reason: InvalidReason::NotCanonical, .. } => Err(Error::lease(LeaseCode::PortableInvocationLeaseIsNotCanonicalAListingReportsItInvalid)),
+        Listed::Invalid { reason, .. } => {
+            Err(Error::lease_with(LeaseCode::InvocationLeaseListedInvalid, &format!("portable invocation lease is invalid ({}): a listing reports it invalid", reason.name())))
         }
-        Listed::Invalid { reason, .. } => Err(Error::lease_with(
-            LeaseCode::InvocationLeaseListedInvalid,
-            &format!("portable invocation lease is invalid ({}): a listing reports it invalid", reason.name()),
-        )),
         Listed::Ignored => Err(Error::lease(LeaseCode::PortableInvocationLeaseIdIsMalformed)),
     }
 }

@@ -188,8 +188,7 @@ pub fn parse_value(value: &Value) -> Result<DirectoryLease, Error> {
         v => Some(bounded_path(v).ok_or_else(|| Error::lease(LeaseCode::DirectoryLeaseOutputIsInvalid))?),
     };
     let created_at_ms = milliseconds(&m["createdAtMs"]).ok_or_else(|| Error::lease(LeaseCode::DirectoryLeaseCreationTimeIsInvalid))?;
-    let recover_after_ms =
-        milliseconds(&m["recoverAfterMs"]).ok_or_else(|| Error::lease(LeaseCode::DirectoryLeaseRecoveryTimeIsInvalid))?;
+    let recover_after_ms = milliseconds(&m["recoverAfterMs"]).ok_or_else(|| Error::lease(LeaseCode::DirectoryLeaseRecoveryTimeIsInvalid))?;
     let child_value = &m["childOwner"];
     let consistent = dirname(path) == parent_path
         && recover_after_ms >= created_at_ms
@@ -203,11 +202,7 @@ pub fn parse_value(value: &Value) -> Result<DirectoryLease, Error> {
     let parent_identity = directory_identity(&m["parentIdentity"], "directory lease parent identity")?;
     let directory_identity = directory_identity(&m["directoryIdentity"], "directory lease directory identity")?;
     let owner = beeper_owner(&m["owner"], "directory lease owner")?;
-    let child_owner = if child_value.is_null() {
-        None
-    } else {
-        Some(beeper_owner(child_value, "directory lease child owner")?)
-    };
+    let child_owner = if child_value.is_null() { None } else { Some(beeper_owner(child_value, "directory lease child owner")?) };
     Ok(DirectoryLease {
         id,
         role,
@@ -253,10 +248,7 @@ pub fn bounded_path(value: &Value) -> Option<&str> {
 
 /// The string form of [`bounded_path`].
 pub fn is_bounded_path(path: &str) -> bool {
-    let normalised = path == "/"
-        || (path.starts_with('/')
-            && !path.ends_with('/')
-            && path[1..].split('/').all(|seg| !seg.is_empty() && seg != "." && seg != ".."));
+    let normalised = path == "/" || (path.starts_with('/') && !path.ends_with('/') && path[1..].split('/').all(|seg| !seg.is_empty() && seg != "." && seg != ".."));
     normalised && js::utf16_len(path) <= MAX_PATH_UTF16 && !path.contains(['\0', '\r', '\n'])
 }
 
@@ -285,9 +277,7 @@ fn directory_identity(value: &Value, label: &str) -> Result<DirectoryIdentity, E
     let inode = string(m, "inode").filter(decimal);
     let birth = string(m, "birthtimeNs").filter(decimal).filter(|s| !s.starts_with('0'));
     match (device, inode, birth) {
-        (Some(device), Some(inode), Some(birth)) => {
-            Ok(DirectoryIdentity { device: device.into(), inode: inode.into(), birthtime_ns: birth.into() })
-        }
+        (Some(device), Some(inode), Some(birth)) => Ok(DirectoryIdentity { device: device.into(), inode: inode.into(), birthtime_ns: birth.into() }),
         _ => Err(Error::lease_with(LeaseCode::FieldIsInvalid, &format!("{label} is invalid"))),
     }
 }

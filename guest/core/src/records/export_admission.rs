@@ -161,11 +161,7 @@ pub fn parse_value(value: &Value) -> Result<ExportAdmission, Error> {
         _ => return Err(Error::lease(LeaseCode::ExportAdmissionLifecycleIsInvalid)),
     };
     let owner = beeper_owner(&m["owner"], "export admission owner")?;
-    let helper_owner = if helper_value.is_null() {
-        None
-    } else {
-        Some(beeper_owner(helper_value, "export admission helper owner")?)
-    };
+    let helper_owner = if helper_value.is_null() { None } else { Some(beeper_owner(helper_value, "export admission helper owner")?) };
     let (schema, revision) = if current_v2 {
         let revision = uuid_member(m, "revision").ok_or_else(|| Error::lease(LeaseCode::ExportAdmissionRevisionIsInvalid))?;
         (Schema::V2, Some(revision))
@@ -207,10 +203,7 @@ pub(crate) fn beeper_owner(value: &Value, label: &str) -> Result<Owner, Error> {
     let boot_id = super::digest_member(m, "bootId");
     let start = super::digest_member(m, "processStartId");
     match (pid, boot_id, start) {
-        (Some(pid), Some(boot_id), Some(process_start_id)) => {
-            Ok(Owner { pid: pid as u64, boot_id, process_start_id })
-        }
+        (Some(pid), Some(boot_id), Some(process_start_id)) => Ok(Owner { pid: pid as u64, boot_id, process_start_id }),
         _ => Err(Error::lease_with(LeaseCode::FieldIsInvalid, &format!("{label} is invalid"))),
     }
 }
-

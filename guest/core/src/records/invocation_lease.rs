@@ -158,19 +158,9 @@ pub fn parse_value(value: &Value) -> Result<InvocationLease, Error> {
     let run_id = uuid(m, "runId", LeaseCode::PortableInvocationRunIdIsMalformed)?;
     let identity = portable_identity::parse_value(&m["identity"])?;
     let owner = lease_owner(&m["owner"])?;
-    let acquired_at = string(m, "acquiredAt")
-        .filter(|s| is_iso_timestamp(s))
-        .ok_or_else(|| Error::lease(LeaseCode::PortableInvocationLeaseAcquisitionTimeIsMalformed))?;
+    let acquired_at = string(m, "acquiredAt").filter(|s| is_iso_timestamp(s)).ok_or_else(|| Error::lease(LeaseCode::PortableInvocationLeaseAcquisitionTimeIsMalformed))?;
     let containment = if legacy { None } else { Some(containment(&m["containment"])?) };
-    Ok(InvocationLease {
-        schema_version: if legacy { 1 } else { 2 },
-        lease_id,
-        run_id,
-        identity,
-        owner,
-        acquired_at: acquired_at.into(),
-        containment,
-    })
+    Ok(InvocationLease { schema_version: if legacy { 1 } else { 2 }, lease_id, run_id, identity, owner, acquired_at: acquired_at.into(), containment })
 }
 
 /// Value mode from JSON text: [`parse_value`] of the decoded text, no canonical check.
@@ -289,11 +279,7 @@ fn process_owner(value: &Value, label: &str) -> Result<Owner, Error> {
 
 fn process_fields(m: &Map<String, Value>) -> Option<Owner> {
     let pid = m.get("pid").and_then(js::safe_integer).filter(|p| *p >= 1)?;
-    Some(Owner {
-        pid: pid as u64,
-        boot_id: super::digest_member(m, "bootId")?,
-        process_start_id: super::digest_member(m, "processStartId")?,
-    })
+    Some(Owner { pid: pid as u64, boot_id: super::digest_member(m, "bootId")?, process_start_id: super::digest_member(m, "processStartId")? })
 }
 
 fn containment(value: &Value) -> Result<Containment, Error> {
@@ -349,11 +335,7 @@ pub fn is_iso_timestamp(s: &str) -> bool {
     let num = |from: usize, to: usize| s[from..to].bytes().fold(0u32, |n, c| n * 10 + u32::from(c - b'0'));
     let (year, month, day) = (num(0, 4), num(5, 7), num(8, 10));
     let (hour, minute, second) = (num(11, 13), num(14, 16), num(17, 19));
-    (1..=12).contains(&month)
-        && (1..=days_in_month(year, month)).contains(&day)
-        && hour <= 23
-        && minute <= 59
-        && second <= 59
+    (1..=12).contains(&month) && (1..=days_in_month(year, month)).contains(&day) && hour <= 23 && minute <= 59 && second <= 59
 }
 
 fn days_in_month(year: u32, month: u32) -> u32 {
@@ -384,13 +366,7 @@ pub fn iso_timestamp(ms: i64) -> Option<String> {
     if !(0..=9999).contains(&year) {
         return None;
     }
-    Some(format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
-        in_day / 3_600_000,
-        in_day / 60_000 % 60,
-        in_day / 1000 % 60,
-        in_day % 1000
-    ))
+    Some(format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z", in_day / 3_600_000, in_day / 60_000 % 60, in_day / 1000 % 60, in_day % 1000))
 }
 
 #[cfg(test)]

@@ -85,19 +85,8 @@ impl PortableIdentity {
     }
 }
 
-const KEYS: &[&str] = &[
-    "adapterId",
-    "bundleSha256",
-    "contractVersion",
-    "descriptorSha256",
-    "hostApiVersion",
-    "manifestSha256",
-    "operation",
-    "pluginId",
-    "pluginVersion",
-    "surfaceId",
-    "transport",
-];
+const KEYS: &[&str] =
+    &["adapterId", "bundleSha256", "contractVersion", "descriptorSha256", "hostApiVersion", "manifestSha256", "operation", "pluginId", "pluginVersion", "surfaceId", "transport"];
 
 /// `parsePortableOperationIdentityV1(value)` (§4).
 ///
@@ -124,10 +113,7 @@ fn fields(m: &Map<String, Value>) -> Option<PortableIdentity> {
     let transport = string(m, "transport").and_then(Transport::from_name)?;
     let surface_id = string(m, "surfaceId").filter(|s| is_slug(s))?;
     let operation = string(m, "operation").filter(|s| is_operation(s))?;
-    let contract_version = m
-        .get("contractVersion")
-        .and_then(js::safe_integer)
-        .filter(|n| (1..=1_000_000).contains(n))?;
+    let contract_version = m.get("contractVersion").and_then(js::safe_integer).filter(|n| (1..=1_000_000).contains(n))?;
     Some(PortableIdentity {
         plugin_id: plugin_id.into(),
         plugin_version: plugin_version.into(),
@@ -150,18 +136,13 @@ fn is_lower_alnum(c: u8) -> bool {
 /// `^[a-z][a-z0-9]*(?:-[a-z0-9]+)*$`, at most 128 characters.
 fn is_slug(s: &str) -> bool {
     let b = s.as_bytes();
-    b.len() <= 128
-        && b.first().is_some_and(u8::is_ascii_lowercase)
-        && s.split('-').all(|part| !part.is_empty() && part.bytes().all(is_lower_alnum))
+    b.len() <= 128 && b.first().is_some_and(u8::is_ascii_lowercase) && s.split('-').all(|part| !part.is_empty() && part.bytes().all(is_lower_alnum))
 }
 
 /// `^[a-z][a-z0-9-]{0,max-1}$`.
 fn is_label(s: &str, max: usize) -> bool {
     let b = s.as_bytes();
-    !b.is_empty()
-        && b.len() <= max
-        && b[0].is_ascii_lowercase()
-        && b.iter().all(|&c| is_lower_alnum(c) || c == b'-')
+    !b.is_empty() && b.len() <= max && b[0].is_ascii_lowercase() && b.iter().all(|&c| is_lower_alnum(c) || c == b'-')
 }
 
 /// `^[a-z][a-z0-9-]{0,39}(?:\.[a-z][a-z0-9-]{0,39}){1,3}$`.
@@ -183,9 +164,7 @@ fn is_semver(s: &str) -> bool {
         None => (rest, None),
     };
     let numeric = |n: &str| !n.is_empty() && n.bytes().all(|c| c.is_ascii_digit()) && (n == "0" || !n.starts_with('0'));
-    let idents = |text: &str| {
-        text.split('.').all(|id| !id.is_empty() && id.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-'))
-    };
+    let idents = |text: &str| text.split('.').all(|id| !id.is_empty() && id.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-'));
     let parts: alloc::vec::Vec<&str> = core.split('.').collect();
     parts.len() == 3 && parts.iter().all(|p| numeric(p)) && pre.is_none_or(idents) && build.is_none_or(idents)
 }

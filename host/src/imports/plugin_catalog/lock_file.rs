@@ -37,9 +37,9 @@ use rustix::io::Errno;
 
 use crate::fsops::{self, StableRead};
 use crate::process_identity::ProcessIdentity;
+use crate::state_store::StateStore;
 use crate::state_store::arbitration::{self, ArbitrationError, ClaimKind, Failure, Phase};
 use crate::state_store::mutation_claim::{self, pid_gone};
-use crate::state_store::StateStore;
 
 /// The reference's message when a live process holds the lock (§5).
 pub const ALREADY_LOCKED: &str = "portable plugin catalog mutation is already locked";

@@ -153,10 +153,7 @@ fn find(text: &str, plugin_id: &str) -> Result<Option<InstalledPlugin>, String> 
             continue;
         }
         let field = |name: &str| plugin[name].as_str().map(String::from).ok_or(format!("plugin {plugin_id}: \"{name}\" must be a string"));
-        let host_api_version = plugin["hostApiVersion"]
-            .as_u64()
-            .and_then(|v| u32::try_from(v).ok())
-            .ok_or(format!("plugin {plugin_id}: \"hostApiVersion\" must be a number"))?;
+        let host_api_version = plugin["hostApiVersion"].as_u64().and_then(|v| u32::try_from(v).ok()).ok_or(format!("plugin {plugin_id}: \"hostApiVersion\" must be a number"))?;
         let enabled = plugin["enabled"].as_bool().ok_or(format!("plugin {plugin_id}: \"enabled\" must be true or false"))?;
         let installed = InstalledPlugin {
             plugin_id: plugin_id.into(),

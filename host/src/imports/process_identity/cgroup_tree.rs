@@ -142,11 +142,7 @@ impl CgroupTree {
         match rustix::fs::mkdir(&dir_path, Mode::from_raw_mode(0o755)) {
             Ok(()) => {}
             Err(e @ (Errno::ACCESS | Errno::PERM | Errno::ROFS)) => {
-                return Err(format!(
-                    "this process's cgroup {} is not writable ({}): run as root, or in a cgroup delegated to this user",
-                    hierarchy.own,
-                    std::io::Error::from(e)
-                ));
+                return Err(format!("this process's cgroup {} is not writable ({}): run as root, or in a cgroup delegated to this user", hierarchy.own, std::io::Error::from(e)));
             }
             Err(e) => return Err(format!("a cgroup cannot be made under {} ({})", hierarchy.own, std::io::Error::from(e))),
         }
@@ -264,10 +260,7 @@ impl CgroupTree {
     /// Its record (see the module docs).
     pub fn record(&self) -> String {
         let path = serde_json::to_string(&self.path).unwrap_or_else(|_| "\"\"".into());
-        format!(
-            "{{\"cgroupId\":{},\"cgroupNamespace\":{},\"kind\":\"proclease-cgroup\",\"path\":{path},\"schemaVersion\":1}}\n",
-            self.id, self.namespace
-        )
+        format!("{{\"cgroupId\":{},\"cgroupNamespace\":{},\"kind\":\"proclease-cgroup\",\"path\":{path},\"schemaVersion\":1}}\n", self.id, self.namespace)
     }
 }
 

@@ -269,11 +269,7 @@ impl Shared {
     fn check_header(&self, header: Option<&etcd_client::ResponseHeader>) -> Result<(), String> {
         let Some(header) = header else { return Ok(()) };
         if header.cluster_id() != self.cluster_id {
-            return Err(format!(
-                "etcd answered from another cluster (id {:x}, the session's is {:x}): its state was replaced or restored",
-                header.cluster_id(),
-                self.cluster_id
-            ));
+            return Err(format!("etcd answered from another cluster (id {:x}, the session's is {:x}): its state was replaced or restored", header.cluster_id(), self.cluster_id));
         }
         let mut highest = self.highest_revisions.lock().unwrap_or_else(|p| p.into_inner());
         let seen = highest.entry(header.member_id()).or_insert(header.revision());
@@ -676,10 +672,9 @@ pub fn await_epoch(store: &EtcdStore, ttl: Duration) -> Result<String, StoreErro
                     })?
                     .id();
                 let unchanged = Compare::mod_revision(key.clone(), CompareOp::Equal, seen.as_ref().map_or(0, |kv| kv.mod_revision()));
-                let txn = Txn::new().when([unchanged]).and_then([
-                    TxnOp::put(key.clone(), current.clone(), None),
-                    TxnOp::put(grace_key(store), "", Some(PutOptions::new().with_lease(lease))),
-                ]);
+                let txn = Txn::new()
+                    .when([unchanged])
+                    .and_then([TxnOp::put(key.clone(), current.clone(), None), TxnOp::put(grace_key(store), "", Some(PutOptions::new().with_lease(lease)))]);
                 let started = store
                     .run(&key, "starting a cluster epoch", || {
                         let (mut kv, txn) = (store.client().kv_client(), txn.clone());
@@ -751,7 +746,6 @@ enum Registration {
     /// The prefix's epoch changed, or a grace began, since it was read.
     EpochChanged,
 }
-
 
 impl Drop for PresenceSession {
     /// Stops renewing and revokes the lease (best effort: if etcd cannot be reached, the

@@ -21,13 +21,13 @@ use proclease_core::liveness::{self, Liveness, OwnerFacts, OwnerStatus, ProcRead
 use proclease_core::records::Owner;
 use proclease_core::{digest, js};
 
+pub mod cgroup_tree;
 #[cfg(feature = "cluster")]
 pub mod cluster_presence;
-pub mod cgroup_tree;
 pub mod dead_man;
 pub mod run_journal;
-pub mod witness;
 mod wit;
+pub mod witness;
 
 use witness::{Namespaces, SpawnWitness, WitnessError, Witnesses};
 
@@ -84,11 +84,7 @@ impl Host {
             })
             .unwrap_or(0);
         let clock_ticks_per_second = rustix::param::clock_ticks_per_second();
-        Host {
-            view: ProcView { pid_namespace: if own_proc { pid_namespace } else { None }, boottime_offset_ns, clock_ticks_per_second },
-            pid_namespace,
-            time_namespace,
-        }
+        Host { view: ProcView { pid_namespace: if own_proc { pid_namespace } else { None }, boottime_offset_ns, clock_ticks_per_second }, pid_namespace, time_namespace }
     }
 
     /// What a witness records of this process.
@@ -175,8 +171,7 @@ impl ProcessIdentity {
             return Ok(boot_id.clone());
         }
         // Read raw: the §2.2 rule (trim, pattern, digest) is proclease-core's.
-        let raw = std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
-            .map_err(|e| IdentityError(format!("system boot identity is unavailable: {e}")))?;
+        let raw = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").map_err(|e| IdentityError(format!("system boot identity is unavailable: {e}")))?;
         let boot_id = digest::linux_boot_id(&raw).map_err(|m| IdentityError(m.into()))?;
         Ok(self.boot_id.get_or_init(|| boot_id).clone())
     }

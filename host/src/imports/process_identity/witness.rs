@@ -152,13 +152,7 @@ impl Witnesses {
         let internal = private_dir(home.dir(), ".proclease", ".proclease")?;
         let root = private_dir(&internal, DIRECTORY, ROOT)?;
         let stat = rustix::fs::fstat(&root).map_err(io(ROOT, "fstat"))?;
-        Ok(Witnesses {
-            root,
-            key: (stat.st_dev, stat.st_ino),
-            boot: OnceLock::new(),
-            swept: OnceLock::new(),
-            pending: Mutex::new(HashMap::new()),
-        })
+        Ok(Witnesses { root, key: (stat.st_dev, stat.st_ino), boot: OnceLock::new(), swept: OnceLock::new(), pending: Mutex::new(HashMap::new()) })
     }
 
     /// This boot's directory (created on first use; the directories of other boots are removed
@@ -222,13 +216,8 @@ impl Witnesses {
         let dir = self.boot_dir(&holder.boot_id)?;
         let path = format!("{ROOT}/{}/{name}", holder.boot_id);
         let temp = format!(".tmp-{}", uuid::Uuid::new_v4());
-        let fd = rustix::fs::openat(
-            dir,
-            temp.as_str(),
-            OFlags::RDWR | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::from_raw_mode(0o600),
-        )
-        .map_err(io(&path, "create"))?;
+        let fd = rustix::fs::openat(dir, temp.as_str(), OFlags::RDWR | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::from_raw_mode(0o600))
+            .map_err(io(&path, "create"))?;
         let mut file = File::from(fd);
         let unlink_temp = || {
             let _ = rustix::fs::unlinkat(dir, temp.as_str(), AtFlags::empty());

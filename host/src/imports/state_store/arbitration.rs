@@ -222,8 +222,7 @@ pub(crate) fn live_claims(
 ) -> Result<Vec<(Phase, String)>, ArbitrationError> {
     for _ in 0..SNAPSHOT_ATTEMPTS {
         let names = fsops::names_starting_with(dir, &kind.prefix(), MAX_CLAIMS).map_err(|e| kind.error(Failure::TooMany, e))?;
-        let mut claims: Vec<(String, Phase, String)> =
-            names.into_iter().filter_map(|name| kind.parse_name(&name).map(|(phase, id)| (name, phase, id))).collect();
+        let mut claims: Vec<(String, Phase, String)> = names.into_iter().filter_map(|name| kind.parse_name(&name).map(|(phase, id)| (name, phase, id))).collect();
         claims.sort_by(|a, b| a.0.cmp(&b.0));
         let mut stable = true;
         let mut live = Vec::new();

@@ -37,9 +37,7 @@ use std::time::Duration;
 
 use etcd_client::{Certificate, Client, Compare, CompareOp, ConnectOptions, GetOptions, Identity, KvClient, TlsOptions, Txn, TxnOp, TxnOpResponse};
 use proclease_core::digest;
-use proclease_core::effects::{
-    BatchInvalid, BatchStatus, CollectionEntry, CollectionIdentity, CollectionSnapshot, EntryKind, Store, StoreFailure,
-};
+use proclease_core::effects::{BatchInvalid, BatchStatus, CollectionEntry, CollectionIdentity, CollectionSnapshot, EntryKind, Store, StoreFailure};
 
 pub use crate::api::cluster::EtcdTlsFiles;
 
@@ -242,19 +240,16 @@ impl EtcdStore {
         let client = runtime
             .block_on(async { tokio::time::timeout(TIMEOUT, Client::connect(endpoints, Some(options))).await })
             .map_err(|_| unreachable_error(url, &address.endpoint, "connecting", "no answer"))?
-            .map_err(|e| match auth_refusal(&e, user.as_deref(), &address.prefix).or_else(|| tls_refusal(&e, tls.map(|files| files.cert.is_some()), true, &address.endpoint).map(|(reason, _)| reason)) {
-                Some(reason) => StoreError::Refused { path: shown.clone(), reason },
-                None => unreachable_error(url, &address.endpoint, "connecting", &e.to_string()),
+            .map_err(|e| {
+                match auth_refusal(&e, user.as_deref(), &address.prefix)
+                    .or_else(|| tls_refusal(&e, tls.map(|files| files.cert.is_some()), true, &address.endpoint).map(|(reason, _)| reason))
+                {
+                    Some(reason) => StoreError::Refused { path: shown.clone(), reason },
+                    None => unreachable_error(url, &address.endpoint, "connecting", &e.to_string()),
+                }
             })?;
-        let store = EtcdStore {
-            runtime,
-            client,
-            endpoint: address.endpoint,
-            prefix: address.prefix,
-            fence: std::sync::Mutex::new(None),
-            user,
-            tls: tls.map(|files| files.cert.is_some()),
-        };
+        let store =
+            EtcdStore { runtime, client, endpoint: address.endpoint, prefix: address.prefix, fence: std::sync::Mutex::new(None), user, tls: tls.map(|files| files.cert.is_some()) };
         // A first request, so that an address nothing answers at fails here, not at the first write.
         let probe = format!("{}/d", store.prefix);
         store.run(url, "connecting", || {
@@ -794,9 +789,7 @@ fn auth_refusal(error: &etcd_client::Error, user: Option<&str>, prefix: &str) ->
     let message = status.message();
     let who = user.map_or_else(|| "no user".to_owned(), |user| format!("user {user:?}"));
     if message.contains("authentication failed") {
-        Some(format!(
-            "etcd refused the credentials of {who} (authentication failed): check {USER_VARIABLE} and the password in {PASSWORD_FILE_VARIABLE}"
-        ))
+        Some(format!("etcd refused the credentials of {who} (authentication failed): check {USER_VARIABLE} and the password in {PASSWORD_FILE_VARIABLE}"))
     } else if message.contains("user name is empty") || (user.is_none() && message.contains("invalid auth token")) {
         Some(format!("this etcd requires authentication: set {USER_VARIABLE} and {PASSWORD_FILE_VARIABLE} (a file, mode 0600, that holds the password)"))
     } else if message.contains("permission denied") {
@@ -875,9 +868,7 @@ fn tls_refusal(error: &etcd_client::Error, tls: Option<bool>, connecting: bool, 
         } else if wants_client || (closed && !client_certificate) {
             let may = if wants_client { "wants" } else { "closed the connection without answering: it may want" };
             Some((
-                format!(
-                    "TLS with etcd at {endpoint} failed: etcd {may} a client certificate it trusts: give {CERT_VARIABLE} and the key (--etcd-cert, --etcd-key) ({words})"
-                ),
+                format!("TLS with etcd at {endpoint} failed: etcd {may} a client certificate it trusts: give {CERT_VARIABLE} and the key (--etcd-cert, --etcd-key) ({words})"),
                 wants_client,
             ))
         } else if has("invalidcontenttype") || has("corrupt message") || has("wrong version") || has("received corrupt") {
@@ -900,16 +891,8 @@ fn tls_refusal(error: &etcd_client::Error, tls: Option<bool>, connecting: bool, 
 
 fn unreachable_error(path: &str, endpoint: &str, operation: &'static str, reason: &str) -> StoreError {
     // Only a transaction that writes can have been applied without its answer arriving.
-    let outcome = if is_read(operation) {
-        "nothing was changed; retry once etcd answers"
-    } else {
-        "a write may or may not have been applied: read before retrying"
-    };
-    StoreError::io(
-        path,
-        operation,
-        std::io::Error::other(format!("etcd at {endpoint} is unreachable or did not answer within {}s ({reason}); {outcome}", TIMEOUT.as_secs())),
-    )
+    let outcome = if is_read(operation) { "nothing was changed; retry once etcd answers" } else { "a write may or may not have been applied: read before retrying" };
+    StoreError::io(path, operation, std::io::Error::other(format!("etcd at {endpoint} is unreachable or did not answer within {}s ({reason}); {outcome}", TIMEOUT.as_secs())))
 }
 
 /// The component's `state-store` import served by an [`EtcdStore`].

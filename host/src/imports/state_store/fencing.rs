@@ -179,7 +179,13 @@ mod tests {
 
     #[test]
     fn anything_but_a_counter_is_refused_by_name() {
-        for bad in ["", "{}\n", "{\"claimId\":\"b\",\"schemaVersion\":1,\"token\":0}\n", "{\"token\":2,\"claimId\":\"b\",\"schemaVersion\":1}\n", "{\"claimId\":\"b\",\"schemaVersion\":1,\"token\":2}"] {
+        for bad in [
+            "",
+            "{}\n",
+            "{\"claimId\":\"b\",\"schemaVersion\":1,\"token\":0}\n",
+            "{\"token\":2,\"claimId\":\"b\",\"schemaVersion\":1}\n",
+            "{\"claimId\":\"b\",\"schemaVersion\":1,\"token\":2}",
+        ] {
             assert_eq!(parse(bad.as_bytes()), None, "{bad:?}");
         }
         let dir = tempfile::tempdir().expect("tempdir");

@@ -121,11 +121,10 @@ impl StateHome {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => create(&path)?,
             Err(e) => return Err(io(&path, "lstat")(e)),
         }
-        let fd = rustix::fs::open(&path, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())
-            .map_err(|e| match e {
-                rustix::io::Errno::LOOP => unsafe_(&path, "the state home is a symbolic link; point proclease at the real directory"),
-                e => io(&path, "open")(e.into()),
-            })?;
+        let fd = rustix::fs::open(&path, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty()).map_err(|e| match e {
+            rustix::io::Errno::LOOP => unsafe_(&path, "the state home is a symbolic link; point proclease at the real directory"),
+            e => io(&path, "open")(e.into()),
+        })?;
         let opened = rustix::fs::fstat(&fd).map_err(|e| io(&path, "fstat")(e.into()))?;
         let meta = std::fs::symlink_metadata(&path).map_err(io(&path, "lstat"))?;
         if opened.st_dev != meta.dev() || opened.st_ino != meta.ino() {
@@ -233,25 +232,15 @@ fn validate_present(path: &Path, meta: &std::fs::Metadata) -> Result<(), StateHo
         }
         return Ok(());
     }
-    let entries: Vec<String> = std::fs::read_dir(path)
-        .map_err(io(path, "list"))?
-        .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
-        .collect();
+    let entries: Vec<String> = std::fs::read_dir(path).map_err(io(path, "list"))?.filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned())).collect();
     // Another process may be claiming the same home right now: its marker stage and marker,
     // and the store's own directory, are not foreign (§3.1 allows interrupted marker stages).
     let foreign: Vec<&String> = entries
         .iter()
-        .filter(|name| {
-            !super::path::STATE_DIRECTORIES.contains(&name.as_str())
-                && !matches!(name.as_str(), ".proclease" | MARKER)
-                && !is_marker_stage(name)
-        })
+        .filter(|name| !super::path::STATE_DIRECTORIES.contains(&name.as_str()) && !matches!(name.as_str(), ".proclease" | MARKER) && !is_marker_stage(name))
         .collect();
     if !foreign.is_empty() {
-        return Err(unsafe_(
-            path,
-            format!("is not empty and not a state home (it holds {:?}); choose a dedicated directory", foreign[0]),
-        ));
+        return Err(unsafe_(path, format!("is not empty and not a state home (it holds {:?}); choose a dedicated directory", foreign[0])));
     }
     if entries.is_empty() && mode & 0o022 != 0 {
         return Err(unsafe_(path, format!("an unclaimed state home must not be group/world-writable (mode {mode:o}); use a private directory")));
@@ -317,9 +306,7 @@ fn claim(dir: &std::os::fd::OwnedFd, path: &Path) -> Result<(), StateHomeError> 
             let stage = format!(".io-state.stage-{}-{}.json", std::process::id(), uuid::Uuid::new_v4());
             let written = crate::fsops::write_new_file(dir, &stage, MARKER_CONTENT.as_bytes());
             let linked = written.and_then(|()| {
-                rustix::fs::linkat(dir, &stage, dir, MARKER, rustix::fs::AtFlags::empty()).or_else(|e| {
-                    if e == rustix::io::Errno::EXIST { Ok(()) } else { Err(e.into()) }
-                })
+                rustix::fs::linkat(dir, &stage, dir, MARKER, rustix::fs::AtFlags::empty()).or_else(|e| if e == rustix::io::Errno::EXIST { Ok(()) } else { Err(e.into()) })
             });
             let _ = rustix::fs::unlinkat(dir, &stage, rustix::fs::AtFlags::empty());
             linked.map_err(io(&marker, "publishing the state home marker"))?;

@@ -126,9 +126,7 @@ impl StoreError {
 #[doc(hidden)]
 #[cfg(feature = "test-seams")]
 pub use crate::fsops::fail_next_directory_fsyncs;
-pub use proclease_core::effects::{
-    BatchInvalid, BatchStatus, CollectionEntry, CollectionIdentity, CollectionSnapshot, EntryKind,
-};
+pub use proclease_core::effects::{BatchInvalid, BatchStatus, CollectionEntry, CollectionIdentity, CollectionSnapshot, EntryKind};
 
 fn collection_identity(stat: &rustix::fs::Stat) -> CollectionIdentity {
     CollectionIdentity { device: stat.st_dev.to_string(), inode: stat.st_ino.to_string() }
@@ -318,11 +316,7 @@ impl StateStore {
     /// the new complete version (or, after a removal, none).
     fn restore(&self, path: &str, dir: &OwnedFd, name: &str, old: &[u8], over_the_name: bool) {
         let Ok(back) = self.stage(path, old) else { return };
-        let published = if over_the_name {
-            rustix::fs::renameat(&self.staging, &back, dir, name)
-        } else {
-            rustix::fs::linkat(&self.staging, &back, dir, name, AtFlags::empty())
-        };
+        let published = if over_the_name { rustix::fs::renameat(&self.staging, &back, dir, name) } else { rustix::fs::linkat(&self.staging, &back, dir, name, AtFlags::empty()) };
         if published.is_ok() {
             let _ = fsops::fsync_dir(dir);
         }
@@ -427,8 +421,7 @@ impl StateStore {
         let Some(dir) = self.walk(path, &segments, false)? else { return Ok(None) };
         // proclease's writers hold this lock with their claims: the listing never sees them.
         let _lock = self.lock(path, &segments)?;
-        mutation_claim::recover_directory(&dir, &self.processes, recover_orphans)
-            .map_err(|e| StoreError::Claim { path: path.into(), reason: e.to_string() })?;
+        mutation_claim::recover_directory(&dir, &self.processes, recover_orphans).map_err(|e| StoreError::Claim { path: path.into(), reason: e.to_string() })?;
         let stat = rustix::fs::fstat(&dir).map_err(|e| StoreError::io(path, "fstat", e))?;
         let names = fsops::list_names(&dir, MAX_ENTRIES).map_err(|e| match e {
             Some(e) => StoreError::io(path, "list", e),
@@ -448,10 +441,7 @@ impl StateStore {
                 S_IFLNK => (EntryKind::SymbolicLink, None),
                 S_IFDIR => {
                     if entry_stat.st_uid != fsops::euid() || entry_stat.st_mode & 0o777 != 0o700 {
-                        return Err(StoreError::unsafe_(
-                            path,
-                            format!("sub-directory {name} must be owned by you with mode 0700"),
-                        ));
+                        return Err(StoreError::unsafe_(path, format!("sub-directory {name} must be owned by you with mode 0700")));
                     }
                     (EntryKind::Directory, Some(collection_identity(&entry_stat)))
                 }
@@ -522,10 +512,7 @@ impl StateStore {
             };
             let stat = rustix::fs::fstat(&next).map_err(|e| StoreError::io(path, "fstat", e))?;
             if stat.st_uid != fsops::euid() || stat.st_mode & 0o777 != 0o700 {
-                return Err(StoreError::unsafe_(
-                    path,
-                    format!("directory {segment} must be owned by you with mode 0700 (chmod 700 it if it is yours)"),
-                ));
+                return Err(StoreError::unsafe_(path, format!("directory {segment} must be owned by you with mode 0700 (chmod 700 it if it is yours)")));
             }
             current = next;
         }
@@ -545,10 +532,7 @@ impl StateStore {
     /// `<pid>-<process start id>-<uuid>.tmp` so that a later operation can prove its writer dead.
     fn stage(&self, path: &str, content: &[u8]) -> Result<String, StoreError> {
         self.sweep_staging_now_and_then();
-        let own = self
-            .processes
-            .self_identity()
-            .map_err(|e| StoreError::io(path, "reading this process's identity", std::io::Error::other(e.0)))?;
+        let own = self.processes.self_identity().map_err(|e| StoreError::io(path, "reading this process's identity", std::io::Error::other(e.0)))?;
         let name = format!("{}-{}-{}.tmp", own.pid, own.process_start_id, uuid::Uuid::new_v4());
         fsops::write_new_file(&self.staging, &name, content).map_err(|e| {
             let _ = rustix::fs::unlinkat(&self.staging, &name, AtFlags::empty());
@@ -595,11 +579,7 @@ fn temporary_owner(name: &str, boot_id: &str) -> Option<Owner> {
     let (pid, rest) = stem.split_once('-')?;
     let (start, uuid) = rest.split_once('-')?;
     let pid: u64 = pid.parse().ok().filter(|p| *p > 0)?;
-    (proclease_core::js::is_digest(start) && uuid.len() == 36).then(|| Owner {
-        pid,
-        boot_id: boot_id.into(),
-        process_start_id: start.into(),
-    })
+    (proclease_core::js::is_digest(start) && uuid.len() == 36).then(|| Owner { pid, boot_id: boot_id.into(), process_start_id: start.into() })
 }
 
 /// Whether `a_name` in `a_dir` and `b_name` in `b_dir` are the same inode.
@@ -614,10 +594,7 @@ fn same_inode(a_dir: &OwnedFd, a_name: &str, b_dir: &OwnedFd, b_name: &str) -> b
 pub(crate) fn split(path: &str) -> Result<(Vec<&str>, &str), StoreError> {
     let mut segments = path::segments(path).map_err(|reason| StoreError::Refused { path: path.into(), reason })?;
     if segments.len() < 2 {
-        return Err(StoreError::Refused {
-            path: path.into(),
-            reason: "a record must be nested inside a state directory".into(),
-        });
+        return Err(StoreError::Refused { path: path.into(), reason: "a record must be nested inside a state directory".into() });
     }
     let name = segments.pop().unwrap_or_default();
     Ok((segments, name))
@@ -650,11 +627,7 @@ pub(crate) fn check_batch<'a>(path: &'a str, names: &[String], max_bytes_per_fil
 }
 
 pub(crate) fn check_hash(path: &str, expected: &str) -> Result<(), StoreError> {
-    if proclease_core::js::is_digest(expected) {
-        Ok(())
-    } else {
-        Err(StoreError::Refused { path: path.into(), reason: "expected private state content hash is invalid".into() })
-    }
+    if proclease_core::js::is_digest(expected) { Ok(()) } else { Err(StoreError::Refused { path: path.into(), reason: "expected private state content hash is invalid".into() }) }
 }
 
 pub(crate) fn check_size(path: &str, content: &str) -> Result<(), StoreError> {
@@ -739,7 +712,6 @@ fn private_dir(parent: impl AsFd + Copy, name: &str, label: &str) -> Result<Owne
     }
     Ok(fd)
 }
-
 
 /// The state store as the component's effect ([`proclease_core::effects::Store`]): a store
 /// shared by several instances, its failures in the four kinds the WIT `store-error` has.

@@ -190,9 +190,7 @@ pub(crate) fn pid_gone(pid: u64) -> bool {
 
 /// A pid as the reference's name patterns write it: `[1-9][0-9]{0,9}`.
 fn name_pid(text: &str) -> Option<u64> {
-    (!text.is_empty() && text.len() <= 10 && !text.starts_with('0') && text.bytes().all(|b| b.is_ascii_digit()))
-        .then(|| text.parse().ok())
-        .flatten()
+    (!text.is_empty() && text.len() <= 10 && !text.starts_with('0') && text.bytes().all(|b| b.is_ascii_digit())).then(|| text.parse().ok()).flatten()
 }
 
 /// Whether `name` in `dir` is a private regular file of this user.

@@ -41,11 +41,7 @@ pub const MAX_SEGMENTS: usize = 32;
 /// Whether `name` is a safe single directory entry name (§3.3 snapshot rules): non-empty, not
 /// `.`/`..`, no `/`, `\`, U+FFFD or control characters (≤ U+001F, U+007F), ≤ 255 bytes.
 pub fn is_safe_name(name: &str) -> bool {
-    !name.is_empty()
-        && name != "."
-        && name != ".."
-        && name.len() <= 255
-        && !name.chars().any(|c| matches!(c, '/' | '\\' | '\u{FFFD}' | '\u{7F}') || (c as u32) < 0x20)
+    !name.is_empty() && name != "." && name != ".." && name.len() <= 255 && !name.chars().any(|c| matches!(c, '/' | '\\' | '\u{FFFD}' | '\u{7F}') || (c as u32) < 0x20)
 }
 
 /// Splits and checks a store path. Errors: the reason, for a `refused` store error.
@@ -61,10 +57,7 @@ pub fn segments(path: &str) -> Result<Vec<&str>, String> {
         return Err(format!("unsafe path segment {bad:?} (empty, `.`, `..`, a separator or a control character)"));
     }
     if !STATE_DIRECTORIES.contains(&segments[0]) {
-        return Err(format!(
-            "state path is outside the owned state layout: {:?} is not a state directory name",
-            segments[0]
-        ));
+        return Err(format!("state path is outside the owned state layout: {:?} is not a state directory name", segments[0]));
     }
     Ok(segments)
 }

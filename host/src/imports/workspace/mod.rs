@@ -106,8 +106,7 @@ impl Workspace {
         let mut granted = Vec::new();
         for root in roots {
             let label = root.display().to_string();
-            let path = std::fs::canonicalize(root)
-                .map_err(|e| WorkspaceError::Io { path: label.clone(), operation: "realpath of a workspace root", source: e })?;
+            let path = std::fs::canonicalize(root).map_err(|e| WorkspaceError::Io { path: label.clone(), operation: "realpath of a workspace root", source: e })?;
             let fd = rustix::fs::open(&path, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())
                 .map_err(io_error(&label, "open of a workspace root"))?;
             granted.push(GrantedRoot { path, fd });
@@ -200,7 +199,12 @@ impl Workspace {
         let fd = match walk(&root.fd, &rest) {
             Walk::Open(fd) => fd,
             Walk::Absent => return Ok(true),
-            Walk::NotPhysical => return Err(WorkspaceError::Refused { path: path.into(), reason: "a path component (a directory on the way, or the directory itself) is a symbolic link or not a directory".into() }),
+            Walk::NotPhysical => {
+                return Err(WorkspaceError::Refused {
+                    path: path.into(),
+                    reason: "a path component (a directory on the way, or the directory itself) is a symbolic link or not a directory".into(),
+                });
+            }
             Walk::Failed(e) => return Err(io_error(path, "open")(e)),
         };
         Ok(fsops::some_names(&fd, 1).map_err(io_error(path, "list"))?.is_empty())
@@ -252,8 +256,7 @@ impl Workspace {
     fn quarantine_and_delete(&self, path: &str, parent: &OwnedFd, name: &str, expected: &DirectoryIdentity, guard: ParentLock) -> Result<(), WorkspaceError> {
         let quarantine = format!(".io-remove-{}-{}.quarantine", std::process::id(), uuid::Uuid::new_v4());
         let _removing = Removing::start(&quarantine);
-        rustix::fs::renameat_with(parent, name, parent, &quarantine, RenameFlags::NOREPLACE)
-            .map_err(io_error(path, "rename to quarantine"))?;
+        rustix::fs::renameat_with(parent, name, parent, &quarantine, RenameFlags::NOREPLACE).map_err(io_error(path, "rename to quarantine"))?;
         let moved = statx(parent, &quarantine, AtFlags::SYMLINK_NOFOLLOW).map_err(io_error(path, "statx of the quarantine"))?;
         if !moved.as_ref().is_some_and(|s| is_private_owned_dir(s) && matches(s, expected)) {
             // Swapped between the check and the rename: put it back untouched.
@@ -309,10 +312,7 @@ impl Workspace {
     /// be the root itself (inspection of a lease's parent).
     fn locate<'a>(&self, path: &'a str, allow_root: bool) -> Result<(&GrantedRoot, Vec<&'a str>), WorkspaceError> {
         if !proclease_core::records::directory_lease::is_bounded_path(path) {
-            return Err(WorkspaceError::Refused {
-                path: path.into(),
-                reason: "not an absolute, normalised path (no trailing /, //, . or ..)".into(),
-            });
+            return Err(WorkspaceError::Refused { path: path.into(), reason: "not an absolute, normalised path (no trailing /, //, . or ..)".into() });
         }
         for root in &self.roots {
             let Ok(rest) = Path::new(path).strip_prefix(&root.path) else { continue };
@@ -378,13 +378,7 @@ fn facts(stat: &rustix::fs::Statx, canonical: bool) -> DirectoryFacts {
 }
 
 fn not_physical() -> DirectoryFacts {
-    DirectoryFacts {
-        canonical: false,
-        is_directory: false,
-        owned: false,
-        mode: 0,
-        identity: DirectoryIdentity { device: "0".into(), inode: "0".into(), birthtime_ns: "0".into() },
-    }
+    DirectoryFacts { canonical: false, is_directory: false, owned: false, mode: 0, identity: DirectoryIdentity { device: "0".into(), inode: "0".into(), birthtime_ns: "0".into() } }
 }
 
 fn is_private_owned_dir(stat: &rustix::fs::Statx) -> bool {
