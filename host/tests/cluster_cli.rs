@@ -127,10 +127,10 @@ fn racing_exclusive_runs_on_three_machines_never_overlap() {
 }
 
 /// Issue #28, "waiting for a turn": `run --exclusive --wait` on etcd waits for the admission
-/// with an etcd watch on the admission and its holder's presence, not by polling: while another
-/// machine's 6 s export runs, the waiter wakes once when the watch's 5 s cap passes and once
-/// when the holder releases — where a poll growing to 1 s would have tried about ten times —
-/// and then runs.
+/// with an etcd watch on the admission and its holder's presence: while another machine's 6 s
+/// export runs, the waiter wakes once a second (the watch's cap, so that a signal is heeded and
+/// what no key shows is tried again) and, last, because the holder released — the watch saw
+/// the change, rather than a pause running out — and then runs.
 #[test]
 fn a_run_waiting_for_its_turn_on_etcd_is_woken_by_the_release() {
     let Some(etcd) = cluster() else { return };
@@ -149,7 +149,7 @@ fn a_run_waiting_for_its_turn_on_etcd_is_woken_by_the_release() {
     assert!(said.contains("waiting for its turn"), "{said}");
     let wakes: Vec<&str> = said.lines().filter(|line| line.contains("the export admission's watch ended")).collect();
     assert!(!said.contains("pausing instead"), "the watch worked: {said}");
-    assert!((1..=3).contains(&wakes.len()), "woken by the watch, not polling: {said}");
+    assert!((1..=8).contains(&wakes.len()), "one wake a second at most: {said}");
     assert!(wakes.last().is_some_and(|line| line.contains("changed=true")), "the release woke it: {said}");
 }
 

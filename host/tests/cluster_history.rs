@@ -6,10 +6,13 @@
 //! non-blocking `flock` on one lock file all machines share (one kernel, one file): it holds
 //! the lock until its last process dies, however it dies, because the kernel releases a
 //! `flock` only when the last descriptor of it closes. So two runs overlap — two commands of
-//! the same admission alive at once, at any instant, for any reason — exactly when a command
-//! finds the lock taken; it then writes `overlap` to the shared log and exits 99. Otherwise it
-//! writes `start`, pauses, writes `end`. The kernel does the pairwise comparison of every two
-//! runs, at the resolution of its own locks.
+//! the admission alive at once — exactly when a command finds the lock taken; it then writes
+//! `overlap` to the shared log and exits 99. Otherwise it writes `start`, pauses, writes `end`.
+//! One run in three pauses 2.5 s, longer than the TTL (2 s): a stale owner's command still runs
+//! when another machine could take over, so a takeover that came too early would show. A
+//! machine's PID 1 outlives a supervisor killed by a signal by 3 s (`Machine::linger`), so that
+//! what stops the command is proclease's own containment, not the machine's PID namespace
+//! ending.
 //!
 //! While the machines run, a fault is injected again and again: `kill -9` of a supervisor,
 //! `SIGSTOP` of a supervisor (its dead-man timer must kill it before its presence can expire),
@@ -17,15 +20,16 @@
 //! leader, and the whole cluster wiped (every member started again on empty data). Checked per
 //! phase: no `overlap`; every attempt that exited 0 ran its command to its end; no refused
 //! attempt ran anything; every attempt that did not run has a reason — a message the checker
-//! knows (each counted), or the fault that killed its supervisor; and work went on (the phase
-//! reaches its number of runs before its deadline).
+//! knows (each counted), or the fault that killed its supervisor; a refusal for a holder's
+//! presence that could not be read only where etcd members were faulted; and work went on (the
+//! phase reaches its runs and faults before its deadline).
 //!
-//! A control phase runs the same commands *without* `--exclusive` and requires the checker to
-//! find overlaps there, so that a checker that cannot fail would fail.
+//! A control phase first runs the same commands *without* `--exclusive` and requires the
+//! checker to find overlaps there, so that a checker that cannot fail would fail.
 //!
-//! Short form in `cargo test` (`PROCLEASE_HISTORY_RUNS` runs per phase, default 12); long form
-//! `bench/cluster-history.sh` (1,000 per phase), whose figures are in `docs/reliability.md`.
-//! Needs etcd and root for the namespaces, as `cluster_cli.rs`.
+//! Short form in `cargo test` (`PROCLEASE_HISTORY_RUNS` runs and `…_FAULTS_PER_PHASE` faults
+//! per phase, default 12 and 3); long form `bench/cluster-history.sh [RUNS]`, whose figures are
+//! in `docs/reliability.md`. Needs etcd and root for the namespaces, as `cluster_cli.rs`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -138,7 +142,13 @@ fn world() -> Option<(EtcdCluster, Bench)> {
     let dir = tempfile::tempdir().expect("shared dir");
     let (lock, log, work) = (dir.path().join("lock"), dir.path().join("log"), dir.path().join("work.sh"));
     std::fs::write(&work, WORK).expect("work.sh");
-    let machines = (0..3).map(|_| machine(&cluster.url(PREFIX), TTL)).collect();
+    let machines = (0..3)
+        .map(|_| {
+            let mut machine = machine(&cluster.url(PREFIX), TTL);
+            machine.linger = true;
+            machine
+        })
+        .collect();
     Some((cluster, Bench { machines, _dir: dir, lock, log, work, next_run: AtomicU64::new(0) }))
 }
 
@@ -182,7 +192,7 @@ fn signal(pid: u32, signal: rustix::process::Signal) {
 
 /// One machine's loop: attempts back to back (a short pause between, different per machine)
 /// until told to stop.
-fn machine_loop(bench: &Bench, shared: &Shared, index: usize, exclusive: bool, pause: &str) -> Vec<Attempt> {
+fn machine_loop(bench: &Bench, shared: &Shared, index: usize, exclusive: bool, pause: Pause) -> Vec<Attempt> {
     let machine = &bench.machines[index];
     let mut attempts = Vec::new();
     while !shared.stop.load(Ordering::SeqCst) {
@@ -192,7 +202,20 @@ fn machine_loop(bench: &Bench, shared: &Shared, index: usize, exclusive: bool, p
         if exclusive {
             args.push("--exclusive");
         }
+        // A mutation for checking the checker: `--containment none` leaves the command's
+        // children to outlive a killed supervisor, which the history must then show.
+        let containment = std::env::var("PROCLEASE_HISTORY_CONTAINMENT").ok();
+        if let Some(containment) = containment.as_deref() {
+            args.extend(["--containment", containment]);
+        }
         let (run_text, index_text) = (run.to_string(), index.to_string());
+        let pause = match pause {
+            Pause::Fixed(seconds) => seconds,
+            // One run in three outlives the TTL: a stale owner's command still runs when
+            // another machine could take over, so a takeover too early would show.
+            Pause::Mixed if run % 3 == 0 => "2.5",
+            Pause::Mixed => "0.05",
+        };
         let files = [&bench.work, &bench.lock, &bench.log].map(|p| p.to_str().expect("utf-8"));
         args.extend(["--workdir", workdir.to_str().expect("utf-8"), "--", "sh", files[0], files[1], files[2], &index_text, &run_text, pause]);
         let child = machine.command(&args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().expect("spawn proclease");
@@ -204,6 +227,24 @@ fn machine_loop(bench: &Bench, shared: &Shared, index: usize, exclusive: bool, p
         std::thread::sleep(Duration::from_millis(10 + 17 * index as u64));
     }
     attempts
+}
+
+/// How long each command pauses between `start` and `end`.
+#[derive(Clone, Copy)]
+enum Pause {
+    Fixed(&'static str),
+    /// Mostly 50 ms; one run in three 2.5 s, longer than the TTL.
+    Mixed,
+}
+
+/// Sets `stop` when dropped: the machines' loops end even when the injector panics (a member
+/// that does not come back), so the test fails instead of hanging.
+struct StopOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
 }
 
 /// Waits `ms` or until `done`.
@@ -280,6 +321,9 @@ fn inject(cluster: &mut EtcdCluster, shared: &Shared, log: &Path, fault: Fault, 
     injected
 }
 
+/// The reason of a refusal for a holder whose presence could not be read.
+const UNKNOWN_PRESENCE: &str = "refused: the holder's presence could not be read";
+
 /// Why an attempt that did not run its command to the end did not: the messages the checker
 /// knows, with what each means. An attempt whose stderr has none of them fails the check.
 /// The first that matches names the attempt's reason.
@@ -288,7 +332,9 @@ const REASONS: &[(&str, &str)] = &[
     ("cluster state lost", "stopped: etcd's state was lost"),
     ("cluster session lost", "stopped: the presence lapsed"),
     ("another export is active", "refused: the admission is held"),
-    ("cannot be inspected safely", "refused: the holder's presence could not be read"),
+    ("cluster presence lapsed", "failed: its presence lapsed (its supervisor was stopped past the TTL), so etcd refused its writes"),
+    ("changed right after it was acquired: no fencing token", "failed: taken over right after it acquired (no fencing token handed out)"),
+    ("cannot be inspected safely", UNKNOWN_PRESENCE),
     ("but its lease could not be released", "ran, but etcd refused its release (presence or admission lost): recover finishes it"),
     ("vanished while created", "failed: etcd's state changed under the acquire (wiped)"),
     ("export admission changed before", "failed: the admission changed under it (etcd's state wiped)"),
@@ -311,7 +357,7 @@ struct Report {
 /// Runs one phase: the machines' loops, and the injector of `fault` until `target` runs started
 /// and `faults` faults were injected, or the deadline passed; then checks the history (see the
 /// module's documentation).
-fn phase(cluster: &mut EtcdCluster, bench: &Bench, fault: Fault, exclusive: bool, target: usize, faults: usize, pause: &str) -> Report {
+fn phase(cluster: &mut EtcdCluster, bench: &Bench, fault: Fault, exclusive: bool, target: usize, faults: usize, pause: Pause) -> Report {
     let first = bench.next_run.load(Ordering::SeqCst);
     let shared = Shared { stop: AtomicBool::new(false), running: (0..3).map(|_| Mutex::new(None)).collect(), faulted: (0..3).map(|_| AtomicBool::new(false)).collect() };
     let deadline = Instant::now() + Duration::from_secs(90) + Duration::from_millis(1_500 * target as u64 + 8_000 * faults as u64);
@@ -320,15 +366,16 @@ fn phase(cluster: &mut EtcdCluster, bench: &Bench, fault: Fault, exclusive: bool
     let (attempts, injected) = std::thread::scope(|scope| {
         let shared = &shared;
         let loops: Vec<_> = (0..3).map(|m| scope.spawn(move || machine_loop(bench, shared, m, exclusive, pause))).collect();
+        let stop = StopOnDrop(&shared.stop);
         let injected = inject(cluster, shared, &bench.log, fault, &done);
         while !done(injected) {
             std::thread::sleep(Duration::from_millis(20));
         }
-        shared.stop.store(true, Ordering::SeqCst);
+        drop(stop);
         let attempts: Vec<Attempt> = loops.into_iter().flat_map(|h| h.join().expect("machine loop")).collect();
         (attempts, injected)
     });
-    let mut report = check(&bench.log, first, &attempts);
+    let mut report = check(&bench.log, first, &attempts, fault);
     report.fault = fault.name();
     report.faults = injected;
     if report.runs < target || (fault != Fault::None && injected < faults) {
@@ -337,8 +384,8 @@ fn phase(cluster: &mut EtcdCluster, bench: &Bench, fault: Fault, exclusive: bool
     report
 }
 
-/// Checks the history of the runs numbered from `first` on.
-fn check(log: &Path, first: u64, attempts: &[Attempt]) -> Report {
+/// Checks the history of the runs numbered from `first` on, made under `fault`.
+fn check(log: &Path, first: u64, attempts: &[Attempt], fault: Fault) -> Report {
     let lines = log_lines(log, first);
     let has = |word: &str, machine: usize, run: u64| lines.iter().any(|(w, m, r)| w == word && *m == machine && *r == run);
     let mut report = Report { attempts: attempts.len(), ..Report::default() };
@@ -372,6 +419,12 @@ fn check(log: &Path, first: u64, attempts: &[Attempt]) -> Report {
                 report.problems.push(format!("said its command ran, yet it did not run to its end: {attempt:?}"));
                 continue;
             }
+            // Every member answers in these phases: a holder's presence is always known, so a
+            // refusal for not knowing it is the bug a lookup without retries had.
+            (_, Some(reason)) if reason == UNKNOWN_PRESENCE && matches!(fault, Fault::None | Fault::KillSupervisor | Fault::StopSupervisor) => {
+                report.problems.push(format!("refused for an unknown presence while every etcd member answered: {attempt:?}"));
+                continue;
+            }
             (code, Some(reason)) => format!("exit {}: {reason}", code.map_or("by a signal".to_owned(), |c| c.to_string())),
             (_, None) => {
                 report.problems.push(format!("no reason known: {attempt:?}"));
@@ -396,25 +449,21 @@ impl std::fmt::Display for Report {
     }
 }
 
-/// The control: without `--exclusive` the commands of three machines overlap, and the checker
-/// sees it — it is not a checker that cannot fail.
-#[test]
-fn the_checker_finds_overlapping_runs_without_exclusive() {
-    let Some((mut cluster, bench)) = world() else { return };
-    let report = phase(&mut cluster, &bench, Fault::None, false, 6, 0, "0.5");
-    println!("control (no --exclusive): {} attempts, {} runs, {} overlaps found", report.attempts, report.runs, report.overlaps);
-    assert!(report.overlaps > 0, "three machines running 0.5 s commands without --exclusive never overlapped:\n{report}");
-}
-
-/// The history: every fault in turn, on one cluster and one prefix, checked phase by phase.
+/// The history: first a control — without `--exclusive` the commands of three machines overlap,
+/// and the checker must see it, so that it is not a checker that cannot fail —, then every fault
+/// in turn, on one cluster and one prefix, checked phase by phase. (One test, so that two
+/// clusters never share the machine's two cores.)
 #[test]
 fn exclusive_runs_never_overlap_under_any_fault() {
     let Some((mut cluster, bench)) = world() else { return };
+    let control = phase(&mut cluster, &bench, Fault::None, false, 6, 0, Pause::Fixed("0.5"));
+    println!("control (no --exclusive): {} attempts, {} runs, {} overlaps found", control.attempts, control.runs, control.overlaps);
+    assert!(control.overlaps > 0, "three machines running 0.5 s commands without --exclusive never overlapped:\n{control}");
     let (target, faults) = (setting("PROCLEASE_HISTORY_RUNS", 12), setting("PROCLEASE_HISTORY_FAULTS_PER_PHASE", 3));
     let only = std::env::var("PROCLEASE_HISTORY_FAULTS").unwrap_or_default();
     let mut failed = Vec::new();
     for fault in Fault::ALL.into_iter().filter(|f| only.is_empty() || only.split(',').any(|k| k == f.key())) {
-        let report = phase(&mut cluster, &bench, fault, true, target, faults, "0.05");
+        let report = phase(&mut cluster, &bench, fault, true, target, faults, Pause::Mixed);
         println!("{report}");
         if !report.problems.is_empty() || report.overlaps > 0 {
             failed.push(report.to_string());

@@ -1013,14 +1013,16 @@ mod cluster {
     }
 
     /// Cluster mode, `run --exclusive --wait`: waits (an etcd watch) for the admission or its
-    /// holder's presence to change after revision `since` — or for at most 5 s, so that anything
-    /// the watch does not see (the epoch's grace ending) is tried again too —, bounded by `left`.
+    /// holder's presence to change after revision `since` — or for at most 1 s, so that what the
+    /// watch does not see (a holder on this machine that died: its presence stays for the TTL,
+    /// but this machine's /proc proves it gone; an epoch's grace ending) is tried again as soon
+    /// as a poll would, and a signal to stop is heeded within a second —, bounded by `left`.
     /// `false` without cluster mode, before the first revision was read, or when the watch
     /// failed: the caller pauses instead.
     #[cfg(feature = "cluster")]
     pub(super) fn await_turn(host: &Host, since: Option<i64>, holder: Option<&proclease_core::records::Owner>, left: std::time::Duration) -> bool {
         let (Some(since), Some(cluster)) = (since, host.cluster()) else { return false };
-        crate::api::cluster::await_admission_change(cluster.store(), holder, since, left.min(std::time::Duration::from_secs(5)))
+        crate::api::cluster::await_admission_change(cluster.store(), holder, since, left.min(std::time::Duration::from_secs(1)))
     }
 
     #[cfg(not(feature = "cluster"))]

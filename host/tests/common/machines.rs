@@ -21,6 +21,10 @@ pub struct Machine {
     pub boot_id: PathBuf,
     pub url: String,
     pub ttl: &'static str,
+    /// When `proclease` dies of a signal, the machine's PID 1 stays 3 s more instead of
+    /// exiting with it — exiting would make the kernel kill every process of the machine,
+    /// doing the job of proclease's own containment for it. For tests of that containment.
+    pub linger: bool,
 }
 
 /// A new machine on the cluster at `url` (`etcd://…/prefix`), whose presences last `ttl`.
@@ -41,7 +45,7 @@ pub fn machine(url: &str, ttl: &'static str) -> Machine {
         format!(r#"{{"pluginId":"portable-test","pluginVersion":"1.0.0","hostApiVersion":1,"bundleSha256":"{A}","manifestSha256":"{B}","adapterId":"portable-test","transport":"provider-api","surfaceId":"portable-test","operation":"records.read","contractVersion":1,"descriptorSha256":"{C}"}}"#),
     )
     .expect("identity");
-    Machine { _dir: dir, root, boot_id, url: url.to_owned(), ttl }
+    Machine { _dir: dir, root, boot_id, url: url.to_owned(), ttl, linger: false }
 }
 
 impl Machine {
@@ -51,7 +55,11 @@ impl Machine {
         command
             .args(["--pid", "--mount", "--fork", "--mount-proc", "--kill-child", "sh", "-c"])
             // Not `exec`: sh stays PID 1 of the machine, proclease and its children run under it.
-            .arg(r#"mount --bind "$0" /proc/sys/kernel/random/boot_id && "$@""#)
+            .arg(if self.linger {
+                r#"mount --bind "$0" /proc/sys/kernel/random/boot_id || exit 1; "$@"; s=$?; [ $s -ge 128 ] && sleep 3; exit $s"#
+            } else {
+                r#"mount --bind "$0" /proc/sys/kernel/random/boot_id && "$@""#
+            })
             .arg(&self.boot_id)
             .arg(PROCLEASE)
             .arg("--state-home")

@@ -37,7 +37,7 @@
 //! the `remote` fact of every probe of a process recorded on another boot id, and the component
 //! judges it (`core::liveness::judge`): registered → alive, absent → gone, unreachable → unknown.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -158,18 +158,22 @@ fn keys_under(store: &EtcdStore, prefix: &str) -> Result<Vec<String>, StoreError
         *last += 1; // `prefix` ends with '/': the first key past every key under it
     }
     let mut keys = Vec::new();
-    let mut start = prefix.to_owned();
+    let mut start = prefix.as_bytes().to_vec();
     loop {
         let options = etcd_client::GetOptions::new().with_range(end.clone()).with_keys_only().with_limit(10_000);
         let page = store.run(prefix, "list", || {
             let (mut kv, start, options) = (store.client().kv_client(), start.clone(), options.clone());
             async move { kv.get(start, Some(options)).await }
         })?;
-        for kv in page.kvs() {
-            keys.push(String::from_utf8_lossy(kv.key()).into_owned());
-        }
-        match (page.more(), keys.last()) {
-            (true, Some(last)) => start = format!("{last}\0"),
+        let last = page.kvs().last().map(|kv| kv.key().to_vec());
+        keys.extend(page.kvs().iter().map(|kv| String::from_utf8_lossy(kv.key()).into_owned()));
+        match (page.more(), last) {
+            // The next page starts right after the last key, by its bytes (a key that is not
+            // UTF-8 must not be paged by its lossy text).
+            (true, Some(mut last)) => {
+                last.push(0);
+                start = last;
+            }
             _ => return Ok(keys),
         }
     }
@@ -198,7 +202,10 @@ pub fn presence_history(store: &EtcdStore) -> Result<Vec<BootHistory>, StoreErro
 
 /// Deletes the presence history of boot `boot_id` (`proclease cluster forget-boot`): for a boot
 /// that ended — its machine rebooted or is gone —, whose processes can never register again,
-/// so their history keys guard nothing. Returns how many keys it deleted.
+/// so their history keys guard nothing. Returns how many keys it deleted. No live presence is
+/// what it checks; that the boot *ended* is the caller's word (a machine cut off from etcd,
+/// whose presences lapsed, looks the same, and a lapsed process of it could then register
+/// again).
 ///
 /// Refused ([`StoreError::Refused`]), deleting nothing: a boot id that is not one (64
 /// lowercase hex digits, §2.2); `current_boot_id`, this machine's own boot; a boot with a live
@@ -214,15 +221,28 @@ pub fn forget_boot(store: &EtcdStore, boot_id: &str, current_boot_id: &str) -> R
     if boot_id == current_boot_id {
         return refuse("it is this machine's boot, which has not ended".into());
     }
-    let live = keys_under(store, &format!("{}/presence/{boot_id}/", store.prefix()))?.len();
+    let presence = format!("{}/presence/{boot_id}/", store.prefix());
+    let live = keys_under(store, &presence)?.len();
     if live > 0 {
         return refuse(format!("{live} process(es) of this boot hold a presence, so it has not ended (or ended less than a TTL ago): try again once none does"));
     }
-    let deleted = store.run(&history, "delete", || {
-        let (mut kv, key) = (store.client().kv_client(), history.clone());
-        async move { kv.delete(key, Some(etcd_client::DeleteOptions::new().with_prefix())).await }
+    // One transaction: the history goes only if still no presence of the boot exists (a range
+    // compare: every key of the range — none, for an empty range — was never created).
+    let txn = Txn::new()
+        .when([Compare::create_revision(presence.clone(), CompareOp::Equal, 0).with_prefix()])
+        .and_then([TxnOp::delete(history.clone(), Some(etcd_client::DeleteOptions::new().with_prefix()))]);
+    let response = store.run(&history, "delete", || {
+        let (mut kv, txn) = (store.client().kv_client(), txn.clone());
+        async move { kv.txn(txn).await }
     })?;
-    Ok(usize::try_from(deleted.deleted()).unwrap_or(0))
+    if !response.succeeded() {
+        return refuse("a process of this boot registered a presence meanwhile, so it has not ended: nothing was deleted".into());
+    }
+    let deleted = response.op_responses().into_iter().map(|r| match r {
+        etcd_client::TxnOpResponse::Delete(delete) => delete.deleted(),
+        _ => 0,
+    });
+    Ok(usize::try_from(deleted.sum::<i64>()).unwrap_or(0))
 }
 
 /// A registered presence, renewed in the background until dropped (which revokes it).
@@ -252,6 +272,9 @@ struct Shared {
     stop: AtomicBool,
     /// The dead-man timer while a [`DeadManHold`] holds it, with the number of holds.
     dead_man: Mutex<Option<(DeadMan, usize)>>,
+    /// Counts the dead-man timers made: each has one warning thread, which ends when the timer
+    /// it was started for is gone ([`warn_before_the_dead_man`]).
+    dead_man_generation: AtomicU64,
 }
 
 impl Shared {
@@ -383,6 +406,7 @@ impl PresenceSession {
             highest_revisions: Mutex::new(std::collections::HashMap::from([(member, revision)])),
             stop: AtomicBool::new(false),
             dead_man: Mutex::new(None),
+            dead_man_generation: AtomicU64::new(0),
         });
         let renewer = {
             let (store, shared) = (store.clone(), shared.clone());
@@ -422,9 +446,10 @@ impl PresenceSession {
             Some((_, holds)) => *holds += 1,
             None => {
                 *guard = Some((DeadMan::new()?, 1));
+                let generation = self.shared.dead_man_generation.fetch_add(1, Ordering::SeqCst) + 1;
                 let (shared, ttl) = (self.shared.clone(), self.ttl);
                 // Best effort: without the warning the timer still kills, only silently.
-                let _ = std::thread::Builder::new().name("proclease-dead-man-warning".into()).spawn(move || warn_before_the_dead_man(&shared, ttl));
+                let _ = std::thread::Builder::new().name("proclease-dead-man-warning".into()).spawn(move || warn_before_the_dead_man(&shared, ttl, generation));
             }
         }
         drop(guard);
@@ -487,12 +512,14 @@ impl PresenceSession {
 /// While the dead-man timer is armed: says on standard error, once per lapse, that etcd has
 /// acknowledged no renewal for three quarters of the TTL — so that a process the timer then
 /// kills (exit 137, SIGKILL, no chance to speak) has said why, whatever its other threads were
-/// blocked in. Ends when the last hold is dropped.
-fn warn_before_the_dead_man(shared: &Shared, ttl: Duration) {
+/// blocked in. Ends when the timer of `generation` is gone (its last hold dropped), even if
+/// another was made since.
+fn warn_before_the_dead_man(shared: &Shared, ttl: Duration, generation: u64) {
     let lapse = ttl - ttl / 4;
     let mut warned = false;
     loop {
-        if shared.dead_man.lock().map_or(true, |guard| guard.is_none()) {
+        let armed = shared.dead_man.lock().is_ok_and(|guard| guard.is_some());
+        if !armed || shared.dead_man_generation.load(Ordering::SeqCst) != generation {
             return;
         }
         let last = shared.last_acknowledged.lock().map(|t| *t).unwrap_or_else(|p| *p.into_inner());
@@ -524,7 +551,16 @@ fn renew(store: &EtcdStore, lease: i64, ttl: Duration, shared: &Shared) {
         let sent = boottime();
         if stream.is_none() {
             let mut leases = store.client().lease_client();
-            stream = store.block_on(interval, async move { leases.keep_alive(lease).await }).and_then(Result::ok);
+            stream = match store.block_on(interval, async move { leases.keep_alive(lease).await }) {
+                Some(Ok(opened)) => Some(opened),
+                // The client read the stream's first answer and found TTL 0: etcd no longer has
+                // the lease (it expired, or etcd's data was wiped) — lost, as on an open stream.
+                Some(Err(etcd_client::Error::LeaseKeepAliveError(message))) if message == "lease not found" => {
+                    shared.lose(lease, "etcd no longer has its lease: it expired, was revoked, or etcd's data was wiped or restored".into());
+                    return;
+                }
+                _ => None,
+            };
         }
         if let Some((keeper, responses)) = stream.as_mut() {
             let answer = store.block_on(interval, async {

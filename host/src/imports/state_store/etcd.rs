@@ -472,29 +472,32 @@ impl EtcdStore {
     }
 
     /// Waits until any of `keys` (etcd keys: [`EtcdStore::key_of`] a record, a presence key) is
-    /// written or deleted at a revision after `after`, or `timeout` (ms precision) passes: `true`
-    /// for a change — including one made between `after` and the call, which etcd replays —,
-    /// `false` at the timeout. An etcd watch: no polling, one stream for every key.
+    /// written or deleted at a revision after `after`, or `timeout` passes — the whole call,
+    /// opening the watch included, is bounded by it: `true` for a change (one made between
+    /// `after` and the call included, which etcd replays), `false` at the timeout. An etcd
+    /// watch: no polling, one stream for every key.
     ///
-    /// Errors: etcd unreachable, or the watch cancelled (`after` compacted away): the caller
-    /// tries again as if something changed.
+    /// Errors: etcd unreachable, or the watch cancelled (`after` compacted away, or the keys
+    /// not readable with these credentials) or closed by etcd: the caller pauses before it tries
+    /// again, so that a watch refused at once never makes a busy loop.
     pub fn await_change(&self, keys: &[String], after: i64, timeout: Duration) -> Result<bool, StoreError> {
         let Some(first) = keys.first() else { return Ok(false) };
         let options = || etcd_client::WatchOptions::new().with_start_revision(after + 1);
-        let mut watch = self.run(first, "watch", || {
-            let (mut client, key) = (self.client.watch_client(), first.clone());
-            async move { client.watch(key, Some(options())).await }
-        })?;
+        let mut client = self.client.watch_client();
         let answer = self.block_on(timeout, async {
+            let mut watch = client.watch(first.clone(), Some(options())).await?;
             for key in &keys[1..] {
                 watch.watch(key.clone(), Some(options())).await?;
             }
             loop {
                 match watch.message().await? {
-                    Some(response) if response.canceled() => return Ok::<_, etcd_client::Error>(true),
+                    Some(response) if response.canceled() => {
+                        let reason = format!("etcd cancelled the watch: {}", response.cancel_reason());
+                        return Err(etcd_client::Error::WatchError(reason));
+                    }
                     Some(response) if !response.events().is_empty() => return Ok(true),
                     Some(_) => {}
-                    None => return Ok(true),
+                    None => return Err(etcd_client::Error::WatchError("etcd closed the watch".into())),
                 }
             }
         });
