@@ -2,7 +2,7 @@
 # The long form of the cluster history checker (issue #28, docs/reliability.md, "No overlap in
 # cluster mode"), by hand; `cargo test` runs a short form (12 runs and 3 faults per phase).
 # Needs root (PID and mount namespaces) and Debian's etcd-server.
-#   bench/cluster-history.sh [RUNS_PER_PHASE [FAULTS]]      default: 300, every fault
+#   bench/cluster-history.sh [RUNS_PER_PHASE [FAULTS]]      default: 200, every fault
 # FAULTS: a comma-separated subset of none, kill-supervisor, stop-supervisor, stop-member,
 # kill-member, wipe.
 # Three simulated machines race `proclease run --exclusive` against a three-member etcd while
@@ -13,6 +13,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PROCLEASE_REQUIRE_NAMESPACES=1 PROCLEASE_REQUIRE_ETCD=1
-export PROCLEASE_HISTORY_RUNS="${1:-300}" PROCLEASE_HISTORY_FAULTS="${2:-}" PROCLEASE_HISTORY_FAULTS_PER_PHASE=3
+export PROCLEASE_HISTORY_RUNS="${1:-200}" PROCLEASE_HISTORY_FAULTS="${2:-}" PROCLEASE_HISTORY_FAULTS_PER_PHASE=3
 cargo test --locked -p proclease --test cluster_history -- --nocapture --test-threads 1 \
   2>&1 | grep -E "^fault|^control|^ +[0-9]+ |PROBLEM|panicked|test result"

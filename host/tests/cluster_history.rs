@@ -457,7 +457,7 @@ impl std::fmt::Display for Report {
 fn exclusive_runs_never_overlap_under_any_fault() {
     let Some((mut cluster, bench)) = world() else { return };
     let control = phase(&mut cluster, &bench, Fault::None, false, 6, 0, Pause::Fixed("0.5"));
-    println!("control (no --exclusive): {} attempts, {} runs, {} overlaps found", control.attempts, control.runs, control.overlaps);
+    println!("\ncontrol (no --exclusive): {} attempts, {} runs, {} overlaps found", control.attempts, control.runs, control.overlaps);
     assert!(control.overlaps > 0, "three machines running 0.5 s commands without --exclusive never overlapped:\n{control}");
     let (target, faults) = (setting("PROCLEASE_HISTORY_RUNS", 12), setting("PROCLEASE_HISTORY_FAULTS_PER_PHASE", 3));
     let only = std::env::var("PROCLEASE_HISTORY_FAULTS").unwrap_or_default();
