@@ -37,10 +37,10 @@ pub fn record_files(data: &[u8]) {
             assert_eq!(parsed.canonical, text);
         }
         let _ = portable_identity::parse_value(&value);
-        if let Some(identity) = value.get("identity") {
-            if let Ok(parsed) = portable_identity::parse_value(identity) {
-                assert_eq!(portable_identity::parse_value(&parsed.to_value()).expect("re-read"), parsed);
-            }
+        if let Some(identity) = value.get("identity")
+            && let Ok(parsed) = portable_identity::parse_value(identity)
+        {
+            assert_eq!(portable_identity::parse_value(&parsed.to_value()).expect("re-read"), parsed);
         }
     }
     let _ = detect::inspect_file("active.json", text);

@@ -252,9 +252,9 @@ pub enum Limit {
 /// `bytes` for a message: `16 MiB`, `64 KiB`, or `16.06 MiB`.
 fn mib(bytes: usize) -> String {
     const MIB: usize = 1 << 20;
-    if bytes % MIB == 0 {
+    if bytes.is_multiple_of(MIB) {
         format!("{} MiB", bytes / MIB)
-    } else if bytes < MIB && bytes % 1024 == 0 {
+    } else if bytes < MIB && bytes.is_multiple_of(1024) {
         format!("{} KiB", bytes / 1024)
     } else {
         format!("{:.2} MiB", bytes as f64 / MIB as f64)

@@ -424,10 +424,10 @@ fn spawn_tree(etcd: &Etcd, prefix: &str, root: &std::path::Path) -> (Child, Owne
     let deadline = Instant::now() + Duration::from_secs(30);
     let owner = loop {
         let text = etcd.store(prefix).read_if_present(CLAIM_PATH, 16_384).expect("etcd answers");
-        if let Some(claim) = text.map(|t| export_admission::parse_file(&t).expect("a valid admission").record) {
-            if claim.helper_owner.is_some() {
-                break claim.owner;
-            }
+        if let Some(claim) = text.map(|t| export_admission::parse_file(&t).expect("a valid admission").record)
+            && claim.helper_owner.is_some()
+        {
+            break claim.owner;
         }
         assert!(Instant::now() < deadline, "the admission never recorded its helper");
         std::thread::sleep(Duration::from_millis(20));

@@ -213,7 +213,7 @@ fn machine_loop(bench: &Bench, shared: &Shared, index: usize, exclusive: bool, p
             Pause::Fixed(seconds) => seconds,
             // One run in three outlives the TTL: a stale owner's command still runs when
             // another machine could take over, so a takeover too early would show.
-            Pause::Mixed if run % 3 == 0 => "2.5",
+            Pause::Mixed if run.is_multiple_of(3) => "2.5",
             Pause::Mixed => "0.05",
         };
         let files = [&bench.work, &bench.lock, &bench.log].map(|p| p.to_str().expect("utf-8"));

@@ -409,7 +409,7 @@ impl Delegated {
         }
         let nobody = (Some(rustix::process::Uid::from_raw(65534)), Some(rustix::process::Gid::from_raw(65534)));
         for file in ["", "cgroup.procs", "cgroup.threads", "cgroup.subtree_control"] {
-            rustix::fs::chown(&dir.join(file), nobody.0, nobody.1).expect("delegate the cgroup");
+            rustix::fs::chown(dir.join(file), nobody.0, nobody.1).expect("delegate the cgroup");
         }
         Some(Delegated(dir))
     }

@@ -279,7 +279,7 @@ fn full_state_homes_and_kills_at_the_end_of_runs_never_cost_a_finished_run_its_r
         let kill = trial % 2 == 1;
         if kill {
             // Somewhere from before the command starts to after its lease could not be released.
-            let pause = (trial * 7919 % 400) as u64;
+            let pause = (trial * 7919) % 400;
             std::thread::sleep(std::time::Duration::from_millis(pause));
             common::kill(u64::from(child.id()));
         }

@@ -245,16 +245,17 @@ impl World {
                 session.directories.push((path, Some(handle)));
             }
             Op::DirectoryLaunch => {
-                if let Some((_, Some(handle))) = session.directories.last_mut() {
-                    if !handle.released && handle.claim.phase == Phase::Preparing {
-                        // As the supervisor does: the run journal's entry first, while the state
-                        // home takes writes; a run whose journal cannot start does not start.
-                        if !session.journaled.contains(&handle.claim.id) {
-                            self.disk.journal_begin(&handle.claim.id, &handle.claim.directory_identity)?;
-                            session.journaled.push(handle.claim.id.clone());
-                        }
-                        directory_leases::update(handle, Phase::Launching, None, &mut store, &mut processes).map_err(text)?;
+                if let Some((_, Some(handle))) = session.directories.last_mut()
+                    && !handle.released
+                    && handle.claim.phase == Phase::Preparing
+                {
+                    // As the supervisor does: the run journal's entry first, while the state
+                    // home takes writes; a run whose journal cannot start does not start.
+                    if !session.journaled.contains(&handle.claim.id) {
+                        self.disk.journal_begin(&handle.claim.id, &handle.claim.directory_identity)?;
+                        session.journaled.push(handle.claim.id.clone());
                     }
+                    directory_leases::update(handle, Phase::Launching, None, &mut store, &mut processes).map_err(text)?;
                 }
             }
             Op::DirectoryRun => {
@@ -263,10 +264,10 @@ impl World {
                     // The command (and its whole tree) ended with status 0: the journal records
                     // it in place. A failure is the supervisor's warning, not the run's error
                     // (`Unreleased::journaled` false: `run` then prints `recover --keep`).
-                    if let Some((_, Some(handle))) = session.directories.last() {
-                        if session.journaled.contains(&handle.claim.id) {
-                            let _ = self.disk.journal_finish(&handle.claim.id, &handle.claim.directory_identity, 0);
-                        }
+                    if let Some((_, Some(handle))) = session.directories.last()
+                        && session.journaled.contains(&handle.claim.id)
+                    {
+                        let _ = self.disk.journal_finish(&handle.claim.id, &handle.claim.directory_identity, 0);
                     }
                 }
             }
@@ -285,10 +286,10 @@ impl World {
                 }
             }
             Op::InvocationUpdate => {
-                if let Some(controller) = session.invocation.as_mut() {
-                    if controller.current.record.containment.as_ref().is_some_and(|c| c.status == ContainmentStatus::ParentOwned) {
-                        controller.host_starting(owner(ACTOR_HOST), &mut store, &mut self.catalog).map_err(text)?;
-                    }
+                if let Some(controller) = session.invocation.as_mut()
+                    && controller.current.record.containment.as_ref().is_some_and(|c| c.status == ContainmentStatus::ParentOwned)
+                {
+                    controller.host_starting(owner(ACTOR_HOST), &mut store, &mut self.catalog).map_err(text)?;
                 }
             }
             Op::InvocationRelease => {

@@ -243,10 +243,10 @@ impl DiskState {
         }
         self.steps += 1;
         self.trace.push(what);
-        if let Some((at, errno)) = self.plan.fail_at {
-            if at == self.steps {
-                return Err(Fault::Errno(errno));
-            }
+        if let Some((at, errno)) = self.plan.fail_at
+            && at == self.steps
+        {
+            return Err(Fault::Errno(errno));
         }
         Ok(())
     }

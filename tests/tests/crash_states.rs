@@ -101,7 +101,7 @@ fn old_or_new(now: &Listing, before: &Listing, after: &Listing, during: &BTreeSe
     let paths: BTreeSet<&str> = now.keys().chain(before.keys()).chain(after.keys()).copied().collect();
     for path in paths {
         let value = now.get(path);
-        let may_be_absent = before.get(path).is_none() || after.get(path).is_none() || unlinked.contains(path);
+        let may_be_absent = !before.contains_key(path) || !after.contains_key(path) || unlinked.contains(path);
         let allowed = match value {
             None => may_be_absent,
             Some(v) => during.contains(*v) || Some(v) == before.get(path) || Some(v) == after.get(path),

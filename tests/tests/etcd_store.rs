@@ -265,7 +265,7 @@ fn a_store_on_three_endpoints_goes_on_when_a_member_dies() {
         assert!(store.replace_if_unchanged(&path, &sha, "[]\n").unwrap_or_else(|e| panic!("{path}: {e}")), "{path}");
     }
     // A store naming only the dead member's endpoint says so.
-    let error = EtcdStore::connect(&format!("etcd://127.0.0.1:{}/fleet", cluster.client_ports[follower])).err().expect("nothing answers there");
+    let error = EtcdStore::connect(&format!("etcd://127.0.0.1:{}/fleet", cluster.client_ports[follower])).expect_err("nothing answers there");
     assert!(error.to_string().contains(&format!("127.0.0.1:{}", cluster.client_ports[follower])), "{error}");
 }
 

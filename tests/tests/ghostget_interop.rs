@@ -65,10 +65,10 @@ fn await_line(child: &mut Child, key: &str, value: &str) -> Value {
         if reader.read_line(&mut line).expect("read") == 0 {
             panic!("the process ended before {key}={value}");
         }
-        if let Ok(v) = serde_json::from_str::<Value>(&line) {
-            if v[key] == value {
-                return v;
-            }
+        if let Ok(v) = serde_json::from_str::<Value>(&line)
+            && v[key] == value
+        {
+            return v;
         }
     }
 }

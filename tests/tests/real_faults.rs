@@ -212,7 +212,7 @@ fn removal_never_crosses_into_a_mounted_filesystem_and_the_retry_finishes_after_
     std::fs::create_dir_all(target.join("mnt")).expect("mkdir");
     std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o700)).expect("chmod");
     std::fs::write(target.join("out.txt"), "out").expect("write");
-    let workspace = Workspace::new(&[root.clone()]).expect("grant");
+    let workspace = Workspace::new(std::slice::from_ref(&root)).expect("grant");
     let expected = workspace.inspect(target.to_str().expect("utf-8")).expect("inspect").expect("present").identity;
     if !Tmpfs::mount_at(&target.join("mnt"), "64k") {
         return;

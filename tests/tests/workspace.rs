@@ -19,7 +19,7 @@ fn fixture() -> Fixture {
     let dir = tempfile::tempdir().expect("tempdir");
     let root = std::fs::canonicalize(dir.path()).expect("realpath").join("root");
     private_dir(&root);
-    let workspace = Workspace::new(&[root.clone()]).expect("grant");
+    let workspace = Workspace::new(std::slice::from_ref(&root)).expect("grant");
     Fixture { _dir: dir, root, workspace }
 }
 

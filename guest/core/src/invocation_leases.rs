@@ -29,6 +29,7 @@ pub fn lease_path(lease_id: &str) -> String {
 
 /// One entry of a listing (§6B.3).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[allow(clippy::large_enum_variant)] // almost every entry is valid: boxing it would cost each one an allocation
 pub enum Entry {
     /// A valid lease snapshot.
     Valid(Parsed<InvocationLease>),

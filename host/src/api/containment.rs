@@ -982,10 +982,10 @@ impl Tree {
 
     /// Removes the tree's cgroup once it is empty (kept otherwise: its record still tells).
     fn remove_cgroup(&mut self) {
-        if let Some(cgroup) = self.cgroup.take() {
-            if !cgroup.remove() {
-                tracing::debug!(cgroup = cgroup.path(), "the command's cgroup is not empty yet: left in place");
-            }
+        if let Some(cgroup) = self.cgroup.take()
+            && !cgroup.remove()
+        {
+            tracing::debug!(cgroup = cgroup.path(), "the command's cgroup is not empty yet: left in place");
         }
     }
 

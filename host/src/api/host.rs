@@ -552,14 +552,14 @@ impl Host {
     pub fn why_not_physical(&self, dir: &Path) -> String {
         use std::os::unix::fs::MetadataExt as _;
         let euid = rustix::process::geteuid().as_raw();
-        if let Some(meta) = dir.parent().and_then(|parent| std::fs::metadata(parent).ok()) {
-            if meta.uid() != euid || meta.mode() & 0o022 != 0 {
-                let parent = dir.parent().map(Path::display).map(|p| p.to_string()).unwrap_or_default();
-                return format!(
-                    "its parent {parent} must be a directory you own that group and others cannot write; a shared directory \
+        if let Some(meta) = dir.parent().and_then(|parent| std::fs::metadata(parent).ok())
+            && (meta.uid() != euid || meta.mode() & 0o022 != 0)
+        {
+            let parent = dir.parent().map(Path::display).map(|p| p.to_string()).unwrap_or_default();
+            return format!(
+                "its parent {parent} must be a directory you own that group and others cannot write; a shared directory \
                      such as /tmp cannot hold leased directories: use a private one, e.g. mkdir -m 700 /tmp/$USER-jobs"
-                );
-            }
+            );
         }
         let shown = dir.display();
         for ancestor in dir.ancestors().collect::<Vec<_>>().into_iter().rev().skip(1) {

@@ -102,12 +102,12 @@ impl<'a> Launch<'a> {
     /// cgroup") beside the spawn witness, so that probes of the child see it; `None` (and the
     /// cgroup removed) when it cannot be recorded.
     fn record_cgroup(&self, cgroup: Arc<CgroupTree>) -> Option<Arc<CgroupTree>> {
-        if let Some(witness) = &self.witness {
-            if let Err(e) = witness.record_cgroup(&cgroup.record()) {
-                tracing::warn!(error = %e, "the command's cgroup cannot be recorded: it runs without one");
-                cgroup.remove();
-                return None;
-            }
+        if let Some(witness) = &self.witness
+            && let Err(e) = witness.record_cgroup(&cgroup.record())
+        {
+            tracing::warn!(error = %e, "the command's cgroup cannot be recorded: it runs without one");
+            cgroup.remove();
+            return None;
         }
         Some(cgroup)
     }
@@ -322,11 +322,11 @@ impl<'h> Supervisor<'h> {
                     }
                     drop(operation);
                     let left = self.admission_wait.saturating_sub(start.elapsed());
-                    if !cluster::await_turn(&self.host, since, holder.as_ref().map(|survey| &survey.claim.owner), left) {
+                    if !cluster::await_turn(self.host, since, holder.as_ref().map(|survey| &survey.claim.owner), left) {
                         std::thread::sleep(pause.min(left));
                         pause = (pause * 2).min(Duration::from_secs(1));
                     }
-                    since = cluster::revision(&self.host);
+                    since = cluster::revision(self.host);
                     operation = crate::lock_wait::Operation::begin(self.host.lock_timeout());
                 }
                 Err(error) if error.lease_code() == Some(LeaseCode::AnotherExportIsActive) && told => {
@@ -520,28 +520,26 @@ impl<'h> Supervisor<'h> {
             forwarder.started(tree.id());
         }
         let mut problems = Vec::new();
-        if fenced.is_some() {
-            if let Ok(recorded) = host.process_identity().capture(u64::from(tree.id())) {
-                problems.extend(cluster::register_child(fenced.as_ref(), &recorded));
-            }
+        if fenced.is_some()
+            && let Ok(recorded) = host.process_identity().capture(u64::from(tree.id()))
+        {
+            problems.extend(cluster::register_child(fenced.as_ref(), &recorded));
         }
         // Record the child (the box's init, or the command without a box); if it already exited
         // (a capture finds no live process), the lifecycle goes from launching straight to settled.
         let pid = i64::from(tree.id());
         let gone = |e: &Error| matches!(e, Error::System(m) if m == NOT_LIVE);
-        if role == Role::RawWorking {
-            if let Err(e) = lease.update(Phase::Running, Some(pid)) {
-                if !gone(&e) {
-                    problems.push(e);
-                }
-            }
+        if role == Role::RawWorking
+            && let Err(e) = lease.update(Phase::Running, Some(pid))
+            && !gone(&e)
+        {
+            problems.push(e);
         }
-        if let Some(admission) = admission.as_mut() {
-            if let Err(e) = admission.bind_helper(pid) {
-                if !gone(&e) {
-                    problems.push(e);
-                }
-            }
+        if let Some(admission) = admission.as_mut()
+            && let Err(e) = admission.bind_helper(pid)
+            && !gone(&e)
+        {
+            problems.push(e);
         }
         let (status, lost) = cluster::wait(host, fenced.as_ref(), &mut tree).map_err(|e| Error::System(format!("waiting for the command: {e}")))?;
         problems.extend(lost);
@@ -575,15 +573,15 @@ impl<'h> Supervisor<'h> {
         };
         // A lost cluster session is not a state home that may take writes again: no retries.
         let bound = if fenced.is_some() && !problems.is_empty() { Duration::ZERO } else { self.release_retry };
-        if role == Role::RawWorking {
-            if let Err(e) = retrying(bound, "settle the directory lease", || lease.update(Phase::Settled, None)) {
-                problems.push(e);
-            }
+        if role == Role::RawWorking
+            && let Err(e) = retrying(bound, "settle the directory lease", || lease.update(Phase::Settled, None))
+        {
+            problems.push(e);
         }
-        if let Some(admission) = admission.as_mut() {
-            if let Err(e) = retrying(bound, "settle the export admission", || admission.settle_helper()) {
-                problems.push(e);
-            }
+        if let Some(admission) = admission.as_mut()
+            && let Err(e) = retrying(bound, "settle the export admission", || admission.settle_helper())
+        {
+            problems.push(e);
         }
         let mut published = false;
         if let (Role::BundleStage, Some(output)) = (role, &output) {
@@ -603,10 +601,10 @@ impl<'h> Supervisor<'h> {
             if let Err(e) = retrying(bound, "release the directory lease", || lease.release()) {
                 problems.push(e);
             }
-            if let Some(admission) = admission.as_mut() {
-                if let Err(e) = retrying(bound, "release the export admission", || admission.release()) {
-                    problems.push(e);
-                }
+            if let Some(admission) = admission.as_mut()
+                && let Err(e) = retrying(bound, "release the export admission", || admission.release())
+            {
+                problems.push(e);
             }
         }
         if !problems.is_empty() {

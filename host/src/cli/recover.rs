@@ -203,10 +203,10 @@ pub fn run(global: &Global, args: &RecoverArgs) -> Result<ExitCode, Failure> {
             if skipped > 0 {
                 println!("skipped: {skipped}");
             }
-            if let Some((t, _)) = &tombstones {
-                if t.inspected > 0 {
-                    println!("invocation leases removed: {} (active {}, unknown {}, invalid {})", t.removed, t.active, t.unknown, t.invalid);
-                }
+            if let Some((t, _)) = &tombstones
+                && t.inspected > 0
+            {
+                println!("invocation leases removed: {} (active {}, unknown {}, invalid {})", t.removed, t.active, t.unknown, t.invalid);
             }
         }
     }

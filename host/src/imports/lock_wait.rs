@@ -127,10 +127,10 @@ pub fn remaining(own: Duration) -> Duration {
 /// lock before (a write its caller then retried with success) explains nothing any more.
 pub fn note_taken(lock: &str) {
     CURRENT.with(|current| {
-        if let Some(c) = current.borrow_mut().as_mut() {
-            if c.timed_out.as_ref().is_some_and(|t| t.lock == lock) {
-                c.timed_out = None;
-            }
+        if let Some(c) = current.borrow_mut().as_mut()
+            && c.timed_out.as_ref().is_some_and(|t| t.lock == lock)
+        {
+            c.timed_out = None;
         }
     });
 }

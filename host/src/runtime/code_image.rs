@@ -88,7 +88,7 @@ pub(super) fn shared() -> Result<(Engine, Component, LoadedFrom), Error> {
 /// returns whether it did. Not part of the build script's configuration: it changes how code is
 /// published, not what is compiled (wasmtime's compatibility check ignores it).
 fn configure(config: &mut Config) -> bool {
-    let supported = cfg!(all(target_arch = "x86_64", target_os = "linux")) && rustix::param::page_size() == PAGE && (component::PRECOMPILED.as_ptr() as usize) % PAGE == 0;
+    let supported = cfg!(all(target_arch = "x86_64", target_os = "linux")) && rustix::param::page_size() == PAGE && (component::PRECOMPILED.as_ptr() as usize).is_multiple_of(PAGE);
     if supported {
         config.with_custom_code_memory(Some(Arc::new(InPlace)));
     }

@@ -132,10 +132,10 @@ impl InstancePool {
         }
         state.effects = Effects::detached();
         state.served_texts = None;
-        if let Ok(mut idle) = self.idle.lock() {
-            if idle.len() < POOL_CAPACITY {
-                idle.push(parts);
-            }
+        if let Ok(mut idle) = self.idle.lock()
+            && idle.len() < POOL_CAPACITY
+        {
+            idle.push(parts);
         }
     }
 }
@@ -500,10 +500,12 @@ impl Drop for Instance {
     /// Back to the pool, unless a call on it trapped, was stopped, or never returned (a panic
     /// unwinding through it).
     fn drop(&mut self) {
-        if let Some(parts) = self.parts.take() {
-            if !self.stopped && !self.in_call && !std::thread::panicking() {
-                self.pool.recycle(parts);
-            }
+        if let Some(parts) = self.parts.take()
+            && !self.stopped
+            && !self.in_call
+            && !std::thread::panicking()
+        {
+            self.pool.recycle(parts);
         }
     }
 }

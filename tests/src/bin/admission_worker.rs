@@ -51,6 +51,9 @@ fn main() {
             let mut sleep = std::process::Command::new("sleep");
             // Not holding the worker's output open: the test reads it to its end.
             sleep.arg("600").stdin(std::process::Stdio::null()).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null());
+            // Never waited for: the worker exits leaving its helper running, which is the case
+            // the test makes.
+            #[allow(clippy::zombie_processes)]
             let helper = admission.launch_helper(host.process_identity(), &mut sleep).unwrap_or_else(|e| fail(&e.to_string()));
             std::fs::write(arg(3), helper.id().to_string()).unwrap_or_else(|e| fail(&e.to_string()));
         }

@@ -279,10 +279,10 @@ fn check_disk(home: &Path, root: &Path) -> Result<(Vec<String>, String), String>
         }
     }
     let admission = home.join(proclease::core::admission::CLAIM_PATH);
-    if let Ok(text) = std::fs::read_to_string(&admission) {
-        if let Err(e) = proclease::core::records::export_admission::parse_file(&text) {
-            violations.push(format!("export admission: {e}"));
-        }
+    if let Ok(text) = std::fs::read_to_string(&admission)
+        && let Err(e) = proclease::core::records::export_admission::parse_file(&text)
+    {
+        violations.push(format!("export admission: {e}"));
     }
     let entries = proclease::list_invocation_leases(world.runtime, world.effects()).map_err(|e| e.to_string())?;
     let before_invocations = entries.len();

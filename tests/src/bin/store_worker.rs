@@ -80,7 +80,7 @@ fn main() {
                     let current = store.read_if_present(&path, 1 << 20).unwrap_or_else(|e| fail(&e.to_string()));
                     let result = match current {
                         None => store.create_if_absent(&path, &churn_record(k, n)),
-                        Some(text) if n % 7 == 0 => store.remove_if_unchanged(&path, &proclease::core::digest::sha256_hex(text.as_bytes())),
+                        Some(text) if n.is_multiple_of(7) => store.remove_if_unchanged(&path, &proclease::core::digest::sha256_hex(text.as_bytes())),
                         Some(text) => store.replace_if_unchanged(&path, &proclease::core::digest::sha256_hex(text.as_bytes()), &churn_record(k, n)),
                     };
                     if let Err(e) = result {

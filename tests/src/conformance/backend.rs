@@ -23,6 +23,9 @@ use proclease_core::{Error, canonical_json, digest, proc_stat, records};
 /// could not be instantiated.
 pub type Infra<T> = Result<T, String>;
 
+/// §6B.4 invocation owner status: `(combined, reported, probes)`.
+pub type InvocationStatus = (OwnerStatus, OwnerStatus, Vec<Probe>);
+
 /// The operations the vector suites exercise.
 pub trait Backend {
     /// `native` or `component`.
@@ -54,13 +57,7 @@ pub trait Backend {
     /// §6A.5 disposition table, with the probes consulted.
     fn admission_disposition(&mut self, claim: &ExportAdmission, boot_id: &str, owner: OwnerStatus, helper: OwnerStatus) -> Infra<(Disposition, Vec<Probe>)>;
     /// §6B.4 invocation owner status: `(combined, reported, probes)`.
-    fn invocation_owner_status(
-        &mut self,
-        lease: &InvocationLease,
-        content_sha256: &str,
-        parent: OwnerStatus,
-        host: OwnerStatus,
-    ) -> Infra<Result<(OwnerStatus, OwnerStatus, Vec<Probe>), Error>>;
+    fn invocation_owner_status(&mut self, lease: &InvocationLease, content_sha256: &str, parent: OwnerStatus, host: OwnerStatus) -> Infra<Result<InvocationStatus, Error>>;
     /// §6A.5 acquire over the fakes of `world`.
     fn admission_acquire(&mut self, world: &FakeWorld) -> Infra<Result<(), Error>>;
     /// A handle resumed on `claim` over the fakes of `world`, to take lifecycle steps.

@@ -225,10 +225,10 @@ fn claimed_paths(store: &mut dyn Store) -> Result<Vec<String>, Error> {
     let total = MAX_CLAIM_BYTES.saturating_mul(names.len() as u32);
     let mut paths = Vec::new();
     for (_, status) in store.read_batch(DIRECTORY, &names, MAX_CLAIM_BYTES, total, &snapshot.identity)? {
-        if let BatchStatus::Present(text) = status {
-            if let Ok(parsed) = directory_lease::parse_json(&text) {
-                paths.push(parsed.record.path);
-            }
+        if let BatchStatus::Present(text) = status
+            && let Ok(parsed) = directory_lease::parse_json(&text)
+        {
+            paths.push(parsed.record.path);
         }
     }
     Ok(paths)

@@ -87,7 +87,7 @@ pub struct CheckedRequest {
 
 /// `milliseconds(value)` over a JavaScript number: a safe integer ≥ 0.
 fn milliseconds(value: f64) -> Option<u64> {
-    (value.is_finite() && value >= 0.0 && value <= js::MAX_SAFE_INTEGER && value == (value as u64) as f64).then_some(value as u64)
+    (value.is_finite() && (0.0..=js::MAX_SAFE_INTEGER).contains(&value) && value == (value as u64) as f64).then_some(value as u64)
 }
 
 /// §6A.6 steps 1–2: the checks directory-lease creation makes before any filesystem work.
@@ -99,15 +99,15 @@ pub fn check_request(request: &Request, clock: &mut dyn Clock) -> Result<Checked
         return Err(Error::lease(LeaseCode::DirectoryLeasePathIsInvalid));
     }
     let parent_path = dirname(&request.path);
-    if let Some(output) = &request.output_root {
-        if !is_bounded_path(output) {
-            return Err(Error::lease(LeaseCode::DirectoryLeaseOutputIsInvalid));
-        }
+    if let Some(output) = &request.output_root
+        && !is_bounded_path(output)
+    {
+        return Err(Error::lease(LeaseCode::DirectoryLeaseOutputIsInvalid));
     }
     let now = request.now_ms.unwrap_or_else(|| clock.now_ms() as f64);
     let now_ms = milliseconds(now).ok_or_else(|| Error::lease(LeaseCode::DirectoryLeaseCreationTimeIsInvalid))?;
     let recover = request.recover_after_ms;
-    let recover_ok = recover.is_finite() && recover.abs() <= js::MAX_SAFE_INTEGER && recover == (recover as i64) as f64 && recover >= now as f64;
+    let recover_ok = recover.is_finite() && recover.abs() <= js::MAX_SAFE_INTEGER && recover == (recover as i64) as f64 && recover >= now;
     let consistent =
         recover_ok && (request.role == Role::BundleStage) == request.output_root.is_some() && request.output_root.as_deref().is_none_or(|out| dirname(out) == parent_path);
     if !consistent {

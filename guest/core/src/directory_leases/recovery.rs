@@ -370,7 +370,7 @@ impl Recovery<'_> {
             Some(run) if claim.role == Role::RawWorking || run.succeeded() => {
                 Some(format!("its command finished ({}) before the lease was released: the directory is its result and stays", run.status_words()))
             }
-            _ if self.options.keep.iter().any(|path| *path == claim.path) => Some(String::from("kept as asked: only the claim is removed")),
+            _ if self.options.keep.contains(&claim.path) => Some(String::from("kept as asked: only the claim is removed")),
             _ => None,
         };
         let reason = match (&keep, &finished) {

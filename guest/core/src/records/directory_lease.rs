@@ -195,7 +195,7 @@ pub fn parse_value(value: &Value) -> Result<DirectoryLease, Error> {
         && (role == Role::BundleStage) == output_root.is_some()
         && output_root.is_none_or(|out| dirname(out) == parent_path)
         && (role != Role::BundleStage || (phase == Phase::Preparing && child_value.is_null()))
-        && (phase == Phase::Running) == !child_value.is_null();
+        && (phase == Phase::Running) != child_value.is_null();
     if !consistent {
         return Err(Error::lease(LeaseCode::DirectoryLeaseCoordinatesAreInconsistent));
     }

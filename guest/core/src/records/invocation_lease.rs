@@ -202,6 +202,7 @@ impl InvalidReason {
 
 /// How one directory entry of the lease collection lists (§6B.3).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[allow(clippy::large_enum_variant)] // almost every entry is a valid lease: boxing it would cost each one an allocation
 pub enum Listed {
     /// Not `<lowercase uuid v4>.json`: not a lease candidate (e.g. a writer's temporary).
     Ignored,
@@ -340,7 +341,7 @@ pub fn is_iso_timestamp(s: &str) -> bool {
 
 fn days_in_month(year: u32, month: u32) -> u32 {
     match month {
-        2 if (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 => 29,
+        2 if (year.is_multiple_of(4) && !year.is_multiple_of(100)) || year.is_multiple_of(400) => 29,
         2 => 28,
         4 | 6 | 9 | 11 => 30,
         _ => 31,

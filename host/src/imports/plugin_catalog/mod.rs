@@ -133,10 +133,10 @@ impl PluginCatalog {
         let mut held = held().lock().unwrap_or_else(|p| p.into_inner());
         if let Some((_, depth)) = held.get_mut(&key) {
             *depth -= 1;
-            if *depth == 0 {
-                if let Some((lock, _)) = held.remove(&key) {
-                    let _ = lock.release();
-                }
+            if *depth == 0
+                && let Some((lock, _)) = held.remove(&key)
+            {
+                let _ = lock.release();
             }
         }
     }

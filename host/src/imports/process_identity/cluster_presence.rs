@@ -311,10 +311,10 @@ impl Shared {
     /// Pushes the dead-man timer, if armed, to 15/16 of the TTL after the renewal sent at
     /// `sent` (the earliest instant etcd can expire the presence is `sent` + TTL).
     fn push_dead_man(&self, sent: Duration, ttl: Duration) {
-        if let Ok(guard) = self.dead_man.lock() {
-            if let Some((timer, _)) = guard.as_ref() {
-                timer.arm_at(sent + ttl - ttl / 16);
-            }
+        if let Ok(guard) = self.dead_man.lock()
+            && let Some((timer, _)) = guard.as_ref()
+        {
+            timer.arm_at(sent + ttl - ttl / 16);
         }
     }
 }

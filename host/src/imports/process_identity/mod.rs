@@ -208,12 +208,12 @@ impl ProcessIdentity {
                 self.own.get_or_init(|| own).clone()
             }
         };
-        if let (Some(witnesses), Some(namespaces)) = (&self.witnesses, self.host().namespaces()) {
-            if let Err(error) = witnesses.hold(&own, &namespaces) {
-                let collision = matches!(error, WitnessError::Collision { .. });
-                if collision || namespaces.pid != liveness::INITIAL_PID_NAMESPACE {
-                    return Err(IdentityError(format!("this process's witness cannot be taken: {error}")));
-                }
+        if let (Some(witnesses), Some(namespaces)) = (&self.witnesses, self.host().namespaces())
+            && let Err(error) = witnesses.hold(&own, &namespaces)
+        {
+            let collision = matches!(error, WitnessError::Collision { .. });
+            if collision || namespaces.pid != liveness::INITIAL_PID_NAMESPACE {
+                return Err(IdentityError(format!("this process's witness cannot be taken: {error}")));
             }
         }
         Ok(own)

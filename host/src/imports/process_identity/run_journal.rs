@@ -97,7 +97,7 @@ impl RunJournal {
         let flags = OFlags::RDWR | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         let fd = rustix::fs::openat(&self.root, &name, flags, Mode::from_raw_mode(0o600))?;
         let file = File::from(fd);
-        let written = file.write_all_at(&bytes, 0).and_then(|()| file.sync_all()).and_then(|()| fsops::fsync_dir(&self.root).map_err(Into::into));
+        let written = file.write_all_at(&bytes, 0).and_then(|()| file.sync_all()).and_then(|()| fsops::fsync_dir(&self.root));
         if let Err(e) = written {
             let _ = rustix::fs::unlinkat(&self.root, &name, AtFlags::empty());
             return Err(e);

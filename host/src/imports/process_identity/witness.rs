@@ -118,9 +118,12 @@ fn content(holder: &Owner, role: &str, ns: &Namespaces) -> String {
 /// The witnesses this process holds for itself, one per witness directory: kept open for the
 /// life of the process (a witness that closed while records name its holder would prove it
 /// dead). Keyed by the directory's device and inode and the witness name.
-static HELD: Mutex<Vec<((u64, u64), String, File)>> = Mutex::new(Vec::new());
+static HELD: Mutex<Vec<Held>> = Mutex::new(Vec::new());
 
-fn lock_held() -> std::sync::MutexGuard<'static, Vec<((u64, u64), String, File)>> {
+/// One held witness: its directory's (device, inode), its name, its open file.
+type Held = ((u64, u64), String, File);
+
+fn lock_held() -> std::sync::MutexGuard<'static, Vec<Held>> {
     HELD.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
@@ -193,15 +196,16 @@ impl Witnesses {
         let Ok(names) = fsops::list_names(&self.root, 10_000) else { return };
         for name in names {
             let Ok(name) = String::from_utf8(name) else { continue };
-            if name != boot_id && proclease_core::js::is_digest(&name) {
-                if let Ok(dir) = fsops::open_dir(&self.root, &name) {
-                    if let Ok(files) = fsops::list_names(&dir, 100_000) {
-                        for file in files {
-                            let _ = rustix::fs::unlinkat(&dir, file.as_slice(), AtFlags::empty());
-                        }
+            if name != boot_id
+                && proclease_core::js::is_digest(&name)
+                && let Ok(dir) = fsops::open_dir(&self.root, &name)
+            {
+                if let Ok(files) = fsops::list_names(&dir, 100_000) {
+                    for file in files {
+                        let _ = rustix::fs::unlinkat(&dir, file.as_slice(), AtFlags::empty());
                     }
-                    let _ = rustix::fs::unlinkat(&self.root, name.as_str(), AtFlags::REMOVEDIR);
                 }
+                let _ = rustix::fs::unlinkat(&self.root, name.as_str(), AtFlags::REMOVEDIR);
             }
         }
     }
@@ -309,12 +313,13 @@ impl Witnesses {
             }
             let Ok(Some(spawn_stat)) = fsops::lstat(dir, spawn.as_str()) else { continue };
             for other in names.iter().filter(|n| n.ends_with(".witness")) {
-                if let Ok(Some(stat)) = fsops::lstat(dir, other.as_str()) {
-                    if stat.st_ino == spawn_stat.st_ino && stat.st_dev == spawn_stat.st_dev {
-                        let _ = rustix::fs::unlinkat(dir, other.as_str(), AtFlags::empty());
-                        if same_file(dir, &cgroup_name(spawn), &cgroup_name(other)) {
-                            let _ = rustix::fs::unlinkat(dir, cgroup_name(other).as_str(), AtFlags::empty());
-                        }
+                if let Ok(Some(stat)) = fsops::lstat(dir, other.as_str())
+                    && stat.st_ino == spawn_stat.st_ino
+                    && stat.st_dev == spawn_stat.st_dev
+                {
+                    let _ = rustix::fs::unlinkat(dir, other.as_str(), AtFlags::empty());
+                    if same_file(dir, &cgroup_name(spawn), &cgroup_name(other)) {
+                        let _ = rustix::fs::unlinkat(dir, cgroup_name(other).as_str(), AtFlags::empty());
                     }
                 }
             }

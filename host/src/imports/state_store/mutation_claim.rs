@@ -244,11 +244,13 @@ pub(crate) fn recover_directory(dir: &OwnedFd, identity: &ProcessIdentity, claim
                 recovered.tree_quarantines += 1;
                 removed = true;
             }
-        } else if let Some(claim_id) = file_quarantine_id(name) {
-            if !claim_ids.contains(&claim_id) && private_file(dir, name) && unlink() {
-                recovered.file_quarantines += 1;
-                removed = true;
-            }
+        } else if let Some(claim_id) = file_quarantine_id(name)
+            && !claim_ids.contains(&claim_id)
+            && private_file(dir, name)
+            && unlink()
+        {
+            recovered.file_quarantines += 1;
+            removed = true;
         }
     }
     // Rare (only crashed writers leave anything): made durable, so that a quarantine removed
