@@ -136,7 +136,9 @@ fn one_bad_lease_file_does_not_keep_the_others_from_recovery() {
     let out = s.run(&["recover"]);
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     assert!(
-        stdout(&out).contains(&"stopped at notes.txt: Beeper Message Like Me recovery: directory lease collection contains an unsupported entry (a file that is not named <lease id>.json, not a lease".to_string()),
+        stdout(&out).contains(
+            "stopped at notes.txt: Beeper Message Like Me recovery: directory lease collection contains an unsupported entry (a file that is not named <lease id>.json, not a lease"
+        ),
         "{}",
         stdout(&out)
     );
