@@ -77,7 +77,7 @@ fn history_key(store: &EtcdStore, owner: &Owner) -> String {
 
 /// Reads `owner`'s presence (a linearizable read: it sees every registration and expiry etcd
 /// has committed). A read that a member could not serve (it is down, or lost its leader) is
-/// made again, to a member that answers, within the store's bound ([`EtcdStore::run`]): one
+/// made again, to a member that answers, within the store's bound (`EtcdStore::run`): one
 /// member's death, quorum kept, leaves the presence known.
 pub fn lookup(store: &EtcdStore, owner: &Owner) -> RemotePresence {
     let key = presence_key(store, owner);
