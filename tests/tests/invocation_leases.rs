@@ -331,6 +331,7 @@ fn the_catalog_lock_is_free_again_even_while_other_threads_fork() {
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 let mut command = Command::new("true");
                 // Forces fork + exec (not posix_spawn) and widens the window before exec.
+                // SAFETY: the hook only sleeps (no allocation, no lock taken in the child).
                 unsafe {
                     command.pre_exec(|| {
                         std::thread::sleep(std::time::Duration::from_millis(2));

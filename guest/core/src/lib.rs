@@ -31,6 +31,8 @@
 #![no_std]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
+// Data from the state home, /proc or the guest boundary is never unwrapped (the brief); tests may.
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 extern crate alloc;
 
