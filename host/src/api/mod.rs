@@ -5,11 +5,11 @@
 
 pub mod admission;
 pub mod cluster;
-pub mod containment;
 pub mod directory_lease;
 pub mod dispositions;
 pub mod fencing;
 pub mod host;
 pub mod invocation_lease;
 pub mod records;
+pub mod report;
 pub mod supervisor;

@@ -7,8 +7,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 use proclease::Host;
-use proclease::core::invocation_leases::{Entry, RepairDecision};
-use serde_json::json;
+use proclease::report::{InvocationList, InvocationRepair};
 
 use super::{Failure, Global};
 
@@ -72,88 +71,24 @@ pub fn run(global: &Global, command: InvocationsCommand) -> Result<ExitCode, Fai
 }
 
 fn list(host: &Host, as_json: bool) -> Result<ExitCode, Failure> {
-    let entries = host.invocation_leases()?;
-    let mut rows = Vec::new();
-    for entry in &entries {
-        rows.push(match entry {
-            Entry::Invalid(id) => json!({"leaseId": id, "invalid": true}),
-            Entry::Valid(s) => {
-                let l = &s.record;
-                let status = host.invocation_status(s)?;
-                json!({
-                    "leaseId": l.lease_id, "pluginId": l.identity.plugin_id, "operation": l.identity.operation,
-                    "runId": l.run_id, "ownerPid": l.owner.process.pid, "acquiredAt": l.acquired_at,
-                    "schemaVersion": l.schema_version,
-                    "containment": l.containment.as_ref().map(|c| c.status.name()),
-                    "hostPid": l.containment.as_ref().and_then(|c| c.host.as_ref()).map(|h| h.pid),
-                    "ownerStatus": status.name(),
-                })
-            }
-        });
-    }
+    let list = InvocationList::build(host)?;
     if as_json {
-        super::print_json(&json!({"schemaVersion": super::JSON_SCHEMA_VERSION, "invocationLeases": rows}));
-        return Ok(ExitCode::SUCCESS);
-    }
-    if rows.is_empty() {
-        println!("no invocation leases");
-        return Ok(ExitCode::SUCCESS);
-    }
-    println!("{:<36}  {:<20} {:<18} {:>7} {:<16} {:>7} {:<24} STATUS", "LEASE", "PLUGIN", "OPERATION", "OWNER", "CONTAINMENT", "HOST", "ACQUIRED");
-    for r in &rows {
-        if r["invalid"] == true {
-            println!("{:<36}  invalid: not a valid canonical lease (run `proclease validate` on it)", r["leaseId"].as_str().unwrap_or("?"));
-            continue;
-        }
-        let text = |k: &str| r[k].as_str().map(String::from).unwrap_or_else(|| "-".into());
-        let number = |k: &str| r[k].as_u64().map_or("-".into(), |n| n.to_string());
-        println!(
-            "{:<36}  {:<20} {:<18} {:>7} {:<16} {:>7} {:<24} {}",
-            text("leaseId"),
-            text("pluginId"),
-            text("operation"),
-            number("ownerPid"),
-            r["containment"].as_str().unwrap_or("(v1)"),
-            number("hostPid"),
-            text("acquiredAt"),
-            text("ownerStatus")
-        );
+        super::print_serialized(&list);
+    } else {
+        print!("{}", list.text());
     }
     Ok(ExitCode::SUCCESS)
 }
 
 fn repair(host: &Host, recover: bool, as_json: bool) -> Result<ExitCode, Failure> {
     let (report, decisions) = host.repair_invocations(recover)?;
+    let repair = InvocationRepair::new(report, &decisions);
     if as_json {
-        let decisions: Vec<_> = decisions.iter().map(|(id, d)| json!({"leaseId": id, "decision": d.name()})).collect();
-        let doc = json!({"schemaVersion": super::JSON_SCHEMA_VERSION, "report": {
-            "inspected": report.inspected, "removed": report.removed, "active": report.active,
-            "unknown": report.unknown, "invalid": report.invalid,
-        }, "decisions": decisions});
-        super::print_json(&doc);
+        super::print_serialized(&repair);
     } else {
-        for (id, decision) in &decisions {
-            let verb = match decision {
-                RepairDecision::Remove => "removed",
-                RepairDecision::Active => "kept: owner or host alive",
-                RepairDecision::Unknown => "kept: not provably gone",
-                RepairDecision::RemovalRefused => "kept: changed while it was removed",
-                RepairDecision::Invalid => "kept: invalid (inspect it by hand)",
-            };
-            println!("{id}: {verb}");
-        }
-        print_report(&report);
+        print!("{}", repair.text());
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// Prints a repair report as `name: count` lines.
-pub fn print_report(report: &proclease::core::invocation_leases::RepairReport) {
-    println!("inspected: {}", report.inspected);
-    println!("removed: {}", report.removed);
-    println!("active: {}", report.active);
-    println!("unknown: {}", report.unknown);
-    println!("invalid: {}", report.invalid);
 }
 
 fn invoke(host: &Host, args: RunArgs) -> Result<ExitCode, Failure> {

@@ -27,9 +27,7 @@ pub const EXIT_INDETERMINATE: u8 = 4;
 /// message names it).
 pub const EXIT_LOCK_TIMEOUT: u8 = 5;
 
-/// The `schemaVersion` of every `--json` document the command line prints (one convention for
-/// all commands: pretty-printed, pids as numbers, absent values as `null`).
-pub const JSON_SCHEMA_VERSION: u32 = 1;
+pub use proclease::report::JSON_SCHEMA_VERSION;
 
 /// `--version`: the crate version, the embedded component's sha256 and the WIT package it
 /// implements.
@@ -38,6 +36,12 @@ const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (component sha256 ", 
 /// Prints a `--json` document the one way every command does (pretty, one trailing newline).
 pub fn print_json(document: &serde_json::Value) {
     println!("{}", serde_json::to_string_pretty(document).unwrap_or_default());
+}
+
+/// Prints a report as its `--json` document (through a `Value`, so that every document's keys
+/// are in one order: sorted).
+pub fn print_serialized(report: &impl serde::Serialize) {
+    print_json(&serde_json::to_value(report).unwrap_or_default());
 }
 
 #[derive(Parser)]
