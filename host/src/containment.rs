@@ -389,7 +389,7 @@ impl Init {
     /// `Ok(())` and goes on to exec) and becomes its init (never returns). Only
     /// async-signal-safe system calls: this process is a fork of a multi-threaded one.
     fn become_init(&self) -> std::io::Result<()> {
-        // SAFETY (the whole function): raw system calls on this process's own state; no
+        // SAFETY: (the whole function) raw system calls on this process's own state; no
         // allocation, no lock.
         unsafe {
             let mut supervisor = self.supervisor;
@@ -482,6 +482,8 @@ impl Init {
 
     /// The relay: forwards signals to the init, and exits once it exited.
     unsafe fn relay_loop(&self, init: libc::pid_t) -> ! {
+        // SAFETY: async-signal-safe system calls on this process's own state (a fork of the
+        // supervisor, single-threaded); no allocation, no lock.
         unsafe {
             libc::prctl(libc::PR_SET_NAME, c"proclease-relay".as_ptr(), 0, 0, 0);
             forward_to(init);
@@ -505,6 +507,8 @@ impl Init {
     /// The init: forwards signals to the command, reaps every process of the box, reports the
     /// command's status, and exits once the box is empty.
     unsafe fn init_loop(&self, command: libc::pid_t) -> ! {
+        // SAFETY: async-signal-safe system calls on this process's own state (pid 1 of the box,
+        // single-threaded); no allocation, no lock.
         unsafe {
             forward_to(command);
             // A report to a supervisor that died must not kill the init (std left SIGPIPE at

@@ -19,12 +19,19 @@
 //!   dispositions and the supervisor of a recorded process;
 //! - [`runtime`]: the wasmtime engine, the embedded component ([`component`]), its limits;
 //! - [`imports`]: one module per imported WIT interface — its native implementation and its glue;
+//!   every file-system effect of the facade is there (the facade in [`api`] does none itself);
+//! - [`containment`]: the kernel's box around a supervised command (PID namespace, cgroup v2,
+//!   its `/proc` mount), a mechanism of its own;
 //! - [`error`]: the library's error type.
 #![warn(missing_docs)]
+// Data from the state home, /proc or the guest boundary is never unwrapped (the brief): an
+// invariant of our own is an `expect` that says which; tests may unwrap.
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 extern crate alloc;
 
 pub mod api;
+pub mod containment;
 pub mod error;
 pub mod imports;
 pub mod runtime;
@@ -38,7 +45,7 @@ pub(crate) use imports::fsops;
 pub(crate) use runtime::bindings;
 
 // Stable paths to the parts an embedder wires by hand.
-pub use api::{admission, directory_lease, dispositions, invocation_lease, records, supervisor};
+pub use api::{admission, directory_lease, dispositions, invocation_lease, records, report, supervisor};
 pub use imports as effects;
 pub use imports::process_identity::witness;
 pub use imports::state_store::home as state_home;
@@ -64,6 +71,11 @@ pub use runtime::{HostState, Instance, LoadedFrom, Runtime, RuntimeConfig};
 #[cfg(doctest)]
 #[doc = include_str!("../../README.md")]
 pub struct ReadmeExamples;
+/// docs/embedding.md's Rust code blocks, run as doc-tests (its end-to-end example must work as
+/// printed).
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/embedding.md")]
+pub struct EmbeddingExamples;
 /// The wasmtime this host is built on, for embedders of [`Runtime::instantiate_component`]
 /// (whose components, stores and instances are its types).
 pub use wasmtime;

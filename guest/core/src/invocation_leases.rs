@@ -383,6 +383,25 @@ impl RepairDecision {
     }
 }
 
+/// The disposition a survey (`doctor`) shows for an invocation lease, from what a recovery dry
+/// run decided (`decision`) and its owner's status (`status`, §6B.4): `recoverable` when recover
+/// would remove it, `active` while its owner or host is alive, `indeterminate` when neither is
+/// proven (a tombstone of this boot), `None` for an invalid lease (which blocks acquires until
+/// repaired by hand). Without a decision (recovery stopped before the invocation leases), the
+/// owner status alone decides.
+pub fn survey_disposition(decision: Option<RepairDecision>, status: Option<OwnerStatus>) -> Option<dispositions::Disposition> {
+    use dispositions::Disposition;
+    match (decision, status) {
+        (Some(RepairDecision::Remove), _) => Some(Disposition::Recoverable),
+        (Some(RepairDecision::Active), _) => Some(Disposition::Active),
+        (Some(RepairDecision::Unknown | RepairDecision::RemovalRefused), _) => Some(Disposition::Indeterminate),
+        (Some(RepairDecision::Invalid), _) | (None, None) => None,
+        (None, Some(OwnerStatus::ExactLiveOwner)) => Some(Disposition::Active),
+        (None, Some(OwnerStatus::Unknown)) => Some(Disposition::Indeterminate),
+        (None, Some(OwnerStatus::DifferentOrDead)) => Some(Disposition::Recoverable),
+    }
+}
+
 /// `repairPortableProviderPluginInvocationLeases` (§6B.9), with `recover_tombstones` for
 /// `recoverPortableProviderPluginInvocationLeaseTombstones`. `observe` is told each entry's
 /// decision. The current boot id is looked up at most once per run, and only when recover mode
@@ -512,4 +531,28 @@ fn repair_entry(
             }
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dispositions::Disposition;
+
+    #[test]
+    fn a_survey_s_disposition_follows_the_recovery_s_decision_then_the_owner_s_status() {
+        let cases = [
+            (Some(RepairDecision::Remove), Some(OwnerStatus::ExactLiveOwner), Some(Disposition::Recoverable)),
+            (Some(RepairDecision::Active), None, Some(Disposition::Active)),
+            (Some(RepairDecision::Unknown), Some(OwnerStatus::DifferentOrDead), Some(Disposition::Indeterminate)),
+            (Some(RepairDecision::RemovalRefused), None, Some(Disposition::Indeterminate)),
+            (Some(RepairDecision::Invalid), Some(OwnerStatus::ExactLiveOwner), None),
+            (None, None, None),
+            (None, Some(OwnerStatus::ExactLiveOwner), Some(Disposition::Active)),
+            (None, Some(OwnerStatus::Unknown), Some(Disposition::Indeterminate)),
+            (None, Some(OwnerStatus::DifferentOrDead), Some(Disposition::Recoverable)),
+        ];
+        for (decision, status, expected) in cases {
+            assert_eq!(survey_disposition(decision, status), expected, "{decision:?} {status:?}");
+        }
+    }
 }

@@ -29,7 +29,7 @@ use proclease_core::records::Owner;
 use proclease_core::records::export_admission::{ExportAdmission, Phase};
 use wasmtime::component::ResourceAny;
 
-use crate::api::supervisor::{Launch, SpawnError};
+use crate::api::supervisor::Launch;
 use crate::effects::Effects;
 use crate::process_identity::{NOT_LIVE, ProcessIdentity};
 use crate::runtime::export_call;
@@ -46,15 +46,34 @@ pub struct Admission {
     resource: ResourceAny,
     /// [`Admission::leave`] was called: the drop leaves the claim.
     left: bool,
+    /// The bound of each call's waits for other processes, the drop's release included
+    /// ([`HostBuilder::lock_timeout`](crate::HostBuilder::lock_timeout) for a handle of a
+    /// [`Host`](crate::Host)).
+    bound: std::time::Duration,
 }
 
 macro_rules! call {
     ($self:ident, $method:ident $(, $arg:expr)*) => {
-        export_call!($self.instance, [proclease_lease_export_admission, admission] $method($self.resource $(, $arg)*))
+        {
+            let _operation = crate::lock_wait::Operation::begin($self.bound);
+            export_call!($self.instance, [proclease_lease_export_admission, admission] $method($self.resource $(, $arg)*))
+        }
     };
 }
 
 impl Admission {
+    /// Bounds each later call's waits for other processes (kernel locks of the state home,
+    /// other programs' mutation claims), the release on drop included, by `bound`; default
+    /// [`lock_wait::DEFAULT_BOUND`](crate::lock_wait::DEFAULT_BOUND) (10 s). A handle of a
+    /// [`Host`](crate::Host) has the host's
+    /// [`lock_timeout`](crate::HostBuilder::lock_timeout). A call made inside an operation
+    /// already bounded on this thread ([`lock_wait::Operation`](crate::lock_wait::Operation))
+    /// keeps that operation's bound.
+    pub fn with_lock_timeout(mut self, bound: std::time::Duration) -> Self {
+        self.bound = bound;
+        self
+    }
+
     /// Acquires the admission (§6A.5) in a fresh instance served by `effects`.
     ///
     /// Errors: the reference's messages (`… another export is active`, `… prior export owner
@@ -62,7 +81,7 @@ impl Admission {
     pub fn acquire(runtime: &Runtime, effects: Effects) -> Result<Admission, Error> {
         let mut instance = runtime.instantiate_with(effects)?;
         let resource = instance.call(|exports, store| exports.proclease_lease_export_admission().call_acquire(store))?;
-        Ok(Admission { instance, resource, left: false })
+        Ok(Admission { instance, resource, left: false, bound: crate::lock_wait::DEFAULT_BOUND })
     }
 
     /// Resumes a handle on `claim` (a current v2 claim) as if this process had written it.
@@ -70,7 +89,7 @@ impl Admission {
         let mut instance = runtime.instantiate_with(effects)?;
         let claim = convert::admission_claim_to_wit(claim.clone());
         let resource = instance.call(|exports, store| exports.proclease_lease_export_admission().admission().call_resume(store, &claim, released))?;
-        Ok(Admission { instance, resource, left: false })
+        Ok(Admission { instance, resource, left: false, bound: crate::lock_wait::DEFAULT_BOUND })
     }
 
     /// The claim this handle last wrote.
@@ -145,10 +164,7 @@ impl Admission {
             Err(e) => {
                 // Nothing was started: back to parent-owned.
                 self.settle_or_warn();
-                return Err(match e {
-                    SpawnError::Witness(e) => Error::Identity(e),
-                    SpawnError::Start(source) => Error::Start { program: command.get_program().to_string_lossy().into_owned(), source },
-                });
+                return Err(e.for_command(command));
             }
         };
         if let Err(e) = self.bind_helper(i64::from(child.id())) {

@@ -35,6 +35,10 @@ pub struct DirectoryLease {
     resource: ResourceAny,
     /// [`DirectoryLease::leave`] was called: the drop leaves the claim.
     left: bool,
+    /// The bound of each call's waits for other processes, the drop's release included
+    /// ([`HostBuilder::lock_timeout`](crate::HostBuilder::lock_timeout) for a handle of a
+    /// [`Host`](crate::Host)).
+    bound: std::time::Duration,
 }
 
 fn request(r: &Request) -> wit::LeaseRequest {
@@ -61,7 +65,10 @@ fn phase(p: Phase) -> t::RawPhase {
 
 macro_rules! call {
     ($self:ident, $method:ident $(, $arg:expr)*) => {
-        export_call!($self.instance, [proclease_lease_directory_leases, directory_lease] $method($self.resource $(, $arg)*))
+        {
+            let _operation = crate::lock_wait::Operation::begin($self.bound);
+            export_call!($self.instance, [proclease_lease_directory_leases, directory_lease] $method($self.resource $(, $arg)*))
+        }
     };
 }
 
@@ -83,7 +90,7 @@ impl DirectoryLease {
     pub fn create(runtime: &Runtime, effects: Effects, r: &Request) -> Result<DirectoryLease, Error> {
         let mut instance = runtime.instantiate_with(effects)?;
         let resource = instance.call(|exports, store| exports.proclease_lease_directory_leases().call_create(store, &request(r)))?;
-        Ok(DirectoryLease { instance, resource, left: false })
+        Ok(DirectoryLease { instance, resource, left: false, bound: crate::lock_wait::DEFAULT_BOUND })
     }
 
     /// Creates the directory of `r` (mode 0700, with its missing ancestors, under the granted
@@ -96,7 +103,7 @@ impl DirectoryLease {
     pub fn create_with_directory(runtime: &Runtime, effects: Effects, r: &Request) -> Result<DirectoryLease, Error> {
         let mut instance = runtime.instantiate_with(effects)?;
         let resource = instance.call(|exports, store| exports.proclease_lease_directory_leases().call_create_with_directory(store, &request(r)))?;
-        Ok(DirectoryLease { instance, resource, left: false })
+        Ok(DirectoryLease { instance, resource, left: false, bound: crate::lock_wait::DEFAULT_BOUND })
     }
 
     /// Resumes a handle on `claim` as if this process had written it.
@@ -104,7 +111,19 @@ impl DirectoryLease {
         let mut instance = runtime.instantiate_with(effects)?;
         let claim = convert::directory_lease_claim_to_wit(claim.clone());
         let resource = instance.call(|exports, store| exports.proclease_lease_directory_leases().directory_lease().call_resume(store, &claim, released))?;
-        Ok(DirectoryLease { instance, resource, left: false })
+        Ok(DirectoryLease { instance, resource, left: false, bound: crate::lock_wait::DEFAULT_BOUND })
+    }
+
+    /// Bounds each later call's waits for other processes (kernel locks of the state home,
+    /// other programs' mutation claims), the release on drop included, by `bound`; default
+    /// [`lock_wait::DEFAULT_BOUND`](crate::lock_wait::DEFAULT_BOUND) (10 s). A handle of a
+    /// [`Host`](crate::Host) has the host's
+    /// [`lock_timeout`](crate::HostBuilder::lock_timeout). A call made inside an operation
+    /// already bounded on this thread ([`lock_wait::Operation`](crate::lock_wait::Operation))
+    /// keeps that operation's bound.
+    pub fn with_lock_timeout(mut self, bound: std::time::Duration) -> Self {
+        self.bound = bound;
+        self
     }
 
     /// The claim this handle last wrote.

@@ -10,7 +10,7 @@ use crate::api::cluster::Fence;
 use crate::records::InputMode;
 use crate::runtime::Runtime;
 use crate::state_store::StateStore;
-use crate::state_store::fencing::FileFence;
+use crate::state_store::fencing::{FileFence, Issued};
 
 /// The address form `PROCLEASE_FENCING_STORE` takes on the file store: `file:` and the state
 /// home's absolute path, so that `proclease fence check` in the command reads the same state
@@ -47,23 +47,70 @@ pub fn check_file_fence(runtime: &Runtime, store: &StateStore, token: i64) -> Re
         Some(fence) => fence.current().map_err(unreadable)?,
         None => None,
     };
-    let Some(issued) = issued else {
-        return Ok(Fence::Stale(format!("no fencing token was handed out in the state home {home}")));
+    let issued = match against_counter(token, issued.as_ref(), &home.to_string()) {
+        Ok(issued) => issued,
+        Err(stale) => return Ok(stale),
     };
+    let text = store.read_if_present(proclease_core::admission::CLAIM_PATH, proclease_core::admission::MAX_CLAIM_BYTES)?;
+    let holder = match text {
+        Some(text) => Some(runtime.instantiate()?.records().parse_export_admission(&text, InputMode::File)?.record),
+        None => None,
+    };
+    Ok(against_claim(issued, holder.as_ref().map(|claim| (claim.id.as_str(), claim.owner.pid))))
+}
+
+/// The first half of the file fence's rule, without IO: `token` against the last token handed
+/// out in the state home `home` (`issued`). `Err(Fence::Stale)` when that decides it; the last
+/// token's record when `token` is it (then the admission's claim decides).
+fn against_counter<'a>(token: i64, issued: Option<&'a Issued>, home: &str) -> Result<&'a Issued, Fence> {
+    let Some(issued) = issued else { return Err(Fence::Stale(format!("no fencing token was handed out in the state home {home}"))) };
     if token < 1 || token > issued.token {
-        return Ok(Fence::Stale(format!("{token} is no token of this export admission (the last handed out is {})", issued.token)));
+        return Err(Fence::Stale(format!("{token} is no token of this export admission (the last handed out is {})", issued.token)));
     }
     if token < issued.token {
-        return Ok(Fence::Stale(format!("another holder acquired the export admission since (token {})", issued.token)));
+        return Err(Fence::Stale(format!("another holder acquired the export admission since (token {})", issued.token)));
     }
-    let text = store.read_if_present(proclease_core::admission::CLAIM_PATH, proclease_core::admission::MAX_CLAIM_BYTES)?;
-    let Some(text) = text else {
-        return Ok(Fence::Stale("the export admission was released".into()));
-    };
-    let claim = runtime.instantiate()?.records().parse_export_admission(&text, InputMode::File)?.record;
-    Ok(if claim.id == issued.claim_id {
-        Fence::Current { holder_pid: claim.owner.pid }
-    } else {
-        Fence::Stale(format!("another holder acquired the export admission since (pid {})", claim.owner.pid))
-    })
+    Ok(issued)
+}
+
+/// The second half, without IO: the last token handed out (`issued`) against the admission's
+/// claim now (`holder`: its id and owner pid; `None` when released). Current only while the
+/// claim is the one the token was handed out for.
+fn against_claim(issued: &Issued, holder: Option<(&str, u64)>) -> Fence {
+    match holder {
+        None => Fence::Stale("the export admission was released".into()),
+        Some((id, pid)) if id == issued.claim_id => Fence::Current { holder_pid: pid },
+        Some((_, pid)) => Fence::Stale(format!("another holder acquired the export admission since (pid {pid})")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn issued(token: i64) -> Issued {
+        Issued { token, claim_id: "11111111-1111-4111-9111-111111111111".into() }
+    }
+
+    #[test]
+    fn only_the_last_token_handed_out_goes_on_to_the_claim() {
+        let stale = |fence: Result<&Issued, Fence>| match fence {
+            Err(Fence::Stale(why)) => why,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(stale(against_counter(1, None, "/s")), "no fencing token was handed out in the state home /s");
+        assert_eq!(stale(against_counter(0, Some(&issued(3)), "/s")), "0 is no token of this export admission (the last handed out is 3)");
+        assert_eq!(stale(against_counter(4, Some(&issued(3)), "/s")), "4 is no token of this export admission (the last handed out is 3)");
+        assert_eq!(stale(against_counter(2, Some(&issued(3)), "/s")), "another holder acquired the export admission since (token 3)");
+        assert_eq!(against_counter(3, Some(&issued(3)), "/s").map(|i| i.token), Ok(3), "the last token: the claim decides");
+    }
+
+    #[test]
+    fn the_last_token_is_current_only_while_its_claim_is_held() {
+        assert!(matches!(against_claim(&issued(3), Some(("11111111-1111-4111-9111-111111111111", 42))), Fence::Current { holder_pid: 42 }));
+        assert!(matches!(against_claim(&issued(3), None), Fence::Stale(why) if why == "the export admission was released"));
+        assert!(
+            matches!(against_claim(&issued(3), Some(("22222222-2222-4222-9222-222222222222", 9))), Fence::Stale(why) if why == "another holder acquired the export admission since (pid 9)")
+        );
+    }
 }

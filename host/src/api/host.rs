@@ -17,7 +17,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use proclease_core::directory_leases::{self as leases, CreationOutcome, Options, Request, Run};
+use proclease_core::directory_leases::{self as leases, Conflict, CreationOutcome, Options, Request, Run};
 use proclease_core::dispositions::Disposition;
 use proclease_core::invocation_leases::{Entry, RepairDecision, RepairReport};
 use proclease_core::liveness::{Liveness, OwnerStatus};
@@ -40,7 +40,7 @@ use crate::runtime::{Runtime, RuntimeConfig};
 use crate::state_home::StateHome;
 use crate::state_store::StateStore;
 use crate::witness::Witnesses;
-use crate::workspace::Workspace;
+use crate::workspace::{PathKind, Workspace};
 
 /// How to build a [`Host`]: which state home, which workspace roots, which plugin catalog and
 /// which runtime limits. Every choice has a default.
@@ -257,15 +257,7 @@ impl InvocationSurvey {
     /// `None` for an invalid lease (which blocks acquires until repaired by hand). Without a
     /// recovery decision, the owner status alone decides.
     pub fn disposition(&self) -> Option<Disposition> {
-        match (self.decision, self.status) {
-            (Some(RepairDecision::Remove), _) => Some(Disposition::Recoverable),
-            (Some(RepairDecision::Active), _) => Some(Disposition::Active),
-            (Some(RepairDecision::Unknown | RepairDecision::RemovalRefused), _) => Some(Disposition::Indeterminate),
-            (Some(RepairDecision::Invalid), _) | (None, None) => None,
-            (None, Some(OwnerStatus::ExactLiveOwner)) => Some(Disposition::Active),
-            (None, Some(OwnerStatus::Unknown)) => Some(Disposition::Indeterminate),
-            (None, Some(OwnerStatus::DifferentOrDead)) => Some(Disposition::Recoverable),
-        }
+        proclease_core::invocation_leases::survey_disposition(self.decision, self.status)
     }
 }
 
@@ -280,6 +272,12 @@ pub struct Survey {
     /// The invocation leases.
     pub invocations: Vec<InvocationSurvey>,
 }
+
+// A host is shared between threads (docs/embedding.md says so): keep it `Send + Sync`.
+const _: () = {
+    const fn shared<T: Send + Sync>() {}
+    shared::<Host>();
+};
 
 impl Host {
     /// A builder with every default.
@@ -377,7 +375,7 @@ impl Host {
     /// export owner cannot be inspected safely`, a refusal of an invalid `active.json` (see
     /// [`Host::invalid_admission_file`]), …
     pub fn acquire_admission(&self) -> Result<Admission, Error> {
-        self.bounded(|| Admission::acquire(self.runtime(), self.effects()))
+        self.bounded(|| Admission::acquire(self.runtime(), self.effects())).map(|admission| admission.with_lock_timeout(self.lock_timeout))
     }
 
     /// The admission on disk as a new acquirer would judge it, without changing anything.
@@ -450,7 +448,7 @@ impl Host {
     ///
     /// Errors: the request and identity refusals of §6A.6 ([`Error::Lease`]).
     pub fn lease_directory(&self, request: &Request) -> Result<DirectoryLease, Error> {
-        self.bounded(|| DirectoryLease::create(self.runtime(), self.effects(), request))
+        self.bounded(|| DirectoryLease::create(self.runtime(), self.effects(), request)).map(|lease| lease.with_lock_timeout(self.lock_timeout))
     }
 
     /// Leases a directory that nothing else uses — what `proclease run` leases: the directory is
@@ -491,11 +489,11 @@ impl Host {
         if dir.starts_with(home) || home.starts_with(&dir) {
             return Err(Refusal::StateHome { dir, home: home.to_path_buf() }.into());
         }
-        if std::fs::symlink_metadata(&dir).is_ok_and(|m| !m.is_dir()) {
-            return Err(Refusal::NotADirectory { dir }.into());
-        }
-        if std::fs::symlink_metadata(&dir).is_ok() && !self.workspace.is_empty_directory(&request.path)? {
-            return Err(Refusal::NotEmpty { dir }.into());
+        match self.workspace.kind(&request.path)? {
+            PathKind::SymbolicLink | PathKind::Other => return Err(Refusal::NotADirectory { dir }.into()),
+            PathKind::Directory if !self.workspace.is_empty_directory(&request.path)? => return Err(Refusal::NotEmpty { dir }.into()),
+            // Absent, or behind a symbolic link: the lease's creation refuses what it cannot create.
+            _ => {}
         }
         let lock = self
             .store
@@ -503,7 +501,7 @@ impl Host {
             .map_err(|e| Error::File { path: home.join(".proclease/locks/directory-lease-creation.lock"), message: format!("the lease-creation lock cannot be opened: {e}") })?;
         self.take_lock(&lock, "directory-lease-creation.lock")?;
         self.refuse_if_claimed(&request.path)?;
-        let lease = DirectoryLease::create_with_directory(self.runtime(), self.effects(), request);
+        let lease = DirectoryLease::create_with_directory(self.runtime(), self.effects(), request).map(|lease| lease.with_lock_timeout(self.lock_timeout));
         let _ = lock.unlock();
         lease
     }
@@ -513,35 +511,23 @@ impl Host {
     fn refuse_if_claimed(&self, dir: &str) -> Result<(), Error> {
         let identity = self.workspace.inspect(dir)?.map(|facts| facts.identity);
         let run = self.recover_directory_leases(Options { dry_run: true, past_bound: true, ..Options::default() })?;
-        for entry in run.outcomes {
-            let Some(claim) = entry.claim else { continue };
-            if claim.path != dir && identity.as_ref() != Some(&claim.directory_identity) {
-                continue;
-            }
-            let what = match entry.disposition {
-                Some(Disposition::Active) => "its owner is alive: wait for that run to finish, or use another directory".to_string(),
-                Some(Disposition::Recoverable) => "its owner is gone: run `proclease recover` first (it removes the directory)".to_string(),
-                // The directory was replaced (re-created by hand, or moved): `recover` refuses
-                // it for good, so the way out is to set the stale lease record aside.
-                _ if entry.action.refusal().is_some_and(|e| {
-                    matches!(
-                        e.lease_code(),
-                        Some(proclease_core::LeaseCode::DirectoryLeaseTargetChangedBeforeRecovery | proclease_core::LeaseCode::DirectoryLeaseParentChangedBeforeRecovery)
-                    )
-                }) =>
-                {
-                    format!(
-                        "{}; this directory is not the one that lease holds (it was re-created or replaced), so `recover` will never remove it: \
+        let Some(conflict) = run.conflict(dir, identity.as_ref()) else { return Ok(()) };
+        let (entry, what) = match conflict {
+            Conflict::Active(entry) => (entry, "its owner is alive: wait for that run to finish, or use another directory".to_string()),
+            Conflict::Recoverable(entry) => (entry, "its owner is gone: run `proclease recover` first (it removes the directory)".to_string()),
+            Conflict::Replaced(entry) => (
+                entry,
+                format!(
+                    "{}; this directory is not the one that lease holds (it was re-created or replaced), so `recover` will never remove it: \
                      check that no run uses it, then move the stale lease record aside: {}",
-                        entry.reason,
-                        set_aside_lease_entry(self.state_home(), &entry.name)
-                    )
-                }
-                _ => format!("{}; see `proclease doctor`", entry.reason),
-            };
-            return Err(Refusal::AlreadyLeased { dir: PathBuf::from(dir), owner_pid: claim.owner.pid, lease_id: claim.id, what }.into());
-        }
-        Ok(())
+                    entry.reason,
+                    set_aside_lease_entry(self.state_home(), &entry.name)
+                ),
+            ),
+            Conflict::Undecided(entry) => (entry, format!("{}; see `proclease doctor`", entry.reason)),
+        };
+        let Some(claim) = &entry.claim else { return Ok(()) };
+        Err(Refusal::AlreadyLeased { dir: PathBuf::from(dir), owner_pid: claim.owner.pid, lease_id: claim.id.clone(), what }.into())
     }
 
     /// Says which of the §6A.4 conditions `dir` or its parent misses, when a lease of `dir` was
@@ -549,54 +535,21 @@ impl Host {
     /// ([`LeaseCode::DirectoryLeaseTargetIsNotAnOwnedPhysicalDirectory`](proclease_core::LeaseCode)):
     /// a parent that is not the user's or that group or others can write (a shared `/tmp`), or
     /// a directory that is not the user's, mode 0700, reached without symbolic links.
+    /// A relative or unnormalised `dir` (as a user typed it) is taken from the current directory.
     pub fn why_not_physical(&self, dir: &Path) -> String {
-        use std::os::unix::fs::MetadataExt as _;
-        let euid = rustix::process::geteuid().as_raw();
-        if let Some(meta) = dir.parent().and_then(|parent| std::fs::metadata(parent).ok())
-            && (meta.uid() != euid || meta.mode() & 0o022 != 0)
-        {
-            let parent = dir.parent().map(Path::display).map(|p| p.to_string()).unwrap_or_default();
-            return format!(
-                "its parent {parent} must be a directory you own that group and others cannot write; a shared directory \
-                     such as /tmp cannot hold leased directories: use a private one, e.g. mkdir -m 700 /tmp/$USER-jobs"
-            );
+        match crate::state_home::lexical_absolute(dir) {
+            Ok(absolute) => self.workspace.why_not_physical(&absolute),
+            Err(_) => self.workspace.why_not_physical(dir),
         }
-        let shown = dir.display();
-        for ancestor in dir.ancestors().collect::<Vec<_>>().into_iter().rev().skip(1) {
-            match std::fs::symlink_metadata(ancestor) {
-                Ok(meta) if meta.file_type().is_symlink() => {
-                    return format!("{} is a symbolic link: a leased directory must be reached without symbolic links; give the real path", ancestor.display());
-                }
-                Ok(meta) if !meta.is_dir() => return format!("{} is not a directory", ancestor.display()),
-                _ => {}
-            }
-        }
-        // The facts a lease judges (owner, mode, identity), as the workspace reads them.
-        let facts = dir.to_str().and_then(|path| self.workspace.inspect(path).ok().flatten());
-        let Some(facts) = facts.filter(|f| f.is_directory) else { return format!("{shown} must be a real directory you own with mode 0700") };
-        if !facts.owned {
-            let uid = std::fs::symlink_metadata(dir).map_or_else(|_| "another user".to_string(), |m| format!("uid {}", m.uid()));
-            return format!("{shown} belongs to {uid}, not to you (uid {euid}): lease a directory you own");
-        }
-        if facts.mode != 0o700 {
-            return format!("{shown} has mode {:04o}; a leased directory must have mode 0700: chmod 700 {shown}", facts.mode);
-        }
-        // A directory identity includes its birth time; without it no lease can prove later that
-        // the directory is the one it leased.
-        if facts.identity.birthtime_ns == "0" {
-            return format!(
-                "the filesystem holding {shown} does not record birth times (statx btime), which a lease needs to prove the directory \
-                 is the one it leased: use a directory on ext4, xfs, btrfs or tmpfs"
-            );
-        }
-        format!("{shown} must be a real directory you own with mode 0700, reached without symbolic links")
     }
 
     /// Publishes a stage to its output: renames `stage` to `output` in their common parent
     /// (never overwriting) and makes the rename durable (fsync of the parent).
     ///
-    /// Errors: [`Refusal::OutputNotSibling`], [`Refusal::OutputExists`]; [`Error::File`] for the
-    /// rename or fsync.
+    /// Errors: [`Refusal::OutputNotSibling`], [`Refusal::OutputExists`]; [`Error::Workspace`]
+    /// for a parent outside the granted roots ([`HostBuilder::workspace_root`]) or reached
+    /// through a symbolic link; [`Error::File`] for the rename or fsync, and for a path that is
+    /// not UTF-8.
     ///
     /// ```
     /// # fn main() -> Result<(), proclease::Error> {
@@ -615,15 +568,18 @@ impl Host {
         let (Some(from), Some(to)) = (stage.file_name(), output.file_name()) else {
             return Err(Refusal::OutputNotSibling { output: output.into(), stage: stage.into() }.into());
         };
-        let file = |message: String| Error::File { path: stage.to_path_buf(), message };
-        let parent_fd = rustix::fs::open(parent, rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC, rustix::fs::Mode::empty())
-            .map_err(|e| Error::File { path: parent.to_path_buf(), message: e.to_string() })?;
-        match rustix::fs::renameat_with(&parent_fd, from, &parent_fd, to, rustix::fs::RenameFlags::NOREPLACE) {
-            Ok(()) => {}
-            Err(rustix::io::Errno::EXIST | rustix::io::Errno::NOTEMPTY) => return Err(Refusal::OutputExists { output: output.into() }.into()),
-            Err(e) => return Err(file(format!("cannot publish to {}: {e}", output.display()))),
+        let (Some(parent_text), Some(from), Some(to)) = (parent.to_str(), from.to_str(), to.to_str()) else {
+            return Err(Error::File { path: stage.to_path_buf(), message: "the path is not UTF-8".into() });
+        };
+        match self.workspace.rename_new(parent_text, from, to) {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(Refusal::OutputExists { output: output.into() }.into()),
+            Err(crate::workspace::WorkspaceError::Io { operation: "rename", source, .. }) => {
+                Err(Error::File { path: stage.to_path_buf(), message: format!("cannot publish to {}: {source}", output.display()) })
+            }
+            Err(crate::workspace::WorkspaceError::Io { operation: "fsync", source, .. }) => Err(Error::File { path: parent.to_path_buf(), message: format!("fsync: {source}") }),
+            Err(other) => Err(other.into()),
         }
-        rustix::fs::fsync(&parent_fd).map_err(|e| Error::File { path: parent.to_path_buf(), message: format!("fsync: {e}") })
     }
 
     // ---------- recovery ----------
@@ -694,7 +650,7 @@ impl Host {
     pub(crate) fn bounded<T>(&self, operation: impl FnOnce() -> Result<T, Error>) -> Result<T, Error> {
         let _operation = crate::lock_wait::Operation::begin(self.lock_timeout);
         operation().map_err(|error| match crate::lock_wait::Operation::timed_out() {
-            Some(timeout) if waited_out(&error) => Error::LockTimeout(crate::lock_wait::LockTimeout { during: Some(error.to_string()), ..timeout }),
+            Some(timeout) if waited_out(&error) => Error::LockTimeout(crate::lock_wait::LockTimeout { during: Some(Arc::new(error)), ..timeout }),
             _ => error,
         })
     }
@@ -730,7 +686,9 @@ impl Host {
         self.bounded(|| {
             let survey = self.survey_now()?;
             match crate::lock_wait::Operation::timed_out() {
-                Some(timeout) => Err(Error::LockTimeout(crate::lock_wait::LockTimeout { during: Some("the survey could not read everything".into()), ..timeout })),
+                Some(timeout) => {
+                    Err(Error::LockTimeout(crate::lock_wait::LockTimeout { during: Some(Arc::new(Error::System("the survey could not read everything".into()))), ..timeout }))
+                }
                 None => Ok(survey),
             }
         })

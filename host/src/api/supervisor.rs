@@ -38,14 +38,15 @@ use proclease_core::LeaseCode;
 use proclease_core::directory_leases::Request;
 use proclease_core::records::directory_lease::{Phase, Role};
 
-use crate::api::containment;
-pub use crate::api::containment::{BoxOptions, Contained, Containment, Stragglers, Tree, available as containment_available};
 use crate::api::host::Host;
+use crate::containment;
+pub use crate::containment::{BoxOptions, Contained, Containment, Stragglers, Tree, available as containment_available};
 use crate::error::{Error, Refusal};
 use crate::process_identity::cgroup_tree::CgroupTree;
 use crate::process_identity::run_journal::JournalEntry;
 use crate::process_identity::{IdentityError, NOT_LIVE, ProcessIdentity};
 use crate::witness::SpawnWitness;
+use crate::workspace::PathKind;
 use crate::{Admission, DirectoryLease};
 
 /// A failure to start a recorded process.
@@ -58,6 +59,17 @@ pub enum SpawnError {
     /// The command could not be started (not found, not executable, …).
     #[error("cannot start the command: {0}")]
     Start(std::io::Error),
+}
+
+impl SpawnError {
+    /// The library's error for a failure to start `command`: [`Error::Identity`] for the
+    /// witness, [`Error::Start`] naming the program (the system's error kept as its source).
+    pub fn for_command(self, command: &Command) -> Error {
+        match self {
+            SpawnError::Witness(e) => Error::Identity(e),
+            SpawnError::Start(source) => Error::Start { program: command.get_program().to_string_lossy().into_owned(), source },
+        }
+    }
 }
 
 /// A spawn witness taken before a launch, to be used by one [`Launch::spawn`].
@@ -74,7 +86,7 @@ impl<'a> Launch<'a> {
         Ok(Launch { witness: identity.spawn_witness().map_err(SpawnError::Witness)? })
     }
 
-    /// Starts `command` in a box (`api::containment`, `docs/containment.md`) holding the
+    /// Starts `command` in a box (`containment`, `docs/containment.md`) holding the
     /// witness: the box's init keeps it open while any process of the tree lives, whatever the
     /// command's processes close. The pid to record is [`Tree::id`] (the init's). On failure the
     /// witness is removed.
@@ -363,13 +375,15 @@ impl<'h> Supervisor<'h> {
             if output.parent() != dir.parent() {
                 return Err(Refusal::OutputNotSibling { output: output.clone(), stage: dir.clone() }.into());
             }
-            if std::fs::symlink_metadata(output).is_ok() {
+            // Outside the granted roots the lease of the stage refuses, in its own words.
+            if output.to_str().is_some_and(|path| matches!(host.workspace().kind(path), Ok(PathKind::Directory | PathKind::SymbolicLink | PathKind::Other))) {
                 return Err(Refusal::OutputExists { output: output.clone() }.into());
             }
         }
         // What the lease creates (the directory and its missing ancestors), to remove again if
         // the command never runs.
-        let created: Vec<PathBuf> = dir.ancestors().take_while(|p| std::fs::symlink_metadata(p).is_err()).map(Path::to_path_buf).collect();
+        let created: Vec<PathBuf> =
+            dir.ancestors().take_while(|p| p.to_str().is_some_and(|path| host.workspace().kind(path).is_ok_and(|kind| kind == PathKind::Absent))).map(Path::to_path_buf).collect();
         let undo_created = || {
             for path in &created {
                 if let Some(path) = path.to_str() {
@@ -860,7 +874,7 @@ mod signals {
     pub(super) fn forward() -> Option<Forwarder> {
         let state = Arc::new(State { target: AtomicI32::new(0), stopping: AtomicBool::new(false), pending: AtomicI32::new(0), started: AtomicBool::new(false) });
         let mut ids = Vec::new();
-        for signal in crate::api::containment::FORWARDED {
+        for signal in crate::containment::FORWARDED {
             let state = state.clone();
             // SAFETY: the action only loads atomics and calls kill(2), which is async-signal-safe.
             let id = unsafe {

@@ -42,7 +42,7 @@ impl std::fmt::Display for Holder {
 /// A wait that reached its bound.
 ///
 /// Displayed as `[DURING: ]waited N ms for LOCK, held by pid P (COMMAND, STATE): HINT`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct LockTimeout {
     /// The lock, as the user knows it (a path in the state home, or `the mutation claim of
     /// PATH`).
@@ -54,8 +54,10 @@ pub struct LockTimeout {
     /// What the user can do.
     pub hint: &'static str,
     /// The error the operation ended in because of the wait (the component's words, e.g.
-    /// `export admission could not be acquired safely`), when it was not the wait itself.
-    pub during: Option<String>,
+    /// `export admission could not be acquired safely`), when it was not the wait itself. Its
+    /// message is part of this error's; what it wrapped is this error's
+    /// [`source`](std::error::Error::source), so no cause is lost.
+    pub during: Option<std::sync::Arc<crate::Error>>,
 }
 
 impl std::fmt::Display for LockTimeout {
@@ -67,7 +69,12 @@ impl std::fmt::Display for LockTimeout {
     }
 }
 
-impl std::error::Error for LockTimeout {}
+impl std::error::Error for LockTimeout {
+    /// What the error the operation ended in wrapped (its own message is in this one's).
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.during.as_deref().and_then(std::error::Error::source)
+    }
+}
 
 /// The operation a thread is in: its deadline, and the waits that timed out in it.
 struct Current {
@@ -95,7 +102,9 @@ impl Operation {
             let mut current = current.borrow_mut();
             let outermost = current.is_none();
             if outermost {
-                *current = Some(Current { deadline: Instant::now() + bound, timed_out: None });
+                // An absurd bound (years) means no bound, not a panic.
+                let deadline = Instant::now().checked_add(bound).unwrap_or_else(|| Instant::now() + Duration::from_secs(100 * 365 * 86_400));
+                *current = Some(Current { deadline, timed_out: None });
             }
             Operation { outermost, _thread: std::marker::PhantomData }
         })
@@ -119,6 +128,16 @@ impl Drop for Operation {
 pub fn remaining(own: Duration) -> Duration {
     CURRENT.with(|current| match current.borrow().as_ref() {
         Some(c) => own.min(c.deadline.saturating_duration_since(Instant::now())),
+        None => own,
+    })
+}
+
+/// The bound of a wait whose own bound is `own` when no operation is open: inside an operation,
+/// what is left of it (so a host's [`lock_timeout`](crate::HostBuilder::lock_timeout) longer
+/// than `own` is honoured), `own` outside one.
+pub fn operation_bound(own: Duration) -> Duration {
+    CURRENT.with(|current| match current.borrow().as_ref() {
+        Some(c) => c.deadline.saturating_duration_since(Instant::now()),
         None => own,
     })
 }
@@ -274,7 +293,7 @@ mod tests {
         let ours = File::open(&path).unwrap();
         ours.lock().unwrap();
         let theirs = || File::open(&path).unwrap();
-        assert_eq!(Operation::timed_out(), None, "no operation: nothing noted");
+        assert!(Operation::timed_out().is_none(), "no operation: nothing noted");
         {
             let _operation = Operation::begin(Duration::from_millis(400));
             let timed_out = |r: Result<(), LockError>| match r {
@@ -289,7 +308,28 @@ mod tests {
             assert!(first.waited_ms < 10_000 && second.waited_ms < first.waited_ms, "{first} / {second}");
             assert_eq!(Operation::timed_out().map(|t| t.lock), Some("b".to_string()), "the last timeout is noted");
         }
-        assert_eq!(Operation::timed_out(), None, "the operation ended with its outermost guard");
+        assert!(Operation::timed_out().is_none(), "the operation ended with its outermost guard");
         assert!(remaining(Duration::from_secs(3)) == Duration::from_secs(3), "outside an operation a wait has its own bound");
+    }
+
+    #[test]
+    fn a_collection_wait_inside_an_operation_gets_the_operation_s_whole_bound() {
+        assert_eq!(operation_bound(Duration::from_secs(10)), Duration::from_secs(10), "outside an operation: its own bound");
+        let _operation = Operation::begin(Duration::from_secs(60));
+        let bound = operation_bound(Duration::from_secs(10));
+        assert!(bound > Duration::from_secs(50), "a host lock timeout longer than the wait's own bound is honoured: {bound:?}");
+        let _inner = Operation::begin(Duration::from_millis(1));
+        assert!(operation_bound(Duration::from_secs(10)) > Duration::from_secs(50), "a nested operation joins the outer one");
+    }
+
+    #[test]
+    fn a_timeout_during_an_operation_keeps_what_the_operation_s_error_wrapped() {
+        use std::error::Error as _;
+        let refusal = proclease_core::LeaseError::new(proclease_core::LeaseCode::ExportAdmissionCouldNotBeAcquiredSafely).with_cause("Read-only file system");
+        let timeout =
+            LockTimeout { lock: "the mutation claim of x".into(), holder: None, waited_ms: 10, hint: HINT, during: Some(std::sync::Arc::new(crate::Error::Lease(refusal))) };
+        let shown = timeout.to_string();
+        assert!(shown.starts_with("Beeper Message Like Me recovery: export admission could not be acquired safely: waited 10 ms for the mutation claim of x"), "{shown}");
+        assert_eq!(timeout.source().map(ToString::to_string).as_deref(), Some("Read-only file system"), "the cause is the source");
     }
 }

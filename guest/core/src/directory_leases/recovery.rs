@@ -15,6 +15,7 @@ use crate::dispositions::{self, Disposition};
 use crate::effects::{BatchInvalid, BatchStatus, EntryKind, Processes, Store, Workspace};
 use crate::error::LeaseCode;
 use crate::liveness::{self, OwnerStatus, Spawned};
+use crate::records::DirectoryIdentity;
 use crate::records::directory_lease::{self, DirectoryLease, Phase, Role};
 use crate::{Error, digest, js};
 
@@ -148,6 +149,47 @@ impl Run {
             }
         }
         report
+    }
+}
+
+/// Why a directory cannot be leased again: the lease that claims it and what that lease is.
+/// proclease's rule "one lease per directory" (docs/deviations.md): the reference lets two
+/// leases claim one directory, and then the recovery of one deletes the directory the other may
+/// still be using.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Conflict<'a> {
+    /// Its owner is alive: wait for it, or use another directory.
+    Active(&'a Outcome),
+    /// Its owner is provably gone: a recovery removes it (and the directory) first.
+    Recoverable(&'a Outcome),
+    /// The directory there now is not the one the lease holds (re-created or replaced): recovery
+    /// refuses it for good, so the stale lease record must be set aside by hand.
+    Replaced(&'a Outcome),
+    /// Anything else (indeterminate, invalid): the outcome's reason says what.
+    Undecided(&'a Outcome),
+}
+
+impl Run {
+    /// The lease of this run (a dry run of every lease, `past_bound`) that claims the directory
+    /// at `path` — by its path, or by its identity when the directory exists — and what it is;
+    /// `None` when no lease claims it. Entries that are not valid leases claim nothing.
+    pub fn conflict(&self, path: &str, identity: Option<&DirectoryIdentity>) -> Option<Conflict<'_>> {
+        let outcome = self.outcomes.iter().find(|o| o.claim.as_ref().is_some_and(|c| c.path == path || identity == Some(&c.directory_identity)))?;
+        // Replaced: the lease's own path holds another directory now (a match by identity alone
+        // is the leased directory itself, moved here).
+        let by_path = outcome.claim.as_ref().is_some_and(|c| c.path == path);
+        let replaced = by_path
+            && outcome
+                .action
+                .refusal()
+                .and_then(Error::lease_code)
+                .is_some_and(|code| matches!(code, LeaseCode::DirectoryLeaseTargetChangedBeforeRecovery | LeaseCode::DirectoryLeaseParentChangedBeforeRecovery));
+        Some(match outcome.disposition {
+            Some(Disposition::Active) => Conflict::Active(outcome),
+            Some(Disposition::Recoverable) if !replaced => Conflict::Recoverable(outcome),
+            _ if replaced => Conflict::Replaced(outcome),
+            _ => Conflict::Undecided(outcome),
+        })
     }
 }
 
@@ -494,5 +536,55 @@ fn carry_out(claim: &DirectoryLease, workspace: &mut dyn Workspace, dry_run: boo
                 None => Ok(Action::RemoveClaim),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::records::Owner;
+    use alloc::string::ToString;
+
+    fn identity(inode: &str) -> DirectoryIdentity {
+        DirectoryIdentity { device: "2049".into(), inode: inode.into(), birthtime_ns: "1722000001000000000".into() }
+    }
+
+    fn outcome(path: &str, inode: &str, disposition: Option<Disposition>, action: Action) -> Outcome {
+        let owner = Owner { pid: 7, boot_id: "b".repeat(32), process_start_id: "1".into() };
+        let claim = DirectoryLease {
+            id: "11111111-1111-4111-9111-111111111111".into(),
+            role: Role::RawWorking,
+            path: path.into(),
+            parent_path: directory_lease::dirname(path).to_string(),
+            parent_identity: identity("1"),
+            directory_identity: identity(inode),
+            output_root: None,
+            owner,
+            child_owner: None,
+            phase: Phase::Running,
+            created_at_ms: 1000,
+            recover_after_ms: 2000,
+        };
+        Outcome { name: "x.json".into(), claim: Some(claim), disposition, action, reason: "why".into(), done: false }
+    }
+
+    #[test]
+    fn a_directory_is_claimed_by_its_path_or_by_its_identity() {
+        let run = Run { outcomes: alloc::vec![outcome("/jobs/a", "10", Some(Disposition::Active), Action::Keep)], ..Run::default() };
+        assert!(matches!(run.conflict("/jobs/a", None), Some(Conflict::Active(_))), "by path");
+        assert!(matches!(run.conflict("/jobs/moved", Some(&identity("10"))), Some(Conflict::Active(_))), "by identity: the directory was renamed");
+        assert_eq!(run.conflict("/jobs/b", Some(&identity("11"))), None, "another directory");
+    }
+
+    #[test]
+    fn a_replaced_directory_is_never_said_to_be_recoverable() {
+        let changed = Error::lease(LeaseCode::DirectoryLeaseTargetChangedBeforeRecovery);
+        let run = Run { outcomes: alloc::vec![outcome("/jobs/a", "10", Some(Disposition::Recoverable), Action::Stop(changed))], ..Run::default() };
+        assert!(matches!(run.conflict("/jobs/a", None), Some(Conflict::Replaced(_))), "recover refuses it for good");
+        assert!(matches!(run.conflict("/jobs/moved", Some(&identity("10"))), Some(Conflict::Undecided(_))), "the leased directory itself, moved here: not replaced");
+        let run = Run { outcomes: alloc::vec![outcome("/jobs/a", "10", Some(Disposition::Recoverable), Action::RemoveDirectory)], ..Run::default() };
+        assert!(matches!(run.conflict("/jobs/a", None), Some(Conflict::Recoverable(_))));
+        let run = Run { outcomes: alloc::vec![outcome("/jobs/a", "10", Some(Disposition::Indeterminate), Action::Keep)], ..Run::default() };
+        assert!(matches!(run.conflict("/jobs/a", None), Some(Conflict::Undecided(_))));
     }
 }

@@ -471,7 +471,7 @@ impl SpawnWitness<'_> {
     }
 
     /// The witness's descriptor in this process, which the child inherits (none when the
-    /// witness could not be opened): a box's init keeps it open (`api::containment`).
+    /// witness could not be opened): a box's init keeps it open (`containment`).
     pub fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
         self.file.as_ref().map(|file| file.as_raw_fd())
     }

@@ -10,7 +10,8 @@ use std::time::Duration;
 use rustix::fs::{Mode, OFlags};
 
 /// How long a writer waits for another live writer of the same collection before giving up
-/// with a `contended` error. Writers hold the lock for one durable write (milliseconds).
+/// with a `contended` error, outside a bounded operation (inside one, the operation's bound
+/// governs). Writers hold the lock for one durable write (milliseconds).
 pub(crate) const WAIT: Duration = Duration::from_secs(10);
 
 /// How long one write waits for another program's mutation claim on the same record (a live
@@ -37,12 +38,13 @@ impl Drop for CollectionLock {
 /// Outcome of trying to lock.
 pub(crate) enum Locked {
     Held(CollectionLock),
-    /// Another process held it for longer than [`WAIT`].
+    /// Another process held it past the bound ([`WAIT`], or the open operation's).
     TimedOut,
 }
 
 /// Locks `name` (created 0600 if absent; opened read-only on a read-only filesystem) in the
-/// lock directory, waiting at most [`WAIT`].
+/// lock directory, waiting at most [`WAIT`] — or, inside a bounded operation
+/// ([`crate::lock_wait::Operation`]), what is left of the operation's bound.
 pub(crate) fn lock(locks: impl AsFd, name: &str) -> std::io::Result<Locked> {
     let fd = match rustix::fs::openat(&locks, name, OFlags::RDWR | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::from_raw_mode(0o600)) {
         // A read-only state home (a read-only mount): an existing lock file still locks (flock
@@ -53,7 +55,8 @@ pub(crate) fn lock(locks: impl AsFd, name: &str) -> std::io::Result<Locked> {
     };
     let file = File::from(fd);
     // After a second the wait says who holds the lock; at the bound, who held it.
-    match crate::lock_wait::lock(&file, &format!(".proclease/locks/{name}"), WAIT) {
+    // Within an operation, its bound (the host's lock timeout) governs instead of `WAIT`.
+    match crate::lock_wait::lock(&file, &format!(".proclease/locks/{name}"), crate::lock_wait::operation_bound(WAIT)) {
         Ok(()) => Ok(Locked::Held(CollectionLock { file })),
         Err(crate::lock_wait::LockError::TimedOut(timeout)) => {
             tracing::warn!("{timeout}");

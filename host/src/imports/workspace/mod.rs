@@ -29,7 +29,10 @@ use rustix::io::Errno;
 
 use crate::fsops::{self, S_IFDIR, S_IFLNK};
 
+mod paths;
 mod wit;
+
+pub use paths::PathKind;
 
 /// The most entries a quarantine scan of a parent directory looks at (§3.3).
 pub const MAX_SCAN_ENTRIES: usize = 100_000;
