@@ -218,6 +218,49 @@ fn recover_names_each_directory_it_removed_and_each_lease_it_kept() {
     assert!(!removed.exists() && kept.exists());
 }
 
+/// A creator that crashed between its `mkdir` and its lease leaves an intent and an empty
+/// directory: `recover` removes the directory and says so, in its lines and in `--json`
+/// (`directoryCreations`, one model for both).
+#[test]
+fn recover_reports_what_a_crashed_creator_left_in_text_and_json() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let world = World::new();
+    assert!(world.run(&["doctor"]).status.success(), "the state home as proclease makes it");
+    let mut gone = Command::new("sleep").arg("600").spawn().expect("sleep");
+    let owner = identity_of(&world, gone.id());
+    kill_and_reap(&mut gone);
+    let left = world.path("left");
+    std::fs::create_dir(&left).expect("the directory the creator made");
+    std::fs::set_permissions(&left, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    let left_text = left.to_str().expect("UTF-8");
+    let id = "77777777-7777-4777-8777-777777777777";
+    let intent = serde_json::json!({
+        "created": [{"identity": null, "path": left_text}], "id": id, "kind": "proclease-directory-creation",
+        "owner": {"bootId": owner["bootId"], "pid": owner["pid"], "processStartId": owner["processStartId"]},
+        "path": left_text, "schemaVersion": 1,
+    });
+    let intents = world.home.join("recovery/proclease-directory-creations");
+    std::fs::create_dir_all(&intents).expect("intents");
+    for dir in [world.home.join("recovery"), intents.clone()] {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    }
+    let file = intents.join(format!("{id}.json"));
+    std::fs::write(&file, format!("{intent}\n")).expect("write intent");
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+
+    let doc = world.json(&["recover", "--dry-run", "--json"]);
+    let row = &doc["directoryCreations"][0];
+    assert_eq!((row["file"].as_str(), row["path"].as_str(), row["action"].as_str()), (Some(&*format!("{id}.json")), Some(left_text), Some("finish")), "{doc}");
+    assert_eq!((&row["removed"], &row["done"], &row["error"]), (&serde_json::json!([left_text]), &serde_json::json!(false), &Value::Null), "{doc}");
+    assert!(left.exists() && file.exists(), "a dry run removes nothing");
+
+    let output = world.run(&["recover"]);
+    let text = stdout(&output);
+    assert_eq!(output.status.code(), Some(0), "{text}{}", stderr(&output));
+    assert!(text.lines().any(|l| l.starts_with(&format!("removed {left_text} (")) && l.ends_with(": a crashed run created it and never leased it)")), "{text}");
+    assert!(!left.exists() && !file.exists(), "the directory and its intent are gone");
+}
+
 #[test]
 fn validate_takes_the_kind_from_the_collection_and_says_why_a_name_is_refused() {
     let world = World::new();

@@ -165,7 +165,8 @@ pub enum Conflict<'a> {
     /// The directory there now is not the one the lease holds (re-created or replaced): recovery
     /// refuses it for good, so the stale lease record must be set aside by hand.
     Replaced(&'a Outcome),
-    /// Anything else (indeterminate, invalid): the outcome's reason says what.
+    /// Anything else (indeterminate, or a refusal recovery stops at): the outcome's reason says
+    /// what.
     Undecided(&'a Outcome),
 }
 
@@ -184,10 +185,12 @@ impl Run {
                 .refusal()
                 .and_then(Error::lease_code)
                 .is_some_and(|code| matches!(code, LeaseCode::DirectoryLeaseTargetChangedBeforeRecovery | LeaseCode::DirectoryLeaseParentChangedBeforeRecovery));
+        // Recoverable only when recovery would go through: a refusal stops it at this lease.
+        let refused = outcome.action.refusal().is_some();
         Some(match outcome.disposition {
             Some(Disposition::Active) => Conflict::Active(outcome),
-            Some(Disposition::Recoverable) if !replaced => Conflict::Recoverable(outcome),
             _ if replaced => Conflict::Replaced(outcome),
+            Some(Disposition::Recoverable) if !refused => Conflict::Recoverable(outcome),
             _ => Conflict::Undecided(outcome),
         })
     }
