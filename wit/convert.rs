@@ -13,12 +13,10 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 use proclease_core::dispositions::{Disposition, Probe};
-use proclease_core::effects::{
-    BatchInvalid, BatchStatus, CollectionEntry, CollectionIdentity, CollectionSnapshot, DirectoryFacts, EntryKind, FinishedRun, InstalledPlugin, StoreFailure, WorkspaceFailure,
-};
+use proclease_core::effects::{BatchInvalid, BatchStatus, CollectionEntry, CollectionIdentity, CollectionSnapshot, DirectoryFacts, EntryKind, FinishedRun, InstalledPlugin};
 use proclease_core::liveness::{OwnerFacts, OwnerStatus, ProcRead, ProcView, RemotePresence, TreeState, WitnessState};
 use proclease_core::records::{DirectoryIdentity, Owner, Parsed, directory_lease as dl, export_admission as ea, invocation_lease as il, portable_identity as pid};
-use proclease_core::{Error, LeaseCode, LeaseError};
+use proclease_core::{Error, Failure, FailureKind, LeaseCode, LeaseError};
 
 use crate::bindings::exports::proclease::lease::records as rec;
 use crate::bindings::proclease::lease::{plugin_catalog as pc, process_identity as pi, state_store as ss, types as t, workspace as ws};
@@ -169,15 +167,24 @@ lease_code_map!(
     StateHomeMarkerIsInvalid,
 );
 
+enum_map!(failure_kind_to_wit, failure_kind_from_wit, FailureKind, t::FailureKind, {
+    Io <=> Io, Permission <=> Permission, Unreachable <=> Unreachable, Contended <=> Contended, Refused <=> Refused,
+    Unsafe <=> Unsafe, IdentityChanged <=> IdentityChanged, Unavailable <=> Unavailable, Refusal <=> Refusal,
+});
+
+struct_map!(failure_to_wit, failure_from_wit, Failure, t::Failure, {
+    kind => (failure_kind_to_wit, failure_kind_from_wit), message, errno, path, operation,
+});
+
 pub(crate) fn error_to_wit(e: Error) -> t::Error {
     match e {
         Error::Lease(lease) => match lease_code_to_wit(lease.code()) {
-            Some(code) => t::Error::Lease(t::LeaseError { code, message: String::from(lease.message()), cause: lease.cause().map(String::from) }),
-            None => t::Error::System(String::from(lease.message())),
+            Some(code) => t::Error::Lease(t::LeaseError { code, message: String::from(lease.message()), cause: lease.cause().cloned().map(failure_to_wit) }),
+            None => t::Error::System(failure_to_wit(Failure::unavailable(lease.message()))),
         },
-        Error::Storage(m) => t::Error::Storage(m),
-        Error::System(m) => t::Error::System(m),
-        other => t::Error::System(String::from(other.message())),
+        Error::Storage(f) => t::Error::Storage(failure_to_wit(f)),
+        Error::System(f) => t::Error::System(failure_to_wit(f)),
+        other => t::Error::System(failure_to_wit(Failure::unavailable(other.message()))),
     }
 }
 
@@ -186,12 +193,12 @@ pub(crate) fn error_from_wit(e: t::Error) -> Error {
         t::Error::Lease(l) => {
             let lease = LeaseError::from_parts(lease_code_from_wit(l.code), l.message);
             Error::Lease(match l.cause {
-                Some(cause) => lease.with_cause(cause),
+                Some(cause) => lease.with_cause(failure_from_wit(cause)),
                 None => lease,
             })
         }
-        t::Error::Storage(m) => Error::Storage(m),
-        t::Error::System(m) => Error::System(m),
+        t::Error::Storage(f) => Error::Storage(failure_from_wit(f)),
+        t::Error::System(f) => Error::System(failure_from_wit(f)),
     }
 }
 
@@ -438,41 +445,7 @@ pub(crate) fn batch_from_wit(entries: Vec<ss::BatchEntry>) -> Vec<(String, Batch
         .collect()
 }
 
-pub(crate) fn store_failure_to_wit(f: StoreFailure) -> ss::StoreError {
-    match f {
-        StoreFailure::Contended(m) => ss::StoreError::Contended(m),
-        StoreFailure::Refused(m) => ss::StoreError::Refused(m),
-        StoreFailure::Unsafe(m) => ss::StoreError::Unsafe(m),
-        StoreFailure::Io(m) => ss::StoreError::Io(m),
-    }
-}
-
-pub(crate) fn store_failure_from_wit(e: ss::StoreError) -> StoreFailure {
-    match e {
-        ss::StoreError::Contended(m) => StoreFailure::Contended(m),
-        ss::StoreError::Refused(m) => StoreFailure::Refused(m),
-        ss::StoreError::Unsafe(m) => StoreFailure::Unsafe(m),
-        ss::StoreError::Io(m) => StoreFailure::Io(m),
-    }
-}
-
 // ---------- workspace ----------
-
-pub(crate) fn workspace_failure_to_wit(f: WorkspaceFailure) -> ws::WorkspaceError {
-    match f {
-        WorkspaceFailure::Refused(m) => ws::WorkspaceError::Refused(m),
-        WorkspaceFailure::Io(m) => ws::WorkspaceError::Io(m),
-        WorkspaceFailure::IdentityChanged(m) => ws::WorkspaceError::IdentityChanged(m),
-    }
-}
-
-pub(crate) fn workspace_failure_from_wit(e: ws::WorkspaceError) -> WorkspaceFailure {
-    match e {
-        ws::WorkspaceError::Refused(m) => WorkspaceFailure::Refused(m),
-        ws::WorkspaceError::Io(m) => WorkspaceFailure::Io(m),
-        ws::WorkspaceError::IdentityChanged(m) => WorkspaceFailure::IdentityChanged(m),
-    }
-}
 
 struct_map!(directory_facts_to_wit, directory_facts_from_wit, DirectoryFacts, ws::DirectoryFacts, {
     canonical, is_directory, owned, mode, identity => (directory_identity_to_wit, directory_identity_from_wit),

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+pub use proclease_core::{Failure, FailureKind};
 use proclease_core::{LeaseCode, LeaseError};
 
 use crate::api::cluster::ClusterError;
@@ -23,13 +24,16 @@ pub enum Error {
     /// ([`LeaseError::cause`]).
     #[error(transparent)]
     Lease(LeaseError),
-    /// The component reported a storage failure: the store's or the workspace's message.
+    /// The component reported a storage failure: the store's or the workspace's, with its
+    /// [`FailureKind`] (e.g. [`FailureKind::Permission`] for a read-only state home,
+    /// [`FailureKind::Unreachable`] for etcd) and, where the system gave them, its errno's name,
+    /// path and operation.
     #[error("{0}")]
-    Storage(String),
-    /// The component reported that a system fact was unavailable (boot id, process identity,
-    /// clock, catalog), with the reference's message where it fixes one.
+    Storage(Failure),
+    /// A system fact was unavailable (boot id, process identity, clock, catalog, a command's
+    /// wait), with the reference's message where it fixes one.
     #[error("{0}")]
-    System(String),
+    System(Failure),
     /// The component could not be compiled or instantiated, or trapped (a bug in it, or an
     /// import it needs that the host does not provide). Never a lease rule; the message says
     /// what failed.
@@ -89,13 +93,30 @@ impl From<proclease_core::Error> for Error {
     fn from(error: proclease_core::Error) -> Self {
         match error {
             proclease_core::Error::Lease(lease) => Error::Lease(lease),
-            proclease_core::Error::Storage(m) => Error::Storage(m),
-            other => Error::System(other.message().to_string()),
+            proclease_core::Error::Storage(failure) => Error::Storage(failure),
+            proclease_core::Error::System(failure) => Error::System(failure),
+            other => Error::system(other.message()),
         }
     }
 }
 
 impl Error {
+    /// A system failure of kind [`FailureKind::Unavailable`] with `message`.
+    pub fn system(message: impl Into<String>) -> Error {
+        Error::System(Failure::unavailable(message))
+    }
+
+    /// The structured failure behind this error, if it has one: a storage or system failure
+    /// itself, or the failure a refusal wraps (its [`LeaseError::cause`]). For a program to
+    /// branch on (`failure.kind`, `failure.errno`) where the message is for a person.
+    pub fn failure(&self) -> Option<&Failure> {
+        match self {
+            Error::Storage(failure) | Error::System(failure) => Some(failure),
+            Error::Lease(lease) => lease.cause(),
+            _ => None,
+        }
+    }
+
     /// The refusal's code, when a lease rule refused.
     pub fn lease_code(&self) -> Option<LeaseCode> {
         match self {
@@ -109,8 +130,11 @@ impl Error {
     pub fn to_core(&self) -> proclease_core::Error {
         match self {
             Error::Lease(lease) => proclease_core::Error::Lease(lease.clone()),
-            Error::Storage(m) => proclease_core::Error::Storage(m.clone()),
-            other => proclease_core::Error::System(other.to_string()),
+            Error::Storage(failure) => proclease_core::Error::Storage(failure.clone()),
+            Error::System(failure) => proclease_core::Error::System(failure.clone()),
+            other => {
+                proclease_core::Error::System(other.failure().cloned().map_or_else(|| Failure::unavailable(other.to_string()), |f| Failure { message: other.to_string(), ..f }))
+            }
         }
     }
 }
@@ -276,5 +300,23 @@ impl From<wasmtime::Error> for Error {
 impl Error {
     pub(crate) fn component(error: wasmtime::Error) -> Self {
         Error::from(error)
+    }
+}
+
+/// The symbolic name of an operating-system error (`EROFS`), when `error` carries an errno.
+pub(crate) fn errno_name(error: &std::io::Error) -> Option<String> {
+    let code = error.raw_os_error()?;
+    match nix::errno::Errno::from_raw(code) {
+        nix::errno::Errno::UnknownErrno => Some(format!("errno {code}")),
+        known => Some(format!("{known:?}")),
+    }
+}
+
+/// An I/O error `source` of `operation` on `path` as it crosses the boundary: kind from its
+/// errno ([`FailureKind::of_errno`]; [`FailureKind::Io`] without one), `message` whole.
+pub(crate) fn io_failure(path: &str, operation: &str, source: &std::io::Error, message: String) -> Failure {
+    match errno_name(source) {
+        Some(errno) => Failure::os(&errno, path, operation, message),
+        None => Failure { path: Some(path.into()), operation: Some(operation.into()), ..Failure::io(message) },
     }
 }

@@ -57,7 +57,7 @@ pub use api::cluster::Fence;
 pub use api::host::{Host, HostBuilder, InvalidFile, InvocationSurvey, Recovery, Survey};
 pub use directory_lease::{DirectoryLease, recover_directory_creations, recover_directory_leases, recover_each_directory_lease};
 pub use dispositions::Dispositions;
-pub use error::{Error, Limit, Refusal};
+pub use error::{Error, Failure, FailureKind, Limit, Refusal};
 pub use invocation_lease::{ContainmentController, acquire_invocation_lease, invocation_lease_status, list_invocation_leases, release_invocation_lease, repair_invocation_leases};
 /// `proclease-core`, the pure lease logic the component is built from: the types the library's
 /// methods take and return (`core::directory_leases::Request`,

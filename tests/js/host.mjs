@@ -5,7 +5,8 @@
 import { createHash } from 'node:crypto';
 
 export const sha256 = (text) => createHash('sha256').update(text, 'utf8').digest('hex');
-const fail = (tag, val) => ({ payload: { tag, val } });
+/** A thrown import `failure` record (WIT `types.failure`): its kind and message, no OS facts. */
+const fail = (kind, message) => ({ payload: { kind, message, errno: undefined, path: undefined, operation: undefined } });
 
 /** The initial PID namespace's inode (the kernel's PROC_PID_INIT_INO). */
 const INITIAL_PID_NAMESPACE = 0xeffffffcn;

@@ -13,7 +13,7 @@ How values cross the boundary in wasmtime-py's dynamic API (what this module rel
 * variant: `Variant(tag, payload)` when its cases' Python types overlap (every variant of the
   contract that crosses here does), else the bare payload, wasmtime choosing the case by type.
 * result: the same rule. An export's `result<T, error>` therefore comes back as `T` or as the
-  `error` variant (`Variant('lease' | 'storage' | 'system', message)`), and a
+  `error` variant (`Variant('lease' | 'storage' | 'system', record)`), and a
   `result<string, string>` as `Variant('ok' | 'err', text)`; `Proclease.call` returns the ok
   value and raises the err case as `ComponentError`. A host function returns its ok value or
   raises `HostError(payload)`; the binding lowers both explicitly (see `_explicit_results`).
@@ -111,7 +111,7 @@ def adopt(value: Any) -> Any:
 
 def error_message(payload: Any) -> str:
     """The message of an `error` variant's payload: a lease error's `message` (it also carries
-    its `code`), or the storage / system string."""
+    its `code`), or a storage / system `failure`'s."""
     return payload.message if isinstance(payload, Rec) else payload
 
 
@@ -125,7 +125,10 @@ class ComponentError(Exception):
         super().__init__(message if kind is None else f"{kind}: {message}")
         self.kind = kind
         self.message = message
-        self.code = payload.code if isinstance(payload, Rec) else None
+        self.code = getattr(payload, "code", None) if isinstance(payload, Rec) else None
+        #: A storage or system failure's record (kind, message, errno, path, operation), or a
+        #: lease error's cause; None otherwise.
+        self.failure = payload if kind in ("storage", "system") else getattr(payload, "cause", None) if isinstance(payload, Rec) else None
 
 
 class HostError(Exception):

@@ -51,7 +51,8 @@ canonical = export("records", "canonicalize")('{"b": 1, "a": [true, null]}')
 print(canonical.tag, canonical.payload)
 
 # result<tuple<admission-claim, canonical-form>, error>: the tuple, or the error variant:
-# Variant("lease", lease-error{code, message}) or Variant("storage" | "system", message).
+# Variant("lease", lease-error{code, message, cause}) or Variant("storage" | "system", failure),
+# failure{kind, message, errno, path, operation}.
 parse_export_admission = export("records", "parse-export-admission")
 claim = {
     "schemaVersion": 1,

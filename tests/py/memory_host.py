@@ -17,6 +17,11 @@ from typing import Callable, Dict, List, Optional
 
 from component import HostError, HostResource, Rec, Variant, rec
 
+
+def failure(kind: str, message: str) -> Rec:
+    """An import's `failure` record (WIT `types.failure`): its kind and message, no OS facts."""
+    return rec(kind=kind, message=message, errno=None, path=None, operation=None)
+
 #: The initial PID namespace's inode number (the kernel's PROC_PID_INIT_INO).
 INITIAL_PID_NAMESPACE = 0xEFFFFFFC
 #: What every scripted probe reports about the host's own /proc.
@@ -73,8 +78,8 @@ class StateStore:
         self._inodes = 1000
         #: The next conditional replace or remove reports that the file changed.
         self.fail_next_cas = False
-        #: Makes every call fail with this store error, e.g. `Variant('io', '…')`.
-        self.broken: Optional[Variant] = None
+        #: Makes every call fail with this store failure, e.g. `failure('io', '…')`.
+        self.broken: Optional[Rec] = None
 
     def _directory(self, path: str) -> Rec:
         """Creates `path` and its parents as needed; the identity of `path` (the home's for "")."""
@@ -104,7 +109,7 @@ class StateStore:
         self._check()
         text = self.files.get(path)
         if text is not None and len(text.encode("utf-8")) > max_bytes:
-            raise HostError(Variant("unsafe", f"{path}: larger than {max_bytes} bytes"))
+            raise HostError(failure("unsafe", f"{path}: larger than {max_bytes} bytes"))
         return text
 
     def create_if_absent(self, path: str, content: str) -> bool:
@@ -163,9 +168,9 @@ class StateStore:
         self._check()
         identity = self.directories.get(path)
         if identity is None:
-            raise HostError(Variant("unsafe", f"{path}: private state batch directory is absent"))
+            raise HostError(failure("unsafe", f"{path}: private state batch directory is absent"))
         if (identity.device, identity.inode) != (expected.device, expected.inode):
-            raise HostError(Variant("unsafe", f"{path}: private state batch directory changed identity"))
+            raise HostError(failure("unsafe", f"{path}: private state batch directory changed identity"))
         remaining = max_total_bytes
         out = []
         for name in names:
@@ -209,7 +214,7 @@ class Workspace:
         if self.roots is None:
             return
         if not any(path == root or path.startswith(root.rstrip("/") + "/") for root in self.roots):
-            raise HostError(Variant("refused", f"{path}: outside every granted workspace root"))
+            raise HostError(failure("refused", f"{path}: outside every granted workspace root"))
 
     def inspect(self, path: str) -> Optional[Rec]:
         self._granted(path)
@@ -221,7 +226,7 @@ class Workspace:
         if facts is None:
             return False
         if facts.identity != expected:
-            raise HostError(Variant("identity-changed", f"{path}: recursive removal target changed identity"))
+            raise HostError(failure("identity-changed", f"{path}: recursive removal target changed identity"))
         below = path.rstrip("/") + "/"
         for known in [p for p in self.directories if p == path or p.startswith(below)]:
             del self.directories[known]

@@ -13,7 +13,7 @@ from wasmtime.component import ResultType
 import component
 from component import ComponentError, Proclease, Rec, Variant
 from conftest import HERE
-from memory_host import World
+from memory_host import World, failure
 from test_scenarios import PLUGIN, RUN_ID, identity
 
 WIT = HERE.parent.parent / "wit" / "proclease.wit"
@@ -86,7 +86,7 @@ def test_a_read_over_its_bound_is_a_storage_error(harness):
 
 def test_a_failing_store_is_a_storage_error_naming_the_path(harness):
     world = harness.fresh()
-    world.store.broken = Variant("io", "provider-plugin-state/.invocations: read: Input/output error (os error 5)")
+    world.store.broken = failure("io", "provider-plugin-state/.invocations: read: Input/output error (os error 5)")
     for call in (harness.p.invocation_leases.list, harness.p.export_admission.survey):
         with pytest.raises(ComponentError) as error:
             call()

@@ -8,8 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use proclease::core::digest::sha256_hex;
 use proclease::core::effects::{
-    BatchStatus, Catalog, Clock, CollectionEntry, CollectionIdentity, CollectionSnapshot, DirectoryFacts, Entropy, EntryKind, InstalledPlugin, Processes, Store, StoreFailure,
-    Workspace, WorkspaceFailure,
+    BatchStatus, Catalog, Clock, CollectionEntry, CollectionIdentity, CollectionSnapshot, DirectoryFacts, Entropy, EntryKind, Failure, InstalledPlugin, Processes, Store, Workspace,
 };
 use proclease::core::liveness::{OwnerFacts, OwnerStatus};
 use proclease::core::records::DirectoryIdentity;
@@ -75,14 +74,14 @@ fn ensure_directories(state: &mut MemoryState, path: &str) -> CollectionIdentity
 }
 
 impl Store for MemoryStore {
-    fn read_if_present(&mut self, path: &str, max_bytes: u32) -> Result<Option<String>, StoreFailure> {
+    fn read_if_present(&mut self, path: &str, max_bytes: u32) -> Result<Option<String>, Failure> {
         match self.state().files.get(path) {
-            Some(text) if text.len() > max_bytes as usize => Err(StoreFailure::Unsafe(format!("{path}: larger than {max_bytes} bytes"))),
+            Some(text) if text.len() > max_bytes as usize => Err(Failure::unsafe_(format!("{path}: larger than {max_bytes} bytes"))),
             other => Ok(other.cloned()),
         }
     }
 
-    fn create_if_absent(&mut self, path: &str, content: &str) -> Result<bool, StoreFailure> {
+    fn create_if_absent(&mut self, path: &str, content: &str) -> Result<bool, Failure> {
         let mut state = self.state();
         ensure_directories(&mut state, parent(path));
         if state.files.contains_key(path) {
@@ -92,7 +91,7 @@ impl Store for MemoryStore {
         Ok(true)
     }
 
-    fn replace_if_unchanged(&mut self, path: &str, expected_sha256: &str, content: &str) -> Result<bool, StoreFailure> {
+    fn replace_if_unchanged(&mut self, path: &str, expected_sha256: &str, content: &str) -> Result<bool, Failure> {
         let mut state = self.state();
         if std::mem::take(&mut state.fail_next_cas) {
             return Ok(false);
@@ -106,7 +105,7 @@ impl Store for MemoryStore {
         }
     }
 
-    fn remove_if_unchanged(&mut self, path: &str, expected_sha256: &str) -> Result<bool, StoreFailure> {
+    fn remove_if_unchanged(&mut self, path: &str, expected_sha256: &str) -> Result<bool, Failure> {
         let mut state = self.state();
         if std::mem::take(&mut state.fail_next_cas) {
             return Ok(false);
@@ -120,11 +119,11 @@ impl Store for MemoryStore {
         }
     }
 
-    fn ensure_private_directory(&mut self, path: &str) -> Result<CollectionIdentity, StoreFailure> {
+    fn ensure_private_directory(&mut self, path: &str) -> Result<CollectionIdentity, Failure> {
         Ok(ensure_directories(&mut self.state(), path))
     }
 
-    fn snapshot(&mut self, path: &str, _recover_orphans: bool) -> Result<Option<CollectionSnapshot>, StoreFailure> {
+    fn snapshot(&mut self, path: &str, _recover_orphans: bool) -> Result<Option<CollectionSnapshot>, Failure> {
         let state = self.state();
         let Some(identity) = state.directories.get(path).cloned() else { return Ok(None) };
         let prefix = format!("{path}/");
@@ -150,10 +149,10 @@ impl Store for MemoryStore {
         max_bytes_per_file: u32,
         _max_total_bytes: u32,
         expected: &CollectionIdentity,
-    ) -> Result<Vec<(String, BatchStatus)>, StoreFailure> {
+    ) -> Result<Vec<(String, BatchStatus)>, Failure> {
         let state = self.state();
         if state.directories.get(path) != Some(expected) {
-            return Err(StoreFailure::Unsafe(format!("{path}: private state batch directory changed identity")));
+            return Err(Failure::unsafe_(format!("{path}: private state batch directory changed identity")));
         }
         Ok(names
             .iter()
@@ -306,15 +305,15 @@ impl MemoryWorkspace {
 }
 
 impl Workspace for MemoryWorkspace {
-    fn inspect(&mut self, path: &str) -> Result<Option<DirectoryFacts>, WorkspaceFailure> {
+    fn inspect(&mut self, path: &str) -> Result<Option<DirectoryFacts>, Failure> {
         Ok(self.directories().get(path).cloned())
     }
 
-    fn remove_tree(&mut self, path: &str, expected: &DirectoryIdentity) -> Result<bool, WorkspaceFailure> {
+    fn remove_tree(&mut self, path: &str, expected: &DirectoryIdentity) -> Result<bool, Failure> {
         let mut directories = self.directories();
         match directories.get(path) {
             None => Ok(false),
-            Some(facts) if facts.identity != *expected => Err(WorkspaceFailure::IdentityChanged(format!("{path}: recursive removal target changed identity"))),
+            Some(facts) if facts.identity != *expected => Err(Failure::identity_changed(format!("{path}: recursive removal target changed identity"))),
             Some(_) => {
                 let below = format!("{path}/");
                 directories.retain(|p, _| p != path && !p.starts_with(&below));
@@ -323,7 +322,7 @@ impl Workspace for MemoryWorkspace {
         }
     }
 
-    fn create_private_directory(&mut self, path: &str) -> Result<Vec<String>, WorkspaceFailure> {
+    fn create_private_directory(&mut self, path: &str) -> Result<Vec<String>, Failure> {
         let mut created = Vec::new();
         let mut walked = String::new();
         for segment in path.split('/').filter(|s| !s.is_empty()) {
@@ -338,7 +337,7 @@ impl Workspace for MemoryWorkspace {
         Ok(created)
     }
 
-    fn remove_empty_directory(&mut self, path: &str, expected: Option<&DirectoryIdentity>) -> Result<bool, WorkspaceFailure> {
+    fn remove_empty_directory(&mut self, path: &str, expected: Option<&DirectoryIdentity>) -> Result<bool, Failure> {
         let mut directories = self.directories();
         let below = format!("{path}/");
         let empty = !directories.keys().any(|p| p.starts_with(&below));

@@ -32,7 +32,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use proclease::core::digest::sha256_hex;
 use proclease::core::effects::{
-    BatchStatus, CollectionEntry, CollectionIdentity, CollectionSnapshot, DirectoryFacts, EntryKind, FinishedRun, Processes, Store, StoreFailure, Workspace, WorkspaceFailure,
+    BatchStatus, CollectionEntry, CollectionIdentity, CollectionSnapshot, DirectoryFacts, EntryKind, Failure, FinishedRun, Processes, Store, Workspace,
 };
 use proclease::core::liveness::{OwnerFacts, OwnerStatus, WitnessState};
 use proclease::core::records::{DirectoryIdentity, Owner};
@@ -620,21 +620,21 @@ fn split_path(path: &str) -> (&str, &str) {
     path.rsplit_once('/').map(|(p, n)| (if p.is_empty() { "/" } else { p }, n)).unwrap_or(("/", path))
 }
 
-fn store_failure(path: &str, fault: Fault) -> StoreFailure {
+fn store_failure(path: &str, fault: Fault) -> Failure {
     match fault {
-        Fault::Crashed => StoreFailure::Io(format!("{path}: the process crashed")),
-        Fault::Errno(errno) => StoreFailure::Io(format!("{path}: {}", errno.text())),
-        Fault::Exists => StoreFailure::Io(format!("{path}: File exists (os error 17)")),
-        Fault::Contended => StoreFailure::Contended(format!("{path}: state file mutation is already active")),
+        Fault::Crashed => Failure::io(format!("{path}: the process crashed")),
+        Fault::Errno(errno) => Failure::io(format!("{path}: {}", errno.text())),
+        Fault::Exists => Failure::io(format!("{path}: File exists (os error 17)")),
+        Fault::Contended => Failure::contended(format!("{path}: state file mutation is already active")),
     }
 }
 
-fn workspace_failure(path: &str, fault: Fault) -> WorkspaceFailure {
+fn workspace_failure(path: &str, fault: Fault) -> Failure {
     match fault {
-        Fault::Crashed => WorkspaceFailure::Io(format!("{path}: the process crashed")),
-        Fault::Errno(errno) => WorkspaceFailure::Io(format!("{path}: {}", errno.text())),
-        Fault::Exists => WorkspaceFailure::Io(format!("{path}: File exists (os error 17)")),
-        Fault::Contended => WorkspaceFailure::Io(format!("{path}: contended")),
+        Fault::Crashed => Failure::io(format!("{path}: the process crashed")),
+        Fault::Errno(errno) => Failure::io(format!("{path}: {}", errno.text())),
+        Fault::Exists => Failure::io(format!("{path}: File exists (os error 17)")),
+        Fault::Contended => Failure::io(format!("{path}: contended")),
     }
 }
 
@@ -798,10 +798,10 @@ impl SimDisk {
 
     /// Creates a file with `content` at absolute `path` outside any protocol (a command's
     /// output in a leased directory); one step per call, like the command's own writes.
-    pub fn write_file(&self, path: &str, content: &[u8]) -> Result<(), WorkspaceFailure> {
+    pub fn write_file(&self, path: &str, content: &[u8]) -> Result<(), Failure> {
         let mut state = self.state();
         let (parent, name) = split_path(path);
-        let dir = state.lookup(parent).ok_or_else(|| WorkspaceFailure::Io(format!("{path}: no such directory")))?;
+        let dir = state.lookup(parent).ok_or_else(|| Failure::io(format!("{path}: no such directory")))?;
         let inode = state.create_file(dir, name).map_err(|f| workspace_failure(path, f))?;
         state.write(inode, content).map_err(|f| workspace_failure(path, f))
     }
@@ -879,52 +879,52 @@ impl DiskState {
     }
 }
 
-fn store_split(path: &str) -> Result<(Vec<&str>, &str), StoreFailure> {
+fn store_split(path: &str) -> Result<(Vec<&str>, &str), Failure> {
     let mut segments: Vec<&str> = path.split('/').collect();
     if segments.len() < 2 || segments.iter().any(|s| s.is_empty() || *s == "." || *s == ".." || *s == ".proclease") {
-        return Err(StoreFailure::Refused(format!("{path}: refused")));
+        return Err(Failure::refused(format!("{path}: refused")));
     }
     let name = segments.pop().unwrap_or_default();
     Ok((segments, name))
 }
 
 impl Store for SimDisk {
-    fn read_if_present(&mut self, path: &str, max_bytes: u32) -> Result<Option<String>, StoreFailure> {
+    fn read_if_present(&mut self, path: &str, max_bytes: u32) -> Result<Option<String>, Failure> {
         let state = self.state();
         let Some(inode) = state.lookup(&format!("{HOME}/{path}")) else { return Ok(None) };
-        let data = state.data(inode).ok_or_else(|| StoreFailure::Unsafe(format!("{path}: not a regular file")))?;
+        let data = state.data(inode).ok_or_else(|| Failure::unsafe_(format!("{path}: not a regular file")))?;
         if data.len() > max_bytes as usize {
-            return Err(StoreFailure::Unsafe(format!("{path}: larger than {max_bytes} bytes")));
+            return Err(Failure::unsafe_(format!("{path}: larger than {max_bytes} bytes")));
         }
-        String::from_utf8(data.to_vec()).map(Some).map_err(|_| StoreFailure::Unsafe(format!("{path}: not valid UTF-8")))
+        String::from_utf8(data.to_vec()).map(Some).map_err(|_| Failure::unsafe_(format!("{path}: not valid UTF-8")))
     }
 
-    fn create_if_absent(&mut self, path: &str, content: &str) -> Result<bool, StoreFailure> {
+    fn create_if_absent(&mut self, path: &str, content: &str) -> Result<bool, Failure> {
         let (segments, name) = store_split(path)?;
         let dead = self.dead();
         self.state().create_if_absent(&segments, name, content.as_bytes(), &dead).map_err(|f| store_failure(path, f))
     }
 
-    fn replace_if_unchanged(&mut self, path: &str, expected_sha256: &str, content: &str) -> Result<bool, StoreFailure> {
+    fn replace_if_unchanged(&mut self, path: &str, expected_sha256: &str, content: &str) -> Result<bool, Failure> {
         let (segments, name) = store_split(path)?;
         let dead = self.dead();
         self.state().replace_if_unchanged(&segments, name, expected_sha256, content.as_bytes(), &dead).map_err(|f| store_failure(path, f))
     }
 
-    fn remove_if_unchanged(&mut self, path: &str, expected_sha256: &str) -> Result<bool, StoreFailure> {
+    fn remove_if_unchanged(&mut self, path: &str, expected_sha256: &str) -> Result<bool, Failure> {
         let (segments, name) = store_split(path)?;
         let dead = self.dead();
         self.state().remove_if_unchanged(&segments, name, expected_sha256, &dead).map_err(|f| store_failure(path, f))
     }
 
-    fn ensure_private_directory(&mut self, path: &str) -> Result<CollectionIdentity, StoreFailure> {
+    fn ensure_private_directory(&mut self, path: &str) -> Result<CollectionIdentity, Failure> {
         let segments: Vec<&str> = path.split('/').collect();
         let dir = self.state().walk(&segments, true).map_err(|f| store_failure(path, f))?;
-        let dir = dir.ok_or_else(|| StoreFailure::Unsafe(format!("{path}: vanished while created")))?;
+        let dir = dir.ok_or_else(|| Failure::unsafe_(format!("{path}: vanished while created")))?;
         Ok(CollectionIdentity { device: "2049".into(), inode: dir.to_string() })
     }
 
-    fn snapshot(&mut self, path: &str, recover_orphans: bool) -> Result<Option<CollectionSnapshot>, StoreFailure> {
+    fn snapshot(&mut self, path: &str, recover_orphans: bool) -> Result<Option<CollectionSnapshot>, Failure> {
         let dead = self.dead();
         let mut state = self.state();
         if recover_orphans {
@@ -932,7 +932,7 @@ impl Store for SimDisk {
         }
         let Some(dir) = state.lookup(&format!("{HOME}/{path}")) else { return Ok(None) };
         state.recover_dir(dir, &dead, recover_orphans);
-        let entries = state.entries(dir).ok_or_else(|| StoreFailure::Unsafe(format!("{path}: not a directory")))?;
+        let entries = state.entries(dir).ok_or_else(|| Failure::unsafe_(format!("{path}: not a directory")))?;
         let mut listed: Vec<CollectionEntry> = entries
             .iter()
             .map(|(name, inode)| {
@@ -955,11 +955,11 @@ impl Store for SimDisk {
         max_bytes_per_file: u32,
         _max_total_bytes: u32,
         expected: &CollectionIdentity,
-    ) -> Result<Vec<(String, BatchStatus)>, StoreFailure> {
+    ) -> Result<Vec<(String, BatchStatus)>, Failure> {
         let state = self.state();
         let dir = state.lookup(&format!("{HOME}/{path}"));
         if dir.map(|d| d.to_string()).as_ref() != Some(&expected.inode) {
-            return Err(StoreFailure::Unsafe(format!("{path}: private state batch directory changed identity")));
+            return Err(Failure::unsafe_(format!("{path}: private state batch directory changed identity")));
         }
         let dir = dir.unwrap_or(ROOT);
         Ok(names
@@ -973,14 +973,14 @@ impl Store for SimDisk {
 }
 
 impl Workspace for SimDisk {
-    fn inspect(&mut self, path: &str) -> Result<Option<DirectoryFacts>, WorkspaceFailure> {
+    fn inspect(&mut self, path: &str) -> Result<Option<DirectoryFacts>, Failure> {
         let state = self.state();
         Ok(state.lookup(path).map(|inode| state.facts(inode)))
     }
 
     /// The host's `Workspace::create_private_directory`: creates each missing directory of
     /// absolute `path` (mode 0700; no fsync, as the host does not); the paths created.
-    fn create_private_directory(&mut self, path: &str) -> Result<Vec<String>, WorkspaceFailure> {
+    fn create_private_directory(&mut self, path: &str) -> Result<Vec<String>, Failure> {
         let mut state = self.state();
         let mut current = ROOT;
         let mut walked = String::new();
@@ -1002,7 +1002,7 @@ impl Workspace for SimDisk {
 
     /// The host's `Workspace::remove_empty_directory`: `rmdir` of an empty directory that is
     /// still `expected`.
-    fn remove_empty_directory(&mut self, path: &str, expected: Option<&DirectoryIdentity>) -> Result<bool, WorkspaceFailure> {
+    fn remove_empty_directory(&mut self, path: &str, expected: Option<&DirectoryIdentity>) -> Result<bool, Failure> {
         let mut state = self.state();
         let (parent, name) = split_path(path);
         let Some(dir) = state.lookup(parent) else { return Ok(false) };
@@ -1014,15 +1014,14 @@ impl Workspace for SimDisk {
         Ok(true)
     }
 
-    fn remove_tree(&mut self, path: &str, expected: &DirectoryIdentity) -> Result<bool, WorkspaceFailure> {
+    fn remove_tree(&mut self, path: &str, expected: &DirectoryIdentity) -> Result<bool, Failure> {
         let dead = self.dead();
         let mut state = self.state();
         let (parent_path, name) = split_path(path);
-        let parent =
-            state.lookup(parent_path).ok_or_else(|| WorkspaceFailure::IdentityChanged(format!("{path}: recursive removal parent is absent for an identity-bound target")))?;
+        let parent = state.lookup(parent_path).ok_or_else(|| Failure::identity_changed(format!("{path}: recursive removal parent is absent for an identity-bound target")))?;
         if let Some(target) = state.child(parent, name) {
             if !state.is_dir(target) || identity_of(target) != *expected {
-                return Err(WorkspaceFailure::IdentityChanged(format!("{path}: recursive removal target changed identity")));
+                return Err(Failure::identity_changed(format!("{path}: recursive removal target changed identity")));
             }
             state.quarantine_and_delete(parent, name).map_err(|f| workspace_failure(path, f))?;
             return Ok(true);
@@ -1036,14 +1035,14 @@ impl Workspace for SimDisk {
                 continue;
             }
             if found.is_some() {
-                return Err(WorkspaceFailure::IdentityChanged(format!("{path}: recursive removal identity has multiple quarantine paths")));
+                return Err(Failure::identity_changed(format!("{path}: recursive removal identity has multiple quarantine paths")));
             }
             found = Some((entry, pid));
         }
         let Some((quarantine, pid)) = found else { return Ok(false) };
         let abandoned_own = pid == state.actor && !state.removing.contains(&quarantine);
         if !dead.contains(&pid) && !abandoned_own {
-            return Err(WorkspaceFailure::IdentityChanged(format!("{path}: recursive removal quarantine owner is live or cannot be proven dead")));
+            return Err(Failure::identity_changed(format!("{path}: recursive removal quarantine owner is live or cannot be proven dead")));
         }
         state.quarantine_and_delete(parent, &quarantine).map_err(|f| workspace_failure(path, f))?;
         Ok(true)

@@ -328,3 +328,25 @@ fn an_etcd_with_authentication_is_used_with_credentials_and_says_what_is_wrong()
     let missing = EtcdCredentials::from_variables(|name| (name == "PROCLEASE_ETCD_USER").then(|| "fleet".to_string())).expect_err("no password");
     assert!(missing.contains("no password"), "{missing}");
 }
+
+/// Issue #29, input 2: a library user whose etcd stops answering is told why, in words and in
+/// structure: the admission's refusal keeps the reference's message, its `Display` adds the
+/// store's reason (the endpoint, unreachable), and its `source()` is a
+/// [`proclease::Failure`] of kind `Unreachable` naming the record and the operation.
+#[test]
+fn an_unreachable_etcd_refuses_an_acquire_with_the_cause_in_display_and_source() {
+    use std::error::Error as _;
+    let Some(mut etcd) = Etcd::start() else { return };
+    let state = tempfile::tempdir().expect("tempdir");
+    let host = proclease::Host::builder().state_home(state.path().join("state")).store(etcd.url("library")).build().expect("a host on etcd");
+    host.acquire_admission().expect("acquired while etcd answers").release().expect("released");
+    etcd.kill();
+    let error = host.acquire_admission().err().expect("etcd is down");
+    let shown = error.to_string();
+    assert!(shown.contains(&format!("etcd at 127.0.0.1:{} is unreachable", etcd.client_port)), "Display says why: {shown}");
+    let failure = error.source().and_then(|s| s.downcast_ref::<proclease::Failure>()).expect("the cause is the store's failure");
+    assert_eq!(failure.kind, proclease::FailureKind::Unreachable, "{failure:?}");
+    assert!(failure.path.as_deref().is_some_and(|p| p.starts_with("recovery/beeper-message-like-me-export-admission")), "{failure:?}");
+    assert!(failure.operation.is_some(), "{failure:?}");
+    assert_eq!(error.failure(), Some(failure));
+}

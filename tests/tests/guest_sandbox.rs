@@ -412,22 +412,22 @@ fn pooled_instances_are_reused_without_their_last_users_effects_and_never_after_
 struct PanickingStore;
 
 impl proclease::core::effects::Store for PanickingStore {
-    fn read_if_present(&mut self, _: &str, _: u32) -> Result<Option<String>, proclease::core::effects::StoreFailure> {
+    fn read_if_present(&mut self, _: &str, _: u32) -> Result<Option<String>, proclease::core::effects::Failure> {
         panic!("the embedder's store panicked")
     }
-    fn create_if_absent(&mut self, _: &str, _: &str) -> Result<bool, proclease::core::effects::StoreFailure> {
+    fn create_if_absent(&mut self, _: &str, _: &str) -> Result<bool, proclease::core::effects::Failure> {
         panic!("the embedder's store panicked")
     }
-    fn replace_if_unchanged(&mut self, _: &str, _: &str, _: &str) -> Result<bool, proclease::core::effects::StoreFailure> {
+    fn replace_if_unchanged(&mut self, _: &str, _: &str, _: &str) -> Result<bool, proclease::core::effects::Failure> {
         panic!("the embedder's store panicked")
     }
-    fn remove_if_unchanged(&mut self, _: &str, _: &str) -> Result<bool, proclease::core::effects::StoreFailure> {
+    fn remove_if_unchanged(&mut self, _: &str, _: &str) -> Result<bool, proclease::core::effects::Failure> {
         panic!("the embedder's store panicked")
     }
-    fn ensure_private_directory(&mut self, _: &str) -> Result<proclease::core::effects::CollectionIdentity, proclease::core::effects::StoreFailure> {
+    fn ensure_private_directory(&mut self, _: &str) -> Result<proclease::core::effects::CollectionIdentity, proclease::core::effects::Failure> {
         panic!("the embedder's store panicked")
     }
-    fn snapshot(&mut self, _: &str, _: bool) -> Result<Option<proclease::core::effects::CollectionSnapshot>, proclease::core::effects::StoreFailure> {
+    fn snapshot(&mut self, _: &str, _: bool) -> Result<Option<proclease::core::effects::CollectionSnapshot>, proclease::core::effects::Failure> {
         panic!("the embedder's store panicked")
     }
     fn read_batch(
@@ -437,7 +437,7 @@ impl proclease::core::effects::Store for PanickingStore {
         _: u32,
         _: u32,
         _: &proclease::core::effects::CollectionIdentity,
-    ) -> Result<Vec<(String, proclease::core::effects::BatchStatus)>, proclease::core::effects::StoreFailure> {
+    ) -> Result<Vec<(String, proclease::core::effects::BatchStatus)>, proclease::core::effects::Failure> {
         panic!("the embedder's store panicked")
     }
 }

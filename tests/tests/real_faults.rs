@@ -279,3 +279,35 @@ fn a_failed_collection_fsync_undoes_the_change_and_the_retry_succeeds() {
     assert!(store.create_if_absent("runs/c.json", "{}\n").expect("retry"));
     assert_eq!(staging_entries(&home), Vec::<String>::new());
 }
+
+/// Issue #29, input 2: a library user whose state home is read-only is told why, in words and in
+/// structure. The admission's refusal keeps the reference's message; its `source()` is the
+/// store's [`proclease::Failure`] — kind `Permission`, errno `EROFS`, the record's path and what
+/// the store was doing — and `Error::failure` hands the same to a program.
+#[test]
+fn a_read_only_state_home_refuses_an_acquire_with_the_cause_in_display_and_source() {
+    use std::error::Error as _;
+    let Some(fs) = Tmpfs::mount("1m") else { return };
+    let home = fs.path.join("state");
+    // The state home and the admission's collection exist; then the filesystem turns read-only
+    // (before the host opens, whose witness file would keep it busy).
+    drop(open_store(&home).ensure_private_directory("recovery/beeper-message-like-me-export-admission").expect("collection"));
+    fs.remount("ro");
+    let host = open_host(&home);
+    let error = host.acquire_admission().err().expect("nothing can be written");
+    assert_eq!(error.lease_code(), Some(proclease::core::LeaseCode::ExportAdmissionCouldNotBeAcquiredSafely), "{error}");
+    let proclease::Error::Lease(refusal) = &error else { panic!("a refusal: {error:?}") };
+    assert_eq!(refusal.message(), "Beeper Message Like Me recovery: export admission could not be acquired safely", "the message stays the reference's");
+    let shown = error.to_string();
+    assert!(shown.starts_with("Beeper Message Like Me recovery: export admission could not be acquired safely: recovery/"), "Display says why: {shown}");
+    assert!(shown.contains("Read-only file system"), "Display says why: {shown}");
+    let source = error.source().expect("the refusal has a cause");
+    let failure = source.downcast_ref::<proclease::Failure>().expect("the cause is the store's failure");
+    assert_eq!(failure.kind, proclease::FailureKind::Permission, "{failure:?}");
+    assert_eq!(failure.errno.as_deref(), Some("EROFS"), "{failure:?}");
+    assert!(failure.path.as_deref().is_some_and(|p| p.starts_with("recovery/beeper-message-like-me-export-admission")), "{failure:?}");
+    assert!(failure.operation.is_some(), "{failure:?}");
+    assert!(failure.message.contains("Read-only file system"), "{failure:?}");
+    assert_eq!(error.failure(), Some(failure), "Error::failure is the same cause");
+    assert!(!home.join("recovery/beeper-message-like-me-export-admission/active.json").exists());
+}

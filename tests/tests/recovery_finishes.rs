@@ -11,7 +11,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use proclease::core::directory_leases::{self, Action, Options, Request};
-use proclease::core::effects::{BatchStatus, CollectionIdentity, CollectionSnapshot, Processes, Store, StoreFailure};
+use proclease::core::effects::{BatchStatus, CollectionIdentity, CollectionSnapshot, Failure, Processes, Store};
 use proclease::core::liveness::{OwnerFacts, OwnerStatus};
 use proclease::core::records::Owner;
 use proclease::core::records::creation_intent::CreationIntent;
@@ -154,27 +154,27 @@ struct RacingStore {
 }
 
 impl Store for RacingStore {
-    fn read_if_present(&mut self, path: &str, max_bytes: u32) -> Result<Option<String>, StoreFailure> {
+    fn read_if_present(&mut self, path: &str, max_bytes: u32) -> Result<Option<String>, Failure> {
         self.inner.read_if_present(path, max_bytes)
     }
-    fn create_if_absent(&mut self, path: &str, content: &str) -> Result<bool, StoreFailure> {
+    fn create_if_absent(&mut self, path: &str, content: &str) -> Result<bool, Failure> {
         self.inner.create_if_absent(path, content)
     }
-    fn replace_if_unchanged(&mut self, path: &str, expected: &str, content: &str) -> Result<bool, StoreFailure> {
+    fn replace_if_unchanged(&mut self, path: &str, expected: &str, content: &str) -> Result<bool, Failure> {
         self.inner.replace_if_unchanged(path, expected, content)
     }
-    fn remove_if_unchanged(&mut self, path: &str, expected: &str) -> Result<bool, StoreFailure> {
+    fn remove_if_unchanged(&mut self, path: &str, expected: &str) -> Result<bool, Failure> {
         self.inner.remove_if_unchanged(path, expected)
     }
-    fn ensure_private_directory(&mut self, path: &str) -> Result<CollectionIdentity, StoreFailure> {
+    fn ensure_private_directory(&mut self, path: &str) -> Result<CollectionIdentity, Failure> {
         self.inner.ensure_private_directory(path)
     }
-    fn snapshot(&mut self, path: &str, orphans: bool) -> Result<Option<CollectionSnapshot>, StoreFailure> {
+    fn snapshot(&mut self, path: &str, orphans: bool) -> Result<Option<CollectionSnapshot>, Failure> {
         let snapshot = self.inner.snapshot(path, orphans);
         self.inner.state().files.remove(&self.victim);
         snapshot
     }
-    fn read_batch(&mut self, path: &str, names: &[String], per: u32, total: u32, expected: &CollectionIdentity) -> Result<Vec<(String, BatchStatus)>, StoreFailure> {
+    fn read_batch(&mut self, path: &str, names: &[String], per: u32, total: u32, expected: &CollectionIdentity) -> Result<Vec<(String, BatchStatus)>, Failure> {
         self.inner.read_batch(path, names, per, total, expected)
     }
 }

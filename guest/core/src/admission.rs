@@ -8,7 +8,7 @@
 use alloc::string::String;
 
 use crate::dispositions::{self, Disposition};
-use crate::effects::{Entropy, Processes, Store, StoreFailure, uuid_v4};
+use crate::effects::{Entropy, Processes, Store, uuid_v4};
 use crate::error::LeaseCode;
 use crate::records::Owner;
 use crate::records::export_admission::{self, ExportAdmission, Phase, Schema};
@@ -66,7 +66,7 @@ fn wrapped<T>(code: LeaseCode, section: impl FnOnce() -> Result<T, Error>) -> Re
 /// malformed `active.json`; `… export admission could not be acquired after bounded
 /// contention`; anything else as `… export admission could not be acquired safely`.
 pub fn acquire(store: &mut dyn Store, processes: &mut dyn Processes, entropy: &mut dyn Entropy) -> Result<Handle, Error> {
-    let boot_id = processes.current_boot_id().map_err(Error::System)?;
+    let boot_id = processes.current_boot_id().map_err(Error::unavailable)?;
     if !js::is_digest(&boot_id) {
         return Err(Error::lease(LeaseCode::CurrentBootIdentityIsInvalid));
     }
@@ -75,7 +75,7 @@ pub fn acquire(store: &mut dyn Store, processes: &mut dyn Processes, entropy: &m
         for _ in 0..MAX_ATTEMPTS {
             if let Some(text) = store.read_if_present(CLAIM_PATH, MAX_CLAIM_BYTES)? {
                 let observed = export_admission::parse_file(&text)?;
-                let disposition = dispositions::admission(&observed.record, &boot_id, &mut |_, owner| liveness::probe(processes, owner)).map_err(Error::System)?;
+                let disposition = dispositions::admission(&observed.record, &boot_id, &mut |_, owner| liveness::probe(processes, owner)).map_err(Error::unavailable)?;
                 // The verdict is about the claim read before its owner was probed; an owner that
                 // moved on or released meanwhile (and then exited) would be judged by a claim that
                 // is no longer there. A refusal stands only if the claim is unchanged after the
@@ -97,7 +97,7 @@ pub fn acquire(store: &mut dyn Store, processes: &mut dyn Processes, entropy: &m
                     }
                 }
             }
-            let owner = processes.self_identity().map_err(Error::System)?;
+            let owner = processes.self_identity().map_err(Error::unavailable)?;
             let claim =
                 ExportAdmission { schema: Schema::V2, id: uuid_v4(entropy), owner, helper_owner: None, phase: Some(Phase::ParentOwned), revision: Some(uuid_v4(entropy)) }.parsed();
             let created = match store.create_if_absent(CLAIM_PATH, &claim.canonical) {
@@ -107,7 +107,7 @@ pub fn acquire(store: &mut dyn Store, processes: &mut dyn Processes, entropy: &m
                     let landed = store.read_if_present(CLAIM_PATH, MAX_CLAIM_BYTES)?;
                     if landed.is_some_and(|text| digest::sha256_hex(text.as_bytes()) == claim.sha256) {
                         true
-                    } else if matches!(failure, StoreFailure::Contended(_)) {
+                    } else if failure.kind == crate::FailureKind::Contended {
                         false
                     } else {
                         return Err(failure.into());
@@ -169,7 +169,7 @@ pub fn bind_helper(handle: &mut Handle, pid: i64, store: &mut dyn Store, process
     if !(1..=2_147_483_647).contains(&pid) {
         return Err(Error::lease(LeaseCode::ExportAdmissionHelperPidIsInvalid));
     }
-    let helper = liveness::capture(processes, pid as u64).map_err(Error::System)?;
+    let helper = liveness::capture(processes, pid as u64).map_err(Error::unavailable)?;
     update(handle, Phase::HelperActive, Some(helper), store, entropy)
 }
 
@@ -221,14 +221,14 @@ pub struct Survey {
 pub fn survey(store: &mut dyn Store, processes: &mut dyn Processes) -> Result<Option<Survey>, Error> {
     let Some(text) = store.read_if_present(CLAIM_PATH, MAX_CLAIM_BYTES)? else { return Ok(None) };
     let claim = export_admission::parse_file(&text)?.record;
-    let boot_id = processes.current_boot_id().map_err(Error::System)?;
+    let boot_id = processes.current_boot_id().map_err(Error::unavailable)?;
     let mut words = alloc::vec::Vec::new();
     let disposition = dispositions::admission(&claim, &boot_id, &mut |probe, owner| {
         let liveness = liveness::probe(processes, owner)?;
         words.push(liveness::describe(probe.name(), owner, &liveness));
         Ok(liveness)
     })
-    .map_err(Error::System)?;
+    .map_err(Error::unavailable::<String>)?;
     let phase = claim.phase.map_or("v1", Phase::name);
     let mut reason = words.join("; ");
     reason.push_str(" (");

@@ -12,34 +12,12 @@ use alloc::vec::Vec;
 use crate::liveness::OwnerFacts;
 use crate::records::Owner;
 
-/// Why a store operation failed (WIT `store-error`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum StoreFailure {
-    /// Another writer of the collection is mid-mutation (the reference's `state file mutation
-    /// is already active`).
-    Contended(String),
-    /// The path is not a safe relative path inside the state layout.
-    Refused(String),
-    /// Something on disk is not safe to trust.
-    Unsafe(String),
-    /// An I/O error.
-    Io(String),
-}
+pub use crate::error::{Failure, FailureKind};
 
-impl StoreFailure {
-    /// The message, whatever the case.
-    pub fn message(&self) -> &str {
-        match self {
-            StoreFailure::Contended(m) | StoreFailure::Refused(m) | StoreFailure::Unsafe(m) | StoreFailure::Io(m) => m,
-        }
-    }
-}
-
-impl From<StoreFailure> for crate::Error {
-    fn from(failure: StoreFailure) -> Self {
-        crate::Error::Storage(match failure {
-            StoreFailure::Contended(m) | StoreFailure::Refused(m) | StoreFailure::Unsafe(m) | StoreFailure::Io(m) => m,
-        })
+/// A store or workspace failure is a storage error of the lease logic.
+impl From<Failure> for crate::Error {
+    fn from(failure: Failure) -> Self {
+        crate::Error::Storage(failure)
     }
 }
 
@@ -116,17 +94,17 @@ pub enum BatchStatus {
 /// The private state store (WIT `state-store`): paths relative to the state home.
 pub trait Store {
     /// The file's text, `None` when it or a parent is absent; bounded by `max_bytes`.
-    fn read_if_present(&mut self, path: &str, max_bytes: u32) -> Result<Option<String>, StoreFailure>;
+    fn read_if_present(&mut self, path: &str, max_bytes: u32) -> Result<Option<String>, Failure>;
     /// Creates the file unless it exists; `false` when it existed. Never overwrites.
-    fn create_if_absent(&mut self, path: &str, content: &str) -> Result<bool, StoreFailure>;
+    fn create_if_absent(&mut self, path: &str, content: &str) -> Result<bool, Failure>;
     /// Replaces the file only if its bytes hash to `expected_sha256` at the swap.
-    fn replace_if_unchanged(&mut self, path: &str, expected_sha256: &str, content: &str) -> Result<bool, StoreFailure>;
+    fn replace_if_unchanged(&mut self, path: &str, expected_sha256: &str, content: &str) -> Result<bool, Failure>;
     /// Removes the file only if its bytes hash to `expected_sha256` at the removal.
-    fn remove_if_unchanged(&mut self, path: &str, expected_sha256: &str) -> Result<bool, StoreFailure>;
+    fn remove_if_unchanged(&mut self, path: &str, expected_sha256: &str) -> Result<bool, Failure>;
     /// Creates (0700) or verifies a private directory; returns its identity.
-    fn ensure_private_directory(&mut self, path: &str) -> Result<CollectionIdentity, StoreFailure>;
+    fn ensure_private_directory(&mut self, path: &str) -> Result<CollectionIdentity, Failure>;
     /// Lists a collection; `None` when absent.
-    fn snapshot(&mut self, path: &str, recover_orphans: bool) -> Result<Option<CollectionSnapshot>, StoreFailure>;
+    fn snapshot(&mut self, path: &str, recover_orphans: bool) -> Result<Option<CollectionSnapshot>, Failure>;
     /// Reads files of a collection whose identity must still be `expected`.
     fn read_batch(
         &mut self,
@@ -135,7 +113,7 @@ pub trait Store {
         max_bytes_per_file: u32,
         max_total_bytes: u32,
         expected: &CollectionIdentity,
-    ) -> Result<Vec<(String, BatchStatus)>, StoreFailure>;
+    ) -> Result<Vec<(String, BatchStatus)>, Failure>;
 }
 
 /// Process identity (WIT `process-identity`, spec §2). Errors are the messages to report
@@ -258,39 +236,20 @@ pub struct DirectoryFacts {
     pub identity: crate::records::DirectoryIdentity,
 }
 
-/// Why a workspace operation failed (WIT `workspace-error`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum WorkspaceFailure {
-    /// Outside every granted root.
-    Refused(String),
-    /// An I/O error.
-    Io(String),
-    /// The identity-bound removal refused; the reference's message.
-    IdentityChanged(String),
-}
-
-impl From<WorkspaceFailure> for crate::Error {
-    fn from(failure: WorkspaceFailure) -> Self {
-        crate::Error::Storage(match failure {
-            WorkspaceFailure::Refused(m) | WorkspaceFailure::Io(m) | WorkspaceFailure::IdentityChanged(m) => m,
-        })
-    }
-}
-
 /// Directories under the granted workspace roots (WIT `workspace`).
 pub trait Workspace {
     /// The facts of `path`; `None` when it does not exist.
-    fn inspect(&mut self, path: &str) -> Result<Option<DirectoryFacts>, WorkspaceFailure>;
+    fn inspect(&mut self, path: &str) -> Result<Option<DirectoryFacts>, Failure>;
     /// Removes the tree at `path` only while it is still `expected` (completing an interrupted
     /// quarantine of it whose remover is provably dead); `false` when nothing of it exists.
-    fn remove_tree(&mut self, path: &str, expected: &crate::records::DirectoryIdentity) -> Result<bool, WorkspaceFailure>;
+    fn remove_tree(&mut self, path: &str, expected: &crate::records::DirectoryIdentity) -> Result<bool, Failure>;
     /// Creates `path` (mode 0700) and its missing ancestors below its granted root without
     /// following a symbolic link; returns the directories created, outermost first (none when
     /// `path` existed).
-    fn create_private_directory(&mut self, path: &str) -> Result<Vec<String>, WorkspaceFailure>;
+    fn create_private_directory(&mut self, path: &str) -> Result<Vec<String>, Failure>;
     /// Removes `path` only if it is an empty directory and, when `expected` is given, still that
     /// directory (`rmdir`); `false` when it is absent, another directory, or not empty.
-    fn remove_empty_directory(&mut self, path: &str, expected: Option<&crate::records::DirectoryIdentity>) -> Result<bool, WorkspaceFailure>;
+    fn remove_empty_directory(&mut self, path: &str, expected: Option<&crate::records::DirectoryIdentity>) -> Result<bool, Failure>;
 }
 
 /// The installed identity of an enabled plugin (§5 `loadInstalledPortableProviderPlugin`).

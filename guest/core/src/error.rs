@@ -255,24 +255,168 @@ impl LeaseCode {
 pub struct LeaseError {
     code: LeaseCode,
     message: String,
-    cause: Option<Cause>,
+    /// Boxed: a refusal stays small in every `Result` (most have no cause).
+    cause: Option<alloc::boxed::Box<Failure>>,
 }
 
-/// The failure a refusal wraps (its message): the refusal's [`core::error::Error::source`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Cause(String);
+/// What kind of failure a storage or system error is (WIT `failure-kind`), for a program to
+/// branch on; the message says the rest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FailureKind {
+    /// The operating system failed an operation ([`Failure::errno`] names it: `EIO`, `ENOSPC`, …).
+    Io,
+    /// The operating system refused for want of permission, or the file system is read-only
+    /// (`EACCES`, `EPERM`, `EROFS`).
+    Permission,
+    /// The store could not be reached or did not answer in time (cluster mode's etcd).
+    Unreachable,
+    /// Another writer of the record is mid-mutation (the reference's `state file mutation is
+    /// already active`): retry in a moment.
+    Contended,
+    /// The path is outside the state layout or outside every granted workspace root.
+    Refused,
+    /// Something on disk is not safe to trust (a symbolic link, an owner or mode, a bound, a
+    /// file that changed while read); nothing was changed.
+    Unsafe,
+    /// An identity-bound removal found another directory at the path (the reference's
+    /// `recursive removal target changed identity`).
+    IdentityChanged,
+    /// A system fact was unavailable: boot id, process identity, clock, plugin catalog.
+    Unavailable,
+    /// A lease rule refused (only as a cause: a refusal wrapped by another).
+    Refusal,
+}
 
-impl fmt::Display for Cause {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+impl FailureKind {
+    /// Every kind, in WIT order.
+    pub const ALL: [FailureKind; 9] = [
+        FailureKind::Io,
+        FailureKind::Permission,
+        FailureKind::Unreachable,
+        FailureKind::Contended,
+        FailureKind::Refused,
+        FailureKind::Unsafe,
+        FailureKind::IdentityChanged,
+        FailureKind::Unavailable,
+        FailureKind::Refusal,
+    ];
+
+    /// The kind's WIT name (kebab-case), as the JSON reports print it.
+    pub fn name(self) -> &'static str {
+        match self {
+            FailureKind::Io => "io",
+            FailureKind::Permission => "permission",
+            FailureKind::Unreachable => "unreachable",
+            FailureKind::Contended => "contended",
+            FailureKind::Refused => "refused",
+            FailureKind::Unsafe => "unsafe",
+            FailureKind::IdentityChanged => "identity-changed",
+            FailureKind::Unavailable => "unavailable",
+            FailureKind::Refusal => "refusal",
+        }
+    }
+
+    /// The kind of an operating-system error named `errno` (`EACCES`, `EPERM` and `EROFS` are
+    /// [`FailureKind::Permission`], every other [`FailureKind::Io`]).
+    pub fn of_errno(errno: &str) -> FailureKind {
+        match errno {
+            "EACCES" | "EPERM" | "EROFS" => FailureKind::Permission,
+            _ => FailureKind::Io,
+        }
     }
 }
 
-impl core::error::Error for Cause {}
+/// A storage or system failure as it crosses every boundary (WIT `failure`): its kind, its
+/// whole message (naming the path and what the user can do), and — when the operating system
+/// reported it — the errno's symbolic name, the path and the operation. Two failures are equal
+/// when every field is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    /// What kind of failure.
+    pub kind: FailureKind,
+    /// The whole message (e.g. `recovery/…/active.json: writing the record failed: Read-only
+    /// file system (os error 30)`).
+    pub message: String,
+    /// The errno's symbolic name (`EROFS`), when the operating system reported one.
+    pub errno: Option<String>,
+    /// The path it concerns: a store path relative to the state home, or an absolute workspace
+    /// path.
+    pub path: Option<String>,
+    /// What was being done (`writing the record`, `taking the collection lock`).
+    pub operation: Option<String>,
+}
+
+impl Failure {
+    /// A failure of `kind` with `message` and no operating-system facts.
+    pub fn new(kind: FailureKind, message: impl Into<String>) -> Failure {
+        Failure { kind, message: message.into(), errno: None, path: None, operation: None }
+    }
+
+    /// An operating-system error `errno` (its symbolic name) while doing `operation` on
+    /// `path`; the kind follows from the errno ([`FailureKind::of_errno`]).
+    pub fn os(errno: &str, path: &str, operation: &str, message: impl Into<String>) -> Failure {
+        Failure {
+            kind: FailureKind::of_errno(errno),
+            message: message.into(),
+            errno: Some(String::from(errno)),
+            path: Some(String::from(path)),
+            operation: Some(String::from(operation)),
+        }
+    }
+
+    /// [`FailureKind::Io`] with `message`.
+    pub fn io(message: impl Into<String>) -> Failure {
+        Failure::new(FailureKind::Io, message)
+    }
+
+    /// [`FailureKind::Contended`] with `message`.
+    pub fn contended(message: impl Into<String>) -> Failure {
+        Failure::new(FailureKind::Contended, message)
+    }
+
+    /// [`FailureKind::Refused`] with `message`.
+    pub fn refused(message: impl Into<String>) -> Failure {
+        Failure::new(FailureKind::Refused, message)
+    }
+
+    /// [`FailureKind::Unsafe`] with `message`.
+    pub fn unsafe_(message: impl Into<String>) -> Failure {
+        Failure::new(FailureKind::Unsafe, message)
+    }
+
+    /// [`FailureKind::IdentityChanged`] with `message`.
+    pub fn identity_changed(message: impl Into<String>) -> Failure {
+        Failure::new(FailureKind::IdentityChanged, message)
+    }
+
+    /// [`FailureKind::Unavailable`] with `message`.
+    pub fn unavailable(message: impl Into<String>) -> Failure {
+        Failure::new(FailureKind::Unavailable, message)
+    }
+
+    /// The whole message.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// This failure with `context: ` put before its message (kind and facts kept).
+    pub fn in_context(mut self, context: &str) -> Failure {
+        self.message = alloc::format!("{context}: {}", self.message);
+        self
+    }
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl core::error::Error for Failure {}
 
 impl core::error::Error for LeaseError {
     fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
-        self.cause.as_ref().map(|cause| cause as &(dyn core::error::Error + 'static))
+        self.cause.as_deref().map(|cause| cause as &(dyn core::error::Error + 'static))
     }
 }
 
@@ -307,16 +451,17 @@ impl LeaseError {
         LeaseError { code, message, cause: None }
     }
 
-    /// This refusal with `cause`: the message of the failure it wraps.
-    pub fn with_cause(mut self, cause: impl Into<String>) -> LeaseError {
-        self.cause = Some(Cause(cause.into()));
+    /// This refusal with `cause`: the failure it wraps.
+    pub fn with_cause(mut self, cause: Failure) -> LeaseError {
+        self.cause = Some(alloc::boxed::Box::new(cause));
         self
     }
 
-    /// The message of the failure this refusal wraps (e.g. the store's `… Read-only file
-    /// system`), if any. Never part of [`LeaseError::message`], which stays the reference's.
-    pub fn cause(&self) -> Option<&str> {
-        self.cause.as_ref().map(|cause| cause.0.as_str())
+    /// The failure this refusal wraps (e.g. the store's `… Read-only file system`, kind
+    /// [`FailureKind::Permission`], errno `EROFS`), if any. Never part of
+    /// [`LeaseError::message`], which stays the reference's.
+    pub fn cause(&self) -> Option<&Failure> {
+        self.cause.as_deref()
     }
 
     /// What was refused.
@@ -330,9 +475,18 @@ impl LeaseError {
     }
 }
 
+/// The reference's message, then — for a refusal that wraps a failure — `: ` and the cause's
+/// message (`… export admission could not be acquired safely: recovery/…: … Read-only file
+/// system`), so that a refusal printed alone says why. [`LeaseError::message`] is the
+/// reference's message alone; the cause is also the [`core::error::Error::source`] (a printer
+/// of the whole chain skips a cause its line already shows).
 impl fmt::Display for LeaseError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
+        f.write_str(&self.message)?;
+        match &self.cause {
+            Some(cause) => write!(f, ": {}", cause.message),
+            None => Ok(()),
+        }
     }
 }
 
@@ -344,11 +498,11 @@ pub enum Error {
     /// `Beeper Message Like Me recovery: another export is active`).
     Lease(LeaseError),
     /// The state store or workspace failed (I/O, an unsafe file, a bound); the message names the
-    /// path and what the user can do.
-    Storage(String),
+    /// path and what the user can do, the kind and facts what a program branches on.
+    Storage(Failure),
     /// A system fact was unavailable (boot id, process identity, clock); where the reference fixes
     /// the message (e.g. `exact live process identity is unavailable`) it is that message.
-    System(String),
+    System(Failure),
 }
 
 impl Error {
@@ -362,15 +516,23 @@ impl Error {
         Error::Lease(LeaseError::with_text(code, text))
     }
 
+    /// A system fact unavailable: [`Error::System`] of kind [`FailureKind::Unavailable`].
+    pub fn unavailable<M: Into<String>>(message: M) -> Self {
+        Error::System(Failure::unavailable(message))
+    }
+
     /// The refusal `code`, wrapping `cause` (the reference's "…safely" wrappings): the
     /// message stays the reference's; `cause`'s message is kept as the refusal's cause.
+    ///
+    /// A wrapped refusal that has a cause of its own becomes that cause (its kind and facts)
+    /// with the refusal's message before it; one without becomes a [`FailureKind::Refusal`].
     pub fn wrapping(code: LeaseCode, cause: &Error) -> Self {
         let inner = match cause {
             Error::Lease(lease) => match lease.cause() {
-                Some(deeper) => alloc::format!("{}: {deeper}", lease.message()),
-                None => String::from(lease.message()),
+                Some(deeper) => deeper.clone().in_context(lease.message()),
+                None => Failure::new(FailureKind::Refusal, lease.message()),
             },
-            other => String::from(other.message()),
+            Error::Storage(failure) | Error::System(failure) => failure.clone(),
         };
         Error::Lease(LeaseError::new(code).with_cause(inner))
     }
@@ -392,7 +554,7 @@ impl Error {
     pub fn message(&self) -> &str {
         match self {
             Error::Lease(e) => e.message(),
-            Error::Storage(m) | Error::System(m) => m,
+            Error::Storage(f) | Error::System(f) => f.message(),
         }
     }
 }
@@ -420,5 +582,47 @@ mod tests {
         let field = Error::lease_with(LeaseCode::FieldIsInvalid, "export admission owner is invalid");
         assert_eq!(field.message(), "Beeper Message Like Me recovery: export admission owner is invalid");
         assert_eq!(field.lease_code(), Some(LeaseCode::FieldIsInvalid));
+    }
+
+    #[test]
+    fn a_wrapping_refusal_keeps_the_reference_message_and_the_cause_s_kind_and_facts() {
+        let store = Failure::os("EROFS", "recovery/x/active.json", "writing the record", "recovery/x/active.json: writing the record failed: Read-only file system");
+        assert_eq!(store.kind, FailureKind::Permission, "EROFS is a permission failure");
+        let wrapped = Error::wrapping(LeaseCode::ExportAdmissionCouldNotBeAcquiredSafely, &Error::Storage(store.clone()));
+        let Error::Lease(refusal) = &wrapped else { panic!("a refusal") };
+        assert_eq!(refusal.message(), "Beeper Message Like Me recovery: export admission could not be acquired safely");
+        assert_eq!(wrapped.message(), refusal.message(), "the error's message is the reference's");
+        assert_eq!(refusal.cause(), Some(&store), "the cause is the store's failure, kind and facts kept");
+        assert_eq!(
+            alloc::format!("{refusal}"),
+            "Beeper Message Like Me recovery: export admission could not be acquired safely: recovery/x/active.json: writing the record failed: Read-only file system",
+            "shown alone, the refusal says why"
+        );
+        let source = core::error::Error::source(refusal).map(alloc::string::ToString::to_string);
+        assert_eq!(source.as_deref(), Some(store.message()), "the cause is the source");
+
+        // Wrapped again: the deeper cause, the inner refusal's message before it.
+        let twice = Error::wrapping(LeaseCode::ExportAdmissionCouldNotBeReleasedSafely, &wrapped);
+        let Error::Lease(outer) = &twice else { panic!("a refusal") };
+        let cause = outer.cause().expect("a cause");
+        assert_eq!((cause.kind, cause.errno.as_deref(), cause.path.as_deref()), (FailureKind::Permission, Some("EROFS"), Some("recovery/x/active.json")));
+        assert!(cause.message.starts_with("Beeper Message Like Me recovery: export admission could not be acquired safely: recovery/x/active.json"), "{cause}");
+
+        // A refusal without a cause of its own becomes a cause of kind refusal.
+        let bare = Error::wrapping(LeaseCode::ExportAdmissionCouldNotBeAcquiredSafely, &Error::lease(LeaseCode::AnotherExportIsActive));
+        let Error::Lease(bare) = bare else { panic!("a refusal") };
+        assert_eq!(bare.cause().map(|c| (c.kind, c.message.as_str())), Some((FailureKind::Refusal, "Beeper Message Like Me recovery: another export is active")));
+    }
+
+    #[test]
+    fn errno_names_decide_the_kind_and_every_kind_has_its_wit_name() {
+        for errno in ["EACCES", "EPERM", "EROFS"] {
+            assert_eq!(FailureKind::of_errno(errno), FailureKind::Permission, "{errno}");
+        }
+        for errno in ["EIO", "ENOSPC", "EXDEV", "errno 4095"] {
+            assert_eq!(FailureKind::of_errno(errno), FailureKind::Io, "{errno}");
+        }
+        let names: alloc::vec::Vec<&str> = FailureKind::ALL.iter().map(|k| k.name()).collect();
+        assert_eq!(names, ["io", "permission", "unreachable", "contended", "refused", "unsafe", "identity-changed", "unavailable", "refusal"]);
     }
 }

@@ -147,7 +147,7 @@ fn locked<T>(catalog: &mut dyn Catalog, operation: impl FnOnce(&mut dyn Catalog)
         // The lock's refusal is the reference's (§5: fail fast); anything else is the catalog's.
         match LeaseCode::PortablePluginCatalogMutationIsAlreadyLocked.text() {
             Some(locked) if message == locked => Error::lease(LeaseCode::PortablePluginCatalogMutationIsAlreadyLocked),
-            _ => Error::System(message),
+            _ => Error::unavailable(message),
         }
     })?;
     let result = operation(catalog);
@@ -168,7 +168,7 @@ pub fn acquire(identity: &PortableIdentity, run_id: &str, fx: Effects<'_>) -> Re
     }
     let Effects { store, processes, catalog, clock, entropy } = fx;
     locked(catalog, |catalog| {
-        let installed = catalog.installed(&identity.plugin_id).map_err(Error::System)?;
+        let installed = catalog.installed(&identity.plugin_id).map_err(Error::unavailable)?;
         let exact = installed.is_some_and(|p| {
             p.plugin_id == identity.plugin_id
                 && p.version == identity.plugin_version
@@ -182,8 +182,8 @@ pub fn acquire(identity: &PortableIdentity, run_id: &str, fx: Effects<'_>) -> Re
         }
         store.ensure_private_directory(DIRECTORY)?;
         admit(&identity.plugin_id, store, processes)?;
-        let own = processes.self_identity().map_err(Error::System)?;
-        let acquired_at = i64::try_from(clock.now_ms()).ok().and_then(iso_timestamp).ok_or_else(|| Error::System(String::from("the clock is outside the years 0-9999")))?;
+        let own = processes.self_identity().map_err(Error::unavailable)?;
+        let acquired_at = i64::try_from(clock.now_ms()).ok().and_then(iso_timestamp).ok_or_else(|| Error::unavailable("the clock is outside the years 0-9999"))?;
         let lease = InvocationLease {
             schema_version: 2,
             lease_id: uuid_v4(entropy),
@@ -213,7 +213,7 @@ fn admit(plugin_id: &str, store: &mut dyn Store, processes: &mut dyn Processes) 
     'listing: loop {
         round += 1;
         for entry in list(store)? {
-            let (decision, blocked) = admission_entry(plugin_id, &entry, &mut |_, owner| liveness::probe(processes, owner).map_err(Error::System))?;
+            let (decision, blocked) = admission_entry(plugin_id, &entry, &mut |_, owner| liveness::probe(processes, owner).map_err(Error::unavailable))?;
             let Some(error) = blocked else { continue };
             if let (EntryDecision::BlockedUnverifiable, Entry::Valid(snapshot)) = (&decision, &entry) {
                 let now = store.read_if_present(&lease_path(&snapshot.record.lease_id), MAX_LEASE_BYTES)?;
@@ -480,7 +480,7 @@ fn repair_entry(
         if let Some(liveness) = judged.get(owner) {
             return Ok(*liveness);
         }
-        let liveness = liveness::probe(processes, owner).map_err(Error::System)?;
+        let liveness = liveness::probe(processes, owner).map_err(Error::unavailable)?;
         judged.insert(owner.clone(), liveness);
         Ok(liveness)
     })?;
@@ -498,7 +498,7 @@ fn repair_entry(
         };
         match lease.containment.as_ref() {
             Some(c) if matches!(c.status, ContainmentStatus::ParentOwned | ContainmentStatus::HostStarting) => {
-                status = dispositions::invocation_combined(lease, &mut |_, owner| liveness::probe(processes, owner).map_err(Error::System))?;
+                status = dispositions::invocation_combined(lease, &mut |_, owner| liveness::probe(processes, owner).map_err(Error::unavailable))?;
             }
             // host-active: a reboot past every recorded process proves it gone (the reference);
             // so do free witnesses of every recorded process and of what they started, which

@@ -49,4 +49,4 @@ pub mod liveness;
 pub mod proc_stat;
 pub mod records;
 
-pub use error::{Error, LeaseCode, LeaseError};
+pub use error::{Error, Failure, FailureKind, LeaseCode, LeaseError};

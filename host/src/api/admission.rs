@@ -168,7 +168,7 @@ impl Admission {
             }
         };
         if let Err(e) = self.bind_helper(i64::from(child.id())) {
-            if matches!(&e, Error::System(message) if message == NOT_LIVE) {
+            if matches!(&e, Error::System(failure) if failure.message == NOT_LIVE) {
                 // It already exited: nothing of it to record, and what it started (if anything)
                 // holds the spawn witness of a helper-launching admission.
                 return Ok(child);

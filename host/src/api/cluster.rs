@@ -236,7 +236,7 @@ mod enabled {
     use std::sync::{Arc, Mutex};
     use std::time::Duration;
 
-    use proclease_core::effects::{BatchStatus, CollectionIdentity, CollectionSnapshot, Store, StoreFailure};
+    use proclease_core::effects::{BatchStatus, CollectionIdentity, CollectionSnapshot, Failure, Store};
 
     use super::ClusterError;
     use crate::process_identity::ProcessIdentity;
@@ -316,7 +316,7 @@ mod enabled {
                 match crate::process_identity::cluster_presence::lookup(store, &now.owner) {
                     crate::process_identity::cluster_presence::RemotePresence::Registered => Fence::Current { holder_pid: now.owner.pid },
                     crate::process_identity::cluster_presence::RemotePresence::Unreachable => {
-                        return Err(crate::Error::System("etcd did not answer whether the holder's presence is registered".into()));
+                        return Err(crate::Error::system("etcd did not answer whether the holder's presence is registered"));
                     }
                     _ => Fence::Stale(format!("its holder's cluster presence expired (pid {} on its machine)", now.owner.pid)),
                 }
@@ -445,35 +445,35 @@ mod enabled {
 
     impl ClusterStore {
         /// The etcd store, for a write: the presence session first.
-        fn for_write(&self) -> Result<&EtcdStore, StoreFailure> {
+        fn for_write(&self) -> Result<&EtcdStore, Failure> {
             self.cluster.session().map_err(failure)?;
             Ok(&self.cluster.store)
         }
     }
 
     impl Store for ClusterStore {
-        fn read_if_present(&mut self, path: &str, max_bytes: u32) -> Result<Option<String>, StoreFailure> {
+        fn read_if_present(&mut self, path: &str, max_bytes: u32) -> Result<Option<String>, Failure> {
             if shared(path) { self.cluster.store.read_if_present(path, max_bytes) } else { self.local.read_if_present(path, max_bytes) }.map_err(failure)
         }
 
-        fn create_if_absent(&mut self, path: &str, content: &str) -> Result<bool, StoreFailure> {
+        fn create_if_absent(&mut self, path: &str, content: &str) -> Result<bool, Failure> {
             if shared(path) { self.for_write()?.create_if_absent(path, content) } else { self.local.create_if_absent(path, content) }.map_err(failure)
         }
 
-        fn replace_if_unchanged(&mut self, path: &str, expected_sha256: &str, content: &str) -> Result<bool, StoreFailure> {
+        fn replace_if_unchanged(&mut self, path: &str, expected_sha256: &str, content: &str) -> Result<bool, Failure> {
             if shared(path) { self.for_write()?.replace_if_unchanged(path, expected_sha256, content) } else { self.local.replace_if_unchanged(path, expected_sha256, content) }
                 .map_err(failure)
         }
 
-        fn remove_if_unchanged(&mut self, path: &str, expected_sha256: &str) -> Result<bool, StoreFailure> {
+        fn remove_if_unchanged(&mut self, path: &str, expected_sha256: &str) -> Result<bool, Failure> {
             if shared(path) { self.for_write()?.remove_if_unchanged(path, expected_sha256) } else { self.local.remove_if_unchanged(path, expected_sha256) }.map_err(failure)
         }
 
-        fn ensure_private_directory(&mut self, path: &str) -> Result<CollectionIdentity, StoreFailure> {
+        fn ensure_private_directory(&mut self, path: &str) -> Result<CollectionIdentity, Failure> {
             if shared(path) { self.cluster.store.ensure_private_directory(path) } else { self.local.ensure_private_directory(path) }.map_err(failure)
         }
 
-        fn snapshot(&mut self, path: &str, recover_orphans: bool) -> Result<Option<CollectionSnapshot>, StoreFailure> {
+        fn snapshot(&mut self, path: &str, recover_orphans: bool) -> Result<Option<CollectionSnapshot>, Failure> {
             if shared(path) { self.cluster.store.snapshot(path) } else { self.local.snapshot(path, recover_orphans) }.map_err(failure)
         }
 
@@ -484,7 +484,7 @@ mod enabled {
             max_bytes_per_file: u32,
             max_total_bytes: u32,
             expected: &CollectionIdentity,
-        ) -> Result<Vec<(String, BatchStatus)>, StoreFailure> {
+        ) -> Result<Vec<(String, BatchStatus)>, Failure> {
             if shared(path) {
                 self.cluster.store.read_batch(path, names, max_bytes_per_file, max_total_bytes, expected)
             } else {

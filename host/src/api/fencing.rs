@@ -25,7 +25,7 @@ pub const FILE_PREFIX: &str = "file:";
 pub fn issue_file_token(store: &StateStore, admission: &mut Admission) -> Result<i64, Error> {
     let claim = admission.claim()?;
     FileFence::open(store.home()).and_then(|fence| fence.advance(&claim.id)).map_err(|e| {
-        Error::System(format!(
+        Error::system(format!(
             "cannot hand out a fencing token for the export admission (state home {}): {e}; if the counter is unreadable, \
              set it aside while no exclusive run holds the admission (tokens then start again from 1: tell what compares them)",
             store.home().path().display()
@@ -42,7 +42,7 @@ pub fn issue_file_token(store: &StateStore, admission: &mut Admission) -> Result
 /// record the reference's readers refuse. Treat any error as "not current".
 pub fn check_file_fence(runtime: &Runtime, store: &StateStore, token: i64) -> Result<Fence, Error> {
     let home = store.home().path().display();
-    let unreadable = |e: std::io::Error| Error::System(format!("cannot read the fencing counter of the state home {home}: {e}"));
+    let unreadable = |e: std::io::Error| Error::system(format!("cannot read the fencing counter of the state home {home}: {e}"));
     let issued = match FileFence::open_existing(store.home()).map_err(unreadable)? {
         Some(fence) => fence.current().map_err(unreadable)?,
         None => None,

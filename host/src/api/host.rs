@@ -687,7 +687,7 @@ impl Host {
             let survey = self.survey_now()?;
             match crate::lock_wait::Operation::timed_out() {
                 Some(timeout) => {
-                    Err(Error::LockTimeout(crate::lock_wait::LockTimeout { during: Some(Arc::new(Error::System("the survey could not read everything".into()))), ..timeout }))
+                    Err(Error::LockTimeout(crate::lock_wait::LockTimeout { during: Some(Arc::new(Error::system("the survey could not read everything"))), ..timeout }))
                 }
                 None => Ok(survey),
             }
@@ -697,7 +697,7 @@ impl Host {
     fn survey_now(&self) -> Result<Survey, Error> {
         let admission = match self.survey_admission() {
             Ok(survey) => Ok(survey),
-            Err(Error::Lease(_)) => Err(self.invalid_admission_file().ok_or_else(|| Error::System("the admission file changed while it was surveyed".into()))?),
+            Err(Error::Lease(_)) => Err(self.invalid_admission_file().ok_or_else(|| Error::system("the admission file changed while it was surveyed"))?),
             Err(other) => return Err(other),
         };
         let recovery = self.recover(Options { dry_run: true, past_bound: true, ..Options::default() })?;

@@ -482,7 +482,7 @@ impl<'h> Supervisor<'h> {
             Err(SpawnError::Start(e)) => {
                 abandon(&mut lease, &mut admission);
                 forget_journal(&journal);
-                return Err(Error::System(e.to_string()));
+                return Err(Error::system(e.to_string()));
             }
         };
         let launching = (|| -> Result<(), Error> {
@@ -542,7 +542,7 @@ impl<'h> Supervisor<'h> {
         // Record the child (the box's init, or the command without a box); if it already exited
         // (a capture finds no live process), the lifecycle goes from launching straight to settled.
         let pid = i64::from(tree.id());
-        let gone = |e: &Error| matches!(e, Error::System(m) if m == NOT_LIVE);
+        let gone = |e: &Error| matches!(e, Error::System(failure) if failure.message == NOT_LIVE);
         if role == Role::RawWorking
             && let Err(e) = lease.update(Phase::Running, Some(pid))
             && !gone(&e)
@@ -555,7 +555,7 @@ impl<'h> Supervisor<'h> {
         {
             problems.push(e);
         }
-        let (status, lost) = cluster::wait(host, fenced.as_ref(), &mut tree).map_err(|e| Error::System(format!("waiting for the command: {e}")))?;
+        let (status, lost) = cluster::wait(host, fenced.as_ref(), &mut tree).map_err(|e| Error::system(format!("waiting for the command: {e}")))?;
         problems.extend(lost);
         // What the command left running is stopped (or waited for) before anything is settled,
         // published, removed or released: the lease covers the whole tree.
@@ -567,7 +567,7 @@ impl<'h> Supervisor<'h> {
         let stragglers = match finished {
             Ok(count) => count,
             Err(e) => {
-                problems.push(Error::System(format!("waiting for what the command left running: {e}")));
+                problems.push(Error::system(format!("waiting for what the command left running: {e}")));
                 0
             }
         };
@@ -715,7 +715,7 @@ pub fn run_plugin_host(
             abandon(&mut controller);
             return Err(match error {
                 SpawnError::Witness(e) => e.into(),
-                SpawnError::Start(e) => Error::System(e.to_string()),
+                SpawnError::Start(e) => Error::system(e.to_string()),
             });
         }
     };
@@ -776,7 +776,7 @@ pub fn run_plugin_host(
         }
         Err(e) => {
             let _ = cleanup;
-            return Err(Error::System(format!("waiting for the command: {e} (its lease is marked cleanup-unsafe)")));
+            return Err(Error::system(format!("waiting for the command: {e} (its lease is marked cleanup-unsafe)")));
         }
     };
     match cleanup.and_then(|()| controller.current()).and_then(|current| host.release_invocation(&current)) {
@@ -975,8 +975,8 @@ mod cluster {
         let token = admission
             .content_sha256()
             .and_then(|sha| cluster.store().revision_if_unchanged(path, &sha).map_err(Error::from))
-            .and_then(|revision| revision.ok_or_else(|| Error::System("the export admission changed right after it was acquired: no fencing token; retry".into())));
-        Some(token.map_err(|e| Error::System(format!("cannot read the fencing token of the export admission: {e}"))))
+            .and_then(|revision| revision.ok_or_else(|| Error::system("the export admission changed right after it was acquired: no fencing token; retry")));
+        Some(token.map_err(|e| Error::system(format!("cannot read the fencing token of the export admission: {e}"))))
     }
 
     #[cfg(not(feature = "cluster"))]
@@ -1003,7 +1003,7 @@ mod cluster {
     /// Errors: the kernel refused the timer ([`Error::System`]); nothing was started.
     #[cfg(feature = "cluster")]
     pub(super) fn hold_dead_man(session: Option<&Session>) -> Result<Option<DeadMan>, Error> {
-        session.map(|session| session.hold_dead_man().map_err(|e| Error::System(format!("cannot arm the cluster dead-man timer (timer_create): {e}")))).transpose()
+        session.map(|session| session.hold_dead_man().map_err(|e| Error::system(format!("cannot arm the cluster dead-man timer (timer_create): {e}")))).transpose()
     }
 
     #[cfg(not(feature = "cluster"))]

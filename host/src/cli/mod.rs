@@ -262,7 +262,10 @@ impl From<proclease::Error> for Failure {
         };
         // The reference's message, then what it wrapped (a store's `Read-only file system`, an
         // unreachable etcd), one cause a line.
-        let mut message = error.to_string();
+        let mut message = match &error {
+            proclease::Error::Lease(lease) => lease.message().to_string(),
+            other => other.to_string(),
+        };
         let mut source = std::error::Error::source(&error);
         while let Some(cause) = source {
             let text = cause.to_string();

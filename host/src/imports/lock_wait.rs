@@ -325,7 +325,12 @@ mod tests {
     #[test]
     fn a_timeout_during_an_operation_keeps_what_the_operation_s_error_wrapped() {
         use std::error::Error as _;
-        let refusal = proclease_core::LeaseError::new(proclease_core::LeaseCode::ExportAdmissionCouldNotBeAcquiredSafely).with_cause("Read-only file system");
+        let refusal = proclease_core::LeaseError::new(proclease_core::LeaseCode::ExportAdmissionCouldNotBeAcquiredSafely).with_cause(proclease_core::Failure::os(
+            "EROFS",
+            "recovery/x",
+            "writing the record",
+            "Read-only file system",
+        ));
         let timeout =
             LockTimeout { lock: "the mutation claim of x".into(), holder: None, waited_ms: 10, hint: HINT, during: Some(std::sync::Arc::new(crate::Error::Lease(refusal))) };
         let shown = timeout.to_string();

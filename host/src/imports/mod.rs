@@ -11,7 +11,7 @@
 use std::sync::Arc;
 
 use proclease_core::effects::{
-    BatchStatus, Catalog, Clock, CollectionIdentity, CollectionSnapshot, DirectoryFacts, Entropy, InstalledPlugin, Processes, Store, StoreFailure, Workspace, WorkspaceFailure,
+    BatchStatus, Catalog, Clock, CollectionIdentity, CollectionSnapshot, DirectoryFacts, Entropy, Failure, InstalledPlugin, Processes, Store, Workspace,
 };
 use proclease_core::records::DirectoryIdentity;
 
@@ -97,20 +97,20 @@ struct NoWorkspace;
 const NO_WORKSPACE: &str = "no workspace roots were granted: give `--workspace-root DIR` (command line) or `HostBuilder::workspace_root(DIR)` (library)";
 
 impl Workspace for NoWorkspace {
-    fn inspect(&mut self, path: &str) -> Result<Option<DirectoryFacts>, WorkspaceFailure> {
-        Err(WorkspaceFailure::Refused(format!("{path}: {NO_WORKSPACE}")))
+    fn inspect(&mut self, path: &str) -> Result<Option<DirectoryFacts>, Failure> {
+        Err(Failure::refused(format!("{path}: {NO_WORKSPACE}")))
     }
 
-    fn remove_tree(&mut self, path: &str, _: &DirectoryIdentity) -> Result<bool, WorkspaceFailure> {
-        Err(WorkspaceFailure::Refused(format!("{path}: {NO_WORKSPACE}")))
+    fn remove_tree(&mut self, path: &str, _: &DirectoryIdentity) -> Result<bool, Failure> {
+        Err(Failure::refused(format!("{path}: {NO_WORKSPACE}")))
     }
 
-    fn create_private_directory(&mut self, path: &str) -> Result<Vec<String>, WorkspaceFailure> {
-        Err(WorkspaceFailure::Refused(format!("{path}: {NO_WORKSPACE}")))
+    fn create_private_directory(&mut self, path: &str) -> Result<Vec<String>, Failure> {
+        Err(Failure::refused(format!("{path}: {NO_WORKSPACE}")))
     }
 
-    fn remove_empty_directory(&mut self, path: &str, _: Option<&DirectoryIdentity>) -> Result<bool, WorkspaceFailure> {
-        Err(WorkspaceFailure::Refused(format!("{path}: {NO_WORKSPACE}")))
+    fn remove_empty_directory(&mut self, path: &str, _: Option<&DirectoryIdentity>) -> Result<bool, Failure> {
+        Err(Failure::refused(format!("{path}: {NO_WORKSPACE}")))
     }
 }
 
@@ -160,31 +160,31 @@ struct NoStore;
 const NO_STORE: &str = "no state home: give --state-home or set PROCLEASE_STATE_HOME";
 
 impl Store for NoStore {
-    fn read_if_present(&mut self, _: &str, _: u32) -> Result<Option<String>, StoreFailure> {
-        Err(StoreFailure::Refused(NO_STORE.into()))
+    fn read_if_present(&mut self, _: &str, _: u32) -> Result<Option<String>, Failure> {
+        Err(Failure::refused(NO_STORE))
     }
 
-    fn create_if_absent(&mut self, _: &str, _: &str) -> Result<bool, StoreFailure> {
-        Err(StoreFailure::Refused(NO_STORE.into()))
+    fn create_if_absent(&mut self, _: &str, _: &str) -> Result<bool, Failure> {
+        Err(Failure::refused(NO_STORE))
     }
 
-    fn replace_if_unchanged(&mut self, _: &str, _: &str, _: &str) -> Result<bool, StoreFailure> {
-        Err(StoreFailure::Refused(NO_STORE.into()))
+    fn replace_if_unchanged(&mut self, _: &str, _: &str, _: &str) -> Result<bool, Failure> {
+        Err(Failure::refused(NO_STORE))
     }
 
-    fn remove_if_unchanged(&mut self, _: &str, _: &str) -> Result<bool, StoreFailure> {
-        Err(StoreFailure::Refused(NO_STORE.into()))
+    fn remove_if_unchanged(&mut self, _: &str, _: &str) -> Result<bool, Failure> {
+        Err(Failure::refused(NO_STORE))
     }
 
-    fn ensure_private_directory(&mut self, _: &str) -> Result<CollectionIdentity, StoreFailure> {
-        Err(StoreFailure::Refused(NO_STORE.into()))
+    fn ensure_private_directory(&mut self, _: &str) -> Result<CollectionIdentity, Failure> {
+        Err(Failure::refused(NO_STORE))
     }
 
-    fn snapshot(&mut self, _: &str, _: bool) -> Result<Option<CollectionSnapshot>, StoreFailure> {
-        Err(StoreFailure::Refused(NO_STORE.into()))
+    fn snapshot(&mut self, _: &str, _: bool) -> Result<Option<CollectionSnapshot>, Failure> {
+        Err(Failure::refused(NO_STORE))
     }
 
-    fn read_batch(&mut self, _: &str, _: &[String], _: u32, _: u32, _: &CollectionIdentity) -> Result<Vec<(String, BatchStatus)>, StoreFailure> {
-        Err(StoreFailure::Refused(NO_STORE.into()))
+    fn read_batch(&mut self, _: &str, _: &[String], _: u32, _: u32, _: &CollectionIdentity) -> Result<Vec<(String, BatchStatus)>, Failure> {
+        Err(Failure::refused(NO_STORE))
     }
 }

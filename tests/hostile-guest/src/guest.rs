@@ -13,26 +13,33 @@ mod bindings {
     });
 }
 
-use bindings::proclease::lease::state_store::{self as ss, StoreError};
-use bindings::proclease::lease::types::DirectoryIdentity;
-use bindings::proclease::lease::workspace::{self as ws, WorkspaceError};
+use bindings::proclease::lease::state_store as ss;
+use bindings::proclease::lease::types::{DirectoryIdentity, Failure, FailureKind};
+use bindings::proclease::lease::workspace as ws;
 
-fn store_outcome<T: Debug>(function: &str, result: Result<T, StoreError>) -> String {
-    match result {
-        Ok(value) => format!("{function}: ok {value:?}"),
-        Err(StoreError::Contended(m)) => format!("{function}: contended {m}"),
-        Err(StoreError::Refused(m)) => format!("{function}: refused {m}"),
-        Err(StoreError::Unsafe(m)) => format!("{function}: unsafe {m}"),
-        Err(StoreError::Io(m)) => format!("{function}: io {m}"),
+/// A failure's kind as the WIT names it.
+fn kind_name(kind: FailureKind) -> &'static str {
+    match kind {
+        FailureKind::Io => "io",
+        FailureKind::Permission => "permission",
+        FailureKind::Unreachable => "unreachable",
+        FailureKind::Contended => "contended",
+        FailureKind::Refused => "refused",
+        FailureKind::Unsafe => "unsafe",
+        FailureKind::IdentityChanged => "identity-changed",
+        FailureKind::Unavailable => "unavailable",
+        FailureKind::Refusal => "refusal",
     }
 }
 
-fn workspace_outcome<T: Debug>(function: &str, result: &Result<T, WorkspaceError>) -> String {
+fn store_outcome<T: Debug>(function: &str, result: Result<T, Failure>) -> String {
+    workspace_outcome(function, &result)
+}
+
+fn workspace_outcome<T: Debug>(function: &str, result: &Result<T, Failure>) -> String {
     match result {
         Ok(value) => format!("{function}: ok {value:?}"),
-        Err(WorkspaceError::Refused(m)) => format!("{function}: refused {m}"),
-        Err(WorkspaceError::Io(m)) => format!("{function}: io {m}"),
-        Err(WorkspaceError::IdentityChanged(m)) => format!("{function}: identity-changed {m}"),
+        Err(failure) => format!("{function}: {} {}", kind_name(failure.kind), failure.message),
     }
 }
 

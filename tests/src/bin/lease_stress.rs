@@ -506,7 +506,7 @@ mod trace {
     use std::io::Write as _;
     use std::sync::{Arc, Mutex};
 
-    use proclease::core::effects::{self, BatchStatus, CollectionIdentity, CollectionSnapshot, DirectoryFacts, StoreFailure, WorkspaceFailure};
+    use proclease::core::effects::{self, BatchStatus, CollectionIdentity, CollectionSnapshot, DirectoryFacts, Failure};
     use proclease::core::records::DirectoryIdentity;
 
     type Log = Arc<Mutex<std::fs::File>>;
@@ -521,53 +521,53 @@ mod trace {
     pub struct Workspace(pub Box<dyn effects::Workspace + Send>, pub Log);
 
     impl effects::Store for Store {
-        fn read_if_present(&mut self, path: &str, max: u32) -> Result<Option<String>, StoreFailure> {
+        fn read_if_present(&mut self, path: &str, max: u32) -> Result<Option<String>, Failure> {
             self.0.read_if_present(path, max)
         }
-        fn create_if_absent(&mut self, path: &str, content: &str) -> Result<bool, StoreFailure> {
+        fn create_if_absent(&mut self, path: &str, content: &str) -> Result<bool, Failure> {
             let r = self.0.create_if_absent(path, content);
             if path.contains("directory-leases") {
                 line(&self.1, format!("create {path} {r:?} {}", content.trim_end()));
             }
             r
         }
-        fn replace_if_unchanged(&mut self, path: &str, sha: &str, content: &str) -> Result<bool, StoreFailure> {
+        fn replace_if_unchanged(&mut self, path: &str, sha: &str, content: &str) -> Result<bool, Failure> {
             self.0.replace_if_unchanged(path, sha, content)
         }
-        fn remove_if_unchanged(&mut self, path: &str, sha: &str) -> Result<bool, StoreFailure> {
+        fn remove_if_unchanged(&mut self, path: &str, sha: &str) -> Result<bool, Failure> {
             let r = self.0.remove_if_unchanged(path, sha);
             if path.contains("directory-leases") {
                 line(&self.1, format!("remove {path} {r:?}"));
             }
             r
         }
-        fn ensure_private_directory(&mut self, path: &str) -> Result<CollectionIdentity, StoreFailure> {
+        fn ensure_private_directory(&mut self, path: &str) -> Result<CollectionIdentity, Failure> {
             self.0.ensure_private_directory(path)
         }
-        fn snapshot(&mut self, path: &str, orphans: bool) -> Result<Option<CollectionSnapshot>, StoreFailure> {
+        fn snapshot(&mut self, path: &str, orphans: bool) -> Result<Option<CollectionSnapshot>, Failure> {
             self.0.snapshot(path, orphans)
         }
-        fn read_batch(&mut self, path: &str, names: &[String], per: u32, total: u32, expected: &CollectionIdentity) -> Result<Vec<(String, BatchStatus)>, StoreFailure> {
+        fn read_batch(&mut self, path: &str, names: &[String], per: u32, total: u32, expected: &CollectionIdentity) -> Result<Vec<(String, BatchStatus)>, Failure> {
             self.0.read_batch(path, names, per, total, expected)
         }
     }
 
     impl effects::Workspace for Workspace {
-        fn inspect(&mut self, path: &str) -> Result<Option<DirectoryFacts>, WorkspaceFailure> {
+        fn inspect(&mut self, path: &str) -> Result<Option<DirectoryFacts>, Failure> {
             let r = self.0.inspect(path);
             line(&self.1, format!("inspect {path} {:?}", r.as_ref().map(|f| f.as_ref().map(|f| f.identity.inode.clone()))));
             r
         }
-        fn remove_tree(&mut self, path: &str, expected: &DirectoryIdentity) -> Result<bool, WorkspaceFailure> {
+        fn remove_tree(&mut self, path: &str, expected: &DirectoryIdentity) -> Result<bool, Failure> {
             line(&self.1, format!("remove_tree {path} {} start", expected.inode));
             let r = self.0.remove_tree(path, expected);
             line(&self.1, format!("remove_tree {path} {} {r:?}", expected.inode));
             r
         }
-        fn create_private_directory(&mut self, path: &str) -> Result<Vec<String>, WorkspaceFailure> {
+        fn create_private_directory(&mut self, path: &str) -> Result<Vec<String>, Failure> {
             self.0.create_private_directory(path)
         }
-        fn remove_empty_directory(&mut self, path: &str, expected: Option<&DirectoryIdentity>) -> Result<bool, WorkspaceFailure> {
+        fn remove_empty_directory(&mut self, path: &str, expected: Option<&DirectoryIdentity>) -> Result<bool, Failure> {
             let r = self.0.remove_empty_directory(path, expected);
             line(&self.1, format!("remove_empty_directory {path} {r:?}"));
             r

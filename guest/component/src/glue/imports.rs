@@ -5,44 +5,43 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 use proclease_core::effects::{
-    BatchStatus, Catalog, Clock, CollectionIdentity, CollectionSnapshot, DirectoryFacts, Entropy, FinishedRun, InstalledPlugin, Processes, Store, StoreFailure, Workspace,
-    WorkspaceFailure,
+    BatchStatus, Catalog, Clock, CollectionIdentity, CollectionSnapshot, DirectoryFacts, Entropy, Failure, FinishedRun, InstalledPlugin, Processes, Store, Workspace,
 };
 use proclease_core::liveness::OwnerFacts;
 use proclease_core::records::{DirectoryIdentity, Owner};
 
 use super::bindings::proclease::lease::{clock, entropy, plugin_catalog, process_identity, state_store as ss, workspace as ws};
 use crate::convert::{
-    batch_from_wit, collection_identity_from_wit, collection_identity_to_wit, directory_facts_from_wit, directory_identity_to_wit, facts_from_wit, finished_run_from_wit,
-    installed_from_wit, owner_from_wit, owner_to_wit, snapshot_from_wit, store_failure_from_wit, workspace_failure_from_wit,
+    batch_from_wit, collection_identity_from_wit, collection_identity_to_wit, directory_facts_from_wit, directory_identity_to_wit, facts_from_wit, failure_from_wit,
+    finished_run_from_wit, installed_from_wit, owner_from_wit, owner_to_wit, snapshot_from_wit,
 };
 
 /// The `state-store` import.
 pub(crate) struct ImportedStore;
 
 impl Store for ImportedStore {
-    fn read_if_present(&mut self, path: &str, max_bytes: u32) -> Result<Option<String>, StoreFailure> {
-        ss::read_if_present(path, max_bytes).map_err(store_failure_from_wit)
+    fn read_if_present(&mut self, path: &str, max_bytes: u32) -> Result<Option<String>, Failure> {
+        ss::read_if_present(path, max_bytes).map_err(failure_from_wit)
     }
 
-    fn create_if_absent(&mut self, path: &str, content: &str) -> Result<bool, StoreFailure> {
-        ss::create_if_absent(path, content).map_err(store_failure_from_wit)
+    fn create_if_absent(&mut self, path: &str, content: &str) -> Result<bool, Failure> {
+        ss::create_if_absent(path, content).map_err(failure_from_wit)
     }
 
-    fn replace_if_unchanged(&mut self, path: &str, expected_sha256: &str, content: &str) -> Result<bool, StoreFailure> {
-        ss::replace_if_unchanged(path, expected_sha256, content).map_err(store_failure_from_wit)
+    fn replace_if_unchanged(&mut self, path: &str, expected_sha256: &str, content: &str) -> Result<bool, Failure> {
+        ss::replace_if_unchanged(path, expected_sha256, content).map_err(failure_from_wit)
     }
 
-    fn remove_if_unchanged(&mut self, path: &str, expected_sha256: &str) -> Result<bool, StoreFailure> {
-        ss::remove_if_unchanged(path, expected_sha256).map_err(store_failure_from_wit)
+    fn remove_if_unchanged(&mut self, path: &str, expected_sha256: &str) -> Result<bool, Failure> {
+        ss::remove_if_unchanged(path, expected_sha256).map_err(failure_from_wit)
     }
 
-    fn ensure_private_directory(&mut self, path: &str) -> Result<CollectionIdentity, StoreFailure> {
-        ss::ensure_private_directory(path).map(collection_identity_from_wit).map_err(store_failure_from_wit)
+    fn ensure_private_directory(&mut self, path: &str) -> Result<CollectionIdentity, Failure> {
+        ss::ensure_private_directory(path).map(collection_identity_from_wit).map_err(failure_from_wit)
     }
 
-    fn snapshot(&mut self, path: &str, recover_orphans: bool) -> Result<Option<CollectionSnapshot>, StoreFailure> {
-        Ok(ss::snapshot(path, recover_orphans).map_err(store_failure_from_wit)?.map(snapshot_from_wit))
+    fn snapshot(&mut self, path: &str, recover_orphans: bool) -> Result<Option<CollectionSnapshot>, Failure> {
+        Ok(ss::snapshot(path, recover_orphans).map_err(failure_from_wit)?.map(snapshot_from_wit))
     }
 
     fn read_batch(
@@ -52,9 +51,9 @@ impl Store for ImportedStore {
         max_bytes_per_file: u32,
         max_total_bytes: u32,
         expected: &CollectionIdentity,
-    ) -> Result<Vec<(String, BatchStatus)>, StoreFailure> {
+    ) -> Result<Vec<(String, BatchStatus)>, Failure> {
         let expected = collection_identity_to_wit(expected.clone());
-        Ok(batch_from_wit(ss::read_batch(path, names, max_bytes_per_file, max_total_bytes, &expected).map_err(store_failure_from_wit)?))
+        Ok(batch_from_wit(ss::read_batch(path, names, max_bytes_per_file, max_total_bytes, &expected).map_err(failure_from_wit)?))
     }
 }
 
@@ -100,21 +99,21 @@ impl Entropy for ImportedEntropy {
 pub(crate) struct ImportedWorkspace;
 
 impl Workspace for ImportedWorkspace {
-    fn inspect(&mut self, path: &str) -> Result<Option<DirectoryFacts>, WorkspaceFailure> {
-        Ok(ws::inspect(path).map_err(workspace_failure_from_wit)?.map(directory_facts_from_wit))
+    fn inspect(&mut self, path: &str) -> Result<Option<DirectoryFacts>, Failure> {
+        Ok(ws::inspect(path).map_err(failure_from_wit)?.map(directory_facts_from_wit))
     }
 
-    fn remove_tree(&mut self, path: &str, expected: &DirectoryIdentity) -> Result<bool, WorkspaceFailure> {
-        ws::remove_tree(path, &directory_identity_to_wit(expected.clone())).map_err(workspace_failure_from_wit)
+    fn remove_tree(&mut self, path: &str, expected: &DirectoryIdentity) -> Result<bool, Failure> {
+        ws::remove_tree(path, &directory_identity_to_wit(expected.clone())).map_err(failure_from_wit)
     }
 
-    fn create_private_directory(&mut self, path: &str) -> Result<Vec<String>, WorkspaceFailure> {
-        ws::create_private_directory(path).map_err(workspace_failure_from_wit)
+    fn create_private_directory(&mut self, path: &str) -> Result<Vec<String>, Failure> {
+        ws::create_private_directory(path).map_err(failure_from_wit)
     }
 
-    fn remove_empty_directory(&mut self, path: &str, expected: Option<&DirectoryIdentity>) -> Result<bool, WorkspaceFailure> {
+    fn remove_empty_directory(&mut self, path: &str, expected: Option<&DirectoryIdentity>) -> Result<bool, Failure> {
         let expected = expected.cloned().map(directory_identity_to_wit);
-        ws::remove_empty_directory(path, expected.as_ref()).map_err(workspace_failure_from_wit)
+        ws::remove_empty_directory(path, expected.as_ref()).map_err(failure_from_wit)
     }
 }
 

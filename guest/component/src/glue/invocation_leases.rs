@@ -58,7 +58,7 @@ impl wit::Guest for Component {
     fn lease_status(current: wit::Snapshot) -> Result<t::OwnerStatus, t::Error> {
         let current = snapshot_in(current).map_err(error)?;
         let mut processes = ImportedProcesses;
-        let mut inspect = |_, owner: &proclease_core::records::Owner| proclease_core::liveness::probe(&mut processes, owner).map_err(proclease_core::Error::System);
+        let mut inspect = |_, owner: &proclease_core::records::Owner| proclease_core::liveness::probe(&mut processes, owner).map_err(proclease_core::Error::unavailable);
         let (_, reported) = proclease_core::dispositions::invocation_owner_status(&current.record, &current.sha256, &mut inspect).map_err(error)?;
         Ok(status(reported))
     }

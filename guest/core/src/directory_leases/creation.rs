@@ -23,7 +23,7 @@ use crate::effects::{BatchStatus, EntryKind, Processes, Store, Workspace, uuid_v
 use crate::liveness::{self, OwnerStatus, Spawned};
 use crate::records::creation_intent::{self, CreationIntent};
 use crate::records::{DirectoryIdentity, directory_lease};
-use crate::{Error, digest, js};
+use crate::{Error, Failure, FailureKind, digest, js};
 
 /// The collection of creation intents.
 pub const INTENTS: &str = "recovery/proclease-directory-creations";
@@ -33,8 +33,10 @@ const MAX_INTENT_BYTES: u32 = 65_536;
 const MAX_INTENTS: usize = 1_000;
 
 fn storage(context: &str, error: impl Into<Error>) -> Error {
-    let error: Error = error.into();
-    Error::Storage(format!("{context}: {}", error.message()))
+    match error.into() {
+        Error::Storage(failure) | Error::System(failure) => Error::Storage(failure.in_context(context)),
+        other => Error::Storage(Failure::new(FailureKind::Refusal, format!("{context}: {}", other.message()))),
+    }
 }
 
 /// Creates `request.path` (mode 0700, with its missing ancestors, under the granted roots) and
@@ -46,7 +48,7 @@ fn storage(context: &str, error: impl Into<Error>) -> Error {
 pub fn create_with_directory(request: &Request, fx: Effects<'_>) -> Result<Handle, Error> {
     check_request(request, fx.clock)?;
     super::check_room(fx.store)?;
-    let owner = fx.processes.self_identity().map_err(Error::System)?;
+    let owner = fx.processes.self_identity().map_err(Error::unavailable)?;
     let id = uuid_v4(fx.entropy);
     // The directories to create, known before `mkdir`: a crash right after it must still find
     // them in the intent (their identities follow once they exist).
@@ -55,7 +57,7 @@ pub fn create_with_directory(request: &Request, fx: Effects<'_>) -> Result<Handl
     let record = format!("{INTENTS}/{id}.json");
     fx.store.ensure_private_directory(INTENTS).map_err(|e| storage(INTENTS, e))?;
     if !fx.store.create_if_absent(&record, &intent.canonical).map_err(|e| storage(&record, e))? {
-        return Err(Error::Storage(format!("{record}: a creation intent with this id exists already; retry")));
+        return Err(Error::Storage(Failure::contended(format!("{record}: a creation intent with this id exists already; retry"))));
     }
     let mut sha = intent.sha256;
     let created = match fx.workspace.create_private_directory(&request.path) {
@@ -83,7 +85,7 @@ pub fn create_with_directory(request: &Request, fx: Effects<'_>) -> Result<Handl
             Ok(true) => sha = updated.sha256,
             Ok(false) => {
                 undo(fx.store, fx.workspace, &made, &sha);
-                return Err(Error::Storage(format!("{record}: changed while the directory was created; retry")));
+                return Err(Error::Storage(Failure::contended(format!("{record}: changed while the directory was created; retry"))));
             }
             Err(error) => {
                 undo(fx.store, fx.workspace, &made, &sha);
@@ -187,7 +189,7 @@ pub fn recover_creations(store: &mut dyn Store, processes: &mut dyn Processes, w
                 continue;
             }
         };
-        let owner = liveness::probe(processes, &intent.owner).map_err(Error::System)?;
+        let owner = liveness::probe(processes, &intent.owner).map_err(Error::unavailable)?;
         let reason = liveness::describe("creator", &intent.owner, &owner);
         if owner.status != OwnerStatus::DifferentOrDead || owner.spawned == Spawned::SomeAlive {
             outcomes.push(CreationOutcome { name, path: Some(intent.path), action: CreationAction::Keep, reason, done: false });

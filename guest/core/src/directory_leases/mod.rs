@@ -19,7 +19,7 @@ use crate::effects::{Clock, DirectoryFacts, Entropy, Processes, Store, Workspace
 use crate::error::LeaseCode;
 use crate::records::directory_lease::{DirectoryLease, Phase, Role, dirname, is_bounded_path};
 use crate::records::{DirectoryIdentity, Owner};
-use crate::{Error, js};
+use crate::{Error, Failure, js};
 
 /// The lease collection (§6A.1).
 pub const DIRECTORY: &str = "recovery/beeper-message-like-me-directory-leases";
@@ -149,7 +149,8 @@ fn identity_if_present(workspace: &mut dyn Workspace, path: &str, private: bool)
 /// The physical identity of `path`, which must exist (an absent one is the raw "no such
 /// directory" error of the reference, not a lease error).
 fn identity_of(workspace: &mut dyn Workspace, path: &str, private: bool) -> Result<DirectoryIdentity, Error> {
-    identity_if_present(workspace, path, private)?.ok_or_else(|| Error::Storage(format!("{path}: no such directory (ENOENT); create it first")))
+    identity_if_present(workspace, path, private)?
+        .ok_or_else(|| Error::Storage(Failure::os("ENOENT", path, "inspecting the directory", format!("{path}: no such directory (ENOENT); create it first"))))
 }
 
 fn wrapped<T>(code: LeaseCode, section: impl FnOnce() -> Result<T, Error>) -> Result<T, Error> {
@@ -189,7 +190,7 @@ pub fn check_room(store: &mut dyn Store) -> Result<(), Error> {
 pub fn create(request: &Request, fx: Effects<'_>) -> Result<Handle, Error> {
     let checked = check_request(request, fx.clock)?;
     check_room(fx.store)?;
-    let owner = fx.processes.self_identity().map_err(Error::System)?;
+    let owner = fx.processes.self_identity().map_err(Error::unavailable)?;
     let parent_identity = identity_of(fx.workspace, &checked.parent_path, false)?;
     let directory_identity = identity_of(fx.workspace, &checked.path, true)?;
     let claim = DirectoryLease {
@@ -245,7 +246,7 @@ pub fn update(handle: &mut Handle, phase: Phase, child_pid: Option<i64>, store: 
     }
     let child_owner: Option<Owner> = if phase == Phase::Running {
         let pid = child_pid.filter(|pid| (1..=2_147_483_647).contains(pid)).ok_or_else(|| Error::lease(LeaseCode::RunningDirectoryLeaseRequiresAChildProcessIdentity))?;
-        Some(crate::liveness::capture(processes, pid as u64).map_err(Error::System)?)
+        Some(crate::liveness::capture(processes, pid as u64).map_err(Error::unavailable)?)
     } else {
         if child_pid.is_some() {
             return Err(Error::lease(LeaseCode::OnlyARunningDirectoryLeaseAcceptsAChildProcessIdentity));

@@ -407,7 +407,7 @@ impl Recovery<'_> {
         let finished = match self.processes.finished_run(&claim.id) {
             Ok(finished) => finished.filter(|run| run.directory_identity == claim.directory_identity),
             Err(cause) => {
-                let refusal = Refusal { error: Error::System(cause), reason: format!("{reason}; but its run journal cannot be read") };
+                let refusal = Refusal { error: Error::unavailable(cause), reason: format!("{reason}; but its run journal cannot be read") };
                 return self.refuse(name, Some(claim), refusal);
             }
         };
@@ -477,7 +477,7 @@ fn refusal_words(error: &Error) -> &'static str {
 /// raw lease its recorded child or launch window, and beyond the reference the processes the
 /// owner started) proves it gone, or not.
 fn explain(claim: &DirectoryLease, now_ms: u64, processes: &mut dyn Processes) -> Result<(Disposition, String), Error> {
-    let owner = liveness::probe(processes, &claim.owner).map_err(Error::System)?;
+    let owner = liveness::probe(processes, &claim.owner).map_err(Error::unavailable)?;
     let owner_text = liveness::describe("owner", &claim.owner, &owner);
     match owner.status {
         OwnerStatus::ExactLiveOwner => return Ok((Disposition::Active, owner_text)),
@@ -498,7 +498,7 @@ fn explain(claim: &DirectoryLease, now_ms: u64, processes: &mut dyn Processes) -
         child_text = liveness::describe("child", child, &liveness);
         Ok(liveness)
     })
-    .map_err(Error::System)?;
+    .map_err(Error::unavailable::<String>)?;
     let reason = match (claim.phase, disposition) {
         (Phase::Running, _) => format!("{owner_text}; {child_text}"),
         (Phase::Launching, Disposition::Indeterminate) => {

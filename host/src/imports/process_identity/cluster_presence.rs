@@ -353,7 +353,7 @@ impl PresenceSession {
     /// Registers `owner` (this process's identity) for `ttl` (whole seconds, at least 2; etcd
     /// may round a shorter one up) and starts renewing it.
     ///
-    /// Errors: etcd unreachable ([`StoreError::Io`]); the identity registered before, even if
+    /// Errors: etcd unreachable ([`StoreError::Unreachable`]); the identity registered before, even if
     /// that presence has lapsed ([`StoreError::Unsafe`]: a process identity registers once).
     pub fn open(store: Arc<EtcdStore>, owner: &Owner, ttl: Duration) -> Result<PresenceSession, StoreError> {
         let key = presence_key(&store, owner);
@@ -476,7 +476,7 @@ impl PresenceSession {
     /// presence lives and ends with this owner's, which stops it when it loses its presence.
     /// Other machines, including containers sharing this boot id, then judge it by that.
     ///
-    /// Errors: etcd unreachable ([`StoreError::Io`]); this session's presence is gone, or the
+    /// Errors: etcd unreachable ([`StoreError::Unreachable`]); this session's presence is gone, or the
     /// child's identity registered before ([`StoreError::Unsafe`]).
     pub fn register(&self, child: &Owner) -> Result<(), StoreError> {
         if register_under(&self.store, child, self.lease, Some(&self.key), None)? == Registration::Registered {

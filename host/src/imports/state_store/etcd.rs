@@ -27,7 +27,7 @@
 //! every write's transaction, so an owner whose etcd lease expired cannot write.
 //! ghostget has no etcd store, so no other protocol shares these keys.
 //!
-//! Failures: etcd unreachable or not answering within [`TIMEOUT`] is [`StoreError::Io`] naming
+//! Failures: etcd unreachable or not answering within [`TIMEOUT`] is [`StoreError::Unreachable`] naming
 //! the endpoint; a write whose answer was lost may or may not have been applied, and the
 //! message says to read before retrying (the compare-and-swap callers do: a retry that finds
 //! its own record reads it as changed and starts over).
@@ -37,7 +37,7 @@ use std::time::Duration;
 
 use etcd_client::{Certificate, Client, Compare, CompareOp, ConnectOptions, GetOptions, Identity, KvClient, TlsOptions, Txn, TxnOp, TxnOpResponse};
 use proclease_core::digest;
-use proclease_core::effects::{BatchInvalid, BatchStatus, CollectionEntry, CollectionIdentity, CollectionSnapshot, EntryKind, Store, StoreFailure};
+use proclease_core::effects::{BatchInvalid, BatchStatus, CollectionEntry, CollectionIdentity, CollectionSnapshot, EntryKind, Failure, Store};
 
 pub use crate::api::cluster::EtcdTlsFiles;
 
@@ -181,7 +181,7 @@ impl EtcdAddress {
 impl EtcdStore {
     /// Connects to the etcd of `url` (`etcd://HOST:PORT[,HOST:PORT…]/PREFIX`).
     ///
-    /// Errors: [`StoreError::Refused`] for a malformed address; [`StoreError::Io`] when etcd
+    /// Errors: [`StoreError::Refused`] for a malformed address; [`StoreError::Unreachable`] when etcd
     /// cannot be reached within [`TIMEOUT`].
     pub fn connect(url: &str) -> Result<EtcdStore, StoreError> {
         EtcdStore::connect_configured(url, None)
@@ -895,34 +895,38 @@ fn tls_refusal(error: &etcd_client::Error, tls: Option<bool>, connecting: bool, 
 fn unreachable_error(path: &str, endpoint: &str, operation: &'static str, reason: &str) -> StoreError {
     // Only a transaction that writes can have been applied without its answer arriving.
     let outcome = if is_read(operation) { "nothing was changed; retry once etcd answers" } else { "a write may or may not have been applied: read before retrying" };
-    StoreError::io(path, operation, std::io::Error::other(format!("etcd at {endpoint} is unreachable or did not answer within {}s ({reason}); {outcome}", TIMEOUT.as_secs())))
+    StoreError::Unreachable {
+        path: path.into(),
+        operation,
+        message: format!("etcd at {endpoint} is unreachable or did not answer within {}s ({reason}); {outcome}", TIMEOUT.as_secs()),
+    }
 }
 
 /// The component's `state-store` import served by an [`EtcdStore`].
 pub struct SharedEtcdStore(pub std::sync::Arc<EtcdStore>);
 
 impl Store for SharedEtcdStore {
-    fn read_if_present(&mut self, path: &str, max_bytes: u32) -> Result<Option<String>, StoreFailure> {
+    fn read_if_present(&mut self, path: &str, max_bytes: u32) -> Result<Option<String>, Failure> {
         self.0.read_if_present(path, max_bytes).map_err(failure)
     }
 
-    fn create_if_absent(&mut self, path: &str, content: &str) -> Result<bool, StoreFailure> {
+    fn create_if_absent(&mut self, path: &str, content: &str) -> Result<bool, Failure> {
         self.0.create_if_absent(path, content).map_err(failure)
     }
 
-    fn replace_if_unchanged(&mut self, path: &str, expected_sha256: &str, content: &str) -> Result<bool, StoreFailure> {
+    fn replace_if_unchanged(&mut self, path: &str, expected_sha256: &str, content: &str) -> Result<bool, Failure> {
         self.0.replace_if_unchanged(path, expected_sha256, content).map_err(failure)
     }
 
-    fn remove_if_unchanged(&mut self, path: &str, expected_sha256: &str) -> Result<bool, StoreFailure> {
+    fn remove_if_unchanged(&mut self, path: &str, expected_sha256: &str) -> Result<bool, Failure> {
         self.0.remove_if_unchanged(path, expected_sha256).map_err(failure)
     }
 
-    fn ensure_private_directory(&mut self, path: &str) -> Result<CollectionIdentity, StoreFailure> {
+    fn ensure_private_directory(&mut self, path: &str) -> Result<CollectionIdentity, Failure> {
         self.0.ensure_private_directory(path).map_err(failure)
     }
 
-    fn snapshot(&mut self, path: &str, _recover_orphans: bool) -> Result<Option<CollectionSnapshot>, StoreFailure> {
+    fn snapshot(&mut self, path: &str, _recover_orphans: bool) -> Result<Option<CollectionSnapshot>, Failure> {
         // Nothing to recover: a transaction leaves no temporaries or claims behind.
         self.0.snapshot(path).map_err(failure)
     }
@@ -934,7 +938,7 @@ impl Store for SharedEtcdStore {
         max_bytes_per_file: u32,
         max_total_bytes: u32,
         expected: &CollectionIdentity,
-    ) -> Result<Vec<(String, BatchStatus)>, StoreFailure> {
+    ) -> Result<Vec<(String, BatchStatus)>, Failure> {
         self.0.read_batch(path, names, max_bytes_per_file, max_total_bytes, expected).map_err(failure)
     }
 }

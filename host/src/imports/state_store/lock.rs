@@ -49,8 +49,13 @@ pub(crate) fn lock(locks: impl AsFd, name: &str) -> std::io::Result<Locked> {
     let fd = match rustix::fs::openat(&locks, name, OFlags::RDWR | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::from_raw_mode(0o600)) {
         // A read-only state home (a read-only mount): an existing lock file still locks (flock
         // needs no write access), so readers such as `doctor` work; a writer fails later, at
-        // its first write, with the filesystem's own error.
-        Err(rustix::io::Errno::ROFS) => rustix::fs::openat(&locks, name, OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())?,
+        // its first write, with the filesystem's own error. Without a lock file there is
+        // nothing to lock and nothing can be written: the error is the filesystem's (EROFS),
+        // not the absent file's.
+        Err(rustix::io::Errno::ROFS) => match rustix::fs::openat(&locks, name, OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty()) {
+            Err(rustix::io::Errno::NOENT) => return Err(rustix::io::Errno::ROFS.into()),
+            other => other?,
+        },
         other => other?,
     };
     let file = File::from(fd);

@@ -44,9 +44,9 @@ mod wit;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
 
-use proclease_core::digest;
 use proclease_core::liveness::OwnerStatus;
 use proclease_core::records::Owner;
+use proclease_core::{Failure, FailureKind, digest};
 use rustix::fs::AtFlags;
 use rustix::io::Errno;
 
@@ -100,6 +100,17 @@ pub enum StoreError {
         path: String,
         /// The reference's message, and the cause.
         reason: String,
+    },
+    /// The store could not be reached or did not answer within its bound (cluster mode's
+    /// etcd): the message names the endpoint and whether a write may have been applied.
+    #[error("{path}: {operation} failed: {message}")]
+    Unreachable {
+        /// The store path.
+        path: String,
+        /// What the store was doing.
+        operation: &'static str,
+        /// Which endpoint, after how long, and what to do.
+        message: String,
     },
     /// An I/O error.
     #[error("{path}: {operation} failed: {source}")]
@@ -717,39 +728,42 @@ fn private_dir(parent: impl AsFd + Copy, name: &str, label: &str) -> Result<Owne
 /// shared by several instances, its failures in the four kinds the WIT `store-error` has.
 pub struct SharedStore(pub Arc<StateStore>);
 
-pub(crate) fn failure(error: StoreError) -> proclease_core::effects::StoreFailure {
-    use proclease_core::effects::StoreFailure as F;
+/// `error` as it crosses the boundary: its kind, its message, and its path, operation and errno
+/// where it has them.
+pub(crate) fn failure(error: StoreError) -> Failure {
     let message = error.to_string();
-    match error {
-        StoreError::Contended { .. } => F::Contended(message),
-        StoreError::Refused { .. } => F::Refused(message),
-        StoreError::Unsafe { .. } | StoreError::Claim { .. } => F::Unsafe(message),
-        _ => F::Io(message),
+    let at = |kind, path: &str| Failure { path: Some(path.into()), ..Failure::new(kind, message.clone()) };
+    match &error {
+        StoreError::Contended { path } => at(FailureKind::Contended, path),
+        StoreError::Refused { path, .. } => at(FailureKind::Refused, path),
+        StoreError::Unsafe { path, .. } | StoreError::Claim { path, .. } => at(FailureKind::Unsafe, path),
+        StoreError::Unreachable { path, operation, .. } => Failure { operation: Some((*operation).into()), ..at(FailureKind::Unreachable, path) },
+        StoreError::Io { path, operation, source } => crate::error::io_failure(path, operation, source, message),
     }
 }
 
 impl proclease_core::effects::Store for SharedStore {
-    fn read_if_present(&mut self, path: &str, max_bytes: u32) -> Result<Option<String>, proclease_core::effects::StoreFailure> {
+    fn read_if_present(&mut self, path: &str, max_bytes: u32) -> Result<Option<String>, proclease_core::effects::Failure> {
         self.0.read_if_present(path, max_bytes).map_err(failure)
     }
 
-    fn create_if_absent(&mut self, path: &str, content: &str) -> Result<bool, proclease_core::effects::StoreFailure> {
+    fn create_if_absent(&mut self, path: &str, content: &str) -> Result<bool, proclease_core::effects::Failure> {
         self.0.create_if_absent(path, content).map_err(failure)
     }
 
-    fn replace_if_unchanged(&mut self, path: &str, expected_sha256: &str, content: &str) -> Result<bool, proclease_core::effects::StoreFailure> {
+    fn replace_if_unchanged(&mut self, path: &str, expected_sha256: &str, content: &str) -> Result<bool, proclease_core::effects::Failure> {
         self.0.replace_if_unchanged(path, expected_sha256, content).map_err(failure)
     }
 
-    fn remove_if_unchanged(&mut self, path: &str, expected_sha256: &str) -> Result<bool, proclease_core::effects::StoreFailure> {
+    fn remove_if_unchanged(&mut self, path: &str, expected_sha256: &str) -> Result<bool, proclease_core::effects::Failure> {
         self.0.remove_if_unchanged(path, expected_sha256).map_err(failure)
     }
 
-    fn ensure_private_directory(&mut self, path: &str) -> Result<CollectionIdentity, proclease_core::effects::StoreFailure> {
+    fn ensure_private_directory(&mut self, path: &str) -> Result<CollectionIdentity, proclease_core::effects::Failure> {
         self.0.ensure_private_directory(path).map_err(failure)
     }
 
-    fn snapshot(&mut self, path: &str, recover_orphans: bool) -> Result<Option<CollectionSnapshot>, proclease_core::effects::StoreFailure> {
+    fn snapshot(&mut self, path: &str, recover_orphans: bool) -> Result<Option<CollectionSnapshot>, proclease_core::effects::Failure> {
         self.0.snapshot(path, recover_orphans).map_err(failure)
     }
 
@@ -760,7 +774,7 @@ impl proclease_core::effects::Store for SharedStore {
         max_bytes_per_file: u32,
         max_total_bytes: u32,
         expected: &CollectionIdentity,
-    ) -> Result<Vec<(String, BatchStatus)>, proclease_core::effects::StoreFailure> {
+    ) -> Result<Vec<(String, BatchStatus)>, proclease_core::effects::Failure> {
         self.0.read_batch(path, names, max_bytes_per_file, max_total_bytes, expected).map_err(failure)
     }
 }

@@ -2,32 +2,32 @@
 //! ([`Effects::store`](crate::effects::Effects::store)), converting with the shared layer.
 
 use crate::bindings::proclease::lease::state_store as ss;
-use crate::convert::{batch_to_wit, collection_identity_from_wit, collection_identity_to_wit, snapshot_to_wit, store_failure_to_wit};
+use crate::convert::{batch_to_wit, collection_identity_from_wit, collection_identity_to_wit, failure_to_wit, snapshot_to_wit};
 use crate::runtime::HostState;
 
 impl ss::Host for HostState {
-    fn read_if_present(&mut self, path: String, max_bytes: u32) -> Result<Option<String>, ss::StoreError> {
-        self.effects.store.read_if_present(&path, max_bytes).map_err(store_failure_to_wit)
+    fn read_if_present(&mut self, path: String, max_bytes: u32) -> Result<Option<String>, ss::Failure> {
+        self.effects.store.read_if_present(&path, max_bytes).map_err(failure_to_wit)
     }
 
-    fn create_if_absent(&mut self, path: String, content: String) -> Result<bool, ss::StoreError> {
-        self.effects.store.create_if_absent(&path, &content).map_err(store_failure_to_wit)
+    fn create_if_absent(&mut self, path: String, content: String) -> Result<bool, ss::Failure> {
+        self.effects.store.create_if_absent(&path, &content).map_err(failure_to_wit)
     }
 
-    fn replace_if_unchanged(&mut self, path: String, expected_sha256: String, content: String) -> Result<bool, ss::StoreError> {
-        self.effects.store.replace_if_unchanged(&path, &expected_sha256, &content).map_err(store_failure_to_wit)
+    fn replace_if_unchanged(&mut self, path: String, expected_sha256: String, content: String) -> Result<bool, ss::Failure> {
+        self.effects.store.replace_if_unchanged(&path, &expected_sha256, &content).map_err(failure_to_wit)
     }
 
-    fn remove_if_unchanged(&mut self, path: String, expected_sha256: String) -> Result<bool, ss::StoreError> {
-        self.effects.store.remove_if_unchanged(&path, &expected_sha256).map_err(store_failure_to_wit)
+    fn remove_if_unchanged(&mut self, path: String, expected_sha256: String) -> Result<bool, ss::Failure> {
+        self.effects.store.remove_if_unchanged(&path, &expected_sha256).map_err(failure_to_wit)
     }
 
-    fn ensure_private_directory(&mut self, path: String) -> Result<ss::CollectionIdentity, ss::StoreError> {
-        self.effects.store.ensure_private_directory(&path).map(collection_identity_to_wit).map_err(store_failure_to_wit)
+    fn ensure_private_directory(&mut self, path: String) -> Result<ss::CollectionIdentity, ss::Failure> {
+        self.effects.store.ensure_private_directory(&path).map(collection_identity_to_wit).map_err(failure_to_wit)
     }
 
-    fn snapshot(&mut self, path: String, recover_orphans: bool) -> Result<Option<ss::CollectionSnapshot>, ss::StoreError> {
-        Ok(self.effects.store.snapshot(&path, recover_orphans).map_err(store_failure_to_wit)?.map(snapshot_to_wit))
+    fn snapshot(&mut self, path: String, recover_orphans: bool) -> Result<Option<ss::CollectionSnapshot>, ss::Failure> {
+        Ok(self.effects.store.snapshot(&path, recover_orphans).map_err(failure_to_wit)?.map(snapshot_to_wit))
     }
 
     fn read_batch(
@@ -37,9 +37,9 @@ impl ss::Host for HostState {
         max_bytes_per_file: u32,
         max_total_bytes: u32,
         expected: ss::CollectionIdentity,
-    ) -> Result<Vec<ss::BatchEntry>, ss::StoreError> {
+    ) -> Result<Vec<ss::BatchEntry>, ss::Failure> {
         let expected = collection_identity_from_wit(expected);
-        let entries = self.effects.store.read_batch(&path, &names, max_bytes_per_file, max_total_bytes, &expected).map_err(store_failure_to_wit)?;
+        let entries = self.effects.store.read_batch(&path, &names, max_bytes_per_file, max_total_bytes, &expected).map_err(failure_to_wit)?;
         if let Some(served) = self.served_texts.as_mut() {
             for (name, status) in &entries {
                 if let proclease_core::effects::BatchStatus::Present(text) = status {

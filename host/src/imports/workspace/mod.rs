@@ -575,30 +575,30 @@ fn remove_emptied(parent: &OwnedFd, name: &str, budget: &mut usize) -> Result<()
 /// shared by several instances; its failures in the kinds the WIT `workspace-error` has.
 pub struct SharedWorkspace(pub std::sync::Arc<Workspace>);
 
-fn failure(error: WorkspaceError) -> proclease_core::effects::WorkspaceFailure {
-    use proclease_core::effects::WorkspaceFailure as F;
+fn failure(error: WorkspaceError) -> proclease_core::Failure {
+    use proclease_core::{Failure, FailureKind};
     let message = error.to_string();
-    match error {
-        WorkspaceError::Refused { .. } => F::Refused(message),
-        WorkspaceError::IdentityChanged { .. } => F::IdentityChanged(message),
-        _ => F::Io(message),
+    match &error {
+        WorkspaceError::Refused { path, .. } => Failure { path: Some(path.clone()), ..Failure::new(FailureKind::Refused, message) },
+        WorkspaceError::IdentityChanged { path, .. } => Failure { path: Some(path.clone()), ..Failure::new(FailureKind::IdentityChanged, message) },
+        WorkspaceError::Io { path, operation, source } => crate::error::io_failure(path, operation, source, message),
     }
 }
 
 impl proclease_core::effects::Workspace for SharedWorkspace {
-    fn inspect(&mut self, path: &str) -> Result<Option<DirectoryFacts>, proclease_core::effects::WorkspaceFailure> {
+    fn inspect(&mut self, path: &str) -> Result<Option<DirectoryFacts>, proclease_core::effects::Failure> {
         self.0.inspect(path).map_err(failure)
     }
 
-    fn remove_tree(&mut self, path: &str, expected: &DirectoryIdentity) -> Result<bool, proclease_core::effects::WorkspaceFailure> {
+    fn remove_tree(&mut self, path: &str, expected: &DirectoryIdentity) -> Result<bool, proclease_core::effects::Failure> {
         self.0.remove_tree(path, expected).map_err(failure)
     }
 
-    fn create_private_directory(&mut self, path: &str) -> Result<Vec<String>, proclease_core::effects::WorkspaceFailure> {
+    fn create_private_directory(&mut self, path: &str) -> Result<Vec<String>, proclease_core::effects::Failure> {
         self.0.create_private_directory(path).map_err(failure)
     }
 
-    fn remove_empty_directory(&mut self, path: &str, expected: Option<&DirectoryIdentity>) -> Result<bool, proclease_core::effects::WorkspaceFailure> {
+    fn remove_empty_directory(&mut self, path: &str, expected: Option<&DirectoryIdentity>) -> Result<bool, proclease_core::effects::Failure> {
         self.0.remove_empty_directory(path, expected).map_err(failure)
     }
 }

@@ -2,24 +2,24 @@
 //! ([`Effects::workspace`](crate::effects::Effects::workspace)), converting with the shared layer.
 
 use crate::bindings::proclease::lease::{types as t, workspace as ws};
-use crate::convert::{directory_facts_to_wit, directory_identity_from_wit, workspace_failure_to_wit};
+use crate::convert::{directory_facts_to_wit, directory_identity_from_wit, failure_to_wit};
 use crate::runtime::HostState;
 
 impl ws::Host for HostState {
-    fn inspect(&mut self, path: String) -> Result<Option<ws::DirectoryFacts>, ws::WorkspaceError> {
-        Ok(self.effects.workspace.inspect(&path).map_err(workspace_failure_to_wit)?.map(directory_facts_to_wit))
+    fn inspect(&mut self, path: String) -> Result<Option<ws::DirectoryFacts>, ws::Failure> {
+        Ok(self.effects.workspace.inspect(&path).map_err(failure_to_wit)?.map(directory_facts_to_wit))
     }
 
-    fn remove_tree(&mut self, path: String, expected: t::DirectoryIdentity) -> Result<bool, ws::WorkspaceError> {
-        self.effects.workspace.remove_tree(&path, &directory_identity_from_wit(expected)).map_err(workspace_failure_to_wit)
+    fn remove_tree(&mut self, path: String, expected: t::DirectoryIdentity) -> Result<bool, ws::Failure> {
+        self.effects.workspace.remove_tree(&path, &directory_identity_from_wit(expected)).map_err(failure_to_wit)
     }
 
-    fn create_private_directory(&mut self, path: String) -> Result<Vec<String>, ws::WorkspaceError> {
-        self.effects.workspace.create_private_directory(&path).map_err(workspace_failure_to_wit)
+    fn create_private_directory(&mut self, path: String) -> Result<Vec<String>, ws::Failure> {
+        self.effects.workspace.create_private_directory(&path).map_err(failure_to_wit)
     }
 
-    fn remove_empty_directory(&mut self, path: String, expected: Option<t::DirectoryIdentity>) -> Result<bool, ws::WorkspaceError> {
+    fn remove_empty_directory(&mut self, path: String, expected: Option<t::DirectoryIdentity>) -> Result<bool, ws::Failure> {
         let expected = expected.map(directory_identity_from_wit);
-        self.effects.workspace.remove_empty_directory(&path, expected.as_ref()).map_err(workspace_failure_to_wit)
+        self.effects.workspace.remove_empty_directory(&path, expected.as_ref()).map_err(failure_to_wit)
     }
 }
