@@ -62,8 +62,11 @@ pub struct LockTimeout {
 
 impl std::fmt::Display for LockTimeout {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if let Some(during) = &self.during {
-            write!(f, "{during}: ")?;
+        // A refusal's own message (its cause, shown by its Display too, is this one's source).
+        match self.during.as_deref() {
+            Some(crate::Error::Lease(refusal)) => write!(f, "{}: ", refusal.message())?,
+            Some(during) => write!(f, "{during}: ")?,
+            None => {}
         }
         write!(f, "waited {} ms for {}, held by {}: {}", self.waited_ms, self.lock, holder_words(&self.holder), self.hint)
     }
