@@ -6,7 +6,7 @@ use std::time::Duration;
 pub use proclease_core::{Failure, FailureKind};
 use proclease_core::{LeaseCode, LeaseError};
 
-use crate::api::cluster::ClusterError;
+use crate::cluster::ClusterError;
 use crate::process_identity::IdentityError;
 use crate::state_home::StateHomeError;
 use crate::state_store::StoreError;

@@ -49,12 +49,12 @@ pub use api::{admission, directory_lease, dispositions, invocation_lease, record
 pub use imports as effects;
 pub use imports::process_identity::witness;
 pub use imports::state_store::home as state_home;
-pub use imports::{lock_wait, plugin_catalog, process_identity, state_store, workspace};
+pub use imports::{cluster, lock_wait, plugin_catalog, process_identity, state_store, workspace};
 pub use runtime::component;
 
 pub use admission::{Admission, survey_admission};
-pub use api::cluster::Fence;
 pub use api::host::{Host, HostBuilder, InvalidFile, InvocationSurvey, Recovery, Survey};
+pub use cluster::Fence;
 pub use directory_lease::{DirectoryLease, recover_directory_creations, recover_directory_leases, recover_each_directory_lease};
 pub use dispositions::Dispositions;
 pub use error::{Error, Failure, FailureKind, Limit, Refusal};

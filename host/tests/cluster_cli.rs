@@ -15,10 +15,10 @@
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use proclease::cluster::presence::lookup;
 use proclease::core::admission::CLAIM_PATH;
 use proclease::core::liveness::RemotePresence;
 use proclease::core::records::{Owner, export_admission, invocation_lease};
-use proclease::process_identity::cluster_presence::lookup;
 
 mod common;
 #[path = "../../tests/src/etcd_server.rs"]
@@ -43,7 +43,7 @@ fn cluster() -> Option<Etcd> {
         return None;
     }
     let etcd = Etcd::start()?;
-    proclease::process_identity::cluster_presence::await_epoch(&etcd.store(PREFIX), Duration::from_secs(2)).expect("the prefix's epoch");
+    proclease::cluster::presence::await_epoch(&etcd.store(PREFIX), Duration::from_secs(2)).expect("the prefix's epoch");
     Some(etcd)
 }
 
@@ -140,7 +140,7 @@ fn a_run_waiting_for_its_turn_on_etcd_is_woken_by_the_release() {
     let workdir = second.root.join("next");
     let out = second
         .command(&["run", "--exclusive", "--wait", "60s", "--workdir", workdir.to_str().expect("utf-8"), "--", "true"])
-        .env("RUST_LOG", "warn,proclease::api::cluster=debug")
+        .env("RUST_LOG", "warn,proclease::imports::cluster=debug")
         .output()
         .expect("proclease runs");
     let said = stderr(&out);

@@ -138,7 +138,7 @@ fn world() -> Option<(EtcdCluster, Bench)> {
         return None;
     }
     let cluster = EtcdCluster::start(3)?;
-    proclease::process_identity::cluster_presence::await_epoch(&cluster.store(PREFIX), Duration::from_secs(2)).expect("the prefix's epoch");
+    proclease::cluster::presence::await_epoch(&cluster.store(PREFIX), Duration::from_secs(2)).expect("the prefix's epoch");
     let dir = tempfile::tempdir().expect("shared dir");
     let (lock, log, work) = (dir.path().join("lock"), dir.path().join("log"), dir.path().join("work.sh"));
     std::fs::write(&work, WORK).expect("work.sh");

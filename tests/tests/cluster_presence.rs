@@ -8,11 +8,11 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use proclease::cluster::presence::{self, EtcdPresence, PresenceSession, RemotePresence, lookup};
 use proclease::core::admission::CLAIM_PATH;
 use proclease::core::records::Owner;
 use proclease::core::records::export_admission::{ExportAdmission, Phase, Schema};
 use proclease::effects::Effects;
-use proclease::process_identity::cluster_presence::{self, EtcdPresence, PresenceSession, RemotePresence, lookup};
 use proclease::process_identity::{ProcessIdentity, SharedProcesses};
 use proclease::state_store::StoreError;
 use proclease::state_store::etcd::{EtcdStore, SharedEtcdStore};
@@ -114,7 +114,7 @@ fn dropping_a_session_does_not_wait_for_the_next_renewal() {
     let ttl = Duration::from_secs(60);
     // A new prefix's first presence waits out the grace of its epoch, one TTL: start the epoch
     // with a short one, so that this session does not wait a minute.
-    cluster_presence::await_epoch(&store, Duration::from_secs(2)).expect("epoch");
+    presence::await_epoch(&store, Duration::from_secs(2)).expect("epoch");
     let session = PresenceSession::open(store.clone(), &own, ttl).expect("registered");
     // Let the renewal thread send its first renewal and go to sleep.
     std::thread::sleep(Duration::from_millis(300));
@@ -235,7 +235,7 @@ fn hosts_of_one_process_share_its_presence_until_it_ends() {
     let mut admission = third.acquire_admission().expect("a later host of the process writes under the same presence");
     admission.release().expect("released");
     drop((admission, third));
-    proclease::api::cluster::end_presence();
+    proclease::cluster::end_presence();
     assert_eq!(lookup(&store, &own), RemotePresence::Absent, "revoked when the process ends it");
 }
 
@@ -248,7 +248,7 @@ fn hosts_of_one_process_share_its_presence_until_it_ends() {
 fn a_member_s_death_leaves_presences_known_and_renewed() {
     let Some(mut cluster) = proclease_tests::etcd_server::EtcdCluster::start(3) else { return };
     let store = Arc::new(cluster.store("presence"));
-    cluster_presence::await_epoch(&store, TTL).expect("the prefix's epoch");
+    presence::await_epoch(&store, TTL).expect("the prefix's epoch");
     let own = ProcessIdentity::new().self_identity().expect("own identity");
     let session = PresenceSession::open(store.clone(), &own, TTL).expect("registered");
     let gone = Owner { pid: own.pid, boot_id: own.boot_id.clone(), process_start_id: "never-registered".into() };

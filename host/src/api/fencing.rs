@@ -2,11 +2,11 @@
 //! exclusive run's command gets as `PROCLEASE_FENCING_TOKEN` when the admission lives in the
 //! state home, and whether a token is still current. The counter itself is
 //! [`crate::state_store::fencing`]; cluster mode's tokens are etcd revisions
-//! ([`crate::api::cluster::check_fence`]).
+//! ([`crate::cluster::check_fence`]).
 
 use crate::Error;
 use crate::admission::Admission;
-use crate::api::cluster::Fence;
+use crate::cluster::Fence;
 use crate::records::InputMode;
 use crate::runtime::Runtime;
 use crate::state_store::StateStore;

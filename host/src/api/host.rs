@@ -27,8 +27,8 @@ use proclease_core::records::portable_identity::PortableIdentity;
 
 use crate::admission::{Admission, survey_admission};
 #[cfg(feature = "cluster")]
-use crate::api::cluster::Cluster;
-use crate::api::cluster::StoreAddress;
+use crate::cluster::Cluster;
+use crate::cluster::StoreAddress;
 use crate::directory_lease::{DirectoryLease, recover_directory_creations, recover_each_directory_lease};
 use crate::effects::Effects;
 use crate::error::{Error, Refusal};
@@ -52,7 +52,7 @@ pub struct HostBuilder {
     runtime: Option<RuntimeConfig>,
     store: Option<String>,
     cluster_ttl: Option<std::time::Duration>,
-    etcd_tls: Option<crate::api::cluster::EtcdTlsFiles>,
+    etcd_tls: Option<crate::cluster::EtcdTlsFiles>,
     lock_timeout: Option<std::time::Duration>,
 }
 
@@ -94,7 +94,7 @@ impl HostBuilder {
     /// shared by every machine using the same prefix, while directory leases stay in this
     /// machine's state home. Default: `$PROCLEASE_STORE`, else `file`.
     ///
-    /// [`HostBuilder::build`] fails with [`ClusterError::NotBuilt`](crate::api::cluster::ClusterError::NotBuilt) for an etcd address when
+    /// [`HostBuilder::build`] fails with [`ClusterError::NotBuilt`](crate::cluster::ClusterError::NotBuilt) for an etcd address when
     /// this crate was built without feature `cluster` (never falling back to the local store).
     pub fn store(mut self, address: impl Into<String>) -> Self {
         self.store = Some(address.into());
@@ -103,7 +103,7 @@ impl HostBuilder {
 
     /// The TTL of this process's presence in cluster mode: how long after a crash its leases
     /// stay held before other machines may take them over (whole seconds, at least 2; default
-    /// [`DEFAULT_TTL`](crate::api::cluster::DEFAULT_TTL), 10 s). It also bounds how long the
+    /// [`DEFAULT_TTL`](crate::cluster::DEFAULT_TTL), 10 s). It also bounds how long the
     /// process keeps acting when cut off from etcd: three quarters of it.
     pub fn cluster_ttl(mut self, ttl: std::time::Duration) -> Self {
         self.cluster_ttl = Some(ttl);
@@ -113,7 +113,7 @@ impl HostBuilder {
     /// TLS to etcd in cluster mode: the CA that signed the members' certificates, and a client
     /// certificate for an etcd that requires one (`docs/cluster.md`, "TLS"). Default: the files
     /// `PROCLEASE_ETCD_CA`, `PROCLEASE_ETCD_CERT` and `PROCLEASE_ETCD_KEY` name, else plain text.
-    pub fn etcd_tls(mut self, files: crate::api::cluster::EtcdTlsFiles) -> Self {
+    pub fn etcd_tls(mut self, files: crate::cluster::EtcdTlsFiles) -> Self {
         self.etcd_tls = Some(files);
         self
     }
@@ -152,7 +152,7 @@ impl HostBuilder {
         };
         let (identity, cluster) = match address {
             StoreAddress::File => (Arc::new(identity), None),
-            StoreAddress::Etcd(address) => connect_cluster(&address, identity, self.cluster_ttl.unwrap_or(crate::api::cluster::DEFAULT_TTL), self.etcd_tls.as_ref())?,
+            StoreAddress::Etcd(address) => connect_cluster(&address, identity, self.cluster_ttl.unwrap_or(crate::cluster::DEFAULT_TTL), self.etcd_tls.as_ref())?,
         };
         let store = Arc::new(StateStore::open(home, identity.clone())?);
         let roots = if self.workspace_roots.is_empty() { Workspace::default_roots() } else { self.workspace_roots };
@@ -171,13 +171,13 @@ impl HostBuilder {
 /// The etcd store of `address`, and `identity` asking its presence registry about other boots.
 #[cfg(feature = "cluster")]
 fn connect_cluster(
-    address: &str,
+    address: &crate::cluster::EtcdAddress,
     identity: ProcessIdentity,
     ttl: std::time::Duration,
-    tls: Option<&crate::api::cluster::EtcdTlsFiles>,
+    tls: Option<&crate::cluster::EtcdTlsFiles>,
 ) -> Result<(Arc<ProcessIdentity>, Option<Arc<Cluster>>), Error> {
-    use crate::process_identity::cluster_presence::EtcdPresence;
-    let store = Arc::new(crate::state_store::etcd::EtcdStore::connect_configured(address, tls)?);
+    use crate::cluster::presence::EtcdPresence;
+    let store = Arc::new(crate::state_store::etcd::EtcdStore::connect_configured_to(address, tls)?);
     let identity = Arc::new(identity.with_presence_registry(Arc::new(EtcdPresence(store.clone()))));
     let cluster = Arc::new(Cluster::new(store, identity.clone(), ttl));
     Ok((identity, Some(cluster)))
@@ -185,12 +185,12 @@ fn connect_cluster(
 
 #[cfg(not(feature = "cluster"))]
 fn connect_cluster(
-    address: &str,
+    address: &crate::cluster::EtcdAddress,
     _: ProcessIdentity,
     _: std::time::Duration,
-    _: Option<&crate::api::cluster::EtcdTlsFiles>,
+    _: Option<&crate::cluster::EtcdTlsFiles>,
 ) -> Result<(Arc<ProcessIdentity>, Option<Arc<Cluster>>), Error> {
-    Err(crate::api::cluster::ClusterError::NotBuilt { address: address.into() }.into())
+    Err(crate::cluster::ClusterError::NotBuilt { address: address.url() }.into())
 }
 
 /// Cluster mode is not built in: a host never has a cluster.
@@ -324,13 +324,13 @@ impl Host {
     }
 
     /// In cluster mode, what to tell a user of the prefix's epoch when it is not settled
-    /// (`process_identity::cluster_presence`, "Lost cluster state"): a grace that runs because
+    /// (`cluster::presence`, "Lost cluster state"): a grace that runs because
     /// the etcd cluster held no state of the prefix (new, wiped or restored), or no epoch of this
     /// cluster yet. `None` when settled, and without cluster mode.
     pub fn cluster_epoch_warning(&self) -> Option<String> {
         #[cfg(feature = "cluster")]
         {
-            use crate::process_identity::cluster_presence::{EpochState, epoch_state};
+            use crate::cluster::presence::{EpochState, epoch_state};
             let cluster = self.cluster.as_ref()?;
             match epoch_state(cluster.store()) {
                 Ok(EpochState::Settled) => None,
@@ -352,14 +352,14 @@ impl Host {
     }
 
     /// The effects behind one instance's imports: this host's store (in cluster mode the
-    /// [`ClusterStore`](crate::api::cluster::ClusterStore): the admission and invocation leases
+    /// [`ClusterStore`](crate::cluster::ClusterStore): the admission and invocation leases
     /// in etcd), process identity, workspace and catalog. Replace a part to inject a seam (a
     /// scripted process table).
     pub fn effects(&self) -> Effects {
         let effects = Effects::native(Some(self.store.clone()), self.identity.clone()).with_workspace(self.workspace.clone()).with_catalog(self.catalog.clone());
         #[cfg(feature = "cluster")]
         let effects = match &self.cluster {
-            Some(cluster) => Effects { store: Box::new(crate::api::cluster::ClusterStore { local: self.store.clone(), cluster: cluster.clone() }), ..effects },
+            Some(cluster) => Effects { store: Box::new(crate::cluster::ClusterStore { local: self.store.clone(), cluster: cluster.clone() }), ..effects },
             None => effects,
         };
         effects
@@ -413,21 +413,21 @@ impl Host {
     /// collections, its etcd key (`etcd://HOST:PORT/PREFIX/f/…`).
     pub fn record_location(&self, path: &str) -> String {
         #[cfg(feature = "cluster")]
-        if let Some(cluster) = self.cluster.as_ref().filter(|_| crate::api::cluster::shared(path)) {
+        if let Some(cluster) = self.cluster.as_ref().filter(|_| crate::cluster::shared(path)) {
             return cluster.store().location_of(path);
         }
         self.state_home().join(path).display().to_string()
     }
 
-    /// Whether fencing token `token` is still its holder's: [`check_fence`](crate::api::cluster::check_fence)
+    /// Whether fencing token `token` is still its holder's: [`check_fence`](crate::cluster::check_fence)
     /// on this host's cluster, [`check_file_fence`](crate::api::fencing::check_file_fence) on
     /// its state home otherwise.
     ///
     /// Errors: as those. Treat any error as "not current".
-    pub fn fence(&self, token: i64) -> Result<crate::api::cluster::Fence, Error> {
+    pub fn fence(&self, token: i64) -> Result<crate::cluster::Fence, Error> {
         #[cfg(feature = "cluster")]
         if let Some(cluster) = &self.cluster {
-            return crate::api::cluster::check_fence(self.runtime(), cluster.store(), token);
+            return crate::cluster::check_fence(self.runtime(), cluster.store(), token);
         }
         crate::api::fencing::check_file_fence(self.runtime(), &self.store, token)
     }

@@ -4,7 +4,6 @@
 //! and returning `proclease-core` types.
 
 pub mod admission;
-pub mod cluster;
 pub mod directory_lease;
 pub mod dispositions;
 pub mod fencing;

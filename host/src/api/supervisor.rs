@@ -413,7 +413,7 @@ impl<'h> Supervisor<'h> {
         match fencing_token(host, admission.as_mut()) {
             Some(Ok((token, store))) => {
                 // And its store, so that `proclease fence check` in the command asks the same one.
-                command.env(FENCING_TOKEN, token.to_string()).env(crate::api::cluster::FENCING_STORE_VARIABLE, store);
+                command.env(FENCING_TOKEN, token.to_string()).env(crate::cluster::FENCING_STORE_VARIABLE, store);
             }
             Some(Err(error)) => {
                 drop(acquiring);
@@ -952,13 +952,13 @@ mod cluster {
 
     /// The presence session the command is bound to.
     #[cfg(feature = "cluster")]
-    pub(super) type Session = std::sync::Arc<crate::process_identity::cluster_presence::PresenceSession>;
+    pub(super) type Session = std::sync::Arc<crate::cluster::presence::PresenceSession>;
     #[cfg(not(feature = "cluster"))]
     pub(super) type Session = std::convert::Infallible;
 
     /// The hold on the session's dead-man timer while a command runs.
     #[cfg(feature = "cluster")]
-    pub(super) type DeadMan = crate::process_identity::cluster_presence::DeadManHold;
+    pub(super) type DeadMan = crate::cluster::presence::DeadManHold;
     #[cfg(not(feature = "cluster"))]
     pub(super) enum DeadMan {}
 
@@ -1034,7 +1034,7 @@ mod cluster {
     #[cfg(feature = "cluster")]
     pub(super) fn await_turn(host: &Host, since: Option<i64>, holder: Option<&proclease_core::records::Owner>, left: std::time::Duration) -> bool {
         let (Some(since), Some(cluster)) = (since, host.cluster()) else { return false };
-        crate::api::cluster::await_admission_change(cluster.store(), holder, since, left.min(std::time::Duration::from_secs(1)))
+        crate::cluster::await_admission_change(cluster.store(), holder, since, left.min(std::time::Duration::from_secs(1)))
     }
 
     #[cfg(not(feature = "cluster"))]

@@ -49,7 +49,7 @@ pub fn run(global: &Global, command: ClusterCommand) -> Result<ExitCode, Failure
 #[cfg(feature = "cluster")]
 mod enabled {
     use super::*;
-    use proclease::process_identity::cluster_presence::{forget_boot, presence_history};
+    use proclease::cluster::presence::{forget_boot, presence_history};
     use proclease::state_store::etcd::{EtcdStore, EtcdTlsFiles};
 
     pub fn run(global: &Global, address: &str, command: ClusterCommand) -> Result<ExitCode, Failure> {
@@ -96,6 +96,6 @@ mod enabled {
     use super::*;
 
     pub fn run(_: &Global, address: &str, _: ClusterCommand) -> Result<ExitCode, Failure> {
-        Err(Failure::new(proclease::api::cluster::ClusterError::NotBuilt { address: address.into() }.to_string()))
+        Err(Failure::new(proclease::cluster::ClusterError::NotBuilt { address: address.into() }.to_string()))
     }
 }

@@ -42,7 +42,7 @@ pub fn run(global: &Global, command: FenceCommand) -> Result<ExitCode, Failure> 
     let FenceCommand::Check { token, json } = command;
     // The run's own store first: an inherited PROCLEASE_STORE may name another prefix or
     // another state home. Then --store / PROCLEASE_STORE; then this state home.
-    let address = std::env::var_os(proclease::api::cluster::FENCING_STORE_VARIABLE)
+    let address = std::env::var_os(proclease::cluster::FENCING_STORE_VARIABLE)
         .filter(|address| !address.is_empty())
         .or_else(|| global.store.clone().filter(|address| !address.is_empty()).map(Into::into))
         .unwrap_or_else(|| "file".into());
@@ -78,7 +78,7 @@ pub fn run(global: &Global, command: FenceCommand) -> Result<ExitCode, Failure> 
 
 /// [`proclease::api::fencing::check_file_fence`] on the state home of `address` (`file:PATH`,
 /// PATH absolute, or `file`: the one of `--state-home` and the environment), else
-/// [`proclease::api::cluster::check_fence`] on its etcd. A check writes nothing: a path that
+/// [`proclease::cluster::check_fence`] on its etcd. A check writes nothing: a path that
 /// holds no fencing counter is answered "stale" before any state home is opened.
 fn check(global: &Global, address: &std::ffi::OsStr, token: i64) -> Result<Fence, String> {
     use std::os::unix::ffi::OsStrExt as _;
@@ -103,7 +103,7 @@ fn check(global: &Global, address: &std::ffi::OsStr, token: i64) -> Result<Fence
     host.fence(token).map_err(|e| e.to_string())
 }
 
-/// [`proclease::api::cluster::check_fence`] on the etcd of `address`, with the TLS files and
+/// [`proclease::cluster::check_fence`] on the etcd of `address`, with the TLS files and
 /// credentials of the flags and the environment.
 #[cfg(feature = "cluster")]
 fn check_etcd(global: &Global, address: &str, token: i64) -> Result<Fence, String> {
@@ -111,10 +111,10 @@ fn check_etcd(global: &Global, address: &str, token: i64) -> Result<Fence, Strin
     let tls = EtcdTlsFiles::from_parts(global.etcd_ca.clone(), global.etcd_cert.clone(), global.etcd_key.clone())?;
     let store = EtcdStore::connect_configured(address, tls.as_ref()).map_err(|e| e.to_string())?;
     let runtime = proclease::Runtime::shared().map_err(|e| e.to_string())?;
-    proclease::api::cluster::check_fence(runtime, &store, token).map_err(|e| e.to_string())
+    proclease::cluster::check_fence(runtime, &store, token).map_err(|e| e.to_string())
 }
 
 #[cfg(not(feature = "cluster"))]
 fn check_etcd(_: &Global, address: &str, _: i64) -> Result<Fence, String> {
-    Err(proclease::api::cluster::ClusterError::NotBuilt { address: address.into() }.to_string())
+    Err(proclease::cluster::ClusterError::NotBuilt { address: address.into() }.to_string())
 }

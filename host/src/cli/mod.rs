@@ -223,7 +223,7 @@ pub fn open(global: &Global) -> Result<Host, Failure> {
     if let Some(ttl) = global.cluster_ttl {
         builder = builder.cluster_ttl(ttl);
     }
-    let tls = proclease::api::cluster::EtcdTlsFiles::from_parts(global.etcd_ca.clone(), global.etcd_cert.clone(), global.etcd_key.clone()).map_err(Failure::new)?;
+    let tls = proclease::cluster::EtcdTlsFiles::from_parts(global.etcd_ca.clone(), global.etcd_cert.clone(), global.etcd_key.clone()).map_err(Failure::new)?;
     if let Some(tls) = tls {
         builder = builder.etcd_tls(tls);
     }
@@ -320,7 +320,7 @@ pub fn main() -> ExitCode {
     };
     // Revoke this process's cluster presence now rather than a TTL after it exits.
     #[cfg(feature = "cluster")]
-    proclease::api::cluster::end_presence();
+    proclease::cluster::end_presence();
     match result {
         Ok(code) => code,
         Err(failure) => {

@@ -16,6 +16,7 @@ use proclease_core::effects::{
 use proclease_core::records::DirectoryIdentity;
 
 pub mod clock;
+pub mod cluster;
 pub mod entropy;
 pub(crate) mod fsops;
 pub mod lock_wait;

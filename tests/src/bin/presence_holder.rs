@@ -7,8 +7,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use proclease::cluster::presence::PresenceSession;
 use proclease::process_identity::ProcessIdentity;
-use proclease::process_identity::cluster_presence::PresenceSession;
 use proclease::state_store::etcd::EtcdStore;
 
 fn main() -> std::process::ExitCode {

@@ -268,7 +268,7 @@ fn age(now_ms: u64, created_ms: u64) -> String {
 fn holder_host(host: &Host, owner: &proclease_core::records::Owner) -> Option<String> {
     let cluster = host.cluster()?;
     let here = host.process_identity().current_boot_id().ok()?;
-    (owner.boot_id != here).then(|| crate::process_identity::cluster_presence::presence_host(cluster.store(), owner)).flatten()
+    (owner.boot_id != here).then(|| crate::cluster::presence::presence_host(cluster.store(), owner)).flatten()
 }
 
 #[cfg(not(feature = "cluster"))]

@@ -22,8 +22,6 @@ use proclease_core::records::Owner;
 use proclease_core::{digest, js};
 
 pub mod cgroup_tree;
-#[cfg(feature = "cluster")]
-pub mod cluster_presence;
 pub mod dead_man;
 pub mod run_journal;
 mod wit;
@@ -94,7 +92,7 @@ impl Host {
 }
 
 /// A cluster's presence registry (`docs/cluster.md`): what it says of a process recorded on
-/// another boot id, which may be another machine's. `cluster_presence` implements it on etcd.
+/// another boot id, which may be another machine's. [`crate::cluster::presence`] implements it on etcd.
 pub trait PresenceRegistry: Send + Sync + std::fmt::Debug {
     /// The registry's answer for `owner`, recorded on another boot id (never an error: a
     /// registry that cannot be read is [`RemotePresence::Unreachable`]).

@@ -2,7 +2,7 @@
 //! primitives, bounds and messages as the file store, each compare-and-swap one etcd
 //! transaction.
 //!
-//! Cluster mode uses it for the shared collections only ([`crate::api::cluster::ClusterStore`]),
+//! Cluster mode uses it for the shared collections only ([`crate::cluster::ClusterStore`]),
 //! with a presence registry judging owners of other boot ids: never share a prefix between
 //! machines without that registry (an owner recorded on another boot id would be judged dead,
 //! §2.4).
@@ -39,7 +39,7 @@ use etcd_client::{Certificate, Client, Compare, CompareOp, ConnectOptions, GetOp
 use proclease_core::digest;
 use proclease_core::effects::{BatchInvalid, BatchStatus, CollectionEntry, CollectionIdentity, CollectionSnapshot, EntryKind, Failure, Store};
 
-pub use crate::api::cluster::EtcdTlsFiles;
+pub use crate::cluster::EtcdTlsFiles;
 
 use super::path;
 use super::{MAX_ENTRIES, StoreError, check_batch, check_hash, check_size, failure, split};
@@ -68,13 +68,7 @@ pub struct EtcdStore {
     tls: Option<bool>,
 }
 
-/// The environment variable naming the etcd user of an etcd with authentication.
-pub const USER_VARIABLE: &str = "PROCLEASE_ETCD_USER";
-/// The environment variable naming a file that holds that user's password (mode 0600 or
-/// stricter; one trailing newline is ignored).
-pub const PASSWORD_FILE_VARIABLE: &str = "PROCLEASE_ETCD_PASSWORD_FILE";
-/// The environment variable holding that user's password, when no file is given.
-pub const PASSWORD_VARIABLE: &str = "PROCLEASE_ETCD_PASSWORD";
+pub use crate::cluster::{PASSWORD_FILE_VARIABLE, PASSWORD_VARIABLE, USER_VARIABLE};
 
 /// An etcd user and its password, from the environment — never from the command line or the
 /// address, and never printed (its `Debug` shows the user only).
@@ -138,45 +132,7 @@ impl std::fmt::Debug for EtcdStore {
     }
 }
 
-/// Where an `etcd://HOST:PORT[,HOST:PORT…]/PREFIX` address points.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EtcdAddress {
-    /// The endpoints as given, comma-separated (`HOST:PORT,HOST:PORT`: etcdctl's
-    /// `--endpoints` form, for messages).
-    pub endpoint: String,
-    /// Each `HOST:PORT`, in the order given.
-    pub endpoints: Vec<String>,
-    /// The key prefix, with its leading `/` (`/PREFIX`).
-    pub prefix: String,
-}
-
-impl EtcdAddress {
-    /// Parses `etcd://HOST:PORT[,HOST:PORT…]/PREFIX`: one or more endpoints of one cluster
-    /// (the client balances requests over those that answer and fails over when a member
-    /// dies). PREFIX is one or more `/`-separated safe names (letters, digits, `.`, `_`, `-`),
-    /// so that no two stores' keys overlap by accident.
-    ///
-    /// Errors: a message saying what is wrong and the expected shape (an address with
-    /// credentials is shown without them).
-    pub fn parse(url: &str) -> Result<EtcdAddress, String> {
-        let shape = "expected etcd://HOST:PORT[,HOST:PORT…]/PREFIX, e.g. etcd://127.0.0.1:2379/proclease";
-        if let Some(shown) = crate::api::cluster::without_credentials(url) {
-            return Err(format!("{shown}: credentials do not go in the address: give them in {USER_VARIABLE} and {PASSWORD_FILE_VARIABLE}"));
-        }
-        let rest = url.strip_prefix("etcd://").ok_or_else(|| format!("{url}: not an etcd address ({shape})"))?;
-        let (endpoint, prefix) = rest.split_once('/').ok_or_else(|| format!("{url}: no key prefix ({shape})"))?;
-        let endpoints: Vec<String> = endpoint.split(',').map(str::to_owned).collect();
-        let port_ok = |endpoint: &String| endpoint.rsplit_once(':').is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0));
-        if let Some(bad) = endpoints.iter().find(|e| !port_ok(e)) {
-            return Err(format!("{url}: HOST:PORT {bad:?} is malformed ({shape})"));
-        }
-        let safe = |segment: &str| !segment.is_empty() && segment != "." && segment != ".." && segment.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
-        if !prefix.split('/').all(safe) {
-            return Err(format!("{url}: the key prefix must be safe names separated by / ({shape})"));
-        }
-        Ok(EtcdAddress { endpoint: endpoint.into(), endpoints, prefix: format!("/{prefix}") })
-    }
-}
+pub use crate::cluster::EtcdAddress;
 
 impl EtcdStore {
     /// Connects to the etcd of `url` (`etcd://HOST:PORT[,HOST:PORT…]/PREFIX`).
@@ -194,13 +150,23 @@ impl EtcdStore {
     /// Errors: as [`EtcdStore::connect_with`]; [`StoreError::Refused`] for variables that do
     /// not fit together.
     pub fn connect_configured(url: &str, tls: Option<&EtcdTlsFiles>) -> Result<EtcdStore, StoreError> {
-        let refused = |reason| StoreError::Refused { path: crate::api::cluster::without_credentials(url).unwrap_or_else(|| url.into()), reason };
+        let shown = crate::cluster::without_credentials(url).unwrap_or_else(|| url.into());
+        let address = EtcdAddress::parse(url).map_err(|reason| StoreError::Refused { path: shown, reason })?;
+        EtcdStore::connect_configured_to(&address, tls)
+    }
+
+    /// [`EtcdStore::connect_configured`] to an address parsed before
+    /// ([`StoreAddress`](crate::cluster::StoreAddress)).
+    ///
+    /// Errors: as [`EtcdStore::connect_configured`].
+    pub fn connect_configured_to(address: &EtcdAddress, tls: Option<&EtcdTlsFiles>) -> Result<EtcdStore, StoreError> {
+        let refused = |reason| StoreError::Refused { path: address.url(), reason };
         let credentials = EtcdCredentials::from_environment().map_err(refused)?;
         let tls = match tls {
             Some(tls) => Some(tls.clone()),
             None => EtcdTlsFiles::from_environment().map_err(refused)?,
         };
-        EtcdStore::connect_with(url, credentials, tls.as_ref())
+        EtcdStore::connect_to(address, credentials, tls.as_ref())
     }
 
     /// [`EtcdStore::connect`] as the etcd user of `credentials` (an etcd with authentication);
@@ -219,8 +185,17 @@ impl EtcdStore {
     /// read (or a key file is readable by others), and when the TLS handshake fails — saying
     /// whether the server's certificate was not trusted or etcd wanted a client certificate.
     pub fn connect_with(url: &str, credentials: Option<EtcdCredentials>, tls: Option<&EtcdTlsFiles>) -> Result<EtcdStore, StoreError> {
-        let shown = crate::api::cluster::without_credentials(url).unwrap_or_else(|| url.to_owned());
-        let address = EtcdAddress::parse(url).map_err(|reason| StoreError::Refused { path: shown.clone(), reason })?;
+        let shown = crate::cluster::without_credentials(url).unwrap_or_else(|| url.to_owned());
+        let address = EtcdAddress::parse(url).map_err(|reason| StoreError::Refused { path: shown, reason })?;
+        EtcdStore::connect_to(&address, credentials, tls)
+    }
+
+    /// [`EtcdStore::connect_with`] an address parsed before.
+    ///
+    /// Errors: as [`EtcdStore::connect_with`], but for the address's shape.
+    pub fn connect_to(address: &EtcdAddress, credentials: Option<EtcdCredentials>, tls: Option<&EtcdTlsFiles>) -> Result<EtcdStore, StoreError> {
+        let url = &address.url();
+        let shown = url.clone();
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("proclease-etcd")
@@ -248,8 +223,15 @@ impl EtcdStore {
                     None => unreachable_error(url, &address.endpoint, "connecting", &e.to_string()),
                 }
             })?;
-        let store =
-            EtcdStore { runtime, client, endpoint: address.endpoint, prefix: address.prefix, fence: std::sync::Mutex::new(None), user, tls: tls.map(|files| files.cert.is_some()) };
+        let store = EtcdStore {
+            runtime,
+            client,
+            endpoint: address.endpoint.clone(),
+            prefix: address.prefix.clone(),
+            fence: std::sync::Mutex::new(None),
+            user,
+            tls: tls.map(|files| files.cert.is_some()),
+        };
         // A first request, so that an address nothing answers at fails here, not at the first write.
         let probe = format!("{}/d", store.prefix);
         store.run(url, "connecting", || {
@@ -305,7 +287,7 @@ impl EtcdStore {
         &self.endpoint
     }
 
-    /// The client (for the presence registry, `process_identity::cluster_presence`).
+    /// The client (for the presence registry, `cluster::presence`).
     pub(crate) fn client(&self) -> Client {
         self.client.clone()
     }
@@ -814,7 +796,7 @@ fn auth_refusal(error: &etcd_client::Error, user: Option<&str>, prefix: &str) ->
 /// included: give it decrypted, mode 0600), a key file others may read, a certificate without
 /// its key or the reverse.
 fn tls_options(files: &EtcdTlsFiles) -> Result<TlsOptions, String> {
-    use crate::api::cluster::{CA_VARIABLE, CERT_VARIABLE, KEY_VARIABLE};
+    use crate::cluster::{CA_VARIABLE, CERT_VARIABLE, KEY_VARIABLE};
     let read = |path: &std::path::Path, what: &str, block: &str| -> Result<Vec<u8>, String> {
         let bytes = std::fs::read(path).map_err(|e| format!("{what} {}: {e}", path.display()))?;
         let text = String::from_utf8_lossy(&bytes);
@@ -847,7 +829,7 @@ fn tls_options(files: &EtcdTlsFiles) -> Result<TlsOptions, String> {
 /// (`tls` is `Some(false)`), one that may want a client certificate. A guess is told only once
 /// the request's retries are spent (a restarting member closes connections too).
 fn tls_refusal(error: &etcd_client::Error, tls: Option<bool>, connecting: bool, endpoint: &str) -> Option<(String, bool)> {
-    use crate::api::cluster::{CA_VARIABLE, CERT_VARIABLE};
+    use crate::cluster::{CA_VARIABLE, CERT_VARIABLE};
     use std::error::Error as _;
     let mut words = error.to_string();
     let mut source = error.source();

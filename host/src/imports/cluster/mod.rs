@@ -22,192 +22,14 @@ use std::time::Duration;
 /// so its leases) before other machines may take over (`docs/cluster.md`).
 pub const DEFAULT_TTL: Duration = Duration::from_secs(10);
 
-/// The environment variable that selects the store when none is given
-/// ([`HostBuilder::store`](crate::HostBuilder::store)): `etcd://HOST:PORT/PREFIX`, or `file`.
-pub const STORE_VARIABLE: &str = "PROCLEASE_STORE";
+mod address;
+#[cfg(feature = "cluster")]
+pub mod presence;
 
-/// The environment variable naming the PEM file of the certificate authority that signed the
-/// etcd members' certificates: set, the client speaks TLS to every endpoint (`--etcd-ca`).
-pub const CA_VARIABLE: &str = "PROCLEASE_ETCD_CA";
-/// The environment variable naming this machine's client certificate (PEM), for an etcd that
-/// requires client certificates (`--etcd-cert`; with [`KEY_VARIABLE`]).
-pub const CERT_VARIABLE: &str = "PROCLEASE_ETCD_CERT";
-/// The environment variable naming the client certificate's private key (PEM, mode 0600 or
-/// stricter; `--etcd-key`).
-pub const KEY_VARIABLE: &str = "PROCLEASE_ETCD_KEY";
-
-/// TLS to etcd: the files of the certificate authority that signed the members' certificates
-/// (every endpoint's certificate must name the host it is reached at), and optionally this
-/// machine's client certificate and key (etcd's `--client-cert-auth`). Paths only: the files
-/// are read when the store connects.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct EtcdTlsFiles {
-    /// The certificate authority (PEM).
-    pub ca: std::path::PathBuf,
-    /// The client certificate (PEM), if etcd asks for one.
-    pub cert: Option<std::path::PathBuf>,
-    /// The client certificate's key (PEM), with `cert`.
-    pub key: Option<std::path::PathBuf>,
-}
-
-impl EtcdTlsFiles {
-    /// The files [`CA_VARIABLE`], [`CERT_VARIABLE`] and [`KEY_VARIABLE`] name; `None` when no CA
-    /// is set (plain text).
-    ///
-    /// Errors: a certificate or key without a CA, or a certificate without its key (or the
-    /// reverse).
-    pub fn from_environment() -> Result<Option<EtcdTlsFiles>, String> {
-        let variable = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(std::path::PathBuf::from);
-        EtcdTlsFiles::from_parts(variable(CA_VARIABLE), variable(CERT_VARIABLE), variable(KEY_VARIABLE))
-    }
-
-    /// TLS files from optional parts (flags or variables): `None` without any.
-    ///
-    /// Errors: as [`EtcdTlsFiles::from_environment`].
-    pub fn from_parts(ca: Option<std::path::PathBuf>, cert: Option<std::path::PathBuf>, key: Option<std::path::PathBuf>) -> Result<Option<EtcdTlsFiles>, String> {
-        match (ca, cert, key) {
-            (None, None, None) => Ok(None),
-            (None, _, _) => Err(format!("a client certificate or key for etcd is set but no CA: give --etcd-ca (or {CA_VARIABLE}) too")),
-            (Some(_), Some(_), None) | (Some(_), None, Some(_)) => {
-                Err(format!("give etcd's client certificate and its key together: --etcd-cert and --etcd-key ({CERT_VARIABLE}, {KEY_VARIABLE})"))
-            }
-            (Some(ca), cert, key) => Ok(Some(EtcdTlsFiles { ca, cert, key })),
-        }
-    }
-}
-
-/// What cluster mode could not do.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum ClusterError {
-    /// The store address is neither `file` nor a well-formed `etcd://HOST:PORT/PREFIX`.
-    #[error("{address}: {reason}")]
-    Address {
-        /// The address as given.
-        address: String,
-        /// What is wrong, and the expected shape.
-        reason: String,
-    },
-    /// An etcd store was asked for, and this build has no etcd client (feature `cluster`).
-    /// Nothing falls back to the local store: machines sharing an admission through etcd must
-    /// never have one of them decide alone.
-    #[error(
-        "{address}: this proclease was built without cluster support: enable its feature `cluster` (on by default; \
-         a build with `default-features = false` must name it), or unset {STORE_VARIABLE} / give --store file for this machine's state home alone"
-    )]
-    NotBuilt {
-        /// The address asked for.
-        address: String,
-    },
-    /// This process was silent past its presence's TTL (it was stopped — SIGSTOP, a debugger,
-    /// a frozen cgroup — or the machine was suspended), or etcd expired its presence: another
-    /// machine may already have taken over while its command still ran. The command was killed
-    /// at once.
-    #[error(
-        "cluster session overran: this process acknowledged no renewal of its presence at etcd {endpoint} for {} (past its TTL of {}: \
-         it was stopped or suspended, or etcd expired it), so another machine may have taken over its leases while the command still ran; \
-         the command was killed; check the work it did",
-        humantime::format_duration(*silent),
-        humantime::format_duration(*ttl)
-    )]
-    SessionOverran {
-        /// `HOST:PORT`.
-        endpoint: String,
-        /// How long no renewal was acknowledged (rounded to ms).
-        silent: Duration,
-        /// The session's TTL.
-        ttl: Duration,
-    },
-    /// etcd answered this process's presence renewal in a way that shows the cluster lost its
-    /// state (wiped, restored from a backup, replaced by another cluster) or the presence: the
-    /// command was killed at once, since another machine may already act on its leases.
-    #[error(
-        "cluster state lost: {reason} (etcd at {endpoint}); the command was killed at once, since another machine may already \
-         hold its leases: check the work it did"
-    )]
-    StateLost {
-        /// `HOST:PORT`.
-        endpoint: String,
-        /// What etcd answered ([`crate::process_identity::cluster_presence::PresenceSession::lost`]).
-        reason: String,
-    },
-    /// This process's presence in etcd lapsed (etcd did not acknowledge a renewal for three
-    /// quarters of its TTL): another machine may soon take over its leases, so it stopped its
-    /// command and writes nothing more.
-    #[error(
-        "cluster session lost: etcd at {endpoint} acknowledged no renewal of this process's presence for {}; \
-         the command was stopped before another machine could take over its leases ({what})",
-        humantime::format_duration(*silent)
-    )]
-    SessionLost {
-        /// `HOST:PORT`.
-        endpoint: String,
-        /// Three quarters of the session's TTL.
-        silent: Duration,
-        /// What became of the command.
-        what: String,
-    },
-}
-
-/// `address` with the user information of its authority (`user:password@`) replaced by `***@`,
-/// when it has any: the form every message shows. `None` for an address without credentials.
-pub fn without_credentials(address: &str) -> Option<String> {
-    // Everything up to the last `@` (a password may hold `/` or `@`; hosts and prefixes never
-    // hold `@`).
-    let (scheme, rest) = address.split_once("://")?;
-    let (_, after) = rest.rsplit_once('@')?;
-    Some(format!("{scheme}://***@{after}"))
-}
-
-/// Where records live: a state home's file store, or a prefix of an etcd cluster.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub enum StoreAddress {
-    /// The state home alone (the default).
-    #[default]
-    File,
-    /// `etcd://HOST:PORT/PREFIX`: the admission and invocation leases in etcd.
-    Etcd(String),
-}
-
-impl StoreAddress {
-    /// Parses `file` or `etcd://HOST:PORT[,HOST:PORT…]/PREFIX` (several endpoints of one
-    /// cluster, as etcdctl's `--endpoints`).
-    ///
-    /// Errors: [`ClusterError::Address`] (the expected shapes in the message); an address with
-    /// `user:password@` is refused, and shown with `***@` instead.
-    pub fn parse(address: &str) -> Result<StoreAddress, ClusterError> {
-        if address == "file" {
-            return Ok(StoreAddress::File);
-        }
-        if let Some(shown) = without_credentials(address) {
-            return Err(ClusterError::Address {
-                address: shown,
-                reason: "credentials do not go in the address (process listings, logs and messages would show them): \
-                         give the user in PROCLEASE_ETCD_USER and the password in a file named by PROCLEASE_ETCD_PASSWORD_FILE"
-                    .into(),
-            });
-        }
-        if !address.starts_with("etcd://") {
-            return Err(ClusterError::Address {
-                address: address.into(),
-                reason: "expected `file` (the state home) or etcd://HOST:PORT/PREFIX, e.g. etcd://127.0.0.1:2379/proclease".into(),
-            });
-        }
-        #[cfg(feature = "cluster")]
-        crate::state_store::etcd::EtcdAddress::parse(address).map_err(|reason| ClusterError::Address { address: address.into(), reason })?;
-        Ok(StoreAddress::Etcd(address.into()))
-    }
-
-    /// The address [`STORE_VARIABLE`] selects (`File` when it is unset or empty).
-    ///
-    /// Errors: as [`StoreAddress::parse`].
-    pub fn from_environment() -> Result<StoreAddress, ClusterError> {
-        match std::env::var(STORE_VARIABLE) {
-            Ok(value) if !value.is_empty() => StoreAddress::parse(&value),
-            _ => Ok(StoreAddress::File),
-        }
-    }
-}
+pub use address::{
+    CA_VARIABLE, CERT_VARIABLE, ClusterError, EtcdAddress, EtcdTlsFiles, KEY_VARIABLE, PASSWORD_FILE_VARIABLE, PASSWORD_VARIABLE, STORE_VARIABLE, StoreAddress, USER_VARIABLE,
+    without_credentials,
+};
 
 /// The environment variable an exclusive run's command gets beside its fencing token: the store
 /// that `proclease fence check` asks — the etcd address (`etcd://…`) in cluster mode, `file:`
@@ -239,8 +61,8 @@ mod enabled {
     use proclease_core::effects::{BatchStatus, CollectionIdentity, CollectionSnapshot, Failure, Store};
 
     use super::ClusterError;
+    use crate::cluster::presence::PresenceSession;
     use crate::process_identity::ProcessIdentity;
-    use crate::process_identity::cluster_presence::PresenceSession;
     use crate::state_store::etcd::EtcdStore;
     use crate::state_store::{StateStore, StoreError, failure};
 
@@ -265,7 +87,7 @@ mod enabled {
     /// whether it waited (`false`: the watch failed at once; the caller pauses instead).
     pub fn await_admission_change(store: &EtcdStore, holder: Option<&proclease_core::records::Owner>, after: i64, timeout: Duration) -> bool {
         let mut keys = vec![store.key_of(proclease_core::admission::CLAIM_PATH)];
-        keys.extend(holder.map(|owner| crate::process_identity::cluster_presence::presence_key(store, owner)));
+        keys.extend(holder.map(|owner| crate::cluster::presence::presence_key(store, owner)));
         match store.await_change(&keys, after, timeout) {
             Ok(changed) => {
                 tracing::debug!(changed, "the export admission's watch ended");
@@ -313,9 +135,9 @@ mod enabled {
             (Some(then), Some(now)) if then.id == now.id => {
                 // Its holder must also still be present: once its presence expired it has
                 // stopped (or been stopped), and another machine may take over at any moment.
-                match crate::process_identity::cluster_presence::lookup(store, &now.owner) {
-                    crate::process_identity::cluster_presence::RemotePresence::Registered => Fence::Current { holder_pid: now.owner.pid },
-                    crate::process_identity::cluster_presence::RemotePresence::Unreachable => {
+                match crate::cluster::presence::lookup(store, &now.owner) {
+                    crate::cluster::presence::RemotePresence::Registered => Fence::Current { holder_pid: now.owner.pid },
+                    crate::cluster::presence::RemotePresence::Unreachable => {
                         return Err(crate::Error::system("etcd did not answer whether the holder's presence is registered"));
                     }
                     _ => Fence::Stale(format!("its holder's cluster presence expired (pid {} on its machine)", now.owner.pid)),

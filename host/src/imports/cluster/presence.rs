@@ -33,7 +33,7 @@
 //!   killed by its dead-man timer, which only an acknowledged renewal of this cluster pushes
 //!   back. This assumes every machine of a prefix uses the same `--cluster-ttl`.
 //!
-//! A [`ProcessIdentity`](super::ProcessIdentity) given an [`EtcdPresence`] reports the lookup as
+//! A [`ProcessIdentity`](crate::process_identity::ProcessIdentity) given an [`EtcdPresence`] reports the lookup as
 //! the `remote` fact of every probe of a process recorded on another boot id, and the component
 //! judges it (`core::liveness::judge`): registered → alive, absent → gone, unreachable → unknown.
 
@@ -44,17 +44,17 @@ use std::time::Duration;
 use etcd_client::{Compare, CompareOp, PutOptions, Txn, TxnOp};
 use proclease_core::records::Owner;
 
-use super::dead_man::{DeadMan, boottime};
+use crate::process_identity::dead_man::{DeadMan, boottime};
 use crate::state_store::StoreError;
 use crate::state_store::etcd::{EtcdStore, TIMEOUT};
 
 pub use proclease_core::liveness::RemotePresence;
 
-/// The presence registry of one etcd store, for [`ProcessIdentity::with_presence_registry`](super::ProcessIdentity::with_presence_registry).
+/// The presence registry of one etcd store, for [`ProcessIdentity::with_presence_registry`](crate::process_identity::ProcessIdentity::with_presence_registry).
 #[derive(Debug)]
 pub struct EtcdPresence(pub Arc<EtcdStore>);
 
-impl super::PresenceRegistry for EtcdPresence {
+impl crate::process_identity::PresenceRegistry for EtcdPresence {
     fn lookup(&self, owner: &Owner) -> RemotePresence {
         lookup(&self.0, owner)
     }
