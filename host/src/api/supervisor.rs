@@ -1060,32 +1060,36 @@ mod cluster {
     /// expire the presence — and the error saying so comes back with the status.
     #[cfg(feature = "cluster")]
     pub(super) fn wait(host: &Host, session: Option<&Session>, tree: &mut Tree) -> std::io::Result<(ExitStatus, Option<Error>)> {
+        use crate::cluster::self_fencing::Standing;
         use std::time::{Duration, Instant};
         let (Some(session), Some(cluster)) = (session, host.cluster()) else { return tree.wait().map(|status| (status, None)) };
-        loop {
+        let grace = loop {
             if let Some(status) = tree.wait_command(Some(Duration::from_millis(50)))? {
                 return Ok((status, None));
             }
-            if !session.is_live() {
-                break;
+            // Silent past the TTL (this process was stopped or the machine suspended), or etcd
+            // said the lease or its state is gone: another machine may already run; no grace.
+            match session.standing() {
+                Standing::Live => continue,
+                Standing::Lapsing { grace } => break grace,
+                Standing::Lost => {
+                    tracing::warn!(pid = tree.id(), "the cluster presence is lost: killing the command");
+                    tree.kill();
+                    let status = tree.wait()?;
+                    let reason = session.lost().unwrap_or_else(|| "etcd no longer has its lease".into());
+                    return Ok((status, Some(cluster.state_lost(reason).into())));
+                }
+                Standing::Overran => {
+                    tracing::warn!(pid = tree.id(), "the cluster presence overran its TTL: killing the command");
+                    tree.kill();
+                    let status = tree.wait()?;
+                    return Ok((status, Some(cluster.session_overran(session.silence()).into())));
+                }
             }
-        }
+        };
         tracing::warn!(pid = tree.id(), "the cluster presence lapsed: stopping the command");
-        // Silent past the TTL (this process was stopped or the machine suspended), or etcd said
-        // the lease is gone: another machine may already run; no grace.
-        if let Some(reason) = session.lost() {
-            tree.kill();
-            let status = tree.wait()?;
-            return Ok((status, Some(cluster.state_lost(reason).into())));
-        }
-        let overran = session.expired() || session.silence() >= session.ttl();
-        if overran {
-            tree.kill();
-            let status = tree.wait()?;
-            return Ok((status, Some(cluster.session_overran(session.silence()).into())));
-        }
         tree.signal_command(rustix::process::Signal::TERM);
-        let grace = Instant::now() + session.ttl() / 8;
+        let grace = Instant::now() + grace;
         while Instant::now() < grace {
             if let Some(status) = tree.wait_command(Some(Duration::from_millis(20)))? {
                 // Nothing of the tree may run on: what the command left is killed at once.

@@ -25,6 +25,7 @@ pub const DEFAULT_TTL: Duration = Duration::from_secs(10);
 mod address;
 #[cfg(feature = "cluster")]
 pub mod presence;
+pub mod self_fencing;
 
 pub use address::{
     CA_VARIABLE, CERT_VARIABLE, ClusterError, EtcdAddress, EtcdTlsFiles, KEY_VARIABLE, PASSWORD_FILE_VARIABLE, PASSWORD_VARIABLE, STORE_VARIABLE, StoreAddress, USER_VARIABLE,

@@ -44,6 +44,7 @@ use std::time::Duration;
 use etcd_client::{Compare, CompareOp, PutOptions, Txn, TxnOp};
 use proclease_core::records::Owner;
 
+use super::self_fencing::{self, Standing};
 use crate::process_identity::dead_man::{DeadMan, boottime};
 use crate::state_store::StoreError;
 use crate::state_store::etcd::{EtcdStore, TIMEOUT};
@@ -314,7 +315,7 @@ impl Shared {
         if let Ok(guard) = self.dead_man.lock()
             && let Some((timer, _)) = guard.as_ref()
         {
-            timer.arm_at(sent + ttl - ttl / 16);
+            timer.arm_at(self_fencing::dead_man_deadline(sent, ttl));
         }
     }
 }
@@ -422,7 +423,13 @@ impl PresenceSession {
     /// quarters of the TTL ago, and never said the lease was gone. Once false, the owner must
     /// stop its work: another machine may see it absent when the TTL runs out.
     pub fn is_live(&self) -> bool {
-        !self.shared.expired.load(Ordering::SeqCst) && self.silence() < self.ttl - self.ttl / 4
+        self.standing() == Standing::Live
+    }
+
+    /// How this process stands ([`self_fencing::standing`]): its silence, TTL, and what etcd
+    /// said of its lease.
+    pub fn standing(&self) -> Standing {
+        self_fencing::standing(self.silence(), self.ttl, self.expired(), self.lost().is_some())
     }
 
     /// How long ago the last renewal etcd acknowledged was sent (on `CLOCK_BOOTTIME`, so time
@@ -515,7 +522,7 @@ impl PresenceSession {
 /// blocked in. Ends when the timer of `generation` is gone (its last hold dropped), even if
 /// another was made since.
 fn warn_before_the_dead_man(shared: &Shared, ttl: Duration, generation: u64) {
-    let lapse = ttl - ttl / 4;
+    let lapse = self_fencing::lapse(ttl);
     let mut warned = false;
     loop {
         let armed = shared.dead_man.lock().is_ok_and(|guard| guard.is_some());
@@ -530,7 +537,7 @@ fn warn_before_the_dead_man(shared: &Shared, ttl: Duration, generation: u64) {
                  the kernel's dead-man timer kills this process and its command (SIGKILL, exit 137) before etcd can expire the \
                  presence and let another machine take over; check that a majority of the etcd members answer",
                 silence.as_millis(),
-                (ttl - ttl / 16).saturating_sub(silence).as_millis()
+                self_fencing::dead_man_deadline(Duration::ZERO, ttl).saturating_sub(silence).as_millis()
             );
         }
         warned = silence >= lapse;
@@ -543,7 +550,7 @@ fn warn_before_the_dead_man(shared: &Shared, ttl: Duration, generation: u64) {
 /// interval), so that a member's death or an election costs a retry, not a third of the TTL.
 /// Stops when the session is dropped or etcd says the lease is gone.
 fn renew(store: &EtcdStore, lease: i64, ttl: Duration, shared: &Shared) {
-    let interval = ttl / 3;
+    let interval = self_fencing::renewal_interval(ttl);
     let mut stream = None;
     // The pause before the next renewal: the interval after an acknowledged one.
     let mut next = interval;
@@ -590,11 +597,11 @@ fn renew(store: &EtcdStore, lease: i64, ttl: Duration, shared: &Shared) {
                 _ => {
                     tracing::debug!(lease, "a presence renewal failed; reconnecting");
                     stream = None;
-                    next = if next >= interval { Duration::from_millis(100) } else { (next * 2).min(interval) };
+                    next = self_fencing::retry_pause(next, interval);
                 }
             }
         } else {
-            next = if next >= interval { Duration::from_millis(100) } else { (next * 2).min(interval) };
+            next = self_fencing::retry_pause(next, interval);
         }
         // Until the next renewal, or until the session ends: its drop unparks this thread, so
         // that a process exits at once instead of after up to a third of the TTL.

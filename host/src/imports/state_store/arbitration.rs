@@ -138,6 +138,37 @@ pub(crate) fn owner_members(value: &serde_json::Value) -> Option<Owner> {
     Some(Owner { pid, boot_id: digest("bootId")?, process_start_id: digest("processStartId")? })
 }
 
+/// What a contender does next (§3.5 steps 3–5), decided by [`step`] from what it saw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Step {
+    /// Rename the own claim to this phase, then look again.
+    Advance(Phase),
+    /// Another contender goes first: remove the own claim; the caller decides whether to retry.
+    Lose,
+    /// The own claim is `held` and no other is: the target is this contender's.
+    Win,
+    /// Another claim is `held` too (`… admitted two owners`): remove the own claim and fail.
+    TwoOwners,
+}
+
+/// The arbitration's decision, a function of what one listing showed: the own claim, in
+/// `phase` with id `own`, against the other live claims `others` (phase and id; dead owners'
+/// claims already removed). Claim ids order contenders (the smaller goes first):
+/// - `waiting`: lose to any claim past `waiting` or with a smaller id; else become `candidate`;
+/// - `candidate`: lose to a `held` claim or a smaller id; else become `held`;
+/// - `held`: another `held` claim is two owners; else won.
+pub(crate) fn step(phase: Phase, own: &str, others: &[(Phase, String)]) -> Step {
+    let smaller = |id: &String| id.as_str() < own;
+    match phase {
+        Phase::Waiting if others.iter().any(|(p, id)| *p != Phase::Waiting || smaller(id)) => Step::Lose,
+        Phase::Waiting => Step::Advance(Phase::Candidate),
+        Phase::Candidate if others.iter().any(|(p, id)| *p == Phase::Held || smaller(id)) => Step::Lose,
+        Phase::Candidate => Step::Advance(Phase::Held),
+        Phase::Held if others.iter().any(|(p, _)| *p == Phase::Held) => Step::TwoOwners,
+        Phase::Held => Step::Win,
+    }
+}
+
 /// A claim this process holds in the `held` phase; [`release`] it.
 #[derive(Debug)]
 pub(crate) struct Held {
@@ -151,22 +182,21 @@ pub(crate) fn arbitrate(dir: &OwnedFd, kind: &dyn ClaimKind, identity: &ProcessI
     let claim_id = uuid::Uuid::new_v4().to_string();
     kind.publish(dir, &claim_id, own)?;
     let mut name = kind.name(Phase::Waiting, &claim_id);
+    let mut phase = Phase::Waiting;
     let outcome = (|| -> Result<bool, ArbitrationError> {
-        let others = live_claims(dir, kind, identity, Some(&claim_id), Some(own))?;
-        if others.iter().any(|(phase, id)| *phase != Phase::Waiting || id.as_str() < claim_id.as_str()) {
-            return Ok(false);
+        // At most three listings: waiting, candidate, held.
+        loop {
+            let others = live_claims(dir, kind, identity, Some(&claim_id), Some(own))?;
+            match step(phase, &claim_id, &others) {
+                Step::Advance(next) => {
+                    name = advance(dir, kind, &name, next, &claim_id)?;
+                    phase = next;
+                }
+                Step::Lose => return Ok(false),
+                Step::Win => return Ok(true),
+                Step::TwoOwners => return Err(kind.error(Failure::TwoOwners, None)),
+            }
         }
-        name = advance(dir, kind, &name, Phase::Candidate, &claim_id)?;
-        let others = live_claims(dir, kind, identity, Some(&claim_id), Some(own))?;
-        if others.iter().any(|(phase, id)| *phase == Phase::Held || id.as_str() < claim_id.as_str()) {
-            return Ok(false);
-        }
-        name = advance(dir, kind, &name, Phase::Held, &claim_id)?;
-        let others = live_claims(dir, kind, identity, Some(&claim_id), Some(own))?;
-        if others.iter().any(|(phase, _)| *phase == Phase::Held) {
-            return Err(kind.error(Failure::TwoOwners, None));
-        }
-        Ok(true)
     })();
     match outcome {
         Ok(true) => Ok(Some(Held { name })),
@@ -304,4 +334,54 @@ pub(crate) fn read_claim(dir: &OwnedFd, name: &str) -> Result<Option<String>, Fa
         Err(_) => return Err(Failure::Malformed),
     }
     String::from_utf8(bytes).map(Some).map_err(|_| Failure::Malformed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Phase, Step, step};
+
+    fn claims(list: &[(Phase, &str)]) -> Vec<(Phase, String)> {
+        list.iter().map(|(phase, id)| (*phase, (*id).to_string())).collect()
+    }
+
+    #[test]
+    fn alone_a_contender_goes_through_every_phase_and_wins() {
+        assert_eq!(step(Phase::Waiting, "b", &[]), Step::Advance(Phase::Candidate));
+        assert_eq!(step(Phase::Candidate, "b", &[]), Step::Advance(Phase::Held));
+        assert_eq!(step(Phase::Held, "b", &[]), Step::Win);
+    }
+
+    #[test]
+    fn the_smaller_claim_id_goes_first_and_a_waiting_contender_yields_to_any_further_one() {
+        // Waiting: a smaller waiting id, or anyone past waiting (even with a larger id), wins.
+        assert_eq!(step(Phase::Waiting, "b", &claims(&[(Phase::Waiting, "a")])), Step::Lose);
+        assert_eq!(step(Phase::Waiting, "b", &claims(&[(Phase::Waiting, "c")])), Step::Advance(Phase::Candidate));
+        assert_eq!(step(Phase::Waiting, "b", &claims(&[(Phase::Candidate, "c")])), Step::Lose);
+        assert_eq!(step(Phase::Waiting, "b", &claims(&[(Phase::Held, "c")])), Step::Lose);
+        // Candidate: a held claim or a smaller id wins; a larger candidate or waiting id does not.
+        assert_eq!(step(Phase::Candidate, "b", &claims(&[(Phase::Waiting, "a")])), Step::Lose);
+        assert_eq!(step(Phase::Candidate, "b", &claims(&[(Phase::Candidate, "c"), (Phase::Waiting, "d")])), Step::Advance(Phase::Held));
+        assert_eq!(step(Phase::Candidate, "b", &claims(&[(Phase::Held, "c")])), Step::Lose);
+    }
+
+    #[test]
+    fn a_second_held_claim_is_two_owners_whatever_the_ids() {
+        assert_eq!(step(Phase::Held, "b", &claims(&[(Phase::Held, "c")])), Step::TwoOwners);
+        assert_eq!(step(Phase::Held, "b", &claims(&[(Phase::Held, "a")])), Step::TwoOwners);
+        // Claims still on their way (waiting, candidate) never undo a held claim.
+        assert_eq!(step(Phase::Held, "b", &claims(&[(Phase::Waiting, "a"), (Phase::Candidate, "a0")])), Step::Win);
+    }
+
+    #[test]
+    fn of_two_contenders_that_see_each_other_at_most_one_advances() {
+        // Every pair of phases and id orders: never both go on from the same sight of each other.
+        let phases = [Phase::Waiting, Phase::Candidate, Phase::Held];
+        for a in phases {
+            for b in phases {
+                let on = |s: Step| matches!(s, Step::Advance(_) | Step::Win);
+                let (sa, sb) = (step(a, "a", &claims(&[(b, "b")])), step(b, "b", &claims(&[(a, "a")])));
+                assert!(!(on(sa) && on(sb)), "{a:?} a / {b:?} b: {sa:?} and {sb:?}");
+            }
+        }
+    }
 }
