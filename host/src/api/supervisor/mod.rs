@@ -30,8 +30,7 @@
 //! ```
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus};
-use std::sync::Arc;
+use std::process::{Command, ExitStatus};
 use std::time::Duration;
 
 use proclease_core::LeaseCode;
@@ -42,126 +41,18 @@ use crate::api::host::Host;
 use crate::containment;
 pub use crate::containment::{BoxOptions, Contained, Containment, Stragglers, Tree, available as containment_available};
 use crate::error::{Error, Refusal};
-use crate::process_identity::cgroup_tree::CgroupTree;
+use crate::process_identity::NOT_LIVE;
 use crate::process_identity::run_journal::JournalEntry;
-use crate::process_identity::{IdentityError, NOT_LIVE, ProcessIdentity};
-use crate::witness::SpawnWitness;
-use crate::workspace::PathKind;
 use crate::{Admission, DirectoryLease};
 
-/// A failure to start a recorded process.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum SpawnError {
-    /// The witness could not be taken; nothing was started.
-    #[error("{0}")]
-    Witness(IdentityError),
-    /// The command could not be started (not found, not executable, …).
-    #[error("cannot start the command: {0}")]
-    Start(std::io::Error),
-}
+mod cluster;
+mod launch;
+mod signals;
+mod steps;
 
-impl SpawnError {
-    /// The library's error for a failure to start `command`: [`Error::Identity`] for the
-    /// witness, [`Error::Start`] naming the program (the system's error kept as its source).
-    pub fn for_command(self, command: &Command) -> Error {
-        match self {
-            SpawnError::Witness(e) => Error::Identity(e),
-            SpawnError::Start(source) => Error::Start { program: command.get_program().to_string_lossy().into_owned(), source },
-        }
-    }
-}
+use steps::StageEnd;
 
-/// A spawn witness taken before a launch, to be used by one [`Launch::spawn`].
-pub struct Launch<'a> {
-    witness: Option<SpawnWitness<'a>>,
-}
-
-impl<'a> Launch<'a> {
-    /// Takes a spawn witness of this process (none when `identity` has no witness directory:
-    /// the child is then judged by `/proc` alone).
-    ///
-    /// Errors: [`SpawnError::Witness`].
-    pub fn prepare(identity: &'a ProcessIdentity) -> Result<Launch<'a>, SpawnError> {
-        Ok(Launch { witness: identity.spawn_witness().map_err(SpawnError::Witness)? })
-    }
-
-    /// Starts `command` in a box (`containment`, `docs/containment.md`) holding the
-    /// witness: the box's init keeps it open while any process of the tree lives, whatever the
-    /// command's processes close. The pid to record is [`Tree::id`] (the init's). On failure the
-    /// witness is removed.
-    ///
-    /// Errors: [`SpawnError::Start`] (with [`Containment::Required`] and no box possible, of
-    /// kind [`std::io::ErrorKind::Unsupported`]).
-    pub fn spawn_tree(self, command: &mut Command, mut options: BoxOptions) -> Result<Tree, SpawnError> {
-        options.keep.extend(self.witness.as_ref().and_then(SpawnWitness::raw_fd));
-        if options.containment != Containment::None {
-            options.cgroup = match options.cgroup.take() {
-                // The caller's own cgroup is recorded as one made here would be.
-                Some(given) => self.record_cgroup(given),
-                None => CgroupTree::create().map_err(|reason| tracing::info!(%reason, "no cgroup for the command's tree")).ok().and_then(|made| self.record_cgroup(Arc::new(made))),
-            };
-        }
-        let cgroup = options.cgroup.clone();
-        let started = self.start(command, |command| containment::spawn(command, &options), Tree::id);
-        if let (Err(_), Some(cgroup)) = (&started, cgroup) {
-            cgroup.remove();
-        }
-        started
-    }
-
-    /// Records `cgroup` (the cgroup v2 of the command's tree: `docs/containment.md`, "The
-    /// cgroup") beside the spawn witness, so that probes of the child see it; `None` (and the
-    /// cgroup removed) when it cannot be recorded.
-    fn record_cgroup(&self, cgroup: Arc<CgroupTree>) -> Option<Arc<CgroupTree>> {
-        if let Some(witness) = &self.witness
-            && let Err(e) = witness.record_cgroup(&cgroup.record())
-        {
-            tracing::warn!(error = %e, "the command's cgroup cannot be recorded: it runs without one");
-            cgroup.remove();
-            return None;
-        }
-        Some(cgroup)
-    }
-
-    /// Starts `command` holding the witness, without a box. On success this process keeps no
-    /// copy of it: the child (and what it starts) holds it alone. On failure the witness is
-    /// removed.
-    ///
-    /// Errors: [`SpawnError::Start`].
-    pub fn spawn(self, command: &mut Command) -> Result<Child, SpawnError> {
-        self.start(command, Command::spawn, Child::id)
-    }
-
-    /// `spawn` with the witness attached to `command`, handed on to the process `pid` names.
-    fn start<T>(mut self, command: &mut Command, spawn: impl FnOnce(&mut Command) -> std::io::Result<T>, pid: impl Fn(&T) -> u32) -> Result<T, SpawnError> {
-        if let Some(witness) = &self.witness {
-            witness.attach(command);
-        }
-        match spawn(command) {
-            Ok(started) => {
-                if let Some(witness) = self.witness.take() {
-                    witness.started(pid(&started));
-                }
-                Ok(started)
-            }
-            Err(e) => {
-                if let Some(witness) = self.witness.take() {
-                    witness.abandon();
-                }
-                Err(SpawnError::Start(e))
-            }
-        }
-    }
-}
-
-/// Gives up this process's witness and its spawn witnesses that are free, once it holds no
-/// lease any more (every record naming it was released).
-pub fn retire(identity: &ProcessIdentity) {
-    if let (Some(witnesses), Ok(own)) = (identity.witnesses(), identity.self_identity()) {
-        witnesses.retire(&own);
-    }
-}
+pub use launch::{Launch, SpawnError, retire};
 
 /// Which directory a supervised command works in.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -367,23 +258,13 @@ impl<'h> Supervisor<'h> {
         // the run cleanly (nothing started, nothing left) instead of killing it mid-lease.
         let forwarder = if self.forward_signals { signals::forward() } else { None };
         let interrupted = || forwarder.as_ref().and_then(signals::Forwarder::pending).map(|signal| Error::from(Refusal::Interrupted { signal }));
-        let (role, dir, output) = match &self.target {
-            Target::Workdir(dir) => (Role::RawWorking, absolute(dir)?, None),
-            Target::Stage { stage, output } => (Role::BundleStage, absolute(stage)?, Some(absolute(output)?)),
-        };
-        if let Some(output) = &output {
-            if output.parent() != dir.parent() {
-                return Err(Refusal::OutputNotSibling { output: output.clone(), stage: dir.clone() }.into());
-            }
-            // Outside the granted roots the lease of the stage refuses, in its own words.
-            if output.to_str().is_some_and(|path| matches!(host.workspace().kind(path), Ok(PathKind::Directory | PathKind::SymbolicLink | PathKind::Other))) {
-                return Err(Refusal::OutputExists { output: output.clone() }.into());
-            }
-        }
+        // What the workspace finds at a path (`None`: it cannot tell).
+        let kind = |path: &Path| path.to_str().and_then(|path| host.workspace().kind(path).ok());
+        let plan = steps::plan(&self.target, absolute, kind)?;
+        let (role, dir, output) = (plan.role, plan.dir.clone(), plan.output.clone());
         // What the lease creates (the directory and its missing ancestors), to remove again if
         // the command never runs.
-        let created: Vec<PathBuf> =
-            dir.ancestors().take_while(|p| p.to_str().is_some_and(|path| host.workspace().kind(path).is_ok_and(|kind| kind == PathKind::Absent))).map(Path::to_path_buf).collect();
+        let created = steps::created_by_lease(&dir, kind);
         let undo_created = || {
             for path in &created {
                 if let Some(path) = path.to_str() {
@@ -586,7 +467,7 @@ impl<'h> Supervisor<'h> {
             None => false,
         };
         // A lost cluster session is not a state home that may take writes again: no retries.
-        let bound = if fenced.is_some() && !problems.is_empty() { Duration::ZERO } else { self.release_retry };
+        let bound = steps::settle_retry(fenced.is_some(), !problems.is_empty(), self.release_retry);
         if role == Role::RawWorking
             && let Err(e) = retrying(bound, "settle the directory lease", || lease.update(Phase::Settled, None))
         {
@@ -598,18 +479,19 @@ impl<'h> Supervisor<'h> {
             problems.push(e);
         }
         let mut published = false;
-        if let (Role::BundleStage, Some(output)) = (role, &output) {
-            if status.success() {
-                match host.publish_stage(&dir, output) {
-                    Ok(()) => published = true,
-                    Err(e) => problems.push(e),
-                }
-            } else if let Ok(claim) = lease.claim() {
-                // A failed stage is garbage: remove it by its leased identity.
-                if let Err(e) = host.workspace().remove_tree(&claim.path, &claim.directory_identity) {
+        match (steps::stage_end(role, status.success()), &output) {
+            (Some(StageEnd::Publish), Some(output)) => match host.publish_stage(&dir, output) {
+                Ok(()) => published = true,
+                Err(e) => problems.push(e),
+            },
+            (Some(StageEnd::Remove), _) => {
+                if let Ok(claim) = lease.claim()
+                    && let Err(e) = host.workspace().remove_tree(&claim.path, &claim.directory_identity)
+                {
                     problems.push(e.into());
                 }
             }
+            _ => {}
         }
         if problems.is_empty() {
             if let Err(e) = retrying(bound, "release the directory lease", || lease.release()) {
@@ -629,19 +511,12 @@ impl<'h> Supervisor<'h> {
             }
             lease.leave();
         }
-        let unreleased = if problems.is_empty() {
+        if problems.is_empty() {
             forget_journal(&journal);
             // Nothing names this run any more: its witnesses have nothing left to prove.
             host.retire();
-            None
-        } else {
-            let directory = match (&output, published) {
-                (Some(output), true) => output.clone(),
-                _ => dir.clone(),
-            };
-            let scratch = role == Role::BundleStage && !status.success();
-            Some(Unreleased { directory, journaled, scratch, published })
-        };
+        }
+        let unreleased = steps::unreleased(!problems.is_empty(), &plan, status.success(), published, journaled);
         Ok(Finished { status, stragglers, containment: tree.containment().clone(), problems, unreleased })
     }
 }
@@ -801,128 +676,6 @@ fn now_ms() -> f64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_millis() as f64)
 }
 
-#[cfg(feature = "signals")]
-mod signals {
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
-
-    /// The signals that stop a run.
-    const STOPPING: [libc::c_int; 4] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT];
-
-    /// What the handlers share with the supervisor.
-    struct State {
-        /// The box's init (or relay, or the uncontained command); 0 before it started and once
-        /// the run is over.
-        target: AtomicI32,
-        /// The command exited: a stopping signal now kills what it left running.
-        stopping: AtomicBool,
-        /// The first stopping signal that arrived before the command started (0: none).
-        pending: AtomicI32,
-        /// Whether the command started (`pending` is only recorded before).
-        started: AtomicBool,
-    }
-
-    /// Forwards SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH and SIGALRM that
-    /// another process sent this one to the command's box while the command runs (a terminal's
-    /// own signals reached the command already: it is in the terminal's process group, and a
-    /// second copy would make a program that aborts on a second Ctrl-C abort on the first).
-    /// Once the command exited, SIGINT, SIGTERM, SIGHUP or SIGQUIT kill what it left running at
-    /// once. Until dropped; afterwards this process ignores them (signal-hook keeps its
-    /// handlers installed: signal-hook-registry never uninstalls one).
-    pub(super) struct Forwarder {
-        ids: Vec<signal_hook_registry::SigId>,
-        state: Arc<State>,
-    }
-
-    impl Forwarder {
-        /// The command started as `target`: signals go to it from now on, and one that arrived
-        /// in between is passed on.
-        pub(super) fn started(&self, target: u32) {
-            let Ok(target) = i32::try_from(target) else { return };
-            self.state.target.store(target, Ordering::SeqCst);
-            self.state.started.store(true, Ordering::SeqCst);
-            let pending = self.state.pending.swap(0, Ordering::SeqCst);
-            if pending > 0 {
-                // SAFETY: kill(2) of the process this run started.
-                unsafe {
-                    libc::kill(target, pending);
-                }
-            }
-        }
-
-        /// The stopping signal that arrived before the command started, if any.
-        pub(super) fn pending(&self) -> Option<i32> {
-            Some(self.state.pending.load(Ordering::SeqCst)).filter(|&signal| signal > 0)
-        }
-
-        /// The command exited: a stopping signal now kills the rest of the box.
-        pub(super) fn stopping(&self) {
-            self.state.stopping.store(true, Ordering::SeqCst);
-        }
-    }
-
-    impl Drop for Forwarder {
-        fn drop(&mut self) {
-            self.state.target.store(0, Ordering::SeqCst);
-            for id in self.ids.drain(..) {
-                signal_hook_registry::unregister(id);
-            }
-        }
-    }
-
-    /// Catches the forwarded signals from now on; [`Forwarder::started`] names where they go.
-    pub(super) fn forward() -> Option<Forwarder> {
-        let state = Arc::new(State { target: AtomicI32::new(0), stopping: AtomicBool::new(false), pending: AtomicI32::new(0), started: AtomicBool::new(false) });
-        let mut ids = Vec::new();
-        for signal in crate::containment::FORWARDED {
-            let state = state.clone();
-            // SAFETY: the action only loads atomics and calls kill(2), which is async-signal-safe.
-            let id = unsafe {
-                signal_hook_registry::register_sigaction(signal, move |info: &libc::siginfo_t| {
-                    let target = state.target.load(Ordering::SeqCst);
-                    if target <= 0 {
-                        if !state.started.load(Ordering::SeqCst) && STOPPING.contains(&signal) {
-                            let _ = state.pending.compare_exchange(0, signal, Ordering::SeqCst, Ordering::SeqCst);
-                        }
-                        return;
-                    }
-                    if state.stopping.load(Ordering::SeqCst) {
-                        if STOPPING.contains(&signal) {
-                            libc::kill(target, libc::SIGKILL);
-                        }
-                    } else if info.si_code <= 0 {
-                        libc::kill(target, signal);
-                    }
-                })
-            };
-            match id {
-                Ok(id) => ids.push(id),
-                Err(e) => tracing::warn!(signal, error = %e, "cannot forward this signal to the command"),
-            }
-        }
-        Some(Forwarder { ids, state })
-    }
-}
-
-#[cfg(not(feature = "signals"))]
-mod signals {
-    pub(super) struct Forwarder;
-
-    impl Forwarder {
-        pub(super) fn started(&self, _: u32) {}
-
-        pub(super) fn pending(&self) -> Option<i32> {
-            None
-        }
-
-        pub(super) fn stopping(&self) {}
-    }
-
-    pub(super) fn forward() -> Option<Forwarder> {
-        None
-    }
-}
-
 /// The fencing token of the export admission `host` just acquired (`admission`), and the store
 /// address `proclease fence check` asks for it: the etcd revision of the admission's write in
 /// cluster mode, the state home's next counter value on the file store (`file:<state home>`).
@@ -938,187 +691,4 @@ fn fencing_token(host: &Host, admission: Option<&mut crate::Admission>) -> Optio
     let mut store = std::ffi::OsString::from(crate::api::fencing::FILE_PREFIX);
     store.push(host.state_home());
     Some(crate::api::fencing::issue_file_token(host.store(), admission).map(|token| (token, store)))
-}
-
-/// Cluster mode's hold on a supervised command (`docs/cluster.md`, "Self-fencing";
-/// `docs/containment.md`): while this process's presence in etcd is what keeps its leases held
-/// on other machines, no process of its command's tree may outlive that presence.
-mod cluster {
-    use std::process::ExitStatus;
-
-    use super::Tree;
-    use crate::api::host::Host;
-    use crate::error::Error;
-
-    /// The presence session the command is bound to.
-    #[cfg(feature = "cluster")]
-    pub(super) type Session = std::sync::Arc<crate::cluster::presence::PresenceSession>;
-    #[cfg(not(feature = "cluster"))]
-    pub(super) type Session = std::convert::Infallible;
-
-    /// The hold on the session's dead-man timer while a command runs.
-    #[cfg(feature = "cluster")]
-    pub(super) type DeadMan = crate::cluster::presence::DeadManHold;
-    #[cfg(not(feature = "cluster"))]
-    pub(super) enum DeadMan {}
-
-    /// The fencing token of the export admission `host` just acquired (`admission`): the etcd
-    /// revision of the write that made it this process's, read back while it holds the
-    /// content this handle wrote (`None` in file mode).
-    ///
-    /// Errors: etcd unreachable, or the claim is no longer this handle's ([`Error::System`]):
-    /// the run must not start.
-    #[cfg(feature = "cluster")]
-    pub(super) fn fencing_token(host: &Host, admission: Option<&mut crate::Admission>) -> Option<Result<i64, Error>> {
-        let (cluster, admission) = (host.cluster()?, admission?);
-        let path = proclease_core::admission::CLAIM_PATH;
-        let token = admission
-            .content_sha256()
-            .and_then(|sha| cluster.store().revision_if_unchanged(path, &sha).map_err(Error::from))
-            .and_then(|revision| revision.ok_or_else(|| Error::system("the export admission changed right after it was acquired: no fencing token; retry")));
-        Some(token.map_err(|e| Error::system(format!("cannot read the fencing token of the export admission: {e}"))))
-    }
-
-    #[cfg(not(feature = "cluster"))]
-    pub(super) fn fencing_token(_: &Host, _: Option<&mut crate::Admission>) -> Option<Result<i64, Error>> {
-        None
-    }
-
-    /// The presence session of `host`, when it holds one (it wrote a shared record): the
-    /// command's box then dies with this process (`PR_SET_PDEATHSIG` on its init).
-    #[cfg(feature = "cluster")]
-    pub(super) fn session(host: &Host) -> Option<Session> {
-        host.cluster()?.open_session()
-    }
-
-    #[cfg(not(feature = "cluster"))]
-    pub(super) fn session(_: &Host) -> Option<Session> {
-        None
-    }
-
-    /// Arms the kernel dead-man timer of this process for as long as the command runs: a
-    /// supervisor that cannot run (stopped, frozen) is killed before its presence can expire,
-    /// and its box with it.
-    ///
-    /// Errors: the kernel refused the timer ([`Error::System`]); nothing was started.
-    #[cfg(feature = "cluster")]
-    pub(super) fn hold_dead_man(session: Option<&Session>) -> Result<Option<DeadMan>, Error> {
-        session.map(|session| session.hold_dead_man().map_err(|e| Error::system(format!("cannot arm the cluster dead-man timer (timer_create): {e}")))).transpose()
-    }
-
-    #[cfg(not(feature = "cluster"))]
-    pub(super) fn hold_dead_man(_: Option<&Session>) -> Result<Option<DeadMan>, Error> {
-        Ok(None)
-    }
-
-    /// Registers the started command `child` under `session` before a record names it, so
-    /// that other machines — containers sharing this boot id too — judge it by this process's
-    /// presence.
-    #[cfg(feature = "cluster")]
-    pub(super) fn register_child(session: Option<&Session>, child: &proclease_core::records::Owner) -> Option<Error> {
-        session?.register(child).err().map(Error::from)
-    }
-
-    #[cfg(not(feature = "cluster"))]
-    pub(super) fn register_child(_: Option<&Session>, _: &proclease_core::records::Owner) -> Option<Error> {
-        None
-    }
-
-    /// Cluster mode, `run --exclusive --wait`: waits (an etcd watch) for the admission or its
-    /// holder's presence to change after revision `since` — or for at most 1 s, so that what the
-    /// watch does not see (a holder on this machine that died: its presence stays for the TTL,
-    /// but this machine's /proc proves it gone; an epoch's grace ending) is tried again as soon
-    /// as a poll would, and a signal to stop is heeded within a second —, bounded by `left`.
-    /// `false` without cluster mode, before the first revision was read, or when the watch
-    /// failed: the caller pauses instead.
-    #[cfg(feature = "cluster")]
-    pub(super) fn await_turn(host: &Host, since: Option<i64>, holder: Option<&proclease_core::records::Owner>, left: std::time::Duration) -> bool {
-        let (Some(since), Some(cluster)) = (since, host.cluster()) else { return false };
-        crate::cluster::await_admission_change(cluster.store(), holder, since, left.min(std::time::Duration::from_secs(1)))
-    }
-
-    #[cfg(not(feature = "cluster"))]
-    pub(super) fn await_turn(_: &Host, _: Option<i64>, _: Option<&proclease_core::records::Owner>, _: std::time::Duration) -> bool {
-        false
-    }
-
-    /// Cluster mode: etcd's current revision (what [`await_turn`] waits for changes after);
-    /// `None` without cluster mode or when etcd does not answer.
-    #[cfg(feature = "cluster")]
-    pub(super) fn revision(host: &Host) -> Option<i64> {
-        host.cluster().and_then(|cluster| cluster.store().revision().ok())
-    }
-
-    #[cfg(not(feature = "cluster"))]
-    pub(super) fn revision(_: &Host) -> Option<i64> {
-        None
-    }
-
-    /// Waits for the command of `tree`. Bound to a session, it also watches the session: once
-    /// it is no longer live (no renewal acknowledged for three quarters of the TTL), the command
-    /// gets SIGTERM, then the whole tree SIGKILL after an eighth of the TTL, all before etcd can
-    /// expire the presence — and the error saying so comes back with the status.
-    #[cfg(feature = "cluster")]
-    pub(super) fn wait(host: &Host, session: Option<&Session>, tree: &mut Tree) -> std::io::Result<(ExitStatus, Option<Error>)> {
-        use crate::cluster::self_fencing::Standing;
-        use std::time::{Duration, Instant};
-        let (Some(session), Some(cluster)) = (session, host.cluster()) else { return tree.wait().map(|status| (status, None)) };
-        let grace = loop {
-            if let Some(status) = tree.wait_command(Some(Duration::from_millis(50)))? {
-                return Ok((status, None));
-            }
-            // Silent past the TTL (this process was stopped or the machine suspended), or etcd
-            // said the lease or its state is gone: another machine may already run; no grace.
-            match session.standing() {
-                Standing::Live => continue,
-                Standing::Lapsing { grace } => break grace,
-                Standing::Lost => {
-                    tracing::warn!(pid = tree.id(), "the cluster presence is lost: killing the command");
-                    tree.kill();
-                    let status = tree.wait()?;
-                    let reason = session.lost().unwrap_or_else(|| "etcd no longer has its lease".into());
-                    return Ok((status, Some(cluster.state_lost(reason).into())));
-                }
-                Standing::Overran => {
-                    tracing::warn!(pid = tree.id(), "the cluster presence overran its TTL: killing the command");
-                    tree.kill();
-                    let status = tree.wait()?;
-                    return Ok((status, Some(cluster.session_overran(session.silence()).into())));
-                }
-            }
-        };
-        tracing::warn!(pid = tree.id(), "the cluster presence lapsed: stopping the command");
-        tree.signal_command(rustix::process::Signal::TERM);
-        let grace = Instant::now() + grace;
-        while Instant::now() < grace {
-            if let Some(status) = tree.wait_command(Some(Duration::from_millis(20)))? {
-                // Nothing of the tree may run on: what the command left is killed at once.
-                tree.kill();
-                return Ok((status, Some(cluster.session_lost("it exited on SIGTERM").into())));
-            }
-        }
-        tree.kill();
-        let status = tree.wait()?;
-        Ok((status, Some(cluster.session_lost("it was killed with SIGKILL").into())))
-    }
-
-    #[cfg(not(feature = "cluster"))]
-    pub(super) fn wait(_: &Host, _: Option<&Session>, tree: &mut Tree) -> std::io::Result<(ExitStatus, Option<Error>)> {
-        tree.wait().map(|status| (status, None))
-    }
-
-    /// [`Tree::finish`]; bound to a session, what the command left running is killed at once
-    /// when the session lapses (and the error saying so comes back with the count).
-    #[cfg(feature = "cluster")]
-    pub(super) fn finish(host: &Host, session: Option<&Session>, tree: &mut Tree, policy: super::Stragglers) -> (std::io::Result<usize>, Option<Error>) {
-        let (Some(session), Some(cluster)) = (session, host.cluster()) else { return (tree.finish(policy, &|| false), None) };
-        let finished = tree.finish(policy, &|| !session.is_live());
-        let lost = (!session.is_live()).then(|| cluster.session_lost("what the command left running was killed with SIGKILL").into());
-        (finished, lost)
-    }
-
-    #[cfg(not(feature = "cluster"))]
-    pub(super) fn finish(_: &Host, _: Option<&Session>, tree: &mut Tree, policy: super::Stragglers) -> (std::io::Result<usize>, Option<Error>) {
-        (tree.finish(policy, &|| false), None)
-    }
 }

@@ -1,0 +1,181 @@
+//! Cluster mode's hold on a supervised command (`docs/cluster.md`, "Self-fencing";
+//! `docs/containment.md`): while this process's presence in etcd is what keeps its leases held
+//! on other machines, no process of its command's tree may outlive that presence.
+
+use std::process::ExitStatus;
+
+use super::Tree;
+use crate::api::host::Host;
+use crate::error::Error;
+
+/// The presence session the command is bound to.
+#[cfg(feature = "cluster")]
+pub(super) type Session = std::sync::Arc<crate::cluster::presence::PresenceSession>;
+#[cfg(not(feature = "cluster"))]
+pub(super) type Session = std::convert::Infallible;
+
+/// The hold on the session's dead-man timer while a command runs.
+#[cfg(feature = "cluster")]
+pub(super) type DeadMan = crate::cluster::presence::DeadManHold;
+#[cfg(not(feature = "cluster"))]
+pub(super) enum DeadMan {}
+
+/// The fencing token of the export admission `host` just acquired (`admission`): the etcd
+/// revision of the write that made it this process's, read back while it holds the
+/// content this handle wrote (`None` in file mode).
+///
+/// Errors: etcd unreachable, or the claim is no longer this handle's ([`Error::System`]):
+/// the run must not start.
+#[cfg(feature = "cluster")]
+pub(super) fn fencing_token(host: &Host, admission: Option<&mut crate::Admission>) -> Option<Result<i64, Error>> {
+    let (cluster, admission) = (host.cluster()?, admission?);
+    let path = proclease_core::admission::CLAIM_PATH;
+    let token = admission
+        .content_sha256()
+        .and_then(|sha| cluster.store().revision_if_unchanged(path, &sha).map_err(Error::from))
+        .and_then(|revision| revision.ok_or_else(|| Error::system("the export admission changed right after it was acquired: no fencing token; retry")));
+    Some(token.map_err(|e| Error::system(format!("cannot read the fencing token of the export admission: {e}"))))
+}
+
+#[cfg(not(feature = "cluster"))]
+pub(super) fn fencing_token(_: &Host, _: Option<&mut crate::Admission>) -> Option<Result<i64, Error>> {
+    None
+}
+
+/// The presence session of `host`, when it holds one (it wrote a shared record): the
+/// command's box then dies with this process (`PR_SET_PDEATHSIG` on its init).
+#[cfg(feature = "cluster")]
+pub(super) fn session(host: &Host) -> Option<Session> {
+    host.cluster()?.open_session()
+}
+
+#[cfg(not(feature = "cluster"))]
+pub(super) fn session(_: &Host) -> Option<Session> {
+    None
+}
+
+/// Arms the kernel dead-man timer of this process for as long as the command runs: a
+/// supervisor that cannot run (stopped, frozen) is killed before its presence can expire,
+/// and its box with it.
+///
+/// Errors: the kernel refused the timer ([`Error::System`]); nothing was started.
+#[cfg(feature = "cluster")]
+pub(super) fn hold_dead_man(session: Option<&Session>) -> Result<Option<DeadMan>, Error> {
+    session.map(|session| session.hold_dead_man().map_err(|e| Error::system(format!("cannot arm the cluster dead-man timer (timer_create): {e}")))).transpose()
+}
+
+#[cfg(not(feature = "cluster"))]
+pub(super) fn hold_dead_man(_: Option<&Session>) -> Result<Option<DeadMan>, Error> {
+    Ok(None)
+}
+
+/// Registers the started command `child` under `session` before a record names it, so
+/// that other machines — containers sharing this boot id too — judge it by this process's
+/// presence.
+#[cfg(feature = "cluster")]
+pub(super) fn register_child(session: Option<&Session>, child: &proclease_core::records::Owner) -> Option<Error> {
+    session?.register(child).err().map(Error::from)
+}
+
+#[cfg(not(feature = "cluster"))]
+pub(super) fn register_child(_: Option<&Session>, _: &proclease_core::records::Owner) -> Option<Error> {
+    None
+}
+
+/// Cluster mode, `run --exclusive --wait`: waits (an etcd watch) for the admission or its
+/// holder's presence to change after revision `since` — or for at most 1 s, so that what the
+/// watch does not see (a holder on this machine that died: its presence stays for the TTL,
+/// but this machine's /proc proves it gone; an epoch's grace ending) is tried again as soon
+/// as a poll would, and a signal to stop is heeded within a second —, bounded by `left`.
+/// `false` without cluster mode, before the first revision was read, or when the watch
+/// failed: the caller pauses instead.
+#[cfg(feature = "cluster")]
+pub(super) fn await_turn(host: &Host, since: Option<i64>, holder: Option<&proclease_core::records::Owner>, left: std::time::Duration) -> bool {
+    let (Some(since), Some(cluster)) = (since, host.cluster()) else { return false };
+    crate::cluster::await_admission_change(cluster.store(), holder, since, left.min(std::time::Duration::from_secs(1)))
+}
+
+#[cfg(not(feature = "cluster"))]
+pub(super) fn await_turn(_: &Host, _: Option<i64>, _: Option<&proclease_core::records::Owner>, _: std::time::Duration) -> bool {
+    false
+}
+
+/// Cluster mode: etcd's current revision (what [`await_turn`] waits for changes after);
+/// `None` without cluster mode or when etcd does not answer.
+#[cfg(feature = "cluster")]
+pub(super) fn revision(host: &Host) -> Option<i64> {
+    host.cluster().and_then(|cluster| cluster.store().revision().ok())
+}
+
+#[cfg(not(feature = "cluster"))]
+pub(super) fn revision(_: &Host) -> Option<i64> {
+    None
+}
+
+/// Waits for the command of `tree`. Bound to a session, it also watches the session: once
+/// it is no longer live (no renewal acknowledged for three quarters of the TTL), the command
+/// gets SIGTERM, then the whole tree SIGKILL after an eighth of the TTL, all before etcd can
+/// expire the presence — and the error saying so comes back with the status.
+#[cfg(feature = "cluster")]
+pub(super) fn wait(host: &Host, session: Option<&Session>, tree: &mut Tree) -> std::io::Result<(ExitStatus, Option<Error>)> {
+    use crate::cluster::self_fencing::Standing;
+    use std::time::{Duration, Instant};
+    let (Some(session), Some(cluster)) = (session, host.cluster()) else { return tree.wait().map(|status| (status, None)) };
+    let grace = loop {
+        if let Some(status) = tree.wait_command(Some(Duration::from_millis(50)))? {
+            return Ok((status, None));
+        }
+        // Silent past the TTL (this process was stopped or the machine suspended), or etcd
+        // said the lease or its state is gone: another machine may already run; no grace.
+        match session.standing() {
+            Standing::Live => continue,
+            Standing::Lapsing { grace } => break grace,
+            Standing::Lost => {
+                tracing::warn!(pid = tree.id(), "the cluster presence is lost: killing the command");
+                tree.kill();
+                let status = tree.wait()?;
+                let reason = session.lost().unwrap_or_else(|| "etcd no longer has its lease".into());
+                return Ok((status, Some(cluster.state_lost(reason).into())));
+            }
+            Standing::Overran => {
+                tracing::warn!(pid = tree.id(), "the cluster presence overran its TTL: killing the command");
+                tree.kill();
+                let status = tree.wait()?;
+                return Ok((status, Some(cluster.session_overran(session.silence()).into())));
+            }
+        }
+    };
+    tracing::warn!(pid = tree.id(), "the cluster presence lapsed: stopping the command");
+    tree.signal_command(rustix::process::Signal::TERM);
+    let grace = Instant::now() + grace;
+    while Instant::now() < grace {
+        if let Some(status) = tree.wait_command(Some(Duration::from_millis(20)))? {
+            // Nothing of the tree may run on: what the command left is killed at once.
+            tree.kill();
+            return Ok((status, Some(cluster.session_lost("it exited on SIGTERM").into())));
+        }
+    }
+    tree.kill();
+    let status = tree.wait()?;
+    Ok((status, Some(cluster.session_lost("it was killed with SIGKILL").into())))
+}
+
+#[cfg(not(feature = "cluster"))]
+pub(super) fn wait(_: &Host, _: Option<&Session>, tree: &mut Tree) -> std::io::Result<(ExitStatus, Option<Error>)> {
+    tree.wait().map(|status| (status, None))
+}
+
+/// [`Tree::finish`]; bound to a session, what the command left running is killed at once
+/// when the session lapses (and the error saying so comes back with the count).
+#[cfg(feature = "cluster")]
+pub(super) fn finish(host: &Host, session: Option<&Session>, tree: &mut Tree, policy: super::Stragglers) -> (std::io::Result<usize>, Option<Error>) {
+    let (Some(session), Some(cluster)) = (session, host.cluster()) else { return (tree.finish(policy, &|| false), None) };
+    let finished = tree.finish(policy, &|| !session.is_live());
+    let lost = (!session.is_live()).then(|| cluster.session_lost("what the command left running was killed with SIGKILL").into());
+    (finished, lost)
+}
+
+#[cfg(not(feature = "cluster"))]
+pub(super) fn finish(_: &Host, _: Option<&Session>, tree: &mut Tree, policy: super::Stragglers) -> (std::io::Result<usize>, Option<Error>) {
+    (tree.finish(policy, &|| false), None)
+}
