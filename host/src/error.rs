@@ -106,13 +106,23 @@ impl Error {
         Error::System(Failure::unavailable(message))
     }
 
-    /// The structured failure behind this error, if it has one: a storage or system failure
-    /// itself, or the failure a refusal wraps (its [`LeaseError::cause`]). For a program to
-    /// branch on (`failure.kind`, `failure.errno`) where the message is for a person.
-    pub fn failure(&self) -> Option<&Failure> {
+    /// The structured failure behind this error, if it has one, for a program to branch on
+    /// (`failure.kind`, `failure.errno`) where the message is for a person:
+    /// - a storage or system failure: itself;
+    /// - a refusal: the failure it wraps ([`LeaseError::cause`]), `None` for a plain refusal;
+    /// - the store or workspace failing outside a component call (e.g. etcd unreachable when
+    ///   the host is built: [`FailureKind::Unreachable`]): as the component would have seen it;
+    /// - a lock wait that reached its bound: the failure of the operation it interrupted, or
+    ///   [`FailureKind::Contended`];
+    /// - a process identity or witness that could not be had: [`FailureKind::Unavailable`].
+    pub fn failure(&self) -> Option<Failure> {
         match self {
-            Error::Storage(failure) | Error::System(failure) => Some(failure),
-            Error::Lease(lease) => lease.cause(),
+            Error::Storage(failure) | Error::System(failure) => Some(failure.clone()),
+            Error::Lease(lease) => lease.cause().cloned(),
+            Error::Store(error) => Some(crate::state_store::failure_of(error)),
+            Error::Workspace(error) => Some(crate::workspace::failure_of(error)),
+            Error::LockTimeout(timeout) => Some(timeout.during.as_deref().and_then(Error::failure).unwrap_or_else(|| Failure::new(FailureKind::Contended, timeout.to_string()))),
+            Error::Identity(error) => Some(Failure::unavailable(error.to_string())),
             _ => None,
         }
     }
@@ -132,9 +142,7 @@ impl Error {
             Error::Lease(lease) => proclease_core::Error::Lease(lease.clone()),
             Error::Storage(failure) => proclease_core::Error::Storage(failure.clone()),
             Error::System(failure) => proclease_core::Error::System(failure.clone()),
-            other => {
-                proclease_core::Error::System(other.failure().cloned().map_or_else(|| Failure::unavailable(other.to_string()), |f| Failure { message: other.to_string(), ..f }))
-            }
+            other => proclease_core::Error::System(other.failure().map_or_else(|| Failure::unavailable(other.to_string()), |f| Failure { message: other.to_string(), ..f })),
         }
     }
 }

@@ -11,7 +11,7 @@ from wasmtime import _ffi as ffi
 from wasmtime.component import ResultType
 
 import component
-from component import ComponentError, Proclease, Rec, Variant
+from component import ComponentError, Proclease, Rec
 from conftest import HERE
 from memory_host import World, failure
 from test_scenarios import PLUGIN, RUN_ID, identity
@@ -67,13 +67,13 @@ def read_if_present_result(wasm) -> ResultType:
 
 def test_wasmtime_py_alone_cannot_return_the_err_case_of_a_result_of_an_option(wasm):
     """The reason for component._explicit_results: wasmtime-py 50 lowers
-    `result<option<string>, store-error>` by trying the ok case first, whose `none` accepts
+    `result<option<string>, failure>` by trying the ok case first, whose `none` accepts
     any Python object, so an error value fails to lower. If this starts passing through, the
     shim can go."""
     result_type = read_if_present_result(wasm)
     slot = ffi.wasmtime_component_val_t()
     with pytest.raises(ValueError, match="value not valid for this variant"):
-        component._wasmtime_result_convert_to_c(result_type, None, Variant("unsafe", "x: too large"), ctypes.pointer(slot))
+        component._wasmtime_result_convert_to_c(result_type, None, failure("unsafe", "x: too large"), ctypes.pointer(slot))
 
 
 def test_a_read_over_its_bound_is_a_storage_error(harness):

@@ -308,6 +308,6 @@ fn a_read_only_state_home_refuses_an_acquire_with_the_cause_in_display_and_sourc
     assert!(failure.path.as_deref().is_some_and(|p| p.starts_with("recovery/beeper-message-like-me-export-admission")), "{failure:?}");
     assert!(failure.operation.is_some(), "{failure:?}");
     assert!(failure.message.contains("Read-only file system"), "{failure:?}");
-    assert_eq!(error.failure(), Some(failure), "Error::failure is the same cause");
+    assert_eq!(error.failure().as_ref(), Some(failure), "Error::failure is the same cause");
     assert!(!home.join("recovery/beeper-message-like-me-export-admission/active.json").exists());
 }

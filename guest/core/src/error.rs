@@ -283,7 +283,8 @@ pub enum FailureKind {
     IdentityChanged,
     /// A system fact was unavailable: boot id, process identity, clock, plugin catalog.
     Unavailable,
-    /// A lease rule refused (only as a cause: a refusal wrapped by another).
+    /// A lease rule refused, reported inside another failure: the cause of a refusal that
+    /// wraps it, or a storage failure a refusal stopped (a creation intent's).
     Refusal,
 }
 
@@ -301,7 +302,7 @@ impl FailureKind {
         FailureKind::Refusal,
     ];
 
-    /// The kind's WIT name (kebab-case), as the JSON reports print it.
+    /// The kind's WIT name (kebab-case).
     pub fn name(self) -> &'static str {
         match self {
             FailureKind::Io => "io",

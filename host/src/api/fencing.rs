@@ -17,6 +17,11 @@ use crate::state_store::fencing::{FileFence, Issued};
 /// home whatever the command's own `PROCLEASE_STATE_HOME`.
 pub const FILE_PREFIX: &str = "file:";
 
+/// The fencing counter's path in `store`'s state home, for a failure's `path`.
+fn counter_path(store: &StateStore) -> String {
+    store.home().path().join(crate::state_store::fencing::ROOT).join(crate::state_store::fencing::COUNTER).display().to_string()
+}
+
 /// Hands the holder of `admission` (just acquired, its command not started yet) the next token
 /// of `store`'s state home.
 ///
@@ -25,11 +30,12 @@ pub const FILE_PREFIX: &str = "file:";
 pub fn issue_file_token(store: &StateStore, admission: &mut Admission) -> Result<i64, Error> {
     let claim = admission.claim()?;
     FileFence::open(store.home()).and_then(|fence| fence.advance(&claim.id)).map_err(|e| {
-        Error::system(format!(
+        let message = format!(
             "cannot hand out a fencing token for the export admission (state home {}): {e}; if the counter is unreadable, \
              set it aside while no exclusive run holds the admission (tokens then start again from 1: tell what compares them)",
             store.home().path().display()
-        ))
+        );
+        Error::System(crate::error::io_failure(&counter_path(store), "handing out a fencing token", &e, message))
     })
 }
 
@@ -42,7 +48,10 @@ pub fn issue_file_token(store: &StateStore, admission: &mut Admission) -> Result
 /// record the reference's readers refuse. Treat any error as "not current".
 pub fn check_file_fence(runtime: &Runtime, store: &StateStore, token: i64) -> Result<Fence, Error> {
     let home = store.home().path().display();
-    let unreadable = |e: std::io::Error| Error::system(format!("cannot read the fencing counter of the state home {home}: {e}"));
+    let counter = counter_path(store);
+    let unreadable = |e: std::io::Error| {
+        Error::System(crate::error::io_failure(&counter, "reading the fencing counter", &e, format!("cannot read the fencing counter of the state home {home}: {e}")))
+    };
     let issued = match FileFence::open_existing(store.home()).map_err(unreadable)? {
         Some(fence) => fence.current().map_err(unreadable)?,
         None => None,

@@ -34,7 +34,10 @@ pub(super) fn fencing_token(host: &Host, admission: Option<&mut crate::Admission
         .content_sha256()
         .and_then(|sha| cluster.store().revision_if_unchanged(path, &sha).map_err(Error::from))
         .and_then(|revision| revision.ok_or_else(|| Error::system("the export admission changed right after it was acquired: no fencing token; retry")));
-    Some(token.map_err(|e| Error::system(format!("cannot read the fencing token of the export admission: {e}"))))
+    Some(token.map_err(|e| {
+        let message = format!("cannot read the fencing token of the export admission: {e}");
+        Error::System(e.failure().map_or_else(|| crate::Failure::unavailable(message.clone()), |cause| crate::Failure { message: message.clone(), ..cause }))
+    }))
 }
 
 #[cfg(not(feature = "cluster"))]
@@ -61,7 +64,14 @@ pub(super) fn session(_: &Host) -> Option<Session> {
 /// Errors: the kernel refused the timer ([`Error::System`]); nothing was started.
 #[cfg(feature = "cluster")]
 pub(super) fn hold_dead_man(session: Option<&Session>) -> Result<Option<DeadMan>, Error> {
-    session.map(|session| session.hold_dead_man().map_err(|e| Error::system(format!("cannot arm the cluster dead-man timer (timer_create): {e}")))).transpose()
+    session
+        .map(|session| {
+            session.hold_dead_man().map_err(|e| {
+                let message = format!("cannot arm the cluster dead-man timer (timer_create): {e}");
+                Error::System(crate::Failure { operation: Some("timer_create".into()), errno: crate::error::errno_name(&e), ..crate::Failure::unavailable(message) })
+            })
+        })
+        .transpose()
 }
 
 #[cfg(not(feature = "cluster"))]

@@ -360,10 +360,10 @@ impl<'h> Supervisor<'h> {
                 forget_journal(&journal);
                 return Err(e.into());
             }
-            Err(SpawnError::Start(e)) => {
+            Err(error @ SpawnError::Start(_)) => {
                 abandon(&mut lease, &mut admission);
                 forget_journal(&journal);
-                return Err(Error::system(e.to_string()));
+                return Err(error.for_command(command));
             }
         };
         let launching = (|| -> Result<(), Error> {
@@ -590,7 +590,7 @@ pub fn run_plugin_host(
             abandon(&mut controller);
             return Err(match error {
                 SpawnError::Witness(e) => e.into(),
-                SpawnError::Start(e) => Error::system(e.to_string()),
+                start @ SpawnError::Start(_) => start.for_command(command),
             });
         }
     };

@@ -216,23 +216,24 @@ impl EtcdAddress {
     /// dies). PREFIX is one or more `/`-separated safe names (letters, digits, `.`, `_`, `-`),
     /// so that no two stores' keys overlap by accident.
     ///
-    /// Errors: a message saying what is wrong and the expected shape (an address with
-    /// credentials is shown without them).
+    /// Errors: a message saying what is wrong and the expected shape, without the address
+    /// (the caller names it, as [`without_credentials`] shows it: the reason never holds a
+    /// password).
     pub fn parse(url: &str) -> Result<EtcdAddress, String> {
         let shape = "expected etcd://HOST:PORT[,HOST:PORT…]/PREFIX, e.g. etcd://127.0.0.1:2379/proclease";
-        if let Some(shown) = without_credentials(url) {
-            return Err(format!("{shown}: credentials do not go in the address: give them in {USER_VARIABLE} and {PASSWORD_FILE_VARIABLE}"));
+        if without_credentials(url).is_some() {
+            return Err(format!("credentials do not go in the address: give them in {USER_VARIABLE} and {PASSWORD_FILE_VARIABLE}"));
         }
-        let rest = url.strip_prefix("etcd://").ok_or_else(|| format!("{url}: not an etcd address ({shape})"))?;
-        let (endpoint, prefix) = rest.split_once('/').ok_or_else(|| format!("{url}: no key prefix ({shape})"))?;
+        let rest = url.strip_prefix("etcd://").ok_or_else(|| format!("not an etcd address ({shape})"))?;
+        let (endpoint, prefix) = rest.split_once('/').ok_or_else(|| format!("no key prefix ({shape})"))?;
         let endpoints: Vec<String> = endpoint.split(',').map(str::to_owned).collect();
         let port_ok = |endpoint: &String| endpoint.rsplit_once(':').is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0));
         if let Some(bad) = endpoints.iter().find(|e| !port_ok(e)) {
-            return Err(format!("{url}: HOST:PORT {bad:?} is malformed ({shape})"));
+            return Err(format!("HOST:PORT {bad:?} is malformed ({shape})"));
         }
         let safe = |segment: &str| !segment.is_empty() && segment != "." && segment != ".." && segment.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
         if !prefix.split('/').all(safe) {
-            return Err(format!("{url}: the key prefix must be safe names separated by / ({shape})"));
+            return Err(format!("the key prefix must be safe names separated by / ({shape})"));
         }
         Ok(EtcdAddress { endpoint: endpoint.into(), endpoints, prefix: format!("/{prefix}") })
     }
@@ -257,13 +258,14 @@ mod tests {
         assert_eq!(address.url(), "etcd://10.0.0.1:2379,10.0.0.2:2379/fleet/a", "the url it was parsed from");
         assert_eq!(StoreAddress::parse("file"), Ok(StoreAddress::File));
         for (bad, says) in [
-            ("etcd://127.0.0.1:2379", "no key prefix"),
+            ("etcd://10.1.1.1:2379", "no key prefix"),
             ("etcd://127.0.0.1:0/p", "is malformed"),
             ("etcd://127.0.0.1:2379/../p", "safe names"),
             ("http://127.0.0.1:2379/p", "expected `file`"),
         ] {
             let error = StoreAddress::parse(bad).expect_err(bad).to_string();
             assert!(error.contains(says), "{bad}: {error}");
+            assert_eq!(error.matches(bad).count(), 1, "the address is named once: {error}");
         }
         let error = StoreAddress::parse("etcd://root:s3cret@127.0.0.1:2379/p").expect_err("credentials").to_string();
         assert!(error.starts_with("etcd://***@127.0.0.1:2379/p: credentials do not go in the address"), "{error}");

@@ -139,7 +139,7 @@ mod enabled {
                 match crate::cluster::presence::lookup(store, &now.owner) {
                     crate::cluster::presence::RemotePresence::Registered => Fence::Current { holder_pid: now.owner.pid },
                     crate::cluster::presence::RemotePresence::Unreachable => {
-                        return Err(crate::Error::system("etcd did not answer whether the holder's presence is registered"));
+                        return Err(crate::Error::System(crate::Failure::new(crate::FailureKind::Unreachable, "etcd did not answer whether the holder's presence is registered")));
                     }
                     _ => Fence::Stale(format!("its holder's cluster presence expired (pid {} on its machine)", now.owner.pid)),
                 }

@@ -414,9 +414,7 @@ impl EtcdStore {
                 async move { kv.get(key, Some(GetOptions::new().with_revision(revision))).await }
             })
             .map_err(|error| match &error {
-                StoreError::Io { source, .. } if unavailable_revision(source) => {
-                    StoreError::unsafe_(path, format!("etcd no longer has (compacted) or does not have yet revision {revision}"))
-                }
+                error if unavailable_revision(error) => StoreError::unsafe_(path, format!("etcd no longer has (compacted) or does not have yet revision {revision}")),
                 _ => error,
             })?;
         let Some(kv) = response.kvs().first() else { return Ok(None) };
@@ -663,7 +661,7 @@ impl EtcdStore {
         let gets: Vec<TxnOp> = names.iter().map(|name| TxnOp::get(self.file_key(&format!("{dir}/{name}")), options())).collect();
         let txn = Txn::new().when([Compare::create_revision(self.dir_key(&dir), CompareOp::Equal, revision)]).and_then(gets);
         let (held, responses) = self.txn(path, "batch read", txn).map_err(|error| match (as_of, &error) {
-            (Some(as_of), StoreError::Io { source, .. }) if unavailable_revision(source) => {
+            (Some(as_of), error) if unavailable_revision(error) => {
                 StoreError::unsafe_(path, format!("etcd compacted revision {as_of}, at which the collection was listed, before its files were read; retry"))
             }
             _ => error,
@@ -714,8 +712,15 @@ fn text_within(path: &str, bytes: Vec<u8>, max_bytes: u32) -> Result<String, Sto
 }
 
 /// Whether an error says that a revision asked for was compacted away, or is in the future.
-fn unavailable_revision(source: &std::io::Error) -> bool {
-    let words = source.to_string();
+/// Whether `error` is etcd refusing a revision it compacted away or has not reached: not an
+/// outage (retrying does not help), though [`EtcdStore::run`] reports every failed request
+/// alike.
+fn unavailable_revision(error: &StoreError) -> bool {
+    let words = match error {
+        StoreError::Unreachable { message, .. } => message.clone(),
+        StoreError::Io { source, .. } => source.to_string(),
+        _ => return false,
+    };
     words.contains("required revision has been compacted") || words.contains("required revision is a future revision")
 }
 

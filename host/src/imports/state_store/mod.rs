@@ -725,15 +725,20 @@ fn private_dir(parent: impl AsFd + Copy, name: &str, label: &str) -> Result<Owne
 }
 
 /// The state store as the component's effect ([`proclease_core::effects::Store`]): a store
-/// shared by several instances, its failures in the four kinds the WIT `store-error` has.
+/// shared by several instances, its failures as the WIT `failure` record.
 pub struct SharedStore(pub Arc<StateStore>);
 
 /// `error` as it crosses the boundary: its kind, its message, and its path, operation and errno
 /// where it has them.
 pub(crate) fn failure(error: StoreError) -> Failure {
+    failure_of(&error)
+}
+
+/// [`failure`] of a borrowed error.
+pub(crate) fn failure_of(error: &StoreError) -> Failure {
     let message = error.to_string();
     let at = |kind, path: &str| Failure { path: Some(path.into()), ..Failure::new(kind, message.clone()) };
-    match &error {
+    match error {
         StoreError::Contended { path } => at(FailureKind::Contended, path),
         StoreError::Refused { path, .. } => at(FailureKind::Refused, path),
         StoreError::Unsafe { path, .. } | StoreError::Claim { path, .. } => at(FailureKind::Unsafe, path),

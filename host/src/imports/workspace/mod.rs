@@ -572,13 +572,18 @@ fn remove_emptied(parent: &OwnedFd, name: &str, budget: &mut usize) -> Result<()
 }
 
 /// The granted workspace as the component's effect ([`proclease_core::effects::Workspace`]),
-/// shared by several instances; its failures in the kinds the WIT `workspace-error` has.
+/// shared by several instances; its failures as the WIT `failure` record.
 pub struct SharedWorkspace(pub std::sync::Arc<Workspace>);
 
 fn failure(error: WorkspaceError) -> proclease_core::Failure {
+    failure_of(&error)
+}
+
+/// [`failure`] of a borrowed error.
+pub(crate) fn failure_of(error: &WorkspaceError) -> proclease_core::Failure {
     use proclease_core::{Failure, FailureKind};
     let message = error.to_string();
-    match &error {
+    match error {
         WorkspaceError::Refused { path, .. } => Failure { path: Some(path.clone()), ..Failure::new(FailureKind::Refused, message) },
         WorkspaceError::IdentityChanged { path, .. } => Failure { path: Some(path.clone()), ..Failure::new(FailureKind::IdentityChanged, message) },
         WorkspaceError::Io { path, operation, source } => crate::error::io_failure(path, operation, source, message),
