@@ -38,10 +38,10 @@ export async function instantiate(host) {
   const imports = {};
   for (const [name, impl] of Object.entries(host.imports())) {
     imports[`proclease:lease/${name}`] = impl;
-    imports[`proclease:lease/${name}@0.1.0`] = impl;
+    imports[`proclease:lease/${name}@0.2.0`] = impl;
   }
   imports['proclease:lease/types'] = {};
-  imports['proclease:lease/types@0.1.0'] = {};
+  imports['proclease:lease/types@0.2.0'] = {};
   const getCoreModule = async (path) => WebAssembly.compile(await readFile(join(OUT, path)));
   return module.instantiate(getCoreModule, imports);
 }

@@ -83,7 +83,7 @@ export class MemoryHost {
         readIfPresent(path, maxBytes) {
           const text = host.files.get(path);
           if (text !== undefined && Buffer.byteLength(text) > maxBytes) throw fail('unsafe', `${path}: too large`);
-          return text;
+          return { text };
         },
         createIfAbsent(path, content) {
           host.ensureDirs(path.split('/').slice(0, -1).join('/'));
@@ -110,7 +110,7 @@ export class MemoryHost {
         },
         snapshot(path, _recoverOrphans) {
           const identity = host.dirs.get(path);
-          if (!identity) return undefined;
+          if (!identity) return { snapshot: undefined };
           const prefix = `${path}/`;
           const entries = [];
           for (const name of host.files.keys()) {
@@ -122,7 +122,7 @@ export class MemoryHost {
             if (rest && !rest.includes('/')) entries.push({ name: rest, kind: 'directory', identity: id });
           }
           entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
-          return { identity, entries };
+          return { snapshot: { identity, entries } };
         },
         readBatch(path, names, maxPerFile, _maxTotal, expected) {
           const identity = host.dirs.get(path);
@@ -155,13 +155,13 @@ export class MemoryHost {
         },
         // This host keeps no run journal: no run is known to have finished.
         finishedRun(_leaseId) {
-          return undefined;
+          return { outcome: undefined };
         },
         forgetRun(_leaseId) {},
       },
       workspace: {
         inspect(path) {
-          return host.workspace.get(path);
+          return { facts: host.workspace.get(path) };
         },
         removeTree(path, expected) {
           const facts = host.workspace.get(path);
@@ -198,7 +198,7 @@ export class MemoryHost {
       },
       'plugin-catalog': {
         installed(pluginId) {
-          return host.plugins.get(pluginId);
+          return { plugin: host.plugins.get(pluginId) };
         },
         lock() {
           if (host.lockedElsewhere) throw { payload: 'portable plugin catalog mutation is already locked' };

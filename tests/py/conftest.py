@@ -8,12 +8,15 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import List
 
 import pytest
 
 HERE = Path(__file__).resolve().parent
+# The component binding is the Python host package's (hosts/python), used from its source.
+sys.path.insert(0, str(HERE.parent.parent / "hosts" / "python" / "src"))
 WASM = Path(os.environ.get("PROCLEASE_WASM", HERE / "build" / "proclease.wasm"))
 VECTORS = Path(os.environ.get("PROCLEASE_VECTORS", HERE.parent.parent.parent / "shared" / "vectors" / "public"))
 

@@ -105,12 +105,12 @@ class StateStore:
         refused, self.fail_next_cas = self.fail_next_cas, False
         return refused
 
-    def read_if_present(self, path: str, max_bytes: int) -> Optional[str]:
+    def read_if_present(self, path: str, max_bytes: int) -> Rec:
         self._check()
         text = self.files.get(path)
         if text is not None and len(text.encode("utf-8")) > max_bytes:
             raise HostError(failure("unsafe", f"{path}: larger than {max_bytes} bytes"))
-        return text
+        return rec(text=text)
 
     def create_if_absent(self, path: str, content: str) -> bool:
         self._check()
@@ -157,12 +157,12 @@ class StateStore:
                 entries.append(rec(name=rest, kind="directory", identity=identity))
         return sorted(entries, key=lambda e: utf16_order(e.name))
 
-    def snapshot(self, path: str, recover_orphans: bool) -> Optional[Rec]:
+    def snapshot(self, path: str, recover_orphans: bool) -> Rec:
         self._check()
         identity = self.directories.get(path)
         if identity is None:
-            return None
-        return rec(identity=identity, entries=self._children(path))
+            return rec(snapshot=None)
+        return rec(snapshot=rec(identity=identity, entries=self._children(path)))
 
     def read_batch(self, path: str, names: List[str], max_bytes_per_file: int, max_total_bytes: int, expected: Rec) -> List[Rec]:
         self._check()
@@ -216,9 +216,9 @@ class Workspace:
         if not any(path == root or path.startswith(root.rstrip("/") + "/") for root in self.roots):
             raise HostError(failure("refused", f"{path}: outside every granted workspace root"))
 
-    def inspect(self, path: str) -> Optional[Rec]:
+    def inspect(self, path: str) -> Rec:
         self._granted(path)
-        return self.directories.get(path)
+        return rec(facts=self.directories.get(path))
 
     def remove_tree(self, path: str, expected: Rec) -> bool:
         self._granted(path)
@@ -295,9 +295,9 @@ class ProcessTable:
         self.probed.append(recorded)
         return facts_proving(recorded, self.status(recorded, len(self.probed)))
 
-    def finished_run(self, lease_id: str) -> Optional[Rec]:
+    def finished_run(self, lease_id: str) -> Rec:
         """This host keeps no run journal: no run is known to have finished."""
-        return None
+        return rec(outcome=None)
 
     def forget_run(self, lease_id: str) -> None:
         pass
@@ -332,10 +332,10 @@ class PluginCatalog:
             plugin_id=plugin_id, version=version, host_api_version=1, bundle_sha256=bundle_sha256, manifest_sha256=manifest_sha256
         )
 
-    def installed(self, plugin_id: str) -> Optional[Rec]:
+    def installed(self, plugin_id: str) -> Rec:
         if self.unreadable is not None:
             raise HostError(self.unreadable)
-        return self.plugins.get(plugin_id)
+        return rec(plugin=self.plugins.get(plugin_id))
 
     def lock(self) -> CatalogLock:
         if self.held_elsewhere:

@@ -3,12 +3,10 @@ declares, and every failure it reports reaches the component as the contract's e
 
 from __future__ import annotations
 
-import ctypes
 import re
 
 import pytest
-from wasmtime import _ffi as ffi
-from wasmtime.component import ResultType
+from wasmtime.component import FuncType, ResultType
 
 import component
 from component import ComponentError, Proclease, Rec
@@ -59,21 +57,36 @@ def test_a_host_missing_an_import_is_refused_before_instantiation(wasm):
         Proclease(wasm, world)
 
 
-def read_if_present_result(wasm) -> ResultType:
+def function_results(wasm, direction: str) -> dict:
+    """`{"interface.function": result type}` of every function the component imports or
+    exports whose result is a `result`."""
     eng = component.engine()
-    store_iface = component.compile_component(wasm).type.imports(eng)["proclease:lease/state-store@0.1.0"]
-    return store_iface.ty.exports(eng)["read-if-present"].ty.result
+    ty = component.compile_component(wasm).type
+    items = ty.imports(eng) if direction == "imports" else ty.exports(eng)
+    out = {}
+    for name, extern in items.items():
+        for function, item in extern.ty.exports(eng).items():
+            if isinstance(item.ty, FuncType) and isinstance(item.ty.result, ResultType):
+                out[f"{component.interface_name(name)}.{function}"] = item.ty.result
+    return out
 
 
-def test_wasmtime_py_alone_cannot_return_the_err_case_of_a_result_of_an_option(wasm):
-    """The reason for component._explicit_results: wasmtime-py 50 lowers
-    `result<option<string>, failure>` by trying the ok case first, whose `none` accepts
-    any Python object, so an error value fails to lower. If this starts passing through, the
-    shim can go."""
-    result_type = read_if_present_result(wasm)
-    slot = ffi.wasmtime_component_val_t()
-    with pytest.raises(ValueError, match="value not valid for this variant"):
-        component._wasmtime_result_convert_to_c(result_type, None, failure("unsafe", "x: too large"), ctypes.pointer(slot))
+def test_every_import_can_return_its_error_through_wasmtime_pys_public_api(wasm):
+    """wasmtime-py lowers an untagged `result` by trying its ok case first; an ok case holding
+    an `option` accepts any value, so such an import could never fail (0.1.0's
+    `read-if-present`, `snapshot`, `inspect`, `finished-run`, `installed`). The contract wraps
+    those answers in records; no import may bring the shape back."""
+    shapes = {name: component.result_shape(result) for name, result in function_results(wasm, "imports").items()}
+    assert "cannot-fail" not in shapes.values(), shapes
+    assert shapes["state-store.read-if-present"] == "tagged"
+    assert shapes["plugin-catalog.installed"] == "untagged"
+
+
+def test_result_shape_recognises_a_result_whose_error_cannot_be_returned(wasm):
+    """The check above can fail: an export that keeps `result<option<T>, error>` (it is only
+    lifted, which works) has the shape the binding refuses for an import."""
+    results = function_results(wasm, "exports")
+    assert component.result_shape(results["export-admission.survey"]) == "cannot-fail"
 
 
 def test_a_read_over_its_bound_is_a_storage_error(harness):

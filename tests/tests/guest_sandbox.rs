@@ -54,7 +54,7 @@ fn the_hostile_component_imports_only_proclease_interfaces() {
     let ty = hostile_component().component_type();
     let mut imports: Vec<String> = ty.imports(runtime().engine()).map(|(name, _)| name.to_string()).collect();
     imports.sort();
-    assert_eq!(imports, ["proclease:lease/plugin-catalog@0.1.0", "proclease:lease/state-store@0.1.0", "proclease:lease/types@0.1.0", "proclease:lease/workspace@0.1.0"]);
+    assert_eq!(imports, ["proclease:lease/plugin-catalog@0.2.0", "proclease:lease/state-store@0.2.0", "proclease:lease/types@0.2.0", "proclease:lease/workspace@0.2.0"]);
     assert!(imports.iter().all(|name| name.starts_with("proclease:lease/")), "no wasi or other imports: {imports:?}");
 }
 
@@ -109,7 +109,7 @@ fn the_deadline_counts_each_call_not_the_instance_lifetime() {
     let escape = instance.get_typed_func::<(&str,), (String,)>(&mut store, "escape-store").expect("exported");
     std::thread::sleep(DEADLINE + Duration::from_millis(300));
     let (outcome,) = escape.call(&mut store, ("runs/idle.json",)).expect("a call after an idle spell runs");
-    assert!(outcome.starts_with("read-if-present: ok None\ncreate-if-absent: ok true"), "{outcome}");
+    assert!(outcome.starts_with("read-if-present: ok StoredFile { text: None }\ncreate-if-absent: ok true"), "{outcome}");
 }
 
 #[test]
@@ -284,7 +284,7 @@ fn store_calls_outside_the_state_home_are_refused_and_touch_nothing() {
 
     // Control: the same calls on a legitimate path do reach the store.
     let outcome = escape_store(&mut store, &instance, "runs/control.json");
-    assert!(outcome.starts_with("read-if-present: ok None\ncreate-if-absent: ok true\n"), "{outcome}");
+    assert!(outcome.starts_with("read-if-present: ok StoredFile { text: None }\ncreate-if-absent: ok true\n"), "{outcome}");
     assert_eq!(std::fs::read_to_string(sandbox.home.join("runs/control.json")).expect("created"), "written by the hostile guest\n");
 }
 

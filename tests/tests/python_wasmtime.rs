@@ -3,7 +3,7 @@
 //! every public conformance vector with the same per-suite counts as the Rust runner's, natively
 //! and through the component in wasmtime, and the Python scenario and contract tests. Needs
 //! `python3` (3.11 or newer, or `$PYTHON`); `tests/py/setup.sh` makes `tests/py/.venv` from the
-//! hash-pinned `tests/py/requirements.txt` on first run.
+//! hash-pinned `hosts/python/requirements.txt` on first run.
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -103,7 +103,7 @@ impl bindings::Guest for Hostile {
 
     fn escape_workspace(path: String, expected: Option<DirectoryIdentity>) -> String {
         let inspected = ws::inspect(&path);
-        let identity = expected.or_else(|| inspected.as_ref().ok().and_then(|facts| facts.as_ref().map(|f| f.identity.clone()))).unwrap_or(DirectoryIdentity {
+        let identity = expected.or_else(|| inspected.as_ref().ok().and_then(|facts| facts.facts.as_ref().map(|f| f.identity.clone()))).unwrap_or(DirectoryIdentity {
             device: "1".into(),
             inode: "1".into(),
             birthtime_ns: "1".into(),

@@ -92,7 +92,9 @@ impl wit::Guest for Component {
         let options =
             leases::Options { dry_run: options.dry_run, skip_invalid: options.skip_invalid, concurrent: options.concurrent, keep: options.keep, past_bound: options.past_bound };
         let run = leases::recover_each(now_ms, effects(&mut s, &mut p, &mut w, &mut c, &mut e), options).map_err(error)?;
-        Ok(wit::RecoveryRun { outcomes: run.outcomes.into_iter().map(LeaseResource::outcome).collect(), stopped: run.stopped.map(error), cause: run.cause })
+        let counts = run.report();
+        let report = wit::RecoveryReport { recovered: counts.recovered, published: counts.published, active: counts.active, indeterminate: counts.indeterminate };
+        Ok(wit::RecoveryRun { outcomes: run.outcomes.into_iter().map(LeaseResource::outcome).collect(), stopped: run.stopped.map(error), cause: run.cause, report })
     }
 
     fn recover(now_ms: Option<f64>) -> Result<wit::RecoveryReport, t::Error> {

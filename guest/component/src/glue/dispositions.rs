@@ -29,6 +29,12 @@ fn answering<'a>(
 }
 
 impl wit::Guest for Component {
+    fn judge_owner(owner: t::Owner, facts: super::bindings::proclease::lease::process_identity::OwnerFacts) -> wit::Liveness {
+        let owner = crate::convert::owner_from_wit(owner);
+        let liveness = proclease_core::liveness::judge(&owner, &crate::convert::facts_from_wit(facts));
+        wit::Liveness { status: status(liveness.status), lineage_gone: liveness.lineage_gone(), proof: liveness.proof.words().into() }
+    }
+
     fn admission(claim: t::AdmissionClaim, current_boot_id: alloc::string::String, owner_status: t::OwnerStatus, helper_status: t::OwnerStatus) -> Result<wit::Verdict, t::Error> {
         let claim = admission_claim_in(claim).map_err(error)?;
         let (owner_status, helper_status) = (status_in(owner_status), status_in(helper_status));

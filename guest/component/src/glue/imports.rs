@@ -21,7 +21,7 @@ pub(crate) struct ImportedStore;
 
 impl Store for ImportedStore {
     fn read_if_present(&mut self, path: &str, max_bytes: u32) -> Result<Option<String>, Failure> {
-        ss::read_if_present(path, max_bytes).map_err(failure_from_wit)
+        ss::read_if_present(path, max_bytes).map(|file| file.text).map_err(failure_from_wit)
     }
 
     fn create_if_absent(&mut self, path: &str, content: &str) -> Result<bool, Failure> {
@@ -41,7 +41,7 @@ impl Store for ImportedStore {
     }
 
     fn snapshot(&mut self, path: &str, recover_orphans: bool) -> Result<Option<CollectionSnapshot>, Failure> {
-        Ok(ss::snapshot(path, recover_orphans).map_err(failure_from_wit)?.map(snapshot_from_wit))
+        Ok(ss::snapshot(path, recover_orphans).map_err(failure_from_wit)?.snapshot.map(snapshot_from_wit))
     }
 
     fn read_batch(
@@ -78,7 +78,7 @@ impl Processes for ImportedProcesses {
     }
 
     fn finished_run(&mut self, lease_id: &str) -> Result<Option<FinishedRun>, String> {
-        process_identity::finished_run(lease_id).map(|run| run.map(finished_run_from_wit))
+        process_identity::finished_run(lease_id).map(|entry| entry.outcome.map(finished_run_from_wit))
     }
 
     fn forget_run(&mut self, lease_id: &str) {
@@ -100,7 +100,7 @@ pub(crate) struct ImportedWorkspace;
 
 impl Workspace for ImportedWorkspace {
     fn inspect(&mut self, path: &str) -> Result<Option<DirectoryFacts>, Failure> {
-        Ok(ws::inspect(path).map_err(failure_from_wit)?.map(directory_facts_from_wit))
+        Ok(ws::inspect(path).map_err(failure_from_wit)?.facts.map(directory_facts_from_wit))
     }
 
     fn remove_tree(&mut self, path: &str, expected: &DirectoryIdentity) -> Result<bool, Failure> {
@@ -134,7 +134,7 @@ pub(crate) struct ImportedCatalog {
 
 impl Catalog for ImportedCatalog {
     fn installed(&mut self, plugin_id: &str) -> Result<Option<InstalledPlugin>, String> {
-        Ok(plugin_catalog::installed(plugin_id)?.map(installed_from_wit))
+        Ok(plugin_catalog::installed(plugin_id)?.plugin.map(installed_from_wit))
     }
 
     fn lock(&mut self) -> Result<(), String> {

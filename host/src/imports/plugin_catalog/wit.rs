@@ -22,8 +22,8 @@ impl pc::HostCatalogLock for HostState {
 }
 
 impl pc::Host for HostState {
-    fn installed(&mut self, plugin_id: String) -> Result<Option<pc::InstalledPlugin>, String> {
-        Ok(self.effects.catalog.installed(&plugin_id)?.map(installed_to_wit))
+    fn installed(&mut self, plugin_id: String) -> Result<pc::Installation, String> {
+        Ok(pc::Installation { plugin: self.effects.catalog.installed(&plugin_id)?.map(installed_to_wit) })
     }
 
     fn lock(&mut self) -> Result<Resource<pc::CatalogLock>, String> {

@@ -22,8 +22,8 @@ impl pi::Host for HostState {
         self.effects.processes.probe(&owner_from_wit(owner)).map(facts_to_wit)
     }
 
-    fn finished_run(&mut self, lease_id: String) -> Result<Option<pi::RunOutcome>, String> {
-        self.effects.processes.finished_run(&lease_id).map(|run| run.map(finished_run_to_wit))
+    fn finished_run(&mut self, lease_id: String) -> Result<pi::FinishedRunEntry, String> {
+        self.effects.processes.finished_run(&lease_id).map(|run| pi::FinishedRunEntry { outcome: run.map(finished_run_to_wit) })
     }
 
     fn forget_run(&mut self, lease_id: String) {

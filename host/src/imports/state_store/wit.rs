@@ -6,8 +6,8 @@ use crate::convert::{batch_to_wit, collection_identity_from_wit, collection_iden
 use crate::runtime::HostState;
 
 impl ss::Host for HostState {
-    fn read_if_present(&mut self, path: String, max_bytes: u32) -> Result<Option<String>, ss::Failure> {
-        self.effects.store.read_if_present(&path, max_bytes).map_err(failure_to_wit)
+    fn read_if_present(&mut self, path: String, max_bytes: u32) -> Result<ss::StoredFile, ss::Failure> {
+        self.effects.store.read_if_present(&path, max_bytes).map(|text| ss::StoredFile { text }).map_err(failure_to_wit)
     }
 
     fn create_if_absent(&mut self, path: String, content: String) -> Result<bool, ss::Failure> {
@@ -26,8 +26,8 @@ impl ss::Host for HostState {
         self.effects.store.ensure_private_directory(&path).map(collection_identity_to_wit).map_err(failure_to_wit)
     }
 
-    fn snapshot(&mut self, path: String, recover_orphans: bool) -> Result<Option<ss::CollectionSnapshot>, ss::Failure> {
-        Ok(self.effects.store.snapshot(&path, recover_orphans).map_err(failure_to_wit)?.map(snapshot_to_wit))
+    fn snapshot(&mut self, path: String, recover_orphans: bool) -> Result<ss::CollectionListing, ss::Failure> {
+        Ok(ss::CollectionListing { snapshot: self.effects.store.snapshot(&path, recover_orphans).map_err(failure_to_wit)?.map(snapshot_to_wit) })
     }
 
     fn read_batch(

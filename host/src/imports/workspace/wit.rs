@@ -6,8 +6,8 @@ use crate::convert::{directory_facts_to_wit, directory_identity_from_wit, failur
 use crate::runtime::HostState;
 
 impl ws::Host for HostState {
-    fn inspect(&mut self, path: String) -> Result<Option<ws::DirectoryFacts>, ws::Failure> {
-        Ok(self.effects.workspace.inspect(&path).map_err(failure_to_wit)?.map(directory_facts_to_wit))
+    fn inspect(&mut self, path: String) -> Result<ws::DirectoryLookup, ws::Failure> {
+        Ok(ws::DirectoryLookup { facts: self.effects.workspace.inspect(&path).map_err(failure_to_wit)?.map(directory_facts_to_wit) })
     }
 
     fn remove_tree(&mut self, path: String, expected: t::DirectoryIdentity) -> Result<bool, ws::Failure> {

@@ -1,0 +1,33 @@
+"""proclease for Python: crash-safe, process-owned leases on shared local state.
+
+The lease logic is the proclease WebAssembly component (the same `proclease.wasm` the native
+`proclease` binary embeds and the Node host loads); this package hosts its imports with real
+effects on the state home and the workspace, so that a lease taken here is judged and recovered
+by any of them, and by ghostget.
+
+    from proclease import Host
+
+    host = Host()
+    with host.directory_lease("/tmp/jobs/build", create=True) as lease:
+        print(lease.claim.id)
+"""
+
+from typing import Any
+
+__all__ = ["Admission", "DirectoryLease", "Error", "Host", "Recovery", "default_state_home", "default_workspace_roots"]
+
+
+def __getattr__(name: str) -> Any:
+    # Loaded on first use, so that `proclease._binding` alone (the component binding the
+    # repository's test doubles use) does not load the effects.
+    if name == "Error":
+        from ._binding import ComponentError
+
+        return ComponentError
+    if name in __all__:
+        from . import host
+
+        return getattr(host, name)
+    raise AttributeError(f"module 'proclease' has no attribute {name!r}")
+
+
