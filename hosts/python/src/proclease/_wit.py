@@ -83,10 +83,22 @@ def os_message(error: OSError) -> str:
     return f"{os.strerror(error.errno)} (os error {error.errno})"
 
 
+#: Where Python's `errno.errorcode` names an alias, the name the native host (nix) reports.
+_NATIVE_NAMES = {"ENOTSUP": "EOPNOTSUPP", "EDEADLOCK": "EDEADLK"}
+
+
+def errno_name(number: Optional[int]) -> Optional[str]:
+    """The symbolic name of errno `number` as the native host reports it (`EROFS`)."""
+    if number is None:
+        return None
+    name = _errno.errorcode.get(number)
+    return _NATIVE_NAMES.get(name, name) if name is not None else None
+
+
 def os_failure(error: OSError, path: str, operation: str) -> Rec:
     """The failure of a system call on `path` while `operation` (`link into the collection`):
     message `<path>: <operation> failed: <strerror> (os error N)`, kind `permission` for
     EACCES / EPERM / EROFS and `io` otherwise, `errno` its symbolic name (`EROFS`)."""
-    name = _errno.errorcode.get(error.errno) if error.errno is not None else None
+    name = errno_name(error.errno)
     kind = "permission" if error.errno in PERMISSION_ERRNOS else "io"
     return failure(kind, f"{path}: {operation} failed: {os_message(error)}", errno=name, path=path, operation=operation)

@@ -1,0 +1,133 @@
+"""The `proclease` command of the Python host: `run`, `doctor [--json]`, `recover [--dry-run]
+[--json]`, with the native binary's output formats and exit statuses.
+
+Exit status: 0 ok; 1 error; 2 usage error; 3 blocked by a live owner (`another export is
+active`); 4 a prior owner cannot be proven dead; 5 a lock of the state home stayed held past
+the bound. `run` exits with the command's status once it ran (128+N for signal N).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from typing import List, Optional
+
+from . import reports
+from ._binding import ComponentError
+from .host import Host
+from .supervisor import StartError
+from .supervisor import run as supervise
+
+EXIT_BLOCKED = 3
+EXIT_INDETERMINATE = 4
+EXIT_LOCK_TIMEOUT = 5
+
+
+def duration(text: str) -> float:
+    """`60s`, `5m`, `1h`, `250ms` or plain seconds, as seconds."""
+    units = (("ms", 0.001), ("s", 1.0), ("m", 60.0), ("h", 3600.0))
+    for suffix, scale in units:
+        if text.endswith(suffix) and text[: -len(suffix)].replace(".", "", 1).isdigit():
+            return float(text[: -len(suffix)]) * scale
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid duration {text!r} (e.g. 60s, 5m, 250ms)") from None
+
+
+def _common(suppress: bool) -> argparse.ArgumentParser:
+    """The options every subcommand takes, before or after its name (as the native binary's
+    global options). A subcommand's copy has no defaults, so that it does not overwrite a value
+    given before the subcommand."""
+    default = (lambda value: argparse.SUPPRESS) if suppress else (lambda value: value)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--state-home", metavar="DIR", default=default(None), help="the state home (default: $PROCLEASE_STATE_HOME, $GHOSTGET_STATE_HOME, $XDG_DATA_HOME/proclease, ~/.local/share/proclease)")
+    common.add_argument("--workspace-root", metavar="DIR", action="append", default=default([]), help="a directory under which leased directories may be inspected and removed; repeatable (default: your home directory and the temporary directory)")
+    return common
+
+
+def parser() -> argparse.ArgumentParser:
+    common = _common(suppress=True)
+    top = argparse.ArgumentParser(prog="proclease", parents=[_common(suppress=False)], description="Crash-safe, process-owned leases on shared local state (the Python host of the proclease component).")
+    sub = top.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", parents=[common], help="run a command in a leased directory")
+    run.add_argument("--workdir", required=True, metavar="DIR", help="the directory to lease and run in (created 0700 if absent; an existing one must be yours, mode 0700)")
+    run.add_argument("--exclusive", action="store_true", help="also hold the export admission while the command runs")
+    run.add_argument("--recover-after", type=duration, default=60.0, metavar="DURATION", help="a lease whose supervisor died while launching becomes recoverable this long after it was taken (default 60s)")
+    run.add_argument("--grace", type=duration, default=5.0, metavar="DURATION", help="after the command exits, what it left running gets SIGTERM and, after this long, SIGKILL (default 5s)")
+    run.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- CMD", help="the command")
+    doctor = sub.add_parser("doctor", parents=[common], help="every claim and lease in the state home, with its disposition and why")
+    doctor.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    recover = sub.add_parser("recover", parents=[common], help="recover leases whose owners are provably gone")
+    recover.add_argument("--dry-run", action="store_true", help="show what would be done, and why, without changing anything")
+    recover.add_argument("--skip-invalid", action="store_true", help="leave every lease file that cannot be recovered where it is, report it, and recover the rest")
+    recover.add_argument("--keep", action="append", default=[], metavar="DIR", help="keep this directory when its lease's owner is proven gone (release only the lease); repeatable")
+    recover.add_argument("--json", action="store_true", help="print JSON instead of text")
+    return top
+
+
+def failure_text(error: ComponentError) -> str:
+    """The message, then each cause on a line of its own (`  caused by: …`), as the native CLI."""
+    message = error.message
+    cause = error.failure if error.kind == "lease" else None
+    if cause is not None and cause.message not in message:
+        message += f"\n  caused by: {cause.message}"
+    return message
+
+
+def exit_status(error: ComponentError) -> int:
+    if error.code == "another-export-is-active":
+        return EXIT_BLOCKED
+    if error.code == "prior-export-owner-cannot-be-inspected-safely":
+        return EXIT_INDETERMINATE
+    return 1
+
+
+def main(args: Optional[List[str]] = None) -> int:
+    options = parser().parse_args(args)
+    try:
+        host = Host(options.state_home, options.workspace_root or None)
+        if options.command == "doctor":
+            document = reports.doctor_report(host, time.time_ns() // 1_000_000)
+            print(reports.dumps(document) if options.json else reports.doctor_text(document), end="\n" if options.json else "")
+            return 0
+        if options.command == "recover":
+            keep = [os.path.realpath(d) for d in options.keep]
+            recovery = host.recover(dry_run=options.dry_run, skip_invalid=options.skip_invalid, keep=keep)
+            document = reports.recovery_report(host.state_home, recovery)
+            if options.json:
+                print(reports.dumps(document))
+                return 1 if recovery.stopped is not None else 0
+            print(reports.recovery_text(host.state_home, recovery, document), end="")
+            if recovery.stopped is not None:
+                cause = f" ({recovery.run.cause})" if recovery.run.cause else ""
+                hint = "" if options.skip_invalid else "; `proclease recover --skip-invalid` recovers the other leases and leaves this one as it is"
+                verb = "recovery would stop" if options.dry_run else "recovery stopped"
+                print(f"proclease: {verb}: {reports.error_message(recovery.stopped)}{cause}{hint}", file=sys.stderr)
+                return 1
+            return 0
+        argv = options.argv[1:] if options.argv[:1] == ["--"] else options.argv
+        if not argv:
+            print("proclease: run needs a command\nhint: put the command after `--`, e.g. proclease run --workdir DIR -- make -j4", file=sys.stderr)
+            return 2
+        return supervise(host, argv, options.workdir, exclusive=options.exclusive, recover_after=options.recover_after, grace=options.grace, log=lambda m: print(f"proclease: {m}", file=sys.stderr))
+    except ComponentError as error:
+        print(f"proclease: {failure_text(error)}", file=sys.stderr)
+        return exit_status(error)
+    except TimeoutError as error:
+        print(f"proclease: {error}", file=sys.stderr)
+        return EXIT_LOCK_TIMEOUT
+    except (StartError, OSError) as error:
+        print(f"proclease: {error}", file=sys.stderr)
+        return 1
+
+
+def entry() -> None:
+    """The console script `proclease`."""
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    entry()

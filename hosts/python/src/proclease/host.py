@@ -1,0 +1,295 @@
+"""The Python host: the proclease component with real effects, and a Pythonic API over it.
+
+    from proclease import Host
+
+    host = Host()                                   # the state home and workspace roots the
+    with host.directory_lease("/tmp/jobs/build", create=True) as lease:   # native binary uses
+        ...                                         # the directory is leased to this process
+
+Everything a lease rule decides is the component's (the same `proclease.wasm` the native binary
+embeds); this module only wires its imports to the effects (`state_store`, `workspace`,
+`process_identity`, `plugin_catalog`) and turns its exports into context managers and reports.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator, List, Optional, Sequence
+
+from ._binding import ComponentError, GuestResource, Proclease
+from ._wit import Rec, rec
+from .plugin_catalog import PluginCatalog
+from .process_identity import ProcessIdentity
+from .state_store import StateStore
+from .workspace import Workspace
+
+#: The component this package hosts (copied next to this file by `hosts/python/setup.sh`).
+PACKAGED_COMPONENT = Path(__file__).resolve().parent / "proclease.wasm"
+
+#: `raw-working` leases whose owner died while `launching` become recoverable this long after
+#: they were taken, as the native `run`'s default `--recover-after` (s).
+DEFAULT_RECOVER_AFTER_S = 60.0
+
+Error = ComponentError
+"""Every failure an operation reports: `kind` is `lease` (a lease rule refused: `code`, and
+`message` is the reference's exact text), `storage` or `system` (`failure` is the record:
+`kind`, `message`, `errno`, `path`, `operation`); a refusal that wraps a failure has it as
+`failure` too."""
+
+
+def default_state_home() -> Path:
+    """$PROCLEASE_STATE_HOME, $GHOSTGET_STATE_HOME, $XDG_DATA_HOME/proclease,
+    ~/.local/share/proclease: the native binary's order."""
+    for variable in ("PROCLEASE_STATE_HOME", "GHOSTGET_STATE_HOME"):
+        if os.environ.get(variable):
+            return Path(os.environ[variable])
+    if os.environ.get("XDG_DATA_HOME"):
+        return Path(os.environ["XDG_DATA_HOME"]) / "proclease"
+    return Path.home() / ".local" / "share" / "proclease"
+
+
+def default_workspace_roots() -> List[str]:
+    """Your home directory and the temporary directory, as the native binary grants them."""
+    return [os.path.realpath(Path.home()), os.path.realpath(tempfile.gettempdir())]
+
+
+def component_path(wasm: Optional[os.PathLike] = None) -> Path:
+    """`wasm`, $PROCLEASE_WASM, or the component packaged with this module."""
+    chosen = Path(wasm) if wasm is not None else Path(os.environ["PROCLEASE_WASM"]) if os.environ.get("PROCLEASE_WASM") else PACKAGED_COMPONENT
+    if not chosen.is_file():
+        raise FileNotFoundError(f"{chosen}: no proclease component; run hosts/python/setup.sh (it copies host/component/proclease.wasm here) or set PROCLEASE_WASM")
+    return chosen
+
+
+class Clock:
+    """The `clock` import: wall-clock ms since the Unix epoch."""
+
+    def now_ms(self) -> int:
+        return time.time_ns() // 1_000_000
+
+
+class Entropy:
+    """The `entropy` import: the kernel's CSPRNG."""
+
+    def random_bytes(self, length: int) -> bytes:
+        return os.urandom(length)
+
+
+class Effects:
+    """The object the component's imports are bound to: one attribute per imported interface
+    (snake_case), each a real effect on this machine."""
+
+    def __init__(self, state_home: Path, workspace_roots: Sequence[str], judge) -> None:
+        self.process_identity = ProcessIdentity(str(state_home))
+        self.state_store = StateStore(str(state_home), self.process_identity, judge)
+        self.workspace = Workspace(list(workspace_roots))
+        self.plugin_catalog = PluginCatalog(str(state_home), self.state_store, self.process_identity, judge)
+        self.clock = Clock()
+        self.entropy = Entropy()
+
+
+class Host:
+    """One process's handle on a state home: the component with real effects.
+
+    `state_home`: default `default_state_home()` (created 0700 if absent, as the native binary
+    does). `workspace_roots`: the directories under which leased directories may be inspected,
+    created and removed (default `default_workspace_roots()`). `wasm`: the component (default
+    the packaged one).
+
+    Errors from every method are `proclease.Error` (see there).
+    """
+
+    def __init__(self, state_home: Optional[os.PathLike] = None, workspace_roots: Optional[Sequence[os.PathLike]] = None, wasm: Optional[os.PathLike] = None) -> None:
+        self.state_home = Path(state_home) if state_home is not None else default_state_home()
+        if not self.state_home.exists():
+            self.state_home.mkdir(mode=0o700, parents=True)
+        self.state_home = self.state_home.resolve()
+        roots = [os.path.realpath(r) for r in workspace_roots] if workspace_roots else default_workspace_roots()
+        self.workspace_roots = roots
+        wasm_path = component_path(wasm)
+        self.effects = Effects(self.state_home, roots, self.judge)
+        self.component = Proclease(wasm_path, self.effects)
+        # A second instance for the pure `judge-owner` export: the store judges a mutation
+        # claim's writer while the first instance is inside an import call, and a component
+        # instance cannot be re-entered.
+        self._judge = Proclease(wasm_path, self.effects)
+
+    # --- liveness ---------------------------------------------------------------------------
+
+    def judge(self, owner: Rec) -> str:
+        """The owner status of a recorded process (`exact-live-owner`, `different-or-dead`,
+        `unknown`): what `/proc` and its witness show, judged by the component."""
+        return self.liveness(owner).status
+
+    def liveness(self, owner: Rec) -> Rec:
+        """`Rec(status, lineage_gone, proof)` for a recorded process (`dispositions.judge-owner`)."""
+        facts = self.effects.process_identity.probe(owner)
+        return self._judge.dispositions.judge_owner(owner, facts)
+
+    # --- directory leases (§6A.6) ------------------------------------------------------------
+
+    @contextmanager
+    def directory_lease(self, path: os.PathLike, *, create: bool = False, recover_after: float = DEFAULT_RECOVER_AFTER_S) -> Iterator["DirectoryLease"]:
+        """Leases the directory `path` (a `raw-working` lease) to this process for the `with`
+        block and releases it after. `create`: make it (0700, with missing parents) when
+        absent, recording the intent first so that a crash leaves nothing `recover` cannot
+        clean up. The directory must be empty or yours, mode 0700, under a workspace root.
+
+        A lease this process holds is judged `active` by every proclease and ghostget while
+        it lives; if it dies holding it, `recover` (any host's) removes the directory."""
+        lease = self.take_directory_lease(path, create=create, recover_after=recover_after)
+        try:
+            yield lease
+        finally:
+            lease.release()
+
+    def take_directory_lease(self, path: os.PathLike, *, create: bool = False, recover_after: float = DEFAULT_RECOVER_AFTER_S) -> "DirectoryLease":
+        """The lease of `directory_lease` without the `with`: call `release()` when done."""
+        target = os.path.abspath(os.fspath(path))
+        if os.path.exists(target):
+            target = os.path.realpath(target)
+        now_ms = self.effects.clock.now_ms()
+        request = rec(role="raw-working", path=target, output_root=None, recover_after_ms=float(now_ms + int(recover_after * 1000)), now_ms=float(now_ms))
+        make = self.component.directory_leases.create_with_directory if create and not os.path.exists(target) else self.component.directory_leases.create
+        handle = make(request)
+        return DirectoryLease(self.component.resource("directory-leases", "directory-lease", handle))
+
+    # --- the export admission (§6A.5) --------------------------------------------------------
+
+    @contextmanager
+    def admission(self) -> Iterator["Admission"]:
+        """Holds the export admission (the singleton slot) for the `with` block. Refused with
+        `another export is active` while a live process holds it."""
+        admission = Admission(self.component.resource("export-admission", "admission", self.component.export_admission.acquire()))
+        try:
+            yield admission
+        finally:
+            admission.release()
+
+    def survey_admission(self) -> Optional[Rec]:
+        """The admission claim on disk as an acquirer would judge it (`Rec(claim, disposition,
+        reason)`), None when none is held."""
+        return self.component.export_admission.survey()
+
+    # --- recovery ---------------------------------------------------------------------------
+
+    def recover(self, *, dry_run: bool = False, skip_invalid: bool = False, keep: Sequence[str] = ()) -> "Recovery":
+        """Recovers what provably belongs to dead owners, as the native `proclease recover`:
+        directory leases (their directories removed by identity), directory-creation intents,
+        then invocation leases (`repair`, tombstones of dead owners included). `dry_run`
+        changes nothing. Recoverers take turns (`.proclease/locks/directory-lease-recovery.lock`)."""
+        options = rec(dry_run=dry_run, skip_invalid=skip_invalid, concurrent=True, keep=list(keep), past_bound=True)
+        turn = None if dry_run else self._recovery_turn()
+        try:
+            run = self.component.directory_leases.recover_each(None, options)
+            creations = self.component.directory_leases.recover_creations(dry_run)
+            invocations = None
+            if run.stopped is None:
+                invocations = self.component.invocation_leases.preview_repair(True) if dry_run else self.component.invocation_leases.repair(True)
+        finally:
+            if turn is not None:
+                os.close(turn)
+        return Recovery(run=run, creations=creations, invocations=invocations, dry_run=dry_run)
+
+    def _recovery_turn(self) -> int:
+        import fcntl
+
+        fd = self.effects.state_store.lock_file("directory-lease-recovery.lock")
+        deadline = time.monotonic() + 10.0
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return fd
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    os.close(fd)
+                    raise TimeoutError(f"{self.state_home}/.proclease/locks/directory-lease-recovery.lock: another recoverer held it for 10 s; retry once it is done")
+                time.sleep(0.05)
+
+    # --- invocation leases (§6B) -------------------------------------------------------------
+
+    def invocation_leases(self) -> List[Any]:
+        """The invocation-lease collection (§6B.3): `Variant('valid', snapshot)` or
+        `Variant('invalid', lease_id)` entries in name order."""
+        return self.component.invocation_leases.list()
+
+
+class DirectoryLease:
+    """A held directory lease. `claim` is the record (`Rec`: `id`, `path`, `phase`, `owner`,
+    …); `update(phase, child_pid)` steps a raw lease's lifecycle (§6A.1: preparing →
+    launching → running(child) → settled); `release()` removes the claim (never the
+    directory) and is idempotent."""
+
+    def __init__(self, resource: GuestResource) -> None:
+        self._resource = resource
+
+    @property
+    def claim(self) -> Rec:
+        return self._resource.claim()
+
+    @property
+    def path(self) -> str:
+        return self.claim.path
+
+    def update(self, phase: str, child_pid: Optional[int] = None) -> None:
+        self._resource.update(phase, child_pid)
+
+    def release(self) -> None:
+        if self._resource.handle is None:
+            return
+        try:
+            self._resource.release()
+        finally:
+            self._resource.drop()
+
+
+class Admission:
+    """The held export admission: `begin_helper_launch()`, `bind_helper(pid)`,
+    `settle_helper()`, `release()` (§6A.5), `claim`."""
+
+    def __init__(self, resource: GuestResource) -> None:
+        self._resource = resource
+
+    @property
+    def claim(self) -> Rec:
+        return self._resource.claim()
+
+    def begin_helper_launch(self) -> None:
+        self._resource.begin_helper_launch()
+
+    def bind_helper(self, pid: int) -> None:
+        self._resource.bind_helper(pid)
+
+    def settle_helper(self) -> None:
+        self._resource.settle_helper()
+
+    def release(self) -> None:
+        if self._resource.handle is None:
+            return
+        try:
+            phase = self.claim.phase
+            if phase in ("helper-launching", "helper-active"):
+                self._resource.settle_helper()
+            self._resource.release()
+        finally:
+            self._resource.drop()
+
+
+class Recovery:
+    """What a recovery did (or, dry, would do): the component's `recovery-run` (`run`), its
+    creation outcomes (`creations`) and invocation repair (`invocations`, None when the
+    directory-lease recovery stopped)."""
+
+    def __init__(self, run: Rec, creations: List[Rec], invocations: Optional[Rec], dry_run: bool) -> None:
+        self.run = run
+        self.creations = creations
+        self.invocations = invocations
+        self.dry_run = dry_run
+
+    @property
+    def stopped(self) -> Optional[Any]:
+        return self.run.stopped

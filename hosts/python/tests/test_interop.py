@@ -1,0 +1,210 @@
+"""The Python host and the native binary on one state home (issue #31): a lease either takes is
+judged active by the other while its command runs and recovered by the other once its
+supervisor and command are killed; their `doctor --json` and `recover --json` agree; the
+export admission held by one blocks the other with exit status 3.
+
+The native binary is `$PROCLEASE_BIN` (`cargo test` sets it); without it these tests fail
+rather than skip, so that CI cannot pass without them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional
+
+import pytest
+
+NATIVE = os.environ.get("PROCLEASE_BIN", "")
+
+
+@pytest.fixture(autouse=True)
+def native_binary() -> None:
+    if not NATIVE or not os.access(NATIVE, os.X_OK):
+        pytest.fail("PROCLEASE_BIN must name the native proclease binary (cargo test sets it; by hand: PROCLEASE_BIN=target/debug/proclease)")
+
+
+def python_command() -> List[str]:
+    """The installed console command when this runs in the package's venv, else the module."""
+    script = Path(sys.executable).parent / "proclease"
+    return [str(script)] if script.is_file() else [sys.executable, "-m", "proclease.cli"]
+
+
+class Place:
+    """A private state home and a workspace root in a fresh temporary directory."""
+
+    def __init__(self) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="proclease-interop-"))
+        os.chmod(self.dir, 0o700)
+        self.home = self.dir / "state"
+        self.ws = self.dir / "ws"
+        self.ws.mkdir(mode=0o700)
+        self.job = self.ws / "job"
+
+    def args(self) -> List[str]:
+        return ["--state-home", str(self.home), "--workspace-root", str(self.ws)]
+
+    def native(self, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([NATIVE, *self.args(), *args], capture_output=True, text=True, timeout=120)
+
+    def python(self, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([*python_command(), *self.args(), *args], capture_output=True, text=True, timeout=120)
+
+    def start_native(self, *args: str) -> subprocess.Popen:
+        return subprocess.Popen([NATIVE, *self.args(), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def start_python(self, *args: str) -> subprocess.Popen:
+        return subprocess.Popen([*python_command(), *self.args(), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def leases(self) -> List[str]:
+        collection = self.home / "recovery" / "beeper-message-like-me-directory-leases"
+        return sorted(p.name for p in collection.iterdir()) if collection.is_dir() else []
+
+
+@pytest.fixture
+def place() -> Place:
+    return Place()
+
+
+def doctor(run: Callable[..., subprocess.CompletedProcess]) -> Dict[str, Any]:
+    out = run("doctor", "--json")
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def await_entry(run: Callable[..., subprocess.CompletedProcess], target: str, want: Callable[[Dict[str, Any]], bool], what: str, seconds: float = 30.0) -> Dict[str, Any]:
+    deadline = time.monotonic() + seconds
+    last: Optional[Dict[str, Any]] = None
+    while time.monotonic() < deadline:
+        last = doctor(run)
+        for entry in last["entries"]:
+            if entry["target"] == target and want(entry):
+                return entry
+        time.sleep(0.1)
+    raise AssertionError(f"no {what} entry for {target} within {seconds} s; last doctor: {json.dumps(last, indent=1)}")
+
+
+def kill_and_await(pids: List[int]) -> None:
+    """SIGKILLs each pid and waits (bounded) until none exists or each is a zombie."""
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + 10
+    for pid in pids:
+        while time.monotonic() < deadline:
+            try:
+                state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            except (FileNotFoundError, ProcessLookupError):
+                break
+            if state in ("Z", "X"):
+                break
+            time.sleep(0.02)
+
+
+def running(entry: Dict[str, Any]) -> bool:
+    return entry["disposition"] == "active" and entry["phase"] == "running" and entry["childPid"] is not None
+
+
+def test_a_python_lease_is_active_natively_and_removed_by_the_native_recover_once_killed(place: Place) -> None:
+    supervisor = place.start_python("run", "--workdir", str(place.job), "--", "sleep", "60")
+    try:
+        entry = await_entry(place.native, str(place.job), running, "active running")
+        assert entry["ownerPid"] == supervisor.pid, entry
+        assert "its witness lock is held" in entry["reason"], entry
+        # While it runs, the native recovery keeps it and its directory.
+        kept = place.native("recover", "--json")
+        assert kept.returncode == 0, kept.stderr
+        assert [e["action"] for e in json.loads(kept.stdout)["directoryLeases"]["entries"]] == ["keep"]
+        assert place.job.is_dir()
+        kill_and_await([supervisor.pid, entry["childPid"]])
+    finally:
+        supervisor.kill()
+        supervisor.wait()
+    recovered = place.native("recover", "--json")
+    assert recovered.returncode == 0, recovered.stderr
+    entries = json.loads(recovered.stdout)["directoryLeases"]["entries"]
+    assert [(e["action"], e["done"], e["path"]) for e in entries] == [("remove directory", True, str(place.job))], entries
+    assert not place.job.exists(), "the native recover removed the dead run's directory"
+    assert place.leases() == []
+
+
+def test_a_native_lease_is_active_in_python_and_removed_by_the_python_recover_once_killed(place: Place) -> None:
+    supervisor = place.start_native("run", "--workdir", str(place.job), "--", "sleep", "60")
+    try:
+        entry = await_entry(place.python, str(place.job), running, "active running")
+        assert entry["ownerPid"] == supervisor.pid, entry
+        kept = place.python("recover")
+        assert kept.returncode == 0, kept.stderr
+        assert kept.stdout.startswith(f"kept {place.job}: active ("), kept.stdout
+        # The native supervisor boxes its command: the recorded child is the box's init, whose
+        # death ends the command too.
+        kill_and_await([supervisor.pid, entry["childPid"]])
+    finally:
+        supervisor.kill()
+        supervisor.wait()
+    # The box's processes die with its init; the recovery proves them gone by their witness.
+    deadline = time.monotonic() + 10
+    while True:
+        recovered = place.python("recover", "--json")
+        entries = json.loads(recovered.stdout)["directoryLeases"]["entries"]
+        if entries and entries[0]["action"] != "keep" or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert recovered.returncode == 0, recovered.stderr
+    assert [(e["action"], e["done"]) for e in entries] == [("remove directory", True)], entries
+    assert not place.job.exists()
+    assert place.leases() == []
+
+
+def test_doctor_and_recover_documents_match_the_native_binary_on_one_state_home(place: Place) -> None:
+    supervisor = place.start_native("run", "--workdir", str(place.job), "--", "sleep", "60")
+    try:
+        await_entry(place.native, str(place.job), running, "active running")
+        native, python = doctor(place.native), doctor(place.python)
+        for document in (native, python):
+            for entry in document["entries"]:
+                entry.pop("age")  # seconds apart
+            # This machine's containment is the native supervisor's; the Python host has none.
+            document.pop("containment")
+            document.pop("cgroup")
+        assert python == native
+        for args in (["recover", "--dry-run", "--json"], ["recover", "--dry-run"], ["doctor"]):
+            n, p = place.native(*args), place.python(*args)
+            assert p.returncode == n.returncode, (args, p.stderr, n.stderr)
+            if args[-1] != "doctor":
+                assert p.stdout == n.stdout, args
+    finally:
+        kill_and_await([supervisor.pid])
+        supervisor.wait()
+
+
+def test_the_admission_held_by_one_host_blocks_the_other_with_exit_status_3(place: Place) -> None:
+    holder = place.start_python("run", "--exclusive", "--workdir", str(place.job), "--", "sleep", "60")
+    try:
+        await_entry(place.native, str(place.job), running, "active running")
+        blocked = place.native("run", "--exclusive", "--workdir", str(place.ws / "other"), "--", "true")
+        assert blocked.returncode == 3, blocked.stderr
+        assert "another export is active" in blocked.stderr
+    finally:
+        holder.send_signal(signal.SIGTERM)
+        holder.wait(timeout=30)
+    # SIGTERM reached the command through its supervisor, which released everything.
+    assert place.leases() == []
+    assert not (place.home / "recovery" / "beeper-message-like-me-export-admission" / "active.json").exists()
+    holder = place.start_native("run", "--exclusive", "--workdir", str(place.job), "--", "sleep", "60")
+    try:
+        await_entry(place.python, str(place.job), running, "active running")
+        blocked = place.python("run", "--exclusive", "--workdir", str(place.ws / "other"), "--", "true")
+        assert blocked.returncode == 3, blocked.stderr
+        assert "another export is active" in blocked.stderr
+    finally:
+        holder.send_signal(signal.SIGTERM)
+        holder.wait(timeout=30)
