@@ -480,14 +480,13 @@ def test_processes_taking_the_lock_exclude_each_other(catalog: PluginCatalog, ho
     for child in children:
         assert child.stdout.readline() == "ready\n", child.stderr.read()
     go.touch()
-    refusals = []
     for child in children:
         out, err = child.communicate(timeout=300)
         assert child.returncode == 0, err
         assert out.startswith(f"done {rounds} "), out
-        refusals.append(int(out.split()[2]))
+    # Exact only if no two held the lock at once. (Whether they happened to contend depends on
+    # the scheduler; refusal of a live holder is tested above, deterministically.)
     assert counter.read_text() == str(workers * rounds)
-    assert sum(refusals) > 0, "the workers did contend"
     assert os.listdir(locks_dir(home)) == []
 
 

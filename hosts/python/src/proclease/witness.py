@@ -36,6 +36,7 @@ import threading
 import uuid
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
+from ._fsops import open_dir
 from ._wit import os_message
 
 __all__ = [
@@ -169,20 +170,6 @@ def cgroup_name(witness: str) -> str:
 # --- File helpers (host/src/imports/fsops.rs) -------------------------------------------------
 
 
-def _open_dir(dir_fd: int, name: str) -> int:
-    """`fsops::open_dir`: a symbolic link is `ELOOP`, another non-directory `ENOTDIR`."""
-    try:
-        return os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
-    except NotADirectoryError:
-        try:
-            st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-        except OSError:
-            st = None
-        if st is not None and _stat.S_ISLNK(st.st_mode):
-            raise OSError(_errno.ELOOP, os.strerror(_errno.ELOOP)) from None
-        raise
-
-
 def private_dir(parent: int, name: str, label: str) -> int:
     """Creates (0700, fsynced with its parent) or opens `name` in `parent` as a private directory
     of this user: a directory (not a link) owned by the effective uid with mode exactly 0700.
@@ -212,7 +199,7 @@ def private_dir(parent: int, name: str, label: str) -> int:
                 pass
             raise _os_error(label, "mkdir", error) from None
     try:
-        fd = _open_dir(parent, name)
+        fd = open_dir(parent, name)
     except OSError as error:
         raise _os_error(label, "open", error) from None
     try:
@@ -629,7 +616,7 @@ class Witnesses:
             if self._boot is not None:
                 return self._boot[1] if self._boot[0] == boot_id else None
             try:
-                fd = _open_dir(self._root, boot_id)
+                fd = open_dir(self._root, boot_id)
             except OSError:
                 return None
             self._boot = (boot_id, fd)
@@ -643,7 +630,7 @@ class Witnesses:
             if name == boot_id or not is_digest(name):
                 continue
             try:
-                fd = _open_dir(self._root, name)
+                fd = open_dir(self._root, name)
             except OSError:
                 continue
             try:

@@ -41,6 +41,7 @@ import threading
 import uuid
 from typing import Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
+from ._fsops import open_dir
 from ._wit import HostError, Rec, failure, os_failure
 
 __all__ = ["Workspace", "MAX_SCAN_ENTRIES", "MAX_REMOVAL_ENTRIES", "directory_identity_of"]
@@ -201,22 +202,6 @@ def rename_noreplace(dir_fd: int, old: str, new_dir_fd: int, new: str) -> None:
 
 def _file_kind(mode: int) -> int:
     return mode & 0o170000
-
-
-def open_dir(dir_fd: int, name: str) -> int:
-    """Opens directory `name` in `dir_fd` without following a symbolic link
-    (`fsops::open_dir`): a symbolic link gives `ELOOP`, anything else that is not a directory
-    `ENOTDIR`. Raises OSError."""
-    try:
-        return os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
-    except NotADirectoryError:
-        try:
-            st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-        except OSError:
-            st = None
-        if st is not None and _stat.S_ISLNK(st.st_mode):
-            raise OSError(_errno.ELOOP, os.strerror(_errno.ELOOP)) from None
-        raise
 
 
 def _scan(dir_fd: int) -> Iterator[str]:
