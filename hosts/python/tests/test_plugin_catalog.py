@@ -433,7 +433,7 @@ def test_a_live_python_holder_refuses_at_once_and_a_killed_one_is_taken_over(cat
     with pytest.raises(HostError) as caught:
         catalog.lock()
     assert caught.value.payload == ALREADY_LOCKED
-    assert time.monotonic() - begun < 2.0, "fails fast"
+    assert time.monotonic() - begun < 8.0, "fails fast, not after the 10 s bound of a wait"
     if NATIVE_WORKER.is_file():
         native = subprocess.run([str(NATIVE_WORKER), "try-catalog-lock", str(home)], capture_output=True, text=True, timeout=60)
         assert native.stdout == f"refused: {ALREADY_LOCKED}\n", native.stderr

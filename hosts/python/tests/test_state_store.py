@@ -620,7 +620,7 @@ def test_the_collection_lock_wait_is_bounded(store: StateStore, home: Path) -> N
                 store.snapshot("recovery/things", False)
         waited = time.monotonic() - begun
         assert failure_of(caught.value).kind == "contended"
-        assert 0.29 <= waited < 3.0, waited
+        assert 0.29 <= waited < 8.0, waited  # its 0.3 s bound, not the 10 s default
         assert store.read_if_present(RECORD, 100).text == "one\n", "reads take no lock"
     finally:
         os.close(fd)
