@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional
 
 import pytest
 
@@ -68,8 +69,10 @@ class Place:
 
 
 @pytest.fixture
-def place() -> Place:
-    return Place()
+def place() -> Iterator[Place]:
+    made = Place()
+    yield made
+    shutil.rmtree(made.dir, ignore_errors=True)
 
 
 def doctor(run: Callable[..., subprocess.CompletedProcess]) -> Dict[str, Any]:

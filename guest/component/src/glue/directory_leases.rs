@@ -97,6 +97,22 @@ impl wit::Guest for Component {
         Ok(wit::RecoveryRun { outcomes: run.outcomes.into_iter().map(LeaseResource::outcome).collect(), stopped: run.stopped.map(error), cause: run.cause, report })
     }
 
+    fn conflict(path: alloc::string::String, identity: Option<t::DirectoryIdentity>, except: Option<alloc::string::String>) -> Result<Option<wit::LeaseConflict>, t::Error> {
+        let (mut s, mut p, mut w, mut c, mut e) = (ImportedStore, ImportedProcesses, ImportedWorkspace, ImportedClock, ImportedEntropy);
+        let options = leases::Options { dry_run: true, past_bound: true, ..leases::Options::default() };
+        let mut run = leases::recover_each(None, effects(&mut s, &mut p, &mut w, &mut c, &mut e), options).map_err(error)?;
+        run.outcomes.retain(|o| except.is_none() || o.claim.as_ref().map(|c| &c.id) != except.as_ref());
+        let identity = identity.map(crate::convert::directory_identity_from_wit);
+        let Some(conflict) = run.conflict(&path, identity.as_ref()) else { return Ok(None) };
+        let (kind, outcome) = match conflict {
+            leases::Conflict::Active(o) => (wit::ConflictKind::Active, o),
+            leases::Conflict::Recoverable(o) => (wit::ConflictKind::Recoverable, o),
+            leases::Conflict::Replaced(o) => (wit::ConflictKind::Replaced, o),
+            leases::Conflict::Undecided(o) => (wit::ConflictKind::Undecided, o),
+        };
+        Ok(Some(wit::LeaseConflict { kind, outcome: LeaseResource::outcome(outcome.clone()) }))
+    }
+
     fn recover(now_ms: Option<f64>) -> Result<wit::RecoveryReport, t::Error> {
         let (mut s, mut p, mut w, mut c, mut e) = (ImportedStore, ImportedProcesses, ImportedWorkspace, ImportedClock, ImportedEntropy);
         let report = leases::recover(now_ms, effects(&mut s, &mut p, &mut w, &mut c, &mut e)).map_err(error)?;

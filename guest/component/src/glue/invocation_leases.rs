@@ -98,6 +98,17 @@ impl wit::Guest for Component {
         repair_outcome(|observe| leases::repair(recover_tombstones, &mut ImportedStore, &mut ImportedProcesses, &mut ImportedCatalog::default(), observe))
     }
 
+    fn survey_disposition(decision: Option<wit::RepairDecision>, status: Option<t::OwnerStatus>) -> Option<t::Disposition> {
+        let decision = decision.map(|d| match d {
+            wit::RepairDecision::Active => RepairDecision::Active,
+            wit::RepairDecision::Unknown => RepairDecision::Unknown,
+            wit::RepairDecision::Remove => RepairDecision::Remove,
+            wit::RepairDecision::RemovalRefused => RepairDecision::RemovalRefused,
+            wit::RepairDecision::Invalid => RepairDecision::Invalid,
+        });
+        leases::survey_disposition(decision, status.map(status_in)).map(crate::convert::disposition_to_wit)
+    }
+
     fn preview_repair(recover_tombstones: bool) -> Result<wit::RepairOutcome, t::Error> {
         repair_outcome(|observe| leases::preview_repair(recover_tombstones, &mut ImportedStore, &mut ImportedProcesses, observe))
     }

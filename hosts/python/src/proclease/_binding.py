@@ -25,6 +25,7 @@ How values cross the boundary in wasmtime-py's dynamic API (what this module rel
 from __future__ import annotations
 
 import hashlib
+import threading
 from pathlib import Path
 from typing import Any, Callable, Dict, Optional
 
@@ -206,6 +207,9 @@ class Proclease:
         self._live: Dict[int, HostResource] = {}
         self._next_rep = 1
         self.bound: Dict[str, list] = {}
+        self._calling = threading.RLock()
+        self._interrupted: Optional[BaseException] = None
+        self._trapped = False
         self.store = Store(engine())
         self.linker = Linker(engine())
         self._bind_imports()
@@ -235,6 +239,13 @@ class Proclease:
                             names.append(item_name)
                 self.bound[interface] = names
 
+    def _renew(self) -> None:
+        """A new store and instance of the same component and imports."""
+        self.store = Store(engine())
+        self.instance = self.linker.instantiate(self.store, self.component)
+        self._funcs = {}
+        self._trapped = False
+
     def _require(self, interface: str, function: str) -> None:
         part = getattr(self.host, snake(interface), None)
         if part is None or not callable(getattr(part, snake(function), None)):
@@ -247,6 +258,18 @@ class Proclease:
             raise TypeError(f"{interface}.{function}: wasmtime-py cannot return the error case of its result (an option or empty ok case); see component.result_shape")
 
         def forward(_store: Any, *args: Any) -> Any:
+            try:
+                return outcome(*args)
+            except Exception:
+                raise  # wasmtime-py turns it into a trap of the export call
+            except BaseException as interrupt:
+                # KeyboardInterrupt, SystemExit: wasmtime-py catches only Exception, and one
+                # escaping its ctypes callback crashes the interpreter. The call traps instead,
+                # and `call` raises the interrupt once the component has returned.
+                self._interrupted = interrupt
+                raise RuntimeError(f"{interface}.{function} was interrupted") from None
+
+        def outcome(*args: Any) -> Any:
             method = getattr(getattr(self.host, part_name), method_name)
             args = tuple(adopt(a) for a in args)
             if shape is None:
@@ -303,8 +326,23 @@ class Proclease:
         `ComponentError` (the `error` variant's kind and message, or kind None for a plain
         string error)."""
         func, is_result, tagged = self._func(interface, name)
-        value = func(self.store, *args)
-        func.post_return(self.store)
+        # One call at a time: an instance cannot be entered twice (threads sharing a host queue).
+        with self._calling:
+            if self._trapped:
+                # A trapped instance cannot be entered again: a fresh one (the native host never
+                # reuses one either). Handles of the old one's resources are gone with it.
+                self._renew()
+                func, is_result, tagged = self._func(interface, name)
+            self._interrupted = None
+            try:
+                value = func(self.store, *args)
+            except Exception:  # a trap: wasmtime.Trap or WasmtimeError
+                self._trapped = True
+                interrupted, self._interrupted = self._interrupted, None
+                if interrupted is not None:
+                    raise interrupted from None
+                raise
+            func.post_return(self.store)
         value = adopt(value)
         if not is_result:
             return value

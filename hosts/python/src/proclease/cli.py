@@ -16,8 +16,10 @@ from typing import List, Optional
 
 from . import reports
 from ._binding import ComponentError
-from .host import Host
-from .supervisor import StartError
+from ._wit import HostError
+from .host import Host, LockTimeout, Refused
+from .state_store import StateHomeError
+from .supervisor import Interrupted, StartError
 from .supervisor import run as supervise
 
 EXIT_BLOCKED = 3
@@ -116,10 +118,18 @@ def main(args: Optional[List[str]] = None) -> int:
     except ComponentError as error:
         print(f"proclease: {failure_text(error)}", file=sys.stderr)
         return exit_status(error)
-    except TimeoutError as error:
+    except LockTimeout as error:
         print(f"proclease: {error}", file=sys.stderr)
         return EXIT_LOCK_TIMEOUT
-    except (StartError, OSError) as error:
+    except Interrupted as error:
+        print(f"proclease: {error}", file=sys.stderr)
+        return 128 + error.signal
+    except HostError as error:
+        # An effect failed outside a component call (opening the state home, a witness).
+        payload = error.payload
+        print(f"proclease: {payload.message if hasattr(payload, 'message') else payload}", file=sys.stderr)
+        return 1
+    except (Refused, StartError, StateHomeError, OSError) as error:
         print(f"proclease: {error}", file=sys.stderr)
         return 1
 

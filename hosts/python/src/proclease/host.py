@@ -13,7 +13,9 @@ embeds); this module only wires its imports to the effects (`state_store`, `work
 
 from __future__ import annotations
 
+import fcntl
 import os
+import stat
 import tempfile
 import time
 from contextlib import contextmanager
@@ -103,11 +105,11 @@ class Host:
     Errors from every method are `proclease.Error` (see there).
     """
 
-    def __init__(self, state_home: Optional[os.PathLike] = None, workspace_roots: Optional[Sequence[os.PathLike]] = None, wasm: Optional[os.PathLike] = None) -> None:
-        self.state_home = Path(state_home) if state_home is not None else default_state_home()
-        if not self.state_home.exists():
-            self.state_home.mkdir(mode=0o700, parents=True)
-        self.state_home = self.state_home.resolve()
+    def __init__(self, state_home: Optional[os.PathLike] = None, workspace_roots: Optional[Sequence[os.PathLike]] = None, wasm: Optional[os.PathLike] = None, lock_timeout: float = 10.0) -> None:
+        #: How long one operation waits for a lock of the state home another process holds (s).
+        self.lock_timeout = lock_timeout
+        # Made (0700, with missing parents) and claimed by the store when absent, as natively.
+        self.state_home = Path(os.path.abspath(state_home if state_home is not None else default_state_home()))
         roots = [os.path.realpath(r) for r in workspace_roots] if workspace_roots else default_workspace_roots()
         self.workspace_roots = roots
         wasm_path = component_path(wasm)
@@ -148,14 +150,44 @@ class Host:
             lease.release()
 
     def take_directory_lease(self, path: os.PathLike, *, create: bool = False, recover_after: float = DEFAULT_RECOVER_AFTER_S) -> "DirectoryLease":
-        """The lease of `directory_lease` without the `with`: call `release()` when done."""
+        """The lease of `directory_lease` without the `with`: call `release()` when done.
+
+        With `create` (the way `run` leases), the native host's checks come first
+        (`Host::lease_new_directory`): the directory is neither the state home, inside it, nor
+        holds it; it is absent or an empty directory (not a file, not a symbolic link); and no
+        other lease, live or not, claims it (the component's `conflict`) — under the
+        lease-creation lock the native binary takes, so that two runs never lease one directory.
+        Refusals raise `Refused` and leave nothing behind."""
         target = os.path.abspath(os.fspath(path))
-        if os.path.exists(target):
-            target = os.path.realpath(target)
         now_ms = self.effects.clock.now_ms()
         request = rec(role="raw-working", path=target, output_root=None, recover_after_ms=float(now_ms + int(recover_after * 1000)), now_ms=float(now_ms))
-        make = self.component.directory_leases.create_with_directory if create and not os.path.exists(target) else self.component.directory_leases.create
-        handle = make(request)
+        if not create:
+            handle = self.component.directory_leases.create(request)
+            return DirectoryLease(self.component.resource("directory-leases", "directory-lease", handle))
+        home = str(self.state_home)
+        if _within(target, home) or _within(home, target):
+            raise Refused(f"{target}: refused: a leased directory may be removed by `recover`, so it can be neither the state home ({home}), inside it, nor hold it")
+        try:
+            st = os.lstat(target)
+        except FileNotFoundError:
+            st = None
+        if st is not None and not stat.S_ISDIR(st.st_mode):
+            raise Refused(f"{target}: refused: it exists and is not a directory; give a directory path (proclease creates it if absent)")
+        if st is not None and os.listdir(target):
+            raise Refused(
+                f"{target}: refused: not empty. `run` leases only a directory it creates or an empty one, because after a crash "
+                "`recover` deletes the leased directory with everything in it; give a new path and proclease creates it"
+            )
+        lock = self._take_lock("directory-lease-creation.lock")
+        try:
+            facts = self.effects.workspace.inspect(target).facts
+            conflict = self.component.directory_leases.conflict(target, facts.identity if facts is not None else None, None)
+            if conflict is not None:
+                raise Refused(_already_leased(self.state_home, target, conflict))
+            make = self.component.directory_leases.create if facts is not None else self.component.directory_leases.create_with_directory
+            handle = make(request)
+        finally:
+            os.close(lock)
         return DirectoryLease(self.component.resource("directory-leases", "directory-lease", handle))
 
     # --- the export admission (§6A.5) --------------------------------------------------------
@@ -196,10 +228,14 @@ class Host:
         return Recovery(run=run, creations=creations, invocations=invocations, dry_run=dry_run)
 
     def _recovery_turn(self) -> int:
-        import fcntl
+        return self._take_lock("directory-lease-recovery.lock")
 
-        fd = self.effects.state_store.lock_file("directory-lease-recovery.lock")
-        deadline = time.monotonic() + 10.0
+    def _take_lock(self, name: str) -> int:
+        """Takes the kernel lock `.proclease/locks/<name>` the native host takes for the same
+        purpose, waiting at most `lock_timeout` s for another holder; returns its descriptor
+        (closing it releases the lock). Raises `LockTimeout`."""
+        fd = self.effects.state_store.lock_file(name)
+        deadline = time.monotonic() + self.lock_timeout
         while True:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -207,7 +243,7 @@ class Host:
             except BlockingIOError:
                 if time.monotonic() >= deadline:
                     os.close(fd)
-                    raise TimeoutError(f"{self.state_home}/.proclease/locks/directory-lease-recovery.lock: another recoverer held it for 10 s; retry once it is done")
+                    raise LockTimeout(f"{self.state_home}/.proclease/locks/{name}: another process held it for {self.lock_timeout:g} s (another proclease recovering or leasing); retry once it is done") from None
                 time.sleep(0.05)
 
     # --- invocation leases (§6B) -------------------------------------------------------------
@@ -216,6 +252,37 @@ class Host:
         """The invocation-lease collection (§6B.3): `Variant('valid', snapshot)` or
         `Variant('invalid', lease_id)` entries in name order."""
         return self.component.invocation_leases.list()
+
+
+class Refused(Exception):
+    """A directory `run` (or `take_directory_lease(create=True)`) will not lease, before anything
+    was leased or created: the message says why and what to do (the native `Refusal`)."""
+
+
+class LockTimeout(Exception):
+    """A lock of the state home stayed held by another process past the host's bound (the
+    native exit status 5)."""
+
+
+def _within(path: str, ancestor: str) -> bool:
+    return path == ancestor or path.startswith(ancestor.rstrip("/") + "/")
+
+
+def _already_leased(home: Path, target: str, conflict: Rec) -> str:
+    """The native `Refusal::AlreadyLeased` words for the component's `lease-conflict`."""
+    outcome = conflict.outcome
+    claim = outcome.claim
+    what = {
+        "active": "its owner is alive: wait for that run to finish, or use another directory",
+        "recoverable": "its owner is gone: run `proclease recover` first (it removes the directory)",
+        "replaced": (
+            f"{outcome.reason}; this directory is not the one that lease holds (it was re-created or replaced), so `recover` will never remove it: "
+            f"check that no run uses it, then move the stale lease record aside: mv -- '{home / 'recovery' / 'beeper-message-like-me-directory-leases' / outcome.file_name}' "
+            f"'{home / '.proclease' / ('set-aside-' + outcome.file_name)}'"
+        ),
+        "undecided": f"{outcome.reason}; see `proclease doctor`",
+    }[conflict.kind]
+    return f"{target}: refused: already leased by pid {claim.owner.pid} (lease {claim.id}): {what}"
 
 
 class DirectoryLease:

@@ -289,10 +289,12 @@ def doctor_report(host: Any, now_ms: int) -> Dict[str, Any]:
             entries.append(_row("lease-entry", o.file_name, None, None, "-", "-", "invalid", reason, ACTION_WORDS[o.action.tag]))
     decisions = dict(recovery.invocations.decisions) if recovery.invocations is not None else {}
     for entry in host.invocation_leases():
-        if entry.tag == "invalid":
-            entries.append(_row("invocation", entry.payload, None, None, "-", "-", "invalid", "not a valid canonical lease: blocks every plugin's acquire until repaired by hand", None))
+        # `entry` is `valid(snapshot) | invalid(lease id)`: wasmtime-py lifts it untagged (a
+        # record or a string).
+        if isinstance(entry, str):
+            entries.append(_row("invocation", entry, None, None, "-", "-", "invalid", "not a valid canonical lease: blocks every plugin's acquire until repaired by hand", None))
             continue
-        snapshot = entry.payload
+        snapshot = entry
         lease = snapshot.lease
         status = host.component.invocation_leases.lease_status(snapshot)
         decision = decisions.get(lease.lease_id)
@@ -308,7 +310,7 @@ def doctor_report(host: Any, now_ms: int) -> Dict[str, Any]:
             )
         else:
             reason = f"owner status {status} (acquired {acquired})"
-        disposition = {"exact-live-owner": "active", "different-or-dead": "recoverable", "unknown": "indeterminate"}[status]
+        disposition = host.component.invocation_leases.survey_disposition(decision, status) or "invalid"
         host_owner = lease.containment.host if lease.containment is not None else None
         entries.append(
             _row(

@@ -19,7 +19,7 @@ import os
 import signal
 import subprocess
 import time
-from typing import List, Optional, Sequence, Tuple
+from typing import Any, List, Optional, Sequence, Tuple
 
 from ._binding import ComponentError
 
@@ -29,6 +29,15 @@ UNRELEASED = 6
 
 #: Signals forwarded to the command while it runs (as the native supervisor's).
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+
+
+class Interrupted(Exception):
+    """A signal arrived before the command started: nothing was started and nothing is left
+    behind. `signal` is its number (the exit status is 128 + it, as a shell reports)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"interrupted by signal {signum} before the command started; nothing was started and nothing is left behind")
+        self.signal = signum
 
 
 class StartError(Exception):
@@ -60,29 +69,39 @@ def holders_of(witness: os.stat_result) -> List[int]:
     return found
 
 
-def stop_stragglers(witness: os.stat_result, grace: float) -> int:
-    """SIGTERM, then after `grace` s SIGKILL, every process still holding the witness; returns
-    how many there were. Waits (bounded: grace + 5 s) until none is left."""
-    pids = holders_of(witness)
-    if not pids:
-        return 0
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
+def stop_stragglers(witness: os.stat_result, grace: float) -> Tuple[int, List[int]]:
+    """Stops what the command left running with its witness: SIGTERM to every holder, then after
+    `grace` s SIGKILL, scanning again and again (a holder may fork new ones) until none is left
+    or 10 s more have passed. Returns `(how many were found, the pids still holding it)`; the
+    lease must not be released while any still does."""
+    found = set(holders_of(witness))
+    if not found:
+        return 0, []
+    for pid in found:
+        _kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + grace
-    while holders_of(witness) and time.monotonic() < deadline:
+    while time.monotonic() < deadline:
+        now = holders_of(witness)
+        if not now:
+            return len(found), []
+        found.update(now)
         time.sleep(0.05)
-    for pid in holders_of(witness):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    deadline = time.monotonic() + 5.0
-    while holders_of(witness) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return len(pids)
+    deadline = time.monotonic() + 10.0
+    while True:
+        now = holders_of(witness)
+        if not now or time.monotonic() >= deadline:
+            return len(found), now
+        found.update(now)
+        for pid in now:
+            _kill(pid, signal.SIGKILL)
+        time.sleep(0.02)
+
+
+def _kill(pid: int, signum: int) -> None:
+    try:
+        os.kill(pid, signum)
+    except ProcessLookupError:
+        pass
 
 
 def run(host, argv: Sequence[str], workdir: str, *, exclusive: bool = False, recover_after: float = 60.0, grace: float = 5.0, log=None) -> int:
@@ -90,6 +109,29 @@ def run(host, argv: Sequence[str], workdir: str, *, exclusive: bool = False, rec
     signal N ended it). Refusals before it starts raise `proclease.Error` and leave nothing
     behind; a failure to start raises `StartError`."""
     say = log or (lambda _message: None)
+    # Signals are caught from the start: before the command runs, one stops the run cleanly
+    # (everything leased or created is undone: `Interrupted`); once it runs, it is forwarded.
+    state: dict = {"child": None, "pending": None}
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        if state["child"] is not None:
+            _forward(state["child"], signum)
+        elif state["pending"] is None:
+            state["pending"] = signum
+
+    def check_interrupted() -> None:
+        if state["pending"] is not None:
+            raise Interrupted(state["pending"])
+
+    previous = {s: signal.signal(s, on_signal) for s in FORWARDED}
+    try:
+        return _run(host, argv, workdir, exclusive, recover_after, grace, say, state, check_interrupted)
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def _run(host, argv: Sequence[str], workdir: str, exclusive: bool, recover_after: float, grace: float, say, state: dict, check_interrupted) -> int:
     admission = None
     if exclusive:
         admission = host.component.resource("export-admission", "admission", host.component.export_admission.acquire())
@@ -110,15 +152,24 @@ def run(host, argv: Sequence[str], workdir: str, *, exclusive: bool = False, rec
         lease.update("launching")
         if admission is not None:
             admission.begin_helper_launch()
+        check_interrupted()
         try:
             child = subprocess.Popen(list(argv), cwd=directory, pass_fds=(spawn.fd,))
         except OSError as error:
-            spawn.discard()
-            spawn = None
-            lease.update("settled")
-            raise StartError(f"{argv[0]}: could not be started: {error.strerror or error}") from error
+            raise StartError(f"cannot start the command: {os.strerror(error.errno) if error.errno else error} (os error {error.errno})") from error
+        state["child"] = child
+        if state["pending"] is not None:
+            _forward(child, state["pending"])
     except BaseException:
         # Nothing ran: settle and release everything, and remove what was created for it.
+        if spawn is not None:
+            spawn.discard()
+        if lease is not None:
+            try:
+                lease.update("settled")
+            except ComponentError:
+                pass
+            host.effects.process_identity.forget_run(lease.claim.id)
         if lease is not None:
             try:
                 lease.release()
@@ -132,7 +183,6 @@ def run(host, argv: Sequence[str], workdir: str, *, exclusive: bool = False, rec
         if admission is not None:
             _release_admission(admission)
         raise
-    previous = {s: signal.signal(s, lambda signum, _frame: _forward(child, signum)) for s in FORWARDED}
     try:
         witness = os.fstat(spawn.fd)
         # Closes this process's copy (the child holds the lock now); the capture that records
@@ -146,9 +196,16 @@ def run(host, argv: Sequence[str], workdir: str, *, exclusive: bool = False, rec
             # It exited before it could be captured: the lifecycle goes on to settled.
             pass
         status, code, signum = _wait(child)
-        left = stop_stragglers(witness, grace)
+        left, survivors = stop_stragglers(witness, grace)
         if left:
             say(f"stopped {left} process{'es' if left > 1 else ''} the command left running")
+        if survivors:
+            # Released now, the lease would let `recover` delete a directory they still use.
+            say(
+                f"{len(survivors)} process(es) the command started still run ({', '.join(map(str, survivors[:10]))}) and could not be stopped; "
+                f"the lease of {directory} stays held by their witness: `proclease recover` removes it once they are gone"
+            )
+            return UNRELEASED
         if journal is not None:
             try:
                 journal.finished(code, signum)
@@ -170,8 +227,7 @@ def run(host, argv: Sequence[str], workdir: str, *, exclusive: bool = False, rec
             return UNRELEASED
         processes.forget_run(lease_id)
     finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
+        state["child"] = None
     processes.retire()
     return status
 

@@ -1,0 +1,134 @@
+"""The Python host's `run` on real processes and directories: what it refuses before anything
+is leased (the native binary's checks: a recovered directory is deleted with all it holds), a
+signal before the command starts, and what the command leaves running."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Iterator, List
+
+import pytest
+
+
+def command() -> List[str]:
+    script = Path(sys.executable).parent / "proclease"
+    return [str(script)] if script.is_file() else [sys.executable, "-m", "proclease.cli"]
+
+
+class Place:
+    def __init__(self, root: Path) -> None:
+        self.dir = root
+        self.home = root / "state"
+        self.ws = root / "ws"
+        self.ws.mkdir(mode=0o700)
+
+    def run(self, *args: str, **kw) -> subprocess.CompletedProcess:
+        return subprocess.run([*command(), "--state-home", str(self.home), "--workspace-root", str(self.dir), *args], capture_output=True, text=True, timeout=120, **kw)
+
+    def start(self, *args: str) -> subprocess.Popen:
+        return subprocess.Popen([*command(), "--state-home", str(self.home), "--workspace-root", str(self.dir), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def leases(self) -> List[Path]:
+        collection = self.home / "recovery" / "beeper-message-like-me-directory-leases"
+        return sorted(collection.iterdir()) if collection.is_dir() else []
+
+    def await_lease(self, phase: str, seconds: float = 30) -> dict:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            for path in self.leases():
+                try:
+                    claim = json.loads(path.read_text())
+                except (OSError, ValueError):
+                    continue
+                if claim.get("phase") == phase:
+                    return claim
+            time.sleep(0.02)
+        raise AssertionError(f"no {phase} lease within {seconds} s")
+
+
+@pytest.fixture
+def place() -> Iterator[Place]:
+    root = Path(tempfile.mkdtemp(prefix="proclease-run-"))
+    os.chmod(root, 0o700)
+    yield Place(root)
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def test_a_directory_with_content_is_refused_and_kept(place: Place) -> None:
+    job = place.ws / "job"
+    job.mkdir(mode=0o700)
+    (job / "precious").write_text("x")
+    out = place.run("run", "--workdir", str(job), "--", "true")
+    assert out.returncode == 1
+    assert f"{job}: refused: not empty." in out.stderr
+    assert (job / "precious").read_text() == "x"
+    assert place.leases() == []
+
+
+def test_a_directory_another_run_holds_is_refused(place: Place) -> None:
+    job = place.ws / "job"
+    first = place.start("run", "--workdir", str(job), "--", "sleep", "30")
+    try:
+        claim = place.await_lease("running")
+        second = place.run("run", "--workdir", str(job), "--", "true")
+        assert second.returncode == 1, second.stderr
+        assert f"{job}: refused: already leased by pid {first.pid} (lease {claim['id']}): its owner is alive" in second.stderr
+        assert len(place.leases()) == 1
+    finally:
+        first.send_signal(signal.SIGTERM)
+        first.wait(timeout=30)
+    assert place.leases() == []
+
+
+def test_the_state_home_and_what_holds_it_are_refused(place: Place) -> None:
+    for target in (place.home, place.home / "recovery", place.dir):
+        out = place.run("run", "--workdir", str(target), "--", "true")
+        assert out.returncode == 1, (target, out.stderr)
+        assert "refused: a leased directory may be removed by `recover`, so it can be neither the state home" in out.stderr
+    assert place.leases() == []
+
+
+def test_a_symbolic_link_is_refused(place: Place) -> None:
+    (place.ws / "real").mkdir(mode=0o700)
+    (place.ws / "link").symlink_to(place.ws / "real")
+    out = place.run("run", "--workdir", str(place.ws / "link"), "--", "true")
+    assert out.returncode == 1
+    assert "refused: it exists and is not a directory" in out.stderr
+    assert place.leases() == []
+
+
+def test_a_signal_before_the_command_starts_leaves_nothing(place: Place) -> None:
+    # Stopped (SIGSTOP) right after it leased: the SIGTERM is pending when it resumes.
+    job = place.ws / "job"
+    supervisor = place.start("run", "--workdir", str(job), "--", "sleep", "30")
+    deadline = time.monotonic() + 30
+    while not place.leases() and time.monotonic() < deadline:
+        time.sleep(0.001)
+    supervisor.send_signal(signal.SIGSTOP)
+    supervisor.send_signal(signal.SIGTERM)
+    supervisor.send_signal(signal.SIGCONT)
+    _, err = supervisor.communicate(timeout=30)
+    assert supervisor.returncode in (0, 143), err
+    if supervisor.returncode == 143 and "before the command started" in err:
+        assert not job.exists(), "the directory it created is removed"
+    assert place.leases() == [], "nothing is left behind either way"
+
+
+def test_what_the_command_leaves_running_is_stopped_before_the_lease_is_released(place: Place) -> None:
+    job = place.ws / "job"
+    # A background job that ignores SIGTERM and keeps the inherited witness.
+    out = place.run("run", "--grace", "0.5", "--workdir", str(job), "--", "sh", "-c", "trap '' TERM; (trap '' TERM; sleep 300) & echo $! > bg.pid; exit 0")
+    assert out.returncode == 0, out.stderr
+    assert "stopped 1 process the command left running" in out.stderr
+    pid = int((job / "bg.pid").read_text())
+    state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] if Path(f"/proc/{pid}").exists() else "gone"
+    assert state in ("gone", "Z"), "the straggler was killed"
+    assert place.leases() == []
