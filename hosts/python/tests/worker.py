@@ -41,7 +41,11 @@ def increment(home: str, path: str, count: int) -> None:
     # the other writers then.
     print(json.dumps({"event": "ready"}), flush=True)
     successes = retries = value = 0
+    # Bounded: a writer that cannot make progress fails instead of hanging its test.
+    deadline = time.monotonic() + 300
     while successes < count:
+        if time.monotonic() > deadline:
+            fail(f"no progress: {successes} of {count} increments in 300 s ({retries} retries)")
         try:
             text = store.read_if_present(path, 1 << 16).text
             if text is None:

@@ -1,0 +1,46 @@
+// Calling the component's exports from this package's API: the error value an export throws
+// (the WIT `error` variant) becomes a `ProcleaseError`; resource handles are dropped with
+// `Symbol.dispose` (jco gives exported resources one).
+import { leaseErrorText } from './reports/format.mjs';
+
+/**
+ * An error a component export returned: `error` is the WIT `error` value (`{tag: 'lease' |
+ * 'storage' | 'system', val}`), `code` a lease refusal's code (`another-export-is-active`, …),
+ * `reference` the refusal's own message, `failure` the storage or system failure (or the failure a
+ * refusal wraps).
+ */
+export class ProcleaseError extends Error {
+  constructor(error) {
+    const lease = error.tag === 'lease' ? error.val : null;
+    super(lease ? leaseErrorText(lease) : error.val.message);
+    this.name = 'ProcleaseError';
+    this.error = error;
+    this.kind = error.tag;
+    this.code = lease ? lease.code : undefined;
+    this.reference = error.val.message;
+    this.failure = lease ? lease.cause : error.val;
+  }
+}
+
+/** Whether `value` is a WIT `error` value an export threw. */
+export const isWitError = (value) =>
+  value !== null && typeof value === 'object' && ['lease', 'storage', 'system'].includes(value.tag) && value.val && typeof value.val.message === 'string';
+
+/** Calls an export, turning the error value it throws into a `ProcleaseError`. */
+export function call(body) {
+  try {
+    return body();
+  } catch (error) {
+    if (isWitError(error)) throw new ProcleaseError(error);
+    throw error;
+  }
+}
+
+/** Drops a component resource handle. */
+export function drop(resource) {
+  try {
+    resource?.[Symbol.dispose]?.();
+  } catch {
+    // Already dropped.
+  }
+}

@@ -1,0 +1,198 @@
+// The failures this host's imports report, as the native host words them.
+//
+// Ports `host/src/imports/state_store/mod.rs` (`StoreError`, `failure_of`),
+// `host/src/imports/workspace/mod.rs` (`WorkspaceError`, `failure_of`) and `host/src/error.rs`
+// (`io_failure`, `errno_name`), with the errno→kind rule of proclease-core's
+// `FailureKind::of_errno`. A failure crosses the WIT boundary as the `types.failure` record
+// `{kind, message, errno, path, operation}`; an import fails by throwing `{ payload: failure }`.
+import { constants as osConstants } from 'node:os';
+import { getSystemErrorMap } from 'node:util';
+
+/**
+ * glibc's `strerror` for the errors file operations give, so that a message reads as the native
+ * host's (`Read-only file system (os error 30)`); any other errno uses libuv's words, capitalised.
+ */
+const STRERROR = {
+  EPERM: 'Operation not permitted',
+  ENOENT: 'No such file or directory',
+  ESRCH: 'No such process',
+  EINTR: 'Interrupted system call',
+  EIO: 'Input/output error',
+  EBADF: 'Bad file descriptor',
+  EAGAIN: 'Resource temporarily unavailable',
+  ENOMEM: 'Cannot allocate memory',
+  EACCES: 'Permission denied',
+  EBUSY: 'Device or resource busy',
+  EEXIST: 'File exists',
+  EXDEV: 'Invalid cross-device link',
+  ENOTDIR: 'Not a directory',
+  EISDIR: 'Is a directory',
+  EINVAL: 'Invalid argument',
+  ENFILE: 'Too many open files in system',
+  EMFILE: 'Too many open files',
+  EFBIG: 'File too large',
+  ENOSPC: 'No space left on device',
+  EROFS: 'Read-only file system',
+  EMLINK: 'Too many links',
+  ENAMETOOLONG: 'File name too long',
+  ENOTEMPTY: 'Directory not empty',
+  ELOOP: 'Too many levels of symbolic links',
+  EDQUOT: 'Disk quota exceeded',
+  ENOTSUP: 'Operation not supported',
+  EOPNOTSUPP: 'Operation not supported',
+  ENOLCK: 'No locks available',
+  ESTALE: 'Stale file handle',
+};
+
+/** The errno's number (`EROFS` → 30), or undefined. */
+export function errnoNumber(code) {
+  return typeof code === 'string' ? osConstants.errno[code] : undefined;
+}
+
+/** An operating-system error as Rust's `std::io::Error` displays it: `Read-only file system (os error 30)`. */
+export function osErrorText(error) {
+  const code = error?.code;
+  const number = errnoNumber(code);
+  if (number === undefined) return String(error?.message ?? error);
+  let words = STRERROR[code];
+  if (!words) {
+    const described = getSystemErrorMap().get(-number)?.[1] ?? code;
+    words = described.charAt(0).toUpperCase() + described.slice(1);
+  }
+  return `${words} (os error ${number})`;
+}
+
+/** Whether `error` carries an errno (a Node system error, or one of ours made by `osError`). */
+export const isOsError = (error) => error !== null && typeof error === 'object' && errnoNumber(error.code) !== undefined;
+
+/** An errno-carrying error (as Node's own fs errors are), for a failure a host check detects itself. */
+export function osError(code) {
+  const error = new Error(code);
+  error.code = code;
+  return error;
+}
+
+/** proclease-core's `FailureKind::of_errno`. */
+export const kindOfErrno = (errno) => (errno === 'EACCES' || errno === 'EPERM' || errno === 'EROFS' ? 'permission' : 'io');
+
+/** A WIT `failure` record. */
+export function failure(kind, message, { errno, path, operation } = {}) {
+  return { kind, message, errno, path, operation };
+}
+
+/** `host/src/error.rs` `io_failure`: an I/O error of `operation` on `path` as it crosses the boundary. */
+export function ioFailure(path, operation, source, message) {
+  const errno = isOsError(source) ? source.code : undefined;
+  return failure(errno === undefined ? 'io' : kindOfErrno(errno), message, { errno, path, operation });
+}
+
+/** A state-store failure (`StoreError`): its `failure` record is `toFailure()`. */
+export class StoreError extends Error {
+  /** `Contended`: another writer held the record's mutation claim past the wait. */
+  static contended(path) {
+    return new StoreError('contended', path, `${path}: state file mutation is already active (another process, proclease or ghostget, is writing this record); retry in a moment`);
+  }
+  /** `Refused`: not a safe path of the state layout. */
+  static refused(path, reason) {
+    return new StoreError('refused', path, `${path}: refused: ${reason}`);
+  }
+  /** `Unsafe`: something on disk is not safe to trust; nothing was changed. */
+  static unsafe(path, reason) {
+    return new StoreError('unsafe', path, `${path}: unsafe: ${reason}`);
+  }
+  /** `Claim`: the reference's mutation-claim protocol refused (§3.5). */
+  static claim(path, reason) {
+    return new StoreError('unsafe', path, `${path}: ${reason}`);
+  }
+  /** `Io`: an operating-system error of `operation`. */
+  static io(path, operation, source) {
+    const error = new StoreError('io', path, `${path}: ${operation} failed: ${osErrorText(source)}`);
+    error.operation = operation;
+    error.source = source;
+    return error;
+  }
+
+  constructor(kind, path, message) {
+    super(message);
+    this.kind = kind;
+    this.path = path;
+  }
+
+  /** `failure_of`. */
+  toFailure() {
+    if (this.kind === 'io') return ioFailure(this.path, this.operation, this.source, this.message);
+    return failure(this.kind, this.message, { path: this.path });
+  }
+}
+
+/** A workspace failure (`WorkspaceError`). */
+export class WorkspaceError extends Error {
+  static refused(path, reason) {
+    return new WorkspaceError('refused', path, `${path}: refused: ${reason}`);
+  }
+  /** The identity-bound removal refused with the reference's `message`. */
+  static identityChanged(path, message) {
+    return new WorkspaceError('identity-changed', path, `${path}: ${message}`);
+  }
+  static io(path, operation, source) {
+    const error = new WorkspaceError('io', path, `${path}: ${operation} failed: ${osErrorText(source)}`);
+    error.operation = operation;
+    error.source = source;
+    return error;
+  }
+
+  constructor(kind, path, message) {
+    super(message);
+    this.kind = kind;
+    this.path = path;
+  }
+
+  toFailure() {
+    if (this.kind === 'io') return ioFailure(this.path, this.operation, this.source, this.message);
+    return failure(this.kind, this.message, { path: this.path });
+  }
+}
+
+/** A state home that cannot be used (`host/src/imports/state_store/home.rs` `StateHomeError`). */
+export class StateHomeError extends Error {}
+
+/** A process identity that cannot be established (`IdentityError`): the reference's message where it fixes one. */
+export class IdentityError extends Error {}
+
+/**
+ * Runs an import's body: its own typed failures (and any operating-system error that escaped
+ * it, as an I/O failure of `path`) are thrown as `{ payload: failure }`; anything else is a bug
+ * of this host and traps the component call.
+ */
+export function importCall(path, operation, body) {
+  try {
+    return body();
+  } catch (error) {
+    if (error instanceof StoreError || error instanceof WorkspaceError) throw { payload: error.toFailure() };
+    if (isOsError(error)) throw { payload: ioFailure(path, operation, error, `${path}: ${operation} failed: ${osErrorText(error)}`) };
+    throw error;
+  }
+}
+
+/** Runs an import whose error case is a string: its message. */
+export function importCallText(body) {
+  try {
+    return body();
+  } catch (error) {
+    if (error instanceof IdentityError || error instanceof StoreError || error instanceof WorkspaceError || error instanceof StateHomeError) throw { payload: error.message };
+    if (isOsError(error)) throw { payload: osErrorText(error) };
+    throw error;
+  }
+}
+
+/** The message of a WIT `error` value (`{tag: 'lease' | 'storage' | 'system', val}`), of a thrown `{payload}`, or of anything else. */
+export function errorMessage(error) {
+  if (error === null || error === undefined) return String(error);
+  if (typeof error === 'string') return error;
+  if (typeof error === 'object') {
+    if ('payload' in error) return errorMessage(error.payload);
+    if (error.val && typeof error.val.message === 'string') return error.val.message;
+    if (typeof error.message === 'string') return error.message;
+  }
+  return String(error);
+}

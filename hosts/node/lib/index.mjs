@@ -1,0 +1,235 @@
+// proclease for Node: a host of the proclease component on `node:fs`, and a small API over it.
+//
+//   import { Host } from 'proclease-node';
+//   const host = await Host.open({ stateHome, workspaceRoots });
+//   await host.withDirectoryLease('/home/me/jobs/build', { create: true }, async (lease) => { … });
+//   await host.withAdmission(async (admission) => { … });
+//   const recovery = host.recover({ dryRun: true });
+//
+// The counterpart of the native facade `proclease::Host` (`host/src/api/host.rs`): the same
+// defaults (state home `$PROCLEASE_STATE_HOME`, `$GHOSTGET_STATE_HOME`, `$XDG_DATA_HOME/proclease`,
+// `~/.local/share/proclease`; workspace roots the home directory and the temporary directory),
+// and `survey` / `recover` as `doctor` / `recover` use them. Every lease rule is the component's.
+import { call, drop, isWitError, ProcleaseError } from './calls.mjs';
+import { assemble } from './host.mjs';
+import { leaseNewDirectory, Refusal } from './lease-new-directory.mjs';
+
+export { ProcleaseError, Refusal, call };
+
+export { doctorReport, doctorText } from './reports/doctor.mjs';
+export { recoveryReport, recoveryText } from './reports/recovery.mjs';
+export { toJson } from './reports/format.mjs';
+
+/** A held directory lease (the component's `directory-lease` resource), pids as numbers or BigInts. */
+export class DirectoryLease {
+  constructor(resource) {
+    this.resource = resource;
+  }
+  /** The claim as the lease file records it (WIT `directory-lease-claim`). */
+  claim() {
+    return this.resource.claim();
+  }
+  get path() {
+    return this.claim().path;
+  }
+  get id() {
+    return this.claim().id;
+  }
+  contentSha256() {
+    return this.resource.contentSha256();
+  }
+  released() {
+    return this.resource.released();
+  }
+  /** Raw lifecycle step: `preparing` → `launching` → `running` (with the child's pid) → `settled` → `launching` … */
+  update(phase, childPid) {
+    call(() => this.resource.update(phase, childPid === undefined || childPid === null ? undefined : BigInt(childPid)));
+  }
+  /** Removes the claim (never the directory); idempotent. */
+  release() {
+    call(() => this.resource.release());
+  }
+}
+
+/** A held export admission (the component's `admission` resource). */
+export class Admission {
+  constructor(resource) {
+    this.resource = resource;
+  }
+  claim() {
+    return this.resource.claim();
+  }
+  released() {
+    return this.resource.released();
+  }
+  beginHelperLaunch() {
+    call(() => this.resource.beginHelperLaunch());
+  }
+  bindHelper(pid) {
+    call(() => this.resource.bindHelper(BigInt(pid)));
+  }
+  settleHelper() {
+    call(() => this.resource.settleHelper());
+  }
+  markCleanupUnsafe() {
+    call(() => this.resource.markCleanupUnsafe());
+  }
+  release() {
+    call(() => this.resource.release());
+  }
+}
+
+/** The recovery options of `recover`: the command line's (`concurrent`, `pastBound`) with `dryRun`, `skipInvalid`, `keep`. */
+const recoveryOptions = ({ dryRun = false, skipInvalid = false, keep = [], concurrent = true, pastBound = true } = {}) => ({ dryRun, skipInvalid, concurrent, keep, pastBound });
+
+export class Host {
+  /**
+   * Opens a host. Options: `stateHome` (default: `$PROCLEASE_STATE_HOME`, `$GHOSTGET_STATE_HOME`,
+   * `$XDG_DATA_HOME/proclease`, `~/.local/share/proclease`), `workspaceRoots` (directories under
+   * which leased directories may be created, inspected and removed; default: the home directory
+   * and `os.tmpdir()`), `pluginCatalog` (a catalog file instead of
+   * `<state home>/provider-plugins/catalog.json`). The state home is created (0700) and claimed
+   * when absent; one that cannot be used safely is refused (the error says what to fix).
+   */
+  static async open(options = {}) {
+    return new Host(await assemble(options));
+  }
+
+  constructor(parts) {
+    this.parts = parts;
+    /** The component's exports (`records`, `dispositions`, `exportAdmission`, `directoryLeases`, `invocationLeases`), for what this API does not wrap. */
+    this.exports = parts.root;
+  }
+
+  /** The state home's path. */
+  get stateHome() {
+    return this.parts.home.path;
+  }
+
+  /** The granted workspace roots, resolved. */
+  get workspaceRoots() {
+    return this.parts.workspace.rootPaths();
+  }
+
+  /** This process's identity (`{pid, bootId, processStartId}`, pid a BigInt). */
+  selfIdentity() {
+    return this.parts.processes.selfIdentity();
+  }
+
+  /** What probing `owner` proves (`{status, lineageGone, proof}`), judged by the component. */
+  liveness(owner) {
+    return this.parts.liveness.liveness(owner);
+  }
+
+  /**
+   * Leases the directory `path` (a `raw-working` lease), runs `fn(lease)` and releases the lease
+   * however `fn` ends (a lease in `launching` or `running` is settled first). With `create`
+   * (default) the directory is created (0700, with missing ancestors) when absent — recording
+   * the intent first (`create-with-directory`) — and refused, as `run` refuses it, when it is the
+   * state home, not empty, or claimed by another lease (`lease-new-directory.mjs`); without
+   * `create` it must exist (the reference's `create`). `recoverAfterMs`: how long a `launching`
+   * lease of a dead owner is kept (default 60 s).
+   */
+  async withDirectoryLease(path, { create = true, recoverAfterMs = 60_000 } = {}, fn) {
+    let resource;
+    if (create) {
+      ({ resource } = leaseNewDirectory(this, path, { recoverAfterMs }));
+    } else {
+      const now = Date.now();
+      const request = { role: 'raw-working', path, outputRoot: undefined, recoverAfterMs: now + recoverAfterMs, nowMs: now };
+      resource = call(() => this.exports.directoryLeases.create(request));
+    }
+    const lease = new DirectoryLease(resource);
+    try {
+      return await fn(lease);
+    } finally {
+      try {
+        if (!resource.released()) {
+          const phase = resource.claim().phase;
+          if (phase === 'launching' || phase === 'running') {
+            try {
+              resource.update('settled', undefined);
+            } catch {
+              // Released below all the same; a refusal here changes nothing on disk.
+            }
+          }
+          call(() => resource.release());
+        }
+      } finally {
+        drop(resource);
+      }
+    }
+  }
+
+  /**
+   * Acquires the export admission (§6A.5), runs `fn(admission)`, and releases it if it is
+   * `parent-owned` when `fn` ends. An admission left `helper-launching` or `helper-active` (a
+   * helper may run) or `cleanup-unsafe` is left as it is, as the native host's handle leaves it.
+   */
+  async withAdmission(fn) {
+    const resource = call(() => this.exports.exportAdmission.acquire());
+    const admission = new Admission(resource);
+    try {
+      return await fn(admission);
+    } finally {
+      try {
+        if (!resource.released() && resource.claim().phase === 'parent-owned') call(() => resource.release());
+      } finally {
+        drop(resource);
+      }
+    }
+  }
+
+  /** `withAdmission`, by the name the README's API sketch uses. */
+  admission(fn) {
+    return this.withAdmission(fn);
+  }
+
+  /**
+   * Everything a `proclease recover` does (`Host::recover` of the native host): the directory
+   * leases (with the command line's options: `concurrent`, `pastBound`; `dryRun`, `skipInvalid`,
+   * `keep` as given), the creation intents of crashed creators, and — when directory recovery did
+   * not stop — the invocation tombstones whose owners are provably gone (§6B.9 recover mode;
+   * dry: the component's `preview-repair`). Returns `{dryRun, directoryLeases, creations, invocations}`.
+   */
+  recover(options = {}) {
+    const opts = recoveryOptions(options);
+    const leases = this.exports.directoryLeases;
+    const directoryLeases = call(() => leases.recoverEach(undefined, opts));
+    const creations = call(() => leases.recoverCreations(opts.dryRun));
+    let invocations = null;
+    if (!directoryLeases.stopped) {
+      invocations = call(() => (opts.dryRun ? this.exports.invocationLeases.previewRepair(true) : this.exports.invocationLeases.repair(true)));
+    }
+    return { dryRun: opts.dryRun, directoryLeases, creations, invocations };
+  }
+
+  /**
+   * What is in the state home and what would become of it, changing nothing (`doctor`; the
+   * native `Host::survey`): `{admission: {survey} | {invalid}, recovery, invocations}`.
+   */
+  survey() {
+    let admission;
+    try {
+      admission = { survey: this.exports.exportAdmission.survey() };
+    } catch (error) {
+      if (!isWitError(error) || error.tag !== 'lease') throw isWitError(error) ? new ProcleaseError(error) : error;
+      const path = `${this.stateHome}/recovery/beeper-message-like-me-export-admission/active.json`;
+      admission = { invalid: { path, error: error.val, setAside: `mv -- '${path}' '${this.stateHome}/.proclease/set-aside-active.json'` } };
+    }
+    const recovery = this.recover({ dryRun: true, concurrent: false, pastBound: true });
+    const decisions = new Map(recovery.invocations ? recovery.invocations.decisions : []);
+    const invocations = call(() => this.exports.invocationLeases.list()).map((entry) => {
+      if (entry.tag === 'invalid') return { entry, status: null, decision: decisions.get(entry.val) ?? null };
+      const status = call(() => this.exports.invocationLeases.leaseStatus(entry.val));
+      return { entry, status, decision: decisions.get(entry.val.lease.leaseId) ?? null };
+    });
+    return { admission, recovery, invocations };
+  }
+
+  /** Closes the state home's and the workspace roots' descriptors. */
+  close() {
+    this.parts.workspace.close();
+    this.parts.home.close();
+  }
+}

@@ -1,0 +1,101 @@
+// Leasing a directory that `run` (or `withDirectoryLease`) may create: the checks of the native
+// `Host::lease_new_directory` (`host/src/api/host.rs`: not the state home, not a file or a link,
+// empty, claimed by no other lease — `Refusal` of `host/src/error.rs`, the component's
+// `directory-leases.conflict`), then the component's `create-with-directory`.
+//
+// The native host takes a kernel lock (`directory-lease-creation.lock`) around the check and the
+// creation, so that two runs cannot both lease one new directory. Node has no `flock`; instead,
+// once its lease is written, this host lists the leases again and gives its own up if another
+// lease claims the same directory. Each lease is written before its writer looks, so of two
+// concurrent leasers the later to look always sees the other: at most one goes on (both may give
+// up). A native run that checked before this lease existed and writes its own after this host
+// looked is not seen (the native check comes before its write): that narrow race between the two
+// hosts remains.
+import { call, drop } from './calls.mjs';
+import { setAsideLeaseEntry } from './reports/format.mjs';
+
+/** A refusal before anything was leased or run (`Refusal`): its message; nothing is left behind. */
+export class Refusal extends Error {}
+
+/** `path` is `ancestor` or below it (component-wise). */
+const within = (path, ancestor) => path === ancestor || ancestor === '/' || path.startsWith(`${ancestor}/`);
+
+/**
+ * The lease that claims the directory at `path` — by path, or by `identity` when it exists — and
+ * what it is (`{kind, outcome}`), or null: the component's `directory-leases.conflict`
+ * (proclease-core's `Run::conflict` over a recovery dry run). `except` is a lease id that does
+ * not count (this host's own).
+ */
+const conflict = (exports, path, identity, except = undefined) =>
+  call(() => exports.directoryLeases.conflict(path, identity ?? undefined, except ?? undefined)) ?? null;
+
+/** The refusal of a directory another lease claims (`Refusal::AlreadyLeased`). */
+function alreadyLeased(home, dir, found) {
+  const entry = found.outcome;
+  const what = {
+    active: () => 'its owner is alive: wait for that run to finish, or use another directory',
+    recoverable: () => 'its owner is gone: run `proclease recover` first (it removes the directory)',
+    replaced: () =>
+      `${entry.reason}; this directory is not the one that lease holds (it was re-created or replaced), so \`recover\` will never remove it: ` +
+      `check that no run uses it, then move the stale lease record aside: ${setAsideLeaseEntry(home, entry.fileName)}`,
+    undecided: () => `${entry.reason}; see \`proclease doctor\``,
+  }[found.kind]();
+  return new Refusal(`${dir}: refused: already leased by pid ${entry.claim.owner.pid} (lease ${entry.claim.id}): ${what}`);
+}
+
+
+/**
+ * Leases the directory `dir` (absolute), creating it (0700, with its missing ancestors) when
+ * absent: the `raw-working` lease resource, and `created`, the directories this call found absent
+ * (innermost first) — for the caller to remove again, if still empty, when nothing ran. Throws a
+ * `Refusal` or a `ProcleaseError`; nothing is left behind then.
+ */
+export function leaseNewDirectory(host, dir, { recoverAfterMs = 60_000 } = {}) {
+  const { workspace } = host.parts;
+  const exports = host.exports;
+  const home = host.stateHome;
+  if (within(dir, home) || within(home, dir)) {
+    throw new Refusal(`${dir}: refused: a leased directory may be removed by \`recover\`, so it can be neither the state home (${home}), inside it, nor hold it`);
+  }
+  // What the workspace cannot tell (outside the granted roots, behind a symbolic link) is left to
+  // the component's creation, which refuses it in its own words.
+  const quiet = (f) => {
+    try {
+      return f();
+    } catch {
+      return null;
+    }
+  };
+  const kind = (path) => quiet(() => workspace.kind(path));
+  const here = kind(dir);
+  if (here === 'symbolic-link' || here === 'other') throw new Refusal(`${dir}: refused: it exists and is not a directory; give a directory path (proclease creates it if absent)`);
+  if (here === 'directory' && quiet(() => workspace.isEmptyDirectory(dir)) === false) {
+    throw new Refusal(
+      `${dir}: refused: not empty. \`run\` leases only a directory it creates or an empty one, because after a crash ` +
+        '`recover` deletes the leased directory with everything in it; give a new path and proclease creates it',
+    );
+  }
+  const created = [];
+  for (let p = dir; p !== '/' && kind(p) === 'absent'; p = p.slice(0, p.lastIndexOf('/')) || '/') created.push(p);
+  const facts = quiet(() => workspace.inspect(dir));
+  const before = conflict(exports, dir, facts ? facts.identity : null);
+  if (before) throw alreadyLeased(home, dir, before);
+  const now = Date.now();
+  const request = { role: 'raw-working', path: dir, outputRoot: undefined, recoverAfterMs: now + recoverAfterMs, nowMs: now };
+  const resource = call(() => exports.directoryLeases.createWithDirectory(request));
+  // Another leaser of the same directory that looked before this lease existed has written its
+  // lease by now, or will see this one when it looks.
+  const claim = resource.claim();
+  const after = conflict(exports, dir, claim.directoryIdentity, claim.id);
+  if (after) {
+    try {
+      resource.release();
+    } catch {
+      // Left for `recover` once this process is gone (its owner is this process).
+    }
+    drop(resource);
+    // The directory is the other lease's now: it is not removed.
+    throw alreadyLeased(home, dir, after);
+  }
+  return { resource, created };
+}

@@ -1,0 +1,137 @@
+// The library API (lib/index.mjs): Host.open's defaults, withDirectoryLease, withAdmission,
+// survey and recover.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import * as fs from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Host, ProcleaseError } from '../lib/index.mjs';
+import { selectStateHome } from '../lib/state-store/home.mjs';
+import { freshDirs } from '../testing/helpers.mjs';
+
+test('the state home is chosen as the native binary chooses it', () => {
+  const env = { HOME: '/home/me', XDG_DATA_HOME: '/data', GHOSTGET_STATE_HOME: '/g', PROCLEASE_STATE_HOME: '/p' };
+  assert.deepEqual(selectStateHome('/flag', env), { path: '/flag', source: 'flag' });
+  assert.deepEqual(selectStateHome(undefined, env), { path: '/p', source: 'PROCLEASE_STATE_HOME' });
+  assert.deepEqual(selectStateHome(undefined, { ...env, PROCLEASE_STATE_HOME: '  ' }), { path: '/g', source: 'GHOSTGET_STATE_HOME' });
+  assert.deepEqual(selectStateHome(undefined, { HOME: '/home/me', XDG_DATA_HOME: '/data' }), { path: '/data/proclease', source: 'default' });
+  assert.deepEqual(selectStateHome(undefined, { HOME: '/home/me' }), { path: '/home/me/.local/share/proclease', source: 'default' });
+});
+
+test('Host.open defaults: $PROCLEASE_STATE_HOME, and the home and temporary directories as workspace roots', async () => {
+  const d = freshDirs();
+  const saved = process.env.PROCLEASE_STATE_HOME;
+  process.env.PROCLEASE_STATE_HOME = d.home;
+  try {
+    const host = await Host.open();
+    try {
+      assert.equal(host.stateHome, d.home);
+      assert.ok(fs.existsSync(join(d.home, '.io-state.json')), 'claimed with the reference marker');
+      assert.deepEqual(host.workspaceRoots, [fs.realpathSync(process.env.HOME), fs.realpathSync(tmpdir())]);
+    } finally {
+      host.close();
+    }
+  } finally {
+    if (saved === undefined) delete process.env.PROCLEASE_STATE_HOME;
+    else process.env.PROCLEASE_STATE_HOME = saved;
+    d.cleanup();
+  }
+});
+
+test('withDirectoryLease leases, records a child, and releases however the callback ends', async () => {
+  const d = freshDirs();
+  const host = await Host.open({ stateHome: d.home, workspaceRoots: [d.ws] });
+  try {
+    const dir = join(d.ws, 'job');
+    const seen = await host.withDirectoryLease(dir, { create: true }, async (lease) => {
+      assert.equal(lease.path, dir);
+      assert.equal(lease.claim().phase, 'preparing');
+      lease.update('launching');
+      const child = spawn('sleep', ['5'], { cwd: dir });
+      await new Promise((r) => child.once('spawn', r));
+      lease.update('running', child.pid);
+      const survey = host.survey();
+      child.kill();
+      return survey.recovery.directoryLeases.outcomes.map((o) => [o.claim.path, o.disposition, o.claim.childOwner.pid]);
+    });
+    assert.equal(seen.length, 1);
+    assert.deepEqual(seen[0].slice(0, 2), [dir, 'active']);
+    assert.equal(host.survey().recovery.directoryLeases.outcomes.length, 0, 'released (a running lease is settled first)');
+    await assert.rejects(
+      host.withDirectoryLease(dir, {}, async () => {
+        throw new Error('the work failed');
+      }),
+      /the work failed/,
+    );
+    assert.equal(host.survey().recovery.directoryLeases.outcomes.length, 0, 'released after a failure too');
+    await assert.rejects(host.withDirectoryLease(join(d.ws, 'absent'), { create: false }, async () => {}), (e) => e instanceof ProcleaseError && /no such directory \(ENOENT\); create it first/.test(e.message));
+    const refusal = await host.withDirectoryLease('/etc/x', {}, async () => {}).catch((e) => e);
+    assert.ok(refusal instanceof ProcleaseError);
+    assert.equal(refusal.kind, 'storage');
+    assert.equal(refusal.failure.kind, 'refused');
+  } finally {
+    host.close();
+    d.cleanup();
+  }
+});
+
+test('withAdmission holds the export admission; another acquirer is refused while it is held', async () => {
+  const d = freshDirs();
+  const host = await Host.open({ stateHome: d.home, workspaceRoots: [d.ws] });
+  try {
+    await host.withAdmission(async (admission) => {
+      assert.equal(admission.claim().phase, 'parent-owned');
+      const other = await host.withAdmission(async () => 'not reached').catch((e) => e);
+      // This very process holds it: its own live claim is `active` for a new acquirer.
+      assert.ok(other instanceof ProcleaseError);
+      assert.equal(other.code, 'another-export-is-active');
+      assert.equal(other.message, 'Beeper Message Like Me recovery: another export is active');
+      assert.equal(host.survey().admission.survey.disposition, 'active');
+    });
+    assert.equal(host.survey().admission.survey, undefined, 'released');
+    const recovery = host.recover({ dryRun: true });
+    assert.equal(recovery.dryRun, true);
+    assert.deepEqual(recovery.directoryLeases.outcomes, []);
+    assert.equal(recovery.invocations.report.inspected, 0);
+  } finally {
+    host.close();
+    d.cleanup();
+  }
+});
+
+test('an invocation lease is acquired under the catalog lock (the imported resource, released when the component drops it)', async () => {
+  const d = freshDirs();
+  const host = await Host.open({ stateHome: d.home, workspaceRoots: [d.ws] });
+  try {
+    const [a, b, c] = ['a'.repeat(64), 'b'.repeat(64), 'c'.repeat(64)];
+    host.parts.store.createIfAbsent(
+      'provider-plugins/catalog.json',
+      JSON.stringify({ schemaVersion: 1, plugins: [{ pluginId: 'portable-test', version: '1.0.0', hostApiVersion: 1, bundleSha256: a, manifestSha256: b, enabled: true }] }),
+    );
+    const { invocationLeases, records } = host.exports;
+    const identity = records.parsePortableIdentity(
+      JSON.stringify({ pluginId: 'portable-test', pluginVersion: '1.0.0', hostApiVersion: 1, bundleSha256: a, manifestSha256: b, adapterId: 'portable-test', transport: 'provider-api', surfaceId: 'portable-test', operation: 'records.read', contractVersion: 1, descriptorSha256: c }),
+    );
+    const snapshot = invocationLeases.acquire(identity, '3f1c9a52-8d2e-4b7a-9c1d-2e5f6a7b8c9d');
+    assert.deepEqual(fs.readdirSync(join(d.home, 'provider-plugins/locks')), [], 'the catalog lock was released when the component dropped it');
+    assert.equal(invocationLeases.list().length, 1);
+    assert.equal(invocationLeases.leaseStatus(snapshot), 'exact-live-owner');
+    const controller = invocationLeases.ContainmentController.create(snapshot);
+    controller.cleanupComplete();
+    invocationLeases.release(controller.current());
+    controller[Symbol.dispose]();
+    assert.deepEqual(invocationLeases.list(), []);
+    // A disabled plugin cannot be acquired: the reference's refusal.
+    host.parts.store.replaceIfUnchanged(
+      'provider-plugins/catalog.json',
+      createHash('sha256').update(fs.readFileSync(join(d.home, 'provider-plugins/catalog.json'))).digest('hex'),
+      JSON.stringify({ schemaVersion: 1, plugins: [] }),
+    );
+    assert.throws(() => invocationLeases.acquire(identity, '3f1c9a52-8d2e-4b7a-9c1d-2e5f6a7b8c9e'), (e) => /portable provider plugin portable-test changed or was disabled/.test(e.val.message));
+  } finally {
+    host.close();
+    d.cleanup();
+  }
+});

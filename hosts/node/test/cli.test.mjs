@@ -1,0 +1,190 @@
+// The command line (bin/proclease.mjs) on its own: `run`'s lifecycle, exit statuses and
+// refusals; `doctor` and `recover` after a crash; usage errors.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import * as fs from 'node:fs';
+import { join } from 'node:path';
+import { BIN, freshDirs, killAll, node, startRun } from '../testing/helpers.mjs';
+
+const LEASES = 'recovery/beeper-message-like-me-directory-leases';
+
+test('run leases a new directory (0700), runs the command in it, exits with its status and releases everything', async () => {
+  const d = freshDirs();
+  try {
+    const workdir = join(d.ws, 'new/job');
+    const r = await node(d.home, d.ws, ['run', '--workdir', workdir, '--', 'sh', '-c', 'pwd > where; exit 7']);
+    assert.equal(r.code, 7, r.stderr);
+    assert.equal(fs.readFileSync(join(workdir, 'where'), 'utf8'), `${workdir}\n`, 'the command ran in the directory');
+    assert.equal(fs.statSync(workdir).mode & 0o777, 0o700);
+    assert.equal(fs.statSync(join(d.ws, 'new')).mode & 0o777, 0o700);
+    assert.deepEqual(fs.readdirSync(join(d.home, LEASES)), [], 'the lease was released');
+    assert.deepEqual(fs.readdirSync(join(d.home, 'recovery/proclease-directory-creations')), [], 'and the creation intent');
+    const killed = await node(d.home, d.ws, ['run', '--workdir', join(d.ws, 'k'), '--', 'sh', '-c', 'kill -TERM $$']);
+    assert.equal(killed.code, 128 + 15, 'a command a signal ended: 128+N');
+    const doctor = await node(d.home, d.ws, ['doctor']);
+    assert.equal(doctor.code, 0);
+    assert.match(doctor.stdout, /^state home: .*\ncontainment: none, because the Node host runs commands without a box.*\nno admission claim, directory leases or invocation leases\n$/);
+  } finally {
+    d.cleanup();
+  }
+});
+
+test('run refuses what it must not lease, creating nothing', async () => {
+  const d = freshDirs();
+  try {
+    const full = join(d.ws, 'full');
+    fs.mkdirSync(full, { mode: 0o700 });
+    fs.writeFileSync(join(full, 'data'), 'x');
+    let r = await node(d.home, d.ws, ['run', '--workdir', full, '--', 'true']);
+    assert.equal(r.code, 1);
+    assert.match(r.stderr, /^proclease: .*full: refused: not empty\./);
+    r = await node(d.home, d.ws, ['run', '--workdir', join(d.home, 'recovery'), '--', 'true']);
+    assert.equal(r.code, 1);
+    assert.match(r.stderr, /refused: a leased directory may be removed by `recover`, so it can be neither the state home/);
+    r = await node(d.home, d.ws, ['run', '--workdir', '/etc/proclease-node-test', '--', 'true']);
+    assert.equal(r.code, 1);
+    assert.match(r.stderr, /outside the granted workspace roots/);
+    assert.equal(fs.existsSync('/etc/proclease-node-test'), false);
+    const missing = join(d.ws, 'x/y');
+    r = await node(d.home, d.ws, ['run', '--workdir', missing, '--', '/nonexistent/program']);
+    assert.equal(r.code, 1);
+    assert.equal(r.stderr, 'proclease: /nonexistent/program: cannot start the command: No such file or directory (os error 2)\n');
+    assert.equal(fs.existsSync(join(d.ws, 'x')), false, 'the directories it created are removed again');
+    assert.deepEqual(fs.readdirSync(join(d.home, LEASES)), []);
+    r = await node(d.home, d.ws, ['run', '--workdir', join(d.ws, 'y'), 'true']);
+    assert.equal(r.code, 2);
+    assert.match(r.stderr, /hint: put the command after `--`/);
+    r = await node(d.home, d.ws, ['frobnicate']);
+    assert.equal(r.code, 2);
+  } finally {
+    d.cleanup();
+  }
+});
+
+test('a second run of a leased directory is refused, naming the holder', async () => {
+  const d = freshDirs();
+  const workdir = join(d.ws, 'job');
+  const first = await startRun('node', d, workdir);
+  try {
+    const r = await node(d.home, d.ws, ['run', '--workdir', workdir, '--', 'true']);
+    assert.equal(r.code, 1);
+    assert.equal(r.stderr, `proclease: ${workdir}: refused: already leased by pid ${first.lease.owner.pid} (lease ${first.lease.id}): its owner is alive: wait for that run to finish, or use another directory\n`);
+  } finally {
+    await killAll([first.lease.owner.pid, first.lease.childOwner.pid]);
+    d.cleanup();
+  }
+});
+
+test('SIGTERM to run is forwarded to the command; the lease is settled and released', async () => {
+  const d = freshDirs();
+  const workdir = join(d.ws, 'job');
+  const { child, lease } = await startRun('node', d, workdir);
+  try {
+    const exited = new Promise((r) => child.once('exit', (code, signal) => r({ code, signal })));
+    process.kill(child.pid, 'SIGTERM');
+    assert.deepEqual(await exited, { code: 128 + 15, signal: null }, 'exits as the command did');
+    assert.throws(() => process.kill(lease.childOwner.pid, 0), { code: 'ESRCH' }, 'the command got it');
+    assert.deepEqual(fs.readdirSync(join(d.home, LEASES)), []);
+    assert.ok(fs.existsSync(workdir), 'a working directory stays');
+  } finally {
+    child.kill('SIGKILL');
+    d.cleanup();
+  }
+});
+
+test('after a crash, doctor shows the lease recoverable and recover removes it; --json documents; a dry run changes nothing', async () => {
+  const d = freshDirs();
+  const workdir = join(d.ws, 'job');
+  const { lease } = await startRun('node', d, workdir);
+  try {
+    fs.writeFileSync(join(workdir, 'output'), 'partial');
+    let doctor = JSON.parse((await node(d.home, d.ws, ['doctor', '--json'])).stdout);
+    assert.equal(doctor.entries[0].disposition, 'active');
+    assert.equal(doctor.entries[0].reason, `owner pid ${lease.owner.pid} is alive (/proc shows it running)`);
+    await killAll([lease.owner.pid, lease.childOwner.pid]);
+    doctor = JSON.parse((await node(d.home, d.ws, ['doctor', '--json'])).stdout);
+    assert.equal(doctor.schemaVersion, 1);
+    assert.equal(doctor.stateHome, d.home);
+    assert.deepEqual(Object.keys(doctor), ['cgroup', 'clusterState', 'containment', 'entries', 'overBound', 'schemaVersion', 'stateHome', 'store']);
+    assert.deepEqual(Object.keys(doctor.entries[0]), ['age', 'childPid', 'disposition', 'kind', 'ownerHost', 'ownerPid', 'phase', 'reason', 'recoverAction', 'target']);
+    assert.equal(doctor.entries[0].disposition, 'recoverable');
+    assert.equal(doctor.entries[0].recoverAction, 'remove directory');
+    const dry = await node(d.home, d.ws, ['recover', '--dry-run', '--json']);
+    assert.equal(dry.code, 0);
+    const plan = JSON.parse(dry.stdout);
+    assert.equal(plan.dryRun, true);
+    assert.equal(plan.directoryLeases.entries[0].action, 'remove directory');
+    assert.equal(plan.directoryLeases.entries[0].done, false);
+    assert.ok(fs.existsSync(join(workdir, 'output')), 'a dry run changes nothing');
+    const r = await node(d.home, d.ws, ['recover']);
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(
+      r.stdout,
+      `removed ${workdir} (owner pid ${lease.owner.pid} is gone (/proc shows it gone); child pid ${lease.childOwner.pid} is gone (/proc shows it gone))\nrecovered: 1\npublished: 0\nactive: 0\nindeterminate: 0\n`,
+    );
+    assert.equal(fs.existsSync(workdir), false);
+  } finally {
+    d.cleanup();
+  }
+});
+
+test('a state home that is not safe is refused with exit status 1', async () => {
+  const d = freshDirs();
+  try {
+    fs.mkdirSync(d.home, { mode: 0o700 });
+    fs.writeFileSync(join(d.home, 'foreign-file'), 'x');
+    const r = await node(d.home, d.ws, ['doctor']);
+    assert.equal(r.code, 1);
+    assert.match(r.stderr, /is not empty and not a state home \(it holds "foreign-file"\); choose a dedicated directory/);
+    const version = await new Promise((resolve) => {
+      const child = spawn(process.execPath, [BIN, '--version'], { stdio: ['ignore', 'pipe', 'inherit'] });
+      let out = '';
+      child.stdout.on('data', (c) => (out += c));
+      child.once('close', () => resolve(out));
+    });
+    assert.match(version, /^proclease \S+ \(Node host; component sha256 [0-9a-f]{64}, WIT proclease:lease@0\.2\.0\)\n$/);
+  } finally {
+    d.cleanup();
+  }
+});
+
+test('of several runs started at once on one new directory, at most one runs its command', async (t) => {
+  const d = freshDirs();
+  try {
+    const workdir = join(d.ws, 'contested');
+    const runs = await Promise.all(Array.from({ length: 4 }, () => node(d.home, d.ws, ['run', '--workdir', workdir, '--', 'sh', '-c', 'echo $$ >> ran; sleep 1'])));
+    for (const r of runs) assert.ok(r.code === 0 || (r.code === 1 && /refused: (already leased|not empty)/.test(r.stderr)), `${r.code}: ${r.stderr}`);
+    const ran = fs.existsSync(join(workdir, 'ran')) ? fs.readFileSync(join(workdir, 'ran'), 'utf8').trim().split('\n') : [];
+    t.diagnostic(`exit statuses ${runs.map((r) => r.code).join(' ')}; ${runs.map((r) => r.stderr.replace(/^proclease: .*?refused: /, '').slice(0, 40)).filter(Boolean).join(' / ')}`);
+    assert.ok(ran.length <= 1, `${ran.length} commands ran in one directory at once`);
+    assert.equal(runs.filter((r) => r.code === 0).length, ran.length);
+    assert.deepEqual(fs.readdirSync(join(d.home, LEASES)), [], 'every lease was released');
+  } finally {
+    d.cleanup();
+  }
+});
+
+test("recover keeps the directory of a run the native run journal says finished, and forgets the entry", async () => {
+  const d = freshDirs();
+  const workdir = join(d.ws, 'job');
+  const { lease } = await startRun('node', d, workdir);
+  try {
+    await killAll([lease.owner.pid, lease.childOwner.pid]);
+    // What a native supervisor writes once the command's whole tree has ended (run_journal.rs).
+    const runs = join(d.home, '.proclease/runs');
+    fs.mkdirSync(runs, { mode: 0o700, recursive: true });
+    const text = JSON.stringify({ version: 1, leaseId: lease.id, directory: lease.directoryIdentity, state: 'finished', exitCode: 0, signal: null });
+    fs.writeFileSync(join(runs, `${lease.id}.run`), `${text}${' '.repeat(511 - text.length)}\n`, { mode: 0o600 });
+    const r = await node(d.home, d.ws, ['recover', '--json']);
+    assert.equal(r.code, 0, r.stderr);
+    const entry = JSON.parse(r.stdout).directoryLeases.entries[0];
+    assert.equal(entry.action, 'release, keep directory');
+    assert.match(entry.reason, /its command finished \(exit 0\) before the lease was released: the directory is its result and stays/);
+    assert.ok(fs.existsSync(workdir), 'the directory stays');
+    assert.deepEqual(fs.readdirSync(join(d.home, LEASES)), [], 'its lease is released');
+    assert.equal(fs.existsSync(join(runs, `${lease.id}.run`)), false, 'the journal entry is forgotten');
+  } finally {
+    d.cleanup();
+  }
+});

@@ -1,0 +1,154 @@
+// Process identity against /proc (lib/process-identity/): the boot id and start ids computed
+// independently here from /proc with node:crypto (§2.2, §2.3), capture, probe facts, and what
+// this host says of native witness files and run-journal entries.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import { spawn } from 'node:child_process';
+import * as fs from 'node:fs';
+import { join } from 'node:path';
+import { freshHost } from '../testing/helpers.mjs';
+
+const digest = (kind, value) => createHash('sha256').update(Buffer.concat([Buffer.from(kind), Buffer.from([0]), Buffer.from(value)])).digest('hex');
+const bootId = () => digest('io-boot', fs.readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim());
+const startField = (pid) => {
+  const text = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').trim();
+  return text.slice(text.lastIndexOf(')') + 1).trim().split(/\s+/)[19];
+};
+const startId = (pid) => digest('io-process-start', `${bootId()}\0${startField(pid)}`);
+const inTimeNamespace = () => {
+  try {
+    return /boottime\s+(-?\d+)\s+(-?\d+)/.exec(fs.readFileSync('/proc/self/timens_offsets', 'utf8')).slice(1).some((n) => n !== '0');
+  } catch {
+    return false;
+  }
+};
+const offset = inTimeNamespace() ? 'this process runs in a shifted time namespace: start ids are corrected' : false;
+
+test('the boot id and the own identity are the digests of /proc (§2.2, §2.3)', { skip: offset }, async () => {
+  const h = await freshHost();
+  try {
+    const { processes } = h.parts;
+    assert.equal(processes.currentBootId(), bootId());
+    assert.deepEqual(processes.selfIdentity(), { pid: BigInt(process.pid), bootId: bootId(), processStartId: startId(process.pid) });
+    const view = processes.host().view;
+    assert.equal(view.pidNamespace, fs.statSync('/proc/self/ns/pid', { bigint: true }).ino);
+    assert.equal(view.boottimeOffsetNs, 0n);
+    assert.equal(view.clockTicksPerSecond, 100n);
+  } finally {
+    h.cleanup();
+  }
+});
+
+test('capture gives a live child its identity and refuses a dead or malformed pid', { skip: offset }, async () => {
+  const h = await freshHost();
+  const child = spawn('sleep', ['30']);
+  try {
+    const { processes } = h.parts;
+    assert.deepEqual(processes.capture(BigInt(child.pid)), { pid: BigInt(child.pid), bootId: bootId(), processStartId: startId(child.pid) });
+    assert.throws(() => processes.capture(0n), { message: 'process identity PID is malformed' });
+    assert.throws(() => processes.capture(2n ** 53n), { message: 'process identity PID is malformed' });
+    child.kill('SIGKILL');
+    await new Promise((r) => child.once('exit', r));
+    assert.throws(() => processes.capture(BigInt(child.pid)), { message: 'exact live process identity is unavailable' });
+  } finally {
+    child.kill('SIGKILL');
+    h.cleanup();
+  }
+});
+
+test('probe reports what /proc shows, and the component judges it', async () => {
+  const h = await freshHost();
+  const child = spawn('sleep', ['30']);
+  try {
+    const { processes, liveness } = h.parts;
+    const me = processes.selfIdentity();
+    const facts = processes.probe(me);
+    assert.equal(facts.bootId, bootId());
+    assert.equal(facts.witness, 'absent', 'this host takes no witness');
+    assert.equal(facts.spawned, 'absent');
+    assert.equal(facts.stat.tag, 'stat');
+    assert.ok(facts.stat.val.startsWith(`${process.pid} (`), 'its /proc/<pid>/stat');
+    assert.ok(facts.tasks >= 1);
+    assert.equal(facts.remote, 'not-clustered');
+    assert.equal(facts.tree, 'absent');
+    assert.equal(liveness.liveness(me).status, 'exact-live-owner');
+    const other = processes.capture(BigInt(child.pid));
+    assert.equal(liveness.ownerStatus(other), 'exact-live-owner');
+    assert.equal(liveness.ownerStatus({ ...other, processStartId: 'f'.repeat(64) }), 'different-or-dead', 'another process on the pid');
+    assert.equal(liveness.ownerStatus({ ...other, bootId: 'e'.repeat(64) }), 'different-or-dead', 'another boot');
+    assert.deepEqual(processes.probe({ ...other, bootId: 'e'.repeat(64) }).stat, { tag: 'unreadable' }, 'nothing of this machine is read for another boot');
+    child.kill('SIGKILL');
+    await new Promise((r) => child.once('exit', r));
+    assert.deepEqual(processes.probe(other).stat, { tag: 'missing' });
+    assert.equal(liveness.ownerStatus(other), 'different-or-dead');
+  } finally {
+    child.kill('SIGKILL');
+    h.cleanup();
+  }
+});
+
+test("a native witness file makes the witness untestable, in the PID namespace its content records", async () => {
+  const h = await freshHost();
+  const child = spawn('true');
+  try {
+    await new Promise((r) => child.once('exit', r));
+    const { processes, liveness } = h.parts;
+    const dead = { pid: BigInt(child.pid), bootId: bootId(), processStartId: 'a'.repeat(64) };
+    const dir = join(h.parts.home.path, '.proclease/witnesses', dead.bootId);
+    fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+    for (const d of ['.proclease/witnesses', `.proclease/witnesses/${dead.bootId}`]) fs.chmodSync(join(h.parts.home.path, d), 0o700);
+    const ours = processes.host().view.pidNamespace;
+    const witness = (ns) =>
+      fs.writeFileSync(
+        join(dir, `${dead.pid}-${dead.processStartId}.witness`),
+        `{"bootId":"${dead.bootId}","boottimeOffsetNs":0,"kind":"proclease-witness","pid":${dead.pid},"pidNamespace":"${ns}","processStartId":"${dead.processStartId}","role":"owner","schemaVersion":1,"timeNamespace":"1"}\n`,
+        { mode: 0o600 },
+      );
+    assert.equal(liveness.ownerStatus(dead), 'different-or-dead', 'no witness: /proc of the initial namespace decides (as for ghostget)');
+    witness(ours);
+    let facts = processes.probe(dead);
+    assert.equal(facts.witness, 'untestable', 'Node cannot test the lock');
+    assert.equal(facts.recordedPidNamespace, ours);
+    assert.equal(liveness.ownerStatus(dead), 'different-or-dead', 'recorded in the namespace this /proc shows: /proc decides');
+    witness(ours + 12345n);
+    facts = processes.probe(dead);
+    assert.equal(facts.recordedPidNamespace, ours + 12345n);
+    assert.equal(liveness.ownerStatus(dead), 'unknown', 'recorded in another PID namespace: never judged dead from this /proc');
+    assert.equal(facts.spawned, 'absent');
+    fs.writeFileSync(join(dir, `${dead.pid}-${dead.processStartId}.spawn-3f1c9a52-8d2e-4b7a-9c1d-2e5f6a7b8c9d`), '', { mode: 0o600 });
+    assert.equal(processes.probe(dead).spawned, 'untestable', 'spawn witnesses exist but cannot be tested: never free');
+  } finally {
+    h.cleanup();
+  }
+});
+
+test("finished-run reads a complete native run-journal entry, and forget-run removes it", async () => {
+  const h = await freshHost();
+  try {
+    const { processes } = h.parts;
+    const id = '0b8f5a3e-2f4c-4b7e-9d2a-7c1e5f3a9b10';
+    assert.equal(processes.finishedRun(id), undefined, 'no journal');
+    const runs = join(h.parts.home.path, '.proclease/runs');
+    fs.mkdirSync(runs, { mode: 0o700 });
+    const record = (value) => {
+      const text = JSON.stringify(value);
+      return Buffer.from(`${text}${' '.repeat(511 - text.length)}\n`);
+    };
+    const directory = { device: '2049', inode: '1234567', birthtimeNs: '1700000000000000001' };
+    const file = join(runs, `${id}.run`);
+    fs.writeFileSync(file, record({ version: 1, leaseId: id, directory, state: 'running' }), { mode: 0o600 });
+    assert.equal(processes.finishedRun(id), undefined, 'a running entry proves nothing');
+    fs.writeFileSync(file, record({ version: 1, leaseId: id, directory, state: 'finished', exitCode: 0, signal: null }));
+    assert.deepEqual(processes.finishedRun(id), { directoryIdentity: directory, exitCode: 0, signal: undefined });
+    const torn = fs.readFileSync(file);
+    torn.fill(0x78, 10, 40);
+    fs.writeFileSync(file, torn);
+    assert.equal(processes.finishedRun(id), undefined, 'a torn write is nothing finished');
+    processes.forgetRun(id);
+    assert.equal(fs.existsSync(file), false);
+    assert.equal(processes.finishedRun('../escape'), undefined);
+  } finally {
+    h.cleanup();
+  }
+});
