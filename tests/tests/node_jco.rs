@@ -1,8 +1,9 @@
 //! The same component in another runtime: the exact bytes `proclease component` writes,
 //! transpiled with jco and run in Node with imports written in JavaScript (`tests/js/`), must
 //! pass every public conformance vector with the same results as in wasmtime, and the Node
-//! scenario tests. Needs `node` and `npm` (Node 20); the pinned packages are installed from
-//! `tests/js/package-lock.json` on first run.
+//! scenario tests, through the Node host package's loader (`hosts/node/lib/component.mjs`).
+//! Needs `node` and `npm` (Node 20); the package's pinned packages are installed from
+//! `hosts/node/package-lock.json` on first run.
 
 use std::path::Path;
 use std::process::Command;
@@ -15,9 +16,11 @@ fn the_component_passes_the_vectors_and_scenarios_in_node() {
     let wasm = build.join("proclease.wasm");
     std::fs::write(&wasm, proclease::component::BYTES).expect("write the component");
 
-    if !js.join("node_modules/@bytecodealliance/jco-transpile").is_dir() {
-        let install = Command::new("npm").args(["ci", "--no-audit", "--no-fund"]).current_dir(&js).output().expect("npm must be installed (Node 20) to run the Node suite");
-        assert!(install.status.success(), "npm ci in tests/js failed:\n{}", String::from_utf8_lossy(&install.stderr));
+    // tests/js loads the component with the Node host package's loader (hosts/node).
+    let package = js.join("../../hosts/node");
+    if !package.join("node_modules/@bytecodealliance/jco-transpile").is_dir() {
+        let install = Command::new("npm").args(["ci", "--no-audit", "--no-fund"]).current_dir(&package).output().expect("npm must be installed (Node 20) to run the Node suite");
+        assert!(install.status.success(), "npm ci in hosts/node failed:\n{}", String::from_utf8_lossy(&install.stderr));
     }
     let vectors = proclease_tests::conformance::public_vectors_dir();
     let run = Command::new("node")

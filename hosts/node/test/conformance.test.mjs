@@ -5,10 +5,12 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { RealHarness, runFile } from '../testing/conformance.mjs';
 import { freshHost } from '../testing/helpers.mjs';
 
-const VECTORS = process.env.PROCLEASE_VECTORS ?? '/work/shared/vectors/public';
+// The repository's sibling `shared/` (as CI lays it out), unless PROCLEASE_VECTORS says otherwise.
+const VECTORS = process.env.PROCLEASE_VECTORS ?? fileURLToPath(new URL('../../../../shared/vectors/public', import.meta.url));
 /** Suites whose every vector a real host evaluates in full (nothing scripted, nothing partial). */
 const PURE = ['canonical-json', 'sha256', 'identity-digest', 'proc-stat', 'export-admission-parse', 'directory-lease-parse', 'invocation-lease-parse', 'portable-identity-parse', 'invocation-owner-status', 'admission-entry-decision', 'directory-lease-request', 'raw-lease-disposition'];
 

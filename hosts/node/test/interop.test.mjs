@@ -1,5 +1,5 @@
 // Interoperation with the native binary (`$PROCLEASE_BIN`, default
-// /work/main/target/debug/proclease) on one state home: a lease taken by this package's `run` is
+// target/debug/proclease) on one state home: a lease taken by this package's `run` is
 // active for the native `doctor` while its child lives and recovered by the native `recover` once
 // its supervisor and child are killed; and the reverse. Both hosts print the same documents for
 // the same state home. Skipped, saying why, when the binary is absent.
