@@ -97,7 +97,7 @@ fn writers_of_the_three_hosts_lose_no_update_on_one_record() {
         let output = child.wait_with_output().expect("wait");
         assert!(output.status.success(), "the {who} writer failed: {output:?}");
         before.push_str(&String::from_utf8_lossy(&output.stdout));
-        let done: Value = before.lines().filter_map(|l| serde_json::from_str(l).ok()).last().unwrap_or_else(|| panic!("{who}: no outcome"));
+        let done: Value = before.lines().rev().find_map(|l| serde_json::from_str(l).ok()).unwrap_or_else(|| panic!("{who}: no outcome"));
         assert_eq!(done["outcome"], "done", "{who}: {done}");
         assert_eq!(done["successes"], EACH, "{who}: {done}");
         successes += EACH;
