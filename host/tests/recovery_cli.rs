@@ -218,3 +218,34 @@ fn the_lease_bound_refuses_the_sixty_fifth_and_an_over_bound_collection_is_recov
     let out = s.run(&["run", "--workdir", refused.to_str().unwrap(), "--", "true"]);
     assert!(out.status.success(), "leases are taken again: {out:?}");
 }
+
+/// A dead run's lease on `jobs/a` and a live run in `jobs/a/b` (the reference would remove
+/// `jobs/a` with everything in it, the live run's directory included): recovery keeps `jobs/a`
+/// while the inner lease is held, and removes it once that lease is released.
+#[test]
+fn a_dead_lease_holding_a_live_lease_s_directory_is_kept_until_that_lease_is_gone() {
+    let s = sandbox();
+    let outer = s.dead_lease("a", 1);
+    let inner = outer.join("b");
+    let inner_text = inner.to_str().expect("utf-8");
+    let mut live = s.spawn(&["run", "--workdir", inner_text, "--", "sh", "-c", "echo work > result.txt; sleep 30"]);
+    s.wait_for_phase(&inner, "running");
+
+    let recovered = s.run(&["recover"]);
+    assert!(recovered.status.success(), "{}", stderr(&recovered));
+    let text = stdout(&recovered);
+    let kept = format!("kept {}: recoverable (", outer.display());
+    assert!(text.contains(&kept), "{text}");
+    assert!(text.contains(&format!("but {inner_text}, inside it, is leased too")), "{text}");
+    assert!(text.contains(&format!("kept {inner_text}: active")), "{text}");
+    assert!(outer.join("out.txt").is_file() && inner.join("result.txt").is_file(), "nothing of the live run was removed");
+
+    // Once the inner run ends (its lease released), the outer directory goes.
+    let pid = rustix::process::Pid::from_raw(live.id() as i32).expect("pid");
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).expect("SIGTERM to the live run");
+    live.wait().expect("the run ends");
+    let recovered = s.run(&["recover"]);
+    assert!(recovered.status.success(), "{}", stderr(&recovered));
+    assert!(stdout(&recovered).contains(&format!("removed {}", outer.display())), "{}", stdout(&recovered));
+    assert!(!outer.exists());
+}

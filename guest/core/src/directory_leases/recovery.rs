@@ -230,7 +230,7 @@ pub fn recover_each(now_ms: Option<f64>, fx: Effects<'_>, options: Options) -> R
     let now = now_ms.unwrap_or_else(|| fx.clock.now_ms() as f64);
     let now_ms = milliseconds(now).ok_or_else(|| Error::lease(LeaseCode::DirectoryRecoveryTimeIsInvalid))?;
     let Effects { store, processes, workspace, .. } = fx;
-    let mut recovery = Recovery { options, now_ms, store, processes, workspace, run: Run::default() };
+    let mut recovery = Recovery { options, now_ms, store, processes, workspace, run: Run::default(), claimed: Vec::new() };
     if let Err(error) = recovery.entries() {
         let (error, cause) = wrap(error);
         recovery.run.stopped.get_or_insert(error);
@@ -248,6 +248,9 @@ struct Recovery<'a> {
     processes: &'a mut dyn Processes,
     workspace: &'a mut dyn Workspace,
     run: Run,
+    /// `(file name, leased path)` of every valid lease of the collection, read before any is
+    /// recovered: a directory holding another lease's directory is not removed.
+    claimed: Vec<(String, String)>,
 }
 
 /// Why an entry cannot be recovered, and what to do about it.
@@ -339,6 +342,13 @@ impl Recovery<'_> {
             };
             files.sort_by_cached_key(|(name, status)| created(status, name));
         }
+        self.claimed = files
+            .iter()
+            .filter_map(|(name, status)| match status {
+                BatchStatus::Present(text) => directory_lease::parse_file(text, name).ok().map(|parsed| (name.clone(), parsed.record.path)),
+                _ => None,
+            })
+            .collect();
         for (name, status) in files {
             if self.entry(&name, status).is_err() {
                 break;
@@ -423,6 +433,18 @@ impl Recovery<'_> {
             (None, Some(run)) => format!("{reason}; its command failed ({}) before the lease was released: the stage is scratch", run.status_words()),
             (None, None) => reason,
         };
+        // Beyond the reference: a directory that holds another lease's directory is not removed
+        // (that lease's owner may be alive and working in it): it waits until that lease is gone
+        // (docs/deviations.md, "A lease inside another").
+        let inside = format!("{}/", claim.path.trim_end_matches('/'));
+        if keep.is_none()
+            && let Some((other, path)) = self.claimed.iter().find(|(other, path)| other != name && path.starts_with(&inside))
+        {
+            let reason =
+                format!("{reason}; but {path}, inside it, is leased too ({other}): it is kept until that lease is released or recovered, then a later `recover` removes it");
+            self.run.outcomes.push(Outcome { name: name.into(), claim: Some(claim), disposition: Some(disposition), action: Action::Keep, reason, done: false });
+            return Ok(());
+        }
         let action = match carry_out(&claim, self.workspace, self.options.dry_run, keep.is_some()) {
             Ok(action) => action,
             Err(error) => {
