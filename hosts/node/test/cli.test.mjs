@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import { join } from 'node:path';
-import { BIN, freshDirs, killAll, node, startRun } from '../testing/helpers.mjs';
+import { BIN, freshDirs, killAll, node, runToEnd, startRun } from '../testing/helpers.mjs';
 
 const LEASES = 'recovery/beeper-message-like-me-directory-leases';
 
@@ -184,6 +184,19 @@ test("recover keeps the directory of a run the native run journal says finished,
     assert.ok(fs.existsSync(workdir), 'the directory stays');
     assert.deepEqual(fs.readdirSync(join(d.home, LEASES)), [], 'its lease is released');
     assert.equal(fs.existsSync(join(runs, `${lease.id}.run`)), false, 'the journal entry is forgotten');
+  } finally {
+    d.cleanup();
+  }
+});
+
+test('a run in another PID namespace is refused: no witness would say which namespace its pids belong to', async () => {
+  const d = freshDirs();
+  try {
+    const job = join(d.ws, 'job');
+    const r = await runToEnd('unshare', ['--pid', '--fork', '--mount-proc', process.execPath, BIN, '--state-home', d.home, '--workspace-root', d.ws, 'run', '--workdir', job, '--', 'true']);
+    assert.equal(r.code, 1, r.stderr);
+    assert.match(r.stderr, /runs in a PID namespace other than the initial one/);
+    assert.equal(fs.existsSync(job), false, 'nothing was created');
   } finally {
     d.cleanup();
   }

@@ -117,7 +117,8 @@ test("a native witness file makes the witness untestable, in the PID namespace i
     assert.equal(liveness.ownerStatus(dead), 'unknown', 'recorded in another PID namespace: never judged dead from this /proc');
     assert.equal(facts.spawned, 'absent');
     fs.writeFileSync(join(dir, `${dead.pid}-${dead.processStartId}.spawn-3f1c9a52-8d2e-4b7a-9c1d-2e5f6a7b8c9d`), '', { mode: 0o600 });
-    assert.equal(processes.probe(dead).spawned, 'untestable', 'spawn witnesses exist but cannot be tested: never free');
+    assert.equal(processes.probe(dead).spawned, 'held', 'spawn witnesses exist but cannot be tested: what they cover may run');
+    assert.equal(liveness.liveness(dead).lineageGone, false, 'so nothing it started is proven gone: recovery keeps its lease (the native host, which can test them, recovers it)');
   } finally {
     h.cleanup();
   }

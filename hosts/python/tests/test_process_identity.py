@@ -490,7 +490,7 @@ def test_a_native_supervisors_owners_are_held_while_it_runs_and_free_once_killed
             facts = identity.probe(recorded)
             return facts.witness == "free" and facts.tree != "populated"
 
-        assert wait_until(lambda: gone(owner) and gone(child)), (identity.probe(owner), identity.probe(child))
+        assert wait_until(lambda: gone(owner) and gone(child), 60), (identity.probe(owner), identity.probe(child))
         for recorded in (owner, child):
             facts = identity.probe(recorded)
             assert facts.tree in ("empty", "absent", "unreadable")

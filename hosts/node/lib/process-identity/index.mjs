@@ -223,6 +223,17 @@ export class ProcessIdentity {
           '(unshare --pid --fork --mount-proc …) or run outside it',
       );
     }
+    // Without a witness, a record says nothing of the PID namespace its pid belongs to: every
+    // prober judges it by its own `/proc`, as the initial namespace's. A process of another PID
+    // namespace (a container) would be judged dead by a host outside it while it runs, and its
+    // directory removed (`docs/deviations.md` item 1): such a record is refused.
+    if (host.view.pidNamespace !== INITIAL_PID_NAMESPACE) {
+      throw new IdentityError(
+        `this process runs in a PID namespace other than the initial one (nsfs inode ${host.view.pidNamespace}): the Node host takes no witness, ` +
+          'so a pid it recorded would be judged by other hosts in their own namespace; run it in the initial PID namespace, or use the native ' +
+          'or Python host, whose witnesses record the namespace',
+      );
+    }
     return host;
   }
 

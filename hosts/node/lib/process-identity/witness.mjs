@@ -3,20 +3,22 @@
 //
 // A witness is a file `<state home>/.proclease/witnesses/<boot id>/<pid>-<process start id>.witness`
 // on which its holder keeps an exclusive `flock`; spawn witnesses are `<pid>-<start>.spawn-<uuid>`.
-// Node cannot `flock`, so this host can test no lock: it never reports `held` or `free`. What it
-// can say, and says:
+// Node cannot `flock`, so this host can test no lock. (`/proc/locks` would not do: it omits a lock
+// whose taker died while a process that inherited it holds it — a spawn witness after its
+// supervisor was killed; a scan of every `/proc/<pid>/fd` is refused for some processes even to
+// root.) What it can say, and says:
 // - no witness file → `absent` (a record of ghostget, of this host, of a process that took none):
 //   the component then judges by `/proc` in the initial PID namespace, as the reference does;
-// - a witness file → `untestable`, with the PID namespace its content records
-//   (`recordedPidNamespace`): the component then consults `/proc` only when it shows that
-//   namespace — a native child recorded in another PID namespace is never judged dead from this
-//   `/proc` (`docs/deviations.md` item 1);
-// - spawn witnesses → `untestable` when there are any (a lock that cannot be tested proves
-//   nothing: the component treats it as it treats `absent`, the reference's rule), `absent` when
-//   there are none. Never `free` (that would prove the processes gone) nor `held`.
+// - a witness file → `untestable`, with the PID namespace its content records: the component
+//   consults `/proc` only when it shows that namespace — a native child recorded in another PID
+//   namespace is never judged dead from this `/proc` (`docs/deviations.md` item 1);
+// - spawn witnesses → `held` when there are any, `absent` when there are none. Their locks cannot
+//   be tested, and what they cover may still run (a native `--stage` command, a command not yet
+//   recorded, what a command left running): the component would treat `untestable` as `absent`
+//   (the reference's rule) and let this host's `recover` delete a directory such a process works
+//   in. So this host keeps such leases; the native host, which tests the locks, recovers them.
 // Anything that makes the witness directory unreadable other than its absence (not a private
-// directory of the user, a symbolic link, an I/O error) is reported as `untestable` without a
-// namespace — nothing is proven then, and the component keeps what it cannot judge.
+// directory of the user, a symbolic link, an I/O error) is `untestable` (spawned: `held`).
 import * as fs from 'node:fs';
 import { euid, namesStartingWith, openDir, using } from '../fsops.mjs';
 import { isDigest } from '../state-store/path.mjs';
@@ -87,19 +89,20 @@ export class WitnessObserver {
 
   /**
    * The aggregate state of the spawn witnesses `owner` took (`Witnesses::test_spawned`), as far
-   * as this host can tell: `untestable` when there are any, `absent` when there are none.
+   * as this host can tell: `held` when there are any (or the directory cannot be read: nothing
+   * proves them gone, and a process they cover may run), `absent` when there are none.
    */
   testSpawned(owner) {
     if (!nameable(owner)) return 'absent';
     const boot = this.bootDir(owner.bootId);
     if (boot.absent) return 'absent';
-    if (boot.unreadable) return 'untestable';
+    if (boot.unreadable) return 'held';
     return using(boot.dir, (dir) => {
       try {
         const listed = namesStartingWith(dir, `${owner.pid}-${owner.processStartId}.spawn-`, 100_000);
-        return listed.names.length > 0 || listed.over ? 'untestable' : 'absent';
+        return listed.names.length > 0 || listed.over ? 'held' : 'absent';
       } catch {
-        return 'untestable';
+        return 'held';
       }
     });
   }
