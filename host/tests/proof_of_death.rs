@@ -318,3 +318,81 @@ fn a_stage_whose_command_still_runs_is_kept() {
     assert_eq!(report(&s.recover(&[])), (1, 0), "once it is gone the stage is recovered");
     assert!(!stage.exists() && !output.exists());
 }
+
+#[test]
+fn a_job_seen_through_another_path_to_the_state_home_is_not_proven_dead_there() {
+    // Issue #40 case 4 (docs/witness.md, "Lock domains"): a run in PID and cgroup namespaces
+    // (a container) whose state home is an overlay's merged view; a recoverer reaching the same
+    // state home through the overlay's upper directory sees the same witness files, but not
+    // their locks: free-looking witnesses there prove nothing, and the job is kept.
+    let namespaces = ["--pid", "--fork", "--mount-proc", "--cgroup"];
+    if !namespaces_available(&namespaces) {
+        return;
+    }
+    let s = sandbox();
+    let overlay = s.root.join("overlay");
+    for dir in ["lower", "upper", "work", "merged"] {
+        std::fs::create_dir_all(overlay.join(dir)).expect("mkdir");
+    }
+    let options = format!("lowerdir={},upperdir={},workdir={}", overlay.join("lower").display(), overlay.join("upper").display(), overlay.join("work").display());
+    let mounted = Command::new("mount").args(["-t", "overlay", "overlay", "-o", &options]).arg(overlay.join("merged")).output().expect("mount(8)");
+    if !mounted.status.success() {
+        let why = String::from_utf8_lossy(&mounted.stderr).trim().to_string();
+        assert!(std::env::var_os("PROCLEASE_REQUIRE_MOUNTS").is_none(), "an overlay cannot be mounted here ({why}) and PROCLEASE_REQUIRE_MOUNTS is set");
+        println!("skipped: an overlay cannot be mounted here ({why}); this needs root");
+        return;
+    }
+    struct Unmount(std::path::PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+        }
+    }
+    let _unmount = Unmount(overlay.join("merged"));
+    let merged_state = overlay.join("merged/state");
+    let upper_state = overlay.join("upper/state");
+    let work = s.root.join("jobs/contained");
+    let seconds = unique_seconds();
+    let script = format!(
+        "{PROCLEASE} --state-home {} --workspace-root {} run --workdir {} -- sleep {seconds} & wait; sleep {seconds}0",
+        merged_state.display(),
+        s.root.display(),
+        work.display()
+    );
+    let reaper = Reaper::default();
+    let namespace = Command::new("unshare").args(namespaces).args(["--kill-child", "sh", "-c", &script]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("unshare");
+    reaper.child(namespace);
+    let through = |state: &Path, args: &[&str]| {
+        let output = Command::new(PROCLEASE)
+            .arg("--state-home")
+            .arg(state)
+            .arg("--workspace-root")
+            .arg(&s.root)
+            .args(args)
+            .env_remove("PROCLEASE_STATE_HOME")
+            .env_remove("PROCLEASE_STORE")
+            .output()
+            .expect("proclease");
+        assert!(output.status.success(), "{args:?}: {output:?}");
+        serde_json::from_slice::<serde_json::Value>(&output.stdout).expect("json")
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let doc = through(&merged_state, &["doctor", "--json"]);
+        if doc["entries"].as_array().is_some_and(|e| e.iter().any(|e| e["phase"] == "running")) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the contained run never started: {doc}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let job = reaper.pid(wait_for_process(&["sleep", &seconds]));
+
+    let doc = through(&upper_state, &["doctor", "--json"]);
+    let entry = &doc["entries"][0];
+    assert_ne!(entry["disposition"], "recoverable", "through the upper directory the witnesses' locks cannot be seen: {doc}");
+    assert_eq!(report(&through(&upper_state, &["recover", "--json"])).0, 0, "recover through the other path keeps the job");
+    assert!(work.is_dir(), "the running job's directory stays");
+
+    kill(job);
+    wait_until_dead(job);
+}

@@ -215,8 +215,9 @@ def test_the_own_witness_is_held_and_is_the_native_hosts_file(identity: ProcessI
     own = identity.self_identity()
     path = witness_dir(home, own.boot_id) / f"{own.pid}-{own.process_start_id}.witness"
     namespace = os.stat("/proc/self/ns/pid").st_ino
+    st = path.stat()
     assert path.read_text() == (
-        f'{{"bootId":"{own.boot_id}","boottimeOffsetNs":0,"kind":"proclease-witness","pid":{own.pid},'
+        f'{{"bootId":"{own.boot_id}","boottimeOffsetNs":0,"device":"{st.st_dev}","inode":"{st.st_ino}","kind":"proclease-witness","pid":{own.pid},'
         f'"pidNamespace":"{namespace}","processStartId":"{own.process_start_id}","role":"owner","schemaVersion":1,'
         f'"timeNamespace":"{os.stat("/proc/self/ns/time").st_ino}"}}\n'
     )
@@ -471,8 +472,10 @@ def test_a_native_supervisors_owners_are_held_while_it_runs_and_free_once_killed
             assert verdict is None or verdict.status == "exact-live-owner"
         assert identity.probe(owner).spawned == "held"
         # The native witness is byte for byte what this port writes for the same holder.
-        native = (witness_dir(home, owner.boot_id) / f"{owner.pid}-{owner.process_start_id}.witness").read_text()
-        assert native == witness_module.content(owner, "owner", identity.host().namespaces())
+        native_path = witness_dir(home, owner.boot_id) / f"{owner.pid}-{owner.process_start_id}.witness"
+        native = native_path.read_text()
+        st = native_path.stat()
+        assert native == witness_module.content(owner, "owner", identity.host().namespaces(), (st.st_dev, st.st_ino))
         # And the native run journal's entry is this port's format.
         journal = (home / ".proclease" / "runs" / f"{record['id']}.run").read_bytes()
         from proclease.process_identity import _journal_record

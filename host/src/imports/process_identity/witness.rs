@@ -107,11 +107,12 @@ fn spawn_prefix(owner: &Owner) -> String {
     format!("{}-{}.spawn-", owner.pid, owner.process_start_id)
 }
 
-/// What a witness file says, canonical JSON + `\n` (keys sorted).
-fn content(holder: &Owner, role: &str, ns: &Namespaces) -> String {
+/// What a witness file says, canonical JSON + `\n` (keys sorted). `file` is the witness's own
+/// `(st_dev, st_ino)` as its creator sees it: its lock domain (see [`test`]).
+fn content(holder: &Owner, role: &str, ns: &Namespaces, file: (u64, u64)) -> String {
     format!(
-        "{{\"bootId\":\"{}\",\"boottimeOffsetNs\":{},\"kind\":\"proclease-witness\",\"pid\":{},\"pidNamespace\":\"{}\",\"processStartId\":\"{}\",\"role\":\"{role}\",\"schemaVersion\":1,\"timeNamespace\":\"{}\"}}\n",
-        holder.boot_id, ns.boottime_offset_ns, holder.pid, ns.pid, holder.process_start_id, ns.time
+        "{{\"bootId\":\"{}\",\"boottimeOffsetNs\":{},\"device\":\"{}\",\"inode\":\"{}\",\"kind\":\"proclease-witness\",\"pid\":{},\"pidNamespace\":\"{}\",\"processStartId\":\"{}\",\"role\":\"{role}\",\"schemaVersion\":1,\"timeNamespace\":\"{}\"}}\n",
+        holder.boot_id, ns.boottime_offset_ns, file.0, file.1, holder.pid, ns.pid, holder.process_start_id, ns.time
     )
 }
 
@@ -226,7 +227,9 @@ impl Witnesses {
         let unlink_temp = || {
             let _ = rustix::fs::unlinkat(dir, temp.as_str(), AtFlags::empty());
         };
-        let written = file.write_all(content(holder, role, ns).as_bytes());
+        let written = rustix::fs::fstat(&file)
+            .map_err(std::io::Error::from)
+            .and_then(|stat| file.write_all(content(holder, role, ns, (stat.st_dev, stat.st_ino)).as_bytes()));
         if let Err(e) = written {
             unlink_temp();
             return Err(WitnessError::Io { path, operation: "write", source: e });
@@ -571,6 +574,14 @@ fn lock_unsupported(e: &std::io::Error) -> bool {
 
 /// Tests the lock of witness `name` in `dir` without blocking: a shared lock is refused while
 /// its holder keeps the exclusive one.
+///
+/// A free lock proves the holder gone only in the holder's lock domain: the same file seen
+/// through another path to the state home — an overlay's upper directory beside its merged view,
+/// a container's bind of it — has locks of its own, so a held witness looks free there
+/// (`docs/witness.md`, "Lock domains"; issue #40). The witness records its `(device, inode)` as
+/// its creator saw it; when the file this prober opened has another, the lock says nothing here
+/// and the witness is `untestable` (the `/proc` proof decides, in the recorded PID namespace
+/// only). A witness that records none (written before this rule) is judged as before.
 fn test(dir: &OwnedFd, name: &str) -> WitnessState {
     let fd = match rustix::fs::openat(dir, name, OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK, Mode::empty()) {
         Ok(fd) => fd,
@@ -581,10 +592,28 @@ fn test(dir: &OwnedFd, name: &str) -> WitnessState {
     match file.try_lock_shared() {
         Ok(()) => {
             let _ = file.unlock();
-            WitnessState::Free
+            if in_another_lock_domain(&file) { WitnessState::Untestable } else { WitnessState::Free }
         }
         Err(TryLockError::WouldBlock) => WitnessState::Held,
         Err(TryLockError::Error(_)) => WitnessState::Untestable,
+    }
+}
+
+/// Whether the witness open as `file` records a `(device, inode)` other than the one this
+/// process sees for it (see [`test`]); `false` when it records none. An unreadable or
+/// malformed record is another domain: nothing it says can be trusted.
+fn in_another_lock_domain(file: &File) -> bool {
+    let Ok(stat) = rustix::fs::fstat(file) else { return true };
+    let mut text = String::new();
+    if std::io::Read::take(&*file, MAX_WITNESS_BYTES).read_to_string(&mut text).is_err() {
+        return true;
+    }
+    let Ok(value) = serde_json::from_str::<serde_json::Value>(&text) else { return true };
+    let recorded = |key: &str| value.get(key).map(|v| v.as_str().and_then(|s| s.parse::<u64>().ok()));
+    match (recorded("device"), recorded("inode")) {
+        (None, None) => false,
+        (Some(Some(device)), Some(Some(inode))) => (device, inode) != (stat.st_dev, stat.st_ino),
+        _ => true,
     }
 }
 

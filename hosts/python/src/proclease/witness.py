@@ -146,12 +146,14 @@ def spawn_prefix(owner: Any) -> str:
     return f"{pid}-{start}.spawn-"
 
 
-def content(holder: Any, role: str, ns: Namespaces) -> str:
+def content(holder: Any, role: str, ns: Namespaces, file: Tuple[int, int]) -> str:
     """What a witness file says, canonical JSON + `\\n` (keys sorted), byte for byte the native
-    host's."""
+    host's; `file` is the witness's own `(st_dev, st_ino)` as its creator sees it (its lock
+    domain: `witness.rs::test`)."""
     pid, boot_id, start = owner_fields(holder)
     return (
-        f'{{"bootId":"{boot_id}","boottimeOffsetNs":{ns.boottime_offset_ns},"kind":"proclease-witness","pid":{pid},'
+        f'{{"bootId":"{boot_id}","boottimeOffsetNs":{ns.boottime_offset_ns},"device":"{file[0]}","inode":"{file[1]}",'
+        f'"kind":"proclease-witness","pid":{pid},'
         f'"pidNamespace":"{ns.pid}","processStartId":"{start}","role":"{role}","schemaVersion":1,"timeNamespace":"{ns.time}"}}\n'
     )
 
@@ -325,9 +327,30 @@ def _test(dir_fd: int, name: str) -> str:
             fcntl.flock(fd, fcntl.LOCK_UN)
         except OSError:
             pass
-        return FREE
+        return UNTESTABLE if _in_another_lock_domain(fd) else FREE
     finally:
         os.close(fd)
+
+
+def _in_another_lock_domain(fd: int) -> bool:
+    """Whether the witness open as `fd` records a `(device, inode)` other than the one this
+    process sees for it: its lock says nothing here (`witness.rs::in_another_lock_domain`);
+    False when it records none, True when its record cannot be read."""
+    try:
+        st = os.fstat(fd)
+        data = _read_bounded(fd, MAX_WITNESS_BYTES)
+        value = json.loads(data.decode("utf-8"))
+    except (OSError, ValueError):
+        return True
+    if not isinstance(value, dict):
+        return True
+    device, inode = value.get("device"), value.get("inode")
+    if device is None and inode is None:
+        return False
+    if not isinstance(device, str) or not isinstance(inode, str):
+        return True
+    recorded = (_parse_u64(device), _parse_u64(inode))
+    return recorded != (st.st_dev, st.st_ino)
 
 
 def _read_small(dir_fd: int, name: str) -> Optional[str]:
@@ -667,7 +690,8 @@ class Witnesses:
             return error
 
         try:
-            _write_all(fd, content(holder, role, ns).encode("utf-8"))
+            st = os.fstat(fd)
+            _write_all(fd, content(holder, role, ns, (st.st_dev, st.st_ino)).encode("utf-8"))
         except OSError as error:
             raise fail(_os_error(path, "write", error)) from None
         # A filesystem without flock still gets the file (an `untestable` witness that records
