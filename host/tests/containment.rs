@@ -787,6 +787,28 @@ fn a_signal_while_waiting_for_stragglers_stops_them() {
     assert_eq!(recover(&s), (0, 0), "and the lease was released");
 }
 
+/// A run interrupted while its command runs says so in its exit status, even when the command
+/// catches the signal and exits 0 (issue #40 case 6): 128+N, as `su` does.
+#[test]
+fn an_interrupted_run_exits_128_plus_the_signal_even_when_its_command_exits_0() {
+    let s = sandbox();
+    let work = s.root.join("jobs/graceful");
+    let started = work.join("started");
+    let script = "trap 'echo stopped > stopped; exit 0' TERM; echo yes > started; while :; do sleep 0.05; done";
+    let supervisor = s.command(&["run", "--workdir", work.to_str().expect("utf-8"), "--", "sh", "-c", script]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !started.is_file() {
+        assert!(Instant::now() < deadline, "the command never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let pid = rustix::process::Pid::from_raw(supervisor.id() as i32).expect("pid");
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).expect("SIGTERM");
+    let out = supervisor.wait_with_output().expect("wait");
+    assert_eq!(out.status.code(), Some(143), "{out:?}");
+    assert!(stderr(&out).contains("the run was interrupted by signal 15; the command exited 0 all the same"), "{}", stderr(&out));
+    assert!(work.join("stopped").is_file(), "the command got the signal and ended on its own terms");
+}
+
 /// After the supervisor was killed and the command exited, `kill <CHILD>` (SIGTERM to the box's
 /// init, as doctor shows it) stops what the command left running, and the lease becomes
 /// recoverable.

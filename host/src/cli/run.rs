@@ -28,7 +28,8 @@ pub const HELP: &str = "Examples:\n  \
     lease. When the command exits, what it left running gets SIGTERM and, after --grace, SIGKILL, before anything is \
     released (--stragglers wait keeps them and the lease until they end). Where no PID namespace can be made \
     (not root), it runs without a box and `-v` says why; --containment required refuses then.\n\n\
-    Exit status: the command's (128+N if it died of signal N); before the command ran: 1 error, 2 usage, \
+    Exit status: the command's (128+N if it died of signal N, or if signal N interrupted the run and the command exited 0); \
+    before the command ran: 1 error, 2 usage, \
     3 blocked by a live owner (--exclusive), 4 a prior owner cannot be proven dead; after it ran: 6 its lease could not be released \
     (the results are intact; the message gives the command that finishes the release).";
 
@@ -164,9 +165,15 @@ pub fn run(global: &Global, args: RunArgs) -> Result<ExitCode, Failure> {
         eprintln!("{}", unreleased_words(host.state_home(), &finished.status, unreleased, host.cluster().is_some()));
         return Ok(ExitCode::from(UNRELEASED));
     }
-    Ok(match (finished.status.code(), finished.status.signal()) {
-        (Some(code), _) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
-        (None, Some(signal)) => ExitCode::from(u8::try_from(128 + signal).unwrap_or(1)),
+    Ok(match (finished.status.code(), finished.status.signal(), finished.interrupted) {
+        // Interrupted, but the command caught the signal and exited 0: the work may be cut
+        // short, so the status says the run was interrupted, as `su` does (128+N).
+        (Some(0), _, Some(signal)) => {
+            eprintln!("proclease: the run was interrupted by signal {signal}; the command exited 0 all the same, but its work may be incomplete (exit status {})", 128 + signal);
+            ExitCode::from(u8::try_from(128 + signal).unwrap_or(1))
+        }
+        (Some(code), _, _) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
+        (None, Some(signal), _) => ExitCode::from(u8::try_from(128 + signal).unwrap_or(1)),
         _ => ExitCode::from(1),
     })
 }

@@ -87,6 +87,11 @@ pub struct Finished {
     /// When the leases stay ([`Finished::problems`] is not empty): where the results are and
     /// whether `recover` will keep them.
     pub unreleased: Option<Unreleased>,
+    /// The first stopping signal (SIGINT, SIGTERM, SIGHUP, SIGQUIT) that reached the run while
+    /// its command ran ([`Supervisor::forward_signals`]): the run was interrupted, even when the
+    /// command caught the signal and exited 0 (the command line then exits 128+N, as `su`
+    /// does).
+    pub interrupted: Option<i32>,
 }
 
 /// Where a finished run's results are when its lease could not be released
@@ -452,6 +457,7 @@ impl<'h> Supervisor<'h> {
                 0
             }
         };
+        let interrupted = forwarder.as_ref().and_then(signals::Forwarder::interrupted);
         drop(forwarder);
         drop(dead_man);
         // The whole tree has ended: the journal says so before anything is settled, so that a
@@ -517,7 +523,7 @@ impl<'h> Supervisor<'h> {
             host.retire();
         }
         let unreleased = steps::unreleased(!problems.is_empty(), &plan, status.success(), published, journaled);
-        Ok(Finished { status, stragglers, containment: tree.containment().clone(), problems, unreleased })
+        Ok(Finished { status, stragglers, containment: tree.containment().clone(), problems, unreleased, interrupted })
     }
 }
 
@@ -637,6 +643,7 @@ pub fn run_plugin_host(
         lost = lost.or(lost_after);
         Ok((status, lost, finished?))
     });
+    let interrupted = forwarder.as_ref().and_then(signals::Forwarder::interrupted);
     drop(forwarder);
     drop(dead_man);
     // Reaped: the host process is confirmed gone. Anything else leaves the lease unsafe.
@@ -659,7 +666,7 @@ pub fn run_plugin_host(
         Ok(()) => {}
         Err(e) => problems.push(e),
     }
-    Ok(Finished { status, stragglers, containment: tree.containment().clone(), problems, unreleased: None })
+    Ok(Finished { status, stragglers, containment: tree.containment().clone(), problems, unreleased: None, interrupted })
 }
 
 /// An absolute, lexically normalised path (symbolic links are not resolved: the lease refuses

@@ -21,6 +21,9 @@ mod forwarding {
         pending: AtomicI32,
         /// Whether the command started (`pending` is only recorded before).
         started: AtomicBool,
+        /// The first stopping signal that arrived while the command ran (0: none): the run was
+        /// interrupted, whatever status the command then exits with.
+        interrupted: AtomicI32,
     }
 
     /// Forwards SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH and SIGALRM that
@@ -56,6 +59,12 @@ mod forwarding {
             Some(self.state.pending.load(Ordering::SeqCst)).filter(|&signal| signal > 0)
         }
 
+        /// The first stopping signal (SIGINT, SIGTERM, SIGHUP, SIGQUIT) that arrived while the
+        /// command ran, from another process or from the terminal, if any.
+        pub(in crate::api::supervisor) fn interrupted(&self) -> Option<i32> {
+            Some(self.state.interrupted.load(Ordering::SeqCst)).filter(|&signal| signal > 0)
+        }
+
         /// The command exited: a stopping signal now kills the rest of the box.
         pub(in crate::api::supervisor) fn stopping(&self) {
             self.state.stopping.store(true, Ordering::SeqCst);
@@ -73,7 +82,13 @@ mod forwarding {
 
     /// Catches the forwarded signals from now on; [`Forwarder::started`] names where they go.
     pub(in crate::api::supervisor) fn forward() -> Option<Forwarder> {
-        let state = Arc::new(State { target: AtomicI32::new(0), stopping: AtomicBool::new(false), pending: AtomicI32::new(0), started: AtomicBool::new(false) });
+        let state = Arc::new(State {
+            target: AtomicI32::new(0),
+            stopping: AtomicBool::new(false),
+            pending: AtomicI32::new(0),
+            started: AtomicBool::new(false),
+            interrupted: AtomicI32::new(0),
+        });
         let mut ids = Vec::new();
         for signal in crate::containment::FORWARDED {
             let state = state.clone();
@@ -91,8 +106,13 @@ mod forwarding {
                         if STOPPING.contains(&signal) {
                             libc::kill(target, libc::SIGKILL);
                         }
-                    } else if info.si_code <= 0 {
-                        libc::kill(target, signal);
+                    } else {
+                        if STOPPING.contains(&signal) {
+                            let _ = state.interrupted.compare_exchange(0, signal, Ordering::SeqCst, Ordering::SeqCst);
+                        }
+                        if info.si_code <= 0 {
+                            libc::kill(target, signal);
+                        }
                     }
                 })
             };
@@ -113,6 +133,10 @@ mod forwarding {
         pub(in crate::api::supervisor) fn started(&self, _: u32) {}
 
         pub(in crate::api::supervisor) fn pending(&self) -> Option<i32> {
+            None
+        }
+
+        pub(in crate::api::supervisor) fn interrupted(&self) -> Option<i32> {
             None
         }
 
