@@ -69,7 +69,7 @@ fn main() {
         .unwrap_or_else(|e| panic!("wasmtime cannot precompile the component for {target}: {e} (this build script's Cranelift is for this machine's architecture)"));
     let precompiled = engine.precompile_component(&bytes).expect("the component compiles with Cranelift");
     wasm_guest::write_if_changed(&out_dir.join("proclease.cwasm"), &precompiled);
-    // The contract's package and version (`package proclease:lease@0.2.0;`), for `--version`.
+    // The contract's package and version (`package proclease:lease@0.3.0;`), for `--version`.
     let wit = std::fs::read_to_string(manifest_dir.join("wit/proclease.wit")).expect("wit/proclease.wit is readable");
     let package = wit.lines().find_map(|line| line.trim().strip_prefix("package ").and_then(|rest| rest.strip_suffix(';'))).expect("wit/proclease.wit declares its package");
     println!("cargo:rustc-env=PROCLEASE_WIT_PACKAGE={package}");

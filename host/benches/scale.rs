@@ -92,7 +92,7 @@ fn bench(c: &mut Criterion) {
         // native code, then a repair over it.
         group.bench_with_input(BenchmarkId::new("floor: native list (same store, native validation)", n), &n, |b, _| {
             b.iter(|| {
-                let mut store = SharedStore(store.clone());
+                let mut store = SharedStore::new(store.clone());
                 assert_eq!(invocation_leases::list(&mut store).expect("list").len() as u64, n)
             })
         });

@@ -191,6 +191,32 @@ pub enum Refusal {
         /// What to do about it.
         what: String,
     },
+    /// The directory is inside another lease's directory whose owner is not alive: a recovery
+    /// removes that directory with everything in it (`docs/deviations.md` 24).
+    #[error("{}: refused: it is inside {}, leased by pid {owner_pid} (lease {lease_id}): {what}", dir.display(), outer.display())]
+    InsideLeased {
+        /// The directory asked for.
+        dir: PathBuf,
+        /// The directory that holds it, leased.
+        outer: PathBuf,
+        /// That lease's owner.
+        owner_pid: u64,
+        /// That lease's id.
+        lease_id: String,
+        /// What to do about it.
+        what: String,
+    },
+    /// An entry of the lease collection that is not a valid lease may claim the directory: it
+    /// is undecided until it is fixed or set aside (`docs/deviations.md` 24).
+    #[error("{}: refused: the lease collection holds an entry that may claim it, {}: {what}", dir.display(), entry.display())]
+    UndecidedLease {
+        /// The directory asked for.
+        dir: PathBuf,
+        /// The entry's file.
+        entry: PathBuf,
+        /// What is wrong with it and what to do.
+        what: String,
+    },
     /// A stage's output exists already (publication never overwrites).
     #[error("{}: the output already exists; publishing never overwrites", output.display())]
     OutputExists {

@@ -160,7 +160,7 @@ fn usage_errors_exit_2_and_help_shows_examples() {
     let version = proclease(&["--version"]);
     let text = stdout(&version);
     assert!(text.starts_with(&format!("proclease {} (component sha256 ", env!("CARGO_PKG_VERSION"))), "{text}");
-    assert!(text.ends_with(", WIT proclease:lease@0.2.0)\n"), "{text}");
+    assert!(text.ends_with(", WIT proclease:lease@0.3.0)\n"), "{text}");
 }
 
 #[test]
@@ -169,10 +169,10 @@ fn component_interfaces_name_exactly_the_contract() {
     assert!(output.status.success());
     let out = stdout(&output);
     for import in ["state-store", "workspace", "process-identity", "clock", "entropy"] {
-        assert!(out.contains(&format!("import  proclease:lease/{import}@0.2.0")), "{out}");
+        assert!(out.contains(&format!("import  proclease:lease/{import}@0.3.0")), "{out}");
     }
     assert!(!out.contains("wasi:"), "no ambient WASI imports: {out}");
-    assert!(out.contains("export  proclease:lease/records@0.2.0"), "{out}");
+    assert!(out.contains("export  proclease:lease/records@0.3.0"), "{out}");
 }
 
 #[test]

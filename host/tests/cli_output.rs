@@ -435,10 +435,10 @@ fn version_completions_manual_and_the_component_file() {
     let world = World::new();
     let description = world.json(&["component", "--interfaces", "--json"]);
     assert_eq!(description["schemaVersion"], 1);
-    assert_eq!(description["witPackage"], "proclease:lease@0.2.0");
+    assert_eq!(description["witPackage"], "proclease:lease@0.3.0");
     let sha = description["sha256"].as_str().expect("sha256");
-    assert_eq!(stdout(&world.run(&["--version"])), format!("proclease 0.1.0 (component sha256 {sha}, WIT proclease:lease@0.2.0)\n"));
-    assert!(description["imports"].as_array().is_some_and(|i| i.iter().any(|n| n == "proclease:lease/state-store@0.2.0")), "{description}");
+    assert_eq!(stdout(&world.run(&["--version"])), format!("proclease 0.1.0 (component sha256 {sha}, WIT proclease:lease@0.3.0)\n"));
+    assert!(description["imports"].as_array().is_some_and(|i| i.iter().any(|n| n == "proclease:lease/state-store@0.3.0")), "{description}");
 
     let bash = stdout(&world.run(&["completions", "bash"]));
     assert!(bash.contains("_proclease()") && bash.contains("recover") && bash.contains("--workdir"), "{bash}");

@@ -225,11 +225,13 @@ fn the_lease_bound_refuses_the_sixty_fifth_and_an_over_bound_collection_is_recov
 #[test]
 fn a_dead_lease_holding_a_live_lease_s_directory_is_kept_until_that_lease_is_gone() {
     let s = sandbox();
-    let outer = s.dead_lease("a", 1);
-    let inner = outer.join("b");
+    // The inner run started while the outer lease's owner was alive (a run may nest runs in its
+    // directory); then the outer owner crashed.
+    let inner = s.root.join("jobs/a/b");
     let inner_text = inner.to_str().expect("utf-8");
     let mut live = s.spawn(&["run", "--workdir", inner_text, "--", "sh", "-c", "echo work > result.txt; sleep 30"]);
     s.wait_for_phase(&inner, "running");
+    let outer = s.dead_lease("a", 1);
 
     let recovered = s.run(&["recover"]);
     assert!(recovered.status.success(), "{}", stderr(&recovered));
@@ -248,4 +250,239 @@ fn a_dead_lease_holding_a_live_lease_s_directory_is_kept_until_that_lease_is_gon
     assert!(recovered.status.success(), "{}", stderr(&recovered));
     assert!(stdout(&recovered).contains(&format!("removed {}", outer.display())), "{}", stdout(&recovered));
     assert!(!outer.exists());
+}
+
+/// The lease record of `dir` in the collection (its file), found by its path.
+fn claim_file_of(s: &Sandbox, dir: &Path) -> PathBuf {
+    let wanted = format!("\"path\":{}", serde_json::to_string(dir.to_str().expect("utf-8")).expect("json"));
+    std::fs::read_dir(s.collection())
+        .expect("collection")
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| std::fs::read_to_string(p).is_ok_and(|t| t.contains(&wanted)))
+        .unwrap_or_else(|| panic!("no lease of {}", dir.display()))
+}
+
+#[test]
+fn a_run_inside_a_dead_lease_s_directory_is_refused_until_recovery_removed_it() {
+    // Issue #40 case 1 (docs/deviations.md 24): recovery removes the outer directory whole, so a
+    // run admitted inside it would lose its work to the next (or a running) `recover`.
+    let s = sandbox();
+    let outer = s.dead_lease("a", 1);
+    let inner = outer.join("inner");
+    let inner_text = inner.to_str().expect("utf-8");
+    let out = s.run(&["run", "--workdir", inner_text, "--", "sh", "-c", "echo done > result.txt"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let expected = format!(
+        "{inner_text}: refused: it is inside {}, leased by pid 4242 (lease 00000001-0000-4000-8000-000000000000): its owner is gone, \
+         so `proclease recover` removes that directory with everything in it: run it first, or use a directory elsewhere",
+        outer.display()
+    );
+    assert!(stderr(&out).contains(&expected), "{}", stderr(&out));
+    assert!(!inner.exists() && outer.join("out.txt").is_file(), "nothing was created, nothing removed");
+
+    let recovered = s.run(&["recover"]);
+    assert!(recovered.status.success(), "{}", stderr(&recovered));
+    assert!(!outer.exists());
+    let out = s.run(&["run", "--workdir", inner_text, "--", "sh", "-c", "echo done > result.txt"]);
+    assert!(out.status.success(), "once recovered, the path is free: {}", stderr(&out));
+    assert_eq!(std::fs::read_to_string(inner.join("result.txt")).expect("result"), "done\n");
+}
+
+#[test]
+fn a_lease_made_inside_a_directory_while_its_recovery_runs_keeps_that_directory() {
+    // Issue #40 case 1, the race: a recovery reads the collection; meanwhile a run leases a
+    // directory inside a live run's directory, and that live run crashes; the recovery then finds
+    // the outer lease's owner gone. It must look at the collection again before it removes the
+    // outer directory (under the lock new leases take), and keep it. The pause is injected at
+    // the step that loses: the recovery's first probe of an owner, after its first read.
+    use proclease::core::effects::Processes;
+    use proclease::core::liveness::OwnerFacts;
+    use std::sync::{Arc, Condvar, Mutex};
+
+    struct PausingProcesses {
+        inner: Box<dyn Processes + Send>,
+        gate: Arc<(Mutex<u8>, Condvar)>,
+    }
+    impl Processes for PausingProcesses {
+        fn current_boot_id(&mut self) -> Result<String, String> {
+            self.inner.current_boot_id()
+        }
+        fn self_identity(&mut self) -> Result<Owner, String> {
+            self.inner.self_identity()
+        }
+        fn capture(&mut self, pid: u64) -> Result<Owner, String> {
+            self.inner.capture(pid)
+        }
+        fn probe(&mut self, owner: &Owner) -> Result<OwnerFacts, String> {
+            let (state, changed) = &*self.gate;
+            let mut state = state.lock().expect("gate");
+            if *state == 0 {
+                *state = 1;
+                changed.notify_all();
+                while *state != 2 {
+                    state = changed.wait(state).expect("gate");
+                }
+            }
+            drop(state);
+            self.inner.probe(owner)
+        }
+        fn finished_run(&mut self, lease_id: &str) -> Result<Option<proclease::core::effects::FinishedRun>, String> {
+            self.inner.finished_run(lease_id)
+        }
+        fn forget_run(&mut self, lease_id: &str) {
+            self.inner.forget_run(lease_id)
+        }
+    }
+
+    let s = sandbox();
+    let outer = s.root.join("jobs/a");
+    let inner = outer.join("inner");
+    let mut outer_run = s.spawn(&["run", "--workdir", outer.to_str().expect("utf-8"), "--", "sleep", "60"]);
+    let outer_entry = s.wait_for_phase(&outer, "running");
+    let outer_child = outer_entry["childPid"].as_u64().expect("the outer run's recorded child");
+
+    let host = Arc::new(proclease::Host::builder().state_home(&s.state).workspace_root(&s.root).build().expect("host"));
+    let gate: Arc<(Mutex<u8>, Condvar)> = Arc::default();
+    let recovery = {
+        let (host, gate) = (host.clone(), gate.clone());
+        std::thread::spawn(move || {
+            let mut effects = host.effects();
+            effects.processes = Box::new(PausingProcesses { inner: effects.processes, gate });
+            let options = proclease::core::directory_leases::Options { concurrent: true, past_bound: true, ..Default::default() };
+            proclease::recover_each_directory_lease(host.runtime(), effects, None, options).expect("recovery runs")
+        })
+    };
+    {
+        let (state, changed) = &*gate;
+        let mut state = state.lock().expect("gate");
+        while *state != 1 {
+            state = changed.wait(state).expect("gate");
+        }
+    }
+    // The recovery has read the collection (the outer lease only) and waits at its first probe.
+    let inner_run = s
+        .command(&["run", "--workdir", inner.to_str().expect("utf-8"), "--", "sh", "-c", "sleep 1; echo done > result.txt"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn the inner run");
+    s.wait_for_phase(&inner, "running");
+    // The outer run crashes, its whole box with it.
+    common::kill(u64::from(outer_run.id()));
+    common::kill(outer_child);
+    let _ = outer_run.wait();
+    common::wait_until_dead(outer_child);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let doc = s.doctor();
+        let entries = doc["entries"].as_array().cloned().unwrap_or_default();
+        if entries.iter().any(|e| e["target"] == outer.to_str().expect("utf-8") && e["disposition"] == "recoverable") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the crashed outer run never became recoverable: {doc}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    {
+        let (state, changed) = &*gate;
+        *state.lock().expect("gate") = 2;
+        changed.notify_all();
+    }
+    let run = recovery.join().expect("the recovery thread");
+    let kept = run.outcomes.iter().find(|o| o.claim.as_ref().is_some_and(|c| c.path == outer.to_str().expect("utf-8"))).expect("the outer lease's outcome");
+    assert_eq!(kept.action, proclease::core::directory_leases::Action::Keep, "{kept:?}");
+    assert!(kept.reason.contains(&format!("but {}, inside it, is leased too", inner.display())), "{}", kept.reason);
+
+    let finished = inner_run.wait_with_output().expect("the inner run ends");
+    assert!(finished.status.success(), "the inner run kept its directory: {}", stderr(&finished));
+    assert_eq!(std::fs::read_to_string(inner.join("result.txt")).expect("the inner run's result"), "done\n");
+}
+
+#[test]
+fn a_lease_record_that_cannot_be_read_keeps_its_directory_from_a_second_lease_and_from_removal() {
+    // Issue #40 case 2 (docs/deviations.md 24): a live run's record made group-readable (as
+    // `chmod -R g+rX` or a restore leaves it) cannot be read, so it may claim any directory.
+    let s = sandbox();
+    let work = s.root.join("jobs/a");
+    let work_text = work.to_str().expect("utf-8");
+    let mut live = s.spawn(&["run", "--workdir", work_text, "--", "sleep", "60"]);
+    s.wait_for_phase(&work, "running");
+    let record = claim_file_of(&s, &work);
+    std::fs::set_permissions(&record, std::fs::Permissions::from_mode(0o640)).expect("chmod g+r");
+
+    let second = s.run(&["run", "--workdir", work_text, "--", "true"]);
+    assert_eq!(second.status.code(), Some(1), "{second:?}");
+    let err = stderr(&second);
+    assert!(err.contains(&format!("{work_text}: refused: the lease collection holds an entry that may claim it, {}", record.display())), "{err}");
+    assert!(err.contains("make it a private file of yours again (chmod 600)"), "says how to fix it: {err}");
+    let other = s.run(&["run", "--workdir", s.root.join("jobs/b").to_str().expect("utf-8"), "--", "true"]);
+    assert_eq!(other.status.code(), Some(1), "an unreadable record may claim any directory: {other:?}");
+
+    // A duplicate claim on the same directory whose owner is gone (a library user's, or
+    // ghostget's, which has no one-lease rule): recovery keeps the directory while the
+    // unreadable record may claim it …
+    let duplicate = s.dead_lease("a", 1);
+    assert_eq!(duplicate, work);
+    let out = s.run(&["recover", "--skip-invalid"]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(stdout(&out).contains(&format!("kept {work_text}: recoverable")), "{}", stdout(&out));
+    assert!(stdout(&out).contains("is not a valid lease and cannot be read, so it may claim any directory"), "{}", stdout(&out));
+    assert!(work.is_dir(), "the live run's directory stays");
+
+    // … and once it can be read, while the live lease claims the same directory.
+    std::fs::set_permissions(&record, std::fs::Permissions::from_mode(0o600)).expect("chmod 600");
+    let out = s.run(&["recover"]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(stdout(&out).contains("claims this directory too, and it is active"), "{}", stdout(&out));
+    assert!(work.is_dir(), "the live run's directory stays");
+
+    // A record that a newer writer extended with a field this version does not know names its
+    // directory: that directory stays blocked, others are free.
+    std::fs::remove_file(s.collection().join("00000001-0000-4000-8000-000000000000.json")).expect("the duplicate goes");
+    let text = std::fs::read_to_string(&record).expect("record");
+    std::fs::write(&record, text.replacen('{', "{\"zNewField\":1,", 1)).expect("extend");
+    let nested = work.join("inner");
+    let second = s.run(&["run", "--workdir", nested.to_str().expect("utf-8"), "--", "true"]);
+    assert_eq!(second.status.code(), Some(1), "{second:?}");
+    assert!(stderr(&second).contains(&format!("it names {work_text}")), "{}", stderr(&second));
+    assert!(!nested.exists());
+    let other = s.run(&["run", "--workdir", s.root.join("jobs/b").to_str().expect("utf-8"), "--", "true"]);
+    assert!(other.status.success(), "another directory is free: {}", stderr(&other));
+
+    let pid = rustix::process::Pid::from_raw(live.id() as i32).expect("pid");
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).expect("SIGTERM to the live run");
+    let _ = live.wait();
+}
+
+#[test]
+fn a_held_workspace_parent_lock_makes_recover_wait_within_its_bound_and_name_the_holder() {
+    // Issue #40 case 3: anyone may `flock` the parent of leased directories (a user's
+    // `flock ~/jobs …`, a Ctrl-Z'd `proclease recover`); recovery's wait for it is bounded,
+    // voiced, and ends in exit status 5 naming the holder (case 6: not 1 with a --skip-invalid
+    // hint that does not apply).
+    let s = sandbox();
+    let dead = s.dead_lease("a", 1);
+    let parent = dead.parent().expect("jobs").to_path_buf();
+    // `-o`: the lock is flock(1)'s own, not inherited by `sleep`, so killing flock frees it.
+    let mut holder = Command::new("flock").arg("-o").arg(&parent).args(["sleep", "60"]).spawn().expect("flock(1)");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !std::fs::read_to_string("/proc/locks").is_ok_and(|locks| locks.lines().any(|l| l.contains(&format!(" {} ", holder.id())))) {
+        assert!(std::time::Instant::now() < deadline, "flock(1) never took the lock");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let started = std::time::Instant::now();
+    let out = s.run(&["--lock-timeout", "2s", "recover"]);
+    let waited = started.elapsed();
+    assert_eq!(out.status.code(), Some(5), "{out:?}");
+    let err = stderr(&out);
+    assert!(err.contains(&format!("the lock of {}'s parent directory, held by pid {} (flock", dead.display(), holder.id())), "{err}");
+    assert!(err.contains("waiting for pid"), "it says whom it waits for after 1 s: {err}");
+    assert!(!err.contains("--skip-invalid"), "{err}");
+    assert!(waited < std::time::Duration::from_secs(30), "bounded: {waited:?}");
+    assert!(dead.join("out.txt").is_file(), "nothing was removed");
+    let _ = holder.kill();
+    let _ = holder.wait();
+    let out = s.run(&["recover"]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(!dead.exists(), "removed once the lock is free");
 }

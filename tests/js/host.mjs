@@ -134,6 +134,11 @@ export class MemoryHost {
             return { name, status: { tag: 'present', val: text } };
           });
         },
+        // One process shares this store: there is no other leaser to exclude.
+        lockLeasing() {
+          return { held: false };
+        },
+        unlockLeasing() {},
       },
       'process-identity': {
         currentBootId() {

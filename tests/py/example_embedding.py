@@ -19,7 +19,7 @@ linker = Linker(engine)
 
 # Imports are defined per interface, by their WIT names.
 with linker.root() as root:
-    with root.add_instance("proclease:lease/clock@0.2.0") as clock:
+    with root.add_instance("proclease:lease/clock@0.3.0") as clock:
         clock.add_func("now-ms", lambda _store: 1_700_000_000_000)
 linker.define_unknown_imports_as_traps(component)
 instance = linker.instantiate(store, component)
@@ -27,7 +27,7 @@ instance = linker.instantiate(store, component)
 
 def export(interface, name):
     """A function of an exported interface, e.g. export("records", "sha256")."""
-    index = instance.get_export_index(store, f"proclease:lease/{interface}@0.2.0")
+    index = instance.get_export_index(store, f"proclease:lease/{interface}@0.3.0")
     func = instance.get_func(store, instance.get_export_index(store, name, index))
 
     def call(*args):

@@ -164,6 +164,14 @@ class StateStore:
             return rec(snapshot=None)
         return rec(snapshot=rec(identity=identity, entries=self._children(path)))
 
+    def lock_leasing(self) -> Rec:
+        # One process shares this store: there is no other leaser to exclude.
+        self._check()
+        return rec(held=False)
+
+    def unlock_leasing(self) -> None:
+        pass
+
     def read_batch(self, path: str, names: List[str], max_bytes_per_file: int, max_total_bytes: int, expected: Rec) -> List[Rec]:
         self._check()
         identity = self.directories.get(path)

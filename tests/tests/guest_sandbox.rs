@@ -54,7 +54,7 @@ fn the_hostile_component_imports_only_proclease_interfaces() {
     let ty = hostile_component().component_type();
     let mut imports: Vec<String> = ty.imports(runtime().engine()).map(|(name, _)| name.to_string()).collect();
     imports.sort();
-    assert_eq!(imports, ["proclease:lease/plugin-catalog@0.2.0", "proclease:lease/state-store@0.2.0", "proclease:lease/types@0.2.0", "proclease:lease/workspace@0.2.0"]);
+    assert_eq!(imports, ["proclease:lease/plugin-catalog@0.3.0", "proclease:lease/state-store@0.3.0", "proclease:lease/types@0.3.0", "proclease:lease/workspace@0.3.0"]);
     assert!(imports.iter().all(|name| name.starts_with("proclease:lease/")), "no wasi or other imports: {imports:?}");
 }
 

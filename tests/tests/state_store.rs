@@ -44,7 +44,7 @@ const RECORD: &str = "recovery/things/a.json";
 #[test]
 fn compare_and_swap_contract() {
     let f = fixture();
-    let mut store = proclease::state_store::SharedStore(Arc::new(open(&f.home)));
+    let mut store = proclease::state_store::SharedStore::new(Arc::new(open(&f.home)));
     // Between the steps, the record on disk is what the store says.
     assert_compare_and_swap_contract(&mut store, RECORD);
     assert!(!f.home.join(RECORD).exists(), "removed from disk");

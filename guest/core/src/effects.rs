@@ -114,6 +114,20 @@ pub trait Store {
         max_total_bytes: u32,
         expected: &CollectionIdentity,
     ) -> Result<Vec<(String, BatchStatus)>, Failure>;
+    /// Takes the lease-creation lock: the lock every process takes while it checks that a
+    /// directory is free and leases it (the native host's
+    /// `.proclease/locks/directory-lease-creation.lock`). Recovery holds it from its last look
+    /// at the collection until a directory is out of its path, so that no lease is made in a
+    /// directory being removed (`docs/deviations.md` 24). Not re-entrant: callers pair it with
+    /// [`Store::unlock_leasing`] and never nest it. Waits for another holder at most the
+    /// operation's bound (a `contended` failure naming the holder then).
+    ///
+    /// The default takes nothing: for a store no other process shares (an in-memory fake).
+    fn lock_leasing(&mut self) -> Result<(), Failure> {
+        Ok(())
+    }
+    /// Releases the lock taken by [`Store::lock_leasing`] (a no-op when it is not held).
+    fn unlock_leasing(&mut self) {}
 }
 
 /// Process identity (WIT `process-identity`, spec §2). Errors are the messages to report

@@ -16,7 +16,7 @@
 //! A handle dropped while its thread panics is left as it is (the component is not entered during
 //! unwinding), as a crash would leave it; [`DirectoryLease::leave`] leaves one on purpose.
 
-use proclease_core::directory_leases::{Action, CreationAction, CreationOutcome, Options, Outcome, Report, Request, Run};
+use proclease_core::directory_leases::{Action, CreationAction, CreationOutcome, MightClaim, Options, Outcome, Report, Request, Run};
 use proclease_core::records::directory_lease::{DirectoryLease as Claim, Phase, Role};
 use wasmtime::component::ResourceAny;
 
@@ -226,6 +226,11 @@ pub fn recover_each_directory_lease(runtime: &Runtime, effects: Effects, now_ms:
                 },
                 reason: o.reason,
                 done: o.done,
+                might_claim: match o.might_claim {
+                    wit::MightClaim::Nothing => MightClaim::Nothing,
+                    wit::MightClaim::Path(path) => MightClaim::Path(path),
+                    wit::MightClaim::Anything => MightClaim::Anything,
+                },
             })
             .collect(),
         stopped: run.stopped.map(convert::error_from_wit),

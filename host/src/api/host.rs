@@ -237,6 +237,10 @@ pub struct Recovery {
     /// Invocation-lease tombstone recovery (§6B.9), when it ran (or, in a dry run, would run):
     /// the counters and each lease id's decision (in a dry run, `Remove` is "would remove").
     pub invocations: Option<(RepairReport, Vec<(String, RepairDecision)>)>,
+    /// When directory recovery stopped because a wait for another process reached the bound
+    /// ([`HostBuilder::lock_timeout`]): that wait, naming the holder. The stop is then not the
+    /// entry's fault: retry once the holder is done (the command line's exit status 5).
+    pub lock_timeout: Option<crate::lock_wait::LockTimeout>,
 }
 
 /// One invocation lease as the survey shows it.
@@ -359,7 +363,7 @@ impl Host {
         let effects = Effects::native(Some(self.store.clone()), self.identity.clone()).with_workspace(self.workspace.clone()).with_catalog(self.catalog.clone());
         #[cfg(feature = "cluster")]
         let effects = match &self.cluster {
-            Some(cluster) => Effects { store: Box::new(crate::cluster::ClusterStore { local: self.store.clone(), cluster: cluster.clone() }), ..effects },
+            Some(cluster) => Effects { store: Box::new(crate::cluster::ClusterStore { local: self.store.clone(), cluster: cluster.clone(), leasing: None }), ..effects },
             None => effects,
         };
         effects
@@ -507,26 +511,44 @@ impl Host {
     }
 
     /// Refuses a directory (by path, or by identity when it exists) that a lease already
-    /// claims, live or not, saying whose and what to do.
+    /// claims, live or not; one inside a directory whose lease's owner is not alive (recovery
+    /// removes that directory whole); and one an entry that is not a valid lease may claim —
+    /// saying whose and what to do ([`Run::conflict`], `docs/deviations.md` 22, 24).
     fn refuse_if_claimed(&self, dir: &str) -> Result<(), Error> {
         let identity = self.workspace.inspect(dir)?.map(|facts| facts.identity);
         let run = self.recover_directory_leases(Options { dry_run: true, past_bound: true, ..Options::default() })?;
         let Some(conflict) = run.conflict(dir, identity.as_ref()) else { return Ok(()) };
-        let (entry, what) = match conflict {
-            Conflict::Active(entry) => (entry, "its owner is alive: wait for that run to finish, or use another directory".to_string()),
-            Conflict::Recoverable(entry) => (entry, "its owner is gone: run `proclease recover` first (it removes the directory)".to_string()),
-            Conflict::Replaced(entry) => (
-                entry,
-                format!(
-                    "{}; this directory is not the one that lease holds (it was re-created or replaced), so `recover` will never remove it: \
-                     check that no run uses it, then move the stale lease record aside: {}",
-                    entry.reason,
-                    set_aside_lease_entry(self.state_home(), &entry.name)
-                ),
-            ),
-            Conflict::Undecided(entry) => (entry, format!("{}; see `proclease doctor`", entry.reason)),
+        let entry = match conflict {
+            Conflict::Active(entry) | Conflict::Recoverable(entry) | Conflict::Replaced(entry) | Conflict::Undecided(entry) => entry,
         };
-        let Some(claim) = &entry.claim else { return Ok(()) };
+        let Some(claim) = &entry.claim else {
+            // Not a valid lease: it may claim this directory.
+            let file = lease_entry_path(self.state_home(), &entry.name);
+            let what = format!(
+                "{}; fix it, or if no run uses what it claims, move it aside: {}",
+                entry.reason,
+                set_aside_lease_entry(self.state_home(), &entry.name)
+            );
+            return Err(Refusal::UndecidedLease { dir: PathBuf::from(dir), entry: file, what }.into());
+        };
+        if claim.path != dir && proclease_core::directory_leases::is_inside(dir, &claim.path) {
+            let what = match conflict {
+                Conflict::Recoverable(_) => "its owner is gone, so `proclease recover` removes that directory with everything in it: run it first, or use a directory elsewhere".to_string(),
+                _ => format!("{}; recovery would remove that directory with everything in it once its owner is proven gone: see `proclease doctor`", entry.reason),
+            };
+            return Err(Refusal::InsideLeased { dir: PathBuf::from(dir), outer: PathBuf::from(&claim.path), owner_pid: claim.owner.pid, lease_id: claim.id.clone(), what }.into());
+        }
+        let what = match conflict {
+            Conflict::Active(_) => "its owner is alive: wait for that run to finish, or use another directory".to_string(),
+            Conflict::Recoverable(_) => "its owner is gone: run `proclease recover` first (it removes the directory)".to_string(),
+            Conflict::Replaced(entry) => format!(
+                "{}; this directory is not the one that lease holds (it was re-created or replaced), so `recover` will never remove it: \
+                 check that no run uses it, then move the stale lease record aside: {}",
+                entry.reason,
+                set_aside_lease_entry(self.state_home(), &entry.name)
+            ),
+            Conflict::Undecided(entry) => format!("{}; see `proclease doctor`", entry.reason),
+        };
         Err(Refusal::AlreadyLeased { dir: PathBuf::from(dir), owner_pid: claim.owner.pid, lease_id: claim.id.clone(), what }.into())
     }
 
@@ -626,7 +648,8 @@ impl Host {
             (true, None) => Some(invocations::preview_invocation_repair(self.runtime(), self.effects(), true)?),
             (_, Some(_)) => None,
         };
-        Ok(Recovery { directory_leases, creations, invocations })
+        let lock_timeout = directory_leases.stopped.as_ref().and(crate::lock_wait::Operation::timed_out());
+        Ok(Recovery { directory_leases, creations, invocations, lock_timeout })
     }
 
     /// Takes the recovery turn (waiting for another recoverer); released when dropped.

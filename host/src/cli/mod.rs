@@ -245,6 +245,11 @@ impl Failure {
         Failure { message: message.into(), status: 1 }
     }
 
+    /// A failure with the exit status of a wait that reached its bound (5).
+    pub fn lock_timeout(message: impl Into<String>) -> Self {
+        Failure { message: message.into(), status: EXIT_LOCK_TIMEOUT }
+    }
+
     /// The same failure with `hint` on a line of its own.
     pub fn hint(mut self, hint: impl std::fmt::Display) -> Self {
         self.message = format!("{}\n{hint}", self.message);

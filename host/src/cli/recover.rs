@@ -51,6 +51,11 @@ pub fn run(global: &Global, args: &RecoverArgs) -> Result<ExitCode, Failure> {
     } else {
         print!("{}", report.text());
     }
+    if let (Some(timeout), Some(error)) = (&recovery.lock_timeout, &recovery.directory_leases.stopped) {
+        // The stop is a wait that reached its bound, not something wrong with the entry.
+        let verb = if args.dry_run { "recovery would stop" } else { "recovery stopped" };
+        return Err(Failure::lock_timeout(format!("{verb}: {error}: {timeout}")));
+    }
     stopped(&recovery.directory_leases, args)
 }
 

@@ -54,7 +54,7 @@ impl Effects {
     pub fn native(store: Option<Arc<state_store::StateStore>>, processes: Arc<process_identity::ProcessIdentity>) -> Effects {
         Effects {
             store: match store {
-                Some(store) => Box::new(state_store::SharedStore(store)),
+                Some(store) => Box::new(state_store::SharedStore::new(store)),
                 None => Box::new(NoStore),
             },
             processes: Box::new(process_identity::SharedProcesses(processes)),

@@ -24,6 +24,6 @@ pub(crate) static PRECOMPILED_IMAGE: PageAligned<[u8; PRECOMPILED_LEN]> = PageAl
 /// Lowercase hex sha256 of [`BYTES`], computed at build time.
 pub const SHA256: &str = env!("PROCLEASE_COMPONENT_SHA256");
 
-/// The WIT package the component implements, name and version (`proclease:lease@0.2.0`), read
+/// The WIT package the component implements, name and version (`proclease:lease@0.3.0`), read
 /// from `wit/proclease.wit` at build time.
 pub const WIT_PACKAGE: &str = env!("PROCLEASE_WIT_PACKAGE");

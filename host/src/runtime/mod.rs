@@ -310,7 +310,7 @@ impl Runtime {
     /// `host/build.rs` does) with an engine configured by [`engine_config::engine_config`], then
     /// `Component::deserialize(runtime.engine(), precompiled)`. It may import any subset of the
     /// world's interfaces
-    /// (`proclease:lease/…@0.2.0`), nothing else: there is no WASI. Call its exports with the
+    /// (`proclease:lease/…@0.3.0`), nothing else: there is no WASI. Call its exports with the
     /// returned store (`instance.get_typed_func(&mut store, "name")`); a failed call converts to
     /// an [`Error`] with `Error::from`, which is [`Error::Limit`] when the component hit the
     /// deadline or the memory cap.
@@ -391,7 +391,7 @@ impl Runtime {
     }
 
     /// The names of the component's imports, as the component model spells them
-    /// (`proclease:lease/state-store@0.2.0`, …), sorted.
+    /// (`proclease:lease/state-store@0.3.0`, …), sorted.
     pub fn import_names(&self) -> Vec<String> {
         let ty = self.component.component_type();
         let mut names: Vec<String> = ty.imports(&self.engine).map(|(name, _)| name.to_string()).collect();

@@ -163,7 +163,7 @@ function version() {
   const here = dirname(fileURLToPath(import.meta.url));
   const pkg = JSON.parse(readFileSync(join(here, '..', 'package.json'), 'utf8'));
   const stamp = readStamp();
-  return `proclease ${pkg.version} (Node host; component sha256 ${stamp ? stamp.sha256 : 'not transpiled yet'}, WIT proclease:lease@0.2.0)`;
+  return `proclease ${pkg.version} (Node host; component sha256 ${stamp ? stamp.sha256 : 'not transpiled yet'}, WIT proclease:lease@0.3.0)`;
 }
 
 /** Runs `run`: exits with the command's status. */

@@ -3,7 +3,7 @@
 // object a host gives it. Mirrors `tests/js/component.mjs`.
 //
 // The import object is keyed by interface name. jco 0.15.0's generated `.d.ts` name the keys with
-// the package version (`proclease:lease/state-store@0.2.0`) while its generated JS reads them
+// the package version (`proclease:lease/state-store@0.3.0`) while its generated JS reads them
 // without it (`imports['proclease:lease/state-store']`); both are given
 // (`test/component.test.mjs` checks which one the JS reads, to notice when jco changes it).
 import { readFile } from 'node:fs/promises';
@@ -14,7 +14,7 @@ import { OUT, isCurrent, sourceWasm, transpile } from './transpile.mjs';
 
 /** The WIT package the component implements. */
 export const PACKAGE = 'proclease:lease';
-export const VERSION = '0.2.0';
+export const VERSION = '0.3.0';
 /** The interfaces the component imports (the world `proclease`), `types` included. */
 export const IMPORTS = ['state-store', 'workspace', 'process-identity', 'plugin-catalog', 'clock', 'entropy', 'types'];
 
@@ -83,7 +83,7 @@ export function pureImports() {
   };
   const trap = (names) => Object.fromEntries(names.map((n) => [n, refuse(n)]));
   return {
-    'state-store': trap(['readIfPresent', 'createIfAbsent', 'replaceIfUnchanged', 'removeIfUnchanged', 'ensurePrivateDirectory', 'snapshot', 'readBatch']),
+    'state-store': trap(['readIfPresent', 'createIfAbsent', 'replaceIfUnchanged', 'removeIfUnchanged', 'ensurePrivateDirectory', 'snapshot', 'readBatch', 'lockLeasing', 'unlockLeasing']),
     workspace: trap(['inspect', 'removeTree', 'createPrivateDirectory', 'removeEmptyDirectory']),
     'process-identity': trap(['currentBootId', 'selfIdentity', 'capture', 'probe', 'finishedRun', 'forgetRun']),
     'plugin-catalog': { ...trap(['installed', 'lock']), CatalogLock: NoCatalogLock },

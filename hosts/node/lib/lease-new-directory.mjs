@@ -29,9 +29,30 @@ const within = (path, ancestor) => path === ancestor || ancestor === '/' || path
 const conflict = (exports, path, identity, except = undefined) =>
   call(() => exports.directoryLeases.conflict(path, identity ?? undefined, except ?? undefined)) ?? null;
 
-/** The refusal of a directory another lease claims (`Refusal::AlreadyLeased`). */
+/** Whether `path` lies strictly inside the directory `outer` (proclease-core's `is_inside`). */
+const inside = (path, outer) => path.length > outer.length + 1 && path.startsWith(`${outer.replace(/\/+$/, '')}/`);
+
+/**
+ * The refusal of a directory another lease claims (`Refusal::AlreadyLeased`), that lies inside a
+ * directory whose lease's owner is not alive (`Refusal::InsideLeased`), or that an entry which
+ * is not a valid lease may claim (`Refusal::UndecidedLease`; `docs/deviations.md` 24).
+ */
 function alreadyLeased(home, dir, found) {
   const entry = found.outcome;
+  if (!entry.claim) {
+    const file = `${home}/recovery/beeper-message-like-me-directory-leases/${entry.fileName}`;
+    return new Refusal(
+      `${dir}: refused: the lease collection holds an entry that may claim it, ${file}: ${entry.reason}; ` +
+        `fix it, or if no run uses what it claims, move it aside: ${setAsideLeaseEntry(home, entry.fileName)}`,
+    );
+  }
+  if (entry.claim.path !== dir && inside(dir, entry.claim.path)) {
+    const why =
+      found.kind === 'recoverable'
+        ? 'its owner is gone, so `proclease recover` removes that directory with everything in it: run it first, or use a directory elsewhere'
+        : `${entry.reason}; recovery would remove that directory with everything in it once its owner is proven gone: see \`proclease doctor\``;
+    return new Refusal(`${dir}: refused: it is inside ${entry.claim.path}, leased by pid ${entry.claim.owner.pid} (lease ${entry.claim.id}): ${why}`);
+  }
   const what = {
     active: () => 'its owner is alive: wait for that run to finish, or use another directory',
     recoverable: () => 'its owner is gone: run `proclease recover` first (it removes the directory)',

@@ -138,6 +138,11 @@ impl LeaseResource {
             },
             reason: o.reason,
             done: o.done,
+            might_claim: match o.might_claim {
+                leases::MightClaim::Nothing => wit::MightClaim::Nothing,
+                leases::MightClaim::Path(path) => wit::MightClaim::Path(path),
+                leases::MightClaim::Anything => wit::MightClaim::Anything,
+            },
         }
     }
 }

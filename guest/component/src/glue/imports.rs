@@ -55,6 +55,14 @@ impl Store for ImportedStore {
         let expected = collection_identity_to_wit(expected.clone());
         Ok(batch_from_wit(ss::read_batch(path, names, max_bytes_per_file, max_total_bytes, &expected).map_err(failure_from_wit)?))
     }
+
+    fn lock_leasing(&mut self) -> Result<(), Failure> {
+        ss::lock_leasing().map(|_| ()).map_err(failure_from_wit)
+    }
+
+    fn unlock_leasing(&mut self) {
+        ss::unlock_leasing();
+    }
 }
 
 /// The `process-identity` import.

@@ -169,7 +169,7 @@ pub fn recover_creations(store: &mut dyn Store, processes: &mut dyn Processes, w
     if names.is_empty() {
         return Ok(Vec::new());
     }
-    let claimed = claimed_paths(store)?;
+    let claimed = if dry_run { claimed_paths(store)? } else { Vec::new() };
     let total = MAX_INTENT_BYTES.saturating_mul(names.len() as u32);
     let mut outcomes = Vec::new();
     for (name, status) in store.read_batch(INTENTS, &names, MAX_INTENT_BYTES, total, &snapshot.identity)? {
@@ -196,25 +196,69 @@ pub fn recover_creations(store: &mut dyn Store, processes: &mut dyn Processes, w
             continue;
         }
         let mut removed = Vec::new();
-        for (path, identity) in intent.created.iter().rev() {
-            if claimed.iter().any(|c| c == path) {
-                continue;
-            }
-            if dry_run {
-                if workspace.inspect(path)?.is_some_and(|facts| identity.as_ref().is_none_or(|i| *i == facts.identity)) {
+        if dry_run {
+            for (path, identity) in intent.created.iter().rev() {
+                if !claimed.iter().any(|c| c == path) && workspace.inspect(path)?.is_some_and(|facts| identity.as_ref().is_none_or(|i| *i == facts.identity)) {
                     removed.push(path.clone());
                 }
-            } else if workspace.remove_empty_directory(path, identity.as_ref())? {
-                removed.push(path.clone());
             }
-        }
-        if !dry_run {
-            let sha = digest::sha256_hex(text.as_bytes());
-            store.remove_if_unchanged(&format!("{INTENTS}/{name}"), &sha)?;
+        } else {
+            // Under the lock new leases take, with the leases as they are now: an empty
+            // directory leased since this recovery began is not removed (docs/deviations.md 24).
+            store.lock_leasing()?;
+            let finished = finish_intent(store, workspace, &intent.created, &mut removed).and_then(|()| {
+                let sha = digest::sha256_hex(text.as_bytes());
+                store.remove_if_unchanged(&format!("{INTENTS}/{name}"), &sha).map_err(Error::from)
+            });
+            store.unlock_leasing();
+            finished?;
         }
         outcomes.push(CreationOutcome { name, path: Some(intent.path), action: CreationAction::Finish(removed), reason, done: !dry_run });
     }
     Ok(outcomes)
+}
+
+/// Removes, innermost first, each directory of `created` that is still empty, still the same
+/// directory and claimed by no lease of the collection as it is now; what was removed is added
+/// to `removed`.
+fn finish_intent(store: &mut dyn Store, workspace: &mut dyn Workspace, created: &[(String, Option<DirectoryIdentity>)], removed: &mut Vec<String>) -> Result<(), Error> {
+    let claimed = claimed_paths(store)?;
+    for (path, identity) in created.iter().rev() {
+        if !claimed.iter().any(|c| c == path) && workspace.remove_empty_directory(path, identity.as_ref())? {
+            removed.push(path.clone());
+        }
+    }
+    Ok(())
+}
+
+/// The valid creation intents of the collection: `(file name, directory being created, its
+/// creator)`. Recovery does not remove a directory in which one is in flight
+/// (`recovery.rs`, `held_elsewhere`). Unreadable intents are left out: an intent only ever
+/// creates empty directories, and its creator leases what it made before using it.
+///
+/// Errors: a store failure listing or reading the intents.
+pub(super) fn intents_in_flight(store: &mut dyn Store) -> Result<Vec<(String, String, crate::records::Owner)>, Error> {
+    let Some(snapshot) = store.snapshot(INTENTS, false)? else { return Ok(Vec::new()) };
+    let names: Vec<String> = snapshot
+        .entries
+        .iter()
+        .filter(|e| e.kind == EntryKind::File && e.name.strip_suffix(".json").is_some_and(js::is_uuid_v4))
+        .take(MAX_INTENTS)
+        .map(|e| e.name.clone())
+        .collect();
+    if names.is_empty() {
+        return Ok(Vec::new());
+    }
+    let total = MAX_INTENT_BYTES.saturating_mul(names.len() as u32);
+    let mut intents = Vec::new();
+    for (name, status) in store.read_batch(INTENTS, &names, MAX_INTENT_BYTES, total, &snapshot.identity)? {
+        if let BatchStatus::Present(text) = status
+            && let Ok(parsed) = creation_intent::parse_file(&text, &name)
+        {
+            intents.push((name, parsed.record.path, parsed.record.owner));
+        }
+    }
+    Ok(intents)
 }
 
 /// The paths every valid lease of the lease collection claims.

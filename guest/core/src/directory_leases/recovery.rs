@@ -119,6 +119,65 @@ pub struct Outcome {
     pub reason: String,
     /// Whether the action was carried out (never in a dry run; never for keep, skip or stop).
     pub done: bool,
+    /// For an entry that is not a valid lease: what it may claim all the same
+    /// (`docs/deviations.md` 24). [`MightClaim::Nothing`] for a valid lease, whose claim says.
+    pub might_claim: MightClaim,
+}
+
+/// What an entry of the lease collection that is not a valid lease may claim
+/// (`docs/deviations.md` 24): such an entry is *undecided*, never "no lease". It blocks leasing
+/// what it may claim ([`Run::conflict`]) and removing any directory that holds it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum MightClaim {
+    /// Nothing: a valid lease (its claim says what it claims), or text that names no directory
+    /// (an empty file, text that is not a lease at all).
+    #[default]
+    Nothing,
+    /// Its text names this directory (`"path"`): a lease with a field this version does not
+    /// know (a newer writer), a hand edit, a non-canonical rewrite.
+    Path(String),
+    /// Its bytes cannot be read (permissions, size, encoding, a file changing under the
+    /// reader): it may claim any directory.
+    Anything,
+}
+
+impl MightClaim {
+    /// Whether leasing `path`, or removing a directory at `path`, may touch what this entry
+    /// claims: [`MightClaim::Anything`]; a named directory that is `path`, inside it, or holds
+    /// it.
+    pub fn touches(&self, path: &str) -> bool {
+        match self {
+            MightClaim::Nothing => false,
+            MightClaim::Anything => true,
+            MightClaim::Path(named) => named == path || is_inside(named, path) || is_inside(path, named),
+        }
+    }
+
+    /// What the text of a file that is not a valid lease names (see [`MightClaim::Path`]): the
+    /// `"path"` string of a JSON object, else the first `"path":"…"` in the text (a file cut
+    /// short), else nothing.
+    pub fn of_text(text: &str) -> MightClaim {
+        if let Ok(serde_json::Value::Object(map)) = serde_json::from_str::<serde_json::Value>(text) {
+            return match map.get("path").and_then(serde_json::Value::as_str) {
+                Some(path) if !path.is_empty() => MightClaim::Path(path.into()),
+                _ => MightClaim::Nothing,
+            };
+        }
+        let Some(at) = text.find("\"path\"") else { return MightClaim::Nothing };
+        let rest = text[at + 6..].trim_start();
+        let Some(rest) = rest.strip_prefix(':') else { return MightClaim::Nothing };
+        let Some(rest) = rest.trim_start().strip_prefix('"') else { return MightClaim::Nothing };
+        match rest.find('"') {
+            Some(end) if end > 0 => MightClaim::Path(rest[..end].into()),
+            _ => MightClaim::Nothing,
+        }
+    }
+}
+
+/// Whether `path` lies strictly inside the directory `outer` (`/a/b` inside `/a`, not `/ab`).
+pub fn is_inside(path: &str, outer: &str) -> bool {
+    let outer = outer.trim_end_matches('/');
+    path.len() > outer.len() + 1 && path.starts_with(outer) && path.as_bytes()[outer.len()] == b'/'
 }
 
 /// A recovery run: every entry's outcome in name order, and the refusal that stopped the run
@@ -171,11 +230,26 @@ pub enum Conflict<'a> {
 }
 
 impl Run {
-    /// The lease of this run (a dry run of every lease, `past_bound`) that claims the directory
-    /// at `path` — by its path, or by its identity when the directory exists — and what it is;
-    /// `None` when no lease claims it. Entries that are not valid leases claim nothing.
+    /// The lease of this run (a dry run of every lease, `past_bound`) that stands in the way of
+    /// leasing the directory at `path`, and what it is; `None` when nothing does:
+    /// - a lease that claims it — by its path, or by its identity when the directory exists;
+    /// - a lease whose directory holds `path` and whose owner is not alive (a recovery removes
+    ///   that directory with everything in it; `docs/deviations.md` 24) — a live one may nest
+    ///   runs inside its directory;
+    /// - an entry that is not a valid lease and may claim it ([`MightClaim`]): undecided.
     pub fn conflict(&self, path: &str, identity: Option<&DirectoryIdentity>) -> Option<Conflict<'_>> {
-        let outcome = self.outcomes.iter().find(|o| o.claim.as_ref().is_some_and(|c| c.path == path || identity == Some(&c.directory_identity)))?;
+        let claims = |o: &&Outcome| o.claim.as_ref().is_some_and(|c| c.path == path || identity == Some(&c.directory_identity));
+        let Some(outcome) = self.outcomes.iter().find(claims) else {
+            if let Some(enclosing) = self.outcomes.iter().find(|o| {
+                o.claim.as_ref().is_some_and(|c| is_inside(path, &c.path)) && o.disposition != Some(Disposition::Active) && o.action != Action::AlreadyRecovered
+            }) {
+                return Some(match enclosing.disposition {
+                    Some(Disposition::Recoverable) if enclosing.action.refusal().is_none() => Conflict::Recoverable(enclosing),
+                    _ => Conflict::Undecided(enclosing),
+                });
+            }
+            return self.outcomes.iter().find(|o| o.claim.is_none() && o.might_claim.touches(path)).map(Conflict::Undecided);
+        };
         // Replaced: the lease's own path holds another directory now (a match by identity alone
         // is the leased directory itself, moved here).
         let by_path = outcome.claim.as_ref().is_some_and(|c| c.path == path);
@@ -230,7 +304,7 @@ pub fn recover_each(now_ms: Option<f64>, fx: Effects<'_>, options: Options) -> R
     let now = now_ms.unwrap_or_else(|| fx.clock.now_ms() as f64);
     let now_ms = milliseconds(now).ok_or_else(|| Error::lease(LeaseCode::DirectoryRecoveryTimeIsInvalid))?;
     let Effects { store, processes, workspace, .. } = fx;
-    let mut recovery = Recovery { options, now_ms, store, processes, workspace, run: Run::default(), claimed: Vec::new() };
+    let mut recovery = Recovery { options, now_ms, store, processes, workspace, run: Run::default(), known: Vec::new() };
     if let Err(error) = recovery.entries() {
         let (error, cause) = wrap(error);
         recovery.run.stopped.get_or_insert(error);
@@ -248,9 +322,31 @@ struct Recovery<'a> {
     processes: &'a mut dyn Processes,
     workspace: &'a mut dyn Workspace,
     run: Run,
-    /// `(file name, leased path)` of every valid lease of the collection, read before any is
-    /// recovered: a directory holding another lease's directory is not removed.
-    claimed: Vec<(String, String)>,
+    /// What every entry of the collection claims, by file name: read before any is recovered,
+    /// and brought up to date before each removal ([`Recovery::held_elsewhere`]).
+    known: Vec<(String, Known)>,
+}
+
+/// What one entry of the lease collection claims, as recovery last read it.
+#[derive(Clone)]
+enum Known {
+    /// A valid lease (a lease's path and identity never change while its file exists).
+    Lease(DirectoryLease),
+    /// Not a valid lease: what it may claim.
+    Invalid(MightClaim),
+}
+
+impl Known {
+    fn of(status: &BatchStatus, name: &str) -> Known {
+        match status {
+            BatchStatus::Present(text) => match directory_lease::parse_file(text, name) {
+                Ok(parsed) => Known::Lease(parsed.record),
+                Err(_) => Known::Invalid(MightClaim::of_text(text)),
+            },
+            BatchStatus::Absent => Known::Invalid(MightClaim::Nothing),
+            BatchStatus::Invalid(_) => Known::Invalid(MightClaim::Anything),
+        }
+    }
 }
 
 /// Why an entry cannot be recovered, and what to do about it.
@@ -271,7 +367,7 @@ impl Recovery<'_> {
         };
         let stop = !self.options.skip_invalid;
         let action = if stop { Action::Stop(error.clone()) } else { Action::Skip(error.clone()) };
-        self.run.outcomes.push(Outcome { name: name.into(), claim, disposition: None, action, reason, done: false });
+        self.run.outcomes.push(Outcome { name: name.into(), claim, disposition: None, action, reason, done: false, might_claim: MightClaim::Nothing });
         if stop && self.run.stopped.is_none() {
             self.run.stopped = Some(error.clone());
             self.run.cause = cause;
@@ -342,13 +438,7 @@ impl Recovery<'_> {
             };
             files.sort_by_cached_key(|(name, status)| created(status, name));
         }
-        self.claimed = files
-            .iter()
-            .filter_map(|(name, status)| match status {
-                BatchStatus::Present(text) => directory_lease::parse_file(text, name).ok().map(|parsed| (name.clone(), parsed.record.path)),
-                _ => None,
-            })
-            .collect();
+        self.known = files.iter().map(|(name, status)| (name.clone(), Known::of(status, name))).collect();
         for (name, status) in files {
             if self.entry(&name, status).is_err() {
                 break;
@@ -372,15 +462,30 @@ impl Recovery<'_> {
                     BatchStatus::Invalid(BatchInvalid::InvalidUtf8) => "not UTF-8",
                     _ => "unreadable",
                 };
-                let refusal = Refusal { error: Error::lease(LeaseCode::DirectoryLeaseChangedDuringRecoveryInspection), reason: format!("the claim file is {why}") };
-                return self.refuse(name, None, refusal);
+                let reason = format!(
+                    "the claim file is {why}; until it can be read it may claim any directory, so no directory is leased or removed: \
+                     make it a private file of yours again (chmod 600), or set it aside if no run uses it"
+                );
+                let refusal = Refusal { error: Error::lease(LeaseCode::DirectoryLeaseChangedDuringRecoveryInspection), reason };
+                let result = self.refuse(name, None, refusal);
+                self.note_might_claim(MightClaim::Anything);
+                return result;
             }
         };
         let claim = match directory_lease::parse_file(&text, name) {
             Ok(parsed) => parsed.record,
             Err(error) => {
-                let reason = String::from("the claim file is not a valid lease (an interrupted write by another program, or an edit)");
-                return self.refuse(name, None, Refusal { error, reason });
+                let might = MightClaim::of_text(&text);
+                let reason = match &might {
+                    MightClaim::Path(path) => format!(
+                        "the claim file is not a valid lease (a newer writer's, an edit, or an interrupted write by another program); it names {path}, \
+                         which is not leased or removed while it is here: fix it, or set it aside if no run uses that directory"
+                    ),
+                    _ => String::from("the claim file is not a valid lease (an interrupted write by another program, or an edit)"),
+                };
+                let result = self.refuse(name, None, Refusal { error, reason });
+                self.note_might_claim(might);
+                return result;
             }
         };
         let (disposition, reason) = match explain(&claim, self.now_ms, self.processes) {
@@ -388,7 +493,7 @@ impl Recovery<'_> {
             Err(error) => return self.refuse(name, Some(claim), Refusal { error, reason: String::from("its owner could not be probed") }),
         };
         if disposition != Disposition::Recoverable {
-            let outcome = Outcome { name: name.into(), claim: Some(claim), disposition: Some(disposition), action: Action::Keep, reason, done: false };
+            let outcome = Outcome { name: name.into(), claim: Some(claim), disposition: Some(disposition), action: Action::Keep, reason, done: false, might_claim: MightClaim::Nothing };
             self.run.outcomes.push(outcome);
             return Ok(());
         }
@@ -433,51 +538,170 @@ impl Recovery<'_> {
             (None, Some(run)) => format!("{reason}; its command failed ({}) before the lease was released: the stage is scratch", run.status_words()),
             (None, None) => reason,
         };
-        // Beyond the reference: a directory that holds another lease's directory is not removed
-        // (that lease's owner may be alive and working in it): it waits until that lease is gone
-        // (docs/deviations.md, "A lease inside another").
-        let inside = format!("{}/", claim.path.trim_end_matches('/'));
-        if keep.is_none()
-            && let Some((other, path)) = self.claimed.iter().find(|(other, path)| other != name && path.starts_with(&inside))
-        {
-            let reason =
-                format!("{reason}; but {path}, inside it, is leased too ({other}): it is kept until that lease is released or recovered, then a later `recover` removes it");
-            self.run.outcomes.push(Outcome { name: name.into(), claim: Some(claim), disposition: Some(disposition), action: Action::Keep, reason, done: false });
-            return Ok(());
+        // Beyond the reference: the directory is removed only while nothing else claims it or
+        // anything in it — checked against the collection as it is *now*, under the lock new
+        // leases take, held until the directory is out of its path (docs/deviations.md 23, 24).
+        let locked = !self.options.dry_run && keep.is_none();
+        if locked && let Err(failure) = self.store.lock_leasing() {
+            let refusal = Refusal { error: failure.into(), reason: format!("{reason}; but the lease-creation lock could not be taken to remove it") };
+            return self.refuse(name, Some(claim), refusal);
         }
-        let action = match carry_out(&claim, self.workspace, self.options.dry_run, keep.is_some()) {
-            Ok(action) => action,
-            Err(error) => {
-                let why = refusal_words(&error);
-                return self.refuse(name, Some(claim), Refusal { error, reason: format!("{reason}; {why}") });
+        let step = self.remove_unless_held(name, &claim, &path, &sha, keep.is_some());
+        if locked {
+            self.store.unlock_leasing();
+        }
+        match step {
+            Ok(Removal::Held(why)) => {
+                let reason = format!("{reason}; but {why}");
+                self.run.outcomes.push(Outcome { name: name.into(), claim: Some(claim), disposition: Some(disposition), action: Action::Keep, reason, done: false, might_claim: MightClaim::Nothing });
+                Ok(())
             }
-        };
+            Ok(Removal::Done(action)) => {
+                if !self.options.dry_run {
+                    self.processes.forget_run(&claim.id);
+                }
+                let done = !self.options.dry_run;
+                self.run.outcomes.push(Outcome { name: name.into(), claim: Some(claim), disposition: Some(disposition), action, reason, done, might_claim: MightClaim::Nothing });
+                Ok(())
+            }
+            Err((error, why)) => {
+                let why = why.unwrap_or_else(|| String::from(refusal_words(&error)));
+                self.refuse(name, Some(claim), Refusal { error, reason: format!("{reason}; {why}") })
+            }
+        }
+    }
+
+    /// Unless something else claims it ([`Recovery::held_elsewhere`]; only when `keep` is
+    /// false: a kept directory is not removed), carries out the recovery of `claim` (§6A.6
+    /// e.5–e.7) and removes its claim file `path` by compare-and-swap against `sha`.
+    /// `Err` holds the refusal and, when the refusal's own words are not enough, why.
+    fn remove_unless_held(&mut self, name: &str, claim: &DirectoryLease, path: &str, sha: &str, keep: bool) -> Result<Removal, (Error, Option<String>)> {
+        if !keep && let Some(why) = self.held_elsewhere(name, claim).map_err(|error| (error, Some(String::from("but what else claims its directory could not be read"))))? {
+            return Ok(Removal::Held(why));
+        }
+        let action = carry_out(claim, self.workspace, self.options.dry_run, keep).map_err(|error| (error, None))?;
         if !self.options.dry_run {
-            let removed = match self.store.remove_if_unchanged(&path, &sha) {
-                Ok(removed) => removed,
-                Err(error) => return self.refuse(name, Some(claim), Refusal { error: error.into(), reason }),
-            };
+            let removed = self.store.remove_if_unchanged(path, sha).map_err(|error| (error.into(), Some(String::from("but its claim could not be removed"))))?;
             if !removed {
-                let vanished = matches!(self.store.read_if_present(&path, MAX_CLAIM_BYTES), Ok(None));
+                let vanished = matches!(self.store.read_if_present(path, MAX_CLAIM_BYTES), Ok(None));
                 if !(vanished && self.options.concurrent) {
-                    let refusal = Refusal {
-                        error: Error::lease(LeaseCode::DirectoryLeaseChangedBeforeRecoveryRelease),
-                        reason: format!("{reason}; but its claim changed while it was recovered"),
-                    };
-                    return self.refuse(name, Some(claim), refusal);
+                    return Err((Error::lease(LeaseCode::DirectoryLeaseChangedBeforeRecoveryRelease), Some(String::from("but its claim changed while it was recovered"))));
                 }
             }
-            self.processes.forget_run(&claim.id);
         }
-        let done = !self.options.dry_run;
-        self.run.outcomes.push(Outcome { name: name.into(), claim: Some(claim), disposition: Some(disposition), action, reason, done });
+        Ok(Removal::Done(action))
+    }
+
+    /// Why the directory of `claim` (entry `name`, whose owner is provably gone) must not be
+    /// removed now, in words; `None` when nothing else claims it. Reads the collection and the
+    /// creation intents again first (a lease made since recovery began counts):
+    /// - a lease of a directory inside it, whatever that lease's state (`docs/deviations.md`
+    ///   23): it is kept until that lease is released or recovered;
+    /// - another lease of the same directory (by path or identity) whose owner is not provably
+    ///   gone (24);
+    /// - an entry that is not a valid lease and may claim it or something in it (24);
+    /// - a directory being created inside it by a process not provably gone (an intent, §6A.6
+    ///   creation in `creation.rs`).
+    fn held_elsewhere(&mut self, name: &str, claim: &DirectoryLease) -> Result<Option<String>, Error> {
+        self.refresh_known()?;
+        let target = claim.path.as_str();
+        for (other, known) in self.known.clone() {
+            if other == name {
+                continue;
+            }
+            match known {
+                Known::Lease(lease) if is_inside(&lease.path, target) => {
+                    return Ok(Some(format!(
+                        "{}, inside it, is leased too ({other}): it is kept until that lease is released or recovered, then a later `recover` removes it",
+                        lease.path
+                    )));
+                }
+                Known::Lease(lease) if lease.path == target || lease.directory_identity == claim.directory_identity => {
+                    let (disposition, why) = explain(&lease, self.now_ms, self.processes)?;
+                    if disposition != Disposition::Recoverable {
+                        return Ok(Some(format!("another lease ({other}) claims this directory too, and it is {}: {why}", disposition_words(disposition))));
+                    }
+                }
+                Known::Lease(_) => {}
+                // A named directory that holds this one is not touched by removing this one.
+                Known::Invalid(might) if might.touches(target) && !matches!(&might, MightClaim::Path(named) if is_inside(target, named)) => {
+                    let what = match &might {
+                        MightClaim::Path(path) => format!("names {path}"),
+                        _ => String::from("cannot be read, so it may claim any directory"),
+                    };
+                    return Ok(Some(format!("the entry {other} of the lease collection is not a valid lease and {what}: it is kept until that entry is fixed or set aside")));
+                }
+                Known::Invalid(_) => {}
+            }
+        }
+        for (intent, path, owner) in super::creation::intents_in_flight(self.store)? {
+            if path != target && !is_inside(&path, target) {
+                continue;
+            }
+            let liveness = liveness::probe(self.processes, &owner).map_err(Error::unavailable)?;
+            if liveness.status != OwnerStatus::DifferentOrDead || liveness.spawned == Spawned::SomeAlive {
+                let creator = liveness::describe("creator", &owner, &liveness);
+                return Ok(Some(format!("{path} is being created in it ({intent}; {creator}): it is kept until that creation ends")));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Brings [`Recovery::known`] up to date with the collection: entries gone are dropped, new
+    /// ones and those that could not be read are read (a lease's claim never changes what it
+    /// claims while its file exists, so what was read of the others stands).
+    fn refresh_known(&mut self) -> Result<(), Error> {
+        let Some(snapshot) = self.store.snapshot(DIRECTORY, false)? else {
+            self.known.clear();
+            return Ok(());
+        };
+        let present: Vec<String> = snapshot.entries.iter().filter(|e| e.kind == EntryKind::File).map(|e| e.name.clone()).collect();
+        self.known.retain(|(name, _)| present.contains(name));
+        let unread: Vec<String> = present
+            .into_iter()
+            .filter(|name| name.strip_suffix(".json").is_some_and(js::is_uuid_v4))
+            .filter(|name| !self.known.iter().any(|(known, what)| known == name && matches!(what, Known::Lease(_))))
+            .collect();
+        for batch in unread.chunks(MAX_CLAIMS) {
+            let total = MAX_CLAIM_BYTES.saturating_mul(batch.len() as u32);
+            for (name, status) in self.store.read_batch(DIRECTORY, batch, MAX_CLAIM_BYTES, total, &snapshot.identity)? {
+                let known = Known::of(&status, &name);
+                match self.known.iter_mut().find(|(known, _)| *known == name) {
+                    Some(entry) => entry.1 = known,
+                    None => self.known.push((name, known)),
+                }
+            }
+        }
         Ok(())
+    }
+
+    /// Sets what the entry just reported may claim.
+    fn note_might_claim(&mut self, might: MightClaim) {
+        if let Some(outcome) = self.run.outcomes.last_mut() {
+            outcome.might_claim = might;
+        }
     }
 
     fn already_recovered(&mut self, name: &str, claim: Option<DirectoryLease>) -> Result<(), Error> {
         let reason = String::from("its claim vanished: another recoverer finished it");
-        self.run.outcomes.push(Outcome { name: name.into(), claim, disposition: None, action: Action::AlreadyRecovered, reason, done: false });
+        self.run.outcomes.push(Outcome { name: name.into(), claim, disposition: None, action: Action::AlreadyRecovered, reason, done: false, might_claim: MightClaim::Nothing });
         Ok(())
+    }
+}
+
+/// What [`Recovery::remove_unless_held`] did.
+enum Removal {
+    /// Nothing: something else claims the directory (why, in words).
+    Held(String),
+    /// Carried out (in a dry run: would be).
+    Done(Action),
+}
+
+fn disposition_words(disposition: Disposition) -> &'static str {
+    match disposition {
+        Disposition::Active => "active",
+        Disposition::Indeterminate => "indeterminate",
+        Disposition::Recoverable => "recoverable",
     }
 }
 
@@ -590,7 +814,7 @@ mod tests {
             created_at_ms: 1000,
             recover_after_ms: 2000,
         };
-        Outcome { name: "x.json".into(), claim: Some(claim), disposition, action, reason: "why".into(), done: false }
+        Outcome { name: "x.json".into(), claim: Some(claim), disposition, action, reason: "why".into(), done: false, might_claim: MightClaim::Nothing }
     }
 
     #[test]
@@ -599,6 +823,53 @@ mod tests {
         assert!(matches!(run.conflict("/jobs/a", None), Some(Conflict::Active(_))), "by path");
         assert!(matches!(run.conflict("/jobs/moved", Some(&identity("10"))), Some(Conflict::Active(_))), "by identity: the directory was renamed");
         assert_eq!(run.conflict("/jobs/b", Some(&identity("11"))), None, "another directory");
+    }
+
+    #[test]
+    fn a_directory_inside_another_lease_s_directory_is_refused_unless_that_owner_is_alive() {
+        // docs/deviations.md 24: recovery of the outer lease removes the outer directory whole.
+        let dead = Run { outcomes: alloc::vec![outcome("/jobs/a", "10", Some(Disposition::Recoverable), Action::RemoveDirectory)], ..Run::default() };
+        assert!(matches!(dead.conflict("/jobs/a/inner", None), Some(Conflict::Recoverable(o)) if o.claim.as_ref().unwrap().path == "/jobs/a"));
+        assert!(matches!(dead.conflict("/jobs/a/x/y", None), Some(Conflict::Recoverable(_))), "deeper too");
+        assert_eq!(dead.conflict("/jobs/ab", None), None, "a sibling whose name starts alike is not inside");
+        let unknown = Run { outcomes: alloc::vec![outcome("/jobs/a", "10", Some(Disposition::Indeterminate), Action::Keep)], ..Run::default() };
+        assert!(matches!(unknown.conflict("/jobs/a/inner", None), Some(Conflict::Undecided(_))));
+        let live = Run { outcomes: alloc::vec![outcome("/jobs/a", "10", Some(Disposition::Active), Action::Keep)], ..Run::default() };
+        assert_eq!(live.conflict("/jobs/a/inner", None), None, "a live run may nest runs in its directory");
+        let gone = Run { outcomes: alloc::vec![outcome("/jobs/a", "10", None, Action::AlreadyRecovered)], ..Run::default() };
+        assert_eq!(gone.conflict("/jobs/a/inner", None), None, "already recovered by another");
+    }
+
+    #[test]
+    fn an_entry_that_is_not_a_valid_lease_blocks_what_it_may_claim() {
+        let unreadable = Outcome {
+            name: "22222222-2222-4222-9222-222222222222.json".into(),
+            claim: None,
+            disposition: None,
+            action: Action::Skip(Error::lease(LeaseCode::DirectoryLeaseChangedDuringRecoveryInspection)),
+            reason: "the claim file is not a private regular file".into(),
+            done: false,
+            might_claim: MightClaim::Anything,
+        };
+        let run = Run { outcomes: alloc::vec![unreadable.clone()], ..Run::default() };
+        assert!(matches!(run.conflict("/anywhere/at/all", None), Some(Conflict::Undecided(_))), "it may claim any directory");
+        let named = Outcome { might_claim: MightClaim::Path("/jobs/a".into()), ..unreadable.clone() };
+        let run = Run { outcomes: alloc::vec![named], ..Run::default() };
+        assert!(matches!(run.conflict("/jobs/a", None), Some(Conflict::Undecided(_))));
+        assert!(matches!(run.conflict("/jobs/a/inner", None), Some(Conflict::Undecided(_))));
+        assert_eq!(run.conflict("/jobs/b", None), None);
+        let nothing = Outcome { might_claim: MightClaim::Nothing, ..unreadable };
+        assert_eq!(Run { outcomes: alloc::vec![nothing], ..Run::default() }.conflict("/jobs/a", None), None, "an empty file claims nothing");
+    }
+
+    #[test]
+    fn what_the_text_of_an_invalid_entry_names() {
+        assert_eq!(MightClaim::of_text(r#"{"path":"/jobs/a","newField":1}"#), MightClaim::Path("/jobs/a".into()), "a newer writer's lease");
+        assert_eq!(MightClaim::of_text(r#"{"id":"x","path":"/jobs/a","ro"#), MightClaim::Path("/jobs/a".into()), "a file cut short");
+        assert_eq!(MightClaim::of_text(""), MightClaim::Nothing);
+        assert_eq!(MightClaim::of_text("not json"), MightClaim::Nothing);
+        assert_eq!(MightClaim::of_text(r#"{"path":7}"#), MightClaim::Nothing);
+        assert!(is_inside("/a/b", "/a") && is_inside("/a/b/c", "/a/") && !is_inside("/ab", "/a") && !is_inside("/a", "/a"));
     }
 
     #[test]

@@ -337,7 +337,7 @@ mod tests {
     use proclease_core::invocation_leases::RepairReport;
 
     fn recovery(invocations: Option<(RepairReport, Vec<(String, RepairDecision)>)>) -> Recovery {
-        Recovery { directory_leases: Run::default(), creations: Vec::new(), invocations }
+        Recovery { directory_leases: Run::default(), creations: Vec::new(), invocations, lock_timeout: None }
     }
 
     #[test]

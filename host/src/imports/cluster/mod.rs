@@ -264,6 +264,8 @@ mod enabled {
         pub local: Arc<StateStore>,
         /// The cluster.
         pub cluster: Arc<Cluster>,
+        /// The local lease-creation lock, while held (directory leases are local).
+        pub leasing: Option<std::fs::File>,
     }
 
     impl ClusterStore {
@@ -314,6 +316,17 @@ mod enabled {
                 self.local.read_batch(path, names, max_bytes_per_file, max_total_bytes, expected)
             }
             .map_err(failure)
+        }
+
+        fn lock_leasing(&mut self) -> Result<(), Failure> {
+            if self.leasing.is_none() {
+                self.leasing = Some(crate::state_store::take_leasing_lock(&self.local)?);
+            }
+            Ok(())
+        }
+
+        fn unlock_leasing(&mut self) {
+            self.leasing = None;
         }
     }
 

@@ -725,8 +725,41 @@ fn private_dir(parent: impl AsFd + Copy, name: &str, label: &str) -> Result<Owne
 }
 
 /// The state store as the component's effect ([`proclease_core::effects::Store`]): a store
-/// shared by several instances, its failures as the WIT `failure` record.
-pub struct SharedStore(pub Arc<StateStore>);
+/// shared by several instances, its failures as the WIT `failure` record. Each value holds its
+/// own lease-creation lock ([`Store::lock_leasing`](proclease_core::effects::Store::lock_leasing)).
+pub struct SharedStore {
+    store: Arc<StateStore>,
+    leasing: Option<std::fs::File>,
+}
+
+impl SharedStore {
+    /// `store` as an effect.
+    pub fn new(store: Arc<StateStore>) -> SharedStore {
+        SharedStore { store, leasing: None }
+    }
+}
+
+/// The kernel lock every lease of a new directory is made under, in `.proclease/locks/`: the
+/// native `run`'s check that a directory is free and its lease ([`crate::Host::lease_new_directory`]),
+/// and recovery from its last look at the collection until a directory is removed
+/// (`docs/deviations.md` 24).
+pub const LEASING_LOCK: &str = "directory-lease-creation.lock";
+
+/// Takes `store`'s [`LEASING_LOCK`], waiting at most what is left of the operation's bound
+/// ([`lock_wait`](crate::lock_wait)), saying after 1 s who holds it. The lock is held while the
+/// returned file is open.
+///
+/// Errors: a `contended` failure naming the holder at the bound; an I/O failure opening or
+/// locking the file.
+pub(crate) fn take_leasing_lock(store: &StateStore) -> Result<std::fs::File, Failure> {
+    let label = store.home().path().join(".proclease/locks").join(LEASING_LOCK).display().to_string();
+    let file = store.lock_file(LEASING_LOCK).map_err(|e| failure(StoreError::io(&label, "open of the lease-creation lock", e)))?;
+    match crate::lock_wait::lock(&file, &label, crate::lock_wait::operation_bound(lock::WAIT)) {
+        Ok(()) => Ok(file),
+        Err(crate::lock_wait::LockError::TimedOut(timeout)) => Err(Failure { path: Some(label), ..Failure::new(FailureKind::Contended, timeout.to_string()) }),
+        Err(crate::lock_wait::LockError::Io(e)) => Err(failure(StoreError::io(&label, "lock of the lease-creation lock", e))),
+    }
+}
 
 /// `error` as it crosses the boundary: its kind, its message, and its path, operation and errno
 /// where it has them.
@@ -749,27 +782,27 @@ pub(crate) fn failure_of(error: &StoreError) -> Failure {
 
 impl proclease_core::effects::Store for SharedStore {
     fn read_if_present(&mut self, path: &str, max_bytes: u32) -> Result<Option<String>, proclease_core::effects::Failure> {
-        self.0.read_if_present(path, max_bytes).map_err(failure)
+        self.store.read_if_present(path, max_bytes).map_err(failure)
     }
 
     fn create_if_absent(&mut self, path: &str, content: &str) -> Result<bool, proclease_core::effects::Failure> {
-        self.0.create_if_absent(path, content).map_err(failure)
+        self.store.create_if_absent(path, content).map_err(failure)
     }
 
     fn replace_if_unchanged(&mut self, path: &str, expected_sha256: &str, content: &str) -> Result<bool, proclease_core::effects::Failure> {
-        self.0.replace_if_unchanged(path, expected_sha256, content).map_err(failure)
+        self.store.replace_if_unchanged(path, expected_sha256, content).map_err(failure)
     }
 
     fn remove_if_unchanged(&mut self, path: &str, expected_sha256: &str) -> Result<bool, proclease_core::effects::Failure> {
-        self.0.remove_if_unchanged(path, expected_sha256).map_err(failure)
+        self.store.remove_if_unchanged(path, expected_sha256).map_err(failure)
     }
 
     fn ensure_private_directory(&mut self, path: &str) -> Result<CollectionIdentity, proclease_core::effects::Failure> {
-        self.0.ensure_private_directory(path).map_err(failure)
+        self.store.ensure_private_directory(path).map_err(failure)
     }
 
     fn snapshot(&mut self, path: &str, recover_orphans: bool) -> Result<Option<CollectionSnapshot>, proclease_core::effects::Failure> {
-        self.0.snapshot(path, recover_orphans).map_err(failure)
+        self.store.snapshot(path, recover_orphans).map_err(failure)
     }
 
     fn read_batch(
@@ -780,6 +813,18 @@ impl proclease_core::effects::Store for SharedStore {
         max_total_bytes: u32,
         expected: &CollectionIdentity,
     ) -> Result<Vec<(String, BatchStatus)>, proclease_core::effects::Failure> {
-        self.0.read_batch(path, names, max_bytes_per_file, max_total_bytes, expected).map_err(failure)
+        self.store.read_batch(path, names, max_bytes_per_file, max_total_bytes, expected).map_err(failure)
+    }
+
+    fn lock_leasing(&mut self) -> Result<(), proclease_core::effects::Failure> {
+        if self.leasing.is_none() {
+            self.leasing = Some(take_leasing_lock(&self.store)?);
+        }
+        Ok(())
+    }
+
+    fn unlock_leasing(&mut self) {
+        // Closing the only descriptor of the open file releases its flock.
+        self.leasing = None;
     }
 }

@@ -49,4 +49,12 @@ impl ss::Host for HostState {
         }
         Ok(batch_to_wit(entries))
     }
+
+    fn lock_leasing(&mut self) -> Result<ss::LeasingLock, ss::Failure> {
+        self.effects.store.lock_leasing().map(|()| ss::LeasingLock { held: true }).map_err(failure_to_wit)
+    }
+
+    fn unlock_leasing(&mut self) {
+        self.effects.store.unlock_leasing();
+    }
 }

@@ -59,6 +59,16 @@ pub enum WorkspaceError {
         /// The reference's message (e.g. `recursive removal target changed identity`).
         message: String,
     },
+    /// Another process held the lock of the directory's parent (a user's `flock` on it, a
+    /// stopped `proclease recover`) past the operation's bound: nothing was removed. The
+    /// timeout names the holder.
+    #[error("{path}: {timeout}")]
+    ParentLocked {
+        /// The path being removed.
+        path: String,
+        /// The wait, and who held the lock.
+        timeout: crate::lock_wait::LockTimeout,
+    },
     /// An I/O error.
     #[error("{path}: {operation} failed: {source}")]
     Io {
@@ -241,7 +251,7 @@ impl Workspace {
         // Renames into and out of quarantine, and the scan for quarantines, happen under the
         // parent's lock: a scan racing a rename could otherwise see neither the target nor its
         // quarantine and report "nothing left" while the tree is still being removed.
-        let guard = ParentLock::take(&parent_fd).map_err(io_error(path, "lock of the parent"))?;
+        let guard = ParentLock::take(&parent_fd, path)?;
         match statx(&parent_fd, name, AtFlags::SYMLINK_NOFOLLOW).map_err(io_error(path, "statx"))? {
             Some(stat) => {
                 if !is_private_owned_dir(&stat) || !matches(&stat, expected) {
@@ -405,13 +415,24 @@ fn quarantine_pid(name: &str) -> Option<u32> {
 /// A kernel `flock` on a directory (through a descriptor of its own, so it is released when
 /// dropped, or when the process dies). Serialises proclease processes' renames into and out of
 /// quarantine with their scans for quarantines in that directory; ghostget does not take it.
-struct ParentLock(#[allow(dead_code)] OwnedFd);
+/// Anyone may take it (a user's `flock ~/jobs …`), so the wait for it is bounded and voiced
+/// like every wait for another process ([`crate::lock_wait`], `docs/deviations.md` 21): it says
+/// after 1 s who holds it and gives up at the operation's bound, naming the holder.
+struct ParentLock(#[allow(dead_code)] std::fs::File);
+
+/// How long a removal waits for its parent's lock outside a bounded operation.
+const PARENT_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl ParentLock {
-    fn take(parent: &OwnedFd) -> Result<ParentLock, Errno> {
-        let fd = rustix::fs::openat(parent, ".", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
-        rustix::fs::flock(&fd, rustix::fs::FlockOperation::LockExclusive)?;
-        Ok(ParentLock(fd))
+    fn take(parent: &OwnedFd, path: &str) -> Result<ParentLock, WorkspaceError> {
+        let fd = rustix::fs::openat(parent, ".", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty()).map_err(io_error(path, "open of the parent"))?;
+        let file = std::fs::File::from(fd);
+        let label = format!("the lock of {}'s parent directory", path);
+        match crate::lock_wait::lock(&file, &label, crate::lock_wait::operation_bound(PARENT_LOCK_WAIT)) {
+            Ok(()) => Ok(ParentLock(file)),
+            Err(crate::lock_wait::LockError::TimedOut(timeout)) => Err(WorkspaceError::ParentLocked { path: path.into(), timeout }),
+            Err(crate::lock_wait::LockError::Io(e)) => Err(WorkspaceError::Io { path: path.into(), operation: "lock of the parent", source: e }),
+        }
     }
 }
 
@@ -587,6 +608,7 @@ pub(crate) fn failure_of(error: &WorkspaceError) -> proclease_core::Failure {
         WorkspaceError::Refused { path, .. } => Failure { path: Some(path.clone()), ..Failure::new(FailureKind::Refused, message) },
         WorkspaceError::IdentityChanged { path, .. } => Failure { path: Some(path.clone()), ..Failure::new(FailureKind::IdentityChanged, message) },
         WorkspaceError::Io { path, operation, source } => crate::error::io_failure(path, operation, source, message),
+        WorkspaceError::ParentLocked { path, .. } => Failure { path: Some(path.clone()), operation: Some("lock of the parent".into()), ..Failure::new(FailureKind::Contended, message) },
     }
 }
 

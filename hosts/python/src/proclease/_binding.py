@@ -46,12 +46,12 @@ from wasmtime.component import (
 from ._wit import HostError, Rec, kebab, rec, snake
 
 PACKAGE = "proclease:lease"
-VERSION = "0.2.0"
+VERSION = "0.3.0"
 ERROR_TAGS = ("lease", "storage", "system")
 
 
 def interface_name(import_name: str) -> str:
-    """`proclease:lease/state-store@0.2.0` -> `state-store`."""
+    """`proclease:lease/state-store@0.3.0` -> `state-store`."""
     return import_name.split("/", 1)[1].split("@", 1)[0]
 
 
@@ -109,7 +109,7 @@ class HostResource:
 # `Variant('ok' | 'err', payload)`. Otherwise the host returns the bare payload and wasmtime-py
 # picks the first case whose classes the value is an instance of, ok first. A case holding an
 # `option` (or no payload) accepts `object`, so an error could never be returned through such a
-# result: the contract (0.2.0) wraps every "maybe nothing" answer of an import in a record
+# result: the contract (since 0.2.0) wraps every "maybe nothing" answer of an import in a record
 # (`stored-file`, `collection-listing`, `directory-lookup`, `finished-run-entry`, `installation`)
 # so that each import's error case can be returned. `result_shape` checks that at bind time.
 

@@ -268,10 +268,32 @@ def _within(path: str, ancestor: str) -> bool:
     return path == ancestor or path.startswith(ancestor.rstrip("/") + "/")
 
 
+def _inside(path: str, outer: str) -> bool:
+    """Whether `path` lies strictly inside the directory `outer` (proclease-core's `is_inside`)."""
+    outer = outer.rstrip("/")
+    return len(path) > len(outer) + 1 and path.startswith(outer + "/")
+
+
 def _already_leased(home: Path, target: str, conflict: Rec) -> str:
-    """The native `Refusal::AlreadyLeased` words for the component's `lease-conflict`."""
+    """The native refusal's words for the component's `lease-conflict`: `Refusal::AlreadyLeased`,
+    `Refusal::InsideLeased` (inside a directory whose lease's owner is not alive) or
+    `Refusal::UndecidedLease` (an entry that is not a valid lease may claim it;
+    `docs/deviations.md` 24)."""
     outcome = conflict.outcome
     claim = outcome.claim
+    collection = home / "recovery" / "beeper-message-like-me-directory-leases"
+    if claim is None:
+        aside = f"mv -- '{collection / outcome.file_name}' '{home / '.proclease' / ('set-aside-' + outcome.file_name)}'"
+        return (
+            f"{target}: refused: the lease collection holds an entry that may claim it, {collection / outcome.file_name}: {outcome.reason}; "
+            f"fix it, or if no run uses what it claims, move it aside: {aside}"
+        )
+    if claim.path != target and _inside(target, claim.path):
+        if conflict.kind == "recoverable":
+            why = "its owner is gone, so `proclease recover` removes that directory with everything in it: run it first, or use a directory elsewhere"
+        else:
+            why = f"{outcome.reason}; recovery would remove that directory with everything in it once its owner is proven gone: see `proclease doctor`"
+        return f"{target}: refused: it is inside {claim.path}, leased by pid {claim.owner.pid} (lease {claim.id}): {why}"
     what = {
         "active": "its owner is alive: wait for that run to finish, or use another directory",
         "recoverable": "its owner is gone: run `proclease recover` first (it removes the directory)",

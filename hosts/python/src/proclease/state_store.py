@@ -649,6 +649,10 @@ def _holder_words(pid: Optional[int]) -> str:
     return process_words(pid) if pid is not None else "another process (not shown in /proc/locks)"
 
 
+#: The lock every lease of a new directory is made under (`state_store::LEASING_LOCK`).
+LEASING_LOCK = "directory-lease-creation.lock"
+
+
 def wait_for_lock(fd: int, lock: str, bound: float) -> bool:
     """Takes `fd`'s exclusive `flock`, waiting at most `bound` seconds (less inside an
     operation) for another holder (`lock_wait::lock`): True when taken, False at the bound.
@@ -1020,6 +1024,7 @@ class StateStore:
         self.liveness = Liveness(processes, judge)
         self._staging = -1
         self._locks = -1
+        self._leasing = -1
         try:
             internal = _private_dir(self.home.fd, INTERNAL, INTERNAL)
             with _owned(internal):
@@ -1159,6 +1164,42 @@ class StateStore:
     def snapshot(self, path: str, recover_orphans: bool) -> Rec:
         """`snapshot`: `Rec(snapshot=None | Rec(identity, entries))` (see `snapshot_of`)."""
         return rec(snapshot=self.snapshot_of(path, recover_orphans))
+
+    def lock_leasing(self) -> Rec:
+        """`lock-leasing`: takes `.proclease/locks/directory-lease-creation.lock` (the lock every
+        lease of a new directory is made under; recovery holds it from its last look at the
+        collection until a directory is removed: `docs/deviations.md` 24), waiting at most the
+        operation's bound (`state_store::take_leasing_lock`). `Rec(held=True)`.
+
+        Errors: `contended` at the bound (the holder is logged); the lock file's OSError."""
+        if self._leasing >= 0:
+            return rec(held=True)
+        label = f"{self.home_path}/.proclease/locks/{LEASING_LOCK}"
+        try:
+            fd = self.lock_file(LEASING_LOCK)
+        except OSError as e:
+            raise io_error(label, "open of the lease-creation lock", e) from None
+        try:
+            taken = wait_for_lock(fd, label, operation_bound(WAIT))
+        except OSError as e:
+            os.close(fd)
+            raise io_error(label, "lock of the lease-creation lock", e) from None
+        if not taken:
+            holder = _holder_words(lock_holder(fd))
+            os.close(fd)
+            raise StoreError(failure("contended", f"waited for {label}, held by {holder}: {LOCK_HINT}", path=label))
+        self._leasing = fd
+        return rec(held=True)
+
+    def unlock_leasing(self) -> None:
+        """`unlock-leasing`: releases what `lock_leasing` took (nothing when not held)."""
+        fd, self._leasing = self._leasing, -1
+        if fd >= 0:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            except OSError:
+                pass
+            os.close(fd)
 
     def read_batch(self, path: str, names: Sequence[str], max_bytes_per_file: int, max_total_bytes: int, expected: Any) -> List[Rec]:
         """`read-batch` (`readPrivateStateFilesBatch`, §3.3): reads files of a collection whose
