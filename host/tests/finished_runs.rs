@@ -186,7 +186,11 @@ fn an_immutable_lease_collection_keeps_the_results_and_the_journal_tells_recover
 }
 
 #[test]
-fn when_not_even_the_journal_takes_a_write_recover_keep_finishes_the_release() {
+fn when_not_even_the_journal_takes_a_write_a_marker_beside_the_directory_keeps_it() {
+    // Issue #40 case 5: a state home that takes no write at all (here `chattr +i` on the
+    // collection and the journal; a kernel-forced read-only filesystem alike). The finish is
+    // marked beside the working directory, in the workspace, and a plain (cron) `recover`
+    // keeps the results.
     let s = sandbox();
     if !immutable_flag_works(&s) {
         return;
@@ -198,6 +202,33 @@ fn when_not_even_the_journal_takes_a_write_recover_keep_finishes_the_release() {
     let out = s.run(&["run", "--release-retry", "300ms", "--workdir", work.to_str().unwrap(), "--", "sh", "-c", &script]);
     let journal: Vec<PathBuf> = std::fs::read_dir(&runs).expect("journal").map(|e| e.expect("entry").path()).collect();
     assert!(chattr("-i", &[&collection]) && journal.iter().all(|j| chattr("-i", &[j])), "undo");
+    assert_told_how_to_finish(&out, &s, &work);
+    let marker = std::fs::read_dir(s.root.join("jobs")).expect("jobs").flatten().map(|e| e.path()).find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with(".proclease-finished-")));
+    let marker = marker.expect("a marker beside the directory");
+    assert!(stderr(&out).contains(&format!("the finish is marked by {} beside it: `proclease recover` keeps the directory too", marker.display())), "{}", stderr(&out));
+    let out = s.run(&["recover", "--dry-run"]);
+    assert!(stdout(&out).contains(&format!("would release the lease of {} and keep the directory", work.display())), "{out:?}");
+    let out = s.run(&["recover"]);
+    assert!(out.status.success() && stdout(&out).contains("released, directory kept: 1"), "{out:?}");
+    assert_eq!(result_of(&work).as_deref(), Some("result\n"));
+    assert_eq!(leases_left(&s), 0);
+    assert!(!marker.exists(), "the marker goes with the lease");
+}
+
+#[test]
+fn when_neither_the_journal_nor_the_workspace_takes_a_write_recover_keep_finishes_the_release() {
+    let s = sandbox();
+    if !immutable_flag_works(&s) {
+        return;
+    }
+    let jobs = s.root.join("jobs");
+    let work = jobs.join("build");
+    let collection = s.state.join(COLLECTION);
+    let runs = s.state.join(".proclease/runs");
+    let script = format!("echo result > result.txt; chattr +i {} {}/*.run {}; sleep 0.2", collection.display(), runs.display(), jobs.display());
+    let out = s.run(&["run", "--release-retry", "300ms", "--workdir", work.to_str().unwrap(), "--", "sh", "-c", &script]);
+    let journal: Vec<PathBuf> = std::fs::read_dir(&runs).expect("journal").map(|e| e.expect("entry").path()).collect();
+    assert!(chattr("-i", &[&collection, &jobs]) && journal.iter().all(|j| chattr("-i", &[j])), "undo");
     assert_told_how_to_finish(&out, &s, &work);
     assert!(stderr(&out).contains("would remove the directory: use --keep"), "{}", stderr(&out));
     // The documented limit: nothing on disk says the run finished, so a plain recover would

@@ -486,3 +486,38 @@ fn a_held_workspace_parent_lock_makes_recover_wait_within_its_bound_and_name_the
     assert!(out.status.success(), "{out:?}");
     assert!(!dead.exists(), "removed once the lock is free");
 }
+
+#[test]
+fn a_recover_racing_runs_inside_its_dead_leases_never_loses_a_run_s_result() {
+    // Issue #40, "done when": a `recover` working through 40 dead leases while a run is
+    // started inside the directory of the last of them, at a different instant each round.
+    // The run is either refused (the outer lease is still there: recovery removes its
+    // directory whole) or leased after the outer directory is gone; its result is never lost.
+    // `PROCLEASE_RACE_ROUNDS=100` for the figure in docs/reliability.md.
+    let rounds: u64 = std::env::var("PROCLEASE_RACE_ROUNDS").ok().and_then(|r| r.parse().ok()).unwrap_or(20);
+    let (mut admitted, mut refused) = (0, 0);
+    for round in 0..rounds {
+        let s = sandbox();
+        let outer = (1..=40).map(|n| s.dead_lease(&format!("j{n:02}"), n)).last().expect("40 leases");
+        let inner = outer.join("inner");
+        let recoverer = s.command(&["recover"]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("recover");
+        // Spread the run's start over the recovery (a few ms to about its whole length).
+        std::thread::sleep(std::time::Duration::from_micros((round * 7919) % 40_000));
+        let run = s.run(&["run", "--workdir", inner.to_str().expect("utf-8"), "--", "sh", "-c", "sleep 0.2; echo done > result.txt"]);
+        let recovered = recoverer.wait_with_output().expect("recover ends");
+        assert!(recovered.status.success(), "round {round}: {recovered:?}");
+        match run.status.code() {
+            Some(0) => {
+                admitted += 1;
+                assert_eq!(std::fs::read_to_string(inner.join("result.txt")).ok().as_deref(), Some("done\n"), "round {round}: the admitted run lost its result");
+            }
+            Some(1) => {
+                refused += 1;
+                assert!(stderr(&run).contains("refused: it is inside"), "round {round}: {}", stderr(&run));
+                assert!(!inner.exists(), "round {round}: a refused run leaves nothing");
+            }
+            other => panic!("round {round}: exit {other:?}: {}", stderr(&run)),
+        }
+    }
+    println!("{rounds} rounds: {admitted} runs admitted (after the outer directory was recovered), {refused} refused, 0 results lost");
+}

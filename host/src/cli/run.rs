@@ -210,10 +210,13 @@ fn unreleased_words(home: &std::path::Path, status: &std::process::ExitStatus, u
             home.display(),
         );
     }
-    let journal = if unreleased.journaled {
-        "the run journal recorded that the command finished, so `proclease recover` keeps the directory too"
-    } else {
-        "the state home took no write at all (not even the run journal), so a plain `proclease recover` would remove the directory: use --keep"
+    let journal = match (&unreleased.marker, unreleased.journaled) {
+        (_, true) => "the run journal recorded that the command finished, so `proclease recover` keeps the directory too".to_string(),
+        (Some(marker), false) => format!(
+            "the state home took no write at all (not even the run journal), so the finish is marked by {} beside it: `proclease recover` keeps the directory too",
+            marker.display()
+        ),
+        (None, false) => "the state home took no write at all (not even the run journal), so a plain `proclease recover` would remove the directory: use --keep".to_string(),
     };
     format!(
         "proclease: the command {how}; its results in {dir} are intact, but its lease could not be released and stays in {} ({journal}). \

@@ -526,10 +526,15 @@ impl Recovery<'_> {
                 return self.refuse(name, Some(claim), refusal);
             }
         };
+        // Beyond the reference: a run whose state home took no write at all (not even the run
+        // journal) marks its finish beside the directory (docs/deviations.md 19).
+        let marker = finished_marker(&claim);
+        let marked = finished.is_none() && self.workspace.inspect(&marker).ok().flatten().is_some_and(|facts| facts.is_directory && facts.owned && facts.canonical);
         let keep = match &finished {
             Some(run) if claim.role == Role::RawWorking || run.succeeded() => {
                 Some(format!("its command finished ({}) before the lease was released: the directory is its result and stays", run.status_words()))
             }
+            _ if marked => Some(format!("its command finished before the lease was released ({marker} says so): the directory is its result and stays")),
             _ if self.options.keep.contains(&claim.path) => Some(String::from("kept as asked: only the claim is removed")),
             _ => None,
         };
@@ -559,6 +564,10 @@ impl Recovery<'_> {
             Ok(Removal::Done(action)) => {
                 if !self.options.dry_run {
                     self.processes.forget_run(&claim.id);
+                    if marked {
+                        // Its lease is gone: the marker has nothing left to keep.
+                        let _ = self.workspace.remove_empty_directory(&marker, None);
+                    }
                 }
                 let done = !self.options.dry_run;
                 self.run.outcomes.push(Outcome { name: name.into(), claim: Some(claim), disposition: Some(disposition), action, reason, done, might_claim: MightClaim::Nothing });
@@ -687,6 +696,16 @@ impl Recovery<'_> {
         self.run.outcomes.push(Outcome { name: name.into(), claim, disposition: None, action: Action::AlreadyRecovered, reason, done: false, might_claim: MightClaim::Nothing });
         Ok(())
     }
+}
+
+/// Where a supervisor marks that the command of lease `claim` finished when its state home took
+/// no write at all (`docs/deviations.md` 19): an empty directory
+/// `<parent>/.proclease-finished-<lease id>` beside the leased directory. Recovery keeps a
+/// directory so marked (only its claim is removed, then the marker), as it keeps one the run
+/// journal says finished. Anyone may make it to keep a directory from recovery.
+pub fn finished_marker(claim: &DirectoryLease) -> String {
+    let parent = claim.parent_path.trim_end_matches('/');
+    format!("{parent}/.proclease-finished-{}", claim.id)
 }
 
 /// What [`Recovery::remove_unless_held`] did.

@@ -102,8 +102,12 @@ pub struct Unreleased {
     /// it was published to.
     pub directory: PathBuf,
     /// Whether the run journal recorded the end of the command, so that a plain `recover` keeps
-    /// `directory` (false: a state home that took no write at all; `recover --keep` keeps it).
+    /// `directory` (false: a state home that took no write at all).
     pub journaled: bool,
+    /// When the journal took no write: the marker made beside the working directory
+    /// (`proclease_core::directory_leases::finished_marker`), so that a plain `recover` keeps it
+    /// all the same; `None` when that could not be made either (`recover --keep` keeps it).
+    pub marker: Option<PathBuf>,
     /// A failed stage: scratch, which `recover` removes (as the reference does).
     pub scratch: bool,
     /// The stage was published to its output (only its lease record stays).
@@ -499,6 +503,7 @@ impl<'h> Supervisor<'h> {
             }
             _ => {}
         }
+        let claim = lease.claim().ok();
         if problems.is_empty() {
             if let Err(e) = retrying(bound, "release the directory lease", || lease.release()) {
                 problems.push(e);
@@ -522,7 +527,20 @@ impl<'h> Supervisor<'h> {
             // Nothing names this run any more: its witnesses have nothing left to prove.
             host.retire();
         }
-        let unreleased = steps::unreleased(!problems.is_empty(), &plan, status.success(), published, journaled);
+        let mut unreleased = steps::unreleased(!problems.is_empty(), &plan, status.success(), published, journaled);
+        if let Some(unreleased) = unreleased.as_mut()
+            && !journaled
+            && role == Role::RawWorking
+            && let Some(claim) = &claim
+        {
+            // The state home took no write at all: the finish is marked beside the directory,
+            // where the workspace may still take one (docs/deviations.md 19).
+            let marker = proclease_core::directory_leases::finished_marker(claim);
+            match host.workspace().create_private_directory(&marker) {
+                Ok(_) => unreleased.marker = Some(PathBuf::from(marker)),
+                Err(e) => tracing::warn!(error = %e, "the finish of the command could not be marked beside its directory either"),
+            }
+        }
         Ok(Finished { status, stragglers, containment: tree.containment().clone(), problems, unreleased, interrupted })
     }
 }

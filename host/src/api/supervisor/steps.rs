@@ -88,7 +88,7 @@ pub(super) fn unreleased(problems: bool, plan: &Plan, succeeded: bool, published
         (Some(output), true) => output.clone(),
         _ => plan.dir.clone(),
     };
-    Some(Unreleased { directory, journaled, scratch: plan.role == Role::BundleStage && !succeeded, published })
+    Some(Unreleased { directory, journaled, marker: None, scratch: plan.role == Role::BundleStage && !succeeded, published })
 }
 
 #[cfg(test)]
