@@ -795,7 +795,8 @@ fn an_interrupted_run_exits_128_plus_the_signal_even_when_its_command_exits_0() 
     let work = s.root.join("jobs/graceful");
     let started = work.join("started");
     let script = "trap 'echo stopped > stopped; exit 0' TERM; echo yes > started; while :; do sleep 0.05; done";
-    let supervisor = s.command(&["run", "--workdir", work.to_str().expect("utf-8"), "--", "sh", "-c", script]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn");
+    let supervisor =
+        s.command(&["run", "--workdir", work.to_str().expect("utf-8"), "--", "sh", "-c", script]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn");
     let deadline = Instant::now() + Duration::from_secs(20);
     while !started.is_file() {
         assert!(Instant::now() < deadline, "the command never started");

@@ -203,7 +203,11 @@ fn when_not_even_the_journal_takes_a_write_a_marker_beside_the_directory_keeps_i
     let journal: Vec<PathBuf> = std::fs::read_dir(&runs).expect("journal").map(|e| e.expect("entry").path()).collect();
     assert!(chattr("-i", &[&collection]) && journal.iter().all(|j| chattr("-i", &[j])), "undo");
     assert_told_how_to_finish(&out, &s, &work);
-    let marker = std::fs::read_dir(s.root.join("jobs")).expect("jobs").flatten().map(|e| e.path()).find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with(".proclease-finished-")));
+    let marker = std::fs::read_dir(s.root.join("jobs"))
+        .expect("jobs")
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with(".proclease-finished-")));
     let marker = marker.expect("a marker beside the directory");
     assert!(stderr(&out).contains(&format!("the finish is marked by {} beside it: `proclease recover` keeps the directory too", marker.display())), "{}", stderr(&out));
     let out = s.run(&["recover", "--dry-run"]);

@@ -498,7 +498,8 @@ fn a_recover_racing_runs_inside_its_dead_leases_never_loses_a_run_s_result() {
     let (mut admitted, mut refused) = (0, 0);
     for round in 0..rounds {
         let s = sandbox();
-        let outer = (1..=40).map(|n| s.dead_lease(&format!("j{n:02}"), n)).last().expect("40 leases");
+        let leases: Vec<PathBuf> = (1..=40).map(|n| s.dead_lease(&format!("j{n:02}"), n)).collect();
+        let outer = leases[39].clone();
         let inner = outer.join("inner");
         let recoverer = s.command(&["recover"]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("recover");
         // Spread the run's start over the recovery (a few ms to about its whole length).

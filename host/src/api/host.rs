@@ -524,16 +524,14 @@ impl Host {
         let Some(claim) = &entry.claim else {
             // Not a valid lease: it may claim this directory.
             let file = lease_entry_path(self.state_home(), &entry.name);
-            let what = format!(
-                "{}; fix it, or if no run uses what it claims, move it aside: {}",
-                entry.reason,
-                set_aside_lease_entry(self.state_home(), &entry.name)
-            );
+            let what = format!("{}; fix it, or if no run uses what it claims, move it aside: {}", entry.reason, set_aside_lease_entry(self.state_home(), &entry.name));
             return Err(Refusal::UndecidedLease { dir: PathBuf::from(dir), entry: file, what }.into());
         };
         if claim.path != dir && proclease_core::directory_leases::is_inside(dir, &claim.path) {
             let what = match conflict {
-                Conflict::Recoverable(_) => "its owner is gone, so `proclease recover` removes that directory with everything in it: run it first, or use a directory elsewhere".to_string(),
+                Conflict::Recoverable(_) => {
+                    "its owner is gone, so `proclease recover` removes that directory with everything in it: run it first, or use a directory elsewhere".to_string()
+                }
                 _ => format!("{}; recovery would remove that directory with everything in it once its owner is proven gone: see `proclease doctor`", entry.reason),
             };
             return Err(Refusal::InsideLeased { dir: PathBuf::from(dir), outer: PathBuf::from(&claim.path), owner_pid: claim.owner.pid, lease_id: claim.id.clone(), what }.into());

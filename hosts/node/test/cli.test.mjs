@@ -143,7 +143,7 @@ test('a state home that is not safe is refused with exit status 1', async () => 
       child.stdout.on('data', (c) => (out += c));
       child.once('close', () => resolve(out));
     });
-    assert.match(version, /^proclease \S+ \(Node host; component sha256 [0-9a-f]{64}, WIT proclease:lease@0\.2\.0\)\n$/);
+    assert.match(version, /^proclease \S+ \(Node host; component sha256 [0-9a-f]{64}, WIT proclease:lease@0\.3\.0\)\n$/);
   } finally {
     d.cleanup();
   }

@@ -158,21 +158,13 @@ pub struct CreationOutcome {
 ///
 /// Errors: a store failure listing or reading the intents or the lease collection.
 pub fn recover_creations(store: &mut dyn Store, processes: &mut dyn Processes, workspace: &mut dyn Workspace, dry_run: bool) -> Result<Vec<CreationOutcome>, Error> {
-    let Some(snapshot) = store.snapshot(INTENTS, !dry_run)? else { return Ok(Vec::new()) };
-    let names: Vec<String> = snapshot
-        .entries
-        .iter()
-        .filter(|e| e.kind == EntryKind::File && e.name.strip_suffix(".json").is_some_and(js::is_uuid_v4))
-        .take(MAX_INTENTS)
-        .map(|e| e.name.clone())
-        .collect();
-    if names.is_empty() {
+    let intents = read_intents(store, !dry_run)?;
+    if intents.is_empty() {
         return Ok(Vec::new());
     }
     let claimed = if dry_run { claimed_paths(store)? } else { Vec::new() };
-    let total = MAX_INTENT_BYTES.saturating_mul(names.len() as u32);
     let mut outcomes = Vec::new();
-    for (name, status) in store.read_batch(INTENTS, &names, MAX_INTENT_BYTES, total, &snapshot.identity)? {
+    for (name, status) in intents {
         let text = match status {
             BatchStatus::Present(text) => text,
             BatchStatus::Absent => continue,
@@ -238,7 +230,22 @@ fn finish_intent(store: &mut dyn Store, workspace: &mut dyn Workspace, created: 
 ///
 /// Errors: a store failure listing or reading the intents.
 pub(super) fn intents_in_flight(store: &mut dyn Store) -> Result<Vec<(String, String, crate::records::Owner)>, Error> {
-    let Some(snapshot) = store.snapshot(INTENTS, false)? else { return Ok(Vec::new()) };
+    let mut intents = Vec::new();
+    for (name, status) in read_intents(store, false)? {
+        if let BatchStatus::Present(text) = status
+            && let Ok(parsed) = creation_intent::parse_file(&text, &name)
+        {
+            intents.push((name, parsed.record.path, parsed.record.owner));
+        }
+    }
+    Ok(intents)
+}
+
+/// The files of the intent collection (at most [`MAX_INTENTS`] `<uuid>.json` entries) and
+/// what reading each gave; empty when there is no collection. `recover_orphans`: the listing
+/// removes what provably dead writers left (§3.9).
+fn read_intents(store: &mut dyn Store, recover_orphans: bool) -> Result<Vec<(String, BatchStatus)>, Error> {
+    let Some(snapshot) = store.snapshot(INTENTS, recover_orphans)? else { return Ok(Vec::new()) };
     let names: Vec<String> = snapshot
         .entries
         .iter()
@@ -250,15 +257,7 @@ pub(super) fn intents_in_flight(store: &mut dyn Store) -> Result<Vec<(String, St
         return Ok(Vec::new());
     }
     let total = MAX_INTENT_BYTES.saturating_mul(names.len() as u32);
-    let mut intents = Vec::new();
-    for (name, status) in store.read_batch(INTENTS, &names, MAX_INTENT_BYTES, total, &snapshot.identity)? {
-        if let BatchStatus::Present(text) = status
-            && let Ok(parsed) = creation_intent::parse_file(&text, &name)
-        {
-            intents.push((name, parsed.record.path, parsed.record.owner));
-        }
-    }
-    Ok(intents)
+    Ok(store.read_batch(INTENTS, &names, MAX_INTENT_BYTES, total, &snapshot.identity)?)
 }
 
 /// The paths every valid lease of the lease collection claims.

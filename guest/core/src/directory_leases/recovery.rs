@@ -240,9 +240,11 @@ impl Run {
     pub fn conflict(&self, path: &str, identity: Option<&DirectoryIdentity>) -> Option<Conflict<'_>> {
         let claims = |o: &&Outcome| o.claim.as_ref().is_some_and(|c| c.path == path || identity == Some(&c.directory_identity));
         let Some(outcome) = self.outcomes.iter().find(claims) else {
-            if let Some(enclosing) = self.outcomes.iter().find(|o| {
-                o.claim.as_ref().is_some_and(|c| is_inside(path, &c.path)) && o.disposition != Some(Disposition::Active) && o.action != Action::AlreadyRecovered
-            }) {
+            if let Some(enclosing) = self
+                .outcomes
+                .iter()
+                .find(|o| o.claim.as_ref().is_some_and(|c| is_inside(path, &c.path)) && o.disposition != Some(Disposition::Active) && o.action != Action::AlreadyRecovered)
+            {
                 return Some(match enclosing.disposition {
                     Some(Disposition::Recoverable) if enclosing.action.refusal().is_none() => Conflict::Recoverable(enclosing),
                     _ => Conflict::Undecided(enclosing),
@@ -328,6 +330,8 @@ struct Recovery<'a> {
 }
 
 /// What one entry of the lease collection claims, as recovery last read it.
+// Almost every entry is a valid lease: boxing would allocate for each.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone)]
 enum Known {
     /// A valid lease (a lease's path and identity never change while its file exists).
@@ -493,7 +497,8 @@ impl Recovery<'_> {
             Err(error) => return self.refuse(name, Some(claim), Refusal { error, reason: String::from("its owner could not be probed") }),
         };
         if disposition != Disposition::Recoverable {
-            let outcome = Outcome { name: name.into(), claim: Some(claim), disposition: Some(disposition), action: Action::Keep, reason, done: false, might_claim: MightClaim::Nothing };
+            let outcome =
+                Outcome { name: name.into(), claim: Some(claim), disposition: Some(disposition), action: Action::Keep, reason, done: false, might_claim: MightClaim::Nothing };
             self.run.outcomes.push(outcome);
             return Ok(());
         }
@@ -558,7 +563,15 @@ impl Recovery<'_> {
         match step {
             Ok(Removal::Held(why)) => {
                 let reason = format!("{reason}; but {why}");
-                self.run.outcomes.push(Outcome { name: name.into(), claim: Some(claim), disposition: Some(disposition), action: Action::Keep, reason, done: false, might_claim: MightClaim::Nothing });
+                self.run.outcomes.push(Outcome {
+                    name: name.into(),
+                    claim: Some(claim),
+                    disposition: Some(disposition),
+                    action: Action::Keep,
+                    reason,
+                    done: false,
+                    might_claim: MightClaim::Nothing,
+                });
                 Ok(())
             }
             Ok(Removal::Done(action)) => {
@@ -584,6 +597,8 @@ impl Recovery<'_> {
     /// false: a kept directory is not removed), carries out the recovery of `claim` (§6A.6
     /// e.5–e.7) and removes its claim file `path` by compare-and-swap against `sha`.
     /// `Err` holds the refusal and, when the refusal's own words are not enough, why.
+    // The error ends one entry's recovery, once: its size costs nothing that matters.
+    #[allow(clippy::result_large_err)]
     fn remove_unless_held(&mut self, name: &str, claim: &DirectoryLease, path: &str, sha: &str, keep: bool) -> Result<Removal, (Error, Option<String>)> {
         if !keep && let Some(why) = self.held_elsewhere(name, claim).map_err(|error| (error, Some(String::from("but what else claims its directory could not be read"))))? {
             return Ok(Removal::Held(why));

@@ -227,9 +227,7 @@ impl Witnesses {
         let unlink_temp = || {
             let _ = rustix::fs::unlinkat(dir, temp.as_str(), AtFlags::empty());
         };
-        let written = rustix::fs::fstat(&file)
-            .map_err(std::io::Error::from)
-            .and_then(|stat| file.write_all(content(holder, role, ns, (stat.st_dev, stat.st_ino)).as_bytes()));
+        let written = rustix::fs::fstat(&file).map_err(std::io::Error::from).and_then(|stat| file.write_all(content(holder, role, ns, (stat.st_dev, stat.st_ino)).as_bytes()));
         if let Err(e) = written {
             unlink_temp();
             return Err(WitnessError::Io { path, operation: "write", source: e });
@@ -600,15 +598,16 @@ fn test(dir: &OwnedFd, name: &str) -> WitnessState {
 }
 
 /// Whether the witness open as `file` records a `(device, inode)` other than the one this
-/// process sees for it (see [`test`]); `false` when it records none. An unreadable or
-/// malformed record is another domain: nothing it says can be trusted.
+/// process sees for it (see [`test`]); `false` when it records none (a witness written before
+/// the rule, or a file that is no witness's content at all). A recorded domain that does not
+/// parse is another domain.
 fn in_another_lock_domain(file: &File) -> bool {
     let Ok(stat) = rustix::fs::fstat(file) else { return true };
     let mut text = String::new();
-    if std::io::Read::take(&*file, MAX_WITNESS_BYTES).read_to_string(&mut text).is_err() {
-        return true;
+    if std::io::Read::take(file, MAX_WITNESS_BYTES).read_to_string(&mut text).is_err() {
+        return false;
     }
-    let Ok(value) = serde_json::from_str::<serde_json::Value>(&text) else { return true };
+    let Ok(value) = serde_json::from_str::<serde_json::Value>(&text) else { return false };
     let recorded = |key: &str| value.get(key).map(|v| v.as_str().and_then(|s| s.parse::<u64>().ok()));
     match (recorded("device"), recorded("inode")) {
         (None, None) => false,

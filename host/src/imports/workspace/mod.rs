@@ -67,7 +67,7 @@ pub enum WorkspaceError {
         /// The path being removed.
         path: String,
         /// The wait, and who held the lock.
-        timeout: crate::lock_wait::LockTimeout,
+        timeout: Box<crate::lock_wait::LockTimeout>,
     },
     /// An I/O error.
     #[error("{path}: {operation} failed: {source}")]
@@ -430,7 +430,7 @@ impl ParentLock {
         let label = format!("the lock of {}'s parent directory", path);
         match crate::lock_wait::lock(&file, &label, crate::lock_wait::operation_bound(PARENT_LOCK_WAIT)) {
             Ok(()) => Ok(ParentLock(file)),
-            Err(crate::lock_wait::LockError::TimedOut(timeout)) => Err(WorkspaceError::ParentLocked { path: path.into(), timeout }),
+            Err(crate::lock_wait::LockError::TimedOut(timeout)) => Err(WorkspaceError::ParentLocked { path: path.into(), timeout: Box::new(timeout) }),
             Err(crate::lock_wait::LockError::Io(e)) => Err(WorkspaceError::Io { path: path.into(), operation: "lock of the parent", source: e }),
         }
     }
@@ -608,7 +608,9 @@ pub(crate) fn failure_of(error: &WorkspaceError) -> proclease_core::Failure {
         WorkspaceError::Refused { path, .. } => Failure { path: Some(path.clone()), ..Failure::new(FailureKind::Refused, message) },
         WorkspaceError::IdentityChanged { path, .. } => Failure { path: Some(path.clone()), ..Failure::new(FailureKind::IdentityChanged, message) },
         WorkspaceError::Io { path, operation, source } => crate::error::io_failure(path, operation, source, message),
-        WorkspaceError::ParentLocked { path, .. } => Failure { path: Some(path.clone()), operation: Some("lock of the parent".into()), ..Failure::new(FailureKind::Contended, message) },
+        WorkspaceError::ParentLocked { path, .. } => {
+            Failure { path: Some(path.clone()), operation: Some("lock of the parent".into()), ..Failure::new(FailureKind::Contended, message) }
+        }
     }
 }
 

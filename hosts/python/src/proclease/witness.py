@@ -335,15 +335,19 @@ def _test(dir_fd: int, name: str) -> str:
 def _in_another_lock_domain(fd: int) -> bool:
     """Whether the witness open as `fd` records a `(device, inode)` other than the one this
     process sees for it: its lock says nothing here (`witness.rs::in_another_lock_domain`);
-    False when it records none, True when its record cannot be read."""
+    False when it records none (or is no witness's content at all), True when a recorded domain
+    does not parse."""
     try:
         st = os.fstat(fd)
+    except OSError:
+        return True
+    try:
         data = _read_bounded(fd, MAX_WITNESS_BYTES)
         value = json.loads(data.decode("utf-8"))
     except (OSError, ValueError):
-        return True
+        return False
     if not isinstance(value, dict):
-        return True
+        return False
     device, inode = value.get("device"), value.get("inode")
     if device is None and inode is None:
         return False
