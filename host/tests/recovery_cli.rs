@@ -502,8 +502,8 @@ fn a_recover_racing_runs_inside_its_dead_leases_never_loses_a_run_s_result() {
         let outer = leases[39].clone();
         let inner = outer.join("inner");
         let recoverer = s.command(&["recover"]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("recover");
-        // Spread the run's start over the recovery (a few ms to about its whole length).
-        std::thread::sleep(std::time::Duration::from_micros((round * 7919) % 40_000));
+        // Spread the run's start over the recovery (0 to 400 ms: about its whole length here).
+        std::thread::sleep(std::time::Duration::from_micros((round * 7919) % 400_000));
         let run = s.run(&["run", "--workdir", inner.to_str().expect("utf-8"), "--", "sh", "-c", "sleep 0.2; echo done > result.txt"]);
         let recovered = recoverer.wait_with_output().expect("recover ends");
         assert!(recovered.status.success(), "round {round}: {recovered:?}");

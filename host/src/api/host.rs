@@ -363,7 +363,7 @@ impl Host {
         let effects = Effects::native(Some(self.store.clone()), self.identity.clone()).with_workspace(self.workspace.clone()).with_catalog(self.catalog.clone());
         #[cfg(feature = "cluster")]
         let effects = match &self.cluster {
-            Some(cluster) => Effects { store: Box::new(crate::cluster::ClusterStore { local: self.store.clone(), cluster: cluster.clone(), leasing: None }), ..effects },
+            Some(cluster) => Effects { store: Box::new(crate::cluster::ClusterStore { local: self.store.clone(), cluster: cluster.clone() }), ..effects },
             None => effects,
         };
         effects

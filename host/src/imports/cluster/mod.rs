@@ -264,8 +264,6 @@ mod enabled {
         pub local: Arc<StateStore>,
         /// The cluster.
         pub cluster: Arc<Cluster>,
-        /// The local lease-creation lock, while held (directory leases are local).
-        pub leasing: Option<std::fs::File>,
     }
 
     impl ClusterStore {
@@ -318,15 +316,13 @@ mod enabled {
             .map_err(failure)
         }
 
+        // Directory leases are local: the local lease-creation lock.
         fn lock_leasing(&mut self) -> Result<(), Failure> {
-            if self.leasing.is_none() {
-                self.leasing = Some(crate::state_store::take_leasing_lock(&self.local)?);
-            }
-            Ok(())
+            crate::state_store::take_leasing_lock(&self.local)
         }
 
         fn unlock_leasing(&mut self) {
-            self.leasing = None;
+            crate::state_store::release_leasing_lock();
         }
     }
 

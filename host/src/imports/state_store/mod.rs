@@ -725,40 +725,59 @@ fn private_dir(parent: impl AsFd + Copy, name: &str, label: &str) -> Result<Owne
 }
 
 /// The state store as the component's effect ([`proclease_core::effects::Store`]): a store
-/// shared by several instances, its failures as the WIT `failure` record. Each value holds its
-/// own lease-creation lock ([`Store::lock_leasing`](proclease_core::effects::Store::lock_leasing)).
+/// shared by several instances, its failures as the WIT `failure` record.
 pub struct SharedStore {
     store: Arc<StateStore>,
-    leasing: Option<std::fs::File>,
 }
 
 impl SharedStore {
     /// `store` as an effect.
     pub fn new(store: Arc<StateStore>) -> SharedStore {
-        SharedStore { store, leasing: None }
+        SharedStore { store }
     }
 }
 
 /// The kernel lock every lease of a new directory is made under, in `.proclease/locks/`: the
 /// native `run`'s check that a directory is free and its lease ([`crate::Host::lease_new_directory`]),
-/// and recovery from its last look at the collection until a directory is removed
-/// (`docs/deviations.md` 24).
+/// and recovery from its last look at the collection until the directory it removes is out of
+/// its path (`docs/deviations.md` 24).
 pub const LEASING_LOCK: &str = "directory-lease-creation.lock";
 
-/// Takes `store`'s [`LEASING_LOCK`], waiting at most what is left of the operation's bound
-/// ([`lock_wait`](crate::lock_wait)), saying after 1 s who holds it. The lock is held while the
-/// returned file is open.
+thread_local! {
+    /// The lease-creation lock a component call on this thread holds
+    /// ([`Store::lock_leasing`](proclease_core::effects::Store::lock_leasing)). Per thread, as a
+    /// component call runs on its caller's thread: the workspace's removal releases it as soon
+    /// as the directory is renamed to its quarantine ([`release_leasing_lock`]), so that runs
+    /// elsewhere do not wait while a large tree is deleted.
+    static LEASING: std::cell::RefCell<Option<std::fs::File>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Takes `store`'s [`LEASING_LOCK`] for this thread (nothing when this thread holds it),
+/// waiting at most what is left of the operation's bound ([`lock_wait`](crate::lock_wait)),
+/// saying after 1 s who holds it.
 ///
 /// Errors: a `contended` failure naming the holder at the bound; an I/O failure opening or
 /// locking the file.
-pub(crate) fn take_leasing_lock(store: &StateStore) -> Result<std::fs::File, Failure> {
+pub(crate) fn take_leasing_lock(store: &StateStore) -> Result<(), Failure> {
+    if LEASING.with(|held| held.borrow().is_some()) {
+        return Ok(());
+    }
     let label = store.home().path().join(".proclease/locks").join(LEASING_LOCK).display().to_string();
     let file = store.lock_file(LEASING_LOCK).map_err(|e| failure(StoreError::io(&label, "open of the lease-creation lock", e)))?;
     match crate::lock_wait::lock(&file, &label, crate::lock_wait::operation_bound(lock::WAIT)) {
-        Ok(()) => Ok(file),
+        Ok(()) => {
+            LEASING.with(|held| *held.borrow_mut() = Some(file));
+            Ok(())
+        }
         Err(crate::lock_wait::LockError::TimedOut(timeout)) => Err(Failure { path: Some(label), ..Failure::new(FailureKind::Contended, timeout.to_string()) }),
         Err(crate::lock_wait::LockError::Io(e)) => Err(failure(StoreError::io(&label, "lock of the lease-creation lock", e))),
     }
+}
+
+/// Releases the lease-creation lock this thread holds, if any (closing the only descriptor of
+/// the open file releases its `flock`).
+pub(crate) fn release_leasing_lock() {
+    LEASING.with(|held| held.borrow_mut().take());
 }
 
 /// `error` as it crosses the boundary: its kind, its message, and its path, operation and errno
@@ -817,14 +836,10 @@ impl proclease_core::effects::Store for SharedStore {
     }
 
     fn lock_leasing(&mut self) -> Result<(), proclease_core::effects::Failure> {
-        if self.leasing.is_none() {
-            self.leasing = Some(take_leasing_lock(&self.store)?);
-        }
-        Ok(())
+        take_leasing_lock(&self.store)
     }
 
     fn unlock_leasing(&mut self) {
-        // Closing the only descriptor of the open file releases its flock.
-        self.leasing = None;
+        release_leasing_lock();
     }
 }

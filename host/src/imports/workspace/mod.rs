@@ -277,6 +277,10 @@ impl Workspace {
             return Err(identity_changed(path, "recursive removal target changed identity"));
         }
         drop(guard);
+        // The tree is out of its path: a recovery that held the lease-creation lock from its
+        // last look at the leases until now lets new leases be made while the tree is deleted
+        // (docs/deviations.md 24); nothing can be leased inside a quarantine.
+        crate::state_store::release_leasing_lock();
         fsops::fsync_dir(parent).map_err(|e| WorkspaceError::Io { path: path.into(), operation: "fsync of the parent", source: e })?;
         let device = moved.map(|s| fsops::device_of(&s)).unwrap_or_default();
         let mut budget = MAX_REMOVAL_ENTRIES;
