@@ -522,3 +522,79 @@ fn a_recover_racing_runs_inside_its_dead_leases_never_loses_a_run_s_result() {
     }
     println!("{rounds} rounds: {admitted} runs admitted (after the outer directory was recovered), {refused} refused, 0 results lost");
 }
+
+#[test]
+fn recovery_holds_the_lease_creation_lock_from_its_last_look_until_the_directory_is_out_of_its_path() {
+    // Issue #40 case 1, the step that loses without the lock: between recovery's last look at
+    // the leases and its rename of the directory to quarantine, no lease may be made (a run
+    // that checked while the outer owner lived could otherwise write its lease inside the
+    // directory in that instant). The pause is injected at the removal itself: a run elsewhere
+    // then waits for the lock, and is told who holds it.
+    use proclease::core::effects::{DirectoryFacts, Failure, Workspace};
+    use proclease::core::records::DirectoryIdentity;
+    use std::sync::{Arc, Condvar, Mutex};
+
+    struct PausingWorkspace {
+        inner: Box<dyn Workspace + Send>,
+        gate: Arc<(Mutex<u8>, Condvar)>,
+    }
+    impl Workspace for PausingWorkspace {
+        fn inspect(&mut self, path: &str) -> Result<Option<DirectoryFacts>, Failure> {
+            self.inner.inspect(path)
+        }
+        fn remove_tree(&mut self, path: &str, expected: &DirectoryIdentity) -> Result<bool, Failure> {
+            let (state, changed) = &*self.gate;
+            let mut state = state.lock().expect("gate");
+            *state = 1;
+            changed.notify_all();
+            while *state != 2 {
+                state = changed.wait(state).expect("gate");
+            }
+            drop(state);
+            self.inner.remove_tree(path, expected)
+        }
+        fn create_private_directory(&mut self, path: &str) -> Result<Vec<String>, Failure> {
+            self.inner.create_private_directory(path)
+        }
+        fn remove_empty_directory(&mut self, path: &str, expected: Option<&DirectoryIdentity>) -> Result<bool, Failure> {
+            self.inner.remove_empty_directory(path, expected)
+        }
+    }
+
+    let s = sandbox();
+    let dead = s.dead_lease("a", 1);
+    let host = Arc::new(proclease::Host::builder().state_home(&s.state).workspace_root(&s.root).build().expect("host"));
+    let gate: Arc<(Mutex<u8>, Condvar)> = Arc::default();
+    let recovery = {
+        let (host, gate) = (host.clone(), gate.clone());
+        std::thread::spawn(move || {
+            let mut effects = host.effects();
+            effects.workspace = Box::new(PausingWorkspace { inner: effects.workspace, gate });
+            let options = proclease::core::directory_leases::Options { concurrent: true, past_bound: true, ..Default::default() };
+            proclease::recover_each_directory_lease(host.runtime(), effects, None, options).expect("recovery runs")
+        })
+    };
+    {
+        let (state, changed) = &*gate;
+        let mut state = state.lock().expect("gate");
+        while *state != 1 {
+            state = changed.wait(state).expect("gate");
+        }
+    }
+    let elsewhere = s.root.join("jobs/elsewhere");
+    let waited = s.run(&["--lock-timeout", "1s", "run", "--workdir", elsewhere.to_str().expect("utf-8"), "--", "true"]);
+    {
+        let (state, changed) = &*gate;
+        *state.lock().expect("gate") = 2;
+        changed.notify_all();
+    }
+    let run = recovery.join().expect("the recovery thread");
+    assert_eq!(waited.status.code(), Some(5), "a lease waits while recovery is between its look and its removal: {waited:?}");
+    assert!(stderr(&waited).contains("directory-lease-creation.lock"), "{}", stderr(&waited));
+    assert!(!elsewhere.exists(), "nothing was created");
+    assert!(run.outcomes.iter().any(|o| o.action == proclease::core::directory_leases::Action::RemoveDirectory && o.done), "{run:?}");
+    assert!(!dead.exists());
+    // Released once the directory was out of its path: the same run goes through now.
+    let out = s.run(&["--lock-timeout", "1s", "run", "--workdir", elsewhere.to_str().expect("utf-8"), "--", "true"]);
+    assert!(out.status.success(), "{out:?}");
+}

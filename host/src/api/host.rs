@@ -529,6 +529,7 @@ impl Host {
         };
         if claim.path != dir && proclease_core::directory_leases::is_inside(dir, &claim.path) {
             let what = match conflict {
+                Conflict::Active(_) => "it is a stage, which its run publishes (renames) or removes whole when its command ends: use a directory elsewhere".to_string(),
                 Conflict::Recoverable(_) => {
                     "its owner is gone, so `proclease recover` removes that directory with everything in it: run it first, or use a directory elsewhere".to_string()
                 }
@@ -646,7 +647,9 @@ impl Host {
             (true, None) => Some(invocations::preview_invocation_repair(self.runtime(), self.effects(), true)?),
             (_, Some(_)) => None,
         };
-        let lock_timeout = directory_leases.stopped.as_ref().and(crate::lock_wait::Operation::timed_out());
+        // A wait that reached its bound and stopped recovery, or made it leave a lease as it is.
+        let refused = directory_leases.stopped.is_some() || directory_leases.outcomes.iter().any(|o| matches!(o.action, proclease_core::directory_leases::Action::Skip(_)));
+        let lock_timeout = if refused { crate::lock_wait::Operation::timed_out() } else { None };
         Ok(Recovery { directory_leases, creations, invocations, lock_timeout })
     }
 

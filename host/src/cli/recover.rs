@@ -51,10 +51,15 @@ pub fn run(global: &Global, args: &RecoverArgs) -> Result<ExitCode, Failure> {
     } else {
         print!("{}", report.text());
     }
-    if let (Some(timeout), Some(error)) = (&recovery.lock_timeout, &recovery.directory_leases.stopped) {
-        // The stop is a wait that reached its bound, not something wrong with the entry.
-        let verb = if args.dry_run { "recovery would stop" } else { "recovery stopped" };
-        return Err(Failure::lock_timeout(format!("{verb}: {error}: {timeout}")));
+    if let Some(timeout) = &recovery.lock_timeout {
+        // A wait that reached its bound, not something wrong with an entry: retry once the
+        // holder is done (exit 5, with or without --skip-invalid).
+        let message = match (&recovery.directory_leases.stopped, args.dry_run) {
+            (Some(error), false) => format!("recovery stopped: {error}: {timeout}"),
+            (Some(error), true) => format!("recovery would stop: {error}: {timeout}"),
+            (None, _) => format!("recovery left a lease as it is because a wait reached its bound: {timeout}"),
+        };
+        return Err(Failure::lock_timeout(message));
     }
     stopped(&recovery.directory_leases, args)
 }

@@ -482,6 +482,10 @@ impl Instance {
             let (bindings, store) = self.parts();
             f(bindings, store)
         };
+        // A call that trapped (or was stopped) between the component's `lock-leasing` and its
+        // `unlock-leasing` must not leave this thread holding the lease-creation lock: every
+        // process's next lease would wait for it (a completed call has released it already).
+        crate::state_store::release_leasing_lock();
         self.trapped(result)?.map_err(|e| crate::convert::error_from_wit(e).into())
     }
 

@@ -48,9 +48,11 @@ function alreadyLeased(home, dir, found) {
   }
   if (entry.claim.path !== dir && inside(dir, entry.claim.path)) {
     const why =
-      found.kind === 'recoverable'
-        ? 'its owner is gone, so `proclease recover` removes that directory with everything in it: run it first, or use a directory elsewhere'
-        : `${entry.reason}; recovery would remove that directory with everything in it once its owner is proven gone: see \`proclease doctor\``;
+      found.kind === 'active'
+        ? 'it is a stage, which its run publishes (renames) or removes whole when its command ends: use a directory elsewhere'
+        : found.kind === 'recoverable'
+          ? 'its owner is gone, so `proclease recover` removes that directory with everything in it: run it first, or use a directory elsewhere'
+          : `${entry.reason}; recovery would remove that directory with everything in it once its owner is proven gone: see \`proclease doctor\``;
     return new Refusal(`${dir}: refused: it is inside ${entry.claim.path}, leased by pid ${entry.claim.owner.pid} (lease ${entry.claim.id}): ${why}`);
   }
   const what = {

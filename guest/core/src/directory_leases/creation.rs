@@ -18,7 +18,7 @@ use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 
-use super::{DIRECTORY, Effects, Handle, MAX_CLAIM_BYTES, MAX_CLAIMS, Request, check_request, create};
+use super::{DIRECTORY, Effects, Handle, MAX_CLAIM_BYTES, MAX_CLAIMS, MightClaim, Request, check_request, create};
 use crate::effects::{BatchStatus, EntryKind, Processes, Store, Workspace, uuid_v4};
 use crate::liveness::{self, OwnerStatus, Spawned};
 use crate::records::creation_intent::{self, CreationIntent};
@@ -162,7 +162,7 @@ pub fn recover_creations(store: &mut dyn Store, processes: &mut dyn Processes, w
     if intents.is_empty() {
         return Ok(Vec::new());
     }
-    let claimed = if dry_run { claimed_paths(store)? } else { Vec::new() };
+    let claims = if dry_run { collection_claims(store)? } else { Vec::new() };
     let mut outcomes = Vec::new();
     for (name, status) in intents {
         let text = match status {
@@ -190,14 +190,18 @@ pub fn recover_creations(store: &mut dyn Store, processes: &mut dyn Processes, w
         let mut removed = Vec::new();
         if dry_run {
             for (path, identity) in intent.created.iter().rev() {
-                if !claimed.iter().any(|c| c == path) && workspace.inspect(path)?.is_some_and(|facts| identity.as_ref().is_none_or(|i| *i == facts.identity)) {
+                if !claimed(&claims, path) && workspace.inspect(path)?.is_some_and(|facts| identity.as_ref().is_none_or(|i| *i == facts.identity)) {
                     removed.push(path.clone());
                 }
             }
         } else {
             // Under the lock new leases take, with the leases as they are now: an empty
             // directory leased since this recovery began is not removed (docs/deviations.md 24).
-            store.lock_leasing()?;
+            if let Err(failure) = store.lock_leasing() {
+                let skip = CreationAction::Skip(format!("the lease-creation lock could not be taken: {}", failure.message));
+                outcomes.push(CreationOutcome { name, path: Some(intent.path), action: skip, reason, done: false });
+                continue;
+            }
             let finished = finish_intent(store, workspace, &intent.created, &mut removed).and_then(|()| {
                 let sha = digest::sha256_hex(text.as_bytes());
                 store.remove_if_unchanged(&format!("{INTENTS}/{name}"), &sha).map_err(Error::from)
@@ -214,9 +218,9 @@ pub fn recover_creations(store: &mut dyn Store, processes: &mut dyn Processes, w
 /// directory and claimed by no lease of the collection as it is now; what was removed is added
 /// to `removed`.
 fn finish_intent(store: &mut dyn Store, workspace: &mut dyn Workspace, created: &[(String, Option<DirectoryIdentity>)], removed: &mut Vec<String>) -> Result<(), Error> {
-    let claimed = claimed_paths(store)?;
+    let claims = collection_claims(store)?;
     for (path, identity) in created.iter().rev() {
-        if !claimed.iter().any(|c| c == path) && workspace.remove_empty_directory(path, identity.as_ref())? {
+        if !claimed(&claims, path) && workspace.remove_empty_directory(path, identity.as_ref())? {
             removed.push(path.clone());
         }
     }
@@ -260,21 +264,36 @@ fn read_intents(store: &mut dyn Store, recover_orphans: bool) -> Result<Vec<(Str
     Ok(store.read_batch(INTENTS, &names, MAX_INTENT_BYTES, total, &snapshot.identity)?)
 }
 
-/// The paths every valid lease of the lease collection claims.
-fn claimed_paths(store: &mut dyn Store) -> Result<Vec<String>, Error> {
+/// What every entry of the lease collection claims, all of it (past the bound too): a valid
+/// lease its path; an entry that is not one what it may claim ([`MightClaim`]: the path its
+/// text names, or anything when it cannot be read or is not a regular file).
+fn collection_claims(store: &mut dyn Store) -> Result<Vec<MightClaim>, Error> {
     let Some(snapshot) = store.snapshot(DIRECTORY, false)? else { return Ok(Vec::new()) };
-    let names: Vec<String> = snapshot.entries.iter().filter(|e| e.kind == EntryKind::File && e.name.ends_with(".json")).take(MAX_CLAIMS).map(|e| e.name.clone()).collect();
-    if names.is_empty() {
-        return Ok(Vec::new());
-    }
-    let total = MAX_CLAIM_BYTES.saturating_mul(names.len() as u32);
-    let mut paths = Vec::new();
-    for (_, status) in store.read_batch(DIRECTORY, &names, MAX_CLAIM_BYTES, total, &snapshot.identity)? {
-        if let BatchStatus::Present(text) = status
-            && let Ok(parsed) = directory_lease::parse_json(&text)
-        {
-            paths.push(parsed.record.path);
+    let leaseish = |name: &str| name.strip_suffix(".json").is_some_and(js::is_uuid_v4);
+    let mut claims: Vec<MightClaim> = snapshot.entries.iter().filter(|e| e.kind != EntryKind::File && leaseish(&e.name)).map(|_| MightClaim::Anything).collect();
+    let names: Vec<String> = snapshot.entries.iter().filter(|e| e.kind == EntryKind::File && leaseish(&e.name)).map(|e| e.name.clone()).collect();
+    for batch in names.chunks(MAX_CLAIMS) {
+        let total = MAX_CLAIM_BYTES.saturating_mul(batch.len() as u32);
+        for (name, status) in store.read_batch(DIRECTORY, batch, MAX_CLAIM_BYTES, total, &snapshot.identity)? {
+            claims.push(match status {
+                BatchStatus::Present(text) => match directory_lease::parse_file(&text, &name) {
+                    Ok(parsed) => MightClaim::Path(parsed.record.path),
+                    Err(_) => MightClaim::of_text(&text),
+                },
+                BatchStatus::Absent => MightClaim::Nothing,
+                BatchStatus::Invalid(_) => MightClaim::Anything,
+            });
         }
     }
-    Ok(paths)
+    Ok(claims)
+}
+
+/// Whether an entry of `claims` claims the directory `path` itself, or may (an entry that may
+/// claim anything). A lease inside `path` makes it non-empty, which `rmdir` refuses anyway.
+fn claimed(claims: &[MightClaim], path: &str) -> bool {
+    claims.iter().any(|claim| match claim {
+        MightClaim::Path(named) => named == path,
+        MightClaim::Anything => true,
+        MightClaim::Nothing => false,
+    })
 }

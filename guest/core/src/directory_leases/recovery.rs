@@ -240,13 +240,20 @@ impl Run {
     pub fn conflict(&self, path: &str, identity: Option<&DirectoryIdentity>) -> Option<Conflict<'_>> {
         let claims = |o: &&Outcome| o.claim.as_ref().is_some_and(|c| c.path == path || identity == Some(&c.directory_identity));
         let Some(outcome) = self.outcomes.iter().find(claims) else {
-            if let Some(enclosing) = self
-                .outcomes
-                .iter()
-                .find(|o| o.claim.as_ref().is_some_and(|c| is_inside(path, &c.path)) && o.disposition != Some(Disposition::Active) && o.action != Action::AlreadyRecovered)
-            {
-                return Some(match enclosing.disposition {
-                    Some(Disposition::Recoverable) if enclosing.action.refusal().is_none() => Conflict::Recoverable(enclosing),
+            // A directory that holds `path` and that recovery would remove, or may: its lease's
+            // owner is not alive and recovery does not keep the directory (a finished run's, a
+            // published stage's); or a stage, which its run publishes (renames) or removes whole
+            // when its command ends, whatever the nested run does.
+            let encloses = |o: &&Outcome| {
+                o.claim.as_ref().is_some_and(|c| {
+                    let kept = matches!(o.action, Action::KeepDirectory | Action::CountPublished | Action::RemoveClaim | Action::AlreadyRecovered);
+                    is_inside(path, &c.path) && (c.role == Role::BundleStage || (o.disposition != Some(Disposition::Active) && !kept))
+                })
+            };
+            if let Some(enclosing) = self.outcomes.iter().find(encloses) {
+                return Some(match (enclosing.disposition, &enclosing.action) {
+                    (Some(Disposition::Active), _) => Conflict::Active(enclosing),
+                    (Some(Disposition::Recoverable), Action::RemoveDirectory) => Conflict::Recoverable(enclosing),
                     _ => Conflict::Undecided(enclosing),
                 });
             }
@@ -418,9 +425,14 @@ impl Recovery<'_> {
                 error: Error::lease(LeaseCode::DirectoryLeaseCollectionContainsAnUnsupportedEntry),
                 reason: format!("{what}, not a lease: the reference's recovery refuses the whole collection while it is there; move it out of {DIRECTORY}"),
             };
-            match self.refuse(&entry.name, None, refusal) {
-                Ok(()) => {}
-                Err(_) => return Ok(()),
+            let result = self.refuse(&entry.name, None, refusal);
+            if entry.kind != EntryKind::File && entry.name.strip_suffix(".json").is_some_and(js::is_uuid_v4) {
+                // Named as a lease but not a regular file (a symbolic link, a directory): it may be
+                // a lease's record all the same, and so may claim any directory.
+                self.note_might_claim(MightClaim::Anything);
+            }
+            if result.is_err() {
+                return Ok(());
             }
         }
         names.sort_by(|a, b| js::cmp_utf16(a, b));
@@ -679,8 +691,13 @@ impl Recovery<'_> {
             self.known.clear();
             return Ok(());
         };
+        let leaseish = |name: &str| name.strip_suffix(".json").is_some_and(js::is_uuid_v4);
         let present: Vec<String> = snapshot.entries.iter().filter(|e| e.kind == EntryKind::File).map(|e| e.name.clone()).collect();
         self.known.retain(|(name, _)| present.contains(name));
+        // Named as a lease but not a regular file: it may claim any directory.
+        for entry in snapshot.entries.iter().filter(|e| e.kind != EntryKind::File && leaseish(&e.name)) {
+            self.known.push((entry.name.clone(), Known::Invalid(MightClaim::Anything)));
+        }
         let unread: Vec<String> = present
             .into_iter()
             .filter(|name| name.strip_suffix(".json").is_some_and(js::is_uuid_v4))
@@ -872,6 +889,16 @@ mod tests {
         assert_eq!(live.conflict("/jobs/a/inner", None), None, "a live run may nest runs in its directory");
         let gone = Run { outcomes: alloc::vec![outcome("/jobs/a", "10", None, Action::AlreadyRecovered)], ..Run::default() };
         assert_eq!(gone.conflict("/jobs/a/inner", None), None, "already recovered by another");
+        let finished = Run { outcomes: alloc::vec![outcome("/jobs/a", "10", Some(Disposition::Recoverable), Action::KeepDirectory)], ..Run::default() };
+        assert_eq!(finished.conflict("/jobs/a/inner", None), None, "a finished run's directory stays: recovery removes only its claim");
+        let held = Run { outcomes: alloc::vec![outcome("/jobs/a", "10", Some(Disposition::Recoverable), Action::Keep)], ..Run::default() };
+        assert!(matches!(held.conflict("/jobs/a/inner", None), Some(Conflict::Undecided(_))), "kept for now (a lease inside it): not 'run recover first'");
+        let mut stage = outcome("/jobs/.stage", "10", Some(Disposition::Active), Action::Keep);
+        if let Some(claim) = stage.claim.as_mut() {
+            claim.role = Role::BundleStage;
+        }
+        let staging = Run { outcomes: alloc::vec![stage], ..Run::default() };
+        assert!(matches!(staging.conflict("/jobs/.stage/sub", None), Some(Conflict::Active(_))), "a live stage is published or removed whole: nothing nests in it");
     }
 
     #[test]

@@ -574,8 +574,8 @@ fn lock_unsupported(e: &std::io::Error) -> bool {
 /// its holder keeps the exclusive one.
 ///
 /// A free lock proves the holder gone only in the holder's lock domain: the same file seen
-/// through another path to the state home — an overlay's upper directory beside its merged view,
-/// a container's bind of it — has locks of its own, so a held witness looks free there
+/// through another path to the state home — an overlay's upper directory beside its merged view
+/// — can have locks of its own, so a held witness looks free there
 /// (`docs/witness.md`, "Lock domains"; issue #40). The witness records its `(device, inode)` as
 /// its creator saw it; when the file this prober opened has another, the lock says nothing here
 /// and the witness is `untestable` (the `/proc` proof decides, in the recorded PID namespace

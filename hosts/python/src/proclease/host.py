@@ -289,7 +289,9 @@ def _already_leased(home: Path, target: str, conflict: Rec) -> str:
             f"fix it, or if no run uses what it claims, move it aside: {aside}"
         )
     if claim.path != target and _inside(target, claim.path):
-        if conflict.kind == "recoverable":
+        if conflict.kind == "active":
+            why = "it is a stage, which its run publishes (renames) or removes whole when its command ends: use a directory elsewhere"
+        elif conflict.kind == "recoverable":
             why = "its owner is gone, so `proclease recover` removes that directory with everything in it: run it first, or use a directory elsewhere"
         else:
             why = f"{outcome.reason}; recovery would remove that directory with everything in it once its owner is proven gone: see `proclease doctor`"

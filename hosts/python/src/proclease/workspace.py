@@ -365,13 +365,22 @@ class _ParentLock:
     when the process dies). Serialises proclease processes' renames into and out of quarantine
     with their scans for quarantines in that directory; ghostget does not take it."""
 
-    def __init__(self, parent_fd: int) -> None:
+    def __init__(self, parent_fd: int, path: str) -> None:
+        # Anyone may take it (a user's `flock ~/jobs`): the wait is bounded and voiced like every
+        # wait for another process (`workspace::ParentLock::take`, docs/deviations.md 21).
+        from .state_store import WAIT, _holder_words, lock_holder, operation_bound, wait_for_lock
+
         self.fd: Optional[int] = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=parent_fd)
+        label = f"the lock of {path}'s parent directory"
         try:
-            fcntl.flock(self.fd, fcntl.LOCK_EX)
+            taken = wait_for_lock(self.fd, label, operation_bound(WAIT))
         except OSError:
             self.close()
             raise
+        if not taken:
+            holder = _holder_words(lock_holder(self.fd))
+            self.close()
+            raise HostError(failure("contended", f"{path}: waited for {label}, held by {holder}", path=path, operation="lock of the parent"))
 
     def close(self) -> None:
         if self.fd is not None:
@@ -779,7 +788,7 @@ class Workspace:
             # parent's lock: a scan racing a rename could otherwise see neither the target nor
             # its quarantine and report "nothing left" while the tree is still being removed.
             try:
-                guard = _ParentLock(parent_fd)
+                guard = _ParentLock(parent_fd, path)
             except OSError as error:
                 raise _io(path, "lock of the parent", error) from None
             try:
