@@ -134,23 +134,34 @@ fn racing_exclusive_runs_on_three_machines_never_overlap() {
 #[test]
 fn a_run_waiting_for_its_turn_on_etcd_is_woken_by_the_release() {
     let Some(etcd) = cluster() else { return };
-    let (first, second) = (machine(&etcd.url(PREFIX), "2s"), machine(&etcd.url(PREFIX), "2s"));
-    let mut holder = first.spawn_exclusive("export", &["sleep", "6"]);
-    wait_for_helper(&etcd);
-    let workdir = second.root.join("next");
-    let out = second
-        .command(&["run", "--exclusive", "--wait", "60s", "--workdir", workdir.to_str().expect("utf-8"), "--", "true"])
-        .env("RUST_LOG", "warn,proclease::imports::cluster=debug")
-        .output()
-        .expect("proclease runs");
-    let said = stderr(&out);
-    assert!(out.status.success(), "{out:?}");
-    assert!(holder.wait().expect("the holder ends").success());
-    assert!(said.contains("waiting for its turn"), "{said}");
-    let wakes: Vec<&str> = said.lines().filter(|line| line.contains("the export admission's watch ended")).collect();
-    assert!(!said.contains("pausing instead"), "the watch worked: {said}");
-    assert!((1..=8).contains(&wakes.len()), "one wake a second at most: {said}");
-    assert!(wakes.last().is_some_and(|line| line.contains("changed=true")), "the release woke it: {said}");
+    // Under the load of the whole suite (several etcd clusters on two cores) the release can
+    // fall in the instant a capped watch ends on its own (it failed so once in CI, 2026-12-03),
+    // and the waiter then takes the turn on its next try without seeing the change: a second
+    // try tells that coincidence from a watch that never sees a release.
+    let mut tries = Vec::new();
+    for attempt in 0..2 {
+        let (first, second) = (machine(&etcd.url(PREFIX), "2s"), machine(&etcd.url(PREFIX), "2s"));
+        let mut holder = first.spawn_exclusive(&format!("export{attempt}"), &["sleep", "6"]);
+        wait_for_helper(&etcd);
+        let workdir = second.root.join(format!("next{attempt}"));
+        let out = second
+            .command(&["run", "--exclusive", "--wait", "60s", "--workdir", workdir.to_str().expect("utf-8"), "--", "true"])
+            .env("RUST_LOG", "warn,proclease::imports::cluster=debug")
+            .output()
+            .expect("proclease runs");
+        let said = stderr(&out);
+        assert!(out.status.success(), "{out:?}");
+        assert!(holder.wait().expect("the holder ends").success());
+        assert!(said.contains("waiting for its turn"), "{said}");
+        let wakes: Vec<&str> = said.lines().filter(|line| line.contains("the export admission's watch ended")).collect();
+        assert!(!said.contains("pausing instead"), "the watch worked: {said}");
+        assert!((1..=8).contains(&wakes.len()), "one wake a second at most: {said}");
+        if wakes.last().is_some_and(|line| line.contains("changed=true")) {
+            return;
+        }
+        tries.push(said);
+    }
+    panic!("the release woke it in neither of two tries: {tries:#?}");
 }
 
 /// Issue #28, "operator settings": `cluster history` lists the presence history by boot (every
