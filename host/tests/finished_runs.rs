@@ -185,6 +185,23 @@ fn an_immutable_lease_collection_keeps_the_results_and_the_journal_tells_recover
     assert_eq!(leases_left(&s), 0);
 }
 
+/// `run` in `jobs/build` of a command that writes its result and then makes the lease
+/// collection, its run journal entry and `also` immutable (`chattr +i`), so that the state home
+/// takes no write at all when the run ends; every flag is undone before this returns. The run's
+/// output and its directory.
+fn run_with_an_immutable_state_home(s: &Sandbox, also: &[&Path]) -> (Output, PathBuf) {
+    let work = s.root.join("jobs/build");
+    let collection = s.state.join(COLLECTION);
+    let runs = s.state.join(".proclease/runs");
+    let extra: Vec<String> = also.iter().map(|p| p.display().to_string()).collect();
+    let script = format!("echo result > result.txt; chattr +i {} {}/*.run {}; sleep 0.2", collection.display(), runs.display(), extra.join(" "));
+    let out = s.run(&["run", "--release-retry", "300ms", "--workdir", work.to_str().unwrap(), "--", "sh", "-c", &script]);
+    let journal: Vec<PathBuf> = std::fs::read_dir(&runs).expect("journal").map(|e| e.expect("entry").path()).collect();
+    let undone = chattr("-i", &[&collection]) && journal.iter().all(|j| chattr("-i", &[j])) && also.iter().all(|p| chattr("-i", &[p]));
+    assert!(undone, "undo");
+    (out, work)
+}
+
 #[test]
 fn when_not_even_the_journal_takes_a_write_a_marker_beside_the_directory_keeps_it() {
     // Issue #40 case 5: a state home that takes no write at all (here `chattr +i` on the
@@ -195,13 +212,7 @@ fn when_not_even_the_journal_takes_a_write_a_marker_beside_the_directory_keeps_i
     if !immutable_flag_works(&s) {
         return;
     }
-    let work = s.root.join("jobs/build");
-    let collection = s.state.join(COLLECTION);
-    let runs = s.state.join(".proclease/runs");
-    let script = format!("echo result > result.txt; chattr +i {} {}/*.run; sleep 0.2", collection.display(), runs.display());
-    let out = s.run(&["run", "--release-retry", "300ms", "--workdir", work.to_str().unwrap(), "--", "sh", "-c", &script]);
-    let journal: Vec<PathBuf> = std::fs::read_dir(&runs).expect("journal").map(|e| e.expect("entry").path()).collect();
-    assert!(chattr("-i", &[&collection]) && journal.iter().all(|j| chattr("-i", &[j])), "undo");
+    let (out, work) = run_with_an_immutable_state_home(&s, &[]);
     assert_told_how_to_finish(&out, &s, &work);
     let marker = std::fs::read_dir(s.root.join("jobs"))
         .expect("jobs")
@@ -225,14 +236,7 @@ fn when_neither_the_journal_nor_the_workspace_takes_a_write_recover_keep_finishe
     if !immutable_flag_works(&s) {
         return;
     }
-    let jobs = s.root.join("jobs");
-    let work = jobs.join("build");
-    let collection = s.state.join(COLLECTION);
-    let runs = s.state.join(".proclease/runs");
-    let script = format!("echo result > result.txt; chattr +i {} {}/*.run {}; sleep 0.2", collection.display(), runs.display(), jobs.display());
-    let out = s.run(&["run", "--release-retry", "300ms", "--workdir", work.to_str().unwrap(), "--", "sh", "-c", &script]);
-    let journal: Vec<PathBuf> = std::fs::read_dir(&runs).expect("journal").map(|e| e.expect("entry").path()).collect();
-    assert!(chattr("-i", &[&collection, &jobs]) && journal.iter().all(|j| chattr("-i", &[j])), "undo");
+    let (out, work) = run_with_an_immutable_state_home(&s, &[&s.root.join("jobs")]);
     assert_told_how_to_finish(&out, &s, &work);
     assert!(stderr(&out).contains("would remove the directory: use --keep"), "{}", stderr(&out));
     // The documented limit: nothing on disk says the run finished, so a plain recover would

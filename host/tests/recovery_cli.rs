@@ -67,6 +67,54 @@ fn private_dir(path: &Path) {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700)).expect("chmod");
 }
 
+/// A pause injected into an effect call of a recovery running on another thread (the step a
+/// race test makes lose): the first call to reach [`Gate::pause`] waits there until the test
+/// calls [`Gate::open`]; later calls pass.
+#[derive(Clone, Default)]
+struct Gate(std::sync::Arc<(std::sync::Mutex<u8>, std::sync::Condvar)>);
+
+impl Gate {
+    fn pause(&self) {
+        let (state, changed) = &*self.0;
+        let mut state = state.lock().expect("gate");
+        if *state == 0 {
+            *state = 1;
+            changed.notify_all();
+            while *state != 2 {
+                state = changed.wait(state).expect("gate");
+            }
+        }
+    }
+
+    fn wait_until_paused(&self) {
+        let (state, changed) = &*self.0;
+        let mut state = state.lock().expect("gate");
+        while *state == 0 {
+            state = changed.wait(state).expect("gate");
+        }
+    }
+
+    fn open(&self) {
+        let (state, changed) = &*self.0;
+        *state.lock().expect("gate") = 2;
+        changed.notify_all();
+    }
+}
+
+/// Directory-lease recovery of the sandbox's state home (what `recover` runs: concurrent, past
+/// the bound) on another thread, through the real effects as `wrap` changes them.
+fn recover_in_background(
+    s: &Sandbox,
+    wrap: impl FnOnce(proclease::effects::Effects) -> proclease::effects::Effects + Send + 'static,
+) -> std::thread::JoinHandle<proclease::core::directory_leases::Run> {
+    let host = proclease::Host::builder().state_home(&s.state).workspace_root(&s.root).build().expect("host");
+    std::thread::spawn(move || {
+        let effects = wrap(host.effects());
+        let options = proclease::core::directory_leases::Options { concurrent: true, past_bound: true, ..Default::default() };
+        proclease::recover_each_directory_lease(host.runtime(), effects, None, options).expect("recovery runs")
+    })
+}
+
 #[test]
 fn concurrent_recoverers_all_succeed_and_their_counts_add_up() {
     let s = sandbox();
@@ -298,11 +346,10 @@ fn a_lease_made_inside_a_directory_while_its_recovery_runs_keeps_that_directory(
     // the step that loses: the recovery's first probe of an owner, after its first read.
     use proclease::core::effects::Processes;
     use proclease::core::liveness::OwnerFacts;
-    use std::sync::{Arc, Condvar, Mutex};
 
     struct PausingProcesses {
         inner: Box<dyn Processes + Send>,
-        gate: Arc<(Mutex<u8>, Condvar)>,
+        gate: Gate,
     }
     impl Processes for PausingProcesses {
         fn current_boot_id(&mut self) -> Result<String, String> {
@@ -315,16 +362,7 @@ fn a_lease_made_inside_a_directory_while_its_recovery_runs_keeps_that_directory(
             self.inner.capture(pid)
         }
         fn probe(&mut self, owner: &Owner) -> Result<OwnerFacts, String> {
-            let (state, changed) = &*self.gate;
-            let mut state = state.lock().expect("gate");
-            if *state == 0 {
-                *state = 1;
-                changed.notify_all();
-                while *state != 2 {
-                    state = changed.wait(state).expect("gate");
-                }
-            }
-            drop(state);
+            self.gate.pause();
             self.inner.probe(owner)
         }
         fn finished_run(&mut self, lease_id: &str) -> Result<Option<proclease::core::effects::FinishedRun>, String> {
@@ -342,24 +380,13 @@ fn a_lease_made_inside_a_directory_while_its_recovery_runs_keeps_that_directory(
     let outer_entry = s.wait_for_phase(&outer, "running");
     let outer_child = outer_entry["childPid"].as_u64().expect("the outer run's recorded child");
 
-    let host = Arc::new(proclease::Host::builder().state_home(&s.state).workspace_root(&s.root).build().expect("host"));
-    let gate: Arc<(Mutex<u8>, Condvar)> = Arc::default();
-    let recovery = {
-        let (host, gate) = (host.clone(), gate.clone());
-        std::thread::spawn(move || {
-            let mut effects = host.effects();
-            effects.processes = Box::new(PausingProcesses { inner: effects.processes, gate });
-            let options = proclease::core::directory_leases::Options { concurrent: true, past_bound: true, ..Default::default() };
-            proclease::recover_each_directory_lease(host.runtime(), effects, None, options).expect("recovery runs")
-        })
-    };
-    {
-        let (state, changed) = &*gate;
-        let mut state = state.lock().expect("gate");
-        while *state != 1 {
-            state = changed.wait(state).expect("gate");
-        }
-    }
+    let gate = Gate::default();
+    let paused = gate.clone();
+    let recovery = recover_in_background(&s, move |mut effects| {
+        effects.processes = Box::new(PausingProcesses { inner: effects.processes, gate: paused });
+        effects
+    });
+    gate.wait_until_paused();
     // The recovery has read the collection (the outer lease only) and waits at its first probe.
     let inner_run = s
         .command(&["run", "--workdir", inner.to_str().expect("utf-8"), "--", "sh", "-c", "sleep 1; echo done > result.txt"])
@@ -383,11 +410,7 @@ fn a_lease_made_inside_a_directory_while_its_recovery_runs_keeps_that_directory(
         assert!(std::time::Instant::now() < deadline, "the crashed outer run never became recoverable: {doc}");
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    {
-        let (state, changed) = &*gate;
-        *state.lock().expect("gate") = 2;
-        changed.notify_all();
-    }
+    gate.open();
     let run = recovery.join().expect("the recovery thread");
     let kept = run.outcomes.iter().find(|o| o.claim.as_ref().is_some_and(|c| c.path == outer.to_str().expect("utf-8"))).expect("the outer lease's outcome");
     assert_eq!(kept.action, proclease::core::directory_leases::Action::Keep, "{kept:?}");
@@ -532,25 +555,17 @@ fn recovery_holds_the_lease_creation_lock_from_its_last_look_until_the_directory
     // then waits for the lock, and is told who holds it.
     use proclease::core::effects::{DirectoryFacts, Failure, Workspace};
     use proclease::core::records::DirectoryIdentity;
-    use std::sync::{Arc, Condvar, Mutex};
 
     struct PausingWorkspace {
         inner: Box<dyn Workspace + Send>,
-        gate: Arc<(Mutex<u8>, Condvar)>,
+        gate: Gate,
     }
     impl Workspace for PausingWorkspace {
         fn inspect(&mut self, path: &str) -> Result<Option<DirectoryFacts>, Failure> {
             self.inner.inspect(path)
         }
         fn remove_tree(&mut self, path: &str, expected: &DirectoryIdentity) -> Result<bool, Failure> {
-            let (state, changed) = &*self.gate;
-            let mut state = state.lock().expect("gate");
-            *state = 1;
-            changed.notify_all();
-            while *state != 2 {
-                state = changed.wait(state).expect("gate");
-            }
-            drop(state);
+            self.gate.pause();
             self.inner.remove_tree(path, expected)
         }
         fn create_private_directory(&mut self, path: &str) -> Result<Vec<String>, Failure> {
@@ -563,31 +578,16 @@ fn recovery_holds_the_lease_creation_lock_from_its_last_look_until_the_directory
 
     let s = sandbox();
     let dead = s.dead_lease("a", 1);
-    let host = Arc::new(proclease::Host::builder().state_home(&s.state).workspace_root(&s.root).build().expect("host"));
-    let gate: Arc<(Mutex<u8>, Condvar)> = Arc::default();
-    let recovery = {
-        let (host, gate) = (host.clone(), gate.clone());
-        std::thread::spawn(move || {
-            let mut effects = host.effects();
-            effects.workspace = Box::new(PausingWorkspace { inner: effects.workspace, gate });
-            let options = proclease::core::directory_leases::Options { concurrent: true, past_bound: true, ..Default::default() };
-            proclease::recover_each_directory_lease(host.runtime(), effects, None, options).expect("recovery runs")
-        })
-    };
-    {
-        let (state, changed) = &*gate;
-        let mut state = state.lock().expect("gate");
-        while *state != 1 {
-            state = changed.wait(state).expect("gate");
-        }
-    }
+    let gate = Gate::default();
+    let paused = gate.clone();
+    let recovery = recover_in_background(&s, move |mut effects| {
+        effects.workspace = Box::new(PausingWorkspace { inner: effects.workspace, gate: paused });
+        effects
+    });
+    gate.wait_until_paused();
     let elsewhere = s.root.join("jobs/elsewhere");
     let waited = s.run(&["--lock-timeout", "1s", "run", "--workdir", elsewhere.to_str().expect("utf-8"), "--", "true"]);
-    {
-        let (state, changed) = &*gate;
-        *state.lock().expect("gate") = 2;
-        changed.notify_all();
-    }
+    gate.open();
     let run = recovery.join().expect("the recovery thread");
     assert_eq!(waited.status.code(), Some(5), "a lease waits while recovery is between its look and its removal: {waited:?}");
     assert!(stderr(&waited).contains("directory-lease-creation.lock"), "{}", stderr(&waited));

@@ -499,11 +499,12 @@ impl Host {
             // Absent, or behind a symbolic link: the lease's creation refuses what it cannot create.
             _ => {}
         }
+        let leasing = crate::state_store::LEASING_LOCK;
         let lock = self
             .store
-            .lock_file("directory-lease-creation.lock")
-            .map_err(|e| Error::File { path: home.join(".proclease/locks/directory-lease-creation.lock"), message: format!("the lease-creation lock cannot be opened: {e}") })?;
-        self.take_lock(&lock, "directory-lease-creation.lock")?;
+            .lock_file(leasing)
+            .map_err(|e| Error::File { path: home.join(".proclease/locks").join(leasing), message: format!("the lease-creation lock cannot be opened: {e}") })?;
+        self.take_lock(&lock, leasing)?;
         self.refuse_if_claimed(&request.path)?;
         let lease = DirectoryLease::create_with_directory(self.runtime(), self.effects(), request).map(|lease| lease.with_lock_timeout(self.lock_timeout));
         let _ = lock.unlock();

@@ -146,10 +146,16 @@ impl MightClaim {
     /// claims: [`MightClaim::Anything`]; a named directory that is `path`, inside it, or holds
     /// it.
     pub fn touches(&self, path: &str) -> bool {
+        self.within(path) || matches!(self, MightClaim::Path(named) if is_inside(path, named))
+    }
+
+    /// Whether removing the tree at `path` may remove what this entry claims:
+    /// [`MightClaim::Anything`]; a named directory that is `path` or inside it.
+    pub fn within(&self, path: &str) -> bool {
         match self {
             MightClaim::Nothing => false,
             MightClaim::Anything => true,
-            MightClaim::Path(named) => named == path || is_inside(named, path) || is_inside(path, named),
+            MightClaim::Path(named) => named == path || is_inside(named, path),
         }
     }
 
@@ -641,10 +647,21 @@ impl Recovery<'_> {
     fn held_elsewhere(&mut self, name: &str, claim: &DirectoryLease) -> Result<Option<String>, Error> {
         self.refresh_known()?;
         let target = claim.path.as_str();
-        for (other, known) in self.known.clone() {
-            if other == name {
-                continue;
-            }
+        // Only the entries that may overlap the target (the rest are never looked at again):
+        // probing one below needs `self` mutably.
+        let overlapping: Vec<(String, Known)> = self
+            .known
+            .iter()
+            .filter(|(other, known)| {
+                other != name
+                    && match known {
+                        Known::Lease(lease) => lease.path == target || is_inside(&lease.path, target) || lease.directory_identity == claim.directory_identity,
+                        Known::Invalid(might) => might.within(target),
+                    }
+            })
+            .cloned()
+            .collect();
+        for (other, known) in overlapping {
             match known {
                 Known::Lease(lease) if is_inside(&lease.path, target) => {
                     return Ok(Some(format!(
@@ -655,12 +672,11 @@ impl Recovery<'_> {
                 Known::Lease(lease) if lease.path == target || lease.directory_identity == claim.directory_identity => {
                     let (disposition, why) = explain(&lease, self.now_ms, self.processes)?;
                     if disposition != Disposition::Recoverable {
-                        return Ok(Some(format!("another lease ({other}) claims this directory too, and it is {}: {why}", disposition_words(disposition))));
+                        return Ok(Some(format!("another lease ({other}) claims this directory too, and it is {}: {why}", disposition.name())));
                     }
                 }
                 Known::Lease(_) => {}
-                // A named directory that holds this one is not touched by removing this one.
-                Known::Invalid(might) if might.touches(target) && !matches!(&might, MightClaim::Path(named) if is_inside(target, named)) => {
+                Known::Invalid(might) if might.within(target) => {
                     let what = match &might {
                         MightClaim::Path(path) => format!("names {path}"),
                         _ => String::from("cannot be read, so it may claim any directory"),
@@ -746,14 +762,6 @@ enum Removal {
     Held(String),
     /// Carried out (in a dry run: would be).
     Done(Action),
-}
-
-fn disposition_words(disposition: Disposition) -> &'static str {
-    match disposition {
-        Disposition::Active => "active",
-        Disposition::Indeterminate => "indeterminate",
-        Disposition::Recoverable => "recoverable",
-    }
 }
 
 /// What to tell the user about a refusal of a recoverable lease.

@@ -503,7 +503,6 @@ impl<'h> Supervisor<'h> {
             }
             _ => {}
         }
-        let claim = lease.claim().ok();
         if problems.is_empty() {
             if let Err(e) = retrying(bound, "release the directory lease", || lease.release()) {
                 problems.push(e);
@@ -514,7 +513,20 @@ impl<'h> Supervisor<'h> {
                 problems.push(e);
             }
         }
+        let mut marker = None;
         if !problems.is_empty() {
+            if !journaled
+                && role == Role::RawWorking
+                && let Ok(claim) = lease.claim()
+            {
+                // The state home took no write at all: the finish is marked beside the
+                // directory, where the workspace may still take one (docs/deviations.md 19).
+                let path = proclease_core::directory_leases::finished_marker(&claim);
+                match host.workspace().create_private_directory(&path) {
+                    Ok(_) => marker = Some(PathBuf::from(path)),
+                    Err(e) => tracing::warn!(error = %e, "the finish of the command could not be marked beside its directory either"),
+                }
+            }
             // What could not be settled or released stays exactly as it is, for the next
             // acquire or recovery to judge: the handles are left, not released by their drop.
             if let Some(admission) = admission.take() {
@@ -528,18 +540,8 @@ impl<'h> Supervisor<'h> {
             host.retire();
         }
         let mut unreleased = steps::unreleased(!problems.is_empty(), &plan, status.success(), published, journaled);
-        if let Some(unreleased) = unreleased.as_mut()
-            && !journaled
-            && role == Role::RawWorking
-            && let Some(claim) = &claim
-        {
-            // The state home took no write at all: the finish is marked beside the directory,
-            // where the workspace may still take one (docs/deviations.md 19).
-            let marker = proclease_core::directory_leases::finished_marker(claim);
-            match host.workspace().create_private_directory(&marker) {
-                Ok(_) => unreleased.marker = Some(PathBuf::from(marker)),
-                Err(e) => tracing::warn!(error = %e, "the finish of the command could not be marked beside its directory either"),
-            }
+        if let Some(unreleased) = unreleased.as_mut() {
+            unreleased.marker = marker;
         }
         Ok(Finished { status, stragglers, containment: tree.containment().clone(), problems, unreleased, interrupted })
     }

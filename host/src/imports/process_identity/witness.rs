@@ -603,11 +603,7 @@ fn test(dir: &OwnedFd, name: &str) -> WitnessState {
 /// parse is another domain.
 fn in_another_lock_domain(file: &File) -> bool {
     let Ok(stat) = rustix::fs::fstat(file) else { return true };
-    let mut text = String::new();
-    if std::io::Read::take(file, MAX_WITNESS_BYTES).read_to_string(&mut text).is_err() {
-        return false;
-    }
-    let Ok(value) = serde_json::from_str::<serde_json::Value>(&text) else { return false };
+    let Some(value) = witness_record(file) else { return false };
     let recorded = |key: &str| value.get(key).map(|v| v.as_str().and_then(|s| s.parse::<u64>().ok()));
     match (recorded("device"), recorded("inode")) {
         (None, None) => false,
@@ -619,10 +615,15 @@ fn in_another_lock_domain(file: &File) -> bool {
 /// The `pidNamespace` a witness file records (its content, bounded).
 fn recorded_pid_namespace(dir: &OwnedFd, name: &str) -> Option<u64> {
     let fd = rustix::fs::openat(dir, name, OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK, Mode::empty()).ok()?;
+    witness_record(&File::from(fd))?.get("pidNamespace")?.as_str()?.parse().ok()
+}
+
+/// A witness file's content as JSON, read from `file`'s current offset (at most
+/// `MAX_WITNESS_BYTES`); `None` when it cannot be read or is not JSON.
+fn witness_record(file: &File) -> Option<serde_json::Value> {
     let mut text = String::new();
-    File::from(fd).take(MAX_WITNESS_BYTES).read_to_string(&mut text).ok()?;
-    let value: serde_json::Value = serde_json::from_str(&text).ok()?;
-    value.get("pidNamespace")?.as_str()?.parse().ok()
+    std::io::Read::take(file, MAX_WITNESS_BYTES).read_to_string(&mut text).ok()?;
+    serde_json::from_str(&text).ok()
 }
 
 /// Creates (0700) or opens directory `name` in `parent`, which must then be a private directory
