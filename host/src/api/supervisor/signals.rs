@@ -26,6 +26,21 @@ mod forwarding {
         interrupted: AtomicI32,
     }
 
+    impl State {
+        /// Takes the signal that arrived before the command started, if any, records that it
+        /// interrupted the run, and sends it to `target`. Async-signal-safe (atomics and kill(2)).
+        fn forward_pending(&self, target: i32) {
+            let pending = self.pending.swap(0, Ordering::SeqCst);
+            if pending > 0 {
+                let _ = self.interrupted.compare_exchange(0, pending, Ordering::SeqCst, Ordering::SeqCst);
+                // SAFETY: kill(2) of the process this run started.
+                unsafe {
+                    libc::kill(target, pending);
+                }
+            }
+        }
+    }
+
     /// Forwards SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH and SIGALRM that
     /// another process sent this one to the command's box while the command runs (a terminal's
     /// own signals reached the command already: it is in the terminal's process group, and a
@@ -45,13 +60,9 @@ mod forwarding {
             let Ok(target) = i32::try_from(target) else { return };
             self.state.target.store(target, Ordering::SeqCst);
             self.state.started.store(true, Ordering::SeqCst);
-            let pending = self.state.pending.swap(0, Ordering::SeqCst);
-            if pending > 0 {
-                // SAFETY: kill(2) of the process this run started.
-                unsafe {
-                    libc::kill(target, pending);
-                }
-            }
+            // A signal that arrived while the command was being started interrupted the run
+            // as much as one that arrives later: it is recorded, then passed on.
+            self.state.forward_pending(target);
         }
 
         /// The stopping signal that arrived before the command started, if any.
@@ -99,6 +110,12 @@ mod forwarding {
                     if target <= 0 {
                         if !state.started.load(Ordering::SeqCst) && STOPPING.contains(&signal) {
                             let _ = state.pending.compare_exchange(0, signal, Ordering::SeqCst, Ordering::SeqCst);
+                            // `started` may have run since the target was read: whichever of the
+                            // two takes the pending signal passes it on, so none is lost.
+                            let target = state.target.load(Ordering::SeqCst);
+                            if target > 0 {
+                                state.forward_pending(target);
+                            }
                         }
                         return;
                     }
