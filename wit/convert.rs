@@ -241,7 +241,7 @@ enum_map!(tree_to_wit, tree_from_wit, TreeState, pi::TreeState, {
 });
 
 struct_map!(facts_to_wit, facts_from_wit, OwnerFacts, pi::OwnerFacts, {
-    boot_id, witness => (witness_to_wit, witness_from_wit), recorded_pid_namespace, spawned => (witness_to_wit, witness_from_wit),
+    boot_id, witness => (witness_to_wit, witness_from_wit), recorded_pid_namespace, spawned => (witness_to_wit, witness_from_wit), spawned_uncontained,
     stat => (proc_read_to_wit, proc_read_from_wit), tasks, view => (view_to_wit, view_from_wit),
     remote => (remote_to_wit, remote_from_wit), tree => (tree_to_wit, tree_from_wit),
 });

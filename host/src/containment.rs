@@ -799,6 +799,12 @@ impl Tree {
         &self.contained
     }
 
+    /// Whether the command runs with neither a box nor a cgroup: its witness then covers only
+    /// the processes that keep it (`docs/witness.md`, "Uncontained runs").
+    pub fn uncontained(&self) -> bool {
+        matches!(self.contained, Contained::None { cgroup: None, .. })
+    }
+
     /// Waits up to `timeout` (forever with `None`) for the command to exit; its status, or
     /// `None` if it still runs. With a box the command's status comes from the init; if the
     /// init died first (it was killed, and the kernel killed the box with it), the init's.

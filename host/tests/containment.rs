@@ -871,3 +871,61 @@ fn a_killed_relay_takes_its_box_along() {
     assert!(common::state_of(sleep).is_none(), "the box died with its relay before the run returned ({status:?})");
     assert!(!root.join("job").join("beat").exists());
 }
+
+/// A run with neither a box nor a cgroup (`--containment none`) is never said to have ended
+/// "every process it started" (issue #40 case 6): its witness covers only the processes that
+/// keep it. `doctor` says the run is uncontained while it runs, and once its supervisor and
+/// command were killed, that only what kept the witness is proven gone; `recover` decides as
+/// before (`docs/deviations.md` 25).
+#[test]
+fn an_uncontained_run_says_so_and_never_claims_its_whole_tree_gone() {
+    let s = sandbox();
+    let work = s.root.join("jobs/uncontained");
+    let tag = unique_seconds();
+    let mut supervisor = s
+        .command(&["run", "--containment", "none", "--workdir", work.to_str().expect("utf-8"), "--", "sleep", &tag])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let command = wait_for_process(&["sleep", &tag]);
+    s.wait_for_phase(&work, "running");
+    let live = common::stdout(&s.run(&["doctor"]));
+    assert!(live.contains("; uncontained (no box, no cgroup): a process it started that closes its witness cannot be seen"), "{live}");
+    supervisor.kill().expect("SIGKILL the supervisor");
+    supervisor.wait().expect("reap");
+    kill(command);
+    wait_until_dead(command);
+    let dead = common::stdout(&s.run(&["doctor"]));
+    assert!(
+        dead.contains(
+            "uncontained (no box, no cgroup): every process it started that kept its witness is gone (their witness locks are free), but one that closed it cannot be seen"
+        ),
+        "{dead}"
+    );
+    assert!(!dead.contains("every process it started is gone"), "{dead}");
+    assert_eq!(recover(&s), (1, 0), "decided as before: the recorded processes are gone");
+    // A boxed run killed the same way is wholly gone, and says so.
+    let boxed = s.root.join("jobs/boxed");
+    if boxes() {
+        let mut supervisor =
+            s.command(&["run", "--workdir", boxed.to_str().expect("utf-8"), "--", "sleep", &tag]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("spawn");
+        s.wait_for_phase(&boxed, "running");
+        supervisor.kill().expect("SIGKILL the supervisor");
+        supervisor.wait().expect("reap");
+        for pid in processes_running(&["sleep", &tag]) {
+            kill(pid);
+            wait_until_dead(pid);
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let text = common::stdout(&s.run(&["doctor"]));
+            if text.contains("; every process it started is gone (their witness locks are free)") {
+                assert!(!text.contains("uncontained"), "{text}");
+                break;
+            }
+            assert!(Instant::now() < deadline, "{text}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}

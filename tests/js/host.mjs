@@ -24,6 +24,7 @@ export function factsImplying(owner, status) {
     witness,
     recordedPidNamespace: undefined,
     spawned: 'absent',
+    spawnedUncontained: false,
     stat,
     tasks: 0,
     view: { pidNamespace: INITIAL_PID_NAMESPACE, boottimeOffsetNs: 0n, clockTicksPerSecond: 100n },

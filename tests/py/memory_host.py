@@ -59,6 +59,7 @@ def facts_proving(recorded: Rec, status: str) -> Rec:
         witness="held" if status == "exact-live-owner" else "absent",
         recorded_pid_namespace=None,
         spawned="absent",
+        spawned_uncontained=False,
         stat=Variant("missing") if status == "different-or-dead" else Variant("unreadable"),
         tasks=0,
         view=rec(**INITIAL_VIEW),

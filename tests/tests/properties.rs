@@ -220,6 +220,7 @@ impl Truth {
             witness,
             recorded_pid_namespace: self.witnessed.then_some(recorded_ns),
             spawned,
+            spawned_uncontained: false,
             stat,
             tasks,
             view: ProcView { pid_namespace: view_ns, ..ProcView::INITIAL },

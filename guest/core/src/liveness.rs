@@ -190,6 +190,11 @@ pub struct OwnerFacts {
     /// The witnesses this identity took for processes it started before it could record them:
     /// `held` if any is held, `free` if there are some and all are free, `absent` if none.
     pub spawned: WitnessState,
+    /// Whether one of those processes was started uncontained (no box, no cgroup:
+    /// `--containment none`, or a host without containment): a free `spawned` then proves gone
+    /// only what kept its witness, and a process that closed it cannot be seen
+    /// (`docs/witness.md`, "Uncontained runs"; issue #40).
+    pub spawned_uncontained: bool,
     /// `/proc/<pid>/stat`.
     pub stat: ProcRead,
     /// Entries in `/proc/<pid>/task` (the process's threads, an exited leader included); 0 when
@@ -220,6 +225,7 @@ impl OwnerFacts {
             witness,
             recorded_pid_namespace: None,
             spawned: WitnessState::Absent,
+            spawned_uncontained: false,
             stat,
             tasks: 0,
             view: ProcView::INITIAL,
@@ -297,6 +303,10 @@ pub struct Liveness {
     pub spawned: Spawned,
     /// What decided `status`.
     pub proof: Proof,
+    /// Whether a process it started ran uncontained ([`OwnerFacts::spawned_uncontained`]):
+    /// `spawned` then speaks only of what kept its witness. Explanations say so; decisions are
+    /// the same (`docs/deviations.md` 25).
+    pub uncontained: bool,
 }
 
 impl Liveness {
@@ -308,7 +318,7 @@ impl Liveness {
             OwnerStatus::DifferentOrDead => Proof::ProcGone,
             OwnerStatus::Unknown => Proof::ProcUnreadable,
         };
-        Liveness { status, spawned: Spawned::Unproven, proof }
+        Liveness { status, spawned: Spawned::Unproven, proof, uncontained: false }
     }
 
     /// Whether this process, and every process it inherited its witness to, is proven gone by
@@ -409,14 +419,17 @@ pub fn judge(owner: &Owner, facts: &OwnerFacts) -> Liveness {
             RemotePresence::Absent => (OwnerStatus::DifferentOrDead, Spawned::AllGone, Proof::ClusterAbsent),
             RemotePresence::Unreachable => (OwnerStatus::Unknown, Spawned::Unproven, Proof::ClusterUnreachable),
         };
-        return Liveness { status, spawned, proof };
+        // A reboot ended everything, contained or not.
+        let uncontained = facts.spawned_uncontained && proof != Proof::OtherBoot;
+        return Liveness { status, spawned, proof, uncontained };
     }
     let spawned = match facts.spawned {
         WitnessState::Held => Spawned::SomeAlive,
         WitnessState::Free => Spawned::AllGone,
         WitnessState::Absent | WitnessState::Untestable => Spawned::Unproven,
     };
-    let at = |status, proof| Liveness { status, spawned, proof };
+    let uncontained = facts.spawned_uncontained;
+    let at = |status, proof| Liveness { status, spawned, proof, uncontained };
     if facts.witness == WitnessState::Held {
         return at(OwnerStatus::ExactLiveOwner, Proof::WitnessHeld);
     }
@@ -445,7 +458,7 @@ pub fn judge(owner: &Owner, facts: &OwnerFacts) -> Liveness {
         RemotePresence::Registered => return at(OwnerStatus::ExactLiveOwner, Proof::ClusterRegistered),
         // As for another machine: a presence gone means the owner self-fenced, stopping what it
         // started.
-        RemotePresence::Absent => return Liveness { status: OwnerStatus::DifferentOrDead, spawned: Spawned::AllGone, proof: Proof::ClusterAbsent },
+        RemotePresence::Absent => return Liveness { status: OwnerStatus::DifferentOrDead, spawned: Spawned::AllGone, proof: Proof::ClusterAbsent, uncontained },
         RemotePresence::Unreachable => return at(OwnerStatus::Unknown, Proof::ClusterUnreachable),
         RemotePresence::NotClustered => {}
     }
@@ -473,11 +486,15 @@ pub fn describe(role: &str, owner: &Owner, liveness: &Liveness) -> String {
         text.push_str(liveness.proof.words());
         text.push(')');
     }
-    match liveness.spawned {
-        Spawned::SomeAlive => text.push_str("; a process it started still runs (its witness lock is held, or its cgroup is populated)"),
-        Spawned::AllGone if liveness.proof != Proof::OtherBoot && liveness.status != OwnerStatus::ExactLiveOwner => {
-            text.push_str("; every process it started is gone (their witness locks are free)")
-        }
+    let gone_words = liveness.proof != Proof::OtherBoot && liveness.status != OwnerStatus::ExactLiveOwner;
+    match (liveness.spawned, liveness.uncontained) {
+        (Spawned::SomeAlive, false) => text.push_str("; a process it started still runs (its witness lock is held, or its cgroup is populated)"),
+        (Spawned::SomeAlive, true) => text
+            .push_str("; a process it started still runs (its witness lock is held); uncontained (no box, no cgroup): a process it started that closes its witness cannot be seen"),
+        (Spawned::AllGone, false) if gone_words => text.push_str("; every process it started is gone (their witness locks are free)"),
+        (Spawned::AllGone, true) if gone_words => text.push_str(
+            "; uncontained (no box, no cgroup): every process it started that kept its witness is gone (their witness locks are free), but one that closed it cannot be seen",
+        ),
         _ => {}
     }
     text
@@ -523,6 +540,7 @@ mod tests {
             witness,
             recorded_pid_namespace: None,
             spawned: WitnessState::Absent,
+            spawned_uncontained: false,
             stat,
             tasks: 1,
             view: ProcView::INITIAL,
@@ -642,6 +660,30 @@ mod tests {
         assert_eq!(judge(&owner, &f).spawned, Spawned::SomeAlive);
         f.spawned = WitnessState::Free;
         assert_eq!(judge(&owner, &f).spawned, Spawned::AllGone);
+    }
+
+    #[test]
+    fn an_uncontained_run_is_never_called_wholly_gone() {
+        let owner = recorded(1);
+        let mut f = facts(WitnessState::Free, ProcRead::Missing);
+        f.spawned = WitnessState::Free;
+        f.spawned_uncontained = true;
+        let liveness = judge(&owner, &f);
+        assert_eq!((liveness.status, liveness.spawned, liveness.uncontained), (OwnerStatus::DifferentOrDead, Spawned::AllGone, true), "the same decision");
+        let words = describe("owner", &owner, &liveness);
+        assert_eq!(
+            words,
+            "owner pid 42 is gone (its witness lock is free); uncontained (no box, no cgroup): every process it started that kept its witness is gone (their witness locks are free), but one that closed it cannot be seen"
+        );
+        assert!(!words.contains("every process it started is gone"));
+        f.spawned = WitnessState::Held;
+        assert!(describe("owner", &owner, &judge(&owner, &f)).ends_with("; uncontained (no box, no cgroup): a process it started that closes its witness cannot be seen"));
+        // A reboot ended everything it started, contained or not.
+        let old = Owner { boot_id: "0".repeat(64), ..owner.clone() };
+        assert!(!judge(&old, &f).uncontained);
+        f.spawned_uncontained = false;
+        f.spawned = WitnessState::Free;
+        assert!(describe("owner", &owner, &judge(&owner, &f)).ends_with("; every process it started is gone (their witness locks are free)"));
     }
 
     #[test]

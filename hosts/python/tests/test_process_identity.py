@@ -223,7 +223,7 @@ def test_the_own_witness_is_held_and_is_the_native_hosts_file(identity: ProcessI
     )
     assert path.stat().st_mode & 0o777 == 0o600
     facts = identity.probe(own)
-    assert (facts.witness, facts.recorded_pid_namespace, facts.spawned, facts.remote, facts.tree) == ("held", namespace, "absent", "not-clustered", "absent")
+    assert (facts.witness, facts.recorded_pid_namespace, facts.spawned, facts.spawned_uncontained, facts.remote, facts.tree) == ("held", namespace, "absent", False, "not-clustered", "absent")
     assert isinstance(facts.stat, Variant) and facts.stat.tag == "stat"
     # Another process sees it held too (a shared-lock test from another open file).
     probe = subprocess.run(
@@ -295,6 +295,8 @@ def test_a_child_holding_an_inherited_spawn_witness_is_held_until_it_and_its_chi
     child = subprocess.Popen(["sh", "-c", "sleep 60 & echo $!; wait"], pass_fds=[spawn.fd], stdout=subprocess.PIPE, text=True, start_new_session=True)
     try:
         grandchild = int(child.stdout.readline())
+        # This host's commands run uncontained: the witness says so before the parent lets go.
+        spawn.record_uncontained()
         spawn.started(child.pid)
         assert spawn.fd is None, "the parent's copy is closed"
         child_owner = identity.capture(child.pid)  # binds the spawn witness under the child's identity
@@ -302,7 +304,7 @@ def test_a_child_holding_an_inherited_spawn_witness_is_held_until_it_and_its_chi
         assert os.stat(linked).st_ino == os.stat(witness_dir(home, own.boot_id) / spawn.name).st_ino
         facts = identity.probe(child_owner)
         assert facts.witness == "held" and facts.stat.tag == "stat"
-        assert identity.probe(own).spawned == "held"
+        assert (identity.probe(own).spawned, identity.probe(own).spawned_uncontained) == ("held", True)
         verdict = judge(child_owner, facts)
         assert verdict is None or verdict.status == "exact-live-owner"
         # The child dies; what it started still holds the witness.
@@ -316,10 +318,11 @@ def test_a_child_holding_an_inherited_spawn_witness_is_held_until_it_and_its_chi
         os.kill(grandchild, signal.SIGKILL)
         assert wait_until(lambda: identity.probe(child_owner).witness == "free")
         facts = identity.probe(child_owner)
-        assert identity.probe(own).spawned == "free"
+        assert (identity.probe(own).spawned, identity.probe(own).spawned_uncontained) == ("free", True)
         verdict = judge(child_owner, facts)
         assert verdict is None or (verdict.status, verdict.lineage_gone) == ("different-or-dead", True)
-        # Retirement removes the own witness and the free spawn witness with its identity link.
+        # Retirement removes the own witness and the free spawn witness with its identity link
+        # and its uncontained record.
         identity.retire()
         assert os.listdir(witness_dir(home, own.boot_id)) == []
     finally:

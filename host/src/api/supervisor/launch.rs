@@ -65,7 +65,7 @@ impl<'a> Launch<'a> {
             };
         }
         let cgroup = options.cgroup.clone();
-        let started = self.start(command, |command| containment::spawn(command, &options), Tree::id);
+        let started = self.start(command, |command| containment::spawn(command, &options), Tree::id, Tree::uncontained);
         if let (Err(_), Some(cgroup)) = (&started, cgroup) {
             cgroup.remove();
         }
@@ -86,23 +86,37 @@ impl<'a> Launch<'a> {
         Some(cgroup)
     }
 
-    /// Starts `command` holding the witness, without a box. On success this process keeps no
-    /// copy of it: the child (and what it starts) holds it alone. On failure the witness is
-    /// removed.
+    /// Starts `command` holding the witness, without a box (the witness records that it is
+    /// uncontained). On success this process keeps no copy of it: the child (and what it starts)
+    /// holds it alone. On failure the witness is removed.
     ///
     /// Errors: [`SpawnError::Start`].
     pub fn spawn(self, command: &mut Command) -> Result<Child, SpawnError> {
-        self.start(command, Command::spawn, Child::id)
+        self.start(command, Command::spawn, Child::id, |_| true)
     }
 
-    /// `spawn` with the witness attached to `command`, handed on to the process `pid` names.
-    fn start<T>(mut self, command: &mut Command, spawn: impl FnOnce(&mut Command) -> std::io::Result<T>, pid: impl Fn(&T) -> u32) -> Result<T, SpawnError> {
+    /// `spawn` with the witness attached to `command`, handed on to the process `pid` names;
+    /// `uncontained` tells whether what was started runs without a box and a cgroup.
+    fn start<T>(
+        mut self,
+        command: &mut Command,
+        spawn: impl FnOnce(&mut Command) -> std::io::Result<T>,
+        pid: impl Fn(&T) -> u32,
+        uncontained: impl Fn(&T) -> bool,
+    ) -> Result<T, SpawnError> {
         if let Some(witness) = &self.witness {
             witness.attach(command);
         }
         match spawn(command) {
             Ok(started) => {
                 if let Some(witness) = self.witness.take() {
+                    // Before `started`: this process still holds the witness, so no probe finds
+                    // it free without the record.
+                    if uncontained(&started)
+                        && let Err(e) = witness.record_uncontained()
+                    {
+                        tracing::warn!(error = %e, "the command runs uncontained, and its witness cannot say so");
+                    }
                     witness.started(pid(&started));
                 }
                 Ok(started)

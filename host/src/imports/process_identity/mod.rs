@@ -291,6 +291,7 @@ impl ProcessIdentity {
                 witness: WitnessState::Absent,
                 recorded_pid_namespace: None,
                 spawned: WitnessState::Absent,
+                spawned_uncontained: false,
                 stat: ProcRead::Unreadable,
                 tasks: 0,
                 view,
@@ -299,7 +300,7 @@ impl ProcessIdentity {
             });
         }
         let (witness, recorded_pid_namespace) = self.witnesses.as_ref().map_or((WitnessState::Absent, None), |w| w.test(owner));
-        let spawned = self.witnesses.as_ref().map_or(WitnessState::Absent, |w| w.test_spawned(owner));
+        let (spawned, spawned_uncontained) = self.witnesses.as_ref().map_or((WitnessState::Absent, false), |w| w.test_spawned(owner));
         // A held witness decides alone; otherwise a populated cgroup of the tree keeps it alive.
         let tree = match witness {
             WitnessState::Held => TreeState::Absent,
@@ -316,6 +317,7 @@ impl ProcessIdentity {
             pid = owner.pid,
             ?witness,
             ?spawned,
+            spawned_uncontained,
             ?tree,
             stat = %match &stat {
                 ProcRead::Stat(_) => "read",
@@ -325,7 +327,7 @@ impl ProcessIdentity {
             tasks,
             "probed a recorded process"
         );
-        Ok(OwnerFacts { boot_id, witness, recorded_pid_namespace, spawned, stat, tasks, view, remote, tree })
+        Ok(OwnerFacts { boot_id, witness, recorded_pid_namespace, spawned, spawned_uncontained, stat, tasks, view, remote, tree })
     }
 
     /// What probing `owner` proves ([`liveness::judge`] over [`ProcessIdentity::probe`]).

@@ -326,6 +326,7 @@ impl Witnesses {
             }
             let _ = rustix::fs::unlinkat(dir, spawn.as_str(), AtFlags::empty());
             let _ = rustix::fs::unlinkat(dir, cgroup_name(spawn).as_str(), AtFlags::empty());
+            let _ = rustix::fs::unlinkat(dir, uncontained_name(spawn).as_str(), AtFlags::empty());
             removed.push(spawn.clone());
         }
         self.pending.lock().unwrap_or_else(|p| p.into_inner()).retain(|_, name| !removed.contains(name));
@@ -416,32 +417,37 @@ impl Witnesses {
     /// cgroup recorded with one is populated: a process started under it still runs, whatever
     /// it closed), free if there are some and all are free, untestable if some cannot be tested
     /// and none is held, absent if there are none.
-    pub fn test_spawned(&self, owner: &Owner) -> WitnessState {
+    ///
+    /// And whether one of them was started uncontained: it has an `uncontained` record
+    /// ([`SpawnWitness::record_uncontained`]).
+    pub fn test_spawned(&self, owner: &Owner) -> (WitnessState, bool) {
         if !nameable(owner) {
-            return WitnessState::Absent;
+            return (WitnessState::Absent, false);
         }
-        let Some(dir) = self.existing_boot_dir(&owner.boot_id) else { return WitnessState::Absent };
+        let Some(dir) = self.existing_boot_dir(&owner.boot_id) else { return (WitnessState::Absent, false) };
         let prefix = spawn_prefix(owner);
         let records = cgroup_name(&prefix);
-        let Ok(names) = fsops::list_names(dir, 100_000) else { return WitnessState::Untestable };
+        let Ok(names) = fsops::list_names(dir, 100_000) else { return (WitnessState::Untestable, false) };
+        let names: std::collections::HashSet<String> = names.into_iter().filter_map(|name| String::from_utf8(name).ok()).collect();
         let mut aggregate = WitnessState::Absent;
-        for name in names {
-            let Ok(name) = String::from_utf8(name) else { continue };
-            if name.starts_with(&records) && read_cgroup_record(dir, &name) == TreeState::Populated {
+        let mut uncontained = false;
+        for name in &names {
+            if name.starts_with(&records) && read_cgroup_record(dir, name) == TreeState::Populated {
                 // A process it started, whatever it closed, still runs in its cgroup.
-                return WitnessState::Held;
+                return (WitnessState::Held, false);
             }
             if !name.starts_with(&prefix) {
                 continue;
             }
-            match test(dir, &name) {
-                WitnessState::Held => return WitnessState::Held,
-                WitnessState::Untestable => aggregate = WitnessState::Untestable,
+            uncontained |= names.contains(&uncontained_name(name));
+            match test(dir, name) {
+                WitnessState::Held => aggregate = WitnessState::Held,
+                WitnessState::Untestable if aggregate != WitnessState::Held => aggregate = WitnessState::Untestable,
                 WitnessState::Free if aggregate == WitnessState::Absent => aggregate = WitnessState::Free,
                 _ => {}
             }
         }
-        aggregate
+        (aggregate, uncontained)
     }
 }
 
@@ -489,6 +495,21 @@ impl SpawnWitness<'_> {
         write_new(dir, &name, record.as_bytes()).map_err(|source| WitnessError::Io { path, operation: "write", source })
     }
 
+    /// Records that the child's tree runs uncontained (no box and no cgroup), as
+    /// `<spawner>.uncontained-<uuid>` beside the witness: probes then say that a free witness
+    /// proves gone only what kept it (`docs/witness.md`, "Uncontained runs"). Call before
+    /// [`SpawnWitness::started`]: until then this process holds the witness too, so no probe
+    /// can find it free without the record.
+    ///
+    /// Errors: the record cannot be written (explanations then overstate what a free witness
+    /// proves; decisions are the same).
+    pub fn record_uncontained(&self) -> Result<(), WitnessError> {
+        let dir = self.witnesses.boot_dir(&self.boot_id)?;
+        let name = uncontained_name(&self.name);
+        let path = format!("{ROOT}/{}/{name}", self.boot_id);
+        write_new(dir, &name, UNCONTAINED_RECORD.as_bytes()).map_err(|source| WitnessError::Io { path, operation: "write", source })
+    }
+
     /// The child is running as `pid`: this process closes its copy (the child's keeps the lock),
     /// and a later capture of `pid` links the witness under the child's identity.
     pub fn started(mut self, pid: u32) {
@@ -507,6 +528,7 @@ impl SpawnWitness<'_> {
         if let Some(dir) = self.witnesses.existing_boot_dir(&self.boot_id) {
             let _ = rustix::fs::unlinkat(dir, self.name.as_str(), AtFlags::empty());
             let _ = rustix::fs::unlinkat(dir, cgroup_name(&self.name).as_str(), AtFlags::empty());
+            let _ = rustix::fs::unlinkat(dir, uncontained_name(&self.name).as_str(), AtFlags::empty());
         }
     }
 }
@@ -531,6 +553,18 @@ fn cgroup_name(witness: &str) -> String {
     match witness.split_once(".spawn-") {
         Some((spawner, uuid)) => format!("{spawner}.cgroup-{uuid}"),
         None => format!("{witness}.cgroup"),
+    }
+}
+
+/// The content of an uncontained record (canonical JSON + `\n`).
+const UNCONTAINED_RECORD: &str = "{\"kind\":\"proclease-uncontained\",\"schemaVersion\":1}\n";
+
+/// The name of the uncontained record of spawn witness `<spawner>.spawn-<uuid>`:
+/// `<spawner>.uncontained-<uuid>` (never a name a spawn witness's prefix matches).
+fn uncontained_name(spawn: &str) -> String {
+    match spawn.split_once(".spawn-") {
+        Some((spawner, uuid)) => format!("{spawner}.uncontained-{uuid}"),
+        None => format!("{spawn}.uncontained"),
     }
 }
 

@@ -253,7 +253,7 @@ export class ProcessIdentity {
     const start = normalizedStart(raw, view);
     if (start === null) return null;
     const candidate = { pid, bootId, processStartId: this.pure.records.processStartId(bootId, start) };
-    const facts = this.facts(bootId, 'absent', undefined, 'absent', { tag: 'stat', val: read.text }, read.tasks, view);
+    const facts = this.facts(bootId, 'absent', undefined, ['absent', false], { tag: 'stat', val: read.text }, read.tasks, view);
     const judged = this.pure.dispositions.judgeOwner(candidate, facts);
     return judged.status === 'exact-live-owner' ? candidate : null;
   }
@@ -285,8 +285,8 @@ export class ProcessIdentity {
   }
 
   /** A WIT `owner-facts` record. */
-  facts(bootId, witness, recordedPidNamespace, spawned, stat, tasks, view) {
-    return { bootId, witness, recordedPidNamespace, spawned, stat, tasks, view, remote: 'not-clustered', tree: 'absent' };
+  facts(bootId, witness, recordedPidNamespace, [spawned, spawnedUncontained], stat, tasks, view) {
+    return { bootId, witness, recordedPidNamespace, spawned, spawnedUncontained, stat, tasks, view, remote: 'not-clustered', tree: 'absent' };
   }
 
   /**
@@ -298,9 +298,9 @@ export class ProcessIdentity {
   probe(owner) {
     const bootId = this.currentBootId();
     const view = this.host().view;
-    if (owner.bootId !== bootId) return this.facts(bootId, 'absent', undefined, 'absent', { tag: 'unreadable' }, 0, view);
+    if (owner.bootId !== bootId) return this.facts(bootId, 'absent', undefined, ['absent', false], { tag: 'unreadable' }, 0, view);
     const [witness, recorded] = this.witnesses ? this.witnesses.test(owner) : ['absent', undefined];
-    const spawned = this.witnesses ? this.witnesses.testSpawned(owner) : 'absent';
+    const spawned = this.witnesses ? this.witnesses.testSpawned(owner) : ['absent', false];
     const [stat, tasks] = observe(BigInt(owner.pid));
     return this.facts(bootId, witness, recorded, spawned, stat, tasks, view);
   }

@@ -93,16 +93,22 @@ export class WitnessObserver {
    * proves them gone, and a process they cover may run), `absent` when there are none.
    */
   testSpawned(owner) {
-    if (!nameable(owner)) return 'absent';
+    if (!nameable(owner)) return ['absent', false];
     const boot = this.bootDir(owner.bootId);
-    if (boot.absent) return 'absent';
-    if (boot.unreadable) return 'held';
+    if (boot.absent) return ['absent', false];
+    if (boot.unreadable) return ['held', false];
     return using(boot.dir, (dir) => {
       try {
-        const listed = namesStartingWith(dir, `${owner.pid}-${owner.processStartId}.spawn-`, 100_000);
-        return listed.names.length > 0 || listed.over ? 'held' : 'absent';
+        const identity = `${owner.pid}-${owner.processStartId}`;
+        const listed = namesStartingWith(dir, `${identity}.spawn-`, 100_000);
+        if (listed.names.length === 0 && !listed.over) return ['absent', false];
+        // A spawn witness with an uncontained record beside it (witness.rs, record_uncontained):
+        // explanations say that its processes ran without a box or a cgroup.
+        const records = new Set(namesStartingWith(dir, `${identity}.uncontained-`, 100_000).names);
+        const uncontained = listed.names.some((name) => records.has(name.replace('.spawn-', '.uncontained-')));
+        return ['held', uncontained];
       } catch {
-        return 'held';
+        return ['held', false];
       }
     });
   }

@@ -732,6 +732,7 @@ class ProcessIdentity:
                 witness=ABSENT,
                 recorded_pid_namespace=None,
                 spawned=ABSENT,
+                spawned_uncontained=False,
                 stat=Variant("unreadable"),
                 tasks=0,
                 view=view.record(),
@@ -740,7 +741,7 @@ class ProcessIdentity:
             )
         witnesses = self.witnesses
         witness, recorded = (ABSENT, None) if witnesses is None else witnesses.test(owner)
-        spawned = ABSENT if witnesses is None else witnesses.test_spawned(owner)
+        spawned, spawned_uncontained = (ABSENT, False) if witnesses is None else witnesses.test_spawned(owner)
         # A held witness decides alone; otherwise a populated cgroup of the tree keeps it alive.
         tree = ABSENT if witnesses is None or witness == HELD else witnesses.test_tree(owner)
         stat, tasks = observe(pid)
@@ -749,6 +750,7 @@ class ProcessIdentity:
             witness=witness,
             recorded_pid_namespace=recorded,
             spawned=spawned,
+            spawned_uncontained=spawned_uncontained,
             stat=stat,
             tasks=tasks,
             view=view.record(),

@@ -22,6 +22,7 @@ import time
 from typing import Any, List, Optional, Sequence, Tuple
 
 from ._binding import ComponentError
+from .witness import WitnessError
 
 #: `run`'s exit status when the command ran but its lease could not be released (the native
 #: binary's).
@@ -185,6 +186,12 @@ def _run(host, argv: Sequence[str], workdir: str, exclusive: bool, recover_after
         raise
     try:
         witness = os.fstat(spawn.fd)
+        # This host runs commands without a box or a cgroup: the witness says so, written while
+        # this process still holds it (no probe finds it free without the record).
+        try:
+            spawn.record_uncontained()
+        except WitnessError as error:
+            say(f"the command runs uncontained, and its witness cannot say so: {error}")
         # Closes this process's copy (the child holds the lock now); the capture that records
         # the child links the witness under its identity.
         spawn.started(child.pid)

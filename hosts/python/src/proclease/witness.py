@@ -158,6 +158,19 @@ def content(holder: Any, role: str, ns: Namespaces, file: Tuple[int, int]) -> st
     )
 
 
+#: The content of an uncontained record (`witness.rs::UNCONTAINED_RECORD`).
+UNCONTAINED_RECORD = '{"kind":"proclease-uncontained","schemaVersion":1}\n'
+
+
+def uncontained_name(spawn: str) -> str:
+    """The name of the uncontained record of spawn witness `<spawner>.spawn-<uuid>`:
+    `<spawner>.uncontained-<uuid>` (`witness.rs::uncontained_name`)."""
+    spawner, separator, rest = spawn.partition(".spawn-")
+    if separator:
+        return f"{spawner}.uncontained-{rest}"
+    return f"{spawn}.uncontained"
+
+
 def cgroup_name(witness: str) -> str:
     """The name of the cgroup record of witness `witness`: `<identity>.cgroup` for
     `<identity>.witness`, `<spawner>.cgroup-<uuid>` for spawn witness `<spawner>.spawn-<uuid>`."""
@@ -788,6 +801,7 @@ class Witnesses:
                         _unlink(directory, cgroup_name(other))
             _unlink(directory, spawn)
             _unlink(directory, cgroup_name(spawn))
+            _unlink(directory, uncontained_name(spawn))
             removed.append(spawn)
         with self._lock:
             self._pending = {pid: name for pid, name in self._pending.items() if name not in removed}
@@ -884,37 +898,39 @@ class Witnesses:
             return ABSENT
         return _read_cgroup_record(directory, cgroup_name(identity_name(owner)))
 
-    def test_spawned(self, owner: Any) -> str:
+    def test_spawned(self, owner: Any) -> Tuple[str, bool]:
         """The aggregate state of the spawn witnesses `owner` took: held if any is held (or the
         cgroup recorded with one is populated), free if there are some and all are free,
-        untestable if some cannot be tested and none is held, absent if there are none."""
+        untestable if some cannot be tested and none is held, absent if there are none; and
+        whether one of them was started uncontained (it has an uncontained record)."""
         if not nameable(owner):
-            return ABSENT
+            return ABSENT, False
         directory = self._existing_boot_dir(owner_fields(owner)[1])
         if directory is None:
-            return ABSENT
+            return ABSENT, False
         prefix = spawn_prefix(owner)
         records = cgroup_name(prefix)
-        names = _names(directory, 100_000)
-        if names is None:
-            return UNTESTABLE
+        listed = _names(directory, 100_000)
+        if listed is None:
+            return UNTESTABLE, False
+        names = {name for name in listed if _utf8(name)}
         aggregate = ABSENT
+        uncontained = False
         for name in names:
-            if not _utf8(name):
-                continue
             if name.startswith(records) and _read_cgroup_record(directory, name) == POPULATED:
                 # A process it started, whatever it closed, still runs in its cgroup.
-                return HELD
+                return HELD, False
             if not name.startswith(prefix):
                 continue
+            uncontained = uncontained or uncontained_name(name) in names
             state = _test(directory, name)
             if state == HELD:
-                return HELD
-            if state == UNTESTABLE:
+                aggregate = HELD
+            elif state == UNTESTABLE and aggregate != HELD:
                 aggregate = UNTESTABLE
             elif state == FREE and aggregate == ABSENT:
                 aggregate = FREE
-        return aggregate
+        return aggregate, uncontained
 
     def close(self) -> None:
         """Closes this object's directory descriptors (held witnesses stay held)."""
@@ -973,6 +989,20 @@ class SpawnWitness:
         except OSError as error:
             raise _os_error(f"{ROOT}/{self.boot_id}/{name}", "write", error) from None
 
+    def record_uncontained(self) -> None:
+        """Records that the child's tree runs uncontained (no box, no cgroup), as
+        `<spawner>.uncontained-<uuid>`: probes then say that a free witness proves gone only what
+        kept it (`SpawnWitness::record_uncontained`; docs/witness.md, "Uncontained runs"). Call
+        before `started` / `close_parent_copy`, while this process still holds the witness.
+
+        Raises WitnessError: the record cannot be written."""
+        directory = self._witnesses._boot_dir(self.boot_id)
+        name = uncontained_name(self.name)
+        try:
+            _write_new(directory, name, UNCONTAINED_RECORD.encode("utf-8"))
+        except OSError as error:
+            raise _os_error(f"{ROOT}/{self.boot_id}/{name}", "write", error) from None
+
     def started(self, pid: int) -> None:
         """The child is running as `pid`: this process closes its copy (the child's keeps the
         lock), and a later `ProcessIdentity.capture(pid)` links the witness under the child's
@@ -1001,6 +1031,7 @@ class SpawnWitness:
         if directory is not None:
             _unlink(directory, self.name)
             _unlink(directory, cgroup_name(self.name))
+            _unlink(directory, uncontained_name(self.name))
 
     abandon = discard
 
