@@ -286,6 +286,47 @@ fn what_a_killed_proclease_writer_leaves_ghostget_recovers() {
     eprintln!("{with_claims} of {TRIALS} killed proclease writers left a mutation claim; the peer recovered every one");
 }
 
+/// Issue #40 case 6: a writer queued behind another writer that is itself waiting for a stuck
+/// ghostget's mutation claim names that ghostget, not only the innocent writer ahead of it. Here
+/// the writer ahead is a `flock` holding the collection's kernel lock (as a proclease writer
+/// does while it waits for the claim), and the claim's holder a paused peer.
+#[test]
+fn a_writer_queued_behind_a_waiting_writer_names_the_claim_it_waits_for() {
+    let dir = scratch();
+    let home = dir.path().join("state");
+    let home_text = home.to_str().expect("utf-8");
+    let host = proclease::Host::builder().state_home(&home).lock_timeout(Duration::from_millis(1500)).build().expect("host");
+    // One write makes the collection and its lock file.
+    host.acquire_admission().expect("acquire").release().expect("release");
+    let collection = "recovery/beeper-message-like-me-export-admission";
+    let lock_file = home.join(".proclease/locks").join(format!("{}.lock", proclease_core::digest::identity_digest("proclease-collection-lock", collection)));
+    assert!(lock_file.is_file(), "the collection's lock file: {}", lock_file.display());
+    let mut writer = peer(&["create", home_text, &format!("{collection}/active.json"), "{}"]).env("PEER_PAUSE_AT", "held").stdout(Stdio::piped()).spawn().expect("node");
+    let paused = await_line(&mut writer, "event", "paused");
+    let claim_holder = paused["pid"].as_u64().expect("the peer's pid");
+    let mut ahead = Command::new("flock").arg("-o").arg(&lock_file).args(["sleep", "60"]).spawn().expect("flock");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !std::fs::read_to_string("/proc/locks").expect("/proc/locks").lines().any(|line| line.split_whitespace().nth(4) == Some(&ahead.id().to_string())) {
+        assert!(std::time::Instant::now() < deadline, "flock never took the lock");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let refused = host.acquire_admission();
+    let ahead_pid = ahead.id();
+    let _ = ahead.kill();
+    let _ = ahead.wait();
+    kill(writer);
+    let error = match refused {
+        Err(proclease::Error::LockTimeout(timeout)) => timeout,
+        other => panic!("the lock is held: {:?}", other.map(|_| "acquired")),
+    };
+    let text = error.to_string();
+    assert_eq!(error.holder.as_ref().map(|h| h.pid as u32), Some(ahead_pid), "names the lock's holder: {text}");
+    let behind = error.behind.as_deref().unwrap_or_else(|| panic!("names what the holder waits for: {text}"));
+    assert_eq!((behind.holder.pid as u64, behind.holder.command.as_str()), (claim_holder, "node"), "{text}");
+    assert_eq!(behind.lock, format!("the mutation claim of {collection}/active.json"), "{text}");
+    assert!(text.contains(&format!(", which itself waits for pid {claim_holder} (node, ")), "{text}");
+}
+
 /// Issue #27, input 3: a ghostget that holds its mutation claim on `active.json` and does not
 /// let go (stopped, or stuck) makes an admission acquire fail within the host's lock timeout —
 /// in about a second with eight attempts of 125 ms, not 80 s — with an error that names the

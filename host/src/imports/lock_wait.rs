@@ -39,9 +39,26 @@ impl std::fmt::Display for Holder {
     }
 }
 
+/// What a lock's holder itself waits for: another process holding another lock. Displayed
+/// as `pid P (COMMAND, STATE) holding LOCK`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Behind {
+    /// The process the holder waits for.
+    pub holder: Holder,
+    /// What it holds (`the mutation claim of PATH`).
+    pub lock: String,
+}
+
+impl std::fmt::Display for Behind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} holding {}", self.holder, self.lock)
+    }
+}
+
 /// A wait that reached its bound.
 ///
-/// Displayed as `[DURING: ]waited N ms for LOCK, held by pid P (COMMAND, STATE): HINT`.
+/// Displayed as `[DURING: ]waited N ms for LOCK, held by pid P (COMMAND, STATE)[, which itself
+/// waits for BEHIND]: HINT`.
 #[derive(Debug, Clone)]
 pub struct LockTimeout {
     /// The lock, as the user knows it (a path in the state home, or `the mutation claim of
@@ -49,6 +66,10 @@ pub struct LockTimeout {
     pub lock: String,
     /// Who held it at the end, when `/proc/locks` (or the claim's record) says.
     pub holder: Option<Holder>,
+    /// What that holder itself waits for, when it is seen: a writer queued behind another
+    /// names the process that holds them both up, not only the innocent writer ahead of it
+    /// (issue #40).
+    pub behind: Option<Box<Behind>>,
     /// How long it waited, ms.
     pub waited_ms: u64,
     /// What the user can do.
@@ -68,7 +89,11 @@ impl std::fmt::Display for LockTimeout {
             Some(during) => write!(f, "{during}: ")?,
             None => {}
         }
-        write!(f, "waited {} ms for {}, held by {}: {}", self.waited_ms, self.lock, holder_words(&self.holder), self.hint)
+        write!(f, "waited {} ms for {}, held by {}", self.waited_ms, self.lock, holder_words(&self.holder))?;
+        if let Some(behind) = &self.behind {
+            write!(f, ", which itself waits for {behind}")?;
+        }
+        write!(f, ": {}", self.hint)
     }
 }
 
@@ -183,6 +208,15 @@ const HINT: &str = "continue a stopped holder (`kill -CONT PID`, or `fg` in its 
 /// Errors: [`LockTimeout`] at the bound (an I/O error of the lock itself is
 /// [`LockError::Io`]).
 pub fn lock(file: &File, lock: &str, bound: Duration) -> Result<(), LockError> {
+    lock_behind(file, lock, bound, &|_| None)
+}
+
+/// [`lock`], where `behind` tells, for messages, what the holder (its pid, when `/proc/locks`
+/// shows it) itself waits for, if anything. Called only when the wait is told or reaches its
+/// bound.
+///
+/// Errors: as [`lock`].
+pub fn lock_behind(file: &File, lock: &str, bound: Duration, behind: &dyn Fn(Option<i32>) -> Option<Behind>) -> Result<(), LockError> {
     let bound = remaining(bound);
     let start = Instant::now();
     let mut pause = Duration::from_micros(200);
@@ -198,13 +232,17 @@ pub fn lock(file: &File, lock: &str, bound: Duration) -> Result<(), LockError> {
         }
         let waited = start.elapsed();
         if waited >= bound {
-            let timeout = LockTimeout { lock: lock.into(), holder: holder(file), waited_ms: waited.as_millis() as u64, hint: HINT, during: None };
+            let holder = holder(file);
+            let behind = behind(holder.as_ref().map(|h| h.pid)).map(Box::new);
+            let timeout = LockTimeout { lock: lock.into(), holder, behind, waited_ms: waited.as_millis() as u64, hint: HINT, during: None };
             note(&timeout);
             return Err(LockError::TimedOut(timeout));
         }
         if !told && waited >= TELL_AFTER {
             told = true;
-            tracing::warn!("waiting for {} holding {lock} (for at most {:.1} s more)", holder_words(&holder(file)), (bound - waited).as_secs_f64());
+            let holder = holder(file);
+            let behind = behind(holder.as_ref().map(|h| h.pid)).map(|words| format!(", which itself waits for {words}")).unwrap_or_default();
+            tracing::warn!("waiting for {} holding {lock}{behind} (for at most {:.1} s more)", holder_words(&holder), (bound - waited).as_secs_f64());
         }
         std::thread::sleep(pause);
         pause = (pause * 2).min(Duration::from_millis(20));
@@ -334,8 +372,14 @@ mod tests {
             "writing the record",
             "Read-only file system",
         ));
-        let timeout =
-            LockTimeout { lock: "the mutation claim of x".into(), holder: None, waited_ms: 10, hint: HINT, during: Some(std::sync::Arc::new(crate::Error::Lease(refusal))) };
+        let timeout = LockTimeout {
+            lock: "the mutation claim of x".into(),
+            holder: None,
+            behind: None,
+            waited_ms: 10,
+            hint: HINT,
+            during: Some(std::sync::Arc::new(crate::Error::Lease(refusal))),
+        };
         let shown = timeout.to_string();
         assert!(shown.starts_with("Beeper Message Like Me recovery: export admission could not be acquired safely: waited 10 ms for the mutation claim of x"), "{shown}");
         assert_eq!(timeout.source().map(ToString::to_string).as_deref(), Some("Read-only file system"), "the cause is the source");

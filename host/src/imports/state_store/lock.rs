@@ -44,8 +44,9 @@ pub(crate) enum Locked {
 
 /// Locks `name` (created 0600 if absent; opened read-only on a read-only filesystem) in the
 /// lock directory, waiting at most [`WAIT`] — or, inside a bounded operation
-/// ([`crate::lock_wait::Operation`]), what is left of the operation's bound.
-pub(crate) fn lock(locks: impl AsFd, name: &str) -> std::io::Result<Locked> {
+/// ([`crate::lock_wait::Operation`]), what is left of the operation's bound. `behind` names
+/// what the lock's holder itself waits for ([`crate::lock_wait::lock_behind`]).
+pub(crate) fn lock(locks: impl AsFd, name: &str, behind: &dyn Fn(Option<i32>) -> Option<crate::lock_wait::Behind>) -> std::io::Result<Locked> {
     let fd = match rustix::fs::openat(&locks, name, OFlags::RDWR | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::from_raw_mode(0o600)) {
         // A read-only state home (a read-only mount): an existing lock file still locks (flock
         // needs no write access), so readers such as `doctor` work; a writer fails later, at
@@ -61,7 +62,7 @@ pub(crate) fn lock(locks: impl AsFd, name: &str) -> std::io::Result<Locked> {
     let file = File::from(fd);
     // After a second the wait says who holds the lock; at the bound, who held it.
     // Within an operation, its bound (the host's lock timeout) governs instead of `WAIT`.
-    match crate::lock_wait::lock(&file, &format!(".proclease/locks/{name}"), crate::lock_wait::operation_bound(WAIT)) {
+    match crate::lock_wait::lock_behind(&file, &format!(".proclease/locks/{name}"), crate::lock_wait::operation_bound(WAIT), behind) {
         Ok(()) => Ok(Locked::Held(CollectionLock { file })),
         Err(crate::lock_wait::LockError::TimedOut(timeout)) => {
             tracing::warn!("{timeout}");

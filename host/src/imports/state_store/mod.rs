@@ -239,7 +239,7 @@ impl StateStore {
         let (segments, name) = split(path)?;
         check_size(path, content)?;
         let dir = self.walk(path, &segments, true)?.ok_or_else(|| StoreError::unsafe_(path, "parent vanished"))?;
-        let _lock = self.lock(path, &segments)?;
+        let _lock = self.lock(path, &segments, &dir, Some(name))?;
         let temp = self.stage(path, content.as_bytes())?;
         let unlink_temp = || {
             let _ = rustix::fs::unlinkat(&self.staging, &temp, AtFlags::empty());
@@ -302,6 +302,7 @@ impl StateStore {
                 let timeout = crate::lock_wait::LockTimeout {
                     lock: format!("the mutation claim of {path}"),
                     holder,
+                    behind: None,
                     waited_ms: start.elapsed().as_millis() as u64,
                     hint: lock::CLAIM_HINT,
                     during: None,
@@ -342,7 +343,7 @@ impl StateStore {
         check_hash(path, expected_sha256)?;
         check_size(path, content)?;
         let Some(dir) = self.walk(path, &segments, false)? else { return Ok(false) };
-        let _lock = self.lock(path, &segments)?;
+        let _lock = self.lock(path, &segments, &dir, Some(name))?;
         let temp = self.stage(path, content.as_bytes())?;
         let replaced = self.with_claim(path, &dir, name, || {
             let Some(old) = read_record(&dir, name, path, MAX_RECORD_BYTES)? else { return Ok(false) };
@@ -367,7 +368,7 @@ impl StateStore {
         let (segments, name) = split(path)?;
         check_hash(path, expected_sha256)?;
         let Some(dir) = self.walk(path, &segments, false)? else { return Ok(false) };
-        let _lock = self.lock(path, &segments)?;
+        let _lock = self.lock(path, &segments, &dir, Some(name))?;
         Ok(self.with_claim(path, &dir, name, || self.remove_read(path, &dir, name, expected_sha256))?.unwrap_or(false))
     }
 
@@ -431,7 +432,7 @@ impl StateStore {
         }
         let Some(dir) = self.walk(path, &segments, false)? else { return Ok(None) };
         // proclease's writers hold this lock with their claims: the listing never sees them.
-        let _lock = self.lock(path, &segments)?;
+        let _lock = self.lock(path, &segments, &dir, None)?;
         mutation_claim::recover_directory(&dir, &self.processes, recover_orphans).map_err(|e| StoreError::Claim { path: path.into(), reason: e.to_string() })?;
         let stat = rustix::fs::fstat(&dir).map_err(|e| StoreError::io(path, "fstat", e))?;
         let names = fsops::list_names(&dir, MAX_ENTRIES).map_err(|e| match e {
@@ -530,10 +531,20 @@ impl StateStore {
         Ok(Some(current))
     }
 
-    /// Takes the lock of the collection that holds `path`'s file.
-    fn lock(&self, path: &str, parent: &[&str]) -> Result<lock::CollectionLock, StoreError> {
+    /// Takes the lock of the collection that holds `path`'s file (`leaf` in `dir`; `None` for
+    /// the collection itself). A wait that is told, or reaches its bound, also names the live
+    /// holder of `leaf`'s mutation claim when that is another process than the lock's holder:
+    /// the lock's holder is then itself waiting for it (a stopped ghostget), and is not what
+    /// holds everyone up.
+    fn lock(&self, path: &str, parent: &[&str], dir: &OwnedFd, leaf: Option<&str>) -> Result<lock::CollectionLock, StoreError> {
         let name = format!("{}.lock", digest::identity_digest("proclease-collection-lock", &parent.join("/")));
-        match lock::lock(&self.locks, &name).map_err(|e| StoreError::io(path, "lock", e))? {
+        let behind = |lock_holder: Option<i32>| {
+            let leaf = leaf.filter(|_| self.mutation_claims.load(std::sync::atomic::Ordering::Relaxed))?;
+            let kind = mutation_claim::MutationClaim::for_leaf(leaf);
+            let claim_holder = arbitration::live_holder(dir, &kind, &self.processes).filter(|pid| Some(*pid) != lock_holder)?;
+            Some(crate::lock_wait::Behind { holder: crate::lock_wait::process(claim_holder), lock: format!("the mutation claim of {path}") })
+        };
+        match lock::lock(&self.locks, &name, &behind).map_err(|e| StoreError::io(path, "lock", e))? {
             lock::Locked::Held(held) => Ok(held),
             lock::Locked::TimedOut => Err(StoreError::Contended { path: path.into() }),
         }
