@@ -489,10 +489,7 @@ impl SpawnWitness<'_> {
     ///
     /// Errors: the record cannot be written (the child then runs without a recorded cgroup).
     pub fn record_cgroup(&self, record: &str) -> Result<(), WitnessError> {
-        let dir = self.witnesses.boot_dir(&self.boot_id)?;
-        let name = cgroup_name(&self.name);
-        let path = format!("{ROOT}/{}/{name}", self.boot_id);
-        write_new(dir, &name, record.as_bytes()).map_err(|source| WitnessError::Io { path, operation: "write", source })
+        self.write_record(&cgroup_name(&self.name), record)
     }
 
     /// Records that the child's tree runs uncontained (no box and no cgroup), as
@@ -504,10 +501,14 @@ impl SpawnWitness<'_> {
     /// Errors: the record cannot be written (explanations then overstate what a free witness
     /// proves; decisions are the same).
     pub fn record_uncontained(&self) -> Result<(), WitnessError> {
+        self.write_record(&uncontained_name(&self.name), UNCONTAINED_RECORD)
+    }
+
+    /// Writes record `name` beside the witness, whole or not at all ([`write_new`]).
+    fn write_record(&self, name: &str, text: &str) -> Result<(), WitnessError> {
         let dir = self.witnesses.boot_dir(&self.boot_id)?;
-        let name = uncontained_name(&self.name);
         let path = format!("{ROOT}/{}/{name}", self.boot_id);
-        write_new(dir, &name, UNCONTAINED_RECORD.as_bytes()).map_err(|source| WitnessError::Io { path, operation: "write", source })
+        write_new(dir, name, text.as_bytes()).map_err(|source| WitnessError::Io { path, operation: "write", source })
     }
 
     /// The child is running as `pid`: this process closes its copy (the child's keeps the lock),

@@ -99,13 +99,15 @@ export class WitnessObserver {
     if (boot.unreadable) return ['held', false];
     return using(boot.dir, (dir) => {
       try {
-        const identity = `${owner.pid}-${owner.processStartId}`;
-        const listed = namesStartingWith(dir, `${identity}.spawn-`, 100_000);
-        if (listed.names.length === 0 && !listed.over) return ['absent', false];
-        // A spawn witness with an uncontained record beside it (witness.rs, record_uncontained):
-        // explanations say that its processes ran without a box or a cgroup.
-        const records = new Set(namesStartingWith(dir, `${identity}.uncontained-`, 100_000).names);
-        const uncontained = listed.names.some((name) => records.has(name.replace('.spawn-', '.uncontained-')));
+        // One listing of this identity's files: its spawn witnesses, and the uncontained
+        // records beside them (witness.rs, record_uncontained), which make explanations say
+        // that their processes ran without a box or a cgroup.
+        const identity = `${owner.pid}-${owner.processStartId}.`;
+        const listed = namesStartingWith(dir, identity, 100_000);
+        const names = new Set(listed.names);
+        const spawns = listed.names.filter((name) => name.startsWith(`${identity}spawn-`));
+        if (spawns.length === 0 && !listed.over) return ['absent', false];
+        const uncontained = spawns.some((name) => names.has(name.replace('.spawn-', '.uncontained-')));
         return ['held', uncontained];
       } catch {
         return ['held', false];

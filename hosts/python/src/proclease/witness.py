@@ -982,12 +982,7 @@ class SpawnWitness:
         the child starts.
 
         Raises WitnessError: the record cannot be written."""
-        directory = self._witnesses._boot_dir(self.boot_id)
-        name = cgroup_name(self.name)
-        try:
-            _write_new(directory, name, record.encode("utf-8"))
-        except OSError as error:
-            raise _os_error(f"{ROOT}/{self.boot_id}/{name}", "write", error) from None
+        self._write_record(cgroup_name(self.name), record)
 
     def record_uncontained(self) -> None:
         """Records that the child's tree runs uncontained (no box, no cgroup), as
@@ -996,10 +991,15 @@ class SpawnWitness:
         before `started` / `close_parent_copy`, while this process still holds the witness.
 
         Raises WitnessError: the record cannot be written."""
+        self._write_record(uncontained_name(self.name), UNCONTAINED_RECORD)
+
+    def _write_record(self, name: str, text: str) -> None:
+        """Writes record `name` beside the witness, whole or not at all (`_write_new`).
+
+        Raises WitnessError: it cannot be written."""
         directory = self._witnesses._boot_dir(self.boot_id)
-        name = uncontained_name(self.name)
         try:
-            _write_new(directory, name, UNCONTAINED_RECORD.encode("utf-8"))
+            _write_new(directory, name, text.encode("utf-8"))
         except OSError as error:
             raise _os_error(f"{ROOT}/{self.boot_id}/{name}", "write", error) from None
 
