@@ -606,7 +606,7 @@ fn a_wiped_etcd_never_lets_two_exports_overlap() {
     let shared = tempfile::tempdir().expect("shared dir");
     let log = shared.path().join("log");
     let (first, second) = (machine(&etcd.url(PREFIX), "2s"), machine(&etcd.url(PREFIX), "2s"));
-    let ticking = format!("while :; do echo tick >> '{}'; sleep 0.02; done", log.display());
+    let ticking = format!("echo \"$PROCLEASE_FENCING_TOKEN\" > '{}'; while :; do echo tick >> '{}'; sleep 0.02; done", first.root.join("t1").display(), log.display());
     let workdir = first.root.join("export");
     let holder = first
         .command(&["run", "--exclusive", "--workdir", workdir.to_str().expect("utf-8"), "--", "sh", "-c", &ticking])
@@ -620,9 +620,11 @@ fn a_wiped_etcd_never_lets_two_exports_overlap() {
     let report = second.run(&["doctor"]);
     assert!(String::from_utf8_lossy(&report.stdout).contains("cluster state: no epoch of this etcd cluster"), "doctor says the state was lost: {report:?}");
 
-    let script = format!("echo start >> '{0}'; sleep 0.3; echo end >> '{0}'", log.display());
+    let script = format!("echo \"$PROCLEASE_FENCING_TOKEN\" > '{1}'; echo start >> '{0}'; sleep 0.3; echo end >> '{0}'", log.display(), second.root.join("t2").display());
     let out = second.exclusive("after", &["sh", "-c", &script]);
     assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let first_token = read_token(&first.root.join("t1"));
+    assert!(read_token(&second.root.join("t2")) > first_token, "tokens keep growing across the wipe, although etcd's revisions started again");
     let first = holder.wait_with_output().expect("the first supervisor ends");
     let text = std::fs::read_to_string(&log).expect("log");
     let start = text.find("start").expect("the second command ran");
@@ -634,6 +636,102 @@ fn a_wiped_etcd_never_lets_two_exports_overlap() {
     // Its renewal finds the state lost, or no renewal is acknowledged in time while etcd
     // restarts: either stops the command.
     assert!(said.contains("cluster state lost: ") || said.contains("cluster session lost: "), "the first machine says why its command was stopped: {said}");
+}
+
+/// A fencing token a command wrote to `file`.
+fn read_token(file: &std::path::Path) -> i64 {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let text = std::fs::read_to_string(file).unwrap_or_default();
+        if text.ends_with('\n') {
+            return text.trim().parse().unwrap_or_else(|_| panic!("{}: not a token: {text:?}", file.display()));
+        }
+        assert!(Instant::now() < deadline, "{} never got a token", file.display());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The disaster-recovery runbook (#45, cases 1 and 2): `etcdctl snapshot save`, more work, then
+/// `snapshot restore` into a cluster of the same id while a holder the backup does not know runs.
+/// The restored state has no admission, its own epoch key and the cluster id of before; what
+/// gives it away is etcd's raft log, which a restore starts again near 0. The next run finds
+/// that, starts a new epoch and waits out its grace, by which time the holder's session found
+/// its lease gone and stopped its command: the commands never overlap (the first writes a tick
+/// every 20 ms; none may follow the second's `start`). Tokens keep growing although etcd's
+/// revisions went back, and the old holder's token is stale.
+#[test]
+fn a_restored_etcd_never_lets_two_exports_overlap_and_tokens_keep_growing() {
+    if !etcd_server::etcdctl_installed() {
+        return;
+    }
+    let Some(mut etcd) = cluster() else { return };
+    let shared = tempfile::tempdir().expect("shared dir");
+    let (log, backup) = (shared.path().join("log"), shared.path().join("backup.db"));
+    let (first, second) = (machine(&etcd.url(PREFIX), "2s"), machine(&etcd.url(PREFIX), "2s"));
+    let token_into = |machine: &Machine, name: &str| format!("echo \"$PROCLEASE_FENCING_TOKEN\" > '{}'", machine.root.join(name).display());
+    // The prefix in use before the backup: a few runs on both machines.
+    for (index, machine) in [&first, &second, &first].into_iter().enumerate() {
+        let out = machine.exclusive(&format!("before{index}"), &["sh", "-c", &token_into(machine, "t0")]);
+        assert!(out.status.success(), "{out:?}");
+    }
+    etcd.snapshot(&backup);
+    assert!(second.exclusive("between", &["true"]).status.success());
+    let ticking = format!("{}; while :; do echo tick >> '{}'; sleep 0.02; done", token_into(&first, "t1"), log.display());
+    let workdir = first.root.join("export");
+    let holder = first
+        .command(&["run", "--exclusive", "--workdir", workdir.to_str().expect("utf-8"), "--", "sh", "-c", &ticking])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    wait_for_helper(&etcd);
+    let holder_token = read_token(&first.root.join("t1"));
+    etcd.restore(&backup);
+    assert!(admission(&etcd).is_none(), "the backup has no admission: its holder acquired after it");
+    let report = second.run(&["doctor"]);
+    let said = String::from_utf8_lossy(&report.stdout).into_owned();
+    assert!(said.contains("cluster state: the etcd cluster was restored from a backup"), "doctor says the state was restored: {report:?}");
+
+    let script = format!("{}; echo start >> '{1}'; sleep 0.3; echo end >> '{1}'", token_into(&second, "t2"), log.display());
+    let out = second.exclusive("after", &["sh", "-c", &script]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(stderr(&out).contains("was restored from a backup: its raft log is at index"), "it said why it waited: {out:?}");
+    let first_run = holder.wait_with_output().expect("the first supervisor ends");
+    let text = std::fs::read_to_string(&log).expect("log");
+    let start = text.find("start").expect("the second command ran");
+    assert!(!text[start..].contains("tick"), "the first command ran on after the second started: {text}");
+    assert!(text[start..].contains("end"), "{text}");
+    assert!(!first_run.status.success(), "{first_run:?}");
+    assert!(stderr(&first_run).contains("cluster state lost: "), "the first machine says why its command was stopped: {}", stderr(&first_run));
+
+    let tokens = [read_token(&first.root.join("t0")), holder_token, read_token(&second.root.join("t2"))];
+    assert!(tokens.windows(2).all(|pair| pair[0] < pair[1]), "tokens grow across the restore: {tokens:?}");
+    let check = Command::new(PROCLEASE).args(["--store", &etcd.url(PREFIX), "fence", "check", &holder_token.to_string()]).output().expect("runs");
+    assert_eq!(check.status.code(), Some(1), "{check:?}");
+    assert!(String::from_utf8_lossy(&check.stdout).contains("before etcd's state of this prefix was wiped or restored"), "{check:?}");
+}
+
+/// A holder's token stays current when etcd compacts its history past the token's revision
+/// (#45, case 5: auto-compaction, or an etcd shared with Kubernetes): the check reads the
+/// admission, the token's record and the holder's presence as they are now.
+#[test]
+fn a_holders_fencing_token_stays_current_after_etcd_compacts() {
+    if !etcd_server::etcdctl_installed() {
+        return;
+    }
+    let Some(etcd) = cluster() else { return };
+    let holder = machine(&etcd.url(PREFIX), "3s");
+    let script = format!("echo \"$PROCLEASE_FENCING_TOKEN\" > '{}'; sleep 1000", holder.root.join("t").display());
+    let mut running = holder.spawn_exclusive("long", &["sh", "-c", &script]);
+    wait_for_helper(&etcd);
+    let token = read_token(&holder.root.join("t"));
+    let check = || Command::new(PROCLEASE).args(["--store", &etcd.url(PREFIX), "fence", "check", &token.to_string()]).output().expect("runs");
+    assert_eq!(check().status.code(), Some(0), "{:?}", check());
+    let compacted = etcd.compact();
+    assert!(compacted > token & ((1 << 32) - 1), "the compaction passed the token's revision");
+    let after = check();
+    assert_eq!(after.status.code(), Some(0), "still current after the compaction: {after:?}");
+    crash(&mut running);
 }
 
 /// TLS from the command line (#28, input 3): `--etcd-ca`, `--etcd-cert`, `--etcd-key` (or the
@@ -677,6 +775,55 @@ fn the_command_line_speaks_tls_to_etcd_with_flags_or_variables() {
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     assert!(stderr(&out).contains("no CA: give --etcd-ca"), "{out:?}");
     assert!(admission(&etcd).is_none(), "both runs released the admission");
+
+    // No command dies without a word (#45 case 6; it was SIGPIPE, exit 141): neither without the
+    // CA, nor with a CA but no client certificate, which etcd refuses mid-handshake.
+    for trust in [&[][..], &["--etcd-ca", ca][..]] {
+        for args in [&["doctor"][..], &["recover"], &["cluster", "history"], &["fence", "check", "5"], &["invocations", "list"]] {
+            let out = proclease(&[trust, args].concat()).output().expect("runs");
+            assert_eq!(out.status.code(), Some(1), "{trust:?} {args:?}: exits, saying why: {out:?}");
+            assert!(stderr(&out).contains("etcd"), "{trust:?} {args:?}: {out:?}");
+        }
+    }
+}
+
+/// The etcd password never reaches the command (#45 case 7): not in its environment, and not in
+/// its box's init (`/proc/1/environ`), a fork of the supervisor that never execs and so keeps the
+/// environment block the supervisor started with — which `proclease` scrubs first thing.
+#[test]
+fn the_command_never_sees_the_etcd_password() {
+    if !namespaces_available(&["--pid", "--mount", "--fork", "--mount-proc"]) {
+        return;
+    }
+    let Some(etcd) = Etcd::start() else { return };
+    for (call, body) in [
+        ("auth/user/add", r#"{"name":"root","password":"r00t-pw"}"#),
+        ("auth/role/add", r#"{"name":"root"}"#),
+        ("auth/user/grant", r#"{"user":"root","role":"root"}"#),
+        ("auth/user/add", r#"{"name":"fleet","password":"fl33t-pw-secret"}"#),
+        ("auth/role/add", r#"{"name":"fleet"}"#),
+        ("auth/role/grant", r#"{"name":"fleet","perm":{"permType":"READWRITE","key":"/fleet/","range_end":"/fleet0"}}"#),
+        ("auth/user/grant", r#"{"user":"fleet","role":"fleet"}"#),
+        ("auth/enable", "{}"),
+    ] {
+        let answer = etcd_server::gateway(etcd.client_port, call, body, None);
+        assert!(answer.get("error").is_none(), "{call}: {answer}");
+    }
+    let holder = machine(&etcd.url(PREFIX), "2s");
+    let seen = holder.root.join("seen");
+    let script = format!("{{ cat /proc/1/comm; tr '\\0' '\\n' < /proc/1/environ; echo ---; env; }} > '{}'", seen.display());
+    let workdir = holder.root.join("job");
+    let out = holder
+        .command(&["run", "--exclusive", "--workdir", workdir.to_str().expect("utf-8"), "--", "sh", "-c", &script])
+        .env("PROCLEASE_ETCD_USER", "fleet")
+        .env("PROCLEASE_ETCD_PASSWORD", "fl33t-pw-secret")
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(0), "the run authenticated: {out:?}");
+    let seen = std::fs::read_to_string(&seen).expect("what the command saw");
+    assert!(seen.starts_with("proclease-init\n"), "/proc/1 is the box's init, a fork of the supervisor: {seen}");
+    assert!(seen.contains("PROCLEASE_ETCD_USER=fleet"), "the init's environment was read: {seen}");
+    assert!(!seen.contains("fl33t-pw-secret"), "the password reached the command: {seen}");
 }
 
 /// Plugin invocations of three machines race, while a fourth repairs tombstones in a loop:

@@ -17,7 +17,9 @@
 //! While the machines run, a fault is injected again and again: `kill -9` of a supervisor,
 //! `SIGSTOP` of a supervisor (its dead-man timer must kill it before its presence can expire),
 //! `SIGSTOP` of an etcd member and of the leader, `kill -9` and restart of a member and of the
-//! leader, and the whole cluster wiped (every member started again on empty data). Checked per
+//! leader, the whole cluster wiped (every member started again on empty data), and the whole
+//! cluster restored from a backup taken moments before (`etcdctl snapshot save`, then
+//! `snapshot restore` into a cluster of the same id, the runbook's way). Checked per
 //! phase: no `overlap`; every attempt that exited 0 ran its command to its end; no refused
 //! attempt ran anything; every attempt that did not run has a reason — a message the checker
 //! knows (each counted), or the fault that killed its supervisor; a refusal for a holder's
@@ -72,10 +74,11 @@ enum Fault {
     StopMember,
     KillMember,
     WipeCluster,
+    RestoreCluster,
 }
 
 impl Fault {
-    const ALL: [Fault; 6] = [Fault::None, Fault::KillSupervisor, Fault::StopSupervisor, Fault::StopMember, Fault::KillMember, Fault::WipeCluster];
+    const ALL: [Fault; 7] = [Fault::None, Fault::KillSupervisor, Fault::StopSupervisor, Fault::StopMember, Fault::KillMember, Fault::WipeCluster, Fault::RestoreCluster];
 
     /// Its short name, for `PROCLEASE_HISTORY_FAULTS`.
     fn key(self) -> &'static str {
@@ -86,6 +89,7 @@ impl Fault {
             Fault::StopMember => "stop-member",
             Fault::KillMember => "kill-member",
             Fault::WipeCluster => "wipe",
+            Fault::RestoreCluster => "restore",
         }
     }
 
@@ -97,6 +101,7 @@ impl Fault {
             Fault::StopMember => "SIGSTOP of an etcd member (the leader every other time)",
             Fault::KillMember => "kill -9 and restart of an etcd member (the leader every other time)",
             Fault::WipeCluster => "etcd wiped (every member restarted on empty data)",
+            Fault::RestoreCluster => "etcd restored from a backup taken moments before (etcdctl snapshot save / restore, the same cluster id)",
         }
     }
 }
@@ -316,6 +321,17 @@ fn inject(cluster: &mut EtcdCluster, shared: &Shared, log: &Path, fault: Fault, 
                 // The new epoch's grace (one TTL) and a takeover come before the next runs.
                 pause_unless(&|| done(injected), 3 * TTL_MS);
             }
+            Fault::RestoreCluster => {
+                // The backup is taken while the machines run, and restored a moment later, when
+                // the admission is likely held by a run the backup does not know.
+                let backup = log.with_file_name(format!("backup-{round}.db"));
+                cluster.snapshot(&backup);
+                pause_unless(&|| done(injected), TTL_MS / 2 + (round as u64 * 211) % TTL_MS);
+                cluster.restore(&backup);
+                let _ = std::fs::remove_file(&backup);
+                injected += 1;
+                pause_unless(&|| done(injected), 3 * TTL_MS);
+            }
         }
     }
     injected
@@ -462,7 +478,9 @@ fn exclusive_runs_never_overlap_under_any_fault() {
     let (target, faults) = (setting("PROCLEASE_HISTORY_RUNS", 12), setting("PROCLEASE_HISTORY_FAULTS_PER_PHASE", 3));
     let only = std::env::var("PROCLEASE_HISTORY_FAULTS").unwrap_or_default();
     let mut failed = Vec::new();
-    for fault in Fault::ALL.into_iter().filter(|f| only.is_empty() || only.split(',').any(|k| k == f.key())) {
+    let wanted = |f: &Fault| only.is_empty() || only.split(',').any(|k| k == f.key());
+    // The restore phase backs up and restores with etcdctl (Debian's etcd-client).
+    for fault in Fault::ALL.into_iter().filter(wanted).filter(|f| *f != Fault::RestoreCluster || etcd_server::etcdctl_installed()) {
         let report = phase(&mut cluster, &bench, fault, true, target, faults, Pause::Mixed);
         println!("{report}");
         if !report.problems.is_empty() || report.overlaps > 0 {

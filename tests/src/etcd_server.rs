@@ -88,6 +88,17 @@ impl TlsFiles {
     }
 }
 
+/// Whether `etcdctl` (Debian's etcd-client) is installed, for the tests that back up, restore
+/// or compact etcd; when not, says so and fails if etcd is required (`PROCLEASE_REQUIRE_ETCD=1`).
+pub fn etcdctl_installed() -> bool {
+    let installed = Command::new("etcdctl").arg("version").env("ETCDCTL_API", "3").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success());
+    if !installed {
+        assert!(std::env::var_os("PROCLEASE_REQUIRE_ETCD").is_none_or(|v| v != "1"), "PROCLEASE_REQUIRE_ETCD=1 but no etcdctl: install Debian's etcd-client");
+        eprintln!("SKIPPED: no etcdctl (install Debian's etcd-client) to back up, restore or compact etcd");
+    }
+    installed
+}
+
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port")
 }
@@ -141,6 +152,46 @@ impl Etcd {
         self.kill();
         std::fs::remove_dir_all(self.dir.path().join("data")).expect("remove etcd's data");
         self.restart();
+    }
+
+    /// Saves a snapshot of its data to `file` (`etcdctl snapshot save`, the backup of etcd's
+    /// disaster-recovery runbook). Needs [`etcdctl_installed`].
+    pub fn snapshot(&self, file: &std::path::Path) {
+        let endpoint = format!("127.0.0.1:{}", self.client_port);
+        let out = Command::new("etcdctl").env("ETCDCTL_API", "3").args(["--endpoints", &endpoint, "snapshot", "save"]).arg(file).output().expect("etcdctl runs");
+        assert!(out.status.success(), "etcdctl snapshot save: {}", String::from_utf8_lossy(&out.stderr));
+    }
+
+    /// Kills it and restores `file` ([`Etcd::snapshot`]) into its data directory with the same
+    /// name, peer address and cluster token (`etcdctl snapshot restore`): the same cluster id
+    /// and member id, the revisions of the backup, a new raft log. Then starts it again.
+    pub fn restore(&mut self, file: &std::path::Path) {
+        self.kill();
+        let data = self.dir.path().join("data");
+        std::fs::remove_dir_all(&data).expect("remove etcd's data");
+        let peer = format!("http://127.0.0.1:{}", self.peer_port);
+        let out = Command::new("etcdctl")
+            .env("ETCDCTL_API", "3")
+            .args(["snapshot", "restore"])
+            .arg(file)
+            .args(["--name", "proclease-test", "--data-dir"])
+            .arg(&data)
+            .args(["--initial-cluster", &format!("proclease-test={peer}"), "--initial-advertise-peer-urls", &peer])
+            .output()
+            .expect("etcdctl runs");
+        assert!(out.status.success(), "etcdctl snapshot restore: {}", String::from_utf8_lossy(&out.stderr));
+        self.restart();
+    }
+
+    /// Compacts its history up to its current revision with `etcdctl compact --physical` (what
+    /// auto-compaction, or a Kubernetes API server sharing the etcd, does every few minutes);
+    /// returns that revision. Needs [`etcdctl_installed`].
+    pub fn compact(&self) -> i64 {
+        let revision = self.store("compaction").revision().expect("etcd answers");
+        let endpoint = format!("127.0.0.1:{}", self.client_port);
+        let out = Command::new("etcdctl").env("ETCDCTL_API", "3").args(["--endpoints", &endpoint, "compact", &revision.to_string(), "--physical"]).output().expect("etcdctl runs");
+        assert!(out.status.success(), "etcdctl compact: {}", String::from_utf8_lossy(&out.stderr));
+        revision
     }
 
     /// Starts (again) the etcd of this data directory and ports.
@@ -316,6 +367,48 @@ impl EtcdCluster {
             if data.exists() {
                 std::fs::remove_dir_all(&data).expect("remove a member's data");
             }
+        }
+        self.launch_all();
+    }
+
+    /// Saves a snapshot of the cluster's data to `file` (`etcdctl snapshot save` from member
+    /// 0, or the first member that answers). Needs [`etcdctl_installed`].
+    pub fn snapshot(&self, file: &std::path::Path) {
+        let mut last = String::new();
+        for port in &self.client_ports {
+            let out =
+                Command::new("etcdctl").env("ETCDCTL_API", "3").args(["--endpoints", &format!("127.0.0.1:{port}"), "snapshot", "save"]).arg(file).output().expect("etcdctl runs");
+            if out.status.success() {
+                return;
+            }
+            last = String::from_utf8_lossy(&out.stderr).into_owned();
+        }
+        panic!("etcdctl snapshot save: no member saved one: {last}");
+    }
+
+    /// Kills every member and restores `file` into each one's data directory with its name,
+    /// peer address, the cluster's members and token (`etcdctl snapshot restore`, the runbook's
+    /// way): the same cluster id and member ids, the revisions of the backup, a new raft log.
+    /// Then starts them again.
+    pub fn restore(&mut self, file: &std::path::Path) {
+        let initial: Vec<String> = self.ports.iter().enumerate().map(|(i, (_, peer))| format!("m{i}=http://127.0.0.1:{peer}")).collect();
+        for index in 0..self.members.len() {
+            self.kill(index);
+            let data = self.dir.path().join(format!("m{index}"));
+            if data.exists() {
+                std::fs::remove_dir_all(&data).expect("remove a member's data");
+            }
+            let peer = format!("http://127.0.0.1:{}", self.ports[index].1);
+            let out = Command::new("etcdctl")
+                .env("ETCDCTL_API", "3")
+                .args(["snapshot", "restore"])
+                .arg(file)
+                .args(["--name", &format!("m{index}"), "--data-dir"])
+                .arg(&data)
+                .args(["--initial-cluster", &initial.join(","), "--initial-cluster-token", "proclease-test", "--initial-advertise-peer-urls", &peer])
+                .output()
+                .expect("etcdctl runs");
+            assert!(out.status.success(), "etcdctl snapshot restore: {}", String::from_utf8_lossy(&out.stderr));
         }
         self.launch_all();
     }

@@ -348,6 +348,10 @@ impl Host {
                      the next process that takes a lease first waits one TTL"
                         .into(),
                 ),
+                Ok(EpochState::Restored(why)) => Some(format!(
+                    "cluster state: the etcd cluster {why}: the next process that takes a lease first starts a new epoch and waits one TTL, \
+                     and every owner from before finds its session lost"
+                )),
                 Err(e) => Some(format!("cluster state: unknown ({e})")),
             }
         }

@@ -66,14 +66,14 @@ mod enabled {
                         .collect();
                     super::super::print_json(&json!({"schemaVersion": super::super::JSON_SCHEMA_VERSION, "store": store.address(), "boots": rows}));
                 } else {
-                    println!("cluster: {}", store.address());
-                    println!("{:<64}  {:>10}  {:>5}", "BOOT ID", "REGISTERED", "LIVE");
+                    outln!("cluster: {}", store.address());
+                    outln!("{:<64}  {:>10}  {:>5}", "BOOT ID", "REGISTERED", "LIVE");
                     for boot in &boots {
                         let mark = if boot.boot_id == this_boot { "  (this machine)" } else { "" };
-                        println!("{:<64}  {:>10}  {:>5}{mark}", boot.boot_id, boot.registered, boot.live);
+                        outln!("{:<64}  {:>10}  {:>5}{mark}", boot.boot_id, boot.registered, boot.live);
                     }
                     if boots.is_empty() {
-                        println!("(no presence history)");
+                        outln!("(no presence history)");
                     }
                 }
                 Ok(ExitCode::SUCCESS)
@@ -83,7 +83,7 @@ mod enabled {
                 if json {
                     super::super::print_json(&json!({"schemaVersion": super::super::JSON_SCHEMA_VERSION, "store": store.address(), "bootId": boot_id, "deleted": deleted}));
                 } else {
-                    println!("deleted {deleted} presence-history key(s) of boot {boot_id} from {}", store.address());
+                    outln!("deleted {deleted} presence-history key(s) of boot {boot_id} from {}", store.address());
                 }
                 Ok(ExitCode::SUCCESS)
             }

@@ -25,14 +25,14 @@ pub fn describe_component(as_json: bool) -> Result<ExitCode, Failure> {
         }));
         return Ok(ExitCode::SUCCESS);
     }
-    println!("sha256  {}", proclease::component::SHA256);
-    println!("bytes   {}", proclease::component::BYTES.len());
-    println!("wit     {}", proclease::component::WIT_PACKAGE);
+    outln!("sha256  {}", proclease::component::SHA256);
+    outln!("bytes   {}", proclease::component::BYTES.len());
+    outln!("wit     {}", proclease::component::WIT_PACKAGE);
     for name in imports {
-        println!("import  {name}");
+        outln!("import  {name}");
     }
     for name in exports {
-        println!("export  {name}");
+        outln!("export  {name}");
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -83,7 +83,7 @@ pub fn man_pages(command: clap::Command, dir: Option<&Path>) -> Result<ExitCode,
         Some(dir) => {
             std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
             clap_mangen::generate_to(command, dir).map_err(|e| io(dir, e))?;
-            println!("wrote the manual pages to {}", dir.display());
+            outln!("wrote the manual pages to {}", dir.display());
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -24,7 +24,7 @@ pub fn run(global: &Global, args: &DoctorArgs) -> Result<ExitCode, Failure> {
     if args.json {
         super::print_serialized(&report);
     } else {
-        print!("{}", report.text());
+        out!("{}", report.text());
     }
     Ok(ExitCode::SUCCESS)
 }

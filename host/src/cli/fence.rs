@@ -66,8 +66,8 @@ pub fn run(global: &Global, command: FenceCommand) -> Result<ExitCode, Failure> 
         super::print_json(&doc);
     } else {
         match &fence {
-            Fence::Current { holder_pid } => println!("fencing token {token} is current: its holder (pid {holder_pid}) holds the export admission"),
-            Fence::Stale(why) => println!("fencing token {token} is stale: {why}"),
+            Fence::Current { holder_pid } => outln!("fencing token {token} is current: its holder (pid {holder_pid}) holds the export admission"),
+            Fence::Stale(why) => outln!("fencing token {token} is stale: {why}"),
         }
     }
     Ok(match fence {

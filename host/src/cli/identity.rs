@@ -46,14 +46,14 @@ pub fn run(args: &IdentityArgs) -> Result<ExitCode, Failure> {
             "status": status.name(),
         }));
     } else {
-        println!("pid               {pid}");
+        outln!("pid               {pid}");
         if let Some(owner) = &owner {
-            println!("boot id           {}", owner.boot_id);
-            println!("process start id  {}", owner.process_start_id);
+            outln!("boot id           {}", owner.boot_id);
+            outln!("process start id  {}", owner.process_start_id);
         }
         match meaning {
-            Some(meaning) => println!("owner status      {} ({meaning})", status.name()),
-            None => println!("owner status      {}", status.name()),
+            Some(meaning) => outln!("owner status      {} ({meaning})", status.name()),
+            None => outln!("owner status      {}", status.name()),
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -75,7 +75,7 @@ fn list(host: &Host, as_json: bool) -> Result<ExitCode, Failure> {
     if as_json {
         super::print_serialized(&list);
     } else {
-        print!("{}", list.text());
+        out!("{}", list.text());
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -86,7 +86,7 @@ fn repair(host: &Host, recover: bool, as_json: bool) -> Result<ExitCode, Failure
     if as_json {
         super::print_serialized(&repair);
     } else {
-        print!("{}", repair.text());
+        out!("{}", repair.text());
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -1,6 +1,18 @@
 //! The command line: argument parsing, the shared context (state home, workspace, process
 //! identity), exit codes, and one module per subcommand.
 
+/// Prints to standard output as `print!` does, but a reader that went away (`doctor | head -1`)
+/// ends the program quietly with status 141, as SIGPIPE ends a Unix tool, instead of a panic
+/// ([`output::write`]).
+macro_rules! out {
+    ($($arg:tt)*) => { $crate::cli::output::write(format_args!($($arg)*), false) };
+}
+
+/// [`out!`] with a newline, as `println!`.
+macro_rules! outln {
+    ($($arg:tt)*) => { $crate::cli::output::write(format_args!($($arg)*), true) };
+}
+
 mod cluster;
 mod component;
 mod doctor;
@@ -8,6 +20,7 @@ mod fence;
 mod identity;
 mod invocations;
 mod logging;
+mod output;
 mod recover;
 mod run;
 mod validate;
@@ -35,7 +48,7 @@ const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (component sha256 ", 
 
 /// Prints a `--json` document the one way every command does (pretty, one trailing newline).
 pub fn print_json(document: &serde_json::Value) {
-    println!("{}", serde_json::to_string_pretty(document).unwrap_or_default());
+    outln!("{}", serde_json::to_string_pretty(document).unwrap_or_default());
 }
 
 /// Prints a report as its `--json` document (through a `Value`, so that every document's keys
@@ -291,21 +304,21 @@ impl From<String> for Failure {
 
 /// Parses the arguments and runs the subcommand.
 pub fn main() -> ExitCode {
+    // SAFETY: first thing, before any thread of this program starts. The password must not
+    // stay readable in this process's environment block, which a box's init inherits.
+    unsafe {
+        proclease::cluster::take_password_from_environment();
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(error) => return usage_error(&error),
     };
     logging::init(cli.global.verbose, cli.global.quiet);
-    // A command that only reports ends quietly when its reader goes away (`doctor | head -1`),
-    // as Unix tools do: by SIGPIPE, which the Rust runtime ignores (printing would panic). A
-    // supervisor (`run`, `invocations run`) keeps ignoring it: it must not die while it holds
-    // leases because its output was closed. Every step of `recover` is crash-safe.
-    if !matches!(cli.command, Command::Run(_) | Command::Invocations(invocations::InvocationsCommand::Run(_))) {
-        // SAFETY: signal(2) with SIG_DFL, before any thread of this program starts.
-        unsafe {
-            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-        }
-    }
+    // SIGPIPE stays ignored, as the Rust runtime leaves it, for every command: a socket to etcd
+    // that the server closed (a TLS handshake it refused) must be an error with a message, not
+    // a silent death (exit 141). A reader of the output that went away ends a report quietly
+    // all the same ([`output::write`]); a supervisor (`run`, `invocations run`) prints nothing
+    // to standard output while it holds leases.
     let result: Result<ExitCode, Failure> = match cli.command {
         Command::Validate { files, json } => validate::run(&files, json).map_err(|e| Failure::new(e.to_string())),
         Command::Component { interfaces: true, json, .. } => component::describe_component(json),

@@ -49,7 +49,7 @@ pub fn run(global: &Global, args: &RecoverArgs) -> Result<ExitCode, Failure> {
     if args.json {
         super::print_serialized(&report);
     } else {
-        print!("{}", report.text());
+        out!("{}", report.text());
     }
     if let Some(timeout) = &recovery.lock_timeout {
         // A wait that reached its bound, not something wrong with an entry: retry once the

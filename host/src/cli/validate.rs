@@ -43,7 +43,7 @@ pub fn run(files: &[PathBuf], as_json: bool) -> Result<ExitCode, Error> {
         if as_json {
             documents.push(verdict_json(path, &outcome));
         } else {
-            println!("{}", verdict_line(path, &outcome));
+            outln!("{}", verdict_line(path, &outcome));
         }
     }
     if as_json {

@@ -20,22 +20,22 @@ pub(super) type DeadMan = crate::cluster::presence::DeadManHold;
 #[cfg(not(feature = "cluster"))]
 pub(super) enum DeadMan {}
 
-/// The fencing token of the export admission `host` just acquired (`admission`): the etcd
-/// revision of the write that made it this process's, read back while it holds the
-/// content this handle wrote (`None` in file mode).
+/// The fencing token of the export admission `host` just acquired (`admission`), recorded
+/// beside it while it holds the content this handle wrote ([`crate::cluster::fencing::issue`];
+/// `None` in file mode).
 ///
 /// Errors: etcd unreachable, or the claim is no longer this handle's ([`Error::System`]):
 /// the run must not start.
 #[cfg(feature = "cluster")]
 pub(super) fn fencing_token(host: &Host, admission: Option<&mut crate::Admission>) -> Option<Result<i64, Error>> {
     let (cluster, admission) = (host.cluster()?, admission?);
-    let path = proclease_core::admission::CLAIM_PATH;
     let token = admission
         .content_sha256()
-        .and_then(|sha| cluster.store().revision_if_unchanged(path, &sha).map_err(Error::from))
-        .and_then(|revision| revision.ok_or_else(|| Error::system("the export admission changed right after it was acquired: no fencing token; retry")));
+        .and_then(|sha| Ok((sha, admission.claim()?.id)))
+        .and_then(|(sha, id)| crate::cluster::fencing::issue(cluster.store(), &sha, &id).map_err(Error::from))
+        .and_then(|token| token.ok_or_else(|| Error::system("the export admission changed right after it was acquired: no fencing token; retry")));
     Some(token.map_err(|e| {
-        let message = format!("cannot read the fencing token of the export admission: {e}");
+        let message = format!("cannot hand out the fencing token of the export admission: {e}");
         Error::System(e.failure().map_or_else(|| crate::Failure::unavailable(message.clone()), |cause| crate::Failure { message: message.clone(), ..cause }))
     }))
 }

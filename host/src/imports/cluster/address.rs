@@ -13,6 +13,49 @@ pub const PASSWORD_FILE_VARIABLE: &str = "PROCLEASE_ETCD_PASSWORD_FILE";
 /// The environment variable holding that user's password, when no file is given.
 pub const PASSWORD_VARIABLE: &str = "PROCLEASE_ETCD_PASSWORD";
 
+/// The password [`take_password_from_environment`] took out of this process's environment.
+static TAKEN_PASSWORD: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Takes [`PASSWORD_VARIABLE`] out of this process's environment, keeping its value for the
+/// etcd credentials ([`password_from_environment`]): the variable is removed, and its bytes in
+/// the environment block the kernel shows as `/proc/PID/environ` are overwritten with zeros.
+/// A process that never execs — the init of a command's box, forked from its supervisor — keeps
+/// a copy of that block, which the command could read as `/proc/1/environ` (#45 case 7). The
+/// `proclease` command calls it first thing; a library that runs commands should too (or pass
+/// the password in a file, [`PASSWORD_FILE_VARIABLE`]).
+///
+/// # Safety
+/// As [`std::env::remove_var`]: no other thread may read or write the environment meanwhile
+/// (call it before starting threads).
+pub unsafe fn take_password_from_environment() {
+    let Some(value) = std::env::var_os(PASSWORD_VARIABLE) else { return };
+    let _ = TAKEN_PASSWORD.set(value.to_string_lossy().into_owned());
+    let prefix = format!("{PASSWORD_VARIABLE}=");
+    // SAFETY: `environ` is the C library's NUL-terminated array of NUL-terminated strings; the
+    // caller guarantees no thread changes it meanwhile. Each matching entry's value is
+    // overwritten in place, within its own length.
+    unsafe {
+        let mut entry = libc::environ;
+        while !entry.is_null() && !(*entry).is_null() {
+            let text = std::ffi::CStr::from_ptr(*entry);
+            if text.to_bytes().starts_with(prefix.as_bytes()) {
+                let length = text.to_bytes().len();
+                for offset in prefix.len()..length {
+                    std::ptr::write_volatile((*entry).add(offset), 0);
+                }
+            }
+            entry = entry.add(1);
+        }
+        std::env::remove_var(PASSWORD_VARIABLE);
+    }
+}
+
+/// The password for etcd from the environment: [`PASSWORD_VARIABLE`], or what
+/// [`take_password_from_environment`] took out of it. Empty counts as unset.
+pub fn password_from_environment() -> Option<String> {
+    std::env::var(PASSWORD_VARIABLE).ok().filter(|v| !v.is_empty()).or_else(|| TAKEN_PASSWORD.get().cloned())
+}
+
 /// The environment variable that selects the store when none is given
 /// ([`HostBuilder::store`](crate::HostBuilder::store)): `etcd://HOST:PORT/PREFIX`, or `file`.
 pub const STORE_VARIABLE: &str = "PROCLEASE_STORE";

@@ -24,12 +24,16 @@ pub const DEFAULT_TTL: Duration = Duration::from_secs(10);
 
 mod address;
 #[cfg(feature = "cluster")]
+pub mod epoch;
+#[cfg(feature = "cluster")]
+pub mod fencing;
+#[cfg(feature = "cluster")]
 pub mod presence;
 pub mod self_fencing;
 
 pub use address::{
     CA_VARIABLE, CERT_VARIABLE, ClusterError, EtcdAddress, EtcdTlsFiles, KEY_VARIABLE, PASSWORD_FILE_VARIABLE, PASSWORD_VARIABLE, STORE_VARIABLE, StoreAddress, USER_VARIABLE,
-    without_credentials,
+    password_from_environment, take_password_from_environment, without_credentials,
 };
 
 /// The environment variable an exclusive run's command gets beside its fencing token: the store
@@ -102,50 +106,12 @@ mod enabled {
     }
 
     /// Whether fencing token `token` (what an exclusive run's command gets as
-    /// `PROCLEASE_FENCING_TOKEN`: the etcd revision of the write that made the export admission
-    /// its holder's) is still its holder's: the admission in `store` now is the claim it was at
-    /// revision `token` — the same claim `id`, which its holder's later phase changes keep and a
-    /// release, or another holder's acquire (a takeover included), does not (§6A.5 step c: a
-    /// fresh `id` per acquire). Work asks it right before it writes where a stale holder must
-    /// not (`proclease fence check`; `docs/cluster.md`, "Fencing tokens"). The records are read
-    /// by the component (`runtime`).
+    /// `PROCLEASE_FENCING_TOKEN`) is still its holder's: [`super::fencing::check`].
     ///
-    /// Errors: etcd unreachable; a token etcd no longer has (compacted) or does not have yet; a
-    /// record the reference's readers refuse. Treat any error as "not current".
+    /// Errors: etcd unreachable; a record the reference's readers refuse. Treat any error as
+    /// "not current".
     pub fn check_fence(runtime: &crate::Runtime, store: &EtcdStore, token: i64) -> Result<super::Fence, crate::Error> {
-        use super::Fence;
-        use crate::records::InputMode;
-        let path = proclease_core::admission::CLAIM_PATH;
-        let bound = proclease_core::admission::MAX_CLAIM_BYTES;
-        // A token is the revision of a write of the admission itself: the claim read at it was
-        // written at it (anything else — another prefix's revision, a made-up number — is no
-        // token of this admission).
-        let then = match store.read_at(path, token, bound)? {
-            Some((text, written)) if written == token => Some(text),
-            _ => return Ok(Fence::Stale(format!("revision {token} is not a write of this export admission: no token of it"))),
-        };
-        let now = store.read_if_present(path, bound)?;
-        let mut instance = runtime.instantiate()?;
-        let mut parse = |text: Option<String>| -> Result<Option<_>, crate::Error> {
-            text.map(|text| instance.records().parse_export_admission(&text, InputMode::File).map(|parsed| parsed.record)).transpose()
-        };
-        let (then, now) = (parse(then)?, parse(now)?);
-        Ok(match (then, now) {
-            (None, _) => Fence::Stale(format!("no export admission was held at revision {token}")),
-            (Some(_), None) => Fence::Stale("the export admission was released".into()),
-            (Some(then), Some(now)) if then.id == now.id => {
-                // Its holder must also still be present: once its presence expired it has
-                // stopped (or been stopped), and another machine may take over at any moment.
-                match crate::cluster::presence::lookup(store, &now.owner) {
-                    crate::cluster::presence::RemotePresence::Registered => Fence::Current { holder_pid: now.owner.pid },
-                    crate::cluster::presence::RemotePresence::Unreachable => {
-                        return Err(crate::Error::System(crate::Failure::new(crate::FailureKind::Unreachable, "etcd did not answer whether the holder's presence is registered")));
-                    }
-                    _ => Fence::Stale(format!("its holder's cluster presence expired (pid {} on its machine)", now.owner.pid)),
-                }
-            }
-            (Some(_), Some(now)) => Fence::Stale(format!("another holder acquired the export admission since (pid {} on its machine)", now.owner.pid)),
-        })
+        super::fencing::check(runtime, store, token)
     }
 
     /// This process's membership of a cluster: the etcd store and, once it wrote there, its

@@ -21,17 +21,13 @@
 //! **Lost cluster state.** etcd's data can be wiped (a member started again on an empty data
 //! directory) or restored from an older backup while owners act. Two rules keep that from
 //! letting two owners act at once:
-//! - A session remembers the cluster id and the highest revision etcd answered with; a renewal
-//!   answered by another cluster, with a lower revision, or saying the lease does not exist
-//!   makes the session lost at once ([`PresenceSession::lost`]), and its supervisor kills its
-//!   command without a grace.
-//! - The prefix's *epoch* key `P/epoch` holds the id of the cluster that wrote it. A process
-//!   that finds it absent or written by another cluster (the state is new, wiped or restored
-//!   into a new cluster) writes it, with a *grace* key `P/grace` under an etcd lease of its
-//!   TTL, and no process registers a presence — so none takes a lease — while the grace key
-//!   exists ([`await_epoch`]): by then every owner of before has found its session lost, or was
-//!   killed by its dead-man timer, which only an acknowledged renewal of this cluster pushes
-//!   back. This assumes every machine of a prefix uses the same `--cluster-ttl`.
+//! - A session remembers the cluster id, the highest revision etcd answered with and the epoch
+//!   it registered in; a renewal answered by another cluster, with a lower revision, or saying
+//!   the lease does not exist, or an epoch changed since, makes the session lost at once
+//!   ([`PresenceSession::lost`]), and its supervisor kills its command without a grace.
+//! - No process registers before the prefix's epoch is settled ([`super::epoch`]): a new,
+//!   wiped or restored state starts a new epoch with a grace of one TTL, during which no
+//!   presence registers — so none takes a lease — while every owner of before finds out.
 //!
 //! A [`ProcessIdentity`](crate::process_identity::ProcessIdentity) given an [`EtcdPresence`] reports the lookup as
 //! the `remote` fact of every probe of a process recorded on another boot id, and the component
@@ -44,6 +40,7 @@ use std::time::Duration;
 use etcd_client::{Compare, CompareOp, PutOptions, Txn, TxnOp};
 use proclease_core::records::Owner;
 
+pub use super::epoch::{Epoch, EpochState, await_epoch, epoch_key, epoch_state, grace_key};
 use super::self_fencing::{self, Standing};
 use crate::process_identity::dead_man::{DeadMan, boottime};
 use crate::state_store::StoreError;
@@ -270,6 +267,9 @@ struct Shared {
     /// The highest revision each etcd member (by member id) answered with: a follower may lag
     /// behind the leader, but no member's revision goes back unless its data did.
     highest_revisions: Mutex<std::collections::HashMap<u64, i64>>,
+    /// The epoch the session registered in: once the epoch key is rewritten (a new epoch began:
+    /// etcd's state was wiped or restored) the session is lost.
+    epoch: Epoch,
     stop: AtomicBool,
     /// The dead-man timer while a [`DeadManHold`] holds it, with the number of holds.
     dead_man: Mutex<Option<(DeadMan, usize)>>,
@@ -360,13 +360,13 @@ impl PresenceSession {
         let key = presence_key(&store, owner);
         let ttl_seconds = i64::try_from(ttl.as_secs().max(2)).unwrap_or(i64::MAX);
         let ttl = Duration::from_secs(ttl_seconds as u64);
-        // The epoch is checked in the registration's own transaction, against the cluster id
-        // the grant answered with: in the common case (a settled epoch) no extra round trip.
-        // An epoch that is absent, another cluster's, or in its grace is waited out
-        // ([`await_epoch`]) and the registration made again.
+        // The epoch is settled first (a new, wiped or restored state waits out a grace), then
+        // compared in the registration's own transaction: an epoch started in between makes
+        // the registration fail, and it is made again in the new epoch.
         let mut attempts = 0;
-        let (sent, lease, cluster_id, member, revision) = loop {
+        let (sent, lease, cluster_id, member, revision, epoch) = loop {
             attempts += 1;
+            let epoch = await_epoch(&store, ttl)?;
             let sent = boottime();
             let granted = store.run(&key, "registering presence", || {
                 let mut leases = store.client().lease_client();
@@ -374,7 +374,7 @@ impl PresenceSession {
             })?;
             let lease = granted.id();
             let (cluster_id, member, revision) = granted.header().map_or((0, 0, 0), |h| (h.cluster_id(), h.member_id(), h.revision()));
-            let registered = match register_under(&store, owner, lease, None, Some(&cluster_id.to_string())) {
+            let registered = match register_under(&store, owner, lease, None, Some(&epoch)) {
                 // The lease expired before the registration reached a member that could apply it
                 // (a member stopped or an election held it longer than the TTL): etcd refused the
                 // whole transaction, so nothing was written; register again under a new lease.
@@ -385,7 +385,7 @@ impl PresenceSession {
                 other => other?,
             };
             match registered {
-                Registration::Registered => break (sent, lease, cluster_id, member, revision),
+                Registration::Registered => break (sent, lease, cluster_id, member, revision, epoch),
                 refused => {
                     let mut leases = store.client().lease_client();
                     let _ = store.block_on(TIMEOUT, async move { leases.revoke(lease).await });
@@ -395,7 +395,6 @@ impl PresenceSession {
                     if attempts >= 3 {
                         return Err(StoreError::unsafe_(&key, "the cluster's epoch changed three times while this process registered: etcd's state keeps being replaced"));
                     }
-                    await_epoch(&store, ttl)?;
                 }
             }
         };
@@ -405,6 +404,7 @@ impl PresenceSession {
             lost: Mutex::new(None),
             cluster_id,
             highest_revisions: Mutex::new(std::collections::HashMap::from([(member, revision)])),
+            epoch: epoch.clone(),
             stop: AtomicBool::new(false),
             dead_man: Mutex::new(None),
             dead_man_generation: AtomicU64::new(0),
@@ -545,6 +545,20 @@ fn warn_before_the_dead_man(shared: &Shared, ttl: Duration, generation: u64) {
     }
 }
 
+/// Whether the prefix's epoch is no longer `epoch` (read once, within `bound`): why, in words.
+/// A new epoch begins only when etcd's state was found new, wiped or restored; its grace gives
+/// every owner of the epoch before one TTL to find that out here. `None` also when etcd did not
+/// answer (the next renewal reads again).
+fn epoch_changed(store: &EtcdStore, epoch: &Epoch, bound: Duration) -> Option<String> {
+    let key = epoch_key(store);
+    let mut kv = store.client().kv_client();
+    let response = store.block_on(bound, async move { kv.get(key, Some(etcd_client::GetOptions::new().with_keys_only())).await })?.ok()?;
+    match response.kvs().first().map(etcd_client::KeyValue::mod_revision) {
+        Some(revision) if revision == epoch.revision => None,
+        _ => Some("a new epoch of the prefix's state began since this process registered: etcd's data was wiped or restored from a backup".into()),
+    }
+}
+
 /// The renewal loop: a keep-alive every third of the TTL; after a failure, the stream is
 /// reconnected and the renewal made again after a short pause (100 ms, doubling up to the
 /// interval), so that a member's death or an election costs a retry, not a third of the TTL.
@@ -593,6 +607,10 @@ fn renew(store: &EtcdStore, lease: i64, ttl: Duration, shared: &Shared) {
                     }
                     shared.push_dead_man(sent, ttl);
                     next = interval;
+                    if let Some(reason) = epoch_changed(store, &shared.epoch, interval) {
+                        shared.lose(lease, reason);
+                        return;
+                    }
                 }
                 _ => {
                     tracing::debug!(lease, "a presence renewal failed; reconnecting");
@@ -615,159 +633,26 @@ fn renew(store: &EtcdStore, lease: i64, ttl: Duration, shared: &Shared) {
     }
 }
 
-/// The key holding the id of the etcd cluster that last started an epoch of the prefix.
-pub fn epoch_key(store: &EtcdStore) -> String {
-    format!("{}/epoch", store.prefix())
-}
-
-/// The key that exists, under an etcd lease of one TTL, while an epoch's grace runs.
-pub fn grace_key(store: &EtcdStore) -> String {
-    format!("{}/grace", store.prefix())
-}
-
-/// The state of the prefix's epoch, as [`epoch_state`] reads it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum EpochState {
-    /// The epoch was written by this cluster and no grace runs: presences may register.
-    Settled,
-    /// A grace runs for about this long more (whole seconds, as etcd counts them).
-    Grace(Duration),
-    /// No epoch of this cluster: the state is new, wiped or restored into another cluster; the
-    /// next process that registers starts a grace.
-    Unknown,
-}
-
-/// The epoch of the prefix and the cluster id etcd answered with: `(epoch, grace, cluster id)`.
-fn read_epoch(store: &EtcdStore) -> Result<(Option<etcd_client::KeyValue>, Option<etcd_client::KeyValue>, u64), StoreError> {
-    let (epoch, grace) = (epoch_key(store), grace_key(store));
-    let txn = Txn::new().and_then([TxnOp::get(epoch.clone(), None), TxnOp::get(grace, None)]);
-    let response = store.run(&epoch, "reading the cluster epoch", || {
-        let (mut kv, txn) = (store.client().kv_client(), txn.clone());
-        async move { kv.txn(txn).await }
-    })?;
-    let cluster = response.header().map_or(0, |h| h.cluster_id());
-    let mut found = response.op_responses().into_iter().map(|r| match r {
-        etcd_client::TxnOpResponse::Get(get) => get.kvs().first().cloned(),
-        _ => None,
-    });
-    Ok((found.next().flatten(), found.next().flatten(), cluster))
-}
-
-/// Whether the epoch key `epoch` was written in the cluster of id `cluster`.
-fn of_this_cluster(epoch: Option<&etcd_client::KeyValue>, cluster: u64) -> bool {
-    epoch.is_some_and(|epoch| epoch.value() == cluster.to_string().as_bytes())
-}
-
-/// What [`await_epoch`] would find now, for `doctor`.
-///
-/// Errors: etcd unreachable.
-pub fn epoch_state(store: &EtcdStore) -> Result<EpochState, StoreError> {
-    let (epoch, grace, cluster) = read_epoch(store)?;
-    match (of_this_cluster(epoch.as_ref(), cluster), grace) {
-        (false, _) => Ok(EpochState::Unknown),
-        (true, None) => Ok(EpochState::Settled),
-        (true, Some(grace)) => {
-            let mut leases = store.client().lease_client();
-            let id = grace.lease();
-            let left = store.block_on(TIMEOUT, async move { leases.time_to_live(id, None).await }).and_then(Result::ok).map_or(0, |r| r.ttl().max(0));
-            Ok(EpochState::Grace(Duration::from_secs(left.unsigned_abs())))
-        }
-    }
-}
-
-/// Waits, before a process registers its first presence, until the prefix's epoch is this
-/// cluster's and no grace runs; starts the epoch and its grace of `ttl` when there is none (see
-/// the module docs). Says once what it waits for. Bounded: a grace lasts one TTL.
-///
-/// Returns the settled epoch's value (the cluster id), which a registration compares in its
-/// own transaction.
-///
-/// Errors: etcd unreachable; an epoch that does not settle within two TTLs and the request
-/// bound (another program keeps the grace key alive, or the endpoints answer from different
-/// clusters).
-pub fn await_epoch(store: &EtcdStore, ttl: Duration) -> Result<String, StoreError> {
-    let key = epoch_key(store);
-    let bound = std::time::Instant::now() + 2 * ttl + TIMEOUT;
-    let mut told = false;
-    loop {
-        if std::time::Instant::now() >= bound {
-            return Err(StoreError::unsafe_(
-                &key,
-                "the cluster epoch did not settle within two TTLs: another program keeps its grace key, or the endpoints answer from different clusters",
-            ));
-        }
-        let (epoch, grace, cluster) = read_epoch(store)?;
-        let current = cluster.to_string();
-        match epoch {
-            _ if of_this_cluster(epoch.as_ref(), cluster) => {
-                if grace.is_none() {
-                    return Ok(current);
-                }
-            }
-            seen => {
-                // New, wiped, or restored into another cluster: start an epoch of this cluster,
-                // with a grace of one TTL, unless another process just did.
-                let seconds = i64::try_from(ttl.as_secs().max(2)).unwrap_or(i64::MAX);
-                let lease = store
-                    .run(&key, "starting a cluster epoch", || {
-                        let mut leases = store.client().lease_client();
-                        async move { leases.grant(seconds, None).await }
-                    })?
-                    .id();
-                let unchanged = Compare::mod_revision(key.clone(), CompareOp::Equal, seen.as_ref().map_or(0, |kv| kv.mod_revision()));
-                let txn = Txn::new()
-                    .when([unchanged])
-                    .and_then([TxnOp::put(key.clone(), current.clone(), None), TxnOp::put(grace_key(store), "", Some(PutOptions::new().with_lease(lease)))]);
-                let started = store
-                    .run(&key, "starting a cluster epoch", || {
-                        let (mut kv, txn) = (store.client().kv_client(), txn.clone());
-                        async move { kv.txn(txn).await }
-                    })?
-                    .succeeded();
-                if started {
-                    tracing::info!(cluster = %current, "started a cluster epoch: the prefix held no state of this etcd cluster");
-                } else {
-                    let mut leases = store.client().lease_client();
-                    let _ = store.block_on(TIMEOUT, async move { leases.revoke(lease).await });
-                    std::thread::sleep(Duration::from_millis(50));
-                }
-                continue;
-            }
-        }
-        if !told {
-            told = true;
-            tracing::warn!(
-                "waiting up to {} s before taking part: the etcd cluster at {} held no state of this prefix (new, wiped or restored), \
-                 and an owner from before it may act until its own session finds that out",
-                ttl.as_secs(),
-                store.endpoint()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
 /// Puts `owner`'s presence key under etcd lease `lease`, with its history key, in one
 /// transaction — only if neither exists (an identity registers once in its life: its history
 /// key, without a lease, stays after the presence expires, so "absent" after "registered" is
 /// final; a repair's memo and every takeover rely on it) and, with `fence`, only while that
 /// presence key is still attached to `lease`, and with `epoch`, only while the prefix's epoch
-/// is that value and no grace runs ([`await_epoch`]).
-fn register_under(store: &EtcdStore, owner: &Owner, lease: i64, fence: Option<&str>, epoch: Option<&str>) -> Result<Registration, StoreError> {
+/// is still that one and no grace runs ([`await_epoch`]) — recording the raft index its check
+/// saw ([`super::epoch`]).
+fn register_under(store: &EtcdStore, owner: &Owner, lease: i64, fence: Option<&str>, epoch: Option<&Epoch>) -> Result<Registration, StoreError> {
     let key = presence_key(store, owner);
     let history = history_key(store, owner);
     let value = serde_json::json!({"bootId": owner.boot_id, "host": host_name(), "pid": owner.pid, "processStartId": owner.process_start_id}).to_string();
     let mut when = vec![Compare::create_revision(history.clone(), CompareOp::Equal, 0), Compare::create_revision(key.clone(), CompareOp::Equal, 0)];
     when.extend(fence.map(|fence| Compare::lease(fence, CompareOp::Equal, lease)));
+    let mut then = vec![TxnOp::put(history.clone(), "", None), TxnOp::put(key.clone(), value, Some(PutOptions::new().with_lease(lease)))];
     if let Some(epoch) = epoch {
-        when.push(Compare::value(epoch_key(store), CompareOp::Equal, epoch));
-        when.push(Compare::create_revision(grace_key(store), CompareOp::Equal, 0));
+        when.extend(super::epoch::unchanged(store, epoch));
+        then.push(super::epoch::mark(store, epoch));
     }
     // Otherwise: whether the history key exists tells "registered before" from a changed epoch.
-    let txn = Txn::new()
-        .when(when)
-        .and_then([TxnOp::put(history.clone(), "", None), TxnOp::put(key.clone(), value, Some(PutOptions::new().with_lease(lease)))])
-        .or_else([TxnOp::get(history, Some(etcd_client::GetOptions::new().with_count_only()))]);
+    let txn = Txn::new().when(when).and_then(then).or_else([TxnOp::get(history, Some(etcd_client::GetOptions::new().with_count_only()))]);
     let response = store.run(&key, "registering presence", || {
         let (mut kv, txn) = (store.client().kv_client(), txn.clone());
         async move { kv.txn(txn).await }

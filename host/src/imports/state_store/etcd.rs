@@ -97,7 +97,7 @@ impl EtcdCredentials {
     /// Errors: a password without a user, a user without a password, a password file that
     /// cannot be read or that others may read.
     pub fn from_environment() -> Result<Option<EtcdCredentials>, String> {
-        EtcdCredentials::from_variables(|name| std::env::var(name).ok())
+        EtcdCredentials::from_variables(|name| if name == PASSWORD_VARIABLE { crate::cluster::password_from_environment() } else { std::env::var(name).ok() })
     }
 
     /// [`EtcdCredentials::from_environment`] with the variables `lookup` gives (an empty value
@@ -505,6 +505,20 @@ impl EtcdStore {
         Ok(created)
     }
 
+    /// Puts `value` at the etcd key `key` (outside the records: a fencing record) only while
+    /// `when` holds, fenced like a record write ([`EtcdStore::fence_with`]); whether it did.
+    /// `path` names the record the write belongs to, for errors.
+    ///
+    /// Errors: etcd unreachable; this process's presence is gone ([`StoreError::Unsafe`]).
+    pub(crate) fn put_if(&self, path: &str, when: Vec<Compare>, key: String, value: String) -> Result<bool, StoreError> {
+        let txn = Txn::new().when(self.fenced(when)).and_then([TxnOp::put(key, value, None)]);
+        let put = self.txn(path, "write", txn)?.0;
+        if !put {
+            self.check_fence(path)?;
+        }
+        Ok(put)
+    }
+
     /// Replaces the record only if its bytes hash to `expected_sha256` at the instant of the
     /// write (`writePrivateJsonIfUnchanged`, §3.3): `Ok(false)` when absent or different.
     pub fn replace_if_unchanged(&self, path: &str, expected_sha256: &str, content: &str) -> Result<bool, StoreError> {
@@ -749,7 +763,7 @@ fn parse_identity(identity: &CollectionIdentity) -> Option<(Option<i64>, i64)> {
 
 /// Whether `operation` (a [`EtcdStore::run`] label) only reads.
 fn is_read(operation: &str) -> bool {
-    ["connecting", "read", "read directory", "list", "batch read", "checking the cluster presence", "reading the cluster epoch"].contains(&operation)
+    ["connecting", "read", "read directory", "list", "batch read", "checking the cluster presence", "reading the cluster epoch", "reading etcd's raft index"].contains(&operation)
 }
 
 /// Whether a failed request is known not to have been applied: it never reached a member (the

@@ -1,0 +1,290 @@
+//! The prefix's *epoch* (feature `cluster`; `docs/cluster.md`, "Failure modes" and "Fencing
+//! tokens"): how a process tells that etcd's state of a prefix is not the one the owners acting
+//! on it saw — new, wiped, or restored from a backup — and waits until every owner of before has
+//! stopped before any new presence registers, so that no lease is taken while one of them may
+//! still act.
+//!
+//! Keys under the prefix `P`:
+//! - `P/epoch`: the decimal id of the etcd cluster that started the current epoch. Absent, or
+//!   another cluster's: the state is new, wiped, or restored into another cluster.
+//! - `P/epoch-ordinal`: the epoch's ordinal, the major part of every fencing token handed out in
+//!   it ([`crate::cluster::fencing`]). It grows with every new epoch, even when the epoch before
+//!   is lost with the state: it is the greater of the seconds since [`ORDINAL_BASE`] and the last
+//!   ordinal etcd holds plus one. Absent on a prefix whose epoch an older proclease started
+//!   (ordinal 0: tokens are plain revisions there).
+//! - `P/raft-mark`: a raft index of the etcd cluster that a registration saw (etcd's `Status`),
+//!   written by every registration. etcd's raft index only grows, except when its data is
+//!   restored from a snapshot (`etcdctl snapshot restore` starts a new raft log, near 0, whatever
+//!   the cluster id and revisions — `--bump-revision` included): a mark above every member's
+//!   index tells a restore that brought back this prefix's own epoch key.
+//! - `P/grace`: exists, under an etcd lease of one TTL, while a new epoch's grace runs; no
+//!   presence registers meanwhile. By its end every owner of before has found its session lost
+//!   (its lease missing, a revision lower than it saw, another cluster, or the epoch changed:
+//!   [`super::presence::PresenceSession`]) or was killed by its dead-man timer, which only an
+//!   acknowledged renewal pushes back. This assumes every machine of a prefix uses the same
+//!   `--cluster-ttl`.
+
+use std::time::Duration;
+
+use etcd_client::{Compare, CompareOp, KeyValue, PutOptions, Txn, TxnOp, TxnOpResponse};
+
+use crate::state_store::StoreError;
+use crate::state_store::etcd::{EtcdStore, TIMEOUT};
+
+/// The instant epoch ordinals count seconds from: 2024-01-01T00:00:00Z, as Unix seconds. An
+/// ordinal stays below 2³¹ until 2092, so a token (ordinal × 2³² + offset) fits a signed 64-bit
+/// column.
+pub const ORDINAL_BASE: u64 = 1_704_067_200;
+
+/// The key holding the id of the etcd cluster that last started an epoch of the prefix.
+pub fn epoch_key(store: &EtcdStore) -> String {
+    format!("{}/epoch", store.prefix())
+}
+
+/// The key that exists, under an etcd lease of one TTL, while an epoch's grace runs.
+pub fn grace_key(store: &EtcdStore) -> String {
+    format!("{}/grace", store.prefix())
+}
+
+/// The key holding the current epoch's ordinal.
+pub fn ordinal_key(store: &EtcdStore) -> String {
+    format!("{}/epoch-ordinal", store.prefix())
+}
+
+/// The key holding the raft index the last registration saw.
+pub fn raft_mark_key(store: &EtcdStore) -> String {
+    format!("{}/raft-mark", store.prefix())
+}
+
+/// A settled epoch, as a registration compares it in its own transaction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Epoch {
+    /// The epoch key's value: the id of the cluster that started it.
+    pub value: String,
+    /// The epoch key's mod revision: the epoch's identity (a new epoch rewrites the key).
+    pub revision: i64,
+    /// Its ordinal (0: started by a proclease older than ordinals).
+    pub ordinal: u64,
+    /// The raft index the check saw, which the registration records ([`raft_mark_key`]).
+    pub raft_index: u64,
+}
+
+/// The state of the prefix's epoch, as [`epoch_state`] reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EpochState {
+    /// The epoch was written by this cluster and no grace runs: presences may register.
+    Settled,
+    /// A grace runs for about this long more (whole seconds, as etcd counts them).
+    Grace(Duration),
+    /// No epoch of this cluster: the state is new, wiped or restored into another cluster; the
+    /// next process that registers starts a grace.
+    Unknown,
+    /// The epoch is this cluster's, but etcd's data was restored from a backup since (why, in
+    /// words): the next process that registers starts a new epoch and its grace.
+    Restored(String),
+}
+
+/// The epoch's keys and the cluster id etcd answered with, read at one revision.
+struct Read {
+    epoch: Option<KeyValue>,
+    grace: Option<KeyValue>,
+    ordinal: Option<KeyValue>,
+    mark: Option<KeyValue>,
+    cluster: u64,
+}
+
+impl Read {
+    /// Whether the epoch key was written in the cluster etcd answered from.
+    fn of_this_cluster(&self) -> bool {
+        self.epoch.as_ref().is_some_and(|epoch| epoch.value() == self.cluster.to_string().as_bytes())
+    }
+
+    /// The epoch's ordinal; 0 when it has none (or it is unreadable: an older proclease's).
+    fn ordinal(&self) -> u64 {
+        number(self.ordinal.as_ref()).unwrap_or(0)
+    }
+}
+
+/// The decimal number `kv` holds, if it holds one.
+fn number(kv: Option<&KeyValue>) -> Option<u64> {
+    std::str::from_utf8(kv?.value()).ok()?.parse().ok()
+}
+
+fn read(store: &EtcdStore) -> Result<Read, StoreError> {
+    let key = epoch_key(store);
+    let keys = [key.clone(), grace_key(store), ordinal_key(store), raft_mark_key(store)];
+    let txn = Txn::new().and_then(keys.map(|key| TxnOp::get(key, None)));
+    let response = store.run(&key, "reading the cluster epoch", || {
+        let (mut kv, txn) = (store.client().kv_client(), txn.clone());
+        async move { kv.txn(txn).await }
+    })?;
+    let cluster = response.header().map_or(0, |h| h.cluster_id());
+    let mut found = response.op_responses().into_iter().map(|r| match r {
+        TxnOpResponse::Get(get) => get.kvs().first().cloned(),
+        _ => None,
+    });
+    let mut next = || found.next().flatten();
+    Ok(Read { epoch: next(), grace: next(), ordinal: next(), mark: next(), cluster })
+}
+
+/// The raft index etcd's `Status` answers with (the answering member's committed index).
+fn raft_index(store: &EtcdStore) -> Result<u64, StoreError> {
+    let key = raft_mark_key(store);
+    let status = store.run(&key, "reading etcd's raft index", || {
+        let mut maintenance = store.client().maintenance_client();
+        async move { maintenance.status().await }
+    })?;
+    Ok(status.raft_index())
+}
+
+/// Whether etcd's data was restored from a backup since a registration recorded `mark`: why,
+/// in words, or `None` with the raft index etcd answered with. A member that lags behind the
+/// leader may answer with a lower index than another member gave, so a low answer is asked
+/// again (after a linearizable read, which brings the member up to date) for about a second
+/// before it counts; a restored cluster's raft log starts again near 0 and stays far behind.
+fn restored(store: &EtcdStore, mark: Option<&KeyValue>) -> Result<Result<u64, String>, StoreError> {
+    let mut index = raft_index(store)?;
+    let Some(mark) = number(mark) else { return Ok(Ok(index)) };
+    for _ in 0..5 {
+        if index >= mark {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        read(store)?;
+        index = raft_index(store)?;
+    }
+    if index >= mark {
+        return Ok(Ok(index));
+    }
+    Ok(Err(format!("was restored from a backup: its raft log is at index {index}, behind index {mark} that a process of this prefix saw")))
+}
+
+/// What [`await_epoch`] would find now, for `doctor`.
+///
+/// Errors: etcd unreachable.
+pub fn epoch_state(store: &EtcdStore) -> Result<EpochState, StoreError> {
+    let read = read(store)?;
+    if !read.of_this_cluster() {
+        return Ok(EpochState::Unknown);
+    }
+    if let Some(grace) = read.grace {
+        let mut leases = store.client().lease_client();
+        let id = grace.lease();
+        let left = store.block_on(TIMEOUT, async move { leases.time_to_live(id, None).await }).and_then(Result::ok).map_or(0, |r| r.ttl().max(0));
+        return Ok(EpochState::Grace(Duration::from_secs(left.unsigned_abs())));
+    }
+    Ok(match restored(store, read.mark.as_ref())? {
+        Ok(_) => EpochState::Settled,
+        Err(why) => EpochState::Restored(why),
+    })
+}
+
+/// Waits, before a process registers its first presence, until the prefix's epoch is this
+/// cluster's, no grace runs, and etcd's data was not restored since the last registration;
+/// otherwise starts a new epoch with a grace of `ttl` (see the module docs). Says once what it
+/// waits for. Bounded: a grace lasts one TTL.
+///
+/// Returns the settled epoch, which a registration compares in its own transaction.
+///
+/// Errors: etcd unreachable; an epoch that does not settle within two TTLs and the request
+/// bound (another program keeps the grace key alive, or the endpoints answer from different
+/// clusters).
+pub fn await_epoch(store: &EtcdStore, ttl: Duration) -> Result<Epoch, StoreError> {
+    let key = epoch_key(store);
+    let bound = std::time::Instant::now() + 2 * ttl + TIMEOUT;
+    let (mut reason, mut told) = (None, false);
+    loop {
+        if std::time::Instant::now() >= bound {
+            return Err(StoreError::unsafe_(
+                &key,
+                "the cluster epoch did not settle within two TTLs: another program keeps its grace key, or the endpoints answer from different clusters",
+            ));
+        }
+        let read = read(store)?;
+        let why = if !read.of_this_cluster() {
+            // New, wiped, or restored into another cluster.
+            Some("held no state of this prefix (new, wiped or restored)".to_owned())
+        } else if read.grace.is_some() {
+            None
+        } else {
+            match restored(store, read.mark.as_ref())? {
+                Ok(raft_index) => {
+                    let revision = read.epoch.as_ref().map_or(0, KeyValue::mod_revision);
+                    return Ok(Epoch { value: read.cluster.to_string(), revision, ordinal: read.ordinal(), raft_index });
+                }
+                Err(why) => Some(why),
+            }
+        };
+        if let Some(why) = why {
+            // Start an epoch of this cluster, with a grace of one TTL, unless another process
+            // just did.
+            if start(store, ttl, &read)? {
+                tracing::info!(cluster = read.cluster, reason = %why, "started a cluster epoch");
+            } else {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            reason.get_or_insert(why);
+            continue;
+        }
+        if !told {
+            told = true;
+            let why = reason.take().unwrap_or_else(|| "held no state of this prefix (new, wiped or restored), or was restored from a backup".into());
+            tracing::warn!(
+                "waiting up to {} s before taking part: the etcd cluster at {} {why}, and an owner from before it may act until its own session finds that out",
+                ttl.as_secs(),
+                store.endpoint()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Starts a new epoch of the cluster `read` answered from, with a grace of `ttl`, if the epoch
+/// and the raft mark are still as `read` found them: the new epoch's ordinal, and the raft
+/// index now as the mark (so that the restore it answers is not found again). Whether it did.
+fn start(store: &EtcdStore, ttl: Duration, read: &Read) -> Result<bool, StoreError> {
+    let key = epoch_key(store);
+    let raft_index = raft_index(store)?;
+    let seconds = i64::try_from(ttl.as_secs().max(2)).unwrap_or(i64::MAX);
+    let lease = store
+        .run(&key, "starting a cluster epoch", || {
+            let mut leases = store.client().lease_client();
+            async move { leases.grant(seconds, None).await }
+        })?
+        .id();
+    let since_base = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()).saturating_sub(ORDINAL_BASE);
+    let ordinal = since_base.max(read.ordinal() + 1);
+    let unchanged = |kv: Option<&KeyValue>, key: String| Compare::mod_revision(key, CompareOp::Equal, kv.map_or(0, KeyValue::mod_revision));
+    let txn = Txn::new().when([unchanged(read.epoch.as_ref(), key.clone()), unchanged(read.mark.as_ref(), raft_mark_key(store))]).and_then([
+        TxnOp::put(key.clone(), read.cluster.to_string(), None),
+        TxnOp::put(ordinal_key(store), ordinal.to_string(), None),
+        TxnOp::put(raft_mark_key(store), raft_index.to_string(), None),
+        TxnOp::put(grace_key(store), "", Some(PutOptions::new().with_lease(lease))),
+    ]);
+    let started = store
+        .run(&key, "starting a cluster epoch", || {
+            let (mut kv, txn) = (store.client().kv_client(), txn.clone());
+            async move { kv.txn(txn).await }
+        })?
+        .succeeded();
+    if !started {
+        let mut leases = store.client().lease_client();
+        let _ = store.block_on(TIMEOUT, async move { leases.revoke(lease).await });
+    }
+    Ok(started)
+}
+
+/// The comparisons a registration in `epoch` makes in its own transaction: the epoch is still
+/// that one and no grace runs.
+pub(crate) fn unchanged(store: &EtcdStore, epoch: &Epoch) -> [Compare; 3] {
+    [
+        Compare::value(epoch_key(store), CompareOp::Equal, epoch.value.clone()),
+        Compare::mod_revision(epoch_key(store), CompareOp::Equal, epoch.revision),
+        Compare::create_revision(grace_key(store), CompareOp::Equal, 0),
+    ]
+}
+
+/// What a registration in `epoch` writes beside its presence: the raft index its check saw.
+pub(crate) fn mark(store: &EtcdStore, epoch: &Epoch) -> TxnOp {
+    TxnOp::put(raft_mark_key(store), epoch.raft_index.to_string(), None)
+}
