@@ -261,6 +261,20 @@ pub enum Refusal {
         /// Why (e.g. creating a PID namespace was refused).
         reason: String,
     },
+    /// In cluster mode, an exclusive run with `--containment auto` (the default) where no box
+    /// can be made: its command's tree must die with its supervisor before its presence can
+    /// expire and another machine take the admission over (`docs/cluster.md`), and without a
+    /// box it may not. `--containment none` runs it anyway, with a warning.
+    #[error(
+        "in cluster mode an exclusive run's command must die with its supervisor, which needs a box, and none can be made here: {reason}; \
+         nothing was leased. Run where a PID namespace can be made (as root, or with unprivileged user namespaces allowed), \
+         or pass --containment none to run without one (a supervisor that is stopped or killed may then leave processes running \
+         beside the next holder)"
+    )]
+    ClusterWithoutBox {
+        /// Why no box can be made.
+        reason: String,
+    },
 }
 
 /// A runtime limit a component exceeded (see [`Error::Limit`]).

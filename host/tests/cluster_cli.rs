@@ -787,6 +787,41 @@ fn the_command_line_speaks_tls_to_etcd_with_flags_or_variables() {
     }
 }
 
+/// In cluster mode an exclusive run needs a box (#45 case 8): where none can be made (here a
+/// user namespace whose limit of PID namespaces is 0), `--containment auto` refuses before
+/// anything is leased, saying what to do; `--containment none` runs it, with a warning that
+/// its tree may outlive a stopped supervisor.
+#[test]
+fn an_exclusive_run_in_cluster_mode_needs_a_box_unless_told_otherwise() {
+    let Some(etcd) = cluster() else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = std::fs::canonicalize(dir.path()).expect("realpath");
+    let boxless = |containment: &str, job: &str| {
+        let workdir = root.join(job);
+        let limited = "echo 0 > /proc/sys/user/max_pid_namespaces && exec \"$@\"";
+        Command::new("unshare")
+            .args(["--user", "--map-root-user", "sh", "-c", limited, "sh", PROCLEASE, "--state-home"])
+            .arg(root.join("state"))
+            .arg("--workspace-root")
+            .arg(&root)
+            .args(["--store", &etcd.url(PREFIX), "--cluster-ttl", "2s", "run", "--exclusive", "--containment", containment, "--workdir"])
+            .arg(&workdir)
+            .args(["--", "true"])
+            .env_remove("PROCLEASE_STORE")
+            .output()
+            .expect("runs")
+    };
+    let refused = boxless("auto", "auto");
+    assert_eq!(refused.status.code(), Some(1), "{refused:?}");
+    let said = stderr(&refused);
+    assert!(said.contains("in cluster mode an exclusive run's command must die with its supervisor, which needs a box"), "{said}");
+    assert!(said.contains("--containment none"), "it says how to go on: {said}");
+    assert!(!root.join("auto").exists() && admission(&etcd).is_none(), "nothing was leased or created");
+    let ran = boxless("none", "none");
+    assert_eq!(ran.status.code(), Some(0), "{ran:?}");
+    assert!(stderr(&ran).contains("--containment none in cluster mode: the command runs without a box"), "{ran:?}");
+}
+
 /// The etcd password never reaches the command (#45 case 7): not in its environment, and not in
 /// its box's init (`/proc/1/environ`), a fork of the supervisor that never execs and so keeps the
 /// environment block the supervisor started with — which `proclease` scrubs first thing.

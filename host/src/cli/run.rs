@@ -27,7 +27,8 @@ pub const HELP: &str = "Examples:\n  \
     holds the lease's witness, so everything it starts — daemons, setsid, closed descriptors, su — is covered by the \
     lease. When the command exits, what it left running gets SIGTERM and, after --grace, SIGKILL, before anything is \
     released (--stragglers wait keeps them and the lease until they end). Where no PID namespace can be made \
-    (not root), it runs without a box and `-v` says why; --containment required refuses then.\n\n\
+    (not root), it runs without a box and `-v` says why; --containment required refuses then, and so does an \
+    --exclusive run in cluster mode unless --containment none is given.\n\n\
     Exit status: the command's (128+N if it died of signal N, or if signal N interrupted the run and the command exited 0); \
     before the command ran: 1 error, 2 usage, \
     3 blocked by a live owner (--exclusive), 4 a prior owner cannot be proven dead; after it ran: 6 its lease could not be released \
@@ -57,7 +58,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = humantime::parse_duration)]
     recover_after: std::time::Duration,
     /// Run the command in a box (a PID namespace: auto where the kernel allows it), always
-    /// (required: refuse where it cannot), or never (none).
+    /// (required: refuse where it cannot), or never (none). In cluster mode an --exclusive run
+    /// treats auto as required.
     #[arg(long, value_enum, default_value_t = ContainmentArg::Auto)]
     containment: ContainmentArg,
     /// What happens to processes the command leaves running: stop them (SIGTERM, then SIGKILL

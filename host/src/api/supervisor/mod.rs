@@ -169,7 +169,8 @@ impl<'h> Supervisor<'h> {
     }
 
     /// Whether the command runs in a box (`docs/containment.md`); default
-    /// [`Containment::Auto`].
+    /// [`Containment::Auto`]. In cluster mode an exclusive run treats `Auto` as `Required`
+    /// ([`Refusal::ClusterWithoutBox`] where no box can be made) and warns with `None`.
     pub fn containment(mut self, containment: Containment) -> Self {
         self.containment = containment;
         self
@@ -258,8 +259,23 @@ impl<'h> Supervisor<'h> {
     /// — `another export is active` (exclusive), `prior export owner cannot be inspected
     /// safely`, the §6A.6 refusals; store, workspace and identity failures. After it ran, the
     /// problems are in [`Finished::problems`].
-    pub fn run(self, command: &mut Command) -> Result<Finished, Error> {
+    pub fn run(mut self, command: &mut Command) -> Result<Finished, Error> {
         let host = self.host;
+        if self.exclusive && host.cluster().is_some() {
+            // Cluster mode (#45 case 8): an exclusive command's tree must die with its supervisor
+            // (docs/cluster.md, "Self-fencing"), which only a box makes sure of.
+            match self.containment {
+                Containment::Auto => {
+                    containment::available().map_err(|reason| Refusal::ClusterWithoutBox { reason })?;
+                    self.containment = Containment::Required;
+                }
+                Containment::None => tracing::warn!(
+                    "--containment none in cluster mode: the command runs without a box, so if this supervisor is stopped or killed, \
+                     processes of its command may run on after its presence expired, beside the next holder of the export admission"
+                ),
+                Containment::Required => {}
+            }
+        }
         if self.containment == Containment::Required {
             containment::available().map_err(|reason| Refusal::NoContainment { reason })?;
         }
