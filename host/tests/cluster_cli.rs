@@ -557,12 +557,12 @@ fn with_etcd_stopped_everything_fails_closed_and_work_resumes_after_a_restart() 
     let owner = wait_for_helper(&etcd);
     etcd.signal("-STOP");
 
-    // The supervisor cannot renew: it stops its command at 3/4 of the TTL and says why.
+    // The supervisor cannot renew: it stops its command at 3/4 of the TTL and says why. Its
+    // leases were lost while the command ran: exit 7 (lock lost), the lease stays.
     let out = holder.wait_with_output().expect("the supervisor exits");
-    // Its admission could not be settled (etcd is stopped): the run exits 6, the lease stays.
-    assert_eq!(out.status.code(), Some(6), "{out:?}");
-    assert!(stderr(&out).contains("the command died of signal 15"), "the command was stopped with SIGTERM: {out:?}");
-    assert!(stderr(&out).contains("Once etcd is reachable again"), "{out:?}");
+    assert_eq!(out.status.code(), Some(7), "{out:?}");
+    assert!(stderr(&out).contains("so the command was stopped and died of signal 15: its work was interrupted"), "the command was stopped with SIGTERM: {out:?}");
+    assert!(stderr(&out).contains("keeps what the command wrote, and its lease stays"), "{out:?}");
     assert!(stderr(&out).contains("cluster session lost: etcd at 127.0.0.1:"), "{out:?}");
     assert!(first.root.join("export").is_dir(), "nothing was deleted");
 
@@ -591,6 +591,41 @@ fn with_etcd_stopped_everything_fails_closed_and_work_resumes_after_a_restart() 
     }
     assert_eq!(presence(&etcd, &owner), RemotePresence::Absent);
     assert!(admission(&etcd).is_none());
+}
+
+/// A lost session is an interruption (#45 case 4): a command that shuts down gracefully on
+/// SIGTERM (exit 0) after its supervisor lost its presence has its half-written stage treated
+/// as scratch (removed, as a failed command's), never published to `--output`, and the run exits 7 ("lock lost") with the
+/// command's own status in words — not "results published, intact".
+#[test]
+fn a_lost_session_publishes_nothing_and_exits_lock_lost() {
+    let Some(etcd) = cluster() else { return };
+    let holder = machine(&etcd.url(PREFIX), "2s");
+    let (stage, output) = (holder.root.join(".stage"), holder.root.join("v2"));
+    let script = "trap 'echo half > part; exit 0' TERM; echo started > begun; while :; do sleep 0.05; done";
+    let running = holder
+        .command(&["run", "--exclusive", "--stage", stage.to_str().expect("utf-8"), "--output", output.to_str().expect("utf-8"), "--", "sh", "-c", script])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    wait_for_helper(&etcd);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !stage.join("begun").exists() {
+        assert!(Instant::now() < deadline, "the command never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    etcd.signal("-STOP");
+    let out = running.wait_with_output().expect("the supervisor exits");
+    etcd.signal("-CONT");
+    assert_eq!(out.status.code(), Some(7), "lock lost: {out:?}");
+    let said = stderr(&out);
+    assert!(said.contains("cluster session lost: "), "{said}");
+    assert!(said.contains("so the command was stopped and exited 0: its work was interrupted and nothing was published"), "{said}");
+    assert!(said.contains("its stage") && said.contains("is scratch"), "{said}");
+    assert!(!said.contains("intact"), "{said}");
+    assert!(!output.exists(), "the half-written stage was not published");
+    assert!(!stage.exists(), "the stage is scratch, removed as a failed command's is");
 }
 
 /// etcd's data is wiped while an exclusive command runs (the member started again on an empty

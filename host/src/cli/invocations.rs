@@ -123,6 +123,15 @@ fn invoke(host: &Host, args: RunArgs) -> Result<ExitCode, Failure> {
         eprintln!("proclease: {problem} (the lease stays; `proclease invocations repair` shows it)");
     }
     let status = finished.status;
+    if finished.lock_lost.is_some() {
+        // Lock lost (cluster mode): the plugin host was stopped, whatever its own status.
+        let how = super::how_it_ended(&status);
+        eprintln!(
+            "proclease: the invocation lost its lease while the plugin host ran, so the host was stopped and {how}: its work was interrupted (exit status {}: lock lost)",
+            super::EXIT_LOCK_LOST
+        );
+        return Ok(ExitCode::from(super::EXIT_LOCK_LOST));
+    }
     Ok(match (status.code(), status.signal()) {
         (Some(code), _) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
         (None, Some(signal)) => ExitCode::from(u8::try_from(128 + signal).unwrap_or(1)),

@@ -39,6 +39,21 @@ pub const EXIT_INDETERMINATE: u8 = 4;
 /// Exit status: another process held a lock of the state home past `--lock-timeout` (the
 /// message names it).
 pub const EXIT_LOCK_TIMEOUT: u8 = 5;
+/// Exit status of a run (or plugin invocation) that lost its lease while its command ran
+/// ("lock lost", cluster mode: its presence lapsed, was lost with etcd's state, or overran):
+/// the command was stopped, its work interrupted, nothing published; the message gives the
+/// command's own status.
+pub const EXIT_LOCK_LOST: u8 = 7;
+
+/// How a command ended, in words ("exited 0", "died of signal 15").
+pub fn how_it_ended(status: &std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt as _;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exited {code}"),
+        (None, Some(signal)) => format!("died of signal {signal}"),
+        _ => "ended".to_string(),
+    }
+}
 
 pub use proclease::report::JSON_SCHEMA_VERSION;
 

@@ -32,7 +32,8 @@ pub const HELP: &str = "Examples:\n  \
     Exit status: the command's (128+N if it died of signal N, or if signal N interrupted the run and the command exited 0); \
     before the command ran: 1 error, 2 usage, \
     3 blocked by a live owner (--exclusive), 4 a prior owner cannot be proven dead; after it ran: 6 its lease could not be released \
-    (the results are intact; the message gives the command that finishes the release).";
+    (the results are intact; the message gives the command that finishes the release), 7 lock lost (cluster mode: the run lost its \
+    leases while the command ran, so the command was stopped and nothing was published; the message gives its own status).";
 
 /// Arguments of `run`.
 #[derive(Args)]
@@ -160,6 +161,16 @@ pub fn run(global: &Global, args: RunArgs) -> Result<ExitCode, Failure> {
         let verb = if args.stragglers == StragglersArg::Wait { "waited for" } else { "stopped" };
         eprintln!("proclease: {verb} {} {noun} the command left running", finished.stragglers);
     }
+    if let Some(why) = &finished.lock_lost {
+        // The leases were lost while the command ran (#45 case 4): an interruption, whatever
+        // the command's own status, never "results intact".
+        for problem in finished.problems.iter().filter(|problem| problem.to_string() != *why) {
+            eprintln!("proclease: {problem}");
+        }
+        eprintln!("proclease: {why}");
+        eprintln!("{}", lock_lost_words(host.state_home(), &finished.status, finished.unreleased.as_ref()));
+        return Ok(ExitCode::from(super::EXIT_LOCK_LOST));
+    }
     if let Some(unreleased) = &finished.unreleased {
         for problem in &finished.problems {
             eprintln!("proclease: {problem}");
@@ -183,6 +194,33 @@ pub fn run(global: &Global, args: RunArgs) -> Result<ExitCode, Failure> {
 /// The exit status of a run whose command finished but whose lease could not be released.
 pub const UNRELEASED: u8 = 6;
 
+/// What a user is told when the run lost its leases while the command ran: the command's own
+/// status, that its work was interrupted and nothing published, and what stays for `recover`.
+fn lock_lost_words(home: &std::path::Path, status: &std::process::ExitStatus, unreleased: Option<&proclease::supervisor::Unreleased>) -> String {
+    let how = super::how_it_ended(status);
+    let home = shell_word(&home.to_string_lossy());
+    let stays = match unreleased {
+        Some(unreleased) if unreleased.scratch && !unreleased.directory.exists() => {
+            format!("its stage {} is scratch and was removed; its lease stays for `proclease --state-home {home} recover`", unreleased.directory.display())
+        }
+        Some(unreleased) if unreleased.scratch => {
+            format!("its stage {} is scratch: `proclease --state-home {home} recover` removes it once this run is gone", unreleased.directory.display())
+        }
+        Some(unreleased) => format!(
+            "its working directory {} keeps what the command wrote, and its lease stays: check the work, then finish with \
+             `proclease --state-home {home} recover --keep {}`",
+            unreleased.directory.display(),
+            shell_word(&unreleased.directory.to_string_lossy())
+        ),
+        None => "nothing of it stays leased".to_string(),
+    };
+    format!(
+        "proclease: the run lost its hold on its leases while the command ran, so the command was stopped and {how}: its work was \
+         interrupted and nothing was published; {stays} (exit status {}: lock lost)",
+        super::EXIT_LOCK_LOST
+    )
+}
+
 /// What a user is told when a finished run's lease stays: where the results are, that they are
 /// intact, and the command that finishes the release.
 fn unreleased_words(home: &std::path::Path, status: &std::process::ExitStatus, unreleased: &proclease::supervisor::Unreleased, cluster: bool) -> String {
@@ -191,11 +229,7 @@ fn unreleased_words(home: &std::path::Path, status: &std::process::ExitStatus, u
     } else {
         "Once the state home takes writes again (free space, `chattr -i`, remount read-write)"
     };
-    let how = match (status.code(), status.signal()) {
-        (Some(code), _) => format!("exited {code}"),
-        (None, Some(signal)) => format!("died of signal {signal}"),
-        _ => "ended".to_string(),
-    };
+    let how = super::how_it_ended(status);
     let dir = unreleased.directory.display();
     let finish = format!("proclease --state-home {} recover --keep {}", shell_word(&home.to_string_lossy()), shell_word(&unreleased.directory.to_string_lossy()));
     if unreleased.scratch {

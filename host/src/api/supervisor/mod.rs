@@ -92,6 +92,12 @@ pub struct Finished {
     /// command caught the signal and exited 0 (the command line then exits 128+N, as `su`
     /// does).
     pub interrupted: Option<i32>,
+    /// Cluster mode: why this process lost its hold on its leases while the command ran (its
+    /// presence lapsed, was lost with etcd's state, or overran its TTL), when it did. The
+    /// supervisor then stopped the command, so its work was interrupted whatever its status:
+    /// a stage is not published (it is scratch), and the command line exits 7
+    /// ("lock lost") rather than with the command's status (`docs/cluster.md`).
+    pub lock_lost: Option<String>,
 }
 
 /// Where a finished run's results are when its lease could not be released
@@ -462,6 +468,7 @@ impl<'h> Supervisor<'h> {
             problems.push(e);
         }
         let (status, lost) = cluster::wait(host, fenced.as_ref(), &mut tree).map_err(|e| Error::system(format!("waiting for the command: {e}")))?;
+        let mut lock_lost = lost.as_ref().map(ToString::to_string);
         problems.extend(lost);
         // What the command left running is stopped (or waited for) before anything is settled,
         // published, removed or released: the lease covers the whole tree.
@@ -469,7 +476,13 @@ impl<'h> Supervisor<'h> {
             forwarder.stopping();
         }
         let (finished, lost) = cluster::finish(host, fenced.as_ref(), &mut tree, self.stragglers);
+        if let Some(lost) = &lost {
+            lock_lost.get_or_insert_with(|| lost.to_string());
+        }
         problems.extend(lost);
+        // A command stopped because the leases were lost did not finish its work, whatever its
+        // status (a graceful shutdown on SIGTERM exits 0): nothing of it is published.
+        let succeeded = status.success() && lock_lost.is_none();
         let stragglers = match finished {
             Ok(count) => count,
             Err(e) => {
@@ -505,7 +518,7 @@ impl<'h> Supervisor<'h> {
             problems.push(e);
         }
         let mut published = false;
-        match (steps::stage_end(role, status.success()), &output) {
+        match (steps::stage_end(role, succeeded), &output) {
             (Some(StageEnd::Publish), Some(output)) => match host.publish_stage(&dir, output) {
                 Ok(()) => published = true,
                 Err(e) => problems.push(e),
@@ -555,11 +568,11 @@ impl<'h> Supervisor<'h> {
             // Nothing names this run any more: its witnesses have nothing left to prove.
             host.retire();
         }
-        let mut unreleased = steps::unreleased(!problems.is_empty(), &plan, status.success(), published, journaled);
+        let mut unreleased = steps::unreleased(!problems.is_empty(), &plan, succeeded, published, journaled);
         if let Some(unreleased) = unreleased.as_mut() {
             unreleased.marker = marker;
         }
-        Ok(Finished { status, stragglers, containment: tree.containment().clone(), problems, unreleased, interrupted })
+        Ok(Finished { status, stragglers, containment: tree.containment().clone(), problems, unreleased, interrupted, lock_lost })
     }
 }
 
@@ -687,10 +700,11 @@ pub fn run_plugin_host(
         Ok(_) => controller.cleanup_complete(),
         Err(_) => controller.cleanup_unsafe(),
     };
-    let (status, stragglers) = match waited {
+    let (status, stragglers, lock_lost) = match waited {
         Ok((status, lost, stragglers)) => {
+            let lock_lost = lost.as_ref().map(ToString::to_string);
             problems.extend(lost);
-            (status, stragglers)
+            (status, stragglers, lock_lost)
         }
         Err(e) => {
             let _ = cleanup;
@@ -702,7 +716,7 @@ pub fn run_plugin_host(
         Ok(()) => {}
         Err(e) => problems.push(e),
     }
-    Ok(Finished { status, stragglers, containment: tree.containment().clone(), problems, unreleased: None, interrupted })
+    Ok(Finished { status, stragglers, containment: tree.containment().clone(), problems, unreleased: None, interrupted, lock_lost })
 }
 
 /// An absolute, lexically normalised path (symbolic links are not resolved: the lease refuses
