@@ -53,7 +53,7 @@ pub use imports::{cluster, lock_wait, plugin_catalog, process_identity, state_st
 pub use runtime::component;
 
 pub use admission::{Admission, survey_admission};
-pub use api::host::{Host, HostBuilder, InvalidFile, InvocationSurvey, Recovery, Survey};
+pub use api::host::{Host, HostBuilder, InvalidFile, InvalidReason, InvocationSurvey, Recovery, Survey};
 pub use cluster::Fence;
 pub use directory_lease::{DirectoryLease, recover_directory_creations, recover_directory_leases, recover_each_directory_lease};
 pub use dispositions::Dispositions;

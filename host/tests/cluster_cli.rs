@@ -857,6 +857,88 @@ fn an_exclusive_run_in_cluster_mode_needs_a_box_unless_told_otherwise() {
     assert!(stderr(&ran).contains("--containment none in cluster mode: the command runs without a box"), "{ran:?}");
 }
 
+/// One hung member while a quorum answers (#45 case 3): a SIGSTOPped member, and an endpoint
+/// that accepts connections and never answers, are passed over after the dial timeout instead of
+/// failing every run that happens to ask them (before: exit 1 after 5–10 s, "unreachable").
+#[test]
+fn a_hung_member_is_passed_over() {
+    if !namespaces_available(&["--pid", "--mount", "--fork", "--mount-proc"]) {
+        return;
+    }
+    let Some(cluster) = etcd_server::EtcdCluster::start(3) else { return };
+    // An endpoint that accepts and never answers, listed first.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").expect("a listener");
+    let silent_port = silent.local_addr().expect("its port").port();
+    let url = cluster.url(PREFIX).replacen("etcd://", &format!("etcd://127.0.0.1:{silent_port},"), 1);
+    proclease::cluster::presence::await_epoch(&cluster.store(PREFIX), Duration::from_secs(2)).expect("the prefix's epoch");
+    let machine = machine(&url, "2s");
+    let follower = (0..3).find(|&i| Some(i) != cluster.leader()).expect("a follower");
+    cluster.signal(follower, "-STOP");
+    for job in 0..4 {
+        let out = machine.exclusive(&format!("job{job}"), &["true"]);
+        assert_eq!(out.status.code(), Some(0), "run {job} with one member stopped and one endpoint silent: {out:?}");
+    }
+    let report = machine.run(&["doctor"]);
+    assert_eq!(report.status.code(), Some(0), "{report:?}");
+    cluster.signal(follower, "-CONT");
+    drop(silent);
+}
+
+/// Operators' mistakes get words that say what to fix (#45 case 9), at once rather than after
+/// the request timeout as "unreachable … retry": credentials for an etcd without
+/// authentication, `--etcd-ca` against a plain-text etcd, a client key that is not the
+/// certificate's; an admission in etcd over the claim's size bound is one `doctor` row, not a
+/// failed `doctor`; a `--cluster-ttl` other than the epoch's is told.
+#[test]
+fn operator_mistakes_get_words_that_say_what_to_fix() {
+    if !etcd_server::etcdctl_installed() {
+        return;
+    }
+    let Some(etcd) = cluster() else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let proclease = |url: &str, args: &[&str]| {
+        let mut command = Command::new(PROCLEASE);
+        command.arg("--state-home").arg(dir.path().join("state")).args(["--store", url]).args(args);
+        for variable in ["PROCLEASE_STORE", "PROCLEASE_ETCD_CA", "PROCLEASE_ETCD_CERT", "PROCLEASE_ETCD_KEY", "PROCLEASE_ETCD_USER", "PROCLEASE_ETCD_PASSWORD"] {
+            command.env_remove(variable);
+        }
+        command
+    };
+    let url = etcd.url(PREFIX);
+    let out = proclease(&url, &["doctor"]).env("PROCLEASE_ETCD_USER", "fleet").env("PROCLEASE_ETCD_PASSWORD", "pw").output().expect("runs");
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(stderr(&out).contains("etcd has authentication disabled, but credentials were given (user \"fleet\")"), "{out:?}");
+    let Some(tls_etcd) = Etcd::start_tls() else { return };
+    let tls = tls_etcd.tls.clone().expect("certificates");
+    let ca = tls.ca.to_str().expect("utf-8").to_owned();
+    let out = proclease(&url, &["--etcd-ca", &ca, "doctor"]).output().expect("runs");
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(stderr(&out).contains("it does not speak TLS there (drop --etcd-ca"), "{out:?}");
+    let (cert, wrong_key) = (tls.client_cert.to_str().expect("utf-8").to_owned(), tls.mismatched_key());
+    let out = proclease(&tls_etcd.url(PREFIX), &["--etcd-ca", &ca, "--etcd-cert", &cert, "--etcd-key", wrong_key.to_str().expect("utf-8"), "doctor"]).output().expect("runs");
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(stderr(&out).contains("is not the key of the certificate in PROCLEASE_ETCD_CERT"), "{out:?}");
+
+    // A 20 KB admission: one row saying so, and how to set it aside.
+    let key = format!("/{PREFIX}/f/{CLAIM_PATH}");
+    let endpoint = format!("127.0.0.1:{}", etcd.client_port);
+    let big = format!("{{\"x\":\"{}\"}}", "a".repeat(20_000));
+    let put = Command::new("etcdctl").env("ETCDCTL_API", "3").args(["--endpoints", &endpoint, "put", &key, &big]).output().expect("etcdctl");
+    assert!(put.status.success(), "{put:?}");
+    let report = proclease(&url, &["doctor"]).output().expect("runs");
+    assert_eq!(report.status.code(), Some(0), "doctor still reports: {report:?}");
+    let said = String::from_utf8_lossy(&report.stdout);
+    assert!(said.contains("is not a valid export admission") && said.contains("larger than 16384 bytes") && said.contains("etcdctl"), "{said}");
+    let del = Command::new("etcdctl").env("ETCDCTL_API", "3").args(["--endpoints", &endpoint, "del", &key]).output().expect("etcdctl");
+    assert!(del.status.success(), "{del:?}");
+
+    // The epoch was started with a TTL of 2 s; a machine with another is told.
+    let other = machine(&url, "4s");
+    let out = other.exclusive("ttl", &["true"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(stderr(&out).contains("--cluster-ttl (4 s) differs from the TTL this prefix's epoch was started with (2 s)"), "{out:?}");
+}
+
 /// The etcd password never reaches the command (#45 case 7): not in its environment, and not in
 /// its box's init (`/proc/1/environ`), a fork of the supervisor that never execs and so keeps the
 /// environment block the supervisor started with — which `proclease` scrubs first thing.

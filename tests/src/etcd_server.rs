@@ -36,6 +36,11 @@ pub struct TlsFiles {
 }
 
 impl TlsFiles {
+    /// A private key that is not the client certificate's (the server's), for a mismatch.
+    pub fn mismatched_key(&self) -> std::path::PathBuf {
+        self.server_key.clone()
+    }
+
     /// What a client that trusts the CA and presents its certificate uses.
     pub fn client(&self) -> EtcdTlsFiles {
         EtcdTlsFiles { ca: self.ca.clone(), cert: Some(self.client_cert.clone()), key: Some(self.client_key.clone()) }

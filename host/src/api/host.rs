@@ -214,15 +214,35 @@ pub struct Host {
     lock_timeout: std::time::Duration,
 }
 
-/// What the admission file is when a reader of the reference refuses it.
+/// What the admission file is when a reader of the reference refuses it, or it cannot be read
+/// as a record at all (over the claim's size bound, not UTF-8).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InvalidFile {
     /// The file.
     pub path: PathBuf,
-    /// Why a reader refuses it (the reference's message).
-    pub error: proclease_core::LeaseError,
+    /// Why a reader refuses it.
+    pub error: InvalidReason,
     /// The shell command that moves it out of the way (proclease never deletes it).
     pub set_aside: String,
+}
+
+/// Why an admission file is refused ([`InvalidFile::error`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InvalidReason {
+    /// The reference's reader refuses its content (its message).
+    Refused(proclease_core::LeaseError),
+    /// It cannot be read as a record: larger than a claim may be, or not UTF-8 (the store's
+    /// failure, e.g. `larger than 16384 bytes`).
+    Unreadable(crate::Failure),
+}
+
+impl std::fmt::Display for InvalidReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            InvalidReason::Refused(error) => write!(f, "{error}"),
+            InvalidReason::Unreadable(failure) => write!(f, "{}", failure.message),
+        }
+    }
 }
 
 /// What a recovery did: the directory leases (every entry's outcome), the directory-creation
@@ -398,8 +418,19 @@ impl Host {
     /// In cluster mode the path is the etcd key (`etcd://HOST:PORT/PREFIX/f/…`) and the set-aside
     /// command copies it into the state home with `etcdctl` before deleting it.
     pub fn invalid_admission_file(&self) -> Option<InvalidFile> {
-        match self.survey_admission() {
-            Err(Error::Lease(error)) => {
+        let error = match self.survey_admission() {
+            Err(Error::Lease(error)) => InvalidReason::Refused(error),
+            // The record itself, not the store, is the problem: a reader of the reference
+            // refuses it as well (`could not safely open …`), and no retry cures it.
+            Err(Error::Storage(failure) | Error::System(failure))
+                if failure.path.as_deref() == Some(proclease_core::admission::CLAIM_PATH) && failure.kind == crate::FailureKind::Unsafe =>
+            {
+                InvalidReason::Unreadable(failure)
+            }
+            _ => return None,
+        };
+        {
+            {
                 let path = self.state_home().join(proclease_core::admission::CLAIM_PATH);
                 #[cfg(feature = "cluster")]
                 if let Some(cluster) = &self.cluster {
@@ -412,7 +443,6 @@ impl Host {
                 let set_aside = set_aside(self.state_home(), &path, "active.json");
                 Some(InvalidFile { path, error, set_aside })
             }
-            _ => None,
         }
     }
 
@@ -727,7 +757,11 @@ impl Host {
         let admission = match self.survey_admission() {
             Ok(survey) => Ok(survey),
             Err(Error::Lease(_)) => Err(self.invalid_admission_file().ok_or_else(|| Error::system("the admission file changed while it was surveyed"))?),
-            Err(other) => return Err(other),
+            Err(other) => match self.invalid_admission_file() {
+                // Too large, not UTF-8: a row of its own, and the rest of the survey goes on.
+                Some(invalid) if matches!(invalid.error, InvalidReason::Unreadable(_)) => Err(invalid),
+                _ => return Err(other),
+            },
         };
         let recovery = self.recover(Options { dry_run: true, past_bound: true, ..Options::default() })?;
         let decisions: std::collections::HashMap<String, RepairDecision> = recovery.invocations.iter().flat_map(|(_, decisions)| decisions.iter().cloned()).collect();

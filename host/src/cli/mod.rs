@@ -134,6 +134,14 @@ pub struct Global {
     /// In cluster mode: the client certificate's private key (PEM, mode 0600).
     #[arg(long, global = true, value_name = "FILE", env = "PROCLEASE_ETCD_KEY")]
     etcd_key: Option<PathBuf>,
+    /// In cluster mode: how long one etcd member may take to connect or to answer one attempt
+    /// of a request before the request goes to another member (a hung member costs this much).
+    #[arg(long, global = true, value_name = "DURATION", env = "PROCLEASE_ETCD_DIAL_TIMEOUT")]
+    dial_timeout: Option<String>,
+    /// In cluster mode: how long one store operation may take in all, every member and retry
+    /// included, before it fails closed.
+    #[arg(long, global = true, value_name = "DURATION", env = "PROCLEASE_ETCD_COMMAND_TIMEOUT")]
+    command_timeout: Option<String>,
     /// How long one operation may wait, in all, for locks of the state home another process
     /// holds (a stopped proclease, a long recovery) and for other programs' mutation claims,
     /// before failing with exit status 5 and the holder's pid; after 1 s the wait says who it
@@ -329,6 +337,14 @@ pub fn main() -> ExitCode {
         Err(error) => return usage_error(&error),
     };
     logging::init(cli.global.verbose, cli.global.quiet);
+    // The etcd timeouts reach the store, and every proclease the command runs (`fence check`),
+    // through their variables (as the TLS files do), checked where the store connects.
+    for (variable, value) in [(proclease::cluster::DIAL_TIMEOUT_VARIABLE, &cli.global.dial_timeout), (proclease::cluster::COMMAND_TIMEOUT_VARIABLE, &cli.global.command_timeout)] {
+        if let Some(value) = value {
+            // SAFETY: before any thread of this program starts.
+            unsafe { std::env::set_var(variable, value) };
+        }
+    }
     // SIGPIPE stays ignored, as the Rust runtime leaves it, for every command: a socket to etcd
     // that the server closed (a TLS handshake it refused) must be an error with a message, not
     // a silent death (exit 141). A reader of the output that went away ends a report quietly

@@ -13,6 +13,60 @@ pub const PASSWORD_FILE_VARIABLE: &str = "PROCLEASE_ETCD_PASSWORD_FILE";
 /// The environment variable holding that user's password, when no file is given.
 pub const PASSWORD_VARIABLE: &str = "PROCLEASE_ETCD_PASSWORD";
 
+/// The environment variable bounding how long one etcd member may take to connect, or to answer
+/// one attempt of a request, before the request goes to another member (etcdctl's
+/// `--dial-timeout`; a duration such as `1s`, `500ms`).
+pub const DIAL_TIMEOUT_VARIABLE: &str = "PROCLEASE_ETCD_DIAL_TIMEOUT";
+/// The environment variable bounding one store operation across every member and retry
+/// (etcdctl's `--command-timeout`).
+pub const COMMAND_TIMEOUT_VARIABLE: &str = "PROCLEASE_ETCD_COMMAND_TIMEOUT";
+
+/// How long the etcd client waits (`docs/cluster.md`, "Operator settings"): a member that does
+/// not connect or answer within `dial` is passed over for the next (a hung member — stopped,
+/// or accepting and never answering — costs one `dial`, not the whole operation), and one
+/// operation gives up after `command`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EtcdTimeouts {
+    /// Per member: connecting, and each attempt of a request (default 1 s).
+    pub dial: Duration,
+    /// Per operation, every member and retry included (default 5 s).
+    pub command: Duration,
+}
+
+impl Default for EtcdTimeouts {
+    fn default() -> Self {
+        EtcdTimeouts { dial: Duration::from_secs(1), command: Duration::from_secs(5) }
+    }
+}
+
+impl EtcdTimeouts {
+    /// The timeouts [`DIAL_TIMEOUT_VARIABLE`] and [`COMMAND_TIMEOUT_VARIABLE`] give, the
+    /// defaults for those unset (an empty value is unset).
+    ///
+    /// Errors: a value that is not a duration, a zero one, or a dial timeout longer than the
+    /// command timeout.
+    pub fn from_environment() -> Result<EtcdTimeouts, String> {
+        let mut timeouts = EtcdTimeouts::default();
+        for (variable, field) in [(DIAL_TIMEOUT_VARIABLE, &mut timeouts.dial), (COMMAND_TIMEOUT_VARIABLE, &mut timeouts.command)] {
+            if let Some(value) = std::env::var(variable).ok().filter(|v| !v.is_empty()) {
+                let parsed = humantime::parse_duration(&value).map_err(|e| format!("{variable}={value:?} is not a duration (e.g. 1s, 500ms): {e}"))?;
+                if parsed.is_zero() {
+                    return Err(format!("{variable}={value:?}: a timeout must be longer than zero"));
+                }
+                *field = parsed;
+            }
+        }
+        if timeouts.dial > timeouts.command {
+            return Err(format!(
+                "the etcd dial timeout ({}) is longer than the command timeout ({}): a request could not try a second member",
+                humantime::format_duration(timeouts.dial),
+                humantime::format_duration(timeouts.command)
+            ));
+        }
+        Ok(timeouts)
+    }
+}
+
 /// The password [`take_password_from_environment`] took out of this process's environment.
 static TAKEN_PASSWORD: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 

@@ -17,6 +17,9 @@
 //!   restored from a snapshot (`etcdctl snapshot restore` starts a new raft log, near 0, whatever
 //!   the cluster id and revisions — `--bump-revision` included): a mark above every member's
 //!   index tells a restore that brought back this prefix's own epoch key.
+//! - `P/epoch-ttl`: the TTL (whole seconds) the epoch was started with, the longest of the
+//!   starter's and the epoch before's: its grace. A process whose `--cluster-ttl` differs is
+//!   told so when it registers.
 //! - `P/grace`: exists, under an etcd lease of one TTL, while a new epoch's grace runs; no
 //!   presence registers meanwhile. By its end every owner of before has found its session lost
 //!   (its lease missing, a revision lower than it saw, another cluster, or the epoch changed:
@@ -51,6 +54,12 @@ pub fn ordinal_key(store: &EtcdStore) -> String {
     format!("{}/epoch-ordinal", store.prefix())
 }
 
+/// The key holding the TTL (whole seconds) the current epoch was started with: the TTL every
+/// machine of the prefix is meant to use.
+pub fn ttl_key(store: &EtcdStore) -> String {
+    format!("{}/epoch-ttl", store.prefix())
+}
+
 /// The key holding the raft index the last registration saw.
 pub fn raft_mark_key(store: &EtcdStore) -> String {
     format!("{}/raft-mark", store.prefix())
@@ -67,6 +76,8 @@ pub struct Epoch {
     pub ordinal: u64,
     /// The raft index the check saw, which the registration records ([`raft_mark_key`]).
     pub raft_index: u64,
+    /// The TTL the epoch was started with (`None`: an older proclease's epoch).
+    pub ttl: Option<Duration>,
 }
 
 /// The state of the prefix's epoch, as [`epoch_state`] reads it.
@@ -90,6 +101,7 @@ struct Read {
     grace: Option<KeyValue>,
     ordinal: Option<KeyValue>,
     mark: Option<KeyValue>,
+    ttl: Option<KeyValue>,
     cluster: u64,
 }
 
@@ -112,7 +124,7 @@ fn number(kv: Option<&KeyValue>) -> Option<u64> {
 
 fn read(store: &EtcdStore) -> Result<Read, StoreError> {
     let key = epoch_key(store);
-    let keys = [key.clone(), grace_key(store), ordinal_key(store), raft_mark_key(store)];
+    let keys = [key.clone(), grace_key(store), ordinal_key(store), raft_mark_key(store), ttl_key(store)];
     let txn = Txn::new().and_then(keys.map(|key| TxnOp::get(key, None)));
     let response = store.run(&key, "reading the cluster epoch", || {
         let (mut kv, txn) = (store.client().kv_client(), txn.clone());
@@ -124,7 +136,7 @@ fn read(store: &EtcdStore) -> Result<Read, StoreError> {
         _ => None,
     });
     let mut next = || found.next().flatten();
-    Ok(Read { epoch: next(), grace: next(), ordinal: next(), mark: next(), cluster })
+    Ok(Read { epoch: next(), grace: next(), ordinal: next(), mark: next(), ttl: next(), cluster })
 }
 
 /// The raft index etcd's `Status` answers with (the answering member's committed index).
@@ -210,7 +222,8 @@ pub fn await_epoch(store: &EtcdStore, ttl: Duration) -> Result<Epoch, StoreError
             match restored(store, read.mark.as_ref())? {
                 Ok(raft_index) => {
                     let revision = read.epoch.as_ref().map_or(0, KeyValue::mod_revision);
-                    return Ok(Epoch { value: read.cluster.to_string(), revision, ordinal: read.ordinal(), raft_index });
+                    let ttl = number(read.ttl.as_ref()).map(Duration::from_secs);
+                    return Ok(Epoch { value: read.cluster.to_string(), revision, ordinal: read.ordinal(), raft_index, ttl });
                 }
                 Err(why) => Some(why),
             }
@@ -245,9 +258,10 @@ pub fn await_epoch(store: &EtcdStore, ttl: Duration) -> Result<Epoch, StoreError
 fn start(store: &EtcdStore, ttl: Duration, read: &Read) -> Result<bool, StoreError> {
     let key = epoch_key(store);
     let raft_index = raft_index(store)?;
-    let seconds = i64::try_from(ttl.as_secs().max(2)).unwrap_or(i64::MAX);
+    // The grace covers the longest TTL known: this process's, and the epoch's before.
+    let seconds = i64::try_from(ttl.as_secs().max(2).max(number(read.ttl.as_ref()).unwrap_or(0))).unwrap_or(i64::MAX);
     let lease = store
-        .run(&key, "starting a cluster epoch", || {
+        .run(&key, "granting a lease", || {
             let mut leases = store.client().lease_client();
             async move { leases.grant(seconds, None).await }
         })?
@@ -259,6 +273,7 @@ fn start(store: &EtcdStore, ttl: Duration, read: &Read) -> Result<bool, StoreErr
         TxnOp::put(key.clone(), read.cluster.to_string(), None),
         TxnOp::put(ordinal_key(store), ordinal.to_string(), None),
         TxnOp::put(raft_mark_key(store), raft_index.to_string(), None),
+        TxnOp::put(ttl_key(store), seconds.to_string(), None),
         TxnOp::put(grace_key(store), "", Some(PutOptions::new().with_lease(lease))),
     ]);
     let started = store

@@ -32,8 +32,8 @@ pub mod presence;
 pub mod self_fencing;
 
 pub use address::{
-    CA_VARIABLE, CERT_VARIABLE, ClusterError, EtcdAddress, EtcdTlsFiles, KEY_VARIABLE, PASSWORD_FILE_VARIABLE, PASSWORD_VARIABLE, STORE_VARIABLE, StoreAddress, USER_VARIABLE,
-    password_from_environment, take_password_from_environment, without_credentials,
+    CA_VARIABLE, CERT_VARIABLE, COMMAND_TIMEOUT_VARIABLE, ClusterError, DIAL_TIMEOUT_VARIABLE, EtcdAddress, EtcdTimeouts, EtcdTlsFiles, KEY_VARIABLE, PASSWORD_FILE_VARIABLE,
+    PASSWORD_VARIABLE, STORE_VARIABLE, StoreAddress, USER_VARIABLE, password_from_environment, take_password_from_environment, without_credentials,
 };
 
 /// The environment variable an exclusive run's command gets beside its fencing token: the store

@@ -368,7 +368,7 @@ impl PresenceSession {
             attempts += 1;
             let epoch = await_epoch(&store, ttl)?;
             let sent = boottime();
-            let granted = store.run(&key, "registering presence", || {
+            let granted = store.run(&key, "granting a lease", || {
                 let mut leases = store.client().lease_client();
                 async move { leases.grant(ttl_seconds, None).await }
             })?;
@@ -398,6 +398,16 @@ impl PresenceSession {
                 }
             }
         };
+        if let Some(agreed) = epoch.ttl.filter(|agreed| *agreed != ttl) {
+            tracing::warn!(
+                "this process's --cluster-ttl ({} s) differs from the TTL this prefix's epoch was started with ({} s): every machine of a prefix \
+                 must use the same TTL, since the grace after a wipe or restore lasts one TTL and a longer one lets an owner from before act \
+                 past it; use --cluster-ttl {}s",
+                ttl.as_secs(),
+                agreed.as_secs(),
+                agreed.as_secs()
+            );
+        }
         let shared = Arc::new(Shared {
             last_acknowledged: Mutex::new(sent),
             expired: AtomicBool::new(false),
@@ -566,13 +576,19 @@ fn epoch_changed(store: &EtcdStore, epoch: &Epoch, bound: Duration) -> Option<St
 fn renew(store: &EtcdStore, lease: i64, ttl: Duration, shared: &Shared) {
     let interval = self_fencing::renewal_interval(ttl);
     let mut stream = None;
+    // The member the stream goes to, and how long it may take to answer: a hung member costs
+    // half an interval or one dial timeout, whichever is shorter, after which the renewal is
+    // made again at another — well before three quarters of the TTL.
+    let mut member = store.preferred();
+    let attempt = (interval / 2).min(store.timeouts().dial);
     // The pause before the next renewal: the interval after an acknowledged one.
     let mut next = interval;
     while !shared.stop.load(Ordering::SeqCst) {
         let sent = boottime();
         if stream.is_none() {
+            member = store.preferred();
             let mut leases = store.client().lease_client();
-            stream = match store.block_on(interval, async move { leases.keep_alive(lease).await }) {
+            stream = match store.block_on(attempt, async move { leases.keep_alive(lease).await }) {
                 Some(Ok(opened)) => Some(opened),
                 // The client read the stream's first answer and found TTL 0: etcd no longer has
                 // the lease (it expired, or etcd's data was wiped) — lost, as on an open stream.
@@ -580,11 +596,14 @@ fn renew(store: &EtcdStore, lease: i64, ttl: Duration, shared: &Shared) {
                     shared.lose(lease, "etcd no longer has its lease: it expired, was revoked, or etcd's data was wiped or restored".into());
                     return;
                 }
-                _ => None,
+                _ => {
+                    store.pass_over(member);
+                    None
+                }
             };
         }
         if let Some((keeper, responses)) = stream.as_mut() {
-            let answer = store.block_on(interval, async {
+            let answer = store.block_on(attempt, async {
                 keeper.keep_alive().await?;
                 responses.message().await
             });
@@ -613,7 +632,9 @@ fn renew(store: &EtcdStore, lease: i64, ttl: Duration, shared: &Shared) {
                     }
                 }
                 _ => {
+                    // To another member: a hung one must not cost more than one renewal.
                     tracing::debug!(lease, "a presence renewal failed; reconnecting");
+                    store.pass_over(member);
                     stream = None;
                     next = self_fencing::retry_pause(next, interval);
                 }

@@ -27,7 +27,8 @@
 //! every write's transaction, so an owner whose etcd lease expired cannot write.
 //! ghostget has no etcd store, so no other protocol shares these keys.
 //!
-//! Failures: etcd unreachable or not answering within [`TIMEOUT`] is [`StoreError::Unreachable`] naming
+//! Failures: etcd unreachable or not answering within the command timeout ([`EtcdTimeouts`],
+//! default [`TIMEOUT`]) is [`StoreError::Unreachable`] naming
 //! the endpoint; a write whose answer was lost may or may not have been applied, and the
 //! message says to read before retrying (the compare-and-swap callers do: a retry that finds
 //! its own record reads it as changed and starts over).
@@ -39,7 +40,41 @@ use etcd_client::{Certificate, Client, Compare, CompareOp, ConnectOptions, GetOp
 use proclease_core::digest;
 use proclease_core::effects::{BatchInvalid, BatchStatus, CollectionEntry, CollectionIdentity, CollectionSnapshot, EntryKind, Failure, Store};
 
-pub use crate::cluster::EtcdTlsFiles;
+pub use crate::cluster::{EtcdTimeouts, EtcdTlsFiles};
+
+/// One endpoint's client, once it connected and answered.
+struct Member {
+    /// `http(s)://HOST:PORT`.
+    url: String,
+    client: std::sync::Mutex<Option<Client>>,
+    /// A connection attempt runs in the background.
+    connecting: std::sync::atomic::AtomicBool,
+}
+
+impl Member {
+    fn client(&self) -> Option<Client> {
+        self.client.lock().ok().and_then(|client| client.clone())
+    }
+}
+
+/// Connects `member` and asks it one read (a count of `probe`), within `dial`: its client
+/// once it answered, else why not.
+async fn connect_member(member: std::sync::Arc<Member>, options: ConnectOptions, probe: String, dial: Duration) -> Result<Client, etcd_client::Error> {
+    let attempt = async {
+        let client = Client::connect([member.url.clone()], Some(options)).await?;
+        client.kv_client().get(probe, Some(GetOptions::new().with_count_only())).await?;
+        Ok::<Client, etcd_client::Error>(client)
+    };
+    let outcome = match tokio::time::timeout(dial, attempt).await {
+        Ok(outcome) => outcome,
+        Err(_) => Err(etcd_client::Error::InvalidArgs(format!("{} did not answer within {}", member.url, humantime::format_duration(dial)))),
+    };
+    if let (Ok(client), Ok(mut slot)) = (&outcome, member.client.lock()) {
+        *slot = Some(client.clone());
+    }
+    member.connecting.store(false, std::sync::atomic::Ordering::SeqCst);
+    outcome
+}
 
 use super::path;
 use super::{MAX_ENTRIES, StoreError, check_batch, check_hash, check_size, failure, split};
@@ -56,7 +91,17 @@ const CAS_ATTEMPTS: usize = 16;
 /// be called from any thread.
 pub struct EtcdStore {
     runtime: tokio::runtime::Runtime,
-    client: Client,
+    /// One client per endpoint, each connected on its own, so that a hung member is passed
+    /// over ([`EtcdStore::pass_over`]) rather than waited for.
+    members: Vec<std::sync::Arc<Member>>,
+    /// The member requests go to: the first that answered, until it fails to.
+    preferred: std::sync::atomic::AtomicUsize,
+    /// The first member that answered (always connected): the client when no other is.
+    fallback: Client,
+    /// How long a member and an operation may take.
+    timeouts: EtcdTimeouts,
+    /// How to connect a member again.
+    options: ConnectOptions,
     endpoint: String,
     prefix: String,
     /// The presence key and etcd lease every record write is fenced with
@@ -166,7 +211,8 @@ impl EtcdStore {
             Some(tls) => Some(tls.clone()),
             None => EtcdTlsFiles::from_environment().map_err(refused)?,
         };
-        EtcdStore::connect_to(address, credentials, tls.as_ref())
+        let timeouts = EtcdTimeouts::from_environment().map_err(refused)?;
+        EtcdStore::connect_within(address, credentials, tls.as_ref(), timeouts)
     }
 
     /// [`EtcdStore::connect`] as the etcd user of `credentials` (an etcd with authentication);
@@ -194,6 +240,16 @@ impl EtcdStore {
     ///
     /// Errors: as [`EtcdStore::connect_with`], but for the address's shape.
     pub fn connect_to(address: &EtcdAddress, credentials: Option<EtcdCredentials>, tls: Option<&EtcdTlsFiles>) -> Result<EtcdStore, StoreError> {
+        EtcdStore::connect_within(address, credentials, tls, EtcdTimeouts::default())
+    }
+
+    /// [`EtcdStore::connect_to`] with `timeouts`: every endpoint is connected on its own, at
+    /// once, and the first that answers takes the requests; one that does not answer within
+    /// `timeouts.dial` is passed over (it keeps connecting in the background).
+    ///
+    /// Errors: as [`EtcdStore::connect_to`] — when no endpoint answers, the first endpoint's
+    /// reason.
+    pub fn connect_within(address: &EtcdAddress, credentials: Option<EtcdCredentials>, tls: Option<&EtcdTlsFiles>, timeouts: EtcdTimeouts) -> Result<EtcdStore, StoreError> {
         let url = &address.url();
         let shown = url.clone();
         let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -202,7 +258,7 @@ impl EtcdStore {
             .enable_all()
             .build()
             .map_err(|e| StoreError::io(url, "starting the etcd client", e))?;
-        let mut options = ConnectOptions::new().with_connect_timeout(TIMEOUT).with_timeout(TIMEOUT);
+        let mut options = ConnectOptions::new().with_connect_timeout(timeouts.dial).with_timeout(timeouts.command);
         let user = credentials.as_ref().map(|c| c.user.clone());
         if let Some(credentials) = credentials {
             options = options.with_user(credentials.user, credentials.password).with_auto_token_refresh(true);
@@ -211,34 +267,109 @@ impl EtcdStore {
             options = options.with_tls(tls_options(tls).map_err(|reason| StoreError::Refused { path: shown.clone(), reason })?);
         }
         let scheme = if tls.is_some() { "https" } else { "http" };
-        let endpoints: Vec<String> = address.endpoints.iter().map(|endpoint| format!("{scheme}://{endpoint}")).collect();
-        let client = runtime
-            .block_on(async { tokio::time::timeout(TIMEOUT, Client::connect(endpoints, Some(options))).await })
-            .map_err(|_| unreachable_error(url, &address.endpoint, "connecting", "no answer"))?
-            .map_err(|e| {
-                match auth_refusal(&e, user.as_deref(), &address.prefix)
+        let members: Vec<std::sync::Arc<Member>> = address
+            .endpoints
+            .iter()
+            .map(|endpoint| {
+                std::sync::Arc::new(Member { url: format!("{scheme}://{endpoint}"), client: std::sync::Mutex::new(None), connecting: std::sync::atomic::AtomicBool::new(true) })
+            })
+            .collect();
+        // Every member at once; the first to answer a read takes the requests. A first request,
+        // so that an address nothing answers at fails here, not at the first write. Members that
+        // all fail within the dial timeout (the leader stopped: no read is served until another
+        // is elected) are asked again, until the command timeout.
+        let probe = format!("{}/d", address.prefix);
+        let deadline = std::time::Instant::now() + timeouts.command;
+        let mut first_error: Option<(usize, etcd_client::Error)> = None;
+        let connected = 'rounds: loop {
+            let (sender, answers) = std::sync::mpsc::channel();
+            for (index, member) in members.iter().enumerate() {
+                let (member, options, probe, sender) = (member.clone(), options.clone(), probe.clone(), sender.clone());
+                member.connecting.store(true, std::sync::atomic::Ordering::SeqCst);
+                runtime.spawn(async move {
+                    let _ = sender.send((index, connect_member(member, options, probe, timeouts.dial).await));
+                });
+            }
+            drop(sender);
+            loop {
+                match answers.recv_timeout(deadline.saturating_duration_since(std::time::Instant::now())) {
+                    Ok((index, Ok(client))) => break 'rounds Some((index, client)),
+                    Ok((index, Err(e))) => {
+                        let refused = auth_refusal(&e, user.as_deref(), &address.prefix).is_some()
+                            || tls_refusal(&e, tls.map(|files| files.cert.is_some()), true, &address.endpoint).is_some_and(|(_, certain)| certain);
+                        if first_error.as_ref().is_none_or(|(first, _)| index <= *first) {
+                            first_error = Some((index, e));
+                        }
+                        if refused {
+                            break 'rounds None;
+                        }
+                    }
+                    // Every member answered with an error: another round, while time is left.
+                    Err(std::sync::mpsc::RecvTimeoutError::Disconnected) if std::time::Instant::now() + Duration::from_millis(100) < deadline => {
+                        std::thread::sleep(Duration::from_millis(100));
+                        continue 'rounds;
+                    }
+                    Err(_) => break 'rounds None,
+                }
+            }
+        };
+        let Some((index, fallback)) = connected else {
+            return Err(match first_error {
+                Some((_, e)) => match auth_refusal(&e, user.as_deref(), &address.prefix)
                     .or_else(|| tls_refusal(&e, tls.map(|files| files.cert.is_some()), true, &address.endpoint).map(|(reason, _)| reason))
                 {
                     Some(reason) => StoreError::Refused { path: shown.clone(), reason },
-                    None => unreachable_error(url, &address.endpoint, "connecting", &e.to_string()),
-                }
-            })?;
-        let store = EtcdStore {
+                    None => unreachable_error(url, &address.endpoint, "connecting", &e.to_string(), timeouts.command),
+                },
+                None => unreachable_error(url, &address.endpoint, "connecting", "no answer", timeouts.command),
+            });
+        };
+        Ok(EtcdStore {
             runtime,
-            client,
+            members,
+            preferred: std::sync::atomic::AtomicUsize::new(index),
+            fallback,
+            timeouts,
+            options,
             endpoint: address.endpoint.clone(),
             prefix: address.prefix.clone(),
             fence: std::sync::Mutex::new(None),
             user,
             tls: tls.map(|files| files.cert.is_some()),
+        })
+    }
+
+    /// Passes over member `failed` (it did not answer in time, or could not be reached): the
+    /// next member that answered before takes the requests, and every member without a client
+    /// is connected again in the background. Returns the member now preferred.
+    pub(crate) fn pass_over(&self, failed: usize) -> usize {
+        use std::sync::atomic::Ordering;
+        let count = self.members.len();
+        let next = (1..count).map(|step| (failed + step) % count).find(|&index| self.members[index].client().is_some()).unwrap_or(failed);
+        let now = match self.preferred.compare_exchange(failed, next, Ordering::SeqCst, Ordering::SeqCst) {
+            Ok(_) => next,
+            Err(current) => current,
         };
-        // A first request, so that an address nothing answers at fails here, not at the first write.
-        let probe = format!("{}/d", store.prefix);
-        store.run(url, "connecting", || {
-            let (mut kv, probe) = (store.kv(), probe.clone());
-            async move { kv.get(probe, Some(GetOptions::new().with_count_only())).await }
-        })?;
-        Ok(store)
+        if next != failed {
+            tracing::debug!(failed = %self.members[failed].url, now = %self.members[now].url, "an etcd member did not answer in time: passed over");
+        }
+        for member in &self.members {
+            if member.client().is_none() && !member.connecting.swap(true, Ordering::SeqCst) {
+                let probe = format!("{}/d", self.prefix);
+                drop(self.runtime.spawn(connect_member(member.clone(), self.options.clone(), probe, self.timeouts.dial)));
+            }
+        }
+        now
+    }
+
+    /// The member requests go to now.
+    pub(crate) fn preferred(&self) -> usize {
+        self.preferred.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// How long a member and an operation may take.
+    pub fn timeouts(&self) -> EtcdTimeouts {
+        self.timeouts
     }
 
     /// Fences every later record write of this store with `presence_key` under etcd lease
@@ -287,9 +418,10 @@ impl EtcdStore {
         &self.endpoint
     }
 
-    /// The client (for the presence registry, `cluster::presence`).
+    /// The client of the member requests go to now (for the presence registry,
+    /// `cluster::presence`).
     pub(crate) fn client(&self) -> Client {
-        self.client.clone()
+        self.members.get(self.preferred()).and_then(|member| member.client()).unwrap_or_else(|| self.fallback.clone())
     }
 
     /// The key prefix, with its leading `/`.
@@ -303,7 +435,7 @@ impl EtcdStore {
     }
 
     fn kv(&self) -> KvClient {
-        self.client.kv_client()
+        self.client().kv_client()
     }
 
     /// This store's address, `etcd://HOST:PORT/PREFIX`.
@@ -329,7 +461,8 @@ impl EtcdStore {
         format!("{}/d/{dir}", self.prefix)
     }
 
-    /// Runs one request to completion on the client's runtime, at most [`TIMEOUT`]; a failure
+    /// Runs one request to completion on the client's runtime, at most the command timeout
+    /// ([`EtcdTimeouts`]), each attempt at one member at most the dial timeout; a failure
     /// names the endpoint (for `path`, doing `operation`). A request that failed in a way
     /// known not to have applied it ([`not_applied`]: it never reached a member, or etcd refused
     /// it before proposing it; for a read, any unavailable member) is made again by `request`
@@ -340,11 +473,13 @@ impl EtcdStore {
         R: FnMut() -> F,
         F: Future<Output = Result<T, etcd_client::Error>>,
     {
-        let deadline = std::time::Instant::now() + TIMEOUT;
+        let deadline = std::time::Instant::now() + self.timeouts.command;
         let mut pause = Duration::from_millis(10);
         loop {
             let left = deadline.saturating_duration_since(std::time::Instant::now());
-            match self.runtime.block_on(async { tokio::time::timeout(left, request()).await }) {
+            // One member gets at most the dial timeout: a hung one costs that, not the whole bound.
+            let member = self.preferred();
+            match self.runtime.block_on(async { tokio::time::timeout(left.min(self.timeouts.dial), request()).await }) {
                 Ok(Ok(value)) => return Ok(value),
                 Ok(Err(e)) => {
                     let certain = auth_refusal(&e, self.user.as_deref(), &self.prefix).map(|reason| (reason, true));
@@ -352,16 +487,27 @@ impl EtcdStore {
                     let retry = refusal.as_ref().is_none_or(|(_, certain)| !certain);
                     if retry && not_applied(&e, is_read(operation)) && std::time::Instant::now() + pause < deadline {
                         tracing::debug!(path, operation, error = %e, "etcd did not apply the request; retrying");
+                        self.pass_over(member);
                         std::thread::sleep(pause);
                         pause = (pause * 2).min(Duration::from_millis(500));
                         continue;
                     }
                     return Err(match refusal {
                         Some((reason, _)) => StoreError::Refused { path: path.into(), reason },
-                        None => unreachable_error(path, &self.endpoint, operation, &e.to_string()),
+                        None => unreachable_error(path, &self.endpoint, operation, &e.to_string(), self.timeouts.command),
                     });
                 }
-                Err(_) => return Err(unreachable_error(path, &self.endpoint, operation, "no answer")),
+                Err(_) => {
+                    // The member did not answer in time: the next request goes to another. A
+                    // read, or a lease grant (an extra lease expires by itself), is made again
+                    // there; a write may have been applied, so it is not.
+                    self.pass_over(member);
+                    if retried_after_silence(operation) && std::time::Instant::now() + Duration::from_millis(10) < deadline {
+                        tracing::debug!(path, operation, "an etcd member did not answer in time; asking another");
+                        continue;
+                    }
+                    return Err(unreachable_error(path, &self.endpoint, operation, "no answer", self.timeouts.command));
+                }
             }
         }
     }
@@ -463,7 +609,7 @@ impl EtcdStore {
     pub fn await_change(&self, keys: &[String], after: i64, timeout: Duration) -> Result<bool, StoreError> {
         let Some(first) = keys.first() else { return Ok(false) };
         let options = || etcd_client::WatchOptions::new().with_start_revision(after + 1);
-        let mut client = self.client.watch_client();
+        let mut client = self.client().watch_client();
         let answer = self.block_on(timeout, async {
             let mut watch = client.watch(first.clone(), Some(options())).await?;
             for key in &keys[1..] {
@@ -484,7 +630,7 @@ impl EtcdStore {
         match answer {
             None => Ok(false),
             Some(Ok(changed)) => Ok(changed),
-            Some(Err(e)) => Err(unreachable_error(first, &self.endpoint, "watch", &e.to_string())),
+            Some(Err(e)) => Err(unreachable_error(first, &self.endpoint, "watch", &e.to_string(), timeout)),
         }
     }
 
@@ -792,7 +938,12 @@ fn auth_refusal(error: &etcd_client::Error, user: Option<&str>, prefix: &str) ->
     let etcd_client::Error::GRpcStatus(status) = error else { return None };
     let message = status.message();
     let who = user.map_or_else(|| "no user".to_owned(), |user| format!("user {user:?}"));
-    if message.contains("authentication failed") {
+    if message.contains("authentication is not enabled") {
+        Some(format!(
+            "etcd has authentication disabled, but credentials were given ({who}): unset {USER_VARIABLE} and the password ({PASSWORD_FILE_VARIABLE}, \
+             {PASSWORD_VARIABLE}), or enable authentication in etcd"
+        ))
+    } else if message.contains("authentication failed") {
         Some(format!("etcd refused the credentials of {who} (authentication failed): check {USER_VARIABLE} and the password in {PASSWORD_FILE_VARIABLE}"))
     } else if message.contains("user name is empty") || (user.is_none() && message.contains("invalid auth token")) {
         Some(format!("this etcd requires authentication: set {USER_VARIABLE} and {PASSWORD_FILE_VARIABLE} (a file, mode 0600, that holds the password)"))
@@ -848,10 +999,14 @@ fn tls_options(files: &EtcdTlsFiles) -> Result<TlsOptions, String> {
 /// (`tls` is `Some(false)`), one that may want a client certificate. A guess is told only once
 /// the request's retries are spent (a restarting member closes connections too).
 fn tls_refusal(error: &etcd_client::Error, tls: Option<bool>, connecting: bool, endpoint: &str) -> Option<(String, bool)> {
-    use crate::cluster::{CA_VARIABLE, CERT_VARIABLE};
+    use crate::cluster::{CA_VARIABLE, CERT_VARIABLE, KEY_VARIABLE};
     use std::error::Error as _;
     let mut words = error.to_string();
-    let mut source = error.source();
+    // The client's own error keeps the transport's cause to itself: walk the transport's.
+    let mut source = match error {
+        etcd_client::Error::TransportError(transport) => transport.source(),
+        other => other.source(),
+    };
     while let Some(cause) = source {
         words.push_str(": ");
         words.push_str(&cause.to_string());
@@ -860,6 +1015,24 @@ fn tls_refusal(error: &etcd_client::Error, tls: Option<bool>, connecting: bool, 
     let has = |needle: &str| words.to_ascii_lowercase().contains(needle);
     let closed = connecting && (has("connection reset") || has("broken pipe") || has("frame with invalid size") || has("http2 error") || has("protocol error"));
     if let Some(client_certificate) = tls {
+        if client_certificate && (has("inconsistentkeys") || has("keymismatch") || has("key mismatch") || has("does not match")) {
+            return Some((
+                format!(
+                    "TLS with etcd at {endpoint} could not start: the key in {KEY_VARIABLE} (--etcd-key) is not the key of the certificate in {CERT_VARIABLE} (--etcd-cert) ({words})"
+                ),
+                true,
+            ));
+        }
+        if has("tls handshake eof") {
+            let or = if client_certificate { "or it did not accept this client certificate" } else { "or it wants a client certificate (--etcd-cert, --etcd-key)" };
+            return Some((
+                format!(
+                    "TLS with etcd at {endpoint} failed: it closed the connection during the handshake: it does not speak TLS there (drop --etcd-ca, \
+                     {CA_VARIABLE}, for a plain-text etcd), {or} ({words})"
+                ),
+                true,
+            ));
+        }
         let wants_client = has("certificaterequired") || has("certificate required") || has("bad certificate") || has("badcertificate") || has("unknown ca") || has("unknownca");
         if has("unknownissuer") || has("invalid peer certificate") || has("certificate verify") || has("notvalidforname") {
             Some((
@@ -893,14 +1066,20 @@ fn tls_refusal(error: &etcd_client::Error, tls: Option<bool>, connecting: bool, 
     }
 }
 
-fn unreachable_error(path: &str, endpoint: &str, operation: &'static str, reason: &str) -> StoreError {
+fn unreachable_error(path: &str, endpoint: &str, operation: &'static str, reason: &str, bound: Duration) -> StoreError {
     // Only a transaction that writes can have been applied without its answer arriving.
     let outcome = if is_read(operation) { "nothing was changed; retry once etcd answers" } else { "a write may or may not have been applied: read before retrying" };
     StoreError::Unreachable {
         path: path.into(),
         operation,
-        message: format!("etcd at {endpoint} is unreachable or did not answer within {}s ({reason}); {outcome}", TIMEOUT.as_secs()),
+        message: format!("etcd at {endpoint} is unreachable or did not answer within {} ({reason}); {outcome}", humantime::format_duration(bound)),
     }
+}
+
+/// Whether a request that a member did not answer in time is made again to another member: a
+/// read, or a lease grant (a lease granted twice expires by itself), never a write.
+fn retried_after_silence(operation: &str) -> bool {
+    is_read(operation) || operation == "granting a lease"
 }
 
 /// The component's `state-store` import served by an [`EtcdStore`].
