@@ -533,6 +533,25 @@ fn a_stopped_supervisor_is_killed_with_its_tree_before_its_presence_expires() {
         let status = supervisor.wait().expect("reap");
         use std::os::unix::process::ExitStatusExt as _;
         assert_eq!(status.signal(), Some(9), "the dead-man timer killed the stopped supervisor");
+        // The kill left a record of its likely cause (#45 case 9): `doctor` says it, `recover`
+        // forgets it.
+        let local = |args: &[&str]| {
+            Command::new(PROCLEASE)
+                .arg("--state-home")
+                .arg(root.join("state"))
+                .arg("--workspace-root")
+                .arg(&root)
+                .args(["--store", &etcd.url(&prefix), "--cluster-ttl", "2s"])
+                .args(args)
+                .env_remove("PROCLEASE_STORE")
+                .output()
+                .expect("runs")
+        };
+        let words = format!("supervisor pid {} died while its cluster dead-man timer was armed (TTL 2s)", supervisor.id());
+        let report = local(&["doctor"]);
+        assert!(String::from_utf8_lossy(&report.stdout).contains(&words), "doctor says why it died: {report:?}");
+        assert!(local(&["recover"]).status.success());
+        assert!(!String::from_utf8_lossy(&local(&["doctor"]).stdout).contains("dead-man timer was armed"), "recover forgot the record");
     }
     percentiles("cluster mode, SIGSTOP of the supervisor (time includes the dead-man deadline)", times);
 }

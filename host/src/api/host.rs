@@ -685,7 +685,23 @@ impl Host {
         // A wait that reached its bound and stopped recovery, or made it leave a lease as it is.
         let refused = directory_leases.stopped.is_some() || directory_leases.outcomes.iter().any(|o| matches!(o.action, proclease_core::directory_leases::Action::Skip(_)));
         let lock_timeout = if refused { crate::lock_wait::Operation::timed_out() } else { None };
+        if !dry_run {
+            // Records of supervisors that died while their dead-man timer was armed: `doctor`
+            // said so; nothing else depends on them.
+            for (path, _) in self.dead_man_leftovers() {
+                let _ = std::fs::remove_file(path);
+            }
+        }
         Ok(Recovery { directory_leases, creations, invocations, lock_timeout })
+    }
+
+    /// The dead-man records (`supervisor::dead_man_record`) in the state home whose
+    /// supervisor is gone: each supervisor died while its cluster dead-man timer was armed.
+    pub fn dead_man_leftovers(&self) -> Vec<(PathBuf, crate::supervisor::dead_man_record::Armed)> {
+        let current = self.identity.self_identity().ok().map(|own| own.boot_id);
+        crate::supervisor::dead_man_record::leftovers(self.state_home(), |owner| {
+            current.as_deref() == Some(owner.boot_id.as_str()) && self.identity.capture(owner.pid).is_ok_and(|now| now.process_start_id == owner.process_start_id)
+        })
     }
 
     /// Takes the recovery turn (waiting for another recoverer); released when dropped.

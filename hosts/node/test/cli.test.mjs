@@ -106,7 +106,7 @@ test('after a crash, doctor shows the lease recoverable and recover removes it; 
     doctor = JSON.parse((await node(d.home, d.ws, ['doctor', '--json'])).stdout);
     assert.equal(doctor.schemaVersion, 1);
     assert.equal(doctor.stateHome, d.home);
-    assert.deepEqual(Object.keys(doctor), ['cgroup', 'clusterState', 'containment', 'entries', 'overBound', 'schemaVersion', 'stateHome', 'store']);
+    assert.deepEqual(Object.keys(doctor), ['cgroup', 'clusterState', 'containment', 'deadManKills', 'entries', 'overBound', 'schemaVersion', 'stateHome', 'store']);
     assert.deepEqual(Object.keys(doctor.entries[0]), ['age', 'childPid', 'disposition', 'kind', 'ownerHost', 'ownerPid', 'phase', 'reason', 'recoverAction', 'target']);
     assert.equal(doctor.entries[0].disposition, 'recoverable');
     assert.equal(doctor.entries[0].recoverAction, 'remove directory');

@@ -35,6 +35,9 @@ pub struct DoctorReport {
     /// Cluster mode is on (the table says what the cluster holds).
     #[serde(skip)]
     pub clustered: bool,
+    /// Supervisors of this state home that died while their cluster dead-man timer was armed
+    /// (`supervisor::dead_man_record`): each may have been killed by it.
+    pub dead_man_kills: Vec<crate::supervisor::dead_man_record::Armed>,
 }
 
 /// One claim or lease of the report.
@@ -155,6 +158,7 @@ impl DoctorReport {
             over_bound,
             cluster_state: host.cluster_epoch_warning(),
             clustered: host.cluster().is_some(),
+            dead_man_kills: host.dead_man_leftovers().into_iter().map(|(_, armed)| armed).collect(),
         }
     }
 
@@ -179,6 +183,9 @@ impl DoctorReport {
         }
         if let Some(words) = &self.over_bound {
             out += &format!("{words}\n");
+        }
+        for armed in &self.dead_man_kills {
+            out += &format!("{}\n", armed.words());
         }
         if self.entries.is_empty() {
             out += "no admission claim, directory leases or invocation leases\n";

@@ -14,9 +14,10 @@ pub(super) type Session = std::sync::Arc<crate::cluster::presence::PresenceSessi
 #[cfg(not(feature = "cluster"))]
 pub(super) type Session = std::convert::Infallible;
 
-/// The hold on the session's dead-man timer while a command runs.
+/// The hold on the session's dead-man timer while a command runs, and its record in the state
+/// home ([`super::dead_man_record`]).
 #[cfg(feature = "cluster")]
-pub(super) type DeadMan = crate::cluster::presence::DeadManHold;
+pub(super) type DeadMan = (crate::cluster::presence::DeadManHold, Option<super::dead_man_record::Record>);
 #[cfg(not(feature = "cluster"))]
 pub(super) enum DeadMan {}
 
@@ -63,19 +64,26 @@ pub(super) fn session(_: &Host) -> Option<Session> {
 ///
 /// Errors: the kernel refused the timer ([`Error::System`]); nothing was started.
 #[cfg(feature = "cluster")]
-pub(super) fn hold_dead_man(session: Option<&Session>) -> Result<Option<DeadMan>, Error> {
+pub(super) fn hold_dead_man(host: &Host, session: Option<&Session>) -> Result<Option<DeadMan>, Error> {
     session
         .map(|session| {
-            session.hold_dead_man().map_err(|e| {
+            let hold = session.hold_dead_man().map_err(|e| {
                 let message = format!("cannot arm the cluster dead-man timer (timer_create): {e}");
                 Error::System(crate::Failure { operation: Some("timer_create".into()), errno: crate::error::errno_name(&e), ..crate::Failure::unavailable(message) })
-            })
+            })?;
+            // Said beforehand, since a SIGKILL leaves no instant to say it (best effort: the
+            // timer kills all the same).
+            let record =
+                host.process_identity().self_identity().ok().and_then(|own| {
+                    super::dead_man_record::Record::write(host.state_home(), &own, session.ttl()).map_err(|e| tracing::debug!(error = %e, "no dead-man record")).ok()
+                });
+            Ok((hold, record))
         })
         .transpose()
 }
 
 #[cfg(not(feature = "cluster"))]
-pub(super) fn hold_dead_man(_: Option<&Session>) -> Result<Option<DeadMan>, Error> {
+pub(super) fn hold_dead_man(_: &Host, _: Option<&Session>) -> Result<Option<DeadMan>, Error> {
     Ok(None)
 }
 

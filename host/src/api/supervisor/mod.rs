@@ -46,6 +46,7 @@ use crate::process_identity::run_journal::JournalEntry;
 use crate::{Admission, DirectoryLease};
 
 mod cluster;
+pub mod dead_man_record;
 mod launch;
 mod signals;
 mod steps;
@@ -416,7 +417,7 @@ impl<'h> Supervisor<'h> {
         }
         command.current_dir(&dir);
         let fenced = cluster::session(host);
-        let dead_man = match cluster::hold_dead_man(fenced.as_ref()) {
+        let dead_man = match cluster::hold_dead_man(host, fenced.as_ref()) {
             Ok(hold) => hold,
             Err(error) => {
                 abandon(&mut lease, &mut admission);
@@ -650,7 +651,7 @@ pub fn run_plugin_host(
         }
     };
     let fenced = cluster::session(host);
-    let dead_man = match cluster::hold_dead_man(fenced.as_ref()) {
+    let dead_man = match cluster::hold_dead_man(host, fenced.as_ref()) {
         Ok(hold) => hold,
         Err(error) => {
             abandon(&mut controller);

@@ -154,6 +154,8 @@ export function doctorReport(home, survey, nowMs, containment = NO_CONTAINMENT) 
     entries,
     overBound,
     clusterState: null,
+    // No cluster mode here, so no supervisor with a dead-man timer (docs/cluster.md).
+    deadManKills: [],
   };
 }
 

@@ -334,6 +334,8 @@ def doctor_report(host: Any, now_ms: int) -> Dict[str, Any]:
         "entries": entries,
         "overBound": over_bound,
         "clusterState": None,
+        # No cluster mode here, so no supervisor with a dead-man timer (docs/cluster.md).
+        "deadManKills": [],
     }
 
 
