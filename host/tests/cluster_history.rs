@@ -20,7 +20,8 @@
 //! leader, the whole cluster wiped (every member started again on empty data), and the whole
 //! cluster restored from a backup taken moments before (`etcdctl snapshot save`, then
 //! `snapshot restore` into a cluster of the same id, the runbook's way). Checked per
-//! phase: no `overlap`; every attempt that exited 0 ran its command to its end; no refused
+//! phase: no `overlap`; fencing tokens that grow with every holder, across wipes and restores;
+//! every attempt that exited 0 ran its command to its end; no refused
 //! attempt ran anything; every attempt that did not run has a reason — a message the checker
 //! knows (each counted), or the fault that killed its supervisor; a refusal for a holder's
 //! presence that could not be read only where etcd members were faulted; and work went on (the
@@ -61,7 +62,7 @@ const TTL_MS: u64 = 2_000;
 const WORK: &str = r#"exec 9>>"$1"
 if ! flock -n 9; then echo "overlap $3 $4" >> "$2"; exit 99; fi
 date +%s%N > "$2.started-$4"
-echo "start $3 $4" >> "$2"
+echo "start $3 $4 ${PROCLEASE_FENCING_TOKEN:-}" >> "$2"
 sleep "$5"
 echo "end $3 $4" >> "$2"
 "#;
@@ -173,6 +174,20 @@ fn log_lines(log: &Path, first: u64) -> Vec<(String, usize, u64)> {
             let mut words = line.split(' ');
             let (word, machine, run) = (words.next()?, words.next()?.parse().ok()?, words.next()?.parse().ok()?);
             (run >= first).then(|| (word.to_owned(), machine, run))
+        })
+        .collect()
+}
+
+/// The fencing tokens the commands of runs numbered from `first` on started with, in the log's
+/// order: (run, token); runs without one (not `--exclusive`) are left out.
+fn fencing_tokens(log: &Path, first: u64) -> Vec<(u64, i64)> {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    text.lines()
+        .filter_map(|line| {
+            let mut words = line.split(' ');
+            let (word, _machine, run) = (words.next()?, words.next()?, words.next()?.parse::<u64>().ok()?);
+            let token = words.next()?.parse().ok()?;
+            (word == "start" && run >= first).then_some((run, token))
         })
         .collect()
 }
@@ -423,6 +438,12 @@ fn check(log: &Path, first: u64, attempts: &[Attempt], fault: Fault) -> Report {
     report.to_start_ms = attempts.iter().filter_map(|a| a.to_start).map(|d| d.as_millis()).collect();
     report.to_start_ms.sort_unstable();
     report.runs = lines.iter().filter(|(word, _, _)| word == "start").count();
+    // Fencing tokens grow with every holder, across wipes and restores too (#45 case 2): the
+    // commands' starts, in the log's order (one holder at a time), carry increasing tokens.
+    let tokens = fencing_tokens(log, first);
+    if let Some(pair) = tokens.windows(2).find(|pair| pair[0].1 >= pair[1].1) {
+        report.problems.push(format!("fencing tokens went backwards: run {} got {}, the next holder's run {} got {}", pair[0].0, pair[0].1, pair[1].0, pair[1].1));
+    }
     report.overlaps = lines.iter().filter(|(word, _, _)| word == "overlap").count();
     for (word, machine, run) in &lines {
         if word == "overlap" {
