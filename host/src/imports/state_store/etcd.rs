@@ -477,9 +477,13 @@ impl EtcdStore {
         let mut pause = Duration::from_millis(10);
         loop {
             let left = deadline.saturating_duration_since(std::time::Instant::now());
-            // One member gets at most the dial timeout: a hung one costs that, not the whole bound.
+            // A request that can be made again at another member gets at most the dial timeout
+            // at this one: a hung member costs that, not the whole bound. A write, which is never
+            // made again blindly, keeps the whole bound (a slow member is better than none): it
+            // goes to the member that answered last, which a hung one was passed over for.
             let member = self.preferred();
-            match self.runtime.block_on(async { tokio::time::timeout(left.min(self.timeouts.dial), request()).await }) {
+            let attempt = if retried_after_silence(operation) { left.min(self.timeouts.dial) } else { left };
+            match self.runtime.block_on(async { tokio::time::timeout(attempt, request()).await }) {
                 Ok(Ok(value)) => return Ok(value),
                 Ok(Err(e)) => {
                     let certain = auth_refusal(&e, self.user.as_deref(), &self.prefix).map(|reason| (reason, true));
