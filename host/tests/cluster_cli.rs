@@ -765,6 +765,39 @@ fn a_restored_etcd_never_lets_two_exports_overlap_and_tokens_keep_growing() {
     assert!(String::from_utf8_lossy(&check.stdout).contains("before etcd's state of this prefix was wiped or restored"), "{check:?}");
 }
 
+/// A process that registered before a backup was restored may not write after it (#45 case 1):
+/// the restore brings its lease back with the backup, so the write's fence would pass; the raft
+/// index it checks before a shared write, below the highest it saw, tells. (A `--bump-revision`
+/// restore hides the revision too; the raft log cannot hide.)
+#[test]
+fn a_process_registered_before_a_restore_may_not_write_after_it() {
+    if !etcd_server::etcdctl_installed() {
+        return;
+    }
+    let Some(mut etcd) = cluster() else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let backup = dir.path().join("backup.db");
+    let host = proclease::Host::builder()
+        .state_home(dir.path().join("state"))
+        .workspace_root(dir.path())
+        .store(etcd.url(PREFIX))
+        .cluster_ttl(Duration::from_secs(10))
+        .build()
+        .expect("a host on etcd");
+    let cycle = || host.acquire_admission().expect("acquired").release().expect("released");
+    for _ in 0..3 {
+        cycle();
+    }
+    etcd.snapshot(&backup);
+    for _ in 0..3 {
+        cycle();
+    }
+    etcd.restore(&backup);
+    let refused = host.acquire_admission().err().expect("no write after the restore");
+    assert!(refused.to_string().contains("so it may no longer write"), "{refused}");
+    assert!(admission(&etcd).is_none(), "nothing was written");
+}
+
 /// A holder's token stays current when etcd compacts its history past the token's revision
 /// (#45, case 5: auto-compaction, or an etcd shared with Kubernetes): the check reads the
 /// admission, the token's record and the holder's presence as they are now.

@@ -193,6 +193,19 @@ pub(super) fn finish(host: &Host, session: Option<&Session>, tree: &mut Tree, po
     (finished, lost)
 }
 
+/// Whether the session of `host` lapsed by now (after the command ended), with the error
+/// saying so: a stage is not published then.
+#[cfg(feature = "cluster")]
+pub(super) fn lapsed(host: &Host, session: Option<&Session>) -> Option<Error> {
+    let (session, cluster) = (session?, host.cluster()?);
+    (!session.is_live()).then(|| cluster.session_lost("after the command ended, before its stage was published: nothing was published").into())
+}
+
+#[cfg(not(feature = "cluster"))]
+pub(super) fn lapsed(_: &Host, _: Option<&Session>) -> Option<Error> {
+    None
+}
+
 #[cfg(not(feature = "cluster"))]
 pub(super) fn finish(_: &Host, _: Option<&Session>, tree: &mut Tree, policy: super::Stragglers) -> (std::io::Result<usize>, Option<Error>) {
     (tree.finish(policy, &|| false), None)

@@ -518,6 +518,15 @@ impl<'h> Supervisor<'h> {
         {
             problems.push(e);
         }
+        // The session may have lapsed while the leases were settled: nothing is published then.
+        let succeeded = match cluster::lapsed(host, fenced.as_ref()) {
+            Some(lost) if succeeded && role == Role::BundleStage => {
+                lock_lost.get_or_insert_with(|| lost.to_string());
+                problems.push(lost);
+                false
+            }
+            _ => succeeded,
+        };
         let mut published = false;
         match (steps::stage_end(role, succeeded), &output) {
             (Some(StageEnd::Publish), Some(output)) => match host.publish_stage(&dir, output) {

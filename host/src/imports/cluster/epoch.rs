@@ -117,6 +117,15 @@ impl Read {
     }
 }
 
+/// The longest TTL an epoch's grace takes (one hour): a larger `P/epoch-ttl` is not one a
+/// proclease wrote.
+const MAX_EPOCH_TTL: Duration = Duration::from_secs(3600);
+
+/// The TTL `kv` (`P/epoch-ttl`) holds, within [`MAX_EPOCH_TTL`].
+fn epoch_ttl(kv: Option<&KeyValue>) -> Option<Duration> {
+    number(kv).map(|seconds| Duration::from_secs(seconds).min(MAX_EPOCH_TTL))
+}
+
 /// The decimal number `kv` holds, if it holds one.
 fn number(kv: Option<&KeyValue>) -> Option<u64> {
     std::str::from_utf8(kv?.value()).ok()?.parse().ok()
@@ -149,14 +158,24 @@ fn raft_index(store: &EtcdStore) -> Result<u64, StoreError> {
     Ok(status.raft_index())
 }
 
-/// Whether etcd's data was restored from a backup since a registration recorded `mark`: why,
-/// in words, or `None` with the raft index etcd answered with. A member that lags behind the
-/// leader may answer with a lower index than another member gave, so a low answer is asked
-/// again (after a linearizable read, which brings the member up to date) for about a second
-/// before it counts; a restored cluster's raft log starts again near 0 and stays far behind.
+/// Whether etcd's data was restored from a backup since a registration recorded `mark`
+/// ([`behind`]); a restored cluster's raft log starts again near 0 and stays far behind.
 fn restored(store: &EtcdStore, mark: Option<&KeyValue>) -> Result<Result<u64, String>, StoreError> {
+    match number(mark) {
+        Some(mark) => behind(store, mark),
+        None => raft_index(store).map(Ok),
+    }
+}
+
+/// Whether etcd's raft index stays below `mark`, a raft index seen before — which only a
+/// restore from a backup does: why, in words (`was restored from a backup: …`), or the index
+/// etcd answered with. A member that lags behind the leader may answer with a lower index than
+/// another member gave, so a low answer is asked again (after a linearizable read, which
+/// brings the member up to date) for about a second before it counts.
+///
+/// Errors: etcd unreachable.
+pub(crate) fn behind(store: &EtcdStore, mark: u64) -> Result<Result<u64, String>, StoreError> {
     let mut index = raft_index(store)?;
-    let Some(mark) = number(mark) else { return Ok(Ok(index)) };
     for _ in 0..5 {
         if index >= mark {
             break;
@@ -203,16 +222,20 @@ pub fn epoch_state(store: &EtcdStore) -> Result<EpochState, StoreError> {
 /// clusters).
 pub fn await_epoch(store: &EtcdStore, ttl: Duration) -> Result<Epoch, StoreError> {
     let key = epoch_key(store);
-    let bound = std::time::Instant::now() + 2 * ttl + TIMEOUT;
+    let started = std::time::Instant::now();
+    // Two graces: the longest TTL known (this process's, or the epoch's), and one operation.
+    let mut grace = ttl;
+    let bound = |grace: Duration| started + 2 * grace + store.timeouts().command;
     let (mut reason, mut told) = (None, false);
     loop {
-        if std::time::Instant::now() >= bound {
+        if std::time::Instant::now() >= bound(grace) {
             return Err(StoreError::unsafe_(
                 &key,
                 "the cluster epoch did not settle within two TTLs: another program keeps its grace key, or the endpoints answer from different clusters",
             ));
         }
         let read = read(store)?;
+        grace = grace.max(epoch_ttl(read.ttl.as_ref()).unwrap_or_default());
         let why = if !read.of_this_cluster() {
             // New, wiped, or restored into another cluster.
             Some("held no state of this prefix (new, wiped or restored)".to_owned())
@@ -222,7 +245,7 @@ pub fn await_epoch(store: &EtcdStore, ttl: Duration) -> Result<Epoch, StoreError
             match restored(store, read.mark.as_ref())? {
                 Ok(raft_index) => {
                     let revision = read.epoch.as_ref().map_or(0, KeyValue::mod_revision);
-                    let ttl = number(read.ttl.as_ref()).map(Duration::from_secs);
+                    let ttl = epoch_ttl(read.ttl.as_ref());
                     return Ok(Epoch { value: read.cluster.to_string(), revision, ordinal: read.ordinal(), raft_index, ttl });
                 }
                 Err(why) => Some(why),
@@ -244,7 +267,7 @@ pub fn await_epoch(store: &EtcdStore, ttl: Duration) -> Result<Epoch, StoreError
             let why = reason.take().unwrap_or_else(|| "held no state of this prefix (new, wiped or restored), or was restored from a backup".into());
             tracing::warn!(
                 "waiting up to {} s before taking part: the etcd cluster at {} {why}, and an owner from before it may act until its own session finds that out",
-                ttl.as_secs(),
+                grace.as_secs(),
                 store.endpoint()
             );
         }
@@ -259,7 +282,7 @@ fn start(store: &EtcdStore, ttl: Duration, read: &Read) -> Result<bool, StoreErr
     let key = epoch_key(store);
     let raft_index = raft_index(store)?;
     // The grace covers the longest TTL known: this process's, and the epoch's before.
-    let seconds = i64::try_from(ttl.as_secs().max(2).max(number(read.ttl.as_ref()).unwrap_or(0))).unwrap_or(i64::MAX);
+    let seconds = i64::try_from(ttl.max(epoch_ttl(read.ttl.as_ref()).unwrap_or_default()).as_secs().max(2)).unwrap_or(i64::MAX);
     let lease = store
         .run(&key, "granting a lease", || {
             let mut leases = store.client().lease_client();

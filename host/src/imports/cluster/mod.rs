@@ -233,9 +233,20 @@ mod enabled {
     }
 
     impl ClusterStore {
-        /// The etcd store, for a write: the presence session first.
-        fn for_write(&self) -> Result<&EtcdStore, Failure> {
-            self.cluster.session().map_err(failure)?;
+        /// The etcd store, for a write of `path`: the presence session first, and etcd's state
+        /// still the one it registered in ([`PresenceSession::confirm_state`]: a restored etcd
+        /// brings back this session's lease with the state of its backup).
+        fn for_write(&self, path: &str) -> Result<&EtcdStore, Failure> {
+            let session = self.cluster.session().map_err(failure)?;
+            session.confirm_state().map_err(|why| {
+                failure(StoreError::unsafe_(
+                    path,
+                    format!(
+                        "this process's cluster state is lost ({why}; etcd at {}), so it may no longer write: another machine may take over its leases; nothing was changed",
+                        self.cluster.store.endpoint()
+                    ),
+                ))
+            })?;
             Ok(&self.cluster.store)
         }
     }
@@ -246,16 +257,16 @@ mod enabled {
         }
 
         fn create_if_absent(&mut self, path: &str, content: &str) -> Result<bool, Failure> {
-            if shared(path) { self.for_write()?.create_if_absent(path, content) } else { self.local.create_if_absent(path, content) }.map_err(failure)
+            if shared(path) { self.for_write(path)?.create_if_absent(path, content) } else { self.local.create_if_absent(path, content) }.map_err(failure)
         }
 
         fn replace_if_unchanged(&mut self, path: &str, expected_sha256: &str, content: &str) -> Result<bool, Failure> {
-            if shared(path) { self.for_write()?.replace_if_unchanged(path, expected_sha256, content) } else { self.local.replace_if_unchanged(path, expected_sha256, content) }
+            if shared(path) { self.for_write(path)?.replace_if_unchanged(path, expected_sha256, content) } else { self.local.replace_if_unchanged(path, expected_sha256, content) }
                 .map_err(failure)
         }
 
         fn remove_if_unchanged(&mut self, path: &str, expected_sha256: &str) -> Result<bool, Failure> {
-            if shared(path) { self.for_write()?.remove_if_unchanged(path, expected_sha256) } else { self.local.remove_if_unchanged(path, expected_sha256) }.map_err(failure)
+            if shared(path) { self.for_write(path)?.remove_if_unchanged(path, expected_sha256) } else { self.local.remove_if_unchanged(path, expected_sha256) }.map_err(failure)
         }
 
         fn ensure_private_directory(&mut self, path: &str) -> Result<CollectionIdentity, Failure> {

@@ -270,6 +270,9 @@ struct Shared {
     /// The epoch the session registered in: once the epoch key is rewritten (a new epoch began:
     /// etcd's state was wiped or restored) the session is lost.
     epoch: Epoch,
+    /// The highest raft index etcd answered this session with: a restore from a backup starts
+    /// a new raft log, below it, whatever the revisions (`--bump-revision`) and the leases.
+    raft_high: AtomicU64,
     stop: AtomicBool,
     /// The dead-man timer while a [`DeadManHold`] holds it, with the number of holds.
     dead_man: Mutex<Option<(DeadMan, usize)>>,
@@ -415,6 +418,7 @@ impl PresenceSession {
             cluster_id,
             highest_revisions: Mutex::new(std::collections::HashMap::from([(member, revision)])),
             epoch: epoch.clone(),
+            raft_high: AtomicU64::new(epoch.raft_index),
             stop: AtomicBool::new(false),
             dead_man: Mutex::new(None),
             dead_man_generation: AtomicU64::new(0),
@@ -488,6 +492,26 @@ impl PresenceSession {
         self.shared.lost.lock().ok().and_then(|lost| lost.clone())
     }
 
+    /// Before a write: whether etcd's state is still the one this session registered in (no
+    /// new epoch, no raft log gone back: [`check_state`]). A restore from a backup brings
+    /// back the leases it holds, so the write's fence alone cannot tell. Lost: the session is
+    /// lost at once (its supervisor kills its command) and why comes back. When etcd does not
+    /// answer, nothing is decided here (the write itself fails).
+    ///
+    /// Errors: the state was lost, and why.
+    pub fn confirm_state(&self) -> Result<(), String> {
+        if let Some(why) = self.lost() {
+            return Err(why);
+        }
+        match check_state(&self.store, &self.shared, self.store.timeouts().dial) {
+            State::Lost(why) => {
+                self.shared.lose(self.lease, why.clone());
+                Err(why)
+            }
+            State::Held | State::Unknown => Ok(()),
+        }
+    }
+
     /// Registers `child` — a process this owner started and is about to record (a helper, a
     /// containment host) — under this session's lease, before the record names it: its
     /// presence lives and ends with this owner's, which stops it when it loses its presence.
@@ -555,17 +579,37 @@ fn warn_before_the_dead_man(shared: &Shared, ttl: Duration, generation: u64) {
     }
 }
 
-/// Whether the prefix's epoch is no longer `epoch` (read once, within `bound`): why, in words.
-/// A new epoch begins only when etcd's state was found new, wiped or restored; its grace gives
-/// every owner of the epoch before one TTL to find that out here. `None` also when etcd did not
-/// answer (the next renewal reads again).
-fn epoch_changed(store: &EtcdStore, epoch: &Epoch, bound: Duration) -> Option<String> {
+/// What [`check_state`] found of etcd's state.
+enum State {
+    /// The epoch this session registered in, and no restore since.
+    Held,
+    /// Lost, and why: a new epoch began (etcd's data was wiped or restored and another process
+    /// found out), or etcd's raft log went back (restored from a backup).
+    Lost(String),
+    /// etcd did not answer in time: nothing is confirmed.
+    Unknown,
+}
+
+/// Whether etcd's state is still the one `shared`'s session registered in: the epoch key not
+/// rewritten (read within `bound`), and etcd's raft index not below the highest it answered
+/// this session with ([`super::epoch::behind`]), which it then raises.
+fn check_state(store: &EtcdStore, shared: &Shared, bound: Duration) -> State {
     let key = epoch_key(store);
     let mut kv = store.client().kv_client();
-    let response = store.block_on(bound, async move { kv.get(key, Some(etcd_client::GetOptions::new().with_keys_only())).await })?.ok()?;
+    let Some(Ok(response)) = store.block_on(bound, async move { kv.get(key, Some(etcd_client::GetOptions::new().with_keys_only())).await }) else {
+        return State::Unknown;
+    };
     match response.kvs().first().map(etcd_client::KeyValue::mod_revision) {
-        Some(revision) if revision == epoch.revision => None,
-        _ => Some("a new epoch of the prefix's state began since this process registered: etcd's data was wiped or restored from a backup".into()),
+        Some(revision) if revision == shared.epoch.revision => {}
+        _ => return State::Lost("a new epoch of the prefix's state began since this process registered: etcd's data was wiped or restored from a backup".into()),
+    }
+    match super::epoch::behind(store, shared.raft_high.load(Ordering::SeqCst)) {
+        Ok(Ok(index)) => {
+            shared.raft_high.fetch_max(index, Ordering::SeqCst);
+            State::Held
+        }
+        Ok(Err(why)) => State::Lost(format!("etcd {why}")),
+        Err(_) => State::Unknown,
     }
 }
 
@@ -621,14 +665,24 @@ fn renew(store: &EtcdStore, lease: i64, ttl: Duration, shared: &Shared) {
                         shared.lose(lease, "etcd no longer has its lease: it expired, was revoked, or etcd's data was wiped or restored".into());
                         return;
                     }
-                    if let Ok(mut last) = shared.last_acknowledged.lock() {
-                        *last = sent;
-                    }
-                    shared.push_dead_man(sent, ttl);
-                    next = interval;
-                    if let Some(reason) = epoch_changed(store, &shared.epoch, interval) {
-                        shared.lose(lease, reason);
-                        return;
+                    // An acknowledgement counts only from the state this session registered
+                    // in: a restored etcd renews leases of its backup too.
+                    match check_state(store, shared, attempt) {
+                        State::Held => {
+                            if let Ok(mut last) = shared.last_acknowledged.lock() {
+                                *last = sent;
+                            }
+                            shared.push_dead_man(sent, ttl);
+                            next = interval;
+                        }
+                        State::Lost(reason) => {
+                            shared.lose(lease, reason);
+                            return;
+                        }
+                        State::Unknown => {
+                            store.pass_over(store.preferred());
+                            next = self_fencing::retry_pause(next, interval);
+                        }
                     }
                 }
                 _ => {
