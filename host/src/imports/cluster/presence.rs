@@ -493,7 +493,7 @@ impl PresenceSession {
     }
 
     /// Before a write: whether etcd's state is still the one this session registered in (no
-    /// new epoch, no raft log gone back: [`check_state`]). A restore from a backup brings
+    /// new epoch, no raft log gone back). A restore from a backup brings
     /// back the leases it holds, so the write's fence alone cannot tell. Lost: the session is
     /// lost at once (its supervisor kills its command) and why comes back. When etcd does not
     /// answer, nothing is decided here (the write itself fails).
