@@ -1000,19 +1000,7 @@ fn the_command_never_sees_the_etcd_password() {
         return;
     }
     let Some(etcd) = Etcd::start() else { return };
-    for (call, body) in [
-        ("auth/user/add", r#"{"name":"root","password":"r00t-pw"}"#),
-        ("auth/role/add", r#"{"name":"root"}"#),
-        ("auth/user/grant", r#"{"user":"root","role":"root"}"#),
-        ("auth/user/add", r#"{"name":"fleet","password":"fl33t-pw-secret"}"#),
-        ("auth/role/add", r#"{"name":"fleet"}"#),
-        ("auth/role/grant", r#"{"name":"fleet","perm":{"permType":"READWRITE","key":"/fleet/","range_end":"/fleet0"}}"#),
-        ("auth/user/grant", r#"{"user":"fleet","role":"fleet"}"#),
-        ("auth/enable", "{}"),
-    ] {
-        let answer = etcd_server::gateway(etcd.client_port, call, body, None);
-        assert!(answer.get("error").is_none(), "{call}: {answer}");
-    }
+    etcd.enable_auth("fleet", "fl33t-pw-secret", PREFIX);
     let holder = machine(&etcd.url(PREFIX), "2s");
     let seen = holder.root.join("seen");
     let script = format!("{{ cat /proc/1/comm; tr '\\0' '\\n' < /proc/1/environ; echo ---; env; }} > '{}'", seen.display());

@@ -199,6 +199,25 @@ impl Etcd {
         revision
     }
 
+    /// Turns authentication on: a `root` user (password `r00t-pw`), and `user` with `password`
+    /// granted read and write on the keys of `prefix` (`/PREFIX/…`), through the JSON gateway.
+    pub fn enable_auth(&self, user: &str, password: &str, prefix: &str) {
+        let grant = serde_json::json!({"name": user, "perm": {"permType": "READWRITE", "key": format!("/{prefix}/"), "range_end": format!("/{prefix}0")}});
+        for (call, body) in [
+            ("auth/user/add", serde_json::json!({"name": "root", "password": "r00t-pw"})),
+            ("auth/role/add", serde_json::json!({"name": "root"})),
+            ("auth/user/grant", serde_json::json!({"user": "root", "role": "root"})),
+            ("auth/user/add", serde_json::json!({"name": user, "password": password})),
+            ("auth/role/add", serde_json::json!({"name": user})),
+            ("auth/role/grant", grant),
+            ("auth/user/grant", serde_json::json!({"user": user, "role": user})),
+            ("auth/enable", serde_json::json!({})),
+        ] {
+            let answer = gateway(self.client_port, call, &body.to_string(), None);
+            assert!(answer.get("error").is_none() && answer.get("header").is_some(), "{call}: {answer}");
+        }
+    }
+
     /// Starts (again) the etcd of this data directory and ports.
     pub fn restart(&mut self) {
         self.child = Etcd::launch(&self.dir, self.client_port, self.peer_port, self.tls.as_ref());

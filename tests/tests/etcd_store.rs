@@ -281,19 +281,7 @@ fn a_store_on_three_endpoints_goes_on_when_a_member_dies() {
 fn an_etcd_with_authentication_is_used_with_credentials_and_says_what_is_wrong() {
     let Some(etcd) = Etcd::start() else { return };
     let port = etcd.client_port;
-    for (call, body) in [
-        ("auth/user/add", r#"{"name":"root","password":"r00t-pw"}"#.to_string()),
-        ("auth/role/add", r#"{"name":"root"}"#.to_string()),
-        ("auth/user/grant", r#"{"user":"root","role":"root"}"#.to_string()),
-        ("auth/user/add", r#"{"name":"fleet","password":"fl33t-pw"}"#.to_string()),
-        ("auth/role/add", r#"{"name":"fleet"}"#.to_string()),
-        ("auth/role/grant", r#"{"name":"fleet","perm":{"permType":"READWRITE","key":"/fleet/","range_end":"/fleet0"}}"#.to_string()),
-        ("auth/user/grant", r#"{"user":"fleet","role":"fleet"}"#.to_string()),
-        ("auth/enable", "{}".to_string()),
-    ] {
-        let answer = gateway(port, call, &body, None);
-        assert!(answer.get("error").is_none() && answer.get("header").is_some(), "{call}: {answer}");
-    }
+    etcd.enable_auth("fleet", "fl33t-pw", "fleet");
     let url = |prefix: &str| format!("etcd://127.0.0.1:{port}/{prefix}");
     // The right user and password: records are written and read under its prefix.
     let store = EtcdStore::connect_as(&url("fleet"), Some(EtcdCredentials::new("fleet", "fl33t-pw"))).expect("authenticated");

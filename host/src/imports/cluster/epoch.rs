@@ -29,7 +29,7 @@
 
 use std::time::Duration;
 
-use etcd_client::{Compare, CompareOp, KeyValue, PutOptions, Txn, TxnOp, TxnOpResponse};
+use etcd_client::{Compare, CompareOp, KeyValue, PutOptions, Txn, TxnOp};
 
 use crate::state_store::StoreError;
 use crate::state_store::etcd::{EtcdStore, TIMEOUT};
@@ -134,18 +134,8 @@ fn number(kv: Option<&KeyValue>) -> Option<u64> {
 fn read(store: &EtcdStore) -> Result<Read, StoreError> {
     let key = epoch_key(store);
     let keys = [key.clone(), grace_key(store), ordinal_key(store), raft_mark_key(store), ttl_key(store)];
-    let txn = Txn::new().and_then(keys.map(|key| TxnOp::get(key, None)));
-    let response = store.run(&key, "reading the cluster epoch", || {
-        let (mut kv, txn) = (store.client().kv_client(), txn.clone());
-        async move { kv.txn(txn).await }
-    })?;
-    let cluster = response.header().map_or(0, |h| h.cluster_id());
-    let mut found = response.op_responses().into_iter().map(|r| match r {
-        TxnOpResponse::Get(get) => get.kvs().first().cloned(),
-        _ => None,
-    });
-    let mut next = || found.next().flatten();
-    Ok(Read { epoch: next(), grace: next(), ordinal: next(), mark: next(), ttl: next(), cluster })
+    let ([epoch, grace, ordinal, mark, ttl], cluster) = store.read_keys(&key, "reading the cluster epoch", keys)?;
+    Ok(Read { epoch, grace, ordinal, mark, ttl, cluster })
 }
 
 /// The raft index etcd's `Status` answers with (the answering member's committed index).

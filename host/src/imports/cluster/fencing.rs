@@ -15,7 +15,7 @@
 //! compares the admission, that record and the holder's presence as they are now — never a
 //! historic revision, which etcd's compaction removes.
 
-use etcd_client::{Compare, CompareOp, KeyValue, Txn, TxnOp, TxnOpResponse};
+use etcd_client::{Compare, CompareOp, KeyValue};
 use proclease_core::admission::{CLAIM_PATH, MAX_CLAIM_BYTES};
 use proclease_core::digest;
 
@@ -78,17 +78,7 @@ struct Read {
 
 fn read(store: &EtcdStore) -> Result<Read, StoreError> {
     let keys = [store.key_of(CLAIM_PATH), record_key(store), epoch_key(store), ordinal_key(store)];
-    let txn = Txn::new().and_then(keys.map(|key| TxnOp::get(key, None)));
-    let response = store.run(CLAIM_PATH, "read", || {
-        let (mut kv, txn) = (store.client().kv_client(), txn.clone());
-        async move { kv.txn(txn).await }
-    })?;
-    let mut found = response.op_responses().into_iter().map(|r| match r {
-        TxnOpResponse::Get(get) => get.kvs().first().cloned(),
-        _ => None,
-    });
-    let mut next = || found.next().flatten();
-    let (admission, issued, epoch, ordinal) = (next(), next(), next(), next());
+    let ([admission, issued, epoch, ordinal], _) = store.read_keys(CLAIM_PATH, "read", keys)?;
     let ordinal = ordinal.and_then(|kv| std::str::from_utf8(kv.value()).ok()?.parse().ok()).unwrap_or(0);
     Ok(Read { admission, issued, epoch, ordinal })
 }

@@ -655,6 +655,25 @@ impl EtcdStore {
         Ok(created)
     }
 
+    /// The etcd keys `keys` (any under the prefix, records or not), read at one revision in one
+    /// transaction: each key's value and revisions, `None` where absent, in `keys`' order; and
+    /// the id of the cluster that answered. `path` and `operation` name the read in errors.
+    ///
+    /// Errors: etcd unreachable.
+    pub(crate) fn read_keys<const N: usize>(&self, path: &str, operation: &'static str, keys: [String; N]) -> Result<([Option<etcd_client::KeyValue>; N], u64), StoreError> {
+        let txn = Txn::new().and_then(keys.map(|key| TxnOp::get(key, None)));
+        let response = self.run(path, operation, || {
+            let (mut kv, txn) = (self.kv(), txn.clone());
+            async move { kv.txn(txn).await }
+        })?;
+        let cluster = response.header().map_or(0, |h| h.cluster_id());
+        let mut found = response.op_responses().into_iter().map(|r| match r {
+            TxnOpResponse::Get(get) => get.kvs().first().cloned(),
+            _ => None,
+        });
+        Ok((std::array::from_fn(|_| found.next().flatten()), cluster))
+    }
+
     /// Puts `value` at the etcd key `key` (outside the records: a fencing record) only while
     /// `when` holds, fenced like a record write ([`EtcdStore::fence_with`]); whether it did.
     /// `path` names the record the write belongs to, for errors.
