@@ -374,6 +374,7 @@ const UNKNOWN_PRESENCE: &str = "refused: the holder's presence could not be read
 const REASONS: &[(&str, &str)] = &[
     ("acknowledged no renewal of this process's cluster presence", "stopped: etcd acknowledged no renewal (the dead-man timer was due)"),
     ("cluster state lost", "stopped: etcd's state was lost"),
+    ("cluster state is lost", "failed: etcd's state was lost under it (restored), so it wrote nothing"),
     ("cluster session lost", "stopped: the presence lapsed"),
     ("another export is active", "refused: the admission is held"),
     ("cluster presence lapsed", "failed: its presence lapsed (its supervisor was stopped past the TTL), so etcd refused its writes"),
