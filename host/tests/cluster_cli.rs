@@ -765,6 +765,57 @@ fn a_restored_etcd_never_lets_two_exports_overlap_and_tokens_keep_growing() {
     assert!(String::from_utf8_lossy(&check.stdout).contains("before etcd's state of this prefix was wiped or restored"), "{check:?}");
 }
 
+/// A restore is told however much another tenant of the etcd writes after it (an etcd shared
+/// with Kubernetes, or with other prefixes): those writes carry etcd's new raft log past every
+/// index this prefix saw before the backup, but not ahead of its revisions again. Without the
+/// check of the raft log against the revisions, the next holder's fencing token came out below
+/// the tokens handed out between the backup and the restore.
+#[test]
+fn a_restore_is_told_even_after_other_tenants_write_past_the_prefixs_raft_index() {
+    if !etcd_server::etcdctl_installed() {
+        return;
+    }
+    let Some(mut etcd) = cluster() else { return };
+    let shared = tempfile::tempdir().expect("shared dir");
+    let backup = shared.path().join("backup.db");
+    let machine = machine(&etcd.url(PREFIX), "2s");
+    let token = |name: &str| {
+        let out = machine.exclusive(name, &["sh", "-c", &format!("echo \"$PROCLEASE_FENCING_TOKEN\" > '{}'", machine.root.join(format!("{name}.token")).display())]);
+        assert!(out.status.success(), "{out:?}");
+        (read_token(&machine.root.join(format!("{name}.token"))), out)
+    };
+    let mut tokens = vec![token("before0").0, token("before1").0];
+    etcd.snapshot(&backup);
+    tokens.extend([token("between0").0, token("between1").0]);
+    // Where etcd's raft log stands before the restore, and other tenants' writes after it.
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
+    let endpoint = format!("http://127.0.0.1:{}", etcd.client_port);
+    let raft_index = |runtime: &tokio::runtime::Runtime| {
+        runtime.block_on(async {
+            let mut client = etcd_client::Client::connect([endpoint.clone()], None).await.expect("etcd answers");
+            client.status().await.expect("status").raft_index()
+        })
+    };
+    let before = raft_index(&runtime);
+    etcd.restore(&backup);
+    let written = runtime.block_on(async {
+        let mut client = etcd_client::Client::connect([endpoint.clone()], None).await.expect("etcd answers");
+        let mut written = 0;
+        while client.status().await.expect("status").raft_index() <= before + 20 {
+            for _ in 0..50 {
+                client.put(format!("/another-tenant/key-{written}"), "value", None).await.expect("put");
+                written += 1;
+            }
+        }
+        written
+    });
+    assert!(raft_index(&runtime) > before, "another tenant's {written} writes carried the raft log past where it stood before the restore");
+    let (after, out) = token("after");
+    assert!(stderr(&out).contains("was restored from a backup: its raft log is at index"), "it told the restore: {out:?}");
+    tokens.push(after);
+    assert!(tokens.windows(2).all(|pair| pair[0] < pair[1]), "tokens grow across the restore: {tokens:?}");
+}
+
 /// A process that registered before a backup was restored may not write after it (#45 case 1):
 /// the restore brings its lease back with the backup, so the write's fence would pass; the raft
 /// index it checks before a shared write, below the highest it saw, tells. (A `--bump-revision`

@@ -12,11 +12,13 @@
 //!   is lost with the state: it is the greater of the seconds since [`ORDINAL_BASE`] and the last
 //!   ordinal etcd holds plus one. Absent on a prefix whose epoch an older proclease started
 //!   (ordinal 0: tokens are plain revisions there).
-//! - `P/raft-mark`: a raft index of the etcd cluster that a registration saw (etcd's `Status`),
-//!   written by every registration. etcd's raft index only grows, except when its data is
-//!   restored from a snapshot (`etcdctl snapshot restore` starts a new raft log, near 0, whatever
-//!   the cluster id and revisions — `--bump-revision` included): a mark above every member's
-//!   index tells a restore that brought back this prefix's own epoch key.
+//! - `P/raft-mark`: the raft index of the etcd cluster that a registration saw (etcd's
+//!   `Status`), written by every registration; with the revision that wrote it, it records how
+//!   far etcd's raft log ran ahead of its key revisions then ([`RaftPosition`]). That lead never
+//!   shrinks, except when etcd's data is restored from a snapshot (`etcdctl snapshot restore`
+//!   starts a new raft log, near 0, under the backup's revisions — whatever the cluster id, and
+//!   `--bump-revision` included): a lead below the mark's tells a restore that brought back this
+//!   prefix's own epoch key, however many keys were written since.
 //! - `P/epoch-ttl`: the TTL (whole seconds) the epoch was started with, the longest of the
 //!   starter's and the epoch before's: its grace. A process whose `--cluster-ttl` differs is
 //!   told so when it registers.
@@ -29,7 +31,7 @@
 
 use std::time::Duration;
 
-use etcd_client::{Compare, CompareOp, KeyValue, PutOptions, Txn, TxnOp};
+use etcd_client::{Compare, CompareOp, GetOptions, KeyValue, PutOptions, Txn, TxnOp};
 
 use crate::state_store::StoreError;
 use crate::state_store::etcd::{EtcdStore, TIMEOUT};
@@ -76,6 +78,9 @@ pub struct Epoch {
     pub ordinal: u64,
     /// The raft index the check saw, which the registration records ([`raft_mark_key`]).
     pub raft_index: u64,
+    /// The gap between etcd's raft log and its revisions that the check saw, at most
+    /// ([`RaftPosition::gap_floor`]): a session's first high-water mark.
+    pub gap_floor: i64,
     /// The TTL the epoch was started with (`None`: an older proclease's epoch).
     pub ttl: Option<Duration>,
 }
@@ -138,46 +143,100 @@ fn read(store: &EtcdStore) -> Result<Read, StoreError> {
     Ok(Read { epoch, grace, ordinal, mark, ttl, cluster })
 }
 
-/// The raft index etcd's `Status` answers with (the answering member's committed index).
-fn raft_index(store: &EtcdStore) -> Result<u64, StoreError> {
+/// Where etcd's raft log stands against its key history, as one member answers once it has
+/// caught up with the leader (a linearizable read, then `Status` and a serializable read at the
+/// same member).
+///
+/// The *gap* is the member's applied raft index minus its key revision. Every raft entry that
+/// writes keys raises both by one; every other entry (a lease grant, a compaction, a failed
+/// compare, a new leader's empty entry) raises the index alone: in a cluster that is never
+/// restored the gap never shrinks. `etcdctl snapshot restore` starts a new raft log near 0 under
+/// the backup's revisions (or higher ones, `--bump-revision`): the gap falls by at least the raft
+/// index at backup time, and writes after the restore do not win it back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RaftPosition {
+    /// The member's committed raft index (what a registration records in `P/raft-mark`).
+    pub index: u64,
+    /// The gap, at least what it was when the member answered (its revision is read before its
+    /// applied index): what is compared with a gap seen before.
+    pub gap: i64,
+    /// The gap, at most what it is once the answer is in (the applied index against a revision
+    /// read after it): what is recorded as seen.
+    pub gap_floor: i64,
+}
+
+/// Where etcd's raft log stands ([`RaftPosition`]), asked of one member.
+///
+/// Errors: etcd unreachable.
+pub(crate) fn raft_position(store: &EtcdStore) -> Result<RaftPosition, StoreError> {
     let key = raft_mark_key(store);
-    let status = store.run(&key, "reading etcd's raft index", || {
-        let mut maintenance = store.client().maintenance_client();
-        async move { maintenance.status().await }
+    let (status, later) = store.run(&key, "reading etcd's raft index", || {
+        let client = store.client();
+        let (mut kv, mut maintenance) = (client.kv_client(), client.maintenance_client());
+        let probe = key.clone();
+        async move {
+            // A linearizable read brings this member's applied index up to the leader's commit
+            // index: no entry a process of the prefix saw committed is missing from its answer.
+            kv.get(probe.clone(), Some(GetOptions::new().with_count_only())).await?;
+            let status = maintenance.status().await?;
+            let later = kv.get(probe, Some(GetOptions::new().with_count_only().with_serializable())).await?;
+            Ok((status, later))
+        }
     })?;
-    Ok(status.raft_index())
+    let revision = |header: Option<&etcd_client::ResponseHeader>| header.map_or(0, etcd_client::ResponseHeader::revision);
+    // etcd before 3.4 does not say its applied index; its committed index is at least that.
+    let applied = match status.raft_applied_index() {
+        0 => status.raft_index(),
+        applied => applied,
+    };
+    let applied = i64::try_from(applied).unwrap_or(i64::MAX);
+    Ok(RaftPosition {
+        index: status.raft_index(),
+        gap: applied.saturating_sub(revision(status.header())),
+        gap_floor: applied.saturating_sub(revision(later.header()).max(revision(status.header()))),
+    })
+}
+
+/// The gap ([`RaftPosition`]) that `mark` (`P/raft-mark`) records: the committed index its
+/// registration saw, against the revision that wrote it — never above the gap then, since the
+/// write's own entry came after that index.
+fn gap_of_mark(mark: &KeyValue) -> Option<i64> {
+    let index = i64::try_from(number(Some(mark))?).ok()?;
+    Some(index.saturating_sub(mark.mod_revision()))
 }
 
 /// Whether etcd's data was restored from a backup since a registration recorded `mark`
-/// ([`behind`]); a restored cluster's raft log starts again near 0 and stays far behind.
-fn restored(store: &EtcdStore, mark: Option<&KeyValue>) -> Result<Result<u64, String>, StoreError> {
-    match number(mark) {
-        Some(mark) => behind(store, mark),
-        None => raft_index(store).map(Ok),
+/// ([`behind`]): the position now, or why, in words.
+fn restored(store: &EtcdStore, mark: Option<&KeyValue>) -> Result<Result<RaftPosition, String>, StoreError> {
+    match mark.and_then(gap_of_mark) {
+        Some(seen) => behind(store, seen),
+        None => raft_position(store).map(Ok),
     }
 }
 
-/// Whether etcd's raft index stays below `mark`, a raft index seen before — which only a
-/// restore from a backup does: why, in words (`was restored from a backup: …`), or the index
-/// etcd answered with. A member that lags behind the leader may answer with a lower index than
-/// another member gave, so a low answer is asked again (after a linearizable read, which
-/// brings the member up to date) for about a second before it counts.
+/// Whether etcd's raft log fell behind its key history since a process of the prefix saw the
+/// gap `seen` ([`RaftPosition`]) — which only a restore from a backup does: why, in words
+/// (`was restored from a backup: …`), or the position now. An answer that falls short is asked
+/// again twice, 100 ms apart, before it counts (a member the client could not keep to).
 ///
 /// Errors: etcd unreachable.
-pub(crate) fn behind(store: &EtcdStore, mark: u64) -> Result<Result<u64, String>, StoreError> {
-    let mut index = raft_index(store)?;
-    for _ in 0..5 {
-        if index >= mark {
+pub(crate) fn behind(store: &EtcdStore, seen: i64) -> Result<Result<RaftPosition, String>, StoreError> {
+    let mut position = raft_position(store)?;
+    for _ in 0..2 {
+        if position.gap >= seen {
             break;
         }
-        std::thread::sleep(Duration::from_millis(200));
-        read(store)?;
-        index = raft_index(store)?;
+        std::thread::sleep(Duration::from_millis(100));
+        position = raft_position(store)?;
     }
-    if index >= mark {
-        return Ok(Ok(index));
+    if position.gap >= seen {
+        return Ok(Ok(position));
     }
-    Ok(Err(format!("was restored from a backup: its raft log is at index {index}, behind index {mark} that a process of this prefix saw")))
+    Ok(Err(format!(
+        "was restored from a backup: its raft log is at index {}, {} entries shorter for its key revisions than a process of this prefix saw",
+        position.index,
+        seen.saturating_sub(position.gap)
+    )))
 }
 
 /// What [`await_epoch`] would find now, for `doctor`.
@@ -233,10 +292,10 @@ pub fn await_epoch(store: &EtcdStore, ttl: Duration) -> Result<Epoch, StoreError
             None
         } else {
             match restored(store, read.mark.as_ref())? {
-                Ok(raft_index) => {
+                Ok(position) => {
                     let revision = read.epoch.as_ref().map_or(0, KeyValue::mod_revision);
                     let ttl = epoch_ttl(read.ttl.as_ref());
-                    return Ok(Epoch { value: read.cluster.to_string(), revision, ordinal: read.ordinal(), raft_index, ttl });
+                    return Ok(Epoch { value: read.cluster.to_string(), revision, ordinal: read.ordinal(), raft_index: position.index, gap_floor: position.gap_floor, ttl });
                 }
                 Err(why) => Some(why),
             }
@@ -270,7 +329,7 @@ pub fn await_epoch(store: &EtcdStore, ttl: Duration) -> Result<Epoch, StoreError
 /// index now as the mark (so that the restore it answers is not found again). Whether it did.
 fn start(store: &EtcdStore, ttl: Duration, read: &Read) -> Result<bool, StoreError> {
     let key = epoch_key(store);
-    let raft_index = raft_index(store)?;
+    let raft_index = raft_position(store)?.index;
     // The grace covers the longest TTL known: this process's, and the epoch's before.
     let seconds = i64::try_from(ttl.max(epoch_ttl(read.ttl.as_ref()).unwrap_or_default()).as_secs().max(2)).unwrap_or(i64::MAX);
     let lease = store

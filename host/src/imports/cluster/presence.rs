@@ -33,7 +33,7 @@
 //! the `remote` fact of every probe of a process recorded on another boot id, and the component
 //! judges it (`core::liveness::judge`): registered → alive, absent → gone, unreachable → unknown.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -270,9 +270,11 @@ struct Shared {
     /// The epoch the session registered in: once the epoch key is rewritten (a new epoch began:
     /// etcd's state was wiped or restored) the session is lost.
     epoch: Epoch,
-    /// The highest raft index etcd answered this session with: a restore from a backup starts
-    /// a new raft log, below it, whatever the revisions (`--bump-revision`) and the leases.
-    raft_high: AtomicU64,
+    /// The widest gap between etcd's raft log and its revisions that this session saw
+    /// ([`super::epoch::RaftPosition`]): a restore from a backup starts a new raft log under the
+    /// backup's revisions, and the gap falls below it whatever the revisions
+    /// (`--bump-revision`) and the leases.
+    gap_high: AtomicI64,
     stop: AtomicBool,
     /// The dead-man timer while a [`DeadManHold`] holds it, with the number of holds.
     dead_man: Mutex<Option<(DeadMan, usize)>>,
@@ -418,7 +420,7 @@ impl PresenceSession {
             cluster_id,
             highest_revisions: Mutex::new(std::collections::HashMap::from([(member, revision)])),
             epoch: epoch.clone(),
-            raft_high: AtomicU64::new(epoch.raft_index),
+            gap_high: AtomicI64::new(epoch.gap_floor),
             stop: AtomicBool::new(false),
             dead_man: Mutex::new(None),
             dead_man_generation: AtomicU64::new(0),
@@ -591,8 +593,8 @@ enum State {
 }
 
 /// Whether etcd's state is still the one `shared`'s session registered in: the epoch key not
-/// rewritten (read within `bound`), and etcd's raft index not below the highest it answered
-/// this session with ([`super::epoch::behind`]), which it then raises.
+/// rewritten (read within `bound`), and etcd's raft log not fallen behind its revisions since
+/// this session looked last ([`super::epoch::behind`]); what it sees then is the next mark.
 fn check_state(store: &EtcdStore, shared: &Shared, bound: Duration) -> State {
     let key = epoch_key(store);
     let mut kv = store.client().kv_client();
@@ -603,9 +605,9 @@ fn check_state(store: &EtcdStore, shared: &Shared, bound: Duration) -> State {
         Some(revision) if revision == shared.epoch.revision => {}
         _ => return State::Lost("a new epoch of the prefix's state began since this process registered: etcd's data was wiped or restored from a backup".into()),
     }
-    match super::epoch::behind(store, shared.raft_high.load(Ordering::SeqCst)) {
-        Ok(Ok(index)) => {
-            shared.raft_high.fetch_max(index, Ordering::SeqCst);
+    match super::epoch::behind(store, shared.gap_high.load(Ordering::SeqCst)) {
+        Ok(Ok(position)) => {
+            shared.gap_high.fetch_max(position.gap_floor, Ordering::SeqCst);
             State::Held
         }
         Ok(Err(why)) => State::Lost(format!("etcd {why}")),
