@@ -191,6 +191,56 @@ fn a_directory_another_lease_claims_is_refused_live_or_dead() {
     assert!(entries(&s.doctor()).is_empty());
 }
 
+/// A run that checks a directory while the lease claiming it is being rewritten — its owner's
+/// compare-and-swap renames a new file over the claim (§3.3), as when it records its command —
+/// still names that lease and its live owner: the check reads an entry caught mid-replace again
+/// instead of calling it an entry that "may claim it" and asking the user to set it aside. Two
+/// runs started at once on one new directory met this (one recorded its command while the other
+/// looked).
+#[test]
+fn a_claim_rewritten_while_another_run_checks_it_still_names_its_live_owner() {
+    let s = sandbox();
+    let work = s.root.join("jobs/busy");
+    let work_text = work.to_str().expect("utf-8");
+    let mut supervisor = s.spawn(&["run", "--workdir", work_text, "--", "sleep", "60"]);
+    let entry = s.wait_for_phase(&work, "running");
+    let owner = entry["ownerPid"].as_u64().expect("owner pid, a number").to_string();
+    let leases = s.state.join("recovery/beeper-message-like-me-directory-leases");
+    let claim = std::fs::read_dir(&leases).expect("the lease collection").map(|e| e.expect("entry").path()).next().expect("one lease");
+    let bytes = std::fs::read(&claim).expect("the claim");
+    // The claim's bytes, renamed over it again and again (same bytes, a new file each time),
+    // from outside the collection so that no temporary lands in it.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let rewriter = {
+        let (stop, claim, spare) = (stop.clone(), claim.clone(), s.state.join("rewritten-claim"));
+        std::thread::spawn(move || {
+            let mut rewrites = 0u32;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                std::fs::write(&spare, &bytes).expect("write");
+                std::fs::set_permissions(&spare, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+                std::fs::rename(&spare, &claim).expect("rename over the claim");
+                rewrites += 1;
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            rewrites
+        })
+    };
+    for attempt in 0..30 {
+        let second = s.run(&["run", "--workdir", work_text, "--", "true"]);
+        let error = String::from_utf8_lossy(&second.stderr);
+        assert_eq!(second.status.code(), Some(1), "attempt {attempt}: {second:?}");
+        assert!(error.contains(&format!("{work_text}: refused: already leased by pid {owner}")) && error.contains("its owner is alive"), "attempt {attempt}: {error}");
+    }
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    assert!(rewriter.join().expect("the rewriter") > 30, "the claim was rewritten throughout");
+    supervisor.kill().expect("SIGKILL the supervisor");
+    supervisor.wait().expect("reap");
+    let child = entry["childPid"].as_u64().expect("child");
+    kill(child);
+    wait_until_dead(child);
+    assert!(s.run(&["recover"]).status.success());
+}
+
 #[test]
 fn exclusive_runs_exclude_each_other() {
     let s = sandbox();

@@ -206,36 +206,7 @@ pub fn recover_each_directory_lease(runtime: &Runtime, effects: Effects, now_ms:
     let options =
         wit::RecoveryOptions { dry_run: options.dry_run, skip_invalid: options.skip_invalid, concurrent: options.concurrent, keep: options.keep, past_bound: options.past_bound };
     let run = instance.call(|exports, store| exports.proclease_lease_directory_leases().call_recover_each(store, now_ms, &options))?;
-    let run = Run {
-        outcomes: run
-            .outcomes
-            .into_iter()
-            .map(|o| Outcome {
-                name: o.file_name,
-                claim: o.claim.map(convert::directory_lease_claim_from_wit),
-                disposition: o.disposition.map(convert::disposition_from_wit),
-                action: match o.action {
-                    wit::RecoveryAction::Keep => Action::Keep,
-                    wit::RecoveryAction::RemoveDirectory => Action::RemoveDirectory,
-                    wit::RecoveryAction::CountPublished => Action::CountPublished,
-                    wit::RecoveryAction::RemoveClaim => Action::RemoveClaim,
-                    wit::RecoveryAction::KeepDirectory => Action::KeepDirectory,
-                    wit::RecoveryAction::AlreadyRecovered => Action::AlreadyRecovered,
-                    wit::RecoveryAction::Skip(e) => Action::Skip(convert::error_from_wit(e)),
-                    wit::RecoveryAction::Stop(e) => Action::Stop(convert::error_from_wit(e)),
-                },
-                reason: o.reason,
-                done: o.done,
-                might_claim: match o.might_claim {
-                    wit::MightClaim::Nothing => MightClaim::Nothing,
-                    wit::MightClaim::Path(path) => MightClaim::Path(path),
-                    wit::MightClaim::Anything => MightClaim::Anything,
-                },
-            })
-            .collect(),
-        stopped: run.stopped.map(convert::error_from_wit),
-        cause: run.cause,
-    };
+    let run = Run { outcomes: run.outcomes.into_iter().map(outcome_from_wit).collect(), stopped: run.stopped.map(convert::error_from_wit), cause: run.cause, in_flux: false };
     for o in &run.outcomes {
         let path = o.claim.as_ref().map_or("-", |c| c.path.as_str());
         tracing::info!(file = %o.name, path = %path, action = %o.action.words(), done = o.done, dry_run, reason = %o.reason, "directory lease recovery");
@@ -248,6 +219,72 @@ pub fn recover_each_directory_lease(runtime: &Runtime, effects: Effects, now_ms:
         }
     }
     Ok(run)
+}
+
+/// A recovery outcome as the component gives it, in proclease-core's terms.
+fn outcome_from_wit(o: wit::RecoveryOutcome) -> Outcome {
+    Outcome {
+        name: o.file_name,
+        claim: o.claim.map(convert::directory_lease_claim_from_wit),
+        disposition: o.disposition.map(convert::disposition_from_wit),
+        action: match o.action {
+            wit::RecoveryAction::Keep => Action::Keep,
+            wit::RecoveryAction::RemoveDirectory => Action::RemoveDirectory,
+            wit::RecoveryAction::CountPublished => Action::CountPublished,
+            wit::RecoveryAction::RemoveClaim => Action::RemoveClaim,
+            wit::RecoveryAction::KeepDirectory => Action::KeepDirectory,
+            wit::RecoveryAction::AlreadyRecovered => Action::AlreadyRecovered,
+            wit::RecoveryAction::Skip(e) => Action::Skip(convert::error_from_wit(e)),
+            wit::RecoveryAction::Stop(e) => Action::Stop(convert::error_from_wit(e)),
+        },
+        reason: o.reason,
+        done: o.done,
+        might_claim: match o.might_claim {
+            wit::MightClaim::Nothing => MightClaim::Nothing,
+            wit::MightClaim::Path(path) => MightClaim::Path(path),
+            wit::MightClaim::Anything => MightClaim::Anything,
+        },
+    }
+}
+
+/// How a lease stands in the way of leasing a directory ([`directory_lease_conflict`]): the
+/// kinds of proclease-core's [`Conflict`](proclease_core::directory_leases::Conflict).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConflictKind {
+    /// Its owner is alive.
+    Active,
+    /// Its owner is provably gone: a recovery removes it (and its directory) first.
+    Recoverable,
+    /// The directory there now is not the one the lease holds.
+    Replaced,
+    /// Neither proven: the outcome's reason says what.
+    Undecided,
+}
+
+/// The lease that stands in the way of leasing the directory at `path` (by path, or by
+/// `identity` when it exists), with what it is, or `None`: the component's
+/// `directory-leases.conflict` in a fresh instance served by `effects` — a recovery dry run that
+/// reads again an entry caught mid-replace (`docs/deviations.md` 22, 24).
+///
+/// Errors: a store failure reading the collection; a component failure or limit.
+pub fn directory_lease_conflict(
+    runtime: &Runtime,
+    effects: Effects,
+    path: &str,
+    identity: Option<&proclease_core::records::DirectoryIdentity>,
+) -> Result<Option<(ConflictKind, Outcome)>, Error> {
+    let mut instance = runtime.instantiate_with(effects)?;
+    let identity = identity.cloned().map(convert::directory_identity_to_wit);
+    let found = instance.call(|exports, store| exports.proclease_lease_directory_leases().call_conflict(store, path, identity.as_ref(), None))?;
+    Ok(found.map(|conflict| {
+        let kind = match conflict.kind {
+            wit::ConflictKind::Active => ConflictKind::Active,
+            wit::ConflictKind::Recoverable => ConflictKind::Recoverable,
+            wit::ConflictKind::Replaced => ConflictKind::Replaced,
+            wit::ConflictKind::Undecided => ConflictKind::Undecided,
+        };
+        (kind, outcome_from_wit(conflict.outcome))
+    }))
 }
 
 /// Finishes the directory-creation intents of provably dead creators (a crash between creating

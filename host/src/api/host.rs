@@ -29,7 +29,7 @@ use crate::admission::{Admission, survey_admission};
 #[cfg(feature = "cluster")]
 use crate::cluster::Cluster;
 use crate::cluster::StoreAddress;
-use crate::directory_lease::{DirectoryLease, recover_directory_creations, recover_each_directory_lease};
+use crate::directory_lease::{ConflictKind, DirectoryLease, directory_lease_conflict, recover_directory_creations, recover_each_directory_lease};
 use crate::effects::Effects;
 use crate::error::{Error, Refusal};
 use crate::invocation_lease::{self as invocations, ContainmentController};
@@ -551,8 +551,13 @@ impl Host {
     /// saying whose and what to do ([`Run::conflict`], `docs/deviations.md` 22, 24).
     fn refuse_if_claimed(&self, dir: &str) -> Result<(), Error> {
         let identity = self.workspace.inspect(dir)?.map(|facts| facts.identity);
-        let run = self.recover_directory_leases(Options { dry_run: true, past_bound: true, ..Options::default() })?;
-        let Some(conflict) = run.conflict(dir, identity.as_ref()) else { return Ok(()) };
+        let Some((kind, found)) = directory_lease_conflict(self.runtime(), self.effects(), dir, identity.as_ref())? else { return Ok(()) };
+        let conflict = match kind {
+            ConflictKind::Active => Conflict::Active(&found),
+            ConflictKind::Recoverable => Conflict::Recoverable(&found),
+            ConflictKind::Replaced => Conflict::Replaced(&found),
+            ConflictKind::Undecided => Conflict::Undecided(&found),
+        };
         let entry = match conflict {
             Conflict::Active(entry) | Conflict::Recoverable(entry) | Conflict::Replaced(entry) | Conflict::Undecided(entry) => entry,
         };

@@ -197,7 +197,17 @@ pub struct Run {
     /// What caused a stop that the reference reports only in general terms (`… recovery
     /// failed safely`): the underlying store or workspace failure.
     pub cause: Option<String>,
+    /// An entry changed or vanished while it was read — a writer's compare-and-swap, or a
+    /// release, in flight (§3.3 replaces a claim by renaming a new file over it): the run saw
+    /// that entry as undecided, and a read a moment later may see it whole
+    /// ([`SETTLE_READS`]).
+    pub in_flux: bool,
 }
+
+/// How many times a conflict check ([`Run::conflict`]) reads the lease collection while an entry
+/// changes under it ([`Run::in_flux`]) before it takes the entry as undecided: a writer's
+/// replace takes microseconds, a read of the collection milliseconds.
+pub const SETTLE_READS: usize = 16;
 
 impl Run {
     /// The reference's counts (§6A.6): directories removed and stages published (carried out),
@@ -475,6 +485,9 @@ impl Recovery<'_> {
             BatchStatus::Present(text) => text,
             BatchStatus::Absent if self.options.concurrent => return self.already_recovered(name, None),
             other => {
+                if matches!(other, BatchStatus::Absent | BatchStatus::Invalid(BatchInvalid::ChangedDuringRead)) {
+                    self.run.in_flux = true;
+                }
                 let why = match other {
                     BatchStatus::Absent => "vanished while it was read",
                     BatchStatus::Invalid(BatchInvalid::UnsafeFile) => "not a private regular file of yours (a symbolic link, another owner, or group/other permissions)",
