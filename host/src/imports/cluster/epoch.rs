@@ -154,7 +154,7 @@ fn read(store: &EtcdStore) -> Result<Read, StoreError> {
 /// the backup's revisions (or higher ones, `--bump-revision`): the gap falls by at least the raft
 /// index at backup time, and writes after the restore do not win it back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct RaftPosition {
+pub struct RaftPosition {
     /// The member's committed raft index (what a registration records in `P/raft-mark`).
     pub index: u64,
     /// The gap, at least what it was when the member answered (its revision is read before its
