@@ -14,7 +14,7 @@ by any of them, and by ghostget.
 
 from typing import Any
 
-__all__ = ["Admission", "DirectoryLease", "Error", "Host", "Recovery", "default_state_home", "default_workspace_roots"]
+__all__ = ["Admission", "DirectoryLease", "Error", "HelperMayRun", "Host", "Recovery", "default_state_home", "default_workspace_roots"]
 
 
 def __getattr__(name: str) -> Any:

@@ -18,6 +18,8 @@ import os
 import stat
 import tempfile
 import time
+import warnings
+import weakref
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, List, Optional, Sequence
@@ -195,12 +197,13 @@ class Host:
     @contextmanager
     def admission(self) -> Iterator["Admission"]:
         """Holds the export admission (the singleton slot) for the `with` block. Refused with
-        `another export is active` while a live process holds it."""
-        admission = Admission(self.component.resource("export-admission", "admission", self.component.export_admission.acquire()))
+        `another export is active` while a live process holds it. Leaving the block — however
+        it ends — releases it unless a helper may still run (`Admission`)."""
+        admission = Admission(self.component.resource("export-admission", "admission", self.component.export_admission.acquire()), self.judge)
         try:
             yield admission
         finally:
-            admission.release()
+            admission._leave()
 
     def survey_admission(self) -> Optional[Rec]:
         """The admission claim on disk as an acquirer would judge it (`Rec(claim, disposition,
@@ -309,14 +312,53 @@ def _already_leased(home: Path, target: str, conflict: Rec) -> str:
     return f"{target}: refused: already leased by pid {claim.owner.pid} (lease {claim.id}): {what}"
 
 
+#: The phases of a raw directory lease in which no command can run in its directory (§6A.1):
+#: a lease forgotten in one of them is released when its handle is collected.
+_NO_COMMAND_PHASES = ("preparing", "settled")
+
+#: The admission phases in which a helper may have been started (§6A.5).
+_HELPER_PHASES = ("helper-launching", "helper-active")
+
+
+def _forgotten_lease(resource: GuestResource, pid: int) -> None:
+    """A `DirectoryLease` collected (or left at interpreter exit) without `release()`: released
+    while no command can run in its directory, as the Rust handle's drop does; otherwise left,
+    with a warning, for `recover` to judge once this process is gone. Never in a forked child:
+    the lease is its parent's."""
+    if resource.handle is None or os.getpid() != pid:
+        return
+    try:
+        phase = resource.claim().phase
+        if phase in _NO_COMMAND_PHASES:
+            resource.release()
+            warnings.warn(f"a directory lease of {resource.claim().path} was never released: released now (use `with host.directory_lease(...)`)", ResourceWarning, stacklevel=2)
+        else:
+            warnings.warn(
+                f"a directory lease in phase {phase} was never released: it is left (active while this process lives; `recover` judges its command once it is gone)",
+                ResourceWarning,
+                stacklevel=2,
+            )
+    except Exception as error:  # noqa: BLE001 (a finalizer must not raise; it says why instead)
+        warnings.warn(f"a forgotten directory lease could not be released ({error}): `recover` judges it once this process is gone", ResourceWarning, stacklevel=2)
+    finally:
+        resource.drop()
+
+
 class DirectoryLease:
     """A held directory lease. `claim` is the record (`Rec`: `id`, `path`, `phase`, `owner`,
     …); `update(phase, child_pid)` steps a raw lease's lifecycle (§6A.1: preparing →
     launching → running(child) → settled); `release()` removes the claim (never the
-    directory) and is idempotent."""
+    directory) and is idempotent.
+
+    A handle collected without `release()` (or still held at interpreter exit) releases the
+    lease while no command can run in it (`preparing`, `settled`) and warns
+    (`ResourceWarning`); otherwise it warns and leaves the lease for `recover` to judge. A
+    `fork()`ed child never releases its parent's lease: its `release()` does nothing."""
 
     def __init__(self, resource: GuestResource) -> None:
         self._resource = resource
+        self._pid = os.getpid()
+        self._finalizer = weakref.finalize(self, _forgotten_lease, resource, self._pid)
 
     @property
     def claim(self) -> Rec:
@@ -330,20 +372,35 @@ class DirectoryLease:
         self._resource.update(phase, child_pid)
 
     def release(self) -> None:
-        if self._resource.handle is None:
+        if self._resource.handle is None or os.getpid() != self._pid:
             return
+        self._finalizer.detach()
         try:
             self._resource.release()
         finally:
             self._resource.drop()
 
 
+class HelperMayRun(Exception):
+    """The export admission cannot be released: its recorded helper may still run (alive, or
+    not provably gone), so releasing would let another export start beside it (§6A.5). Wait
+    for the helper to end, then release."""
+
+
 class Admission:
     """The held export admission: `begin_helper_launch()`, `bind_helper(pid)`,
-    `settle_helper()`, `release()` (§6A.5), `claim`."""
+    `settle_helper()`, `release()` (§6A.5), `claim`.
 
-    def __init__(self, resource: GuestResource) -> None:
+    While a helper may run (`helper-launching`, or `helper-active` with a helper not provably
+    gone) the admission is never released: `release()` raises `HelperMayRun`, and leaving
+    `with host.admission()` leaves it held with a `RuntimeWarning` (held while this process
+    lives; judged by its helper once it is gone) — call `release()` once the helper ended. A
+    `fork()`ed child never releases its parent's admission."""
+
+    def __init__(self, resource: GuestResource, judge: Any) -> None:
         self._resource = resource
+        self._judge = judge
+        self._pid = os.getpid()
 
     @property
     def claim(self) -> Rec:
@@ -358,16 +415,43 @@ class Admission:
     def settle_helper(self) -> None:
         self._resource.settle_helper()
 
+    def helper_may_run(self) -> Optional[str]:
+        """Why a helper may still run (None when none can): the claim is `helper-launching` (a
+        helper may have started before it was recorded), or its recorded helper is not
+        provably gone."""
+        claim = self.claim
+        if claim.phase == "helper-launching":
+            return "a helper launch began and no helper was recorded: one may run unrecorded"
+        if claim.phase == "helper-active" and claim.helper_owner is not None:
+            status = self._judge(claim.helper_owner)
+            if status != "different-or-dead":
+                return f"its helper (pid {claim.helper_owner.pid}) is {'alive' if status == 'exact-live-owner' else 'not provably gone'}"
+        return None
+
     def release(self) -> None:
-        if self._resource.handle is None:
+        """Settles a helper that is provably gone and releases the admission; idempotent. Raises
+        `HelperMayRun` while a helper may run (the admission stays held)."""
+        if self._resource.handle is None or os.getpid() != self._pid:
             return
+        why = self.helper_may_run()
+        if why is not None:
+            raise HelperMayRun(f"the export admission is not released: {why}; wait for it to end, then release")
+        if self.claim.phase in _HELPER_PHASES:
+            self._resource.settle_helper()
         try:
-            phase = self.claim.phase
-            if phase in ("helper-launching", "helper-active"):
-                self._resource.settle_helper()
             self._resource.release()
         finally:
             self._resource.drop()
+
+    def _leave(self) -> None:
+        """Leaving `with host.admission()`: releases, or leaves the admission held with a
+        warning while a helper may run."""
+        if self._resource.handle is None or os.getpid() != self._pid:
+            return
+        try:
+            self.release()
+        except HelperMayRun as refusal:
+            warnings.warn(f"{refusal} (it stays held while this process lives)", RuntimeWarning, stacklevel=3)
 
 
 class Recovery:

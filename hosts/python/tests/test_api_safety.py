@@ -1,0 +1,151 @@
+"""The library misused the way people misuse locks (#43 cases 1 and 2): an exception or a
+`fork()` inside `with host.admission()` while a helper runs, and a directory lease never
+released. Real processes, a real state home; a second `Host` (another instance, as another
+program would be) is the other acquirer."""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import warnings
+from pathlib import Path
+from typing import Iterator, Tuple
+
+import pytest
+
+from proclease import Error, HelperMayRun, Host
+
+
+@pytest.fixture
+def place() -> Iterator[Tuple[Path, Path]]:
+    root = Path(tempfile.mkdtemp(prefix="proclease-api-"))
+    os.chmod(root, 0o700)
+    (root / "ws").mkdir(mode=0o700)
+    try:
+        yield root / "state", root / "ws"
+    finally:
+        subprocess.run(["rm", "-rf", str(root)], check=False)
+
+
+def refused_by_the_holder(home: Path, ws: Path) -> bool:
+    """Whether another program's acquire of the export admission is refused now."""
+    other = Host(state_home=home, workspace_roots=[ws])
+    try:
+        with other.admission():
+            return False
+    except Error as error:
+        assert error.code == "another-export-is-active", error
+        return True
+
+
+def sleeper() -> subprocess.Popen:
+    return subprocess.Popen(["sleep", "60"])
+
+
+def end(helper: subprocess.Popen) -> None:
+    helper.send_signal(signal.SIGKILL)
+    helper.wait()
+
+
+def test_an_exception_while_the_helper_runs_leaves_the_admission_held(place: Tuple[Path, Path]) -> None:
+    home, ws = place
+    host = Host(state_home=home, workspace_roots=[ws])
+    helper = sleeper()
+    try:
+        with pytest.warns(RuntimeWarning, match=r"not released: its helper \(pid \d+\) is alive"):
+            with pytest.raises(ValueError):
+                with host.admission() as admission:
+                    admission.begin_helper_launch()
+                    admission.bind_helper(helper.pid)
+                    raise ValueError("the export failed while its helper runs")
+        assert refused_by_the_holder(home, ws), "a second export started beside the live helper"
+        with pytest.raises(HelperMayRun):
+            admission.release()
+        assert refused_by_the_holder(home, ws)
+    finally:
+        end(helper)
+    admission.release()
+    assert not refused_by_the_holder(home, ws), "released once the helper is gone"
+
+
+def test_a_helper_launch_that_recorded_no_helper_is_not_released(place: Tuple[Path, Path]) -> None:
+    home, ws = place
+    host = Host(state_home=home, workspace_roots=[ws])
+    with pytest.warns(RuntimeWarning, match="no helper was recorded"):
+        with host.admission() as admission:
+            admission.begin_helper_launch()
+    assert refused_by_the_holder(home, ws), "a helper may run unrecorded"
+
+
+def test_a_forked_child_leaving_the_with_block_keeps_the_parents_admission(place: Tuple[Path, Path]) -> None:
+    home, ws = place
+    host = Host(state_home=home, workspace_roots=[ws])
+    with host.admission():
+        pid = os.fork()
+        if pid == 0:  # the child leaves the block too, then exits at once
+            child = True
+        else:
+            child = False
+            _, status = os.waitpid(pid, 0)
+            assert os.waitstatus_to_exitcode(status) == 0
+            assert refused_by_the_holder(home, ws), "the child released its parent's admission"
+    if child:
+        os._exit(0)
+    assert not refused_by_the_holder(home, ws), "the parent released it"
+
+
+def test_a_forgotten_directory_lease_is_released_when_collected_and_its_directory_kept(place: Tuple[Path, Path]) -> None:
+    home, ws = place
+    host = Host(state_home=home, workspace_roots=[ws])
+    job = ws / "job"
+    lease = host.take_directory_lease(job, create=True)
+    (job / "result.txt").write_text("built")
+    with pytest.warns(ResourceWarning, match="was never released: released now"):
+        del lease
+        gc.collect()
+    assert list((home / "recovery" / "beeper-message-like-me-directory-leases").iterdir()) == []
+    host.recover()
+    assert (job / "result.txt").read_text() == "built", "recover deleted the results of a lease its process forgot"
+
+
+def test_a_lease_forgotten_until_the_interpreter_exits_is_released_and_its_results_kept(place: Tuple[Path, Path]) -> None:
+    home, ws = place
+    job = ws / "job"
+    script = textwrap.dedent(
+        f"""
+        from proclease import Host
+        host = Host(state_home={str(home)!r}, workspace_roots=[{str(ws)!r}])
+        lease = host.take_directory_lease({str(job)!r}, create=True)
+        open({str(job / "result.txt")!r}, "w").write("built")
+        """
+    )
+    done = subprocess.run([sys.executable, "-W", "always::ResourceWarning", "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "was never released: released now" in done.stderr, done.stderr
+    assert list((home / "recovery" / "beeper-message-like-me-directory-leases").iterdir()) == []
+    Host(state_home=home, workspace_roots=[ws]).recover()
+    assert (job / "result.txt").read_text() == "built"
+
+
+def test_a_forgotten_lease_whose_command_may_run_is_left_for_recover(place: Tuple[Path, Path]) -> None:
+    home, ws = place
+    host = Host(state_home=home, workspace_roots=[ws])
+    job = ws / "job"
+    command = sleeper()
+    try:
+        lease = host.take_directory_lease(job, create=True)
+        lease.update("launching")
+        lease.update("running", command.pid)
+        with pytest.warns(ResourceWarning, match="in phase running was never released: it is left"):
+            del lease
+            gc.collect()
+        [claim] = (home / "recovery" / "beeper-message-like-me-directory-leases").iterdir()
+        assert json.loads(claim.read_text())["phase"] == "running"
+    finally:
+        end(command)
