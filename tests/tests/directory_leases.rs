@@ -374,3 +374,26 @@ fn a_dropped_handle_releases_only_a_lease_in_which_nothing_can_run() {
         }
     }
 }
+
+/// A panic the program catches (`catch_unwind`, a thread pool, a task) while a handle is held
+/// (#43 case 9): the process lives on, so a lease in which nothing runs is released as on any
+/// drop — before, it stayed held by the live process until it exited — and one whose command
+/// may run is left for recovery to judge, as a drop leaves it.
+#[test]
+fn a_caught_panic_releases_a_lease_in_which_nothing_can_run() {
+    for (name, phases, released) in [("raw, preparing", &[][..], true), ("raw, launching", &[Phase::Launching][..], false)] {
+        let f = fixture();
+        let mut lease = f.create(Role::RawWorking);
+        for phase in phases {
+            lease.update(*phase, None).unwrap_or_else(|e| panic!("{name}: {phase:?}: {e}"));
+        }
+        let claim = lease.claim().expect("claim");
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+            let _held = lease;
+            panic!("the embedder's own code panics while it holds the lease");
+        }));
+        assert!(caught.is_err(), "{name}: the panic was caught");
+        assert_eq!(!f.claim_file(&claim).exists(), released, "{name}: released while unwinding");
+        assert!(f.target.is_dir(), "{name}: the directory stays either way");
+    }
+}

@@ -363,6 +363,22 @@ fn a_dropped_handle_releases_a_parent_owned_claim() {
     assert_eq!(err(Admission::acquire(runtime(), h.real_effects()).map_err(|e| e.to_string())), ACTIVE);
 }
 
+/// A panic the program catches (`catch_unwind`, a thread pool, a task) while it holds a
+/// `parent-owned` admission (#43 case 9): the process lives on, so the claim is released as on
+/// any drop — before, it stayed held by the live process and every exporter was refused until
+/// that process exited.
+#[test]
+fn a_caught_panic_releases_a_parent_owned_claim() {
+    let h = RealHome::new();
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let _held = acquire(&h);
+        panic!("the embedder's own code panics while it holds the admission");
+    }));
+    assert!(caught.is_err(), "the panic was caught");
+    assert_eq!(file(&h), None, "released while unwinding");
+    acquire(&h).release().expect("the next exporter acquires it");
+}
+
 /// A helper that cannot start leaves the admission as it was (parent-owned: releasable, and
 /// released by a drop), with the system's error kept as the cause.
 #[test]

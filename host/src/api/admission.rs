@@ -20,8 +20,11 @@
 //! while this process lives it stays active; once this process is gone, the next acquire
 //! judges the helper — started by [`Admission::launch_helper`], it has a witness, so its death
 //! is proven and the claim taken over. A `cleanup-unsafe` claim is left too (only a reboot
-//! clears it, as in the reference). A handle dropped while its thread panics is left as it is:
-//! the component is not entered during unwinding.
+//! clears it, as in the reference). A handle dropped while its thread panics does the same,
+//! unless the panic came out of a component call (a host import that panicked): then the
+//! component is not entered again and the claim is left as a crash would leave it. What a drop
+//! cannot do is said to the program's global `tracing` subscriber, or on standard error when it
+//! installed none.
 
 use std::process::{Child, Command};
 
@@ -212,24 +215,32 @@ impl Drop for Admission {
     /// Releases a `parent-owned` claim this handle holds; leaves one whose helper may run, with
     /// a warning (module docs).
     fn drop(&mut self) {
-        // During a panic the component is not entered again (its last call may have been
-        // abandoned mid-way): the claim is left as a crash would leave it.
-        let held = !self.left && !std::thread::panicking() && matches!(self.released(), Ok(false));
+        // A call abandoned mid-way (a panic out of a host import) leaves the component
+        // unusable: the claim is left as a crash would leave it. A panic in the embedder's code
+        // does not: a `parent-owned` claim is released, or a process that lives on (the panic
+        // caught) would block every exporter.
+        if !self.left && !self.instance.usable() {
+            super::drop_warning(format_args!(
+                "an export admission handle was dropped after a component call was abandoned mid-way: its claim is left (held while this process lives)"
+            ));
+        }
+        let held = !self.left && self.instance.usable() && matches!(self.released(), Ok(false));
         if held {
             match self.claim().map(|claim| claim.phase) {
                 Ok(Some(Phase::ParentOwned) | None) => {
                     if let Err(e) = self.release() {
-                        tracing::warn!(error = %e, "a dropped export admission handle could not release its claim: the next acquire judges it once this process is gone");
+                        super::drop_warning(format_args!(
+                            "a dropped export admission handle could not release its claim ({e}): the next acquire judges it once this process is gone"
+                        ));
                     }
                 }
                 Ok(Some(Phase::CleanupUnsafe)) => {
-                    tracing::warn!("an export admission handle was dropped in cleanup-unsafe: the claim stays until a reboot (§6A.5)")
+                    super::drop_warning(format_args!("an export admission handle was dropped in cleanup-unsafe: the claim stays until a reboot (§6A.5)"))
                 }
-                Ok(Some(phase)) => tracing::warn!(
-                    ?phase,
-                    "an export admission handle was dropped while its helper may run: the claim stays (active while this process lives; judged by the helper's witness once it is gone)"
-                ),
-                Err(e) => tracing::warn!(error = %e, "a dropped export admission handle could not read its claim: it is left as it is"),
+                Ok(Some(phase)) => super::drop_warning(format_args!(
+                    "an export admission handle was dropped in phase {phase:?} while its helper may run: the claim stays (active while this process lives; judged by the helper's witness once it is gone)"
+                )),
+                Err(e) => super::drop_warning(format_args!("a dropped export admission handle could not read its claim ({e}): it is left as it is")),
             }
         }
         self.instance.drop_resource(self.resource);

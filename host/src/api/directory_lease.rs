@@ -13,8 +13,12 @@
 //!   removes the directory only once that is provably dead too — never a state only a reboot
 //!   clears. Release a stage yourself once it is published or removed.
 //!
-//! A handle dropped while its thread panics is left as it is (the component is not entered during
-//! unwinding), as a crash would leave it; [`DirectoryLease::leave`] leaves one on purpose.
+//! A handle dropped while its thread panics does the same — a process that catches the panic
+//! (`catch_unwind`, a thread pool, a task) lives on, and would otherwise hold the lease — unless
+//! the panic came out of a component call (a host import that panicked): then the component is
+//! not entered again and the claim is left as a crash would leave it. [`DirectoryLease::leave`]
+//! leaves one on purpose. What a drop cannot do is said to the program's global `tracing`
+//! subscriber, or on standard error when it installed none.
 
 use proclease_core::directory_leases::{Action, CreationAction, CreationOutcome, MightClaim, Options, Outcome, Report, Request, Run};
 use proclease_core::records::directory_lease::{DirectoryLease as Claim, Phase, Role};
@@ -165,22 +169,32 @@ impl Drop for DirectoryLease {
     /// Releases a claim in which nothing runs (`preparing`, `settled`); leaves one whose command
     /// may run, with a warning (module docs).
     fn drop(&mut self) {
-        // During a panic the component is not entered again (its last call may have been
-        // abandoned mid-way): the claim is left as a crash would leave it.
-        let held = !self.left && !std::thread::panicking() && matches!(self.released(), Ok(false));
+        // A call abandoned mid-way (a panic out of a host import) leaves the component
+        // unusable: the claim is left as a crash would leave it. A panic in the embedder's code
+        // (caught by `catch_unwind`, a thread pool, a task) does not: the claim is released as
+        // on any drop, or a process that lives on would hold it.
+        if !self.left && !self.instance.usable() {
+            super::drop_warning(format_args!(
+                "a directory lease handle was dropped after a component call was abandoned mid-way: its claim is left (held while this process lives)"
+            ));
+        }
+        let held = !self.left && self.instance.usable() && matches!(self.released(), Ok(false));
         if held {
             match self.claim() {
                 Ok(claim) if claim.role == Role::RawWorking && matches!(claim.phase, Phase::Preparing | Phase::Settled) => {
                     if let Err(e) = self.release() {
-                        tracing::warn!(path = %claim.path, error = %e, "a dropped directory lease handle could not release its claim: it is recovered once this process is gone");
+                        super::drop_warning(format_args!(
+                            "a dropped directory lease handle of {} could not release its claim ({e}): it is recovered once this process is gone",
+                            claim.path
+                        ));
                     }
                 }
-                Ok(claim) => tracing::warn!(
-                    path = %claim.path,
-                    phase = claim.phase.name(),
-                    "a directory lease handle was dropped while a command may run in its directory: the claim stays (held while this process lives; recovered once this process and what it started are gone)"
-                ),
-                Err(e) => tracing::warn!(error = %e, "a dropped directory lease handle could not read its claim: it is left as it is"),
+                Ok(claim) => super::drop_warning(format_args!(
+                    "a directory lease handle of {} was dropped in phase {} while a command may run in its directory: the claim stays (held while this process lives; recovered once this process and what it started are gone)",
+                    claim.path,
+                    claim.phase.name()
+                )),
+                Err(e) => super::drop_warning(format_args!("a dropped directory lease handle could not read its claim ({e}): it is left as it is")),
             }
         }
         self.instance.drop_resource(self.resource);

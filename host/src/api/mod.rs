@@ -12,3 +12,14 @@ pub mod invocation_lease;
 pub mod records;
 pub mod report;
 pub mod supervisor;
+
+/// Says what a handle's drop could not do: to the program's `tracing` subscriber when it
+/// installed a global one, else on standard error as `proclease: warning: …`, so that a claim
+/// left behind is never left in silence (a drop has no caller to return an error to).
+pub(crate) fn drop_warning(message: std::fmt::Arguments<'_>) {
+    if tracing::dispatcher::has_been_set() {
+        tracing::warn!("{message}");
+    } else {
+        eprintln!("proclease: warning: {message}");
+    }
+}

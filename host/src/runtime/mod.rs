@@ -449,6 +449,14 @@ impl Instance {
         (&parts.bindings, &mut parts.store)
     }
 
+    /// Whether the component may be entered again: no call on it trapped, was stopped, or was
+    /// abandoned mid-way (a panic unwinding out of a host import). A handle dropped while its
+    /// thread panics checks this, not the panic: a panic in the embedder's own code leaves the
+    /// instance whole, and its claims are released as on any drop.
+    pub(crate) fn usable(&self) -> bool {
+        !self.stopped && !self.in_call
+    }
+
     /// The store, to read or set host state between calls (not to call into the component).
     pub(crate) fn store(&mut self) -> &mut Store<HostState> {
         &mut self.parts.as_mut().expect("an instance holds its parts until it is dropped").store
