@@ -211,3 +211,73 @@ def test_the_admission_held_by_one_host_blocks_the_other_with_exit_status_3(plac
     finally:
         holder.send_signal(signal.SIGTERM)
         holder.wait(timeout=30)
+
+
+def write_intent(place: Place, intent_id: str, owner: Any, made: Path, *, canonical: bool = True) -> Path:
+    """A directory-creation intent (`recovery/proclease-directory-creations/<id>.json`) naming
+    `made` as created by `owner`: what a creator that crashed before leasing leaves."""
+    intent = {
+        "created": [{"identity": None, "path": str(made)}],
+        "id": intent_id,
+        "kind": "proclease-directory-creation",
+        "owner": {"bootId": owner.boot_id, "pid": owner.pid, "processStartId": owner.process_start_id},
+        "path": str(made),
+        "schemaVersion": 1,
+    }
+    intents = place.home / "recovery" / "proclease-directory-creations"
+    intents.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(place.home / "recovery", 0o700)
+    file = intents / f"{intent_id}.json"
+    file.write_text((json.dumps(intent, separators=(",", ":"), sort_keys=True) if canonical else json.dumps(intent, indent=1)) + "\n")
+    os.chmod(file, 0o600)
+    return file
+
+
+def test_recover_reports_what_a_crashed_creator_left_as_the_native_binary_does(place: Place) -> None:
+    """#43 case 6: Python's `recover` crashed (`AttributeError … 'payload'`) on a creation intent
+    and its `--json` said the reason as the action. Each of the three outcomes — finish (a dead
+    creator's empty directory removed), keep (a live creator's), skip (an intent that is not
+    canonical) — reads the same from both hosts, in JSON and in text, and is carried out the same."""
+    from proclease.process_identity import ProcessIdentity
+
+    assert place.native("doctor").returncode == 0
+    identity = ProcessIdentity(str(place.home))
+    gone = subprocess.Popen(["sleep", "600"])
+    dead_owner = identity.capture(gone.pid)
+    gone.kill()
+    gone.wait()
+    alive = subprocess.Popen(["sleep", "600"])
+    try:
+        live_owner = identity.capture(alive.pid)
+        made = {name: place.ws / name for name in ("dead", "live", "odd")}
+        for path in made.values():
+            path.mkdir(mode=0o700)
+        write_intent(place, "11111111-1111-4111-8111-111111111111", dead_owner, made["dead"])
+        write_intent(place, "22222222-2222-4222-8222-222222222222", live_owner, made["live"])
+        write_intent(place, "33333333-3333-4333-8333-333333333333", dead_owner, made["odd"], canonical=False)
+
+        documents = []
+        for run in (place.python, place.native):
+            out = run("recover", "--dry-run", "--json")
+            assert out.returncode == 0, out.stderr
+            documents.append(json.loads(out.stdout)["directoryCreations"])
+        assert documents[0] == documents[1], documents
+        rows = {row["file"][:8]: row for row in documents[0]}
+        assert (rows["11111111"]["action"], rows["11111111"]["removed"]) == ("finish", [str(made["dead"])]), rows
+        assert rows["22222222"]["action"] == "keep", rows
+        assert rows["33333333"]["action"] == "skip" and "not canonical" in rows["33333333"]["error"], rows
+
+        texts = []
+        for run in (place.python, place.native):
+            out = run("recover", "--dry-run")
+            assert out.returncode == 0, out.stderr
+            texts.append([line for line in out.stdout.splitlines() if "creation" in line or "would remove" in line])
+        assert texts[0] == texts[1] and len(texts[0]) == 3, texts
+
+        out = place.python("recover")
+        assert out.returncode == 0, out.stderr
+        assert f"removed {made['dead']} (" in out.stdout, out.stdout
+        assert not made["dead"].exists() and made["live"].is_dir() and made["odd"].is_dir()
+    finally:
+        alive.kill()
+        alive.wait()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from ._binding import ComponentError, Variant
 from ._wit import Rec
@@ -92,14 +92,14 @@ def recovery_report(home: Path, recovery: Any) -> Dict[str, Any]:
         )
     creations = []
     for c in recovery.creations:
-        tag = c.action.tag if isinstance(c.action, Variant) else c.action
+        tag, payload = creation_action(c.action)
         creations.append(
             {
                 "file": c.file_name,
                 "path": c.path,
                 "action": tag,
-                "removed": list(c.action.payload) if tag == "finish" else [],
-                "error": c.action.payload if tag == "skip" else None,
+                "removed": list(payload) if tag == "finish" else [],
+                "error": payload if tag == "skip" else None,
                 "done": c.done,
                 "reason": c.reason,
             }
@@ -170,16 +170,29 @@ def _outcome_line(home: Path, row: Dict[str, Any], outcome: Any, dry_run: bool) 
     return f"{verb} {what} ({reason})"
 
 
+def creation_action(action: Any) -> Tuple[str, Any]:
+    """A `creation-action` as `(tag, payload)`. wasmtime-py lifts this variant without tags —
+    its cases' payloads differ in type: `keep` is None, `finish` the list of removed
+    directories, `skip` the reason string — or, should it tag it, as a `Variant`."""
+    if isinstance(action, Variant):
+        return action.tag, action.payload
+    if action is None or action == "keep":
+        return "keep", None
+    if isinstance(action, (list, tuple)):
+        return "finish", list(action)
+    return "skip", action
+
+
 def _creation_line(c: Any, dry_run: bool) -> str:
     what = c.path or c.file_name
-    tag = c.action.tag if isinstance(c.action, Variant) else c.action
+    tag, payload = creation_action(c.action)
     if tag == "keep":
         return f"kept the creation of {what}: {c.reason}"
-    if tag == "finish" and not c.action.payload:
+    if tag == "finish" and not payload:
         return f"{'would finish' if dry_run else 'finished'} the intent to create {what} ({c.reason}; nothing it created is left empty and unleased)"
     if tag == "finish":
-        return f"{'would remove' if dry_run else 'removed'} {', '.join(c.action.payload)} ({c.reason}: a crashed run created it and never leased it)"
-    return f"skipped the creation intent {c.file_name}: {c.action.payload} ({c.reason})"
+        return f"{'would remove' if dry_run else 'removed'} {', '.join(payload)} ({c.reason}: a crashed run created it and never leased it)"
+    return f"skipped the creation intent {c.file_name}: {payload} ({c.reason})"
 
 
 def _invocation_line(lease_id: str, decision: str, dry_run: bool) -> str:
