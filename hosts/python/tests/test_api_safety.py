@@ -149,3 +149,51 @@ def test_a_forgotten_lease_whose_command_may_run_is_left_for_recover(place: Tupl
         assert json.loads(claim.read_text())["phase"] == "running"
     finally:
         end(command)
+
+
+def test_every_failure_is_a_proclease_error_with_its_cause(place: Tuple[Path, Path]) -> None:
+    """#43 case 7: `except proclease.Error` (the README's) catches every failure the package
+    raises — a lease rule's, a refusal before anything is leased, a lock held too long, a state
+    home that cannot be used, a system call's — each with its kind, and its cause chained."""
+    import fcntl
+
+    from proclease import LockTimeout, Refused, StateHomeError
+
+    home, ws = place
+    host = Host(state_home=home, workspace_roots=[ws], lock_timeout=0.2)
+
+    with pytest.raises(Error) as refused:
+        host.take_directory_lease(home / "inside", create=True)
+    assert isinstance(refused.value, Refused) and refused.value.kind == "refused", refused.value
+
+    with pytest.raises(Error) as failed:
+        host.take_directory_lease(Path("/etc/passwd/below"), create=True)
+    assert failed.value.kind == "system" and isinstance(failed.value.__cause__, NotADirectoryError), repr(failed.value)
+    assert "/etc/passwd/below" in failed.value.message, failed.value.message
+
+    lock = os.open(home / ".proclease" / "locks" / "directory-lease-creation.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        blocker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], pass_fds=(lock,))
+    finally:
+        os.close(lock)
+    try:
+        with pytest.raises(Error) as timed_out:
+            host.take_directory_lease(ws / "job", create=True)
+        assert isinstance(timed_out.value, LockTimeout) and timed_out.value.kind == "lock-timeout", timed_out.value
+    finally:
+        end(blocker)
+    assert not (ws / "job").exists(), "nothing was created"
+
+    with host.admission():
+        with pytest.raises(Error) as active:
+            with Host(state_home=home, workspace_roots=[ws]).admission():
+                pass
+        assert (active.value.kind, active.value.code) == ("lease", "another-export-is-active"), active.value
+
+    shared = ws / "shared"
+    shared.mkdir(mode=0o700)
+    os.chmod(shared, 0o777)
+    with pytest.raises(Error) as unusable:
+        Host(state_home=shared, workspace_roots=[ws]).recover()
+    assert isinstance(unusable.value, StateHomeError), repr(unusable.value)

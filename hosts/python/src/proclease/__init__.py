@@ -14,16 +14,20 @@ by any of them, and by ghostget.
 
 from typing import Any
 
-__all__ = ["Admission", "DirectoryLease", "Error", "HelperMayRun", "Host", "Recovery", "default_state_home", "default_workspace_roots"]
+__all__ = ["Admission", "DirectoryLease", "Error", "HelperMayRun", "Host", "LockTimeout", "Recovery", "Refused", "StateHomeError", "default_state_home", "default_workspace_roots"]
 
 
 def __getattr__(name: str) -> Any:
     # Loaded on first use, so that `proclease._binding` alone (the component binding the
     # repository's test doubles use) does not load the effects.
     if name == "Error":
-        from ._binding import ComponentError
+        from ._errors import Error
 
-        return ComponentError
+        return Error
+    if name == "StateHomeError":
+        from .state_store import StateHomeError
+
+        return StateHomeError
     if name in __all__:
         from . import host
 

@@ -24,6 +24,8 @@ How values cross the boundary in wasmtime-py's dynamic API (what this module rel
 
 from __future__ import annotations
 
+from ._errors import Error
+
 import hashlib
 import threading
 from pathlib import Path
@@ -76,20 +78,19 @@ def error_message(payload: Any) -> str:
     return payload.message if isinstance(payload, Rec) else payload
 
 
-class ComponentError(Exception):
+class ComponentError(Error):
     """The err case of an export's result: `kind` is the `error` variant's case (`lease`,
     `storage`, `system`), or None where the contract's error is a plain string; `code` is a
     lease error's code (`another-export-is-active`, …)."""
 
     def __init__(self, kind: Optional[str], payload: Any) -> None:
         message = error_message(payload)
-        super().__init__(message if kind is None else f"{kind}: {message}")
-        self.kind = kind
-        self.message = message
-        self.code = getattr(payload, "code", None) if isinstance(payload, Rec) else None
         #: A storage or system failure's record (kind, message, errno, path, operation), or a
         #: lease error's cause; None otherwise.
-        self.failure = payload if kind in ("storage", "system") else getattr(payload, "cause", None) if isinstance(payload, Rec) else None
+        failure = payload if kind in ("storage", "system") else getattr(payload, "cause", None) if isinstance(payload, Rec) else None
+        code = getattr(payload, "code", None) if isinstance(payload, Rec) else None
+        super().__init__(message, kind=kind, code=code, failure=failure)
+        self.args = (message if kind is None else f"{kind}: {message}",)
 
 
 class HostResource:

@@ -11,6 +11,8 @@
 
 from __future__ import annotations
 
+from ._errors import Error
+
 import errno as _errno
 import os
 from typing import Any, Dict, Optional
@@ -58,11 +60,12 @@ class Rec(Record):
 rec = Rec
 
 
-class HostError(Exception):
-    """Raised by a host function to return the `err` case of its `result` with `payload`."""
+class HostError(Error):
+    """Raised by a host function to return the `err` case of its `result` with `payload`; one
+    that reaches a caller of the package is a `proclease.Error` of kind `storage`."""
 
     def __init__(self, payload: Any) -> None:
-        super().__init__(payload.message if isinstance(payload, Record) else str(payload))
+        super().__init__(payload.message if isinstance(payload, Record) else str(payload), kind="storage", failure=payload if isinstance(payload, Record) else None)
         self.payload = payload
 
 

@@ -24,7 +24,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, List, Optional, Sequence
 
-from ._binding import ComponentError, GuestResource, Proclease
+from ._binding import GuestResource, Proclease
+from ._errors import Error, system_error
 from ._wit import Rec, rec
 from .plugin_catalog import PluginCatalog
 from .process_identity import ProcessIdentity
@@ -37,13 +38,6 @@ PACKAGED_COMPONENT = Path(__file__).resolve().parent / "proclease.wasm"
 #: `raw-working` leases whose owner died while `launching` become recoverable this long after
 #: they were taken, as the native `run`'s default `--recover-after` (s).
 DEFAULT_RECOVER_AFTER_S = 60.0
-
-Error = ComponentError
-"""Every failure an operation reports: `kind` is `lease` (a lease rule refused: `code`, and
-`message` is the reference's exact text), `storage` or `system` (`failure` is the record:
-`kind`, `message`, `errno`, `path`, `operation`); a refusal that wraps a failure has it as
-`failure` too."""
-
 
 def default_state_home() -> Path:
     """$PROCLEASE_STATE_HOME, $GHOSTGET_STATE_HOME, $XDG_DATA_HOME/proclease,
@@ -65,7 +59,7 @@ def component_path(wasm: Optional[os.PathLike] = None) -> Path:
     """`wasm`, $PROCLEASE_WASM, or the component packaged with this module."""
     chosen = Path(wasm) if wasm is not None else Path(os.environ["PROCLEASE_WASM"]) if os.environ.get("PROCLEASE_WASM") else PACKAGED_COMPONENT
     if not chosen.is_file():
-        raise FileNotFoundError(f"{chosen}: no proclease component; run hosts/python/setup.sh (it copies host/component/proclease.wasm here) or set PROCLEASE_WASM")
+        raise Error(f"{chosen}: no proclease component; run hosts/python/setup.sh (it copies host/component/proclease.wasm here) or set PROCLEASE_WASM", kind="no-component")
     return chosen
 
 
@@ -116,7 +110,12 @@ class Host:
         self.workspace_roots = roots
         wasm_path = component_path(wasm)
         self.effects = Effects(self.state_home, roots, self.judge)
-        self.component = Proclease(wasm_path, self.effects)
+        try:
+            self.component = Proclease(wasm_path, self.effects)
+        except Error:
+            raise
+        except Exception as error:  # wasmtime's own (a component that does not load or link)
+            raise Error(f"{wasm_path}: the proclease component cannot be loaded: {error}", kind="system") from error
         # A second instance for the pure `judge-owner` export: the store judges a mutation
         # claim's writer while the first instance is inside an import call, and a component
         # instance cannot be re-entered.
@@ -171,11 +170,14 @@ class Host:
             raise Refused(f"{target}: refused: a leased directory may be removed by `recover`, so it can be neither the state home ({home}), inside it, nor hold it")
         try:
             st = os.lstat(target)
+            empty = st is None or not stat.S_ISDIR(st.st_mode) or not os.listdir(target)
         except FileNotFoundError:
-            st = None
+            st, empty = None, True
+        except OSError as error:
+            raise system_error(error, "looking at the directory to lease") from error
         if st is not None and not stat.S_ISDIR(st.st_mode):
             raise Refused(f"{target}: refused: it exists and is not a directory; give a directory path (proclease creates it if absent)")
-        if st is not None and os.listdir(target):
+        if st is not None and not empty:
             raise Refused(
                 f"{target}: refused: not empty. `run` leases only a directory it creates or an empty one, because after a crash "
                 "`recover` deletes the leased directory with everything in it; give a new path and proclease creates it"
@@ -257,14 +259,21 @@ class Host:
         return self.component.invocation_leases.list()
 
 
-class Refused(Exception):
+class Refused(Error):
     """A directory `run` (or `take_directory_lease(create=True)`) will not lease, before anything
-    was leased or created: the message says why and what to do (the native `Refusal`)."""
+    was leased or created: the message says why and what to do (the native `Refusal`). Kind
+    `refused`."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, kind="refused")
 
 
-class LockTimeout(Exception):
+class LockTimeout(Error):
     """A lock of the state home stayed held by another process past the host's bound (the
-    native exit status 5)."""
+    native exit status 5). Kind `lock-timeout`."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, kind="lock-timeout")
 
 
 def _within(path: str, ancestor: str) -> bool:
@@ -381,10 +390,13 @@ class DirectoryLease:
             self._resource.drop()
 
 
-class HelperMayRun(Exception):
+class HelperMayRun(Error):
     """The export admission cannot be released: its recorded helper may still run (alive, or
     not provably gone), so releasing would let another export start beside it (§6A.5). Wait
-    for the helper to end, then release."""
+    for the helper to end, then release. Kind `helper-may-run`."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, kind="helper-may-run")
 
 
 class Admission:

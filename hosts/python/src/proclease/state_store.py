@@ -38,6 +38,8 @@ Guarantees (as the Rust's module docs state them):
 
 from __future__ import annotations
 
+from ._errors import Error
+
 import contextlib
 import errno as _errno
 import fcntl
@@ -190,13 +192,13 @@ MARKER = ".io-state.json"
 MARKER_CONTENT = '{"kind":"io-state","schemaVersion":1}\n'
 
 
-class StateHomeError(Exception):
+class StateHomeError(Error):
     """Why a state home cannot be used (`StateHomeError`); the message names the path and what
     to do. `kind`: `unconfigured`, `shared-root`, `unsafe` or `io`."""
 
     def __init__(self, kind: str, message: str, path: Optional[str] = None, error: Optional[OSError] = None) -> None:
-        super().__init__(message)
-        self.kind = kind
+        super().__init__(message, kind=kind)
+        self.__cause__ = error
         self.path = path
         self.error = error
 
