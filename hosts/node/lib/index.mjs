@@ -12,6 +12,7 @@
 // and `survey` / `recover` as `doctor` / `recover` use them. Every lease rule is the component's.
 import { call, drop, isWitError, ProcleaseError } from './calls.mjs';
 import { assemble } from './host.mjs';
+import { hold } from './held.mjs';
 import { leaseNewDirectory, Refusal } from './lease-new-directory.mjs';
 
 export { ProcleaseError, Refusal, call };
@@ -140,9 +141,16 @@ export class Host {
       resource = call(() => this.exports.directoryLeases.create(request));
     }
     const lease = new DirectoryLease(resource);
+    // Should the process end before the `finally` (process.exit(), an un-awaited callback,
+    // SIGINT): released while no command can run in the directory, else left for recovery.
+    const unhold = hold(() => {
+      if (resource.released()) return;
+      if (['preparing', 'settled'].includes(resource.claim().phase)) resource.release();
+    });
     try {
       return await fn(lease);
     } finally {
+      unhold();
       try {
         if (!resource.released()) {
           const phase = resource.claim().phase;
@@ -169,9 +177,13 @@ export class Host {
   async withAdmission(fn) {
     const resource = call(() => this.exports.exportAdmission.acquire());
     const admission = new Admission(resource);
+    const unhold = hold(() => {
+      if (!resource.released() && resource.claim().phase === 'parent-owned') resource.release();
+    });
     try {
       return await fn(admission);
     } finally {
+      unhold();
       try {
         if (!resource.released() && resource.claim().phase === 'parent-owned') call(() => resource.release());
       } finally {

@@ -1,0 +1,118 @@
+// The library misused the way people misuse locks (#43 case 3): a process that ends inside
+// `withDirectoryLease` / `withAdmission` without reaching its `finally` — `process.exit()`, a
+// callback nobody awaited, Ctrl-C with no handler of its own. Before, the lease stayed behind and
+// the next `recover` deleted the directory with the results in it. Each case runs in a real
+// child process; the results and the state home are checked afterwards.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import * as fs from 'node:fs';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { Host } from '../lib/index.mjs';
+import { PACKAGE, freshDirs, until } from '../testing/helpers.mjs';
+
+const INDEX = pathToFileURL(join(PACKAGE, 'lib', 'index.mjs')).href;
+const LEASES = 'recovery/beeper-message-like-me-directory-leases';
+const ADMISSION = 'recovery/beeper-message-like-me-export-admission/active.json';
+
+/** Runs `body` (an ES module's text, given `host`, `dir` and `done(path)` that writes a marker) in a child node. */
+function child(d, body) {
+  const script = `
+    import { Host } from ${JSON.stringify(INDEX)};
+    import * as fs from 'node:fs';
+    const host = await Host.open({ stateHome: ${JSON.stringify(d.home)}, workspaceRoots: [${JSON.stringify(d.ws)}] });
+    const dir = ${JSON.stringify(join(d.ws, 'job'))};
+    const done = (path) => fs.writeFileSync(path, 'built');
+    ${body}
+  `;
+  const proc = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let stderr = '';
+  proc.stderr.on('data', (c) => (stderr += c));
+  const ended = new Promise((resolve) => proc.once('close', (code, signal) => resolve({ code, signal, stderr })));
+  return { proc, ended };
+}
+
+/** The leases left, and whether `recover` keeps the results in `job`. */
+async function afterwards(d) {
+  const leases = fs.existsSync(join(d.home, LEASES)) ? fs.readdirSync(join(d.home, LEASES)) : [];
+  const host = await Host.open({ stateHome: d.home, workspaceRoots: [d.ws] });
+  try {
+    host.recover();
+  } finally {
+    host.close();
+  }
+  return { leases, kept: fs.existsSync(join(d.ws, 'job', 'result.txt')) };
+}
+
+test('process.exit() inside withDirectoryLease releases the lease, and recover keeps the results', async () => {
+  const d = freshDirs();
+  try {
+    const { ended } = child(d, `await host.withDirectoryLease(dir, {}, async () => { done(dir + '/result.txt'); process.exit(3); });`);
+    const end = await ended;
+    assert.equal(end.code, 3, end.stderr);
+    assert.deepEqual(await afterwards(d), { leases: [], kept: true });
+  } finally {
+    d.cleanup();
+  }
+});
+
+test('a withDirectoryLease nobody awaited, left when the event loop drains, releases the lease', async () => {
+  const d = freshDirs();
+  try {
+    // The callback waits on a promise that never settles: the loop drains and the process exits.
+    const { ended } = child(d, `host.withDirectoryLease(dir, {}, async () => { done(dir + '/result.txt'); await new Promise(() => {}); });`);
+    const end = await ended;
+    assert.equal(end.code, 0, end.stderr);
+    assert.deepEqual(await afterwards(d), { leases: [], kept: true });
+  } finally {
+    d.cleanup();
+  }
+});
+
+test('Ctrl-C (SIGINT) inside withDirectoryLease releases the lease and still ends the process by the signal', async () => {
+  const d = freshDirs();
+  try {
+    const marker = join(d.ws, 'job', 'result.txt');
+    const { proc, ended } = child(d, `await host.withDirectoryLease(dir, {}, async () => { done(dir + '/result.txt'); await new Promise((r) => setTimeout(r, 60_000)); });`);
+    await until(() => fs.existsSync(marker), 30_000, 'the callback to run');
+    proc.kill('SIGINT');
+    const end = await ended;
+    assert.equal(end.signal, 'SIGINT', `ended by the signal, as without proclease: ${end.code} ${end.stderr}`);
+    assert.deepEqual(await afterwards(d), { leases: [], kept: true });
+  } finally {
+    d.cleanup();
+  }
+});
+
+test('a program with its own SIGTERM handler keeps the signal and the lease until it exits', async () => {
+  const d = freshDirs();
+  try {
+    const marker = join(d.ws, 'job', 'result.txt');
+    const body = `
+      process.on('SIGTERM', () => { done(dir + '/saw-term'); setTimeout(() => process.exit(0), 200); });
+      await host.withDirectoryLease(dir, {}, async () => { done(dir + '/result.txt'); await new Promise((r) => setTimeout(r, 60_000)); });`;
+    const { proc, ended } = child(d, body);
+    await until(() => fs.existsSync(marker), 30_000, 'the callback to run');
+    proc.kill('SIGTERM');
+    await until(() => fs.existsSync(join(d.ws, 'job', 'saw-term')), 10_000, 'the program to handle SIGTERM');
+    assert.equal(fs.readdirSync(join(d.home, LEASES)).length, 1, "the lease is held while the program's handler runs");
+    const end = await ended;
+    assert.equal(end.code, 0, end.stderr);
+    assert.deepEqual(await afterwards(d), { leases: [], kept: true });
+  } finally {
+    d.cleanup();
+  }
+});
+
+test('process.exit() inside withAdmission releases a parent-owned admission', async () => {
+  const d = freshDirs();
+  try {
+    const { ended } = child(d, `await host.withAdmission(async () => { process.exit(0); });`);
+    const end = await ended;
+    assert.equal(end.code, 0, end.stderr);
+    assert.equal(fs.existsSync(join(d.home, ADMISSION)), false, 'the admission was released');
+  } finally {
+    d.cleanup();
+  }
+});
