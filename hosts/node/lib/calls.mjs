@@ -1,6 +1,7 @@
 // Calling the component's exports from this package's API: the error value an export throws
-// (the WIT `error` variant) becomes a `ProcleaseError`; resource handles are dropped with
+// (the WIT `error` variant) becomes a `ComponentError` (a `ProcleaseError`); resource handles are dropped with
 // `Symbol.dispose` (jco gives exported resources one).
+import { ProcleaseError } from './errors.mjs';
 import { leaseErrorText } from './reports/format.mjs';
 
 /**
@@ -9,29 +10,27 @@ import { leaseErrorText } from './reports/format.mjs';
  * `reference` the refusal's own message, `failure` the storage or system failure (or the failure a
  * refusal wraps).
  */
-export class ProcleaseError extends Error {
+export class ComponentError extends ProcleaseError {
   constructor(error) {
     const lease = error.tag === 'lease' ? error.val : null;
-    super(lease ? leaseErrorText(lease) : error.val.message);
-    this.name = 'ProcleaseError';
+    super(lease ? leaseErrorText(lease) : error.val.message, { kind: error.tag, code: lease ? lease.code : undefined, failure: lease ? lease.cause : error.val });
     this.error = error;
-    this.kind = error.tag;
-    this.code = lease ? lease.code : undefined;
     this.reference = error.val.message;
-    this.failure = lease ? lease.cause : error.val;
   }
 }
+
+export { ProcleaseError };
 
 /** Whether `value` is a WIT `error` value an export threw. */
 export const isWitError = (value) =>
   value !== null && typeof value === 'object' && ['lease', 'storage', 'system'].includes(value.tag) && value.val && typeof value.val.message === 'string';
 
-/** Calls an export, turning the error value it throws into a `ProcleaseError`. */
+/** Calls an export, turning the error value it throws into a `ComponentError`. */
 export function call(body) {
   try {
     return body();
   } catch (error) {
-    if (isWitError(error)) throw new ProcleaseError(error);
+    if (isWitError(error)) throw new ComponentError(error);
     throw error;
   }
 }

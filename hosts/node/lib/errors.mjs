@@ -86,8 +86,26 @@ export function ioFailure(path, operation, source, message) {
   return failure(errno === undefined ? 'io' : kindOfErrno(errno), message, { errno, path, operation });
 }
 
+/**
+ * The root of every error this package throws to its users: `catch (e) { if (e instanceof
+ * ProcleaseError) … }` catches them all. `kind`: `lease` (a lease rule refused; `code` is its
+ * code, e.g. `another-export-is-active`), `storage`, `system`, `refused` (`Refusal`: nothing was
+ * leased or created), `invalid-argument`, `state-home`, `identity`, or a store or workspace
+ * failure's kind (`io`, `permission`, `contended`, `unsafe`, `refused`, `identity-changed`).
+ * `cause` is what caused it, where something did.
+ */
+export class ProcleaseError extends Error {
+  constructor(message, { kind, code, failure: failed, cause } = {}) {
+    super(message, cause === undefined ? undefined : { cause });
+    this.name = new.target.name;
+    this.kind = kind;
+    this.code = code;
+    this.failure = failed;
+  }
+}
+
 /** A state-store failure (`StoreError`): its `failure` record is `toFailure()`. */
-export class StoreError extends Error {
+export class StoreError extends ProcleaseError {
   /** `Contended`: another writer held the record's mutation claim past the wait. */
   static contended(path) {
     return new StoreError('contended', path, `${path}: state file mutation is already active (another process, proclease or ghostget, is writing this record); retry in a moment`);
@@ -113,8 +131,7 @@ export class StoreError extends Error {
   }
 
   constructor(kind, path, message) {
-    super(message);
-    this.kind = kind;
+    super(message, { kind });
     this.path = path;
   }
 
@@ -126,7 +143,7 @@ export class StoreError extends Error {
 }
 
 /** A workspace failure (`WorkspaceError`). */
-export class WorkspaceError extends Error {
+export class WorkspaceError extends ProcleaseError {
   static refused(path, reason) {
     return new WorkspaceError('refused', path, `${path}: refused: ${reason}`);
   }
@@ -142,8 +159,7 @@ export class WorkspaceError extends Error {
   }
 
   constructor(kind, path, message) {
-    super(message);
-    this.kind = kind;
+    super(message, { kind });
     this.path = path;
   }
 
@@ -154,10 +170,18 @@ export class WorkspaceError extends Error {
 }
 
 /** A state home that cannot be used (`host/src/imports/state_store/home.rs` `StateHomeError`). */
-export class StateHomeError extends Error {}
+export class StateHomeError extends ProcleaseError {
+  constructor(message, options = {}) {
+    super(message, { kind: 'state-home', ...options });
+  }
+}
 
 /** A process identity that cannot be established (`IdentityError`): the reference's message where it fixes one. */
-export class IdentityError extends Error {}
+export class IdentityError extends ProcleaseError {
+  constructor(message, options = {}) {
+    super(message, { kind: 'identity', ...options });
+  }
+}
 
 /**
  * Runs an import's body: its own typed failures (and any operating-system error that escaped

@@ -10,16 +10,22 @@
 // defaults (state home `$PROCLEASE_STATE_HOME`, `$GHOSTGET_STATE_HOME`, `$XDG_DATA_HOME/proclease`,
 // `~/.local/share/proclease`; workspace roots the home directory and the temporary directory),
 // and `survey` / `recover` as `doctor` / `recover` use them. Every lease rule is the component's.
-import { call, drop, isWitError, ProcleaseError } from './calls.mjs';
+import { call, ComponentError, drop, isWitError, ProcleaseError } from './calls.mjs';
+import { IdentityError, StateHomeError, StoreError, WorkspaceError } from './errors.mjs';
 import { assemble } from './host.mjs';
+import { isAbsolute } from 'node:path';
 import { hold } from './held.mjs';
 import { leaseNewDirectory, Refusal } from './lease-new-directory.mjs';
 
-export { ProcleaseError, Refusal, call };
+export { ComponentError, IdentityError, ProcleaseError, Refusal, StateHomeError, StoreError, WorkspaceError, call };
 
 export { doctorReport, doctorText } from './reports/doctor.mjs';
 export { recoveryReport, recoveryText } from './reports/recovery.mjs';
 export { toJson } from './reports/format.mjs';
+
+/** An argument this API cannot take: a `ProcleaseError` of kind `invalid-argument`, thrown before anything is done. */
+const invalid = (message) => new ProcleaseError(message, { kind: 'invalid-argument' });
+const describe = (value) => (typeof value === 'function' ? 'a function' : typeof value === 'string' ? JSON.stringify(value) : String(value));
 
 /** A held directory lease (the component's `directory-lease` resource), pids as numbers or BigInts. */
 export class DirectoryLease {
@@ -131,7 +137,15 @@ export class Host {
    * `create` it must exist (the reference's `create`). `recoverAfterMs`: how long a `launching`
    * lease of a dead owner is kept (default 60 s).
    */
-  async withDirectoryLease(path, { create = true, recoverAfterMs = 60_000 } = {}, fn) {
+  async withDirectoryLease(path, options, fn) {
+    // `withDirectoryLease(path, fn)`: the options are optional. Everything is checked before
+    // anything is created.
+    if (typeof options === 'function' && fn === undefined) [options, fn] = [{}, options];
+    const { create = true, recoverAfterMs = 60_000 } = options ?? {};
+    if (typeof path !== 'string' || !isAbsolute(path)) throw invalid(`withDirectoryLease: the path must be an absolute path string, not ${describe(path)}`);
+    if (typeof fn !== 'function') throw invalid(`withDirectoryLease: the last argument must be the function to run while the lease is held, not ${describe(fn)}`);
+    if (typeof create !== 'boolean') throw invalid(`withDirectoryLease: options.create must be true or false, not ${describe(create)}`);
+    if (!Number.isFinite(recoverAfterMs) || recoverAfterMs < 0) throw invalid(`withDirectoryLease: options.recoverAfterMs must be a number of milliseconds, not ${describe(recoverAfterMs)}`);
     let resource;
     if (create) {
       ({ resource } = leaseNewDirectory(this, path, { recoverAfterMs }));
@@ -175,6 +189,7 @@ export class Host {
    * helper may run) or `cleanup-unsafe` is left as it is, as the native host's handle leaves it.
    */
   async withAdmission(fn) {
+    if (typeof fn !== 'function') throw invalid(`withAdmission: the argument must be the function to run while the admission is held, not ${describe(fn)}`);
     const resource = call(() => this.exports.exportAdmission.acquire());
     const admission = new Admission(resource);
     const unhold = hold(() => {
@@ -225,7 +240,7 @@ export class Host {
     try {
       admission = { survey: this.exports.exportAdmission.survey() };
     } catch (error) {
-      if (!isWitError(error) || error.tag !== 'lease') throw isWitError(error) ? new ProcleaseError(error) : error;
+      if (!isWitError(error) || error.tag !== 'lease') throw isWitError(error) ? new ComponentError(error) : error;
       const path = `${this.stateHome}/recovery/beeper-message-like-me-export-admission/active.json`;
       admission = { invalid: { path, error: error.val, setAside: `mv -- '${path}' '${this.stateHome}/.proclease/set-aside-active.json'` } };
     }

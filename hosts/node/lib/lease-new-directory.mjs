@@ -11,11 +11,15 @@
 // up). A native run that checked before this lease existed and writes its own after this host
 // looked is not seen (the native check comes before its write): that narrow race between the two
 // hosts remains.
-import { call, drop } from './calls.mjs';
+import { call, drop, ProcleaseError } from './calls.mjs';
 import { setAsideLeaseEntry } from './reports/format.mjs';
 
-/** A refusal before anything was leased or run (`Refusal`): its message; nothing is left behind. */
-export class Refusal extends Error {}
+/** A refusal before anything was leased or run (`Refusal`, kind `refused`): its message; nothing is left behind. */
+export class Refusal extends ProcleaseError {
+  constructor(message, options = {}) {
+    super(message, { kind: 'refused', ...options });
+  }
+}
 
 /** `path` is `ancestor` or below it (component-wise). */
 const within = (path, ancestor) => path === ancestor || ancestor === '/' || path.startsWith(`${ancestor}/`);

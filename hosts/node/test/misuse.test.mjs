@@ -116,3 +116,37 @@ test('process.exit() inside withAdmission releases a parent-owned admission', as
     d.cleanup();
   }
 });
+
+test('every error is a ProcleaseError, exported by name; wrong arguments are refused before anything is created (#43 case 7)', async () => {
+  const { ComponentError, ProcleaseError, Refusal, StateHomeError } = await import('../lib/index.mjs');
+  const d = freshDirs();
+  const host = await Host.open({ stateHome: d.home, workspaceRoots: [d.ws] });
+  try {
+    const job = join(d.ws, 'job');
+    for (const [call, what] of [
+      [() => host.withDirectoryLease(job, {}, 'not a function'), 'a missing callback'],
+      [() => host.withDirectoryLease('relative/job', {}, async () => {}), 'a relative path'],
+      [() => host.withDirectoryLease(job, { create: 'yes' }, async () => {}), 'a create that is not a boolean'],
+      [() => host.withAdmission(undefined), 'withAdmission without a callback'],
+    ]) {
+      await assert.rejects(call(), (e) => e instanceof ProcleaseError && e.kind === 'invalid-argument', what);
+      assert.equal(fs.existsSync(job), false, `${what}: nothing was created`);
+    }
+    assert.equal(fs.existsSync(join(d.home, LEASES)) ? fs.readdirSync(join(d.home, LEASES)).length : 0, 0, 'nothing was leased');
+
+    // The options may be left out.
+    assert.equal(await host.withDirectoryLease(job, async (lease) => lease.path), job);
+
+    await assert.rejects(host.withDirectoryLease(join(d.home, 'inside'), async () => {}), (e) => e instanceof Refusal && e instanceof ProcleaseError && e.kind === 'refused');
+    await host.withAdmission(async () => {
+      await assert.rejects(host.withAdmission(async () => {}), (e) => e instanceof ComponentError && e instanceof ProcleaseError && e.code === 'another-export-is-active');
+    });
+    const shared = join(d.ws, 'shared');
+    fs.mkdirSync(shared, { mode: 0o700 });
+    fs.chmodSync(shared, 0o777);
+    await assert.rejects(Host.open({ stateHome: shared, workspaceRoots: [d.ws] }), (e) => e instanceof StateHomeError && e instanceof ProcleaseError, 'a state home others may write');
+  } finally {
+    host.close();
+    d.cleanup();
+  }
+});
