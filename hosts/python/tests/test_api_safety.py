@@ -197,3 +197,41 @@ def test_every_failure_is_a_proclease_error_with_its_cause(place: Tuple[Path, Pa
     with pytest.raises(Error) as unusable:
         Host(state_home=shared, workspace_roots=[ws]).recover()
     assert isinstance(unusable.value, StateHomeError), repr(unusable.value)
+
+
+THREADS_SCRIPT = """
+import os, sys, threading
+from proclease import Error, Host
+root, ws = sys.argv[1], sys.argv[2]
+host = Host(state_home=os.path.join(root, "state"), workspace_roots=[ws])
+failures = []
+def worker(n):
+    try:
+        for i in range(25):
+            with host.directory_lease(os.path.join(ws, f"job-{n}-{i}"), create=True) as lease:
+                assert lease.claim.path.endswith(f"job-{n}-{i}")
+            try:
+                with host.admission():
+                    pass
+            except Error as error:
+                if error.code != "another-export-is-active":
+                    raise
+    except BaseException as error:
+        failures.append(repr(error))
+threads = [threading.Thread(target=worker, args=(n,)) for n in range(4)]
+for t in threads: t.start()
+for t in threads: t.join()
+print("failures:", failures)
+sys.exit(1 if failures else 0)
+"""
+
+
+def test_one_host_shared_by_four_threads_queues_their_calls(place: Tuple[Path, Path]) -> None:
+    """#43 case 4: one `Host` used by four threads at once raised `WasmtimeError` (a resource
+    drop and an export lookup entered the store outside the call lock; with more threads a
+    wasmtime panic or a segfault). In a child process, so that a crash fails this test only."""
+    home, ws = place
+    done = subprocess.run([sys.executable, "-c", THREADS_SCRIPT, str(home.parent), str(ws)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, f"exit {done.returncode}: {done.stdout}{done.stderr}"
+    assert list((home / "recovery" / "beeper-message-like-me-directory-leases").iterdir()) == []
+    assert not (home / "recovery" / "beeper-message-like-me-export-admission" / "active.json").exists()

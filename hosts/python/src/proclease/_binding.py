@@ -29,7 +29,8 @@ from ._errors import Error
 import hashlib
 import threading
 from pathlib import Path
-from typing import Any, Callable, Dict, Optional
+from contextlib import contextmanager
+from typing import Any, Callable, Dict, Iterator, List, Optional
 
 import wasmtime
 from wasmtime import Engine, Store, WasmtimeError
@@ -176,9 +177,11 @@ class GuestResource:
         return lambda *args: self._owner.call(self._interface, export, self.handle, *args)
 
     def drop(self) -> None:
-        if self.handle is not None:
-            self.handle.drop(self._owner.store)
-            self.handle = None
+        # Under the instance's call lock: a drop enters the component's store as a call does.
+        with self._owner.calling():
+            if self.handle is not None:
+                self.handle.drop(self._owner.store)
+                self.handle = None
 
 
 class Exports:
@@ -208,7 +211,11 @@ class Proclease:
         self._live: Dict[int, HostResource] = {}
         self._next_rep = 1
         self.bound: Dict[str, list] = {}
+        # One thread in the instance at a time; and the thread inside, while it is (a finalizer
+        # that runs on it then must not enter again: `defer`).
         self._calling = threading.RLock()
+        self._inside: Optional[int] = None
+        self._deferred: List[Callable[[], None]] = []
         self._interrupted: Optional[BaseException] = None
         self._trapped = False
         self.store = Store(engine())
@@ -322,13 +329,46 @@ class Proclease:
             self._funcs[key] = (func, isinstance(result, ResultType), _is_tagged(result))
         return self._funcs[key]
 
+    @contextmanager
+    def calling(self) -> Iterator[None]:
+        """Holds the instance for one entry into its store: other threads wait (a `Host` shared
+        by threads queues its calls). Work `defer`red meanwhile runs once the outermost entry
+        ends."""
+        with self._calling:
+            outer = self._inside is None
+            self._inside = threading.get_ident()
+            try:
+                yield
+            finally:
+                if outer:
+                    self._inside = None
+        if outer:
+            self._run_deferred()
+
+    def defer(self, work: Callable[[], None]) -> None:
+        """Runs `work` (which calls into this instance) now, or — when this thread is inside a
+        call of the instance already (a finalizer the garbage collector ran in the middle of an
+        import) — once that call has ended: an instance cannot be entered twice."""
+        if self._inside == threading.get_ident():
+            self._deferred.append(work)
+        else:
+            work()
+
+    def _run_deferred(self) -> None:
+        while self._deferred and self._inside is None:
+            work = self._deferred.pop(0)
+            try:
+                work()
+            except Exception:  # noqa: BLE001 (deferred finalizer work says why itself)
+                pass
+
     def call(self, interface: str, name: str, *args: Any) -> Any:
         """Calls an export and returns its value; the err case of a `result` is raised as
         `ComponentError` (the `error` variant's kind and message, or kind None for a plain
         string error)."""
-        func, is_result, tagged = self._func(interface, name)
         # One call at a time: an instance cannot be entered twice (threads sharing a host queue).
-        with self._calling:
+        with self.calling():
+            func, is_result, tagged = self._func(interface, name)
             if self._trapped:
                 # A trapped instance cannot be entered again: a fresh one (the native host never
                 # reuses one either). Handles of the old one's resources are gone with it.

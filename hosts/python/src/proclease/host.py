@@ -330,6 +330,12 @@ _HELPER_PHASES = ("helper-launching", "helper-active")
 
 
 def _forgotten_lease(resource: GuestResource, pid: int) -> None:
+    # The collector may run this in the middle of a call into the same instance (an import
+    # that allocates): the instance is entered once that call has ended.
+    resource._owner.defer(lambda: _let_go_of_lease(resource, pid))
+
+
+def _let_go_of_lease(resource: GuestResource, pid: int) -> None:
     """A `DirectoryLease` collected (or left at interpreter exit) without `release()`: released
     while no command can run in its directory, as the Rust handle's drop does; otherwise left,
     with a warning, for `recover` to judge once this process is gone. Never in a forked child:
