@@ -281,3 +281,34 @@ def test_recover_reports_what_a_crashed_creator_left_as_the_native_binary_does(p
     finally:
         alive.kill()
         alive.wait()
+
+
+HOLDER_SCRIPT = """
+import subprocess, sys, warnings
+from proclease import Host
+host = Host(state_home=sys.argv[1], workspace_roots=[sys.argv[2]])
+warnings.simplefilter("ignore")
+with host.admission() as admission:
+    helper = admission.launch_helper(["sleep", "60"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    print(helper.pid, flush=True)
+    raise SystemExit(0)  # the holder ends while its helper runs
+"""
+
+
+def test_a_helper_launched_under_a_witness_frees_the_admission_once_it_and_its_holder_are_gone(place: Place) -> None:
+    """#43 case 5: a helper recorded without a witness (`bind_helper`) left an admission every
+    `run --exclusive` refused with exit 4 until a reboot, once its holder died. `launch_helper`
+    starts it holding a witness: while it runs, the native binary is refused (exit 3, another
+    export is active); once it is killed, the native binary proves it gone and takes over."""
+    assert place.native("doctor").returncode == 0
+    holder = subprocess.run([sys.executable, "-c", HOLDER_SCRIPT, str(place.home), str(place.ws)], capture_output=True, text=True, timeout=120)
+    assert holder.returncode == 0, holder.stderr
+    helper = int(holder.stdout.strip())
+    try:
+        blocked = place.native("run", "--exclusive", "--workdir", str(place.ws / "first"), "--", "true")
+        assert blocked.returncode == 3, f"{blocked.returncode}: {blocked.stderr}"
+    finally:
+        kill_and_await([helper])
+    taken = place.native("run", "--exclusive", "--workdir", str(place.ws / "second"), "--", "true")
+    assert taken.returncode == 0, f"{taken.returncode}: {taken.stderr}"
+    assert not (place.home / "recovery" / "beeper-message-like-me-export-admission" / "active.json").exists()

@@ -16,6 +16,7 @@ from __future__ import annotations
 import fcntl
 import os
 import stat
+import subprocess
 import tempfile
 import time
 import warnings
@@ -201,7 +202,7 @@ class Host:
         """Holds the export admission (the singleton slot) for the `with` block. Refused with
         `another export is active` while a live process holds it. Leaving the block — however
         it ends — releases it unless a helper may still run (`Admission`)."""
-        admission = Admission(self.component.resource("export-admission", "admission", self.component.export_admission.acquire()), self.judge)
+        admission = Admission(self.component.resource("export-admission", "admission", self.component.export_admission.acquire()), self.judge, self.effects.process_identity)
         try:
             yield admission
         finally:
@@ -415,9 +416,10 @@ class Admission:
     lives; judged by its helper once it is gone) — call `release()` once the helper ended. A
     `fork()`ed child never releases its parent's admission."""
 
-    def __init__(self, resource: GuestResource, judge: Any) -> None:
+    def __init__(self, resource: GuestResource, judge: Any, processes: Any = None) -> None:
         self._resource = resource
         self._judge = judge
+        self._processes = processes
         self._pid = os.getpid()
 
     @property
@@ -428,7 +430,49 @@ class Admission:
         self._resource.begin_helper_launch()
 
     def bind_helper(self, pid: int) -> None:
+        """Records `pid` as the helper (§6A.5 helper-launching → helper-active). A helper
+        recorded this way has no witness: should this process and the helper die, nothing
+        proves that what the helper started is gone too, and the admission stays refused
+        (`prior export owner cannot be inspected safely`) until a reboot. Prefer
+        `launch_helper`, which starts the helper under a witness."""
         self._resource.bind_helper(pid)
+
+    def launch_helper(self, argv: Sequence[str], **popen: Any) -> subprocess.Popen:
+        """Starts the helper `argv` (`subprocess.Popen(argv, **popen)`) holding a witness, and
+        records it: the native `Admission::launch_helper`. Once this process and the helper are
+        gone, the next acquirer — on any host — proves the helper's whole tree gone by its
+        witness and takes the admission over. A helper that cannot start leaves the admission
+        `parent-owned` (`Error`, kind `system`, the `OSError` as its cause); one that exits at
+        once is no failure."""
+        if self._processes is None:
+            raise Error("this admission has no process identity to take a witness with; use Host.admission()", kind="invalid-argument")
+        spawn = self._processes.prepare_spawn()
+        if spawn is None:
+            raise Error("no witness directory in the state home: the helper could not be covered", kind="system")
+        self._resource.begin_helper_launch()
+        try:
+            fds = tuple(popen.pop("pass_fds", ())) + (spawn.fd,)
+            child = subprocess.Popen(list(argv), pass_fds=fds, **popen)
+        except OSError as error:
+            spawn.discard()
+            self._resource.settle_helper()
+            raise Error(f"cannot start the helper {argv[0] if argv else ''}: {error.strerror or error}", kind="system") from error
+        try:
+            spawn.record_uncontained()
+        except Exception as error:  # noqa: BLE001 (the helper runs; the record is a refinement)
+            warnings.warn(f"the helper runs uncontained, and its witness cannot say so: {error}", RuntimeWarning, stacklevel=2)
+        spawn.started(child.pid)
+        try:
+            self._resource.bind_helper(child.pid)
+        except Error:
+            if child.poll() is None:
+                # Alive and not recorded: it must not run beside an admission that does not name it.
+                child.kill()
+                child.wait()
+                self._resource.settle_helper()
+                raise
+            # It exited before it could be captured: nothing runs; the admission goes on.
+        return child
 
     def settle_helper(self) -> None:
         self._resource.settle_helper()
