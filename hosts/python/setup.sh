@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Makes hosts/python/.venv: a virtual environment of $PYTHON (default python3; 3.11 or newer)
 # with the hash-pinned packages of requirements.txt (wasmtime, and pytest for the tests) and this
-# package installed, its component copied from host/component/proclease.wasm. Afterwards
+# package installed, its component (src/proclease/proclease.wasm, a link to host/component/proclease.wasm) inside it. Afterwards
 # `hosts/python/.venv/bin/proclease` is the command and `import proclease` works in that venv.
 # Does nothing when .venv is current (same requirements, Python, component and sources).
 #   bash hosts/python/setup.sh && hosts/python/.venv/bin/python -m pytest -q hosts/python/tests
@@ -28,7 +28,8 @@ rm -rf "$venv" "$here/build" "$here"/src/*.egg-info
 "$python" -m venv "$venv"
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-input \
   --require-hashes --only-binary=:all: -r "$here/requirements.txt"
-cp "$component" "$here/src/proclease/proclease.wasm"
+# src/proclease/proclease.wasm is a symbolic link to the component (checked in), so that
+# `pip install hosts/python` alone packs the component's bytes too.
 # No build isolation: the venv's own setuptools builds it (nothing else is downloaded).
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-input --no-deps --no-build-isolation "$here"
 rm -rf "$here/build" "$here"/src/*.egg-info

@@ -33,7 +33,8 @@ from .process_identity import ProcessIdentity
 from .state_store import StateStore
 from .workspace import Workspace
 
-#: The component this package hosts (copied next to this file by `hosts/python/setup.sh`).
+#: The component this package hosts, installed next to this file (in the repository a link to
+#: `host/component/proclease.wasm`).
 PACKAGED_COMPONENT = Path(__file__).resolve().parent / "proclease.wasm"
 
 #: `raw-working` leases whose owner died while `launching` become recoverable this long after
@@ -60,7 +61,7 @@ def component_path(wasm: Optional[os.PathLike] = None) -> Path:
     """`wasm`, $PROCLEASE_WASM, or the component packaged with this module."""
     chosen = Path(wasm) if wasm is not None else Path(os.environ["PROCLEASE_WASM"]) if os.environ.get("PROCLEASE_WASM") else PACKAGED_COMPONENT
     if not chosen.is_file():
-        raise Error(f"{chosen}: no proclease component; run hosts/python/setup.sh (it copies host/component/proclease.wasm here) or set PROCLEASE_WASM", kind="no-component")
+        raise Error(f"{chosen}: no proclease component; install the package from a clone of the repository (`pip install hosts/python`: src/proclease/proclease.wasm links to host/component/proclease.wasm) or set PROCLEASE_WASM", kind="no-component")
     return chosen
 
 
