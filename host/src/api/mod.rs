@@ -20,6 +20,9 @@ pub(crate) fn drop_warning(message: std::fmt::Arguments<'_>) {
     if tracing::dispatcher::has_been_set() {
         tracing::warn!("{message}");
     } else {
-        eprintln!("proclease: warning: {message}");
+        // Never `eprintln!`: it panics when standard error is gone (a closed pipe), and a drop
+        // may run while its thread unwinds, where a second panic aborts the process.
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr().lock(), "proclease: warning: {message}");
     }
 }

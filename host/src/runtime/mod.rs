@@ -475,6 +475,12 @@ impl Instance {
 
     /// Drops the guest resource `resource` of this instance (a handle going away).
     pub(crate) fn drop_resource(&mut self, resource: wasmtime::component::ResourceAny) {
+        if !self.usable() {
+            // A call was abandoned mid-way: the component is not entered again, and the
+            // instance never goes back to the pool.
+            self.stopped = true;
+            return;
+        }
         let result = resource.resource_drop(self.parts().1);
         let _ = self.trapped(result);
     }

@@ -70,8 +70,48 @@ def test_an_exception_while_the_helper_runs_leaves_the_admission_held(place: Tup
         assert refused_by_the_holder(home, ws)
     finally:
         end(helper)
+    # A helper recorded by bind_helper has no witness: its death does not prove what it started
+    # gone, so release still refuses until the caller settles it (it waited for the helper).
+    with pytest.raises(HelperMayRun, match="not provably gone with all it started"):
+        admission.release()
+    admission.settle_helper()
     admission.release()
-    assert not refused_by_the_holder(home, ws), "released once the helper is gone"
+    assert not refused_by_the_holder(home, ws), "released once the helper is settled"
+
+
+def test_a_helper_launched_under_a_witness_releases_once_it_and_its_children_are_gone(place: Tuple[Path, Path]) -> None:
+    home, ws = place
+    host = Host(state_home=home, workspace_roots=[ws])
+    with host.admission() as admission:
+        # The helper starts a child that outlives it and keeps the witness.
+        helper = admission.launch_helper(["sh", "-c", "sleep 60 & echo $!"], stdout=subprocess.PIPE, text=True)
+        grandchild = int(helper.stdout.readline())
+        helper.wait()
+        with pytest.raises(HelperMayRun):
+            admission.release()
+        os.kill(grandchild, signal.SIGKILL)
+        deadline = __import__("time").monotonic() + 10
+        while True:
+            try:
+                admission.release()
+                break
+            except HelperMayRun:
+                assert __import__("time").monotonic() < deadline, "never released once the whole tree was gone"
+                __import__("time").sleep(0.05)
+    assert not refused_by_the_holder(home, ws)
+
+
+def test_a_helper_that_cannot_start_leaves_the_admission_releasable(place: Tuple[Path, Path]) -> None:
+    home, ws = place
+    host = Host(state_home=home, workspace_roots=[ws])
+    with host.admission() as admission:
+        with pytest.raises(ValueError):
+            admission.launch_helper(["true", "a\0b"])
+        with pytest.raises(Error) as missing:
+            admission.launch_helper(["/nonexistent/helper"])
+        assert missing.value.kind == "system" and isinstance(missing.value.__cause__, FileNotFoundError)
+        assert admission.claim.phase == "parent-owned"
+    assert not refused_by_the_holder(home, ws), "released"
 
 
 def test_a_helper_launch_that_recorded_no_helper_is_not_released(place: Tuple[Path, Path]) -> None:

@@ -158,10 +158,12 @@ pub struct RaftPosition {
     /// The member's committed raft index (what a registration records in `P/raft-mark`).
     pub index: u64,
     /// The gap, at least what it was when the member answered (its revision is read before its
-    /// applied index): what is compared with a gap seen before.
+    /// applied index, and one entry may be applied in between: one is added for it): what is
+    /// compared with a gap seen before.
     pub gap: i64,
     /// The gap, at most what it is once the answer is in (the applied index against a revision
-    /// read after it): what is recorded as seen.
+    /// read after it): what is recorded as seen. `i64::MIN` (nothing learnt) from an etcd older
+    /// than 3.4, which does not say its applied index.
     pub gap_floor: i64,
 }
 
@@ -190,11 +192,12 @@ pub(crate) fn raft_position(store: &EtcdStore) -> Result<RaftPosition, StoreErro
         applied => applied,
     };
     let applied = i64::try_from(applied).unwrap_or(i64::MAX);
-    Ok(RaftPosition {
-        index: status.raft_index(),
-        gap: applied.saturating_sub(revision(status.header())),
-        gap_floor: applied.saturating_sub(revision(later.header()).max(revision(status.header()))),
-    })
+    // etcd raises the revision of an entry it applies a moment before it records the entry as
+    // applied, and `Status` reads the revision first: the gap it answers may fall one short.
+    let gap = applied.saturating_sub(revision(status.header())).saturating_add(1);
+    // Without an applied index the committed one may run ahead of the revisions: no floor.
+    let gap_floor = if status.raft_applied_index() == 0 { i64::MIN } else { applied.saturating_sub(revision(later.header()).max(revision(status.header()))) };
+    Ok(RaftPosition { index: status.raft_index(), gap, gap_floor })
 }
 
 /// The gap ([`RaftPosition`]) that `mark` (`P/raft-mark`) records: the committed index its

@@ -334,16 +334,21 @@ class Proclease:
         """Holds the instance for one entry into its store: other threads wait (a `Host` shared
         by threads queues its calls). Work `defer`red meanwhile runs once the outermost entry
         ends."""
-        with self._calling:
-            outer = self._inside is None
-            self._inside = threading.get_ident()
-            try:
-                yield
-            finally:
-                if outer:
-                    self._inside = None
-        if outer:
-            self._run_deferred()
+        outer = False
+        try:
+            with self._calling:
+                outer = self._inside is None
+                self._inside = threading.get_ident()
+                try:
+                    yield
+                finally:
+                    if outer:
+                        self._inside = None
+        finally:
+            # Also after a call that failed: the work was handed over by a finalizer that will
+            # not run again.
+            if outer:
+                self._run_deferred()
 
     def defer(self, work: Callable[[], None]) -> None:
         """Runs `work` (which calls into this instance) now, or — when this thread is inside a
@@ -355,8 +360,11 @@ class Proclease:
             work()
 
     def _run_deferred(self) -> None:
-        while self._deferred and self._inside is None:
-            work = self._deferred.pop(0)
+        while self._inside is None:
+            try:
+                work = self._deferred.pop(0)
+            except IndexError:  # empty, or another thread took the last one
+                return
             try:
                 work()
             except Exception:  # noqa: BLE001 (deferred finalizer work says why itself)

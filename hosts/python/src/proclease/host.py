@@ -203,7 +203,7 @@ class Host:
         """Holds the export admission (the singleton slot) for the `with` block. Refused with
         `another export is active` while a live process holds it. Leaving the block — however
         it ends — releases it unless a helper may still run (`Admission`)."""
-        admission = Admission(self.component.resource("export-admission", "admission", self.component.export_admission.acquire()), self.judge, self.effects.process_identity)
+        admission = Admission(self.component.resource("export-admission", "admission", self.component.export_admission.acquire()), self.liveness, self.effects.process_identity)
         try:
             yield admission
         finally:
@@ -417,9 +417,9 @@ class Admission:
     lives; judged by its helper once it is gone) — call `release()` once the helper ended. A
     `fork()`ed child never releases its parent's admission."""
 
-    def __init__(self, resource: GuestResource, judge: Any, processes: Any = None) -> None:
+    def __init__(self, resource: GuestResource, liveness: Any, processes: Any = None) -> None:
         self._resource = resource
-        self._judge = judge
+        self._judge = liveness
         self._processes = processes
         self._pid = os.getpid()
 
@@ -454,10 +454,14 @@ class Admission:
         try:
             fds = tuple(popen.pop("pass_fds", ())) + (spawn.fd,)
             child = subprocess.Popen(list(argv), pass_fds=fds, **popen)
-        except OSError as error:
+        except BaseException as error:
+            # Nothing started (a system error, or arguments Popen refused): back to
+            # parent-owned, the witness removed.
             spawn.discard()
             self._resource.settle_helper()
-            raise Error(f"cannot start the helper {argv[0] if argv else ''}: {error.strerror or error}", kind="system") from error
+            if isinstance(error, OSError):
+                raise Error(f"cannot start the helper {argv[0] if argv else ''}: {error.strerror or error}", kind="system") from error
+            raise
         try:
             spawn.record_uncontained()
         except Exception as error:  # noqa: BLE001 (the helper runs; the record is a refinement)
@@ -486,9 +490,17 @@ class Admission:
         if claim.phase == "helper-launching":
             return "a helper launch began and no helper was recorded: one may run unrecorded"
         if claim.phase == "helper-active" and claim.helper_owner is not None:
-            status = self._judge(claim.helper_owner)
-            if status != "different-or-dead":
-                return f"its helper (pid {claim.helper_owner.pid}) is {'alive' if status == 'exact-live-owner' else 'not provably gone'}"
+            # Gone means the helper and all it started: its own pid being dead is not enough
+            # (the component's rule, `dispositions`: a dead helper counts only with its lineage
+            # proven gone by its witness).
+            seen = self._judge(claim.helper_owner)
+            if seen.status == "exact-live-owner":
+                return f"its helper (pid {claim.helper_owner.pid}) is alive"
+            if seen.status != "different-or-dead" or not seen.lineage_gone:
+                return (
+                    f"its helper (pid {claim.helper_owner.pid}) is not provably gone with all it started "
+                    "(a helper recorded by bind_helper has no witness: once you know it and its children ended, call settle_helper() first)"
+                )
         return None
 
     def release(self) -> None:
