@@ -95,6 +95,22 @@ impl TlsFiles {
 
 /// Whether `etcdctl` (Debian's etcd-client) is installed, for the tests that back up, restore
 /// or compact etcd; when not, says so and fails if etcd is required (`PROCLEASE_REQUIRE_ETCD=1`).
+/// A directory for a test etcd's data: on tmpfs (`/dev/shm`) where there is one, so that etcd's
+/// fsyncs cost nothing. On a shared disk an fsync can stall for seconds while another test
+/// compacts or writes, and an etcd that answers nothing for longer than a presence's TTL makes
+/// the machines under test lose their sessions — a fault of the test bed, not of proclease.
+/// What the tests check of etcd's durability (wipes, restores from a snapshot) does not depend on
+/// where its data lives.
+fn data_dir() -> tempfile::TempDir {
+    let shm = std::path::Path::new("/dev/shm");
+    if shm.is_dir()
+        && let Ok(dir) = tempfile::Builder::new().prefix("proclease-etcd-").tempdir_in(shm)
+    {
+        return dir;
+    }
+    tempfile::tempdir().expect("data dir")
+}
+
 pub fn etcdctl_installed() -> bool {
     let installed = Command::new("etcdctl").arg("version").env("ETCDCTL_API", "3").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success());
     if !installed {
@@ -126,7 +142,7 @@ impl Etcd {
         if !installed() {
             return None;
         }
-        let dir = tempfile::tempdir().expect("data dir");
+        let dir = data_dir();
         let (client_port, peer_port) = (free_port(), free_port());
         let child = Etcd::launch(&dir, client_port, peer_port, None);
         let etcd = Etcd { child, dir, client_port, peer_port, tls: None };
@@ -141,7 +157,7 @@ impl Etcd {
         if !installed() {
             return None;
         }
-        let dir = tempfile::tempdir().expect("data dir");
+        let dir = data_dir();
         let tls = TlsFiles::make(dir.path())?;
         let (client_port, peer_port) = (free_port(), free_port());
         let child = Etcd::launch(&dir, client_port, peer_port, Some(&tls));
@@ -304,7 +320,7 @@ impl EtcdCluster {
         if !installed() {
             return None;
         }
-        let dir = tempfile::tempdir().expect("data dir");
+        let dir = data_dir();
         let ports: Vec<(u16, u16)> = (0..size).map(|_| (free_port(), free_port())).collect();
         let client_ports = ports.iter().map(|(client, _)| *client).collect();
         let mut cluster = EtcdCluster { members: (0..size).map(|_| None).collect(), dir, ports, client_ports };
