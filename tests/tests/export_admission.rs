@@ -205,10 +205,7 @@ fn s10_subprocess_cleanup_unsafe_claim() {
     assert!(output.status.success(), "{output:?}");
     // The worker installs no tracing subscriber: the drop says what it left on standard error.
     assert!(output.stdout.is_empty(), "{output:?}");
-    assert_eq!(
-        String::from_utf8_lossy(&output.stderr),
-        "proclease: warning: an export admission handle was dropped in cleanup-unsafe: the claim stays until a reboot (§6A.5)\n"
-    );
+    assert_eq!(String::from_utf8_lossy(&output.stderr), "proclease: warning: an export admission handle was dropped in cleanup-unsafe: the claim stays until a reboot (§6A.5)\n");
     let left = file(&h).expect("the worker's claim stays at recovery/beeper-message-like-me-export-admission/active.json");
     assert!(left.contains("\"phase\":\"cleanup-unsafe\""));
     assert_eq!(err(Admission::acquire(runtime(), h.real_effects()).map_err(|e| e.to_string())), INDETERMINATE);
