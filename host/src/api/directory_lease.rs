@@ -275,10 +275,11 @@ pub enum ConflictKind {
     Undecided,
 }
 
-/// The lease that stands in the way of leasing the directory at `path` (by path, or by
-/// `identity` when it exists), with what it is, or `None`: the component's
-/// `directory-leases.conflict` in a fresh instance served by `effects` — a recovery dry run that
-/// reads again an entry caught mid-replace (`docs/deviations.md` 22, 24).
+/// The lease other than `except` (a lease id: the caller's own) that stands in the way of
+/// leasing the directory at `path` (by path, or by `identity` when it exists), with what it is,
+/// or `None`: the component's `directory-leases.conflict` in a fresh instance served by
+/// `effects` — a recovery dry run that reads again an entry caught mid-replace
+/// (`docs/deviations.md` 22, 24).
 ///
 /// Errors: a store failure reading the collection; a component failure or limit.
 pub fn directory_lease_conflict(
@@ -286,10 +287,11 @@ pub fn directory_lease_conflict(
     effects: Effects,
     path: &str,
     identity: Option<&proclease_core::records::DirectoryIdentity>,
+    except: Option<&str>,
 ) -> Result<Option<(ConflictKind, Outcome)>, Error> {
     let mut instance = runtime.instantiate_with(effects)?;
     let identity = identity.cloned().map(convert::directory_identity_to_wit);
-    let found = instance.call(|exports, store| exports.proclease_lease_directory_leases().call_conflict(store, path, identity.as_ref(), None))?;
+    let found = instance.call(|exports, store| exports.proclease_lease_directory_leases().call_conflict(store, path, identity.as_ref(), except))?;
     Ok(found.map(|conflict| {
         let kind = match conflict.kind {
             wit::ConflictKind::Active => ConflictKind::Active,

@@ -539,19 +539,52 @@ impl Host {
             .lock_file(leasing)
             .map_err(|e| Error::File { path: home.join(".proclease/locks").join(leasing), message: format!("the lease-creation lock cannot be opened: {e}") })?;
         self.take_lock(&lock, leasing)?;
-        self.refuse_if_claimed(&request.path)?;
-        let lease = DirectoryLease::create_with_directory(self.runtime(), self.effects(), request).map(|lease| lease.with_lock_timeout(self.lock_timeout));
+        let lease = self.lease_new_directory_locked(request, &dir);
         let _ = lock.unlock();
         lease
     }
 
-    /// Refuses a directory (by path, or by identity when it exists) that a lease already
-    /// claims, live or not; one inside a directory whose lease's owner is not alive (recovery
-    /// removes that directory whole); and one an entry that is not a valid lease may claim —
-    /// saying whose and what to do ([`Run::conflict`], `docs/deviations.md` 22, 24).
-    fn refuse_if_claimed(&self, dir: &str) -> Result<(), Error> {
+    /// The checks and the creation of [`lease_new_directory`](Self::lease_new_directory), under
+    /// the lease-creation lock.
+    ///
+    /// The order is what makes them hold: another lease's release is not under the lock, so the
+    /// directory must be seen empty *after* no lease was seen claiming it — seen empty before,
+    /// a run that finished and released in between would leave its results in a directory this
+    /// call then leases (and a later `recover` deletes). The same two checks follow the
+    /// creation, for a host that takes no lock (the Node host writes its lease, then looks):
+    /// of two leasers that each write, then look, the later to look sees the other.
+    fn lease_new_directory_locked(&self, request: &Request, dir: &Path) -> Result<DirectoryLease, Error> {
+        self.refuse_if_claimed(&request.path, None)?;
+        self.refuse_if_not_empty(&request.path, dir)?;
+        let mut lease = DirectoryLease::create_with_directory(self.runtime(), self.effects(), request)?.with_lock_timeout(self.lock_timeout);
+        let own = lease.claim()?.id;
+        let after = self.refuse_if_claimed(&request.path, Some(&own)).and_then(|()| self.refuse_if_not_empty(&request.path, dir));
+        if let Err(refusal) = after {
+            // Nothing ran in it: the claim goes; the directory stays (it is another's, or holds
+            // what another left). Should the release fail, the claim is this live process's, and
+            // `recover` judges it once this process is gone.
+            let _ = lease.release();
+            return Err(refusal);
+        }
+        Ok(lease)
+    }
+
+    /// Refuses a directory that exists and is not empty ([`Refusal::NotEmpty`]).
+    fn refuse_if_not_empty(&self, path: &str, dir: &Path) -> Result<(), Error> {
+        match self.workspace.kind(path)? {
+            PathKind::Directory if !self.workspace.is_empty_directory(path)? => Err(Refusal::NotEmpty { dir: dir.to_path_buf() }.into()),
+            _ => Ok(()),
+        }
+    }
+
+    /// Refuses a directory (by path, or by identity when it exists) that a lease other than
+    /// `except` (a lease id) already claims, live or not; one inside a directory whose lease's
+    /// owner is not alive (recovery removes that directory whole); and one an entry that is not
+    /// a valid lease may claim — saying whose and what to do ([`Run::conflict`],
+    /// `docs/deviations.md` 22, 24).
+    fn refuse_if_claimed(&self, dir: &str, except: Option<&str>) -> Result<(), Error> {
         let identity = self.workspace.inspect(dir)?.map(|facts| facts.identity);
-        let Some((kind, found)) = directory_lease_conflict(self.runtime(), self.effects(), dir, identity.as_ref())? else { return Ok(()) };
+        let Some((kind, found)) = directory_lease_conflict(self.runtime(), self.effects(), dir, identity.as_ref(), except)? else { return Ok(()) };
         let conflict = match kind {
             ConflictKind::Active => Conflict::Active(&found),
             ConflictKind::Recoverable => Conflict::Recoverable(&found),

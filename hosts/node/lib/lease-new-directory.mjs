@@ -4,13 +4,16 @@
 // `directory-leases.conflict`), then the component's `create-with-directory`.
 //
 // The native host takes a kernel lock (`directory-lease-creation.lock`) around the check and the
-// creation, so that two runs cannot both lease one new directory. Node has no `flock`; instead,
-// once its lease is written, this host lists the leases again and gives its own up if another
-// lease claims the same directory. Each lease is written before its writer looks, so of two
-// concurrent leasers the later to look always sees the other: at most one goes on (both may give
-// up). A native run that checked before this lease existed and writes its own after this host
-// looked is not seen (the native check comes before its write): that narrow race between the two
-// hosts remains.
+// creation, so that two native runs cannot both lease one new directory. Node has no `flock`;
+// instead, once its lease is written, this host lists the leases again and gives its own up if
+// another lease claims the same directory — as the native host also does after its creation.
+// Each lease is written before its writer looks, so of two concurrent leasers (of either host)
+// the later to look always sees the other: at most one goes on (both may give up).
+//
+// The directory must be seen empty *after* no other lease was seen claiming it, and again once
+// this lease is written: a run that finished and released between an emptiness check and a
+// conflict check would otherwise leave its results in a directory this host then leases (and a
+// later `recover` deletes).
 import { call, drop, ProcleaseError } from './calls.mjs';
 import { setAsideLeaseEntry } from './reports/format.mjs';
 
@@ -96,17 +99,20 @@ export function leaseNewDirectory(host, dir, { recoverAfterMs = 60_000 } = {}) {
   const kind = (path) => quiet(() => workspace.kind(path));
   const here = kind(dir);
   if (here === 'symbolic-link' || here === 'other') throw new Refusal(`${dir}: refused: it exists and is not a directory; give a directory path (proclease creates it if absent)`);
-  if (here === 'directory' && quiet(() => workspace.isEmptyDirectory(dir)) === false) {
-    throw new Refusal(
+  const notEmpty = () => kind(dir) === 'directory' && quiet(() => workspace.isEmptyDirectory(dir)) === false;
+  const notEmptyRefusal = () =>
+    new Refusal(
       `${dir}: refused: not empty. \`run\` leases only a directory it creates or an empty one, because after a crash ` +
         '`recover` deletes the leased directory with everything in it; give a new path and proclease creates it',
     );
-  }
+  if (here === 'directory' && notEmpty()) throw notEmptyRefusal();
   const created = [];
   for (let p = dir; p !== '/' && kind(p) === 'absent'; p = p.slice(0, p.lastIndexOf('/')) || '/') created.push(p);
   const facts = quiet(() => workspace.inspect(dir));
   const before = conflict(exports, dir, facts ? facts.identity : null);
   if (before) throw alreadyLeased(home, dir, before);
+  // Seen empty before a lease that since released would not say that its run left nothing.
+  if (notEmpty()) throw notEmptyRefusal();
   const now = Date.now();
   const request = { role: 'raw-working', path: dir, outputRoot: undefined, recoverAfterMs: now + recoverAfterMs, nowMs: now };
   const resource = call(() => exports.directoryLeases.createWithDirectory(request));
@@ -114,15 +120,16 @@ export function leaseNewDirectory(host, dir, { recoverAfterMs = 60_000 } = {}) {
   // lease by now, or will see this one when it looks.
   const claim = resource.claim();
   const after = conflict(exports, dir, claim.directoryIdentity, claim.id);
-  if (after) {
+  const refusal = after ? alreadyLeased(home, dir, after) : notEmpty() ? notEmptyRefusal() : null;
+  if (refusal) {
     try {
       resource.release();
     } catch {
       // Left for `recover` once this process is gone (its owner is this process).
     }
     drop(resource);
-    // The directory is the other lease's now: it is not removed.
-    throw alreadyLeased(home, dir, after);
+    // The directory is the other lease's now, or holds what another run left: it is not removed.
+    throw refusal;
   }
   return { resource, created };
 }

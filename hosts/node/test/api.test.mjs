@@ -135,3 +135,45 @@ test('an invocation lease is acquired under the catalog lock (the imported resou
     d.cleanup();
   }
 });
+
+test('a directory another run filled between the checks is refused "not empty", however late it is seen, and its lease given up', async () => {
+  // The race a run that finishes and releases opens: this leaser saw the directory empty, that
+  // run wrote its results and released, and no lease claims the directory any more. Leasing it
+  // would let a later `recover` delete those results. The other run's writes are made here at
+  // the two instants the race allows: after the check that no lease claims the directory, and
+  // after this leaser's own lease is written.
+  const LEASES = 'recovery/beeper-message-like-me-directory-leases';
+  const d = freshDirs();
+  const host = await Host.open({ stateHome: d.home, workspaceRoots: [d.ws] });
+  try {
+    for (const instant of ['conflict', 'createWithDirectory']) {
+      const dir = join(d.ws, `job-${instant}`);
+      fs.mkdirSync(dir, { mode: 0o700 });
+      const real = host.exports.directoryLeases;
+      let wrote = false;
+      const racing = new Proxy(real, {
+        get(target, name) {
+          const f = Reflect.get(target, name);
+          if (name !== instant || typeof f !== 'function') return typeof f === 'function' ? f.bind(target) : f;
+          return (...args) => {
+            const result = f.apply(target, args);
+            if (!wrote) fs.writeFileSync(join(dir, 'result'), 'the other run finished');
+            wrote = true;
+            return result;
+          };
+        },
+      });
+      const raced = Object.create(host, { exports: { value: { ...host.exports, directoryLeases: racing } } });
+      const error = await raced.withDirectoryLease(dir, {}, async () => assert.fail('the callback ran in a directory holding another run\'s results')).catch((e) => e);
+      assert.ok(wrote, `the race was staged at ${instant}`);
+      assert.ok(error instanceof ProcleaseError, String(error));
+      assert.match(error.message, /refused: not empty\. `run` leases only a directory it creates or an empty one/);
+      assert.equal(fs.readFileSync(join(dir, 'result'), 'utf8'), 'the other run finished', 'the results stay');
+      const leases = fs.existsSync(join(d.home, LEASES)) ? fs.readdirSync(join(d.home, LEASES)) : [];
+      assert.deepEqual(leases, [], `no lease is left (${instant})`);
+    }
+  } finally {
+    host.close();
+    d.cleanup();
+  }
+});

@@ -275,3 +275,49 @@ def test_one_host_shared_by_four_threads_queues_their_calls(place: Tuple[Path, P
     assert done.returncode == 0, f"exit {done.returncode}: {done.stdout}{done.stderr}"
     assert list((home / "recovery" / "beeper-message-like-me-directory-leases").iterdir()) == []
     assert not (home / "recovery" / "beeper-message-like-me-export-admission" / "active.json").exists()
+
+
+@pytest.mark.parametrize("instant", ["conflict", "create"])
+def test_a_directory_another_run_filled_between_the_checks_is_refused_and_its_lease_given_up(place: Tuple[Path, Path], instant: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run that finishes and releases while this leaser checks: it saw the directory empty,
+    that run wrote its results and released, and no lease claims the directory any more.
+    Leasing it would let a later `recover` delete those results. The other run's write is made
+    at the two instants the race allows: after the check that no lease claims the directory
+    (`conflict`), and after this leaser's own lease is written (`create`)."""
+    from proclease import Refused
+
+    home, ws = place
+    host = Host(state_home=home, workspace_roots=[ws])
+    job = ws / "job"
+    job.mkdir(mode=0o700)
+    component = type(host.component)
+    exports = component.directory_leases
+    wrote = []
+
+    class Racing:
+        """The component's `directory-leases` exports, the other run writing after `instant`."""
+
+        def __init__(self, real: object) -> None:
+            self._real = real
+
+        def __getattr__(self, name: str) -> object:
+            function = getattr(self._real, name)
+            if name != instant:
+                return function
+
+            def racing(*args: object) -> object:
+                result = function(*args)
+                if not wrote:
+                    (job / "result.txt").write_text("the other run finished")
+                    wrote.append(True)
+                return result
+
+            return racing
+
+    monkeypatch.setattr(component, "directory_leases", property(lambda self: Racing(exports.fget(self))))
+    with pytest.raises(Refused, match=r"refused: not empty\. `run` leases only a directory it creates or an empty one"):
+        host.take_directory_lease(job, create=True)
+    assert wrote, f"the race was staged at {instant}"
+    assert (job / "result.txt").read_text() == "the other run finished", "the results stay"
+    leases = home / "recovery" / "beeper-message-like-me-directory-leases"
+    assert not leases.exists() or list(leases.iterdir()) == [], "no lease is left"

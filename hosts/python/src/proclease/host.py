@@ -170,31 +170,36 @@ class Host:
         home = str(self.state_home)
         if _within(target, home) or _within(home, target):
             raise Refused(f"{target}: refused: a leased directory may be removed by `recover`, so it can be neither the state home ({home}), inside it, nor hold it")
-        try:
-            st = os.lstat(target)
-            empty = st is None or not stat.S_ISDIR(st.st_mode) or not os.listdir(target)
-        except FileNotFoundError:
-            st, empty = None, True
-        except OSError as error:
-            raise system_error(error, "looking at the directory to lease") from error
-        if st is not None and not stat.S_ISDIR(st.st_mode):
-            raise Refused(f"{target}: refused: it exists and is not a directory; give a directory path (proclease creates it if absent)")
-        if st is not None and not empty:
-            raise Refused(
-                f"{target}: refused: not empty. `run` leases only a directory it creates or an empty one, because after a crash "
-                "`recover` deletes the leased directory with everything in it; give a new path and proclease creates it"
-            )
+        _refuse_unless_empty_or_absent(target)
+        # The order is what makes the checks hold (as `Host::lease_new_directory`): another
+        # lease's release is not under the lock, so the directory must be seen empty *after* no
+        # lease was seen claiming it — seen empty before, a run that finished and released in
+        # between would leave its results in a directory this call leases (and a later
+        # `recover` deletes). Both checks follow the creation too, for a host that takes no lock
+        # (the Node host writes its lease, then looks): the later of two to look sees the other.
         lock = self._take_lock("directory-lease-creation.lock")
         try:
             facts = self.effects.workspace.inspect(target).facts
             conflict = self.component.directory_leases.conflict(target, facts.identity if facts is not None else None, None)
             if conflict is not None:
                 raise Refused(_already_leased(self.state_home, target, conflict))
+            _refuse_unless_empty_or_absent(target)
             make = self.component.directory_leases.create if facts is not None else self.component.directory_leases.create_with_directory
-            handle = make(request)
+            lease = DirectoryLease(self.component.resource("directory-leases", "directory-lease", make(request)))
+            try:
+                own = lease.claim
+                after = self.component.directory_leases.conflict(target, own.directory_identity, own.id)
+                if after is not None:
+                    raise Refused(_already_leased(self.state_home, target, after))
+                _refuse_unless_empty_or_absent(target)
+            except BaseException:
+                # Nothing ran in it: the claim goes; the directory stays (another's, or holding
+                # what another left).
+                lease.release()
+                raise
         finally:
             os.close(lock)
-        return DirectoryLease(self.component.resource("directory-leases", "directory-lease", handle))
+        return lease
 
     # --- the export admission (§6A.5) --------------------------------------------------------
 
@@ -286,6 +291,25 @@ def _inside(path: str, outer: str) -> bool:
     """Whether `path` lies strictly inside the directory `outer` (proclease-core's `is_inside`)."""
     outer = outer.rstrip("/")
     return len(path) > len(outer) + 1 and path.startswith(outer + "/")
+
+
+def _refuse_unless_empty_or_absent(target: str) -> None:
+    """Raises `Refused` when `target` exists and is not an empty directory (a file, a symbolic
+    link, a directory with entries): `run` leases only what it creates or an empty directory."""
+    try:
+        st = os.lstat(target)
+        empty = not stat.S_ISDIR(st.st_mode) or not os.listdir(target)
+    except FileNotFoundError:
+        return
+    except OSError as error:
+        raise system_error(error, "looking at the directory to lease") from error
+    if not stat.S_ISDIR(st.st_mode):
+        raise Refused(f"{target}: refused: it exists and is not a directory; give a directory path (proclease creates it if absent)")
+    if not empty:
+        raise Refused(
+            f"{target}: refused: not empty. `run` leases only a directory it creates or an empty one, because after a crash "
+            "`recover` deletes the leased directory with everything in it; give a new path and proclease creates it"
+        )
 
 
 def _already_leased(home: Path, target: str, conflict: Rec) -> str:
