@@ -55,7 +55,7 @@ const RUN_HELP = `Usage: proclease run --workdir DIR [--recover-after DURATION] 
   --recover-after DURATION  How long a crash between launching the command and recording it keeps the
                             directory from recovery (default 60s)
 
-The Node host runs the command without a box, cgroup or witness (README, "No flock"). It has no
+The Node host runs the command without a box, cgroup or witness (README, "Kernel locks"). It has no
 --exclusive: a killed holder of the export admission whose helper no witness covers can never be
 proven gone, and would block every later --exclusive run until a reboot (README).
 `;

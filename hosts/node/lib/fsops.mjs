@@ -151,7 +151,7 @@ export function readStable(fd, before, maxBytes) {
 }
 
 /** Writes all of `bytes` to `fd`. */
-function writeAll(fd, bytes) {
+export function writeAll(fd, bytes) {
   let offset = 0;
   while (offset < bytes.length) offset += fs.writeSync(fd, bytes, offset, bytes.length - offset);
 }

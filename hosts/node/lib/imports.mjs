@@ -36,7 +36,7 @@ export function hostImports({ store, workspace, processes, catalog, clock = () =
       ensurePrivateDirectory: (path) => importCall(path, 'mkdir', () => store.ensurePrivateDirectory(path)),
       snapshot: (path, recoverOrphans) => importCall(path, 'list', () => ({ snapshot: store.snapshot(path, recoverOrphans) ?? undefined })),
       readBatch: (path, names, maxPerFile, maxTotal, expected) => importCall(path, 'batch read', () => store.readBatch(path, names, maxPerFile, maxTotal, expected)),
-      // Node has no flock, so it has no lease-creation lock to take (README, "No flock"): a
+      // This host takes no lease-creation lock (README, "Kernel locks"): a
       // recovery here is not excluded from a native run's lease creation by a lock, only by the
       // component's look at the collection just before each removal.
       lockLeasing: () => ({ held: false }),

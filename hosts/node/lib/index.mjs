@@ -13,6 +13,7 @@
 import { call, ComponentError, drop, isWitError, ProcleaseError } from './calls.mjs';
 import { IdentityError, StateHomeError, StoreError, WorkspaceError } from './errors.mjs';
 import { assemble } from './host.mjs';
+import { spawn as spawnProcess } from 'node:child_process';
 import { isAbsolute } from 'node:path';
 import { hold } from './held.mjs';
 import { leaseNewDirectory, Refusal } from './lease-new-directory.mjs';
@@ -58,11 +59,96 @@ export class DirectoryLease {
   }
 }
 
-/** A held export admission (the component's `admission` resource). */
+/**
+ * A held export admission (the component's `admission` resource): `spawnHelper` starts and
+ * records its helper under a witness; `beginHelperLaunch` / `bindHelper` / `settleHelper` are the
+ * raw steps (§6A.5), `release`.
+ */
 export class Admission {
-  constructor(resource) {
+  constructor(resource, parts = null) {
     this.resource = resource;
+    this.parts = parts;
   }
+
+  /**
+   * Starts the helper `command` with `args` (`child_process.spawn(command, args, options)`)
+   * holding a witness, and records it (`helper-active`): the native `Admission::launch_helper`.
+   * Resolves to the `ChildProcess` once it runs. Once this process and the helper — with every
+   * process that kept the witness it inherited — are gone, the next acquirer on any host proves
+   * the helper gone by its free witness and takes the admission over; until then every acquirer
+   * is refused. The witness reaches the helper as one more descriptor (fd 3 with the default
+   * `stdio`, else the next after `options.stdio`); a helper that closes it drops its coverage
+   * (`docs/witness.md` "Uncontained runs").
+   *
+   * Errors (`ProcleaseError`): `invalid-argument` (before anything is done); `system` when the
+   * witness cannot be taken (util-linux's `flock(1)` is needed) or the helper cannot start (the
+   * spawn error as its `cause`; the admission is back to `parent-owned`); a lease rule's refusal
+   * of the launch.
+   */
+  async spawnHelper(command, args = [], options = {}) {
+    if (typeof command !== 'string' || command === '') throw invalid(`spawnHelper: the command must be a non-empty string, not ${describe(command)}`);
+    if (!Array.isArray(args) || !args.every((a) => typeof a === 'string')) throw invalid('spawnHelper: args must be an array of strings');
+    if (options === null || typeof options !== 'object') throw invalid(`spawnHelper: options must be an object, not ${describe(options)}`);
+    if (this.parts === null) throw invalid('spawnHelper: this admission has no host to take a witness with; use host.withAdmission()');
+    const { processes } = this.parts;
+    if (processes.witnesses === null) throw new ProcleaseError('no witness directory in the state home: the helper could not be covered', { kind: 'system' });
+    let witness;
+    try {
+      const own = processes.selfIdentity();
+      const host = processes.ownView();
+      witness = processes.witnesses.spawn(own, { pidNamespace: host.pidNamespace, timeNamespace: host.timeNamespace, boottimeOffsetNs: host.view.boottimeOffsetNs });
+    } catch (error) {
+      throw error instanceof ProcleaseError ? error : new ProcleaseError(`a witness for the helper cannot be taken: ${error.message}`, { kind: 'system', cause: error });
+    }
+    try {
+      this.beginHelperLaunch();
+    } catch (error) {
+      witness.discard();
+      throw error;
+    }
+    const given = options.stdio ?? 'pipe';
+    const stdio = typeof given === 'string' ? [given, given, given] : [...given];
+    while (stdio.length < 3) stdio.push('pipe');
+    stdio.push(witness.fd);
+    const child = spawnProcess(command, args, { ...options, stdio });
+    const started = await new Promise((resolve) => {
+      child.once('spawn', () => resolve(null));
+      child.once('error', (error) => resolve(error));
+    });
+    if (started !== null) {
+      // Nothing started: back to parent-owned, the witness removed.
+      witness.discard();
+      this.settleHelper();
+      throw new ProcleaseError(`cannot start the helper ${command}: ${started.message}`, { kind: 'system', cause: started });
+    }
+    try {
+      witness.recordUncontained();
+    } catch (error) {
+      process.emitWarning(`the helper runs uncontained, and its witness cannot say so: ${error.message}`, { code: 'PROCLEASE_UNCONTAINED' });
+    }
+    try {
+      // Linked under the helper's identity before it is recorded, so probing it tests the lock.
+      witness.bind(processes.capture(child.pid));
+    } catch {
+      // It exited already (nothing to bind), or the link failed: its record is judged by /proc
+      // and by the spawn witness, which stays held while it runs.
+    }
+    witness.started();
+    try {
+      this.bindHelper(child.pid);
+    } catch (error) {
+      if (child.exitCode === null && child.signalCode === null) {
+        // Alive and not recorded: it must not run beside an admission that does not name it.
+        child.kill('SIGKILL');
+        await new Promise((resolve) => (child.exitCode !== null || child.signalCode !== null ? resolve() : child.once('exit', resolve)));
+        this.settleHelper();
+        throw error;
+      }
+      // It exited before it could be recorded: nothing runs; the admission goes on.
+    }
+    return child;
+  }
+
   claim() {
     return this.resource.claim();
   }
@@ -191,7 +277,7 @@ export class Host {
   async withAdmission(fn) {
     if (typeof fn !== 'function') throw invalid(`withAdmission: the argument must be the function to run while the admission is held, not ${describe(fn)}`);
     const resource = call(() => this.exports.exportAdmission.acquire());
-    const admission = new Admission(resource);
+    const admission = new Admission(resource, this.parts);
     const unhold = hold(() => {
       if (!resource.released() && resource.claim().phase === 'parent-owned') resource.release();
     });

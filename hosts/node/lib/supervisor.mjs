@@ -9,8 +9,8 @@
 //
 // so that a crash at any instant leaves what `recover` recovers exactly: while the child lives,
 // its recorded identity keeps the lease active; the launch window (between spawn and recording
-// the child) is bounded by `recoverAfterMs`. Differences from the native `run` (README, "No
-// flock"): the command runs without a box (no PID namespace, no cgroup) and without a spawn
+// the child) is bounded by `recoverAfterMs`. Differences from the native `run` (README, "Kernel
+// locks"): the command runs without a box (no PID namespace, no cgroup) and without a spawn
 // witness, so a process it leaves running is not covered once the command has exited, and
 // nothing proves a launch window's command gone before `recoverAfterMs`; no run journal is kept;
 // two runs started at once on one new directory are kept apart by looking again once the lease is

@@ -69,8 +69,8 @@ test("a lease taken by the native binary is active for this package's doctor, ke
     assert.equal(doctor.entries[0].disposition, 'active', doctor.entries[0].reason);
     assert.equal(doctor.entries[0].ownerPid, lease.owner.pid);
     assert.equal(doctor.entries[0].childPid, lease.childOwner.pid);
-    // The native run holds witnesses this host cannot test: it judges by /proc in the namespace they record.
-    assert.match(doctor.entries[0].reason, /owner pid \d+ is alive \(\/proc shows it running\)/);
+    // The native run holds witnesses, whose locks this host tests (flock(1)).
+    assert.match(doctor.entries[0].reason, /^owner pid \d+ is alive \(its witness lock is held\)/);
     const text = await node(d.home, d.ws, ['doctor']);
     assert.match(text.stdout, new RegExp(`raw-working +${workdir.replace(/[/.]/g, '\\$&')} +${lease.owner.pid} +${lease.childOwner.pid} +running +\\d+s +active +owner pid`));
     // A recovery now keeps it.
@@ -78,8 +78,8 @@ test("a lease taken by the native binary is active for this package's doctor, ke
     assert.equal(kept.directoryLeases.active, 1);
     assert.ok(fs.existsSync(workdir));
     await killAll([lease.owner.pid, lease.childOwner.pid]);
-    // Its spawn witnesses stay, and this host cannot test their locks: a process the command
-    // started (a --stage command, one left running) may still work in the directory. Kept.
+    // Its command ran in a cgroup (a cgroup record beside its spawn witness), which this host
+    // does not read: a process the command started may still work in it. Kept.
     const kept2 = await node(d.home, d.ws, ['recover']);
     assert.equal(kept2.code, 0, kept2.stderr);
     assert.match(kept2.stdout, new RegExp(`^kept ${workdir.replace(/[/.]/g, '\\$&')}: active \\(owner pid ${lease.owner.pid} is gone`));
@@ -92,6 +92,28 @@ test("a lease taken by the native binary is active for this package's doctor, ke
     assert.deepEqual(fs.readdirSync(join(d.home, 'recovery/beeper-message-like-me-directory-leases')), []);
     // The native host agrees that nothing is left.
     assert.deepEqual(json(await native(d.home, d.ws, ['doctor', '--json'])).entries, []);
+  } finally {
+    child.kill('SIGKILL');
+    d.cleanup();
+  }
+});
+
+test("a native run without a box or a cgroup whose supervisor and command were SIGKILLed is proven gone by its free witnesses, and this package's recover removes it", { skip }, async () => {
+  const d = freshDirs();
+  const workdir = join(d.ws, 'job');
+  const { child, lease } = await startRun('native', d, workdir, ['--containment', 'none']);
+  try {
+    const doctor = json(await node(d.home, d.ws, ['doctor', '--json']));
+    assert.equal(doctor.entries[0].disposition, 'active', doctor.entries[0].reason);
+    await killAll([lease.owner.pid, lease.childOwner.pid]);
+    const seen = json(await node(d.home, d.ws, ['doctor', '--json']));
+    assert.equal(seen.entries[0].disposition, 'recoverable', seen.entries[0].reason);
+    assert.match(seen.entries[0].reason, /witness lock is free/);
+    const recovered = await node(d.home, d.ws, ['recover']);
+    assert.equal(recovered.code, 0, recovered.stderr);
+    assert.match(recovered.stdout, /^removed .*\nrecovered: 1\n/);
+    assert.equal(fs.existsSync(workdir), false, 'the directory is gone');
+    assert.deepEqual(json(await native(d.home, d.ws, ['doctor', '--json'])).entries, [], 'the native host agrees that nothing is left');
   } finally {
     child.kill('SIGKILL');
     d.cleanup();

@@ -150,3 +150,71 @@ test('every error is a ProcleaseError, exported by name; wrong arguments are ref
     d.cleanup();
   }
 });
+
+test('a helper started with spawnHelper keeps every exporter out while it runs after its holder failed and exited, and lets the next one in once it is gone (#43 case 5)', async () => {
+  const { native, nativeSkip } = await import('../testing/helpers.mjs');
+  const d = freshDirs();
+  let helper = null;
+  try {
+    // The holder starts its helper, then fails: a plain exception out of withAdmission, and a
+    // normal exit. The admission must stay (the helper runs), and be taken over once it ends.
+    const { proc, ended } = child(
+      d,
+      `await host.withAdmission(async (admission) => {
+         const helper = await admission.spawnHelper('sleep', ['300'], { stdio: 'ignore', detached: true });
+         helper.unref();
+         console.log(helper.pid);
+         throw new Error('the export failed');
+       }).catch((e) => console.error(e.message));
+       host.close();`,
+    );
+    let out = '';
+    proc.stdout.on('data', (c) => (out += c));
+    const end = await ended;
+    assert.equal(end.code, 0, end.stderr);
+    assert.match(end.stderr, /the export failed/);
+    helper = Number(out.trim());
+    assert.ok(helper > 0, `the helper's pid: ${out}`);
+    process.kill(helper, 0);
+    const claim = JSON.parse(fs.readFileSync(join(d.home, ADMISSION), 'utf8'));
+    assert.equal(claim.phase, 'helper-active');
+    assert.equal(claim.helperOwner.pid, helper, 'the helper is recorded');
+
+    // Its holder is gone and the helper runs: every acquirer is refused.
+    const host = await Host.open({ stateHome: d.home, workspaceRoots: [d.ws] });
+    try {
+      await assert.rejects(host.withAdmission(async () => assert.fail('acquired beside a live helper')), /another export is active/);
+    } finally {
+      host.close();
+    }
+    if (!nativeSkip()) {
+      const refused = await native(d.home, d.ws, ['run', '--exclusive', '--workdir', join(d.ws, 'a'), '--', 'true']);
+      assert.equal(refused.code, 3, refused.stderr);
+    }
+
+    // The helper ends: its witness is free, and the next exporter takes the admission over.
+    process.kill(helper, 'SIGKILL');
+    await until(() => {
+      try {
+        process.kill(helper, 0);
+        return false;
+      } catch {
+        return true;
+      }
+    }, 10_000, 'the helper to end');
+    helper = null;
+    const again = await Host.open({ stateHome: d.home, workspaceRoots: [d.ws] });
+    try {
+      assert.equal(await again.withAdmission(async (admission) => admission.claim().phase), 'parent-owned', 'taken over in this package');
+    } finally {
+      again.close();
+    }
+    if (!nativeSkip()) {
+      const ran = await native(d.home, d.ws, ['run', '--exclusive', '--workdir', join(d.ws, 'b'), '--', 'true']);
+      assert.equal(ran.code, 0, ran.stderr);
+    }
+  } finally {
+    if (helper !== null) process.kill(helper, 'SIGKILL');
+    d.cleanup();
+  }
+});

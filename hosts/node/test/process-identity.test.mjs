@@ -88,38 +88,84 @@ test('probe reports what /proc shows, and the component judges it', async () => 
   }
 });
 
-test("a native witness file makes the witness untestable, in the PID namespace its content records", async () => {
+test("a witness is tested by its lock (flock(1)): held is alive, free is gone; a cgroup record or another lock domain leaves /proc to decide", async () => {
   const h = await freshHost();
   const child = spawn('true');
+  const holders = [];
+  // A process that holds `path`'s lock (exclusive) until it is killed, as a native witness's holder
+  // does (`--close`: flock(1) alone holds it, not the command it runs).
+  const hold = async (path) => {
+    const holder = spawn('/usr/bin/flock', ['--exclusive', '--close', path, 'sh', '-c', 'echo held; exec sleep 60'], { stdio: ['ignore', 'pipe', 'inherit'] });
+    holders.push(holder);
+    await new Promise((r) => holder.stdout.once('data', r));
+    return holder;
+  };
+  const release = async (holder) => {
+    holder.kill('SIGKILL');
+    await new Promise((r) => (holder.exitCode !== null || holder.signalCode !== null ? r() : holder.once('exit', r)));
+    // The kernel drops the lock as the process ends, which `exit` may precede.
+    for (let i = 0; i < 500 && h.parts.processes.probe(deadOwner).witness === 'held'; i++) await new Promise((r) => setTimeout(r, 10));
+  };
+  let deadOwner;
   try {
     await new Promise((r) => child.once('exit', r));
     const { processes, liveness } = h.parts;
     const dead = { pid: BigInt(child.pid), bootId: bootId(), processStartId: 'a'.repeat(64) };
+    deadOwner = dead;
     const dir = join(h.parts.home.path, '.proclease/witnesses', dead.bootId);
     fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
     for (const d of ['.proclease/witnesses', `.proclease/witnesses/${dead.bootId}`]) fs.chmodSync(join(h.parts.home.path, d), 0o700);
     const ours = processes.host().view.pidNamespace;
-    const witness = (ns) =>
+    const path = join(dir, `${dead.pid}-${dead.processStartId}.witness`);
+    const witness = (ns, domain = '') =>
       fs.writeFileSync(
-        join(dir, `${dead.pid}-${dead.processStartId}.witness`),
-        `{"bootId":"${dead.bootId}","boottimeOffsetNs":0,"kind":"proclease-witness","pid":${dead.pid},"pidNamespace":"${ns}","processStartId":"${dead.processStartId}","role":"owner","schemaVersion":1,"timeNamespace":"1"}\n`,
+        path,
+        `{"bootId":"${dead.bootId}","boottimeOffsetNs":0,${domain}"kind":"proclease-witness","pid":${dead.pid},"pidNamespace":"${ns}","processStartId":"${dead.processStartId}","role":"owner","schemaVersion":1,"timeNamespace":"1"}\n`,
         { mode: 0o600 },
       );
     assert.equal(liveness.ownerStatus(dead), 'different-or-dead', 'no witness: /proc of the initial namespace decides (as for ghostget)');
-    witness(ours);
-    let facts = processes.probe(dead);
-    assert.equal(facts.witness, 'untestable', 'Node cannot test the lock');
-    assert.equal(facts.recordedPidNamespace, ours);
-    assert.equal(liveness.ownerStatus(dead), 'different-or-dead', 'recorded in the namespace this /proc shows: /proc decides');
+
+    // Recorded in another PID namespace, where this /proc proves nothing: only the lock can.
     witness(ours + 12345n);
-    facts = processes.probe(dead);
+    let facts = processes.probe(dead);
+    assert.equal(facts.witness, 'free');
     assert.equal(facts.recordedPidNamespace, ours + 12345n);
+    assert.equal(liveness.ownerStatus(dead), 'different-or-dead', 'a free witness proves its holder gone, in any namespace');
+    let holder = await hold(path);
+    assert.equal(processes.probe(dead).witness, 'held');
+    assert.equal(liveness.ownerStatus(dead), 'exact-live-owner', 'a held witness: its holder (or one that inherited it) runs');
+    await release(holder);
+    assert.equal(processes.probe(dead).witness, 'free', 'the holder is gone');
+
+    // A cgroup record beside it: a process of that cgroup may run though the lock is free.
+    fs.writeFileSync(join(dir, `${dead.pid}-${dead.processStartId}.cgroup`), '{}', { mode: 0o600 });
+    facts = processes.probe(dead);
+    assert.equal(facts.witness, 'untestable');
     assert.equal(liveness.ownerStatus(dead), 'unknown', 'recorded in another PID namespace: never judged dead from this /proc');
-    assert.equal(facts.spawned, 'absent');
-    fs.writeFileSync(join(dir, `${dead.pid}-${dead.processStartId}.spawn-3f1c9a52-8d2e-4b7a-9c1d-2e5f6a7b8c9d`), '', { mode: 0o600 });
-    assert.equal(processes.probe(dead).spawned, 'held', 'spawn witnesses exist but cannot be tested: what they cover may run');
-    assert.equal(liveness.liveness(dead).lineageGone, false, 'so nothing it started is proven gone: recovery keeps its lease (the native host, which can test them, recovers it)');
+    fs.unlinkSync(join(dir, `${dead.pid}-${dead.processStartId}.cgroup`));
+
+    // Another lock domain (the file reached through another mount, docs/witness.md): its lock says nothing here.
+    witness(ours + 12345n, '"device":"1","inode":"2",');
+    assert.equal(processes.probe(dead).witness, 'untestable');
+    assert.equal(liveness.ownerStatus(dead), 'unknown');
+    const stat = fs.statSync(path, { bigint: true });
+    witness(ours + 12345n, `"device":"${stat.dev}","inode":"${stat.ino}",`);
+    assert.equal(processes.probe(dead).witness, 'free', 'its own domain: the lock decides');
+
+    // Spawn witnesses: what its owner started.
+    assert.equal(processes.probe(dead).spawned, 'absent');
+    const spawnPath = join(dir, `${dead.pid}-${dead.processStartId}.spawn-3f1c9a52-8d2e-4b7a-9c1d-2e5f6a7b8c9d`);
+    fs.writeFileSync(spawnPath, '', { mode: 0o600 });
+    assert.equal(processes.probe(dead).spawned, 'free', 'every spawn witness free: all it started is gone');
+    holder = await hold(spawnPath);
+    assert.equal(processes.probe(dead).spawned, 'held', 'one it started still runs');
+    holder.kill('SIGKILL');
+    const cgroupRecord = join(dir, `${dead.pid}-${dead.processStartId}.cgroup-3f1c9a52-8d2e-4b7a-9c1d-2e5f6a7b8c9d`);
+    for (let i = 0; i < 500 && processes.probe(dead).spawned === 'held'; i++) await new Promise((r) => setTimeout(r, 10));
+    fs.writeFileSync(cgroupRecord, '{}', { mode: 0o600 });
+    assert.equal(processes.probe(dead).spawned, 'held', 'a cgroup this host does not read may hold what it started');
   } finally {
+    for (const holder of holders) holder.kill('SIGKILL');
     h.cleanup();
   }
 });

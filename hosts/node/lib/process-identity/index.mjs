@@ -5,16 +5,17 @@
 //
 // This module only observes: it reads `/proc/sys/kernel/random/boot_id`, `/proc/<pid>/stat` and
 // `/proc/<pid>/task` (both through the pid's `/proc` directory, opened once), `/proc/self`'s
-// namespaces and time offsets, asks the kernel whether a pid exists (`kill(pid, 0)`), and looks
-// for native witness files (`witness.mjs`). The rules that turn observations into identities and
+// namespaces and time offsets, asks the kernel whether a pid exists (`kill(pid, 0)`), and tests
+// witnesses' locks (`witness.mjs`, through util-linux's `flock(1)`). The rules that turn observations into identities and
 // statuses are the component's: §2.2's boot-id digest is `records.linux-boot-id`, §2.3's stat
 // parser `records.parse-proc-stat`, the process start id `records.process-start-id`, and every
 // liveness judgement `dispositions.judge-owner` — all pure exports, called on a second component
 // instance (`pure`), since an instance cannot be entered again from inside its own import call.
 //
-// Deviations from the native host: this host holds no witness (Node cannot `flock`), so its own
-// identity and the children it captures get none (`witness: absent` when probed), and it keeps
-// no run journal of its own (it reads the native host's, `finishedRun`).
+// Deviations from the native host: this host takes no witness for itself, nor for the command
+// its `run` starts (only for an admission's helper, `Admission.spawnHelper`), so its own identity
+// and its `run`'s children are probed `witness: absent`; and it keeps no run journal of its own
+// (it reads the native host's, `finishedRun`).
 import * as fs from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import { IdentityError, osErrorText } from '../errors.mjs';
@@ -259,8 +260,8 @@ export class ProcessIdentity {
   }
 
   /**
-   * This process's own identity, from `/proc/self` (computed once). No witness is taken: Node
-   * cannot hold a kernel lock (its records are judged by `/proc` alone, as ghostget's are).
+   * This process's own identity, from `/proc/self` (computed once). No witness is taken for it
+   * (its records are judged by `/proc` alone, as ghostget's are).
    */
   selfIdentity() {
     if (this.own !== null) return this.own;

@@ -1,35 +1,58 @@
-// What this host can observe of the native host's kernel-lock witnesses (`docs/witness.md`) —
-// the read-only part of `host/src/imports/process_identity/witness.rs`.
+// The native host's kernel-lock witnesses (`docs/witness.md`) as this host sees and takes them —
+// `host/src/imports/process_identity/witness.rs`, with `flock` through util-linux's `flock(1)`
+// (`flock.mjs`).
 //
 // A witness is a file `<state home>/.proclease/witnesses/<boot id>/<pid>-<process start id>.witness`
 // on which its holder keeps an exclusive `flock`; spawn witnesses are `<pid>-<start>.spawn-<uuid>`.
-// Node cannot `flock`, so this host can test no lock. (`/proc/locks` would not do: it omits a lock
-// whose taker died while a process that inherited it holds it — a spawn witness after its
-// supervisor was killed; a scan of every `/proc/<pid>/fd` is refused for some processes even to
-// root.) What it can say, and says:
-// - no witness file → `absent` (a record of ghostget, of this host, of a process that took none):
-//   the component then judges by `/proc` in the initial PID namespace, as the reference does;
-// - a witness file → `untestable`, with the PID namespace its content records: the component
-//   consults `/proc` only when it shows that namespace — a native child recorded in another PID
-//   namespace is never judged dead from this `/proc` (`docs/deviations.md` item 1);
-// - spawn witnesses → `held` when there are any, `absent` when there are none. Their locks cannot
-//   be tested, and what they cover may still run (a native `--stage` command, a command not yet
-//   recorded, what a command left running): the component would treat `untestable` as `absent`
-//   (the reference's rule) and let this host's `recover` delete a directory such a process works
-//   in. So this host keeps such leases; the native host, which tests the locks, recovers them.
+// - `test`: no witness file → `absent`; a lock refused → `held`; granted → `free`, unless the
+//   witness records a lock domain (device, inode) other than the file this host opened (then
+//   `untestable`: its lock says nothing here), or a cgroup record lies beside it (`<identity>.cgroup`:
+//   a process of its cgroup may run though the lock is free, and this host does not read cgroups,
+//   so `untestable`: the component falls back to `/proc` in the recorded PID namespace, with no
+//   claim on the lineage); without `flock(1)`, `untestable`.
+// - `testSpawned`: `held` if any spawn witness is held, or a cgroup record beside them exists (a
+//   native command's cgroup, which this host does not read, may still hold processes), or the
+//   directory cannot be read; `free` when there are some and all are free; `untestable` if some
+//   cannot be tested and none is held; `absent` when there are none.
+// - `spawn`: a spawn witness for a process this one is about to start (`Witnesses::spawn`), locked
+//   before it gets its name, so no prober ever finds it free while its child may run.
 // Anything that makes the witness directory unreadable other than its absence (not a private
 // directory of the user, a symbolic link, an I/O error) is `untestable` (spawned: `held`).
 import * as fs from 'node:fs';
-import { euid, namesStartingWith, openDir, using } from '../fsops.mjs';
+import { createPrivateDir, euid, namesStartingWith, openDir, unlinkQuietly, using, uuid, writeAll } from '../fsops.mjs';
 import { isDigest } from '../state-store/path.mjs';
+import { testLock, tryLock } from './flock.mjs';
 
 /** The largest witness file read (`MAX_WITNESS_BYTES`). */
 const MAX_WITNESS_BYTES = 4096;
 
+/** The content of an uncontained record (`witness.rs::UNCONTAINED_RECORD`). */
+export const UNCONTAINED_RECORD = '{"kind":"proclease-uncontained","schemaVersion":1}\n';
+
 /** Whether `owner`'s digests can name witness files (64 lowercase hex each). */
 const nameable = (owner) => isDigest(owner.bootId) && isDigest(owner.processStartId);
 
-/** The witness observer of one state home (its `.proclease/witnesses`). */
+/** `<pid>-<start>`: the witness name of an identity, without its suffix. */
+const identityOf = (owner) => `${owner.pid}-${owner.processStartId}`;
+
+/** What a witness file says, canonical JSON + `\n`, byte for byte the native host's (`witness.rs::content`). */
+export function witnessContent(holder, role, namespaces, [device, inode]) {
+  return (
+    `{"bootId":"${holder.bootId}","boottimeOffsetNs":${namespaces.boottimeOffsetNs},"device":"${device}","inode":"${inode}",` +
+    `"kind":"proclease-witness","pid":${holder.pid},` +
+    `"pidNamespace":"${namespaces.pidNamespace}","processStartId":"${holder.processStartId}","role":"${role}","schemaVersion":1,"timeNamespace":"${namespaces.timeNamespace}"}\n`
+  );
+}
+
+/** A witness that could not be taken: its path under the state home and what failed. */
+export class WitnessError extends Error {
+  constructor(path, message) {
+    super(`${path}: ${message}`);
+    this.name = 'WitnessError';
+  }
+}
+
+/** The witness directory of one state home (its `.proclease/witnesses`). */
 export class WitnessObserver {
   /** @param home the `StateHome` (its open directory) */
   constructor(home) {
@@ -38,13 +61,15 @@ export class WitnessObserver {
 
   /**
    * This boot's witness directory, opened without following a symbolic link and checked to be a
-   * private directory of the user: `{dir}`, `{absent: true}`, or `{unreadable: true}`.
+   * private directory of the user: `{dir}`, `{absent: true}`, or `{unreadable: true}`. With
+   * `create`, the missing directories are created (0700).
    */
-  bootDir(bootId) {
+  bootDir(bootId, { create = false } = {}) {
     let current = null;
     try {
       current = this.home.dir.dup();
       for (const name of ['.proclease', 'witnesses', bootId]) {
+        if (create) createPrivateDir(current, name);
         const next = openDir(current, name);
         current.close();
         current = next;
@@ -57,14 +82,14 @@ export class WitnessObserver {
       return { dir: current };
     } catch (error) {
       current?.close();
-      return error.code === 'ENOENT' ? { absent: true } : { unreadable: true };
+      return error.code === 'ENOENT' ? { absent: true } : { unreadable: true, error };
     }
   }
 
   /**
    * `[witness state, recorded PID namespace]` of `owner`'s witness (`Witnesses::test`): `absent`,
-   * or `untestable` with the `pidNamespace` its content records (a BigInt, or undefined when the
-   * content does not say).
+   * `held`, `free` or `untestable` (module comment), with the `pidNamespace` its content records
+   * (a BigInt, or undefined when there is no witness or its content does not say).
    */
   test(owner) {
     if (!nameable(owner)) return ['absent', undefined];
@@ -72,25 +97,18 @@ export class WitnessObserver {
     if (boot.absent) return ['absent', undefined];
     if (boot.unreadable) return ['untestable', undefined];
     return using(boot.dir, (dir) => {
-      const name = `${owner.pid}-${owner.processStartId}.witness`;
-      let fd;
-      try {
-        fd = fs.openSync(dir.at(name), fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK);
-      } catch (error) {
-        return error.code === 'ENOENT' ? ['absent', undefined] : ['untestable', undefined];
-      }
-      try {
-        return ['untestable', recordedPidNamespace(fd)];
-      } finally {
-        fs.closeSync(fd);
-      }
+      const identity = identityOf(owner);
+      const state = testAt(dir, `${identity}.witness`);
+      if (state.absent) return ['absent', undefined];
+      // A cgroup this host does not read may hold the command's processes though the lock is free.
+      const tested = state.state === 'free' && exists(dir, `${identity}.cgroup`) ? 'untestable' : state.state;
+      return [tested, state.pidNamespace];
     });
   }
 
   /**
-   * The aggregate state of the spawn witnesses `owner` took (`Witnesses::test_spawned`), as far
-   * as this host can tell: `held` when there are any (or the directory cannot be read: nothing
-   * proves them gone, and a process they cover may run), `absent` when there are none.
+   * `[aggregate state, uncontained]` of the spawn witnesses `owner` took (`Witnesses::test_spawned`,
+   * module comment); `uncontained`: one of them has an uncontained record beside it.
    */
   testSpawned(owner) {
     if (!nameable(owner)) return ['absent', false];
@@ -99,33 +117,207 @@ export class WitnessObserver {
     if (boot.unreadable) return ['held', false];
     return using(boot.dir, (dir) => {
       try {
-        // One listing of this identity's files: its spawn witnesses, and the uncontained
-        // records beside them (witness.rs, record_uncontained), which make explanations say
-        // that their processes ran without a box or a cgroup.
-        const identity = `${owner.pid}-${owner.processStartId}.`;
+        const identity = `${identityOf(owner)}.`;
         const listed = namesStartingWith(dir, identity, 100_000);
+        if (listed.over) return ['held', false];
         const names = new Set(listed.names);
         const spawns = listed.names.filter((name) => name.startsWith(`${identity}spawn-`));
-        if (spawns.length === 0 && !listed.over) return ['absent', false];
+        if (spawns.length === 0) return ['absent', false];
         const uncontained = spawns.some((name) => names.has(name.replace('.spawn-', '.uncontained-')));
-        return ['held', uncontained];
+        if (listed.names.some((name) => name.startsWith(`${identity}cgroup-`))) return ['held', uncontained];
+        let aggregate = 'absent';
+        for (const name of spawns) {
+          const { state } = testAt(dir, name);
+          if (state === 'held') return ['held', uncontained];
+          if (state === 'untestable') aggregate = 'untestable';
+          else if (state === 'free' && aggregate === 'absent') aggregate = 'free';
+        }
+        return [aggregate, uncontained];
       } catch {
         return ['held', false];
       }
     });
   }
+
+  /**
+   * Takes a spawn witness for a process `spawner` (this process's identity) is about to start
+   * (`Witnesses::spawn`): `<spawner>.spawn-<uuid>`, created as `.tmp-<uuid>`, its content
+   * written, locked exclusively, then linked under its name. Returns a `SpawnWitness`. Throws a
+   * `WitnessError` when it cannot be created or locked (no `flock(1)`: a witness that is not
+   * held would prove its child gone while it runs).
+   */
+  spawn(spawner, namespaces) {
+    if (!nameable(spawner)) throw new WitnessError('.proclease/witnesses', 'not a process identity');
+    const where = `.proclease/witnesses/${spawner.bootId}`;
+    const boot = this.bootDir(spawner.bootId, { create: true });
+    if (!boot.dir) throw new WitnessError(where, boot.error ? boot.error.message : 'not a private directory of the user');
+    const dir = boot.dir;
+    const name = `${identityOf(spawner)}.spawn-${uuid()}`;
+    const temp = `.tmp-${uuid()}`;
+    let fd;
+    try {
+      fd = fs.openSync(dir.at(temp), fs.constants.O_RDWR | fs.constants.O_CREAT | fs.constants.O_EXCL | fs.constants.O_NOFOLLOW, 0o600);
+    } catch (error) {
+      dir.close();
+      throw new WitnessError(`${where}/${name}`, `create: ${error.message}`);
+    }
+    try {
+      const stat = fs.fstatSync(fd, { bigint: true });
+      writeAll(fd, Buffer.from(witnessContent(spawner, 'spawn', namespaces, [stat.dev, stat.ino]), 'utf8'));
+      const locked = tryLock(fd, 'exclusive');
+      if (locked !== 'locked') {
+        throw new WitnessError(`${where}/${name}`, locked === 'conflict' ? 'a fresh file was locked' : "it cannot be locked (util-linux's flock(1) is needed, and a filesystem with flock)");
+      }
+      fs.linkSync(dir.at(temp), dir.at(name));
+      unlinkQuietly(dir, temp);
+      return new SpawnWitness(dir, where, name, fd);
+    } catch (error) {
+      unlinkQuietly(dir, temp);
+      fs.closeSync(fd);
+      dir.close();
+      throw error instanceof WitnessError ? error : new WitnessError(`${where}/${name}`, error.message);
+    }
+  }
 }
 
-/** The `pidNamespace` a witness file records (its content, bounded): a BigInt, or undefined. */
-function recordedPidNamespace(fd) {
+/**
+ * A spawn witness between its creation and its child's start (`witness.rs::SpawnWitness`): `fd`
+ * holds the lock; give it to the child alone (an entry of `spawn`'s `stdio`), then `started()`,
+ * which closes this process's copy — never an unlock, which would release the child's too. Or
+ * `discard()` when no child started: the witness is removed.
+ */
+export class SpawnWitness {
+  constructor(dir, where, name, fd) {
+    this.dir = dir;
+    this.where = where;
+    this.name = name;
+    this.fd = fd;
+  }
+
+  /**
+   * Records, beside the witness, that its child runs uncontained (no box, no cgroup:
+   * `<spawner>.uncontained-<uuid>`, `docs/witness.md` "Uncontained runs"), while this process
+   * still holds the lock, so no prober finds the witness free without it.
+   */
+  recordUncontained() {
+    const name = this.name.replace('.spawn-', '.uncontained-');
+    const fd = fs.openSync(this.dir.at(name), fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_TRUNC | fs.constants.O_NOFOLLOW, 0o600);
+    try {
+      writeAll(fd, Buffer.from(UNCONTAINED_RECORD, 'utf8'));
+    } finally {
+      fs.closeSync(fd);
+    }
+  }
+
+  /**
+   * Links the witness under the identity of the child it covers, `<child pid>-<child start>.witness`
+   * (`Witnesses::bind`): the same inode, the same lock, so probing the child tests it.
+   */
+  bind(child) {
+    if (!nameable(child)) return;
+    const name = `${identityOf(child)}.witness`;
+    try {
+      fs.linkSync(this.dir.at(this.name), this.dir.at(name));
+    } catch (error) {
+      if (error.code !== 'EEXIST') throw new WitnessError(`${this.where}/${name}`, `link: ${error.message}`);
+      const here = fs.statSync(this.dir.at(this.name), { bigint: true });
+      const there = fs.lstatSync(this.dir.at(name), { bigint: true });
+      if (here.ino === there.ino && here.dev === there.dev) return;
+      // An earlier holder of this identity name that is gone left it: take its place.
+      if (testAt(this.dir, name).state !== 'free') throw new WitnessError(`${this.where}/${name}`, 'another live process holds the witness of this identity');
+      const temp = `.tmp-${uuid()}`;
+      fs.linkSync(this.dir.at(this.name), this.dir.at(temp));
+      fs.renameSync(this.dir.at(temp), this.dir.at(name));
+    }
+  }
+
+  /** The child runs and holds its copy: this process's copy closes (the lock stays with the child). */
+  started() {
+    this.close();
+  }
+
+  /** No child started: the witness (and an uncontained record) is removed, then closed. */
+  discard() {
+    unlinkQuietly(this.dir, this.name);
+    unlinkQuietly(this.dir, this.name.replace('.spawn-', '.uncontained-'));
+    this.close();
+  }
+
+  close() {
+    if (this.fd !== null) fs.closeSync(this.fd);
+    this.fd = null;
+    if (this.dir.fd !== null) this.dir.close();
+  }
+}
+
+/** Whether entry `name` of `dir` exists (an error other than its absence counts as existing). */
+function exists(dir, name) {
+  try {
+    fs.lstatSync(dir.at(name));
+    return true;
+  } catch (error) {
+    return error.code !== 'ENOENT';
+  }
+}
+
+/**
+ * The lock of witness `name` in `dir` (`witness.rs::test`): `{absent: true}`, or `{state, pidNamespace}`
+ * with `state` `held`, `free` or `untestable` — `free` only in this witness's lock domain.
+ */
+function testAt(dir, name) {
+  let fd;
+  try {
+    fd = fs.openSync(dir.at(name), fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK);
+  } catch (error) {
+    return error.code === 'ENOENT' ? { absent: true } : { state: 'untestable', pidNamespace: undefined };
+  }
+  try {
+    const content = readContent(fd);
+    const pidNamespace = recordedPidNamespace(content);
+    let state = testLock(fd);
+    if (state === 'free' && inAnotherLockDomain(fd, content)) state = 'untestable';
+    return { state, pidNamespace };
+  } finally {
+    // Also lets go of the shared lock a `free` test took.
+    fs.closeSync(fd);
+  }
+}
+
+/** A witness file's content (bounded), parsed; undefined when it is no JSON object. */
+function readContent(fd) {
   try {
     const buffer = Buffer.alloc(MAX_WITNESS_BYTES);
     let length = 0;
     for (let n; length < buffer.length && (n = fs.readSync(fd, buffer, length, buffer.length - length, null)) > 0; ) length += n;
     const value = JSON.parse(buffer.subarray(0, length).toString('utf8'));
-    const text = value?.pidNamespace;
-    return typeof text === 'string' && /^[0-9]+$/.test(text) && BigInt(text) < 2n ** 64n ? BigInt(text) : undefined;
+    return value !== null && typeof value === 'object' && !Array.isArray(value) ? value : undefined;
   } catch {
     return undefined;
   }
+}
+
+const u64 = (text) => (typeof text === 'string' && /^[0-9]+$/.test(text) && BigInt(text) < 2n ** 64n ? BigInt(text) : undefined);
+
+/** The `pidNamespace` a witness's content records: a BigInt, or undefined. */
+function recordedPidNamespace(content) {
+  return u64(content?.pidNamespace);
+}
+
+/**
+ * Whether the witness open as `fd` records a `(device, inode)` other than the one this process
+ * sees for it (`witness.rs::in_another_lock_domain`): false when it records none, true when a
+ * recorded domain does not parse.
+ */
+function inAnotherLockDomain(fd, content) {
+  let stat;
+  try {
+    stat = fs.fstatSync(fd, { bigint: true });
+  } catch {
+    return true;
+  }
+  if (content === undefined) return false;
+  const { device, inode } = content;
+  if (device === undefined && inode === undefined) return false;
+  const recorded = [u64(device), u64(inode)];
+  return recorded[0] !== stat.dev || recorded[1] !== stat.ino;
 }
