@@ -375,6 +375,9 @@ const REASONS: &[(&str, &str)] = &[
     ("acknowledged no renewal of this process's cluster presence", "stopped: etcd acknowledged no renewal (the dead-man timer was due)"),
     ("cluster state lost", "stopped: etcd's state was lost"),
     ("cluster state is lost", "failed: etcd's state was lost under it (restored), so it wrote nothing"),
+    // A process whose lease etcd granted after the backup was taken: the restore brought back
+    // no such lease, and the acquire refused to write (fails safe).
+    ("cluster presence (its etcd lease) is gone", "failed: its presence was lost with etcd's state (its lease is not in the backup), so it wrote nothing"),
     ("cluster session lost", "stopped: the presence lapsed"),
     ("another export is active", "refused: the admission is held"),
     ("cluster presence lapsed", "failed: its presence lapsed (its supervisor was stopped past the TTL), so etcd refused its writes"),

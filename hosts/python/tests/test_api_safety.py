@@ -13,7 +13,6 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-import warnings
 from pathlib import Path
 from typing import Iterator, Tuple
 

@@ -12,7 +12,13 @@ by any of them, and by ghostget.
         print(lease.claim.id)
 """
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    # What a type checker sees: the names below, loaded lazily at run time (`__getattr__`).
+    from ._errors import Error
+    from .host import Admission, DirectoryLease, HelperMayRun, Host, LockTimeout, Recovery, Refused, default_state_home, default_workspace_roots
+    from .state_store import StateHomeError
 
 __all__ = ["Admission", "DirectoryLease", "Error", "HelperMayRun", "Host", "LockTimeout", "Recovery", "Refused", "StateHomeError", "default_state_home", "default_workspace_roots"]
 

@@ -23,7 +23,7 @@ import warnings
 import weakref
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, List, Optional, Sequence
+from typing import Any, Iterator, List, Optional, Sequence, Union
 
 from ._binding import GuestResource, Proclease
 from ._errors import Error, system_error
@@ -41,6 +41,10 @@ PACKAGED_COMPONENT = Path(__file__).resolve().parent / "proclease.wasm"
 #: they were taken, as the native `run`'s default `--recover-after` (s).
 DEFAULT_RECOVER_AFTER_S = 60.0
 
+#: A path as the API takes it: text, or anything `os.fspath` turns into text (`pathlib.Path`).
+StrPath = Union[str, "os.PathLike[str]"]
+
+
 def default_state_home() -> Path:
     """$PROCLEASE_STATE_HOME, $GHOSTGET_STATE_HOME, $XDG_DATA_HOME/proclease,
     ~/.local/share/proclease: the native binary's order."""
@@ -57,7 +61,7 @@ def default_workspace_roots() -> List[str]:
     return [os.path.realpath(Path.home()), os.path.realpath(tempfile.gettempdir())]
 
 
-def component_path(wasm: Optional[os.PathLike] = None) -> Path:
+def component_path(wasm: Optional[StrPath] = None) -> Path:
     """`wasm`, $PROCLEASE_WASM, or the component packaged with this module."""
     chosen = Path(wasm) if wasm is not None else Path(os.environ["PROCLEASE_WASM"]) if os.environ.get("PROCLEASE_WASM") else PACKAGED_COMPONENT
     if not chosen.is_file():
@@ -103,7 +107,7 @@ class Host:
     Errors from every method are `proclease.Error` (see there).
     """
 
-    def __init__(self, state_home: Optional[os.PathLike] = None, workspace_roots: Optional[Sequence[os.PathLike]] = None, wasm: Optional[os.PathLike] = None, lock_timeout: float = 10.0) -> None:
+    def __init__(self, state_home: Optional[StrPath] = None, workspace_roots: Optional[Sequence[StrPath]] = None, wasm: Optional[StrPath] = None, lock_timeout: float = 10.0) -> None:
         #: How long one operation waits for a lock of the state home another process holds (s).
         self.lock_timeout = lock_timeout
         # Made (0700, with missing parents) and claimed by the store when absent, as natively.
@@ -138,7 +142,7 @@ class Host:
     # --- directory leases (§6A.6) ------------------------------------------------------------
 
     @contextmanager
-    def directory_lease(self, path: os.PathLike, *, create: bool = False, recover_after: float = DEFAULT_RECOVER_AFTER_S) -> Iterator["DirectoryLease"]:
+    def directory_lease(self, path: StrPath, *, create: bool = False, recover_after: float = DEFAULT_RECOVER_AFTER_S) -> Iterator["DirectoryLease"]:
         """Leases the directory `path` (a `raw-working` lease) to this process for the `with`
         block and releases it after. `create`: make it (0700, with missing parents) when
         absent, recording the intent first so that a crash leaves nothing `recover` cannot
@@ -152,7 +156,7 @@ class Host:
         finally:
             lease.release()
 
-    def take_directory_lease(self, path: os.PathLike, *, create: bool = False, recover_after: float = DEFAULT_RECOVER_AFTER_S) -> "DirectoryLease":
+    def take_directory_lease(self, path: StrPath, *, create: bool = False, recover_after: float = DEFAULT_RECOVER_AFTER_S) -> "DirectoryLease":
         """The lease of `directory_lease` without the `with`: call `release()` when done.
 
         With `create` (the way `run` leases), the native host's checks come first

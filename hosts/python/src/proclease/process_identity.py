@@ -236,7 +236,7 @@ def read_host() -> _Host:
     status = _read_text("/proc/self/status")
     own_proc = False
     if status is not None:
-        line = next((l for l in status.splitlines() if l.startswith("NSpid:")), None)
+        line = next((entry for entry in status.splitlines() if entry.startswith("NSpid:")), None)
         if line is not None:
             pids = line[len("NSpid:") :].split()
             own_proc = len(pids) == 1 and pids[0] == own

@@ -9,12 +9,10 @@ Every decision and reason in them is the component's: these only arrange them.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 from ._binding import ComponentError, Variant
-from ._wit import Rec
 
 #: The `--json` documents' schema (the native `JSON_SCHEMA_VERSION`).
 JSON_SCHEMA_VERSION = 1

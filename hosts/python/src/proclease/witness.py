@@ -31,7 +31,6 @@ import json
 import logging
 import os
 import re
-import stat as _stat
 import threading
 import uuid
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple

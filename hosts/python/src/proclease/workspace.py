@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import ctypes
 import errno as _errno
-import fcntl
 import os
 import platform
 import re
