@@ -816,6 +816,56 @@ fn a_restore_is_told_even_after_other_tenants_write_past_the_prefixs_raft_index(
     assert!(tokens.windows(2).all(|pair| pair[0] < pair[1]), "tokens grow across the restore: {tokens:?}");
 }
 
+/// A backup taken right after an epoch started on a young raft log — a freshly restored etcd,
+/// whose log restarted near 0 — is told when it is restored in turn, although the restored log
+/// then runs a hundred entries that write no key (lease grants, as processes that register make)
+/// before the next process checks: every epoch start pads etcd's raft log ahead of its mark
+/// (`epoch::EPOCH_PADDING`). Without it, a history run saw the next holder's fencing token come
+/// out below one handed out between the backup and the restore.
+#[test]
+fn a_backup_taken_early_in_an_epoch_on_a_young_raft_log_is_told_when_restored() {
+    if !etcd_server::etcdctl_installed() {
+        return;
+    }
+    let Some(mut etcd) = cluster() else { return };
+    let shared = tempfile::tempdir().expect("shared dir");
+    let machine = machine(&etcd.url(PREFIX), "2s");
+    let token = |name: &str| {
+        let out = machine.exclusive(name, &["sh", "-c", &format!("echo \"$PROCLEASE_FENCING_TOKEN\" > '{}'", machine.root.join(format!("{name}.token")).display())]);
+        assert!(out.status.success(), "{out:?}");
+        (read_token(&machine.root.join(format!("{name}.token"))), out)
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
+    let endpoint = format!("http://127.0.0.1:{}", etcd.client_port);
+    // Entries that write no key, as processes that register make: lease grants.
+    let grant_leases = |runtime: &tokio::runtime::Runtime, count: usize| {
+        runtime.block_on(async {
+            let mut client = etcd_client::Client::connect([endpoint.clone()], None).await.expect("etcd answers");
+            for _ in 0..count {
+                client.lease_grant(60, None).await.expect("a lease");
+            }
+        })
+    };
+    let mut tokens = vec![token("first").0];
+    // A restore: the raft log restarts near 0, and the next process starts a new epoch on it.
+    let first_backup = shared.path().join("first.db");
+    etcd.snapshot(&first_backup);
+    etcd.restore(&first_backup);
+    let (young, out) = token("young");
+    assert!(stderr(&out).contains("was restored from a backup"), "it told the first restore: {out:?}");
+    tokens.push(young);
+    // A backup taken at once, early in that epoch, then a holder it does not know.
+    let backup = shared.path().join("early.db");
+    etcd.snapshot(&backup);
+    tokens.push(token("between").0);
+    etcd.restore(&backup);
+    grant_leases(&runtime, 100);
+    let (after, out) = token("after");
+    assert!(stderr(&out).contains("was restored from a backup: its raft log is at index"), "it told the restore of the early backup: {out:?}");
+    tokens.push(after);
+    assert!(tokens.windows(2).all(|pair| pair[0] < pair[1]), "tokens grow across both restores: {tokens:?}");
+}
+
 /// A process that registered before a backup was restored may not write after it (#45 case 1):
 /// the restore brings its lease back with the backup, so the write's fence would pass; the raft
 /// index it checks before a shared write, below the highest it saw, tells. (A `--bump-revision`

@@ -18,7 +18,9 @@
 //!   shrinks, except when etcd's data is restored from a snapshot (`etcdctl snapshot restore`
 //!   starts a new raft log, near 0, under the backup's revisions — whatever the cluster id, and
 //!   `--bump-revision` included): a lead below the mark's tells a restore that brought back this
-//!   prefix's own epoch key, however many keys were written since.
+//!   prefix's own epoch key, however many keys were written since. An epoch's start pads the
+//!   raft log first ([`EPOCH_PADDING`]), so that a backup taken early in an epoch on a young log
+//!   is told too.
 //! - `P/epoch-ttl`: the TTL (whole seconds) the epoch was started with, the longest of the
 //!   starter's and the epoch before's: its grace. A process whose `--cluster-ttl` differs is
 //!   told so when it registers.
@@ -332,6 +334,7 @@ pub fn await_epoch(store: &EtcdStore, ttl: Duration) -> Result<Epoch, StoreError
 /// index now as the mark (so that the restore it answers is not found again). Whether it did.
 fn start(store: &EtcdStore, ttl: Duration, read: &Read) -> Result<bool, StoreError> {
     let key = epoch_key(store);
+    pad_raft_log(store)?;
     let raft_index = raft_position(store)?.index;
     // The grace covers the longest TTL known: this process's, and the epoch's before.
     let seconds = i64::try_from(ttl.max(epoch_ttl(read.ttl.as_ref()).unwrap_or_default()).as_secs().max(2)).unwrap_or(i64::MAX);
@@ -362,6 +365,47 @@ fn start(store: &EtcdStore, ttl: Duration, read: &Read) -> Result<bool, StoreErr
         let _ = store.block_on(TIMEOUT, async move { leases.revoke(lease).await });
     }
     Ok(started)
+}
+
+/// How many raft entries that write no key an epoch's start adds to etcd's log
+/// ([`pad_raft_log`]).
+pub const EPOCH_PADDING: usize = 512;
+
+/// Adds [`EPOCH_PADDING`] entries that write no key to etcd's raft log, before an epoch's start
+/// reads the index its mark records.
+///
+/// An epoch starts on a young raft log — a new etcd, or one just restored, whose log restarted
+/// near 0 — where the raft index runs only a few dozen entries ahead of what it will be after
+/// the *next* restore has run a few dozen entries of its own (elections, lease grants): a backup
+/// taken early in this epoch, restored later, would leave etcd's raft log no shorter for its
+/// revisions than the mark says, and the restore would go untold (a history run saw a fencing
+/// token repeat). With the padding, the mark runs at least this many entries ahead: a restore of
+/// any backup taken in this epoch is told unless more entries that write no key than that run
+/// between the restore and the next process's check. Each entry is a transaction whose compare
+/// never holds (a key's version below 0): etcd applies it through raft and changes nothing. Sent
+/// at once, they cost about one round trip and a few milliseconds of etcd's time, once per epoch.
+///
+/// Errors: etcd unreachable.
+fn pad_raft_log(store: &EtcdStore) -> Result<(), StoreError> {
+    let key = format!("{}/raft-padding", store.prefix());
+    let never = Txn::new().when([Compare::version(key.clone(), CompareOp::Less, 0)]).and_then([TxnOp::put(key.clone(), "", None)]);
+    store.run(&key, "padding etcd's raft log", || {
+        let (kv, never) = (store.client().kv_client(), never.clone());
+        async move {
+            let mut sent = tokio::task::JoinSet::new();
+            for _ in 0..EPOCH_PADDING {
+                let (mut kv, never) = (kv.clone(), never.clone());
+                sent.spawn(async move { kv.txn(never).await.map(|_| ()) });
+            }
+            while let Some(done) = sent.join_next().await {
+                // A task that panicked or was cancelled added no entry: the others did.
+                if let Ok(result) = done {
+                    result?;
+                }
+            }
+            Ok(())
+        }
+    })
 }
 
 /// The comparisons a registration in `epoch` makes in its own transaction: the epoch is still

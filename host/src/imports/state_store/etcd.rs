@@ -932,7 +932,18 @@ fn parse_identity(identity: &CollectionIdentity) -> Option<(Option<i64>, i64)> {
 
 /// Whether `operation` (a [`EtcdStore::run`] label) only reads.
 fn is_read(operation: &str) -> bool {
-    ["connecting", "read", "read directory", "list", "batch read", "checking the cluster presence", "reading the cluster epoch", "reading etcd's raft index"].contains(&operation)
+    [
+        "connecting",
+        "read",
+        "read directory",
+        "list",
+        "batch read",
+        "checking the cluster presence",
+        "reading the cluster epoch",
+        "reading etcd's raft index",
+        "padding etcd's raft log",
+    ]
+    .contains(&operation)
 }
 
 /// Whether a failed request is known not to have been applied: it never reached a member (the
