@@ -1,6 +1,7 @@
 """#43 case 8: the package as typed code its users check — `mypy --strict` on the README's
-examples against the installed package (its `py.typed`), and `ruff check` on the package and its
-tests (the rules in pyproject.toml). mypy and ruff are pinned with hashes in requirements.txt."""
+examples against the installed package (its `py.typed`, the records' types in
+`proclease.records`), and `ruff check` on the package and its tests (the rules in
+pyproject.toml). mypy and ruff are pinned with hashes in requirements.txt."""
 
 from __future__ import annotations
 
@@ -44,12 +45,14 @@ def test_a_misuse_of_the_api_is_a_mypy_error(tmp_path: Path) -> None:
         "from proclease import Host\n"
         "host = Host()\n"
         'with host.directory_lease("/tmp/x", create="yes") as lease:\n'
-        "    lease.update(3)\n"
+        '    lease.update("runnin")\n'
+        "    print(lease.claim.owner.pids)\n"
     )
     checked = mypy_strict([wrong], tmp_path)
     assert checked.returncode == 1, checked.stdout + checked.stderr
     assert 'Argument "create" to "directory_lease" of "Host" has incompatible type "str"; expected "bool"' in checked.stdout, checked.stdout
-    assert 'Argument 1 to "update" of "DirectoryLease" has incompatible type "int"; expected "str"' in checked.stdout, checked.stdout
+    assert 'Argument 1 to "update" of "DirectoryLease" has incompatible type "Literal[\'runnin\']"' in checked.stdout, checked.stdout
+    assert '"Owner" has no attribute "pids"' in checked.stdout, checked.stdout
 
 
 def test_ruff_finds_nothing_in_the_package_and_its_tests() -> None:

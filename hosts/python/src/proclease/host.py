@@ -23,13 +23,14 @@ import warnings
 import weakref
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, List, Optional, Sequence, Union
+from typing import Any, Iterator, List, Optional, Sequence, Union, cast
 
 from ._binding import GuestResource, Proclease
 from ._errors import Error, system_error
 from ._wit import Rec, rec
 from .plugin_catalog import PluginCatalog
 from .process_identity import ProcessIdentity
+from .records import AdmissionClaim, AdmissionSurvey, DirectoryLeaseClaim, Liveness, Owner, OwnerStatus, RawPhase
 from .state_store import StateStore
 from .workspace import Workspace
 
@@ -87,7 +88,7 @@ class Effects:
     """The object the component's imports are bound to: one attribute per imported interface
     (snake_case), each a real effect on this machine."""
 
-    def __init__(self, state_home: Path, workspace_roots: Sequence[str], judge) -> None:
+    def __init__(self, state_home: Path, workspace_roots: Sequence[str], judge: Any) -> None:
         self.process_identity = ProcessIdentity(str(state_home))
         self.state_store = StateStore(str(state_home), self.process_identity, judge)
         self.workspace = Workspace(list(workspace_roots))
@@ -129,15 +130,16 @@ class Host:
 
     # --- liveness ---------------------------------------------------------------------------
 
-    def judge(self, owner: Rec) -> str:
+    def judge(self, owner: Owner) -> OwnerStatus:
         """The owner status of a recorded process (`exact-live-owner`, `different-or-dead`,
         `unknown`): what `/proc` and its witness show, judged by the component."""
         return self.liveness(owner).status
 
-    def liveness(self, owner: Rec) -> Rec:
-        """`Rec(status, lineage_gone, proof)` for a recorded process (`dispositions.judge-owner`)."""
+    def liveness(self, owner: Owner) -> Liveness:
+        """What probing a recorded process proves (`status`, `lineage_gone`, `proof`:
+        `dispositions.judge-owner`)."""
         facts = self.effects.process_identity.probe(owner)
-        return self._judge.dispositions.judge_owner(owner, facts)
+        return cast(Liveness, self._judge.dispositions.judge_owner(owner, facts))
 
     # --- directory leases (§6A.6) ------------------------------------------------------------
 
@@ -218,10 +220,10 @@ class Host:
         finally:
             admission._leave()
 
-    def survey_admission(self) -> Optional[Rec]:
-        """The admission claim on disk as an acquirer would judge it (`Rec(claim, disposition,
-        reason)`), None when none is held."""
-        return self.component.export_admission.survey()
+    def survey_admission(self) -> Optional[AdmissionSurvey]:
+        """The admission claim on disk as an acquirer would judge it (`claim`, `disposition`,
+        `reason`), None when none is held."""
+        return cast(Optional[AdmissionSurvey], self.component.export_admission.survey())
 
     # --- recovery ---------------------------------------------------------------------------
 
@@ -267,7 +269,7 @@ class Host:
     def invocation_leases(self) -> List[Any]:
         """The invocation-lease collection (§6B.3): `Variant('valid', snapshot)` or
         `Variant('invalid', lease_id)` entries in name order."""
-        return self.component.invocation_leases.list()
+        return cast(List[Any], self.component.invocation_leases.list())
 
 
 class Refused(Error):
@@ -406,14 +408,15 @@ class DirectoryLease:
         self._finalizer = weakref.finalize(self, _forgotten_lease, resource, self._pid)
 
     @property
-    def claim(self) -> Rec:
-        return self._resource.claim()
+    def claim(self) -> DirectoryLeaseClaim:
+        """The claim this handle last wrote."""
+        return cast(DirectoryLeaseClaim, self._resource.claim())
 
     @property
     def path(self) -> str:
         return self.claim.path
 
-    def update(self, phase: str, child_pid: Optional[int] = None) -> None:
+    def update(self, phase: RawPhase, child_pid: Optional[int] = None) -> None:
         self._resource.update(phase, child_pid)
 
     def release(self) -> None:
@@ -452,8 +455,9 @@ class Admission:
         self._pid = os.getpid()
 
     @property
-    def claim(self) -> Rec:
-        return self._resource.claim()
+    def claim(self) -> AdmissionClaim:
+        """The claim this handle last wrote."""
+        return cast(AdmissionClaim, self._resource.claim())
 
     def begin_helper_launch(self) -> None:
         self._resource.begin_helper_launch()
@@ -466,7 +470,7 @@ class Admission:
         `launch_helper`, which starts the helper under a witness."""
         self._resource.bind_helper(pid)
 
-    def launch_helper(self, argv: Sequence[str], **popen: Any) -> subprocess.Popen:
+    def launch_helper(self, argv: Sequence[str], **popen: Any) -> "subprocess.Popen[Any]":
         """Starts the helper `argv` (`subprocess.Popen(argv, **popen)`) holding a witness, and
         records it: the native `Admission::launch_helper`. Once this process and the helper are
         gone, the next acquirer — on any host — proves the helper's whole tree gone by its
