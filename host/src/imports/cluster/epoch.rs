@@ -367,8 +367,10 @@ fn start(store: &EtcdStore, ttl: Duration, read: &Read) -> Result<bool, StoreErr
     Ok(started)
 }
 
-/// How many raft entries that write no key an epoch's start adds to etcd's log
-/// ([`pad_raft_log`]).
+/// How many raft entries that write no key an epoch's start adds to etcd's log before it
+/// records its mark: a backup taken early in an epoch on a young raft log (a new or just
+/// restored etcd) is then told when restored, unless more than this many such entries run
+/// between the restore and the next process's check (`docs/cluster.md`, "Failure modes").
 pub const EPOCH_PADDING: usize = 512;
 
 /// Adds [`EPOCH_PADDING`] entries that write no key to etcd's raft log, before an epoch's start
