@@ -139,7 +139,7 @@ export class Host {
   readonly workspaceRoots: string[];
   selfIdentity(): Owner;
   liveness(owner: Owner): Liveness;
-  /** Leases `path` for the callback; settled and released however it ends. */
+  /** Leases `path` for the callback; settled and released however it ends, unless a command it started may still run there (then held, with a warning). */
   withDirectoryLease<T>(path: string, options: DirectoryLeaseOptions, fn: (lease: DirectoryLease) => T | Promise<T>): Promise<T>;
   withDirectoryLease<T>(path: string, fn: (lease: DirectoryLease) => T | Promise<T>): Promise<T>;
   /** Holds the export admission for the callback; released when it ends, unless a helper may still run. */

@@ -110,11 +110,18 @@ export class Admission {
     const stdio = typeof given === 'string' ? [given, given, given] : [...given];
     while (stdio.length < 3) stdio.push('pipe');
     stdio.push(witness.fd);
-    const child = spawnProcess(command, args, { ...options, stdio });
-    const started = await new Promise((resolve) => {
-      child.once('spawn', () => resolve(null));
-      child.once('error', (error) => resolve(error));
-    });
+    let child;
+    let started;
+    try {
+      child = spawnProcess(command, args, { ...options, stdio });
+      started = await new Promise((resolve) => {
+        child.once('spawn', () => resolve(null));
+        child.once('error', (error) => resolve(error));
+      });
+    } catch (error) {
+      // `spawn` throws at once on options it refuses and on some errors of the system call.
+      started = error;
+    }
     if (started !== null) {
       // Nothing started: back to parent-owned, the witness removed.
       witness.discard();
@@ -216,7 +223,11 @@ export class Host {
 
   /**
    * Leases the directory `path` (a `raw-working` lease), runs `fn(lease)` and releases the lease
-   * however `fn` ends (a lease in `launching` or `running` is settled first). With `create`
+   * however `fn` ends — a `running` lease whose recorded command has ended is settled first —
+   * unless a command may still run in the directory (`launching`, or `running` with its command
+   * alive): then it stays held, with a warning (`PROCLEASE_LEASE_LEFT`), as the native handle's
+   * drop leaves it, since releasing would let another run lease the directory beside that
+   * command; recovery judges it once this process and the command are gone. With `create`
    * (default) the directory is created (0700, with missing ancestors) when absent — recording
    * the intent first (`create-with-directory`) — and refused, as `run` refuses it, when it is the
    * state home, not empty, or claimed by another lease (`lease-new-directory.mjs`); without
@@ -253,15 +264,26 @@ export class Host {
       unhold();
       try {
         if (!resource.released()) {
-          const phase = resource.claim().phase;
-          if (phase === 'launching' || phase === 'running') {
-            try {
-              resource.update('settled', undefined);
-            } catch {
-              // Released below all the same; a refusal here changes nothing on disk.
+          const claim = resource.claim();
+          const mayRun = (claim.phase === 'launching') || (claim.phase === 'running' && (!claim.childOwner || this.liveness(claim.childOwner).status !== 'different-or-dead'));
+          if (mayRun) {
+            // A command may still work in the directory: releasing would let another run
+            // lease it beside that command. Left held, as the native handle's drop leaves it:
+            // this process's lease, judged by recovery once it and the command are gone.
+            process.emitWarning(
+              `the directory lease of ${claim.path} ends in phase ${claim.phase} while its command may still run: it stays held (recover judges it once this process and the command are gone); wait for the command, lease.update('settled'), then return`,
+              { code: 'PROCLEASE_LEASE_LEFT' },
+            );
+          } else {
+            if (claim.phase === 'running') {
+              try {
+                resource.update('settled', undefined);
+              } catch {
+                // Released below all the same; a refusal here changes nothing on disk.
+              }
             }
+            call(() => resource.release());
           }
-          call(() => resource.release());
         }
       } finally {
         drop(resource);

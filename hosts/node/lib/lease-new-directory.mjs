@@ -117,10 +117,17 @@ export function leaseNewDirectory(host, dir, { recoverAfterMs = 60_000 } = {}) {
   const request = { role: 'raw-working', path: dir, outputRoot: undefined, recoverAfterMs: now + recoverAfterMs, nowMs: now };
   const resource = call(() => exports.directoryLeases.createWithDirectory(request));
   // Another leaser of the same directory that looked before this lease existed has written its
-  // lease by now, or will see this one when it looks.
-  const claim = resource.claim();
-  const after = conflict(exports, dir, claim.directoryIdentity, claim.id);
-  const refusal = after ? alreadyLeased(home, dir, after) : notEmpty() ? notEmptyRefusal() : null;
+  // lease by now, or will see this one when it looks. Now that this lease is written, an
+  // emptiness that cannot be told is not taken for empty.
+  let refusal;
+  try {
+    const claim = resource.claim();
+    const after = conflict(exports, dir, claim.directoryIdentity, claim.id);
+    const empty = kind(dir) !== 'directory' || quiet(() => workspace.isEmptyDirectory(dir)) === true;
+    refusal = after ? alreadyLeased(home, dir, after) : !empty ? notEmptyRefusal() : null;
+  } catch (error) {
+    refusal = error;
+  }
   if (refusal) {
     try {
       resource.release();

@@ -54,6 +54,7 @@ test('withDirectoryLease leases, records a child, and releases however the callb
       lease.update('running', child.pid);
       const survey = host.survey();
       child.kill();
+      await new Promise((r) => child.once('exit', r));
       return survey.recovery.directoryLeases.outcomes.map((o) => [o.claim.path, o.disposition, o.claim.childOwner.pid]);
     });
     assert.equal(seen.length, 1);
@@ -66,6 +67,33 @@ test('withDirectoryLease leases, records a child, and releases however the callb
       /the work failed/,
     );
     assert.equal(host.survey().recovery.directoryLeases.outcomes.length, 0, 'released after a failure too');
+    // A callback that fails while the command it started still runs: the lease stays, or another
+    // run could lease the directory beside that command.
+    const warnings = [];
+    const onWarning = (w) => warnings.push(w);
+    process.on('warning', onWarning);
+    let left;
+    try {
+      await assert.rejects(
+        host.withDirectoryLease(dir, {}, async (lease) => {
+          lease.update('launching');
+          left = spawn('sleep', ['30'], { cwd: dir, stdio: 'ignore' });
+          await new Promise((r) => left.once('spawn', r));
+          lease.update('running', left.pid);
+          throw new Error('the work failed while its command runs');
+        }),
+        /the work failed while its command runs/,
+      );
+      await new Promise((r) => setImmediate(r));
+      const [kept] = host.survey().recovery.directoryLeases.outcomes;
+      assert.equal(kept.claim.phase, 'running', 'still held while its command runs');
+      assert.equal(kept.disposition, 'active');
+      assert.ok(warnings.some((w) => w.code === 'PROCLEASE_LEASE_LEFT' && /while its command may still run: it stays held/.test(w.message)), warnings.map(String).join('\n'));
+      await assert.rejects(host.withDirectoryLease(dir, {}, async () => assert.fail('leased beside a running command')), /already leased|not empty/);
+    } finally {
+      process.off('warning', onWarning);
+      left?.kill('SIGKILL');
+    }
     await assert.rejects(host.withDirectoryLease(join(d.ws, 'absent'), { create: false }, async () => {}), (e) => e instanceof ProcleaseError && /no such directory \(ENOENT\); create it first/.test(e.message));
     const refusal = await host.withDirectoryLease('/etc/x', {}, async () => {}).catch((e) => e);
     assert.ok(refusal instanceof ProcleaseError);
@@ -172,6 +200,30 @@ test('a directory another run filled between the checks is refused "not empty", 
       const leases = fs.existsSync(join(d.home, LEASES)) ? fs.readdirSync(join(d.home, LEASES)) : [];
       assert.deepEqual(leases, [], `no lease is left (${instant})`);
     }
+  } finally {
+    host.close();
+    d.cleanup();
+  }
+});
+
+test('a helper that cannot start leaves the admission parent-owned and no witness behind', async () => {
+  const d = freshDirs();
+  const host = await Host.open({ stateHome: d.home, workspaceRoots: [d.ws] });
+  try {
+    await host.withAdmission(async (admission) => {
+      // Refused by spawn at once (an option it does not take), and by the system (no such program).
+      for (const [command, options] of [['sleep', { stdio: 'bogus' }], ['/nonexistent/helper', { stdio: 'ignore' }]]) {
+        const error = await admission.spawnHelper(command, ['1'], options).catch((e) => e);
+        assert.ok(error instanceof ProcleaseError, String(error));
+        assert.equal(error.kind, 'system');
+        assert.match(error.message, /^cannot start the helper /);
+        assert.equal(admission.claim().phase, 'parent-owned', `back to parent-owned (${command})`);
+      }
+    });
+    assert.equal(fs.existsSync(join(d.home, 'recovery/beeper-message-like-me-export-admission/active.json')), false, 'released');
+    const boot = fs.readdirSync(join(d.home, '.proclease/witnesses'));
+    const left = boot.flatMap((b) => fs.readdirSync(join(d.home, '.proclease/witnesses', b)));
+    assert.deepEqual(left.filter((n) => /\.(spawn|uncontained)-/.test(n)), [], 'no spawn witness left');
   } finally {
     host.close();
     d.cleanup();

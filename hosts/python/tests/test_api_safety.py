@@ -320,3 +320,66 @@ def test_a_directory_another_run_filled_between_the_checks_is_refused_and_its_le
     assert (job / "result.txt").read_text() == "the other run finished", "the results stay"
     leases = home / "recovery" / "beeper-message-like-me-directory-leases"
     assert not leases.exists() or list(leases.iterdir()) == [], "no lease is left"
+
+
+def test_a_with_block_that_ends_while_its_command_runs_keeps_the_lease_and_releases_once_it_ended(place: Tuple[Path, Path]) -> None:
+    """Leaving `with host.directory_lease()` while the command it started still runs would let
+    another run lease the directory beside it: the lease stays held, with a warning. A command
+    that has ended is settled and the lease released."""
+    home, ws = place
+    host = Host(state_home=home, workspace_roots=[ws])
+    leases = home / "recovery" / "beeper-message-like-me-directory-leases"
+    job = ws / "job"
+    with host.directory_lease(job, create=True) as lease:
+        lease.update("launching")
+        done = subprocess.Popen(["sh", "-c", "read line"], cwd=job, stdin=subprocess.PIPE)
+        lease.update("running", done.pid)
+        done.communicate(b"end\n")  # it ends before the block does
+    assert list(leases.iterdir()) == [], "a command that ended: settled and released"
+    command = sleeper()
+    try:
+        with pytest.warns(RuntimeWarning, match="while its command may still run: it stays held"):
+            with pytest.raises(RuntimeError, match="the work failed"):
+                with host.directory_lease(job, create=True) as lease:
+                    lease.update("launching")
+                    lease.update("running", command.pid)
+                    raise RuntimeError("the work failed")
+        [claim] = leases.iterdir()
+        assert json.loads(claim.read_text())["phase"] == "running", "still held while its command runs"
+        with pytest.raises(Error, match="already leased"):
+            host.take_directory_lease(job, create=True)
+    finally:
+        end(command)
+
+
+def test_a_helper_that_exits_before_it_is_recorded_lets_the_admission_go_once_what_it_started_is_gone(place: Tuple[Path, Path]) -> None:
+    """`launch_helper`'s helper may exit before it can be recorded (its child keeps running with
+    the witness): the admission stays `helper-launching` and may not be released while that
+    child runs, and is released once it is gone — proven by the spawn witness. The helper's exit
+    is made to come first here; under load it does by itself."""
+    home, ws = place
+    host = Host(state_home=home, workspace_roots=[ws])
+    with host.admission() as admission:
+        real_bind = admission._resource.bind_helper
+        started = []
+
+        def bind_after_it_exited(pid: int) -> object:
+            os.waitpid(pid, 0)  # the helper is gone (reaped) before it is recorded
+            return real_bind(pid)
+
+        admission._resource.bind_helper = bind_after_it_exited
+        helper = admission.launch_helper(["sh", "-c", "sleep 60 & echo $!"], stdout=subprocess.PIPE, text=True)
+        started.append(int(helper.stdout.readline()))
+        assert admission.claim.phase == "helper-launching", "the helper exited before it was recorded"
+        with pytest.raises(HelperMayRun, match="a helper launch began and no helper was recorded"):
+            admission.release()
+        os.kill(started[0], signal.SIGKILL)
+        deadline = __import__("time").monotonic() + 10
+        while True:
+            try:
+                admission.release()
+                break
+            except HelperMayRun:
+                assert __import__("time").monotonic() < deadline, "never released once what it started was gone"
+                __import__("time").sleep(0.05)
+    assert not refused_by_the_holder(home, ws)

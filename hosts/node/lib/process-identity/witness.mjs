@@ -10,10 +10,10 @@
 //   a process of its cgroup may run though the lock is free, and this host does not read cgroups,
 //   so `untestable`: the component falls back to `/proc` in the recorded PID namespace, with no
 //   claim on the lineage); without `flock(1)`, `untestable`.
-// - `testSpawned`: `held` if any spawn witness is held, or a cgroup record beside them exists (a
-//   native command's cgroup, which this host does not read, may still hold processes), or the
-//   directory cannot be read; `free` when there are some and all are free; `untestable` if some
-//   cannot be tested and none is held; `absent` when there are none.
+// - `testSpawned`: `held` if any spawn witness is held or cannot be tested, or a cgroup record
+//   beside them exists (a native command's cgroup, which this host does not read, may still hold
+//   processes), or the directory cannot be read; `free` when there are some and all are free;
+//   `absent` when there are none.
 // - `spawn`: a spawn witness for a process this one is about to start (`Witnesses::spawn`), locked
 //   before it gets its name, so no prober ever finds it free while its child may run.
 // Anything that makes the witness directory unreadable other than its absence (not a private
@@ -128,9 +128,11 @@ export class WitnessObserver {
         let aggregate = 'absent';
         for (const name of spawns) {
           const { state } = testAt(dir, name);
-          if (state === 'held') return ['held', uncontained];
-          if (state === 'untestable') aggregate = 'untestable';
-          else if (state === 'free' && aggregate === 'absent') aggregate = 'free';
+          // One whose lock cannot be tested here (no working flock(1)) may cover a process that
+          // runs: held, as this host answered before it could test locks. (The native host says
+          // `untestable` only for a filesystem without flock, which it documents.)
+          if (state === 'held' || state === 'untestable') return ['held', uncontained];
+          if (state === 'free' && aggregate === 'absent') aggregate = 'free';
         }
         return [aggregate, uncontained];
       } catch {

@@ -23,7 +23,7 @@ import warnings
 import weakref
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, List, Optional, Sequence, Union, cast
+from typing import Any, Callable, Iterator, List, Optional, Sequence, Union, cast
 
 from ._binding import GuestResource, Proclease
 from ._errors import Error, system_error
@@ -146,7 +146,11 @@ class Host:
     @contextmanager
     def directory_lease(self, path: StrPath, *, create: bool = False, recover_after: float = DEFAULT_RECOVER_AFTER_S) -> Iterator["DirectoryLease"]:
         """Leases the directory `path` (a `raw-working` lease) to this process for the `with`
-        block and releases it after. `create`: make it (0700, with missing parents) when
+        block and releases it after — a `running` lease whose recorded command has ended is
+        settled first — unless a command may still run in the directory (`launching`, or
+        `running` with its command alive): then it stays held, with a `RuntimeWarning`, as the
+        native handle's drop leaves it, since releasing would let another run lease the
+        directory beside that command. `create`: make it (0700, with missing parents) when
         absent, recording the intent first so that a crash leaves nothing `recover` cannot
         clean up. The directory must be empty or yours, mode 0700, under a workspace root.
 
@@ -156,7 +160,7 @@ class Host:
         try:
             yield lease
         finally:
-            lease.release()
+            lease._leave(self.judge)
 
     def take_directory_lease(self, path: StrPath, *, create: bool = False, recover_after: float = DEFAULT_RECOVER_AFTER_S) -> "DirectoryLease":
         """The lease of `directory_lease` without the `with`: call `release()` when done.
@@ -200,8 +204,12 @@ class Host:
                 _refuse_unless_empty_or_absent(target)
             except BaseException:
                 # Nothing ran in it: the claim goes; the directory stays (another's, or holding
-                # what another left).
-                lease.release()
+                # what another left). A release that fails leaves it to this process's finalizer
+                # and, once it is gone, to recovery; the refusal is what the caller hears.
+                try:
+                    lease.release()
+                except Exception:  # noqa: BLE001
+                    pass
                 raise
         finally:
             os.close(lock)
@@ -428,6 +436,33 @@ class DirectoryLease:
         finally:
             self._resource.drop()
 
+    def _leave(self, judge: Callable[[Owner], OwnerStatus]) -> None:
+        """Leaving `with host.directory_lease()`: settles a `running` lease whose command has
+        ended and releases, or leaves the lease held with a warning while a command may still
+        run in the directory (`judge`: an owner's status)."""
+        if self._resource.handle is None or os.getpid() != self._pid:
+            return
+        claim = self.claim
+        child = claim.child_owner
+        may_run = claim.phase == "launching" or (claim.phase == "running" and (child is None or judge(child) != "different-or-dead"))
+        if may_run:
+            self._finalizer.detach()
+            self._resource.drop()
+            warnings.warn(
+                f"the directory lease of {claim.path} ends in phase {claim.phase} while its command may still run: it stays held "
+                "(recover judges it once this process and the command are gone); wait for the command, "
+                "lease.update('settled'), then leave the block",
+                RuntimeWarning,
+                stacklevel=4,
+            )
+            return
+        if claim.phase == "running":
+            try:
+                self.update("settled")
+            except Error:
+                pass  # Released below all the same; a refusal here changed nothing on disk.
+        self.release()
+
 
 class HelperMayRun(Error):
     """The export admission cannot be released: its recorded helper may still run (alive, or
@@ -482,7 +517,11 @@ class Admission:
         spawn = self._processes.prepare_spawn()
         if spawn is None:
             raise Error("no witness directory in the state home: the helper could not be covered", kind="system")
-        self._resource.begin_helper_launch()
+        try:
+            self._resource.begin_helper_launch()
+        except BaseException:
+            spawn.discard()
+            raise
         try:
             fds = tuple(popen.pop("pass_fds", ())) + (spawn.fd,)
             child = subprocess.Popen(list(argv), pass_fds=fds, **popen)
@@ -520,6 +559,12 @@ class Admission:
         provably gone."""
         claim = self.claim
         if claim.phase == "helper-launching":
+            # `launch_helper` leaves this phase when its helper exited before it could be
+            # recorded: its spawn witness, free once everything that kept it is gone, then
+            # proves that nothing it started runs (as the component judges it for another
+            # acquirer: every spawn witness of the owner free).
+            if self._spawn_witnesses() == "free":
+                return None
             return "a helper launch began and no helper was recorded: one may run unrecorded"
         if claim.phase == "helper-active" and claim.helper_owner is not None:
             # Gone means the helper and all it started: its own pid being dead is not enough
@@ -534,6 +579,20 @@ class Admission:
                     "(a helper recorded by bind_helper has no witness: once you know it and its children ended, call settle_helper() first)"
                 )
         return None
+
+    def _spawn_witnesses(self) -> Optional[str]:
+        """The aggregate state of the spawn witnesses this process took (`free` when there are
+        some and all are free); None when it cannot be told."""
+        if self._processes is None:
+            return None
+        witnesses = self._processes.witnesses
+        if witnesses is None:
+            return None
+        try:
+            state, _ = witnesses.test_spawned(self._processes.self_identity())
+        except Exception:  # noqa: BLE001 (not told: the caller keeps the admission)
+            return None
+        return str(state)
 
     def release(self) -> None:
         """Settles a helper that is provably gone and releases the admission; idempotent. Raises
