@@ -71,6 +71,9 @@ export class Admission {
   bindHelper(pid: number | bigint): void;
   settleHelper(): void;
   markCleanupUnsafe(): void;
+  /** Why a helper may still run, or null. */
+  helperMayRun(): string | null;
+  /** Releases, settling first a helper provably gone with all it started; throws kind `helper-may-run` while one may run. */
   release(): void;
 }
 
@@ -142,7 +145,7 @@ export class Host {
   /** Leases `path` for the callback; settled and released however it ends, unless a command it started may still run there (then held, with a warning). */
   withDirectoryLease<T>(path: string, options: DirectoryLeaseOptions, fn: (lease: DirectoryLease) => T | Promise<T>): Promise<T>;
   withDirectoryLease<T>(path: string, fn: (lease: DirectoryLease) => T | Promise<T>): Promise<T>;
-  /** Holds the export admission for the callback; released when it ends, unless a helper may still run. */
+  /** Holds the export admission for the callback; released when it ends, unless a helper may still run (then held, with a warning: `admission.release()` once it ended). */
   withAdmission<T>(fn: (admission: Admission) => T | Promise<T>): Promise<T>;
   admission<T>(fn: (admission: Admission) => T | Promise<T>): Promise<T>;
   recover(options?: RecoverOptions): Recovery;

@@ -144,14 +144,24 @@ export class Admission {
     try {
       this.bindHelper(child.pid);
     } catch (error) {
-      if (child.exitCode === null && child.signalCode === null) {
-        // Alive and not recorded: it must not run beside an admission that does not name it.
+      // Not recorded: a helper that exited already (Node may not have seen its exit yet, so it
+      // is given a moment) is no failure — the admission stays `helper-launching`, and its
+      // spawn witness proves when all it started is gone. One still alive must not run beside
+      // an admission that does not name it.
+      const ended = () => child.exitCode !== null || child.signalCode !== null;
+      if (!ended()) await new Promise((resolve) => {
+        const timer = setTimeout(resolve, 1_000);
+        child.once('exit', () => {
+          clearTimeout(timer);
+          resolve();
+        });
+      });
+      if (!ended()) {
         child.kill('SIGKILL');
-        await new Promise((resolve) => (child.exitCode !== null || child.signalCode !== null ? resolve() : child.once('exit', resolve)));
+        await new Promise((resolve) => (ended() ? resolve() : child.once('exit', resolve)));
         this.settleHelper();
         throw error;
       }
-      // It exited before it could be recorded: nothing runs; the admission goes on.
     }
     return child;
   }
@@ -174,7 +184,43 @@ export class Admission {
   markCleanupUnsafe() {
     call(() => this.resource.markCleanupUnsafe());
   }
+
+  /**
+   * Why a helper may still run, or null (the Python host's `Admission.helper_may_run`):
+   * `helper-launching` unless every spawn witness this process took is free (a helper that exited
+   * before it could be recorded, and all it started, are gone); `helper-active` unless its
+   * helper is gone with all it started (its witness free).
+   */
+  helperMayRun() {
+    const claim = this.claim();
+    if (claim.phase === 'helper-launching') {
+      let spawned = 'held';
+      try {
+        const processes = this.parts?.processes;
+        if (processes?.witnesses) [spawned] = processes.witnesses.testSpawned(processes.selfIdentity());
+      } catch {
+        spawned = 'held';
+      }
+      return spawned === 'free' ? null : 'a helper launch began and no helper was recorded: one may run unrecorded';
+    }
+    if (claim.phase === 'helper-active' && claim.helperOwner) {
+      const seen = this.parts ? this.parts.liveness.liveness(claim.helperOwner) : { status: 'unknown', lineageGone: false };
+      if (seen.status !== 'different-or-dead' || !seen.lineageGone) return `its helper (pid ${claim.helperOwner.pid}) is not provably gone with all it started`;
+    }
+    return null;
+  }
+
+  /**
+   * Releases the admission, settling first a helper that is provably gone with all it started;
+   * idempotent. Throws a `ProcleaseError` of kind `helper-may-run` while a helper may run (the
+   * admission stays held): wait for it to end, then release.
+   */
   release() {
+    if (this.resource.released()) return;
+    const why = this.helperMayRun();
+    if (why !== null) throw new ProcleaseError(`the export admission is not released: ${why}; wait for it to end, then release`, { kind: 'helper-may-run' });
+    const phase = this.claim().phase;
+    if (phase === 'helper-launching' || phase === 'helper-active') call(() => this.resource.settleHelper());
     call(() => this.resource.release());
   }
 }
@@ -292,9 +338,12 @@ export class Host {
   }
 
   /**
-   * Acquires the export admission (§6A.5), runs `fn(admission)`, and releases it if it is
-   * `parent-owned` when `fn` ends. An admission left `helper-launching` or `helper-active` (a
-   * helper may run) or `cleanup-unsafe` is left as it is, as the native host's handle leaves it.
+   * Acquires the export admission (§6A.5), runs `fn(admission)`, and releases it when `fn`
+   * ends — settling first a helper that is provably gone with all it started (its witness free)
+   * — unless a helper may still run: then it stays held while this process lives, with a
+   * warning (`PROCLEASE_ADMISSION_LEFT`); `admission.release()` releases it once the helper
+   * ended, and once this process and the helper are gone the next acquirer takes it over. A
+   * `cleanup-unsafe` admission is left as it is, as the native host's handle leaves it.
    */
   async withAdmission(fn) {
     if (typeof fn !== 'function') throw invalid(`withAdmission: the argument must be the function to run while the admission is held, not ${describe(fn)}`);
@@ -307,13 +356,27 @@ export class Host {
       return await fn(admission);
     } finally {
       unhold();
+      let left = false;
       try {
-        if (!resource.released() && resource.claim().phase === 'parent-owned') call(() => resource.release());
+        if (!resource.released() && resource.claim().phase !== 'cleanup-unsafe') {
+          const why = admission.helperMayRun();
+          if (why === null) {
+            admission.release();
+          } else {
+            // The handle stays usable: `admission.release()` once the helper ended.
+            left = true;
+            process.emitWarning(
+              `the export admission stays held: ${why}; it is held while this process lives — call admission.release() once the helper ended (the next acquirer takes it over once this process and the helper are gone)`,
+              { code: 'PROCLEASE_ADMISSION_LEFT' },
+            );
+          }
+        }
       } finally {
-        drop(resource);
+        if (!left) drop(resource);
       }
     }
   }
+
 
   /** `withAdmission`, by the name the README's API sketch uses. */
   admission(fn) {

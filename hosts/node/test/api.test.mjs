@@ -229,3 +229,44 @@ test('a helper that cannot start leaves the admission parent-owned and no witnes
     d.cleanup();
   }
 });
+
+test("withAdmission releases once its helper is gone with all it started, and keeps the admission, saying so, while it runs", async () => {
+  const d = freshDirs();
+  const host = await Host.open({ stateHome: d.home, workspaceRoots: [d.ws] });
+  const active = join(d.home, 'recovery/beeper-message-like-me-export-admission/active.json');
+  const warnings = [];
+  const onWarning = (w) => warnings.push(w);
+  process.on('warning', onWarning);
+  let running;
+  try {
+    // The helper ended before the callback did (no settleHelper): its witness is free, released.
+    await host.withAdmission(async (admission) => {
+      const helper = await admission.spawnHelper('true', [], { stdio: 'ignore' });
+      if (helper.exitCode === null) await new Promise((r) => helper.once('exit', r));
+    });
+    assert.equal(fs.existsSync(active), false, 'released once the helper was gone');
+    // The helper still runs when the callback ends: the admission stays, with a warning.
+    let kept;
+    await host.withAdmission(async (admission) => {
+      kept = admission;
+      running = await admission.spawnHelper('sleep', ['30'], { stdio: 'ignore' });
+    });
+    await new Promise((r) => setImmediate(r));
+    assert.equal(JSON.parse(fs.readFileSync(active, 'utf8')).phase, 'helper-active', 'held while its helper runs');
+    assert.ok(warnings.some((w) => w.code === 'PROCLEASE_ADMISSION_LEFT' && /the export admission stays held: its helper \(pid \d+\) is not provably gone/.test(w.message)), warnings.map(String).join('\n'));
+    await assert.rejects(host.withAdmission(async () => assert.fail('acquired beside a running helper')), /another export is active/);
+    assert.throws(() => kept.release(), (e) => e instanceof ProcleaseError && e.kind === 'helper-may-run');
+    running.kill('SIGKILL');
+    await new Promise((r) => running.once('exit', r));
+    running = null;
+    // Once the helper is gone (its witness free), the kept handle releases it.
+    kept.release();
+    assert.equal(fs.existsSync(active), false, 'released by the kept handle');
+    assert.equal(await host.withAdmission(async (admission) => admission.claim().phase), 'parent-owned');
+  } finally {
+    process.off('warning', onWarning);
+    running?.kill('SIGKILL');
+    host.close();
+    d.cleanup();
+  }
+});
