@@ -692,6 +692,15 @@ fn a_wiped_etcd_never_lets_two_exports_overlap() {
     assert!(said.contains("cluster state lost: ") || said.contains("cluster session lost: "), "the first machine says why its command was stopped: {said}");
 }
 
+/// An exclusive run `name` on `machine` whose command writes its fencing token: the token, and
+/// the run's output.
+fn exclusive_token(machine: &Machine, name: &str) -> (i64, Output) {
+    let file = machine.root.join(format!("{name}.token"));
+    let out = machine.exclusive(name, &["sh", "-c", &format!("echo \"$PROCLEASE_FENCING_TOKEN\" > '{}'", file.display())]);
+    assert!(out.status.success(), "{out:?}");
+    (read_token(&file), out)
+}
+
 /// A fencing token a command wrote to `file`.
 fn read_token(file: &std::path::Path) -> i64 {
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -779,11 +788,7 @@ fn a_restore_is_told_even_after_other_tenants_write_past_the_prefixs_raft_index(
     let shared = tempfile::tempdir().expect("shared dir");
     let backup = shared.path().join("backup.db");
     let machine = machine(&etcd.url(PREFIX), "2s");
-    let token = |name: &str| {
-        let out = machine.exclusive(name, &["sh", "-c", &format!("echo \"$PROCLEASE_FENCING_TOKEN\" > '{}'", machine.root.join(format!("{name}.token")).display())]);
-        assert!(out.status.success(), "{out:?}");
-        (read_token(&machine.root.join(format!("{name}.token"))), out)
-    };
+    let token = |name: &str| exclusive_token(&machine, name);
     let mut tokens = vec![token("before0").0, token("before1").0];
     etcd.snapshot(&backup);
     tokens.extend([token("between0").0, token("between1").0]);
@@ -830,11 +835,7 @@ fn a_backup_taken_early_in_an_epoch_on_a_young_raft_log_is_told_when_restored() 
     let Some(mut etcd) = cluster() else { return };
     let shared = tempfile::tempdir().expect("shared dir");
     let machine = machine(&etcd.url(PREFIX), "2s");
-    let token = |name: &str| {
-        let out = machine.exclusive(name, &["sh", "-c", &format!("echo \"$PROCLEASE_FENCING_TOKEN\" > '{}'", machine.root.join(format!("{name}.token")).display())]);
-        assert!(out.status.success(), "{out:?}");
-        (read_token(&machine.root.join(format!("{name}.token"))), out)
-    };
+    let token = |name: &str| exclusive_token(&machine, name);
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
     let endpoint = format!("http://127.0.0.1:{}", etcd.client_port);
     // Entries that write no key, as processes that register make: lease grants.

@@ -13,12 +13,13 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 from pathlib import Path
 from typing import Iterator, Tuple
 
 import pytest
 
-from proclease import Error, HelperMayRun, Host
+from proclease import Admission, Error, HelperMayRun, Host
 
 
 @pytest.fixture
@@ -78,6 +79,20 @@ def test_an_exception_while_the_helper_runs_leaves_the_admission_held(place: Tup
     assert not refused_by_the_holder(home, ws), "released once the helper is settled"
 
 
+def release_once_gone(admission: Admission) -> None:
+    """Releases `admission` once what its helper started is gone (the kernel lets go of a killed
+    process's witness a moment after the kill): refused with `HelperMayRun` until then, for at
+    most 10 s."""
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            admission.release()
+            return
+        except HelperMayRun:
+            assert time.monotonic() < deadline, "never released once what the helper started was gone"
+            time.sleep(0.05)
+
+
 def test_a_helper_launched_under_a_witness_releases_once_it_and_its_children_are_gone(place: Tuple[Path, Path]) -> None:
     home, ws = place
     host = Host(state_home=home, workspace_roots=[ws])
@@ -89,14 +104,7 @@ def test_a_helper_launched_under_a_witness_releases_once_it_and_its_children_are
         with pytest.raises(HelperMayRun):
             admission.release()
         os.kill(grandchild, signal.SIGKILL)
-        deadline = __import__("time").monotonic() + 10
-        while True:
-            try:
-                admission.release()
-                break
-            except HelperMayRun:
-                assert __import__("time").monotonic() < deadline, "never released once the whole tree was gone"
-                __import__("time").sleep(0.05)
+        release_once_gone(admission)
     assert not refused_by_the_holder(home, ws)
 
 
@@ -374,12 +382,5 @@ def test_a_helper_that_exits_before_it_is_recorded_lets_the_admission_go_once_wh
         with pytest.raises(HelperMayRun, match="a helper launch began and no helper was recorded"):
             admission.release()
         os.kill(started[0], signal.SIGKILL)
-        deadline = __import__("time").monotonic() + 10
-        while True:
-            try:
-                admission.release()
-                break
-            except HelperMayRun:
-                assert __import__("time").monotonic() < deadline, "never released once what it started was gone"
-                __import__("time").sleep(0.05)
+        release_once_gone(admission)
     assert not refused_by_the_holder(home, ws)
