@@ -288,10 +288,35 @@ impl Etcd {
         self.child.id()
     }
 
-    /// Sends `signal` (`-STOP`, `-CONT`, …) with kill(1).
+    /// Sends `signal` (`-STOP`, `-CONT`, …) with kill(1); a `-STOP` returns once every thread
+    /// of etcd is stopped ([`send_signal`]).
     pub fn signal(&self, signal: &str) {
-        let status = Command::new("kill").args([signal, &self.child.id().to_string()]).status().expect("kill runs");
-        assert!(status.success(), "kill {signal}");
+        send_signal(self.child.id(), signal);
+    }
+}
+
+/// Sends `signal` to process `pid` with kill(1). A stop signal returns only once every thread of
+/// the process is stopped: kill(2) returns when the signal is queued, and a thread running on
+/// another core can still answer a request for a moment (a CI run saw a write succeed against a
+/// just-stopped etcd).
+fn send_signal(pid: u32, signal: &str) {
+    let status = Command::new("kill").args([signal, &pid.to_string()]).status().expect("kill runs");
+    assert!(status.success(), "kill {signal}");
+    if signal != "-STOP" {
+        return;
+    }
+    let stopped = || {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return true };
+        tasks.flatten().all(|task| {
+            let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
+            // The state follows the command name's closing parenthesis.
+            stat.rsplit_once(')').is_none_or(|(_, rest)| matches!(rest.trim_start().chars().next(), Some('T' | 't' | 'Z' | 'X') | None))
+        })
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !stopped() {
+        assert!(std::time::Instant::now() < deadline, "process {pid} did not stop within 5 s of {signal}");
+        std::thread::sleep(std::time::Duration::from_millis(2));
     }
 }
 
@@ -456,8 +481,7 @@ impl EtcdCluster {
     /// Sends `signal` (`-STOP`, `-CONT`, …) to member `index` with kill(1).
     pub fn signal(&self, index: usize, signal: &str) {
         let child = self.members[index].as_ref().expect("the member runs");
-        let status = Command::new("kill").args([signal, &child.id().to_string()]).status().expect("kill runs");
-        assert!(status.success(), "kill {signal}");
+        send_signal(child.id(), signal);
     }
 
     /// The member that leads, as the members answering `maintenance/status` say (asks only
