@@ -99,32 +99,37 @@ export function leaseNewDirectory(host, dir, { recoverAfterMs = 60_000 } = {}) {
   const kind = (path) => quiet(() => workspace.kind(path));
   const here = kind(dir);
   if (here === 'symbolic-link' || here === 'other') throw new Refusal(`${dir}: refused: it exists and is not a directory; give a directory path (proclease creates it if absent)`);
-  const notEmpty = () => kind(dir) === 'directory' && quiet(() => workspace.isEmptyDirectory(dir)) === false;
+  // Whether `dir` holds anything: 'empty' (also when absent or not a directory: refused elsewhere),
+  // 'not-empty', or 'unknown' (it could not be read). Before this lease exists an unknown
+  // emptiness is left to the creation; after, it is not taken for empty.
+  const emptiness = () => {
+    if (kind(dir) !== 'directory') return 'empty';
+    const empty = quiet(() => workspace.isEmptyDirectory(dir));
+    return empty === true ? 'empty' : empty === false ? 'not-empty' : 'unknown';
+  };
   const notEmptyRefusal = () =>
     new Refusal(
       `${dir}: refused: not empty. \`run\` leases only a directory it creates or an empty one, because after a crash ` +
         '`recover` deletes the leased directory with everything in it; give a new path and proclease creates it',
     );
-  if (here === 'directory' && notEmpty()) throw notEmptyRefusal();
+  if (here === 'directory' && emptiness() === 'not-empty') throw notEmptyRefusal();
   const created = [];
   for (let p = dir; p !== '/' && kind(p) === 'absent'; p = p.slice(0, p.lastIndexOf('/')) || '/') created.push(p);
   const facts = quiet(() => workspace.inspect(dir));
   const before = conflict(exports, dir, facts ? facts.identity : null);
   if (before) throw alreadyLeased(home, dir, before);
   // Seen empty before a lease that since released would not say that its run left nothing.
-  if (notEmpty()) throw notEmptyRefusal();
+  if (emptiness() === 'not-empty') throw notEmptyRefusal();
   const now = Date.now();
   const request = { role: 'raw-working', path: dir, outputRoot: undefined, recoverAfterMs: now + recoverAfterMs, nowMs: now };
   const resource = call(() => exports.directoryLeases.createWithDirectory(request));
   // Another leaser of the same directory that looked before this lease existed has written its
-  // lease by now, or will see this one when it looks. Now that this lease is written, an
-  // emptiness that cannot be told is not taken for empty.
+  // lease by now, or will see this one when it looks.
   let refusal;
   try {
     const claim = resource.claim();
     const after = conflict(exports, dir, claim.directoryIdentity, claim.id);
-    const empty = kind(dir) !== 'directory' || quiet(() => workspace.isEmptyDirectory(dir)) === true;
-    refusal = after ? alreadyLeased(home, dir, after) : !empty ? notEmptyRefusal() : null;
+    refusal = after ? alreadyLeased(home, dir, after) : emptiness() !== 'empty' ? notEmptyRefusal() : null;
   } catch (error) {
     refusal = error;
   }
