@@ -91,7 +91,13 @@ pub fn acquire(store: &mut dyn Store, processes: &mut dyn Processes, entropy: &m
                     Disposition::Active => return Err(Error::lease(LeaseCode::AnotherExportIsActive)),
                     Disposition::Indeterminate => return Err(Error::lease(LeaseCode::PriorExportOwnerCannotBeInspectedSafely)),
                     Disposition::Recoverable => {
-                        if !store.remove_if_unchanged(CLAIM_PATH, &observed.sha256)? {
+                        let mut judged = observed.sha256.clone();
+                        if crate::mutations::active(crate::mutations::Mutation::AdmissionTakeoverComparesCurrentClaim)
+                            && let Some(now) = store.read_if_present(CLAIM_PATH, MAX_CLAIM_BYTES)?
+                        {
+                            judged = digest::sha256_hex(now.as_bytes());
+                        }
+                        if !store.remove_if_unchanged(CLAIM_PATH, &judged)? {
                             continue;
                         }
                     }

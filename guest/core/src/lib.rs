@@ -46,6 +46,7 @@ pub mod error;
 pub mod invocation_leases;
 pub mod js;
 pub mod liveness;
+pub mod mutations;
 pub mod proc_stat;
 pub mod records;
 

@@ -99,16 +99,7 @@ impl wit::Guest for Component {
 
     fn conflict(path: alloc::string::String, identity: Option<t::DirectoryIdentity>, except: Option<alloc::string::String>) -> Result<Option<wit::LeaseConflict>, t::Error> {
         let (mut s, mut p, mut w, mut c, mut e) = (ImportedStore, ImportedProcesses, ImportedWorkspace, ImportedClock, ImportedEntropy);
-        // An entry caught mid-replace reads as undecided: read again while one is.
-        let mut run = leases::Run::default();
-        for _ in 0..leases::SETTLE_READS {
-            let options = leases::Options { dry_run: true, past_bound: true, ..leases::Options::default() };
-            run = leases::recover_each(None, effects(&mut s, &mut p, &mut w, &mut c, &mut e), options).map_err(error)?;
-            if !run.in_flux {
-                break;
-            }
-        }
-        run.outcomes.retain(|o| except.is_none() || o.claim.as_ref().map(|c| &c.id) != except.as_ref());
+        let run = leases::settled_run(except.as_deref(), effects(&mut s, &mut p, &mut w, &mut c, &mut e)).map_err(error)?;
         let identity = identity.map(crate::convert::directory_identity_from_wit);
         let Some(conflict) = run.conflict(&path, identity.as_ref()) else { return Ok(None) };
         let (kind, outcome) = match conflict {

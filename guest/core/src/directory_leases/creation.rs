@@ -202,10 +202,35 @@ pub fn recover_creations(store: &mut dyn Store, processes: &mut dyn Processes, w
                 outcomes.push(CreationOutcome { name, path: Some(intent.path), action: skip, reason, done: false });
                 continue;
             }
-            let finished = finish_intent(store, workspace, &intent.created, &mut removed).and_then(|()| {
-                let sha = digest::sha256_hex(text.as_bytes());
-                store.remove_if_unchanged(&format!("{INTENTS}/{name}"), &sha).map_err(Error::from)
-            });
+            // The intent was read before its owner was probed: a creator that leased what it
+            // made, removed its intent, released the lease (the directory stays, its result)
+            // and exited in between looks dead with a stale intent in hand. So the intent must
+            // still be there, unchanged, after the probe (only its owner changes it, and that
+            // owner is gone) before anything is removed.
+            let sha = digest::sha256_hex(text.as_bytes());
+            let record = format!("{INTENTS}/{name}");
+            let stale = match store.read_if_present(&record, MAX_INTENT_BYTES) {
+                _ if crate::mutations::active(crate::mutations::Mutation::CreationRecoveryTrustsStaleIntent) => None,
+                Ok(Some(now)) if digest::sha256_hex(now.as_bytes()) == sha => None,
+                Ok(None) => Some(None),
+                Ok(Some(_)) => Some(Some(CreationAction::Keep)),
+                Err(failure) => Some(Some(CreationAction::Skip(format!("the intent could not be read again: {}", failure.message)))),
+            };
+            if let Some(action) = stale {
+                store.unlock_leasing();
+                // Gone: its creator finished it. Changed: a later recovery looks again.
+                if let Some(action) = action {
+                    outcomes.push(CreationOutcome {
+                        name,
+                        path: Some(intent.path),
+                        action,
+                        reason: format!("{reason}; but its intent changed while it was looked at"),
+                        done: false,
+                    });
+                }
+                continue;
+            }
+            let finished = finish_intent(store, workspace, &intent.created, &mut removed).and_then(|()| store.remove_if_unchanged(&record, &sha).map_err(Error::from));
             store.unlock_leasing();
             finished?;
         }

@@ -10,7 +10,7 @@ mod creation;
 mod recovery;
 
 pub use creation::{CreationAction, CreationOutcome, INTENTS, create_with_directory, recover_creations};
-pub use recovery::{Action, Conflict, MightClaim, Options, Outcome, Report, Run, SETTLE_READS, finished_marker, is_inside, recover, recover_each};
+pub use recovery::{Action, Conflict, MightClaim, Options, Outcome, Report, Run, SETTLE_READS, finished_marker, is_inside, recover, recover_each, settled_run};
 
 use alloc::format;
 use alloc::string::String;

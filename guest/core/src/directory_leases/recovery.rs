@@ -245,6 +245,25 @@ pub enum Conflict<'a> {
     Undecided(&'a Outcome),
 }
 
+/// The leases as they stand, for [`Run::conflict`]: a dry run of every lease (`past_bound`),
+/// read again while an entry is caught mid-replace (at most [`SETTLE_READS`] times), without the
+/// lease `except` (a lease id: the caller's own, when it looks again after writing it).
+///
+/// Errors: those of [`recover_each`] before any entry is looked at, and the collection's.
+pub fn settled_run(except: Option<&str>, fx: Effects<'_>) -> Result<Run, Error> {
+    let mut run = Run::default();
+    for _ in 0..SETTLE_READS {
+        let options = Options { dry_run: true, past_bound: true, ..Options::default() };
+        let again = Effects { store: &mut *fx.store, processes: &mut *fx.processes, workspace: &mut *fx.workspace, clock: &mut *fx.clock, entropy: &mut *fx.entropy };
+        run = recover_each(None, again, options)?;
+        if !run.in_flux {
+            break;
+        }
+    }
+    run.outcomes.retain(|o| except.is_none() || o.claim.as_ref().map(|c| c.id.as_str()) != except);
+    Ok(run)
+}
+
 impl Run {
     /// The lease of this run (a dry run of every lease, `past_bound`) that stands in the way of
     /// leasing the directory at `path`, and what it is; `None` when nothing does:
@@ -260,18 +279,25 @@ impl Run {
             // owner is not alive and recovery does not keep the directory (a finished run's, a
             // published stage's); or a stage, which its run publishes (renames) or removes whole
             // when its command ends, whatever the nested run does.
+            // A dead owner's lease whose directory is already gone (a recovery removed it and
+            // stopped before the claim) counts too: a directory made inside its path would
+            // re-create that path, and recovery would then refuse the lease for good ("target
+            // changed") — found by the interleaving explorer.
             let encloses = |o: &&Outcome| {
                 o.claim.as_ref().is_some_and(|c| {
-                    let kept = matches!(o.action, Action::KeepDirectory | Action::CountPublished | Action::RemoveClaim | Action::AlreadyRecovered);
+                    let kept = matches!(o.action, Action::KeepDirectory | Action::CountPublished | Action::AlreadyRecovered);
                     is_inside(path, &c.path) && (c.role == Role::BundleStage || (o.disposition != Some(Disposition::Active) && !kept))
                 })
             };
             if let Some(enclosing) = self.outcomes.iter().find(encloses) {
                 return Some(match (enclosing.disposition, &enclosing.action) {
                     (Some(Disposition::Active), _) => Conflict::Active(enclosing),
-                    (Some(Disposition::Recoverable), Action::RemoveDirectory) => Conflict::Recoverable(enclosing),
+                    (Some(Disposition::Recoverable), Action::RemoveDirectory | Action::RemoveClaim) => Conflict::Recoverable(enclosing),
                     _ => Conflict::Undecided(enclosing),
                 });
+            }
+            if crate::mutations::active(crate::mutations::Mutation::ConflictIgnoresUndecidedEntries) {
+                return None;
             }
             return self.outcomes.iter().find(|o| o.claim.is_none() && o.might_claim.touches(path)).map(Conflict::Undecided);
         };
@@ -546,6 +572,7 @@ impl Recovery<'_> {
             Err(error) => return self.refuse(name, Some(claim), Refusal { error: error.into(), reason }),
         };
         match current {
+            _ if crate::mutations::active(crate::mutations::Mutation::RecoveryTrustsStaleClaim) => {}
             None if self.options.concurrent => return self.already_recovered(name, Some(claim)),
             Some(now) if digest::sha256_hex(now.as_bytes()) == sha => {}
             _ => {
@@ -658,6 +685,9 @@ impl Recovery<'_> {
     /// - a directory being created inside it by a process not provably gone (an intent, §6A.6
     ///   creation in `creation.rs`).
     fn held_elsewhere(&mut self, name: &str, claim: &DirectoryLease) -> Result<Option<String>, Error> {
+        if crate::mutations::active(crate::mutations::Mutation::RecoveryIgnoresOtherClaims) {
+            return Ok(None);
+        }
         self.refresh_known()?;
         let target = claim.path.as_str();
         // Only the entries that may overlap the target (the rest are never looked at again):
@@ -910,6 +940,11 @@ mod tests {
         assert_eq!(live.conflict("/jobs/a/inner", None), None, "a live run may nest runs in its directory");
         let gone = Run { outcomes: alloc::vec![outcome("/jobs/a", "10", None, Action::AlreadyRecovered)], ..Run::default() };
         assert_eq!(gone.conflict("/jobs/a/inner", None), None, "already recovered by another");
+        let half = Run { outcomes: alloc::vec![outcome("/jobs/a", "10", Some(Disposition::Recoverable), Action::RemoveClaim)], ..Run::default() };
+        assert!(
+            matches!(half.conflict("/jobs/a/inner", None), Some(Conflict::Recoverable(_))),
+            "its directory is gone but its claim is not: making /jobs/a again would leave that claim unrecoverable"
+        );
         let finished = Run { outcomes: alloc::vec![outcome("/jobs/a", "10", Some(Disposition::Recoverable), Action::KeepDirectory)], ..Run::default() };
         assert_eq!(finished.conflict("/jobs/a/inner", None), None, "a finished run's directory stays: recovery removes only its claim");
         let held = Run { outcomes: alloc::vec![outcome("/jobs/a", "10", Some(Disposition::Recoverable), Action::Keep)], ..Run::default() };
