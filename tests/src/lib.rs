@@ -11,5 +11,6 @@ pub mod crash_world;
 pub mod etcd_server;
 pub mod fakes;
 pub mod hostile;
+pub mod interleavings;
 pub mod sim_disk;
 pub mod store_fixtures;
