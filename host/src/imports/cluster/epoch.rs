@@ -283,9 +283,13 @@ pub fn await_epoch(store: &EtcdStore, ttl: Duration) -> Result<Epoch, StoreError
     let (mut reason, mut told) = (None, false);
     loop {
         if std::time::Instant::now() >= bound(grace) {
+            let last = reason.as_deref().map_or(String::new(), |why| format!(" (the etcd cluster {why})"));
             return Err(StoreError::unsafe_(
                 &key,
-                "the cluster epoch did not settle within two TTLs: another program keeps its grace key, or the endpoints answer from different clusters",
+                format!(
+                    "the cluster epoch did not settle within two TTLs ({:.1} s){last}: another program keeps its grace key, or the endpoints answer from different clusters",
+                    started.elapsed().as_secs_f64()
+                ),
             ));
         }
         let read = read(store)?;
@@ -313,7 +317,7 @@ pub fn await_epoch(store: &EtcdStore, ttl: Duration) -> Result<Epoch, StoreError
             } else {
                 std::thread::sleep(Duration::from_millis(50));
             }
-            reason.get_or_insert(why);
+            reason = Some(why);
             continue;
         }
         if !told {
