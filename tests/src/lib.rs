@@ -12,5 +12,6 @@ pub mod etcd_server;
 pub mod fakes;
 pub mod hostile;
 pub mod interleavings;
+pub mod linearizability;
 pub mod sim_disk;
 pub mod store_fixtures;
