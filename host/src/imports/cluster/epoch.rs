@@ -277,12 +277,14 @@ pub fn epoch_state(store: &EtcdStore) -> Result<EpochState, StoreError> {
 pub fn await_epoch(store: &EtcdStore, ttl: Duration) -> Result<Epoch, StoreError> {
     let key = epoch_key(store);
     let started = std::time::Instant::now();
-    // Two graces: the longest TTL known (this process's, or the epoch's), and one operation.
+    // Two graces: the longest TTL known (this process's, or the epoch's), and one operation,
+    // counted from the start of the wait or of the grace this process started itself (the
+    // start's own requests may take a while on an etcd under load).
     let mut grace = ttl;
-    let bound = |grace: Duration| started + 2 * grace + store.timeouts().command;
+    let mut since = started;
     let (mut reason, mut told) = (None, false);
     loop {
-        if std::time::Instant::now() >= bound(grace) {
+        if std::time::Instant::now() >= since + 2 * grace + store.timeouts().command {
             let last = reason.as_deref().map_or(String::new(), |why| format!(" (the etcd cluster {why})"));
             return Err(StoreError::unsafe_(
                 &key,
@@ -313,6 +315,7 @@ pub fn await_epoch(store: &EtcdStore, ttl: Duration) -> Result<Epoch, StoreError
             // Start an epoch of this cluster, with a grace of one TTL, unless another process
             // just did.
             if start(store, ttl, &read)? {
+                since = std::time::Instant::now();
                 tracing::info!(cluster = read.cluster, reason = %why, "started a cluster epoch");
             } else {
                 std::thread::sleep(Duration::from_millis(50));
@@ -377,6 +380,9 @@ fn start(store: &EtcdStore, ttl: Duration, read: &Read) -> Result<bool, StoreErr
 /// between the restore and the next process's check (`docs/cluster.md`, "Failure modes").
 pub const EPOCH_PADDING: usize = 512;
 
+/// How many of the [`EPOCH_PADDING`] entries are sent at once ([`pad_raft_log`]).
+const PADDING_BATCH: usize = 32;
+
 /// Adds [`EPOCH_PADDING`] entries that write no key to etcd's raft log, before an epoch's start
 /// reads the index its mark records.
 ///
@@ -389,29 +395,37 @@ pub const EPOCH_PADDING: usize = 512;
 /// any backup taken in this epoch is told unless more entries that write no key than that run
 /// between the restore and the next process's check. Each entry is a transaction whose compare
 /// never holds (a key's version below 0): etcd applies it through raft and changes nothing. Sent
-/// at once, they cost about one round trip and a few milliseconds of etcd's time, once per epoch.
+/// [`PADDING_BATCH`] at a time, they cost a few round trips and milliseconds of etcd's time, once
+/// per epoch. Each batch is one request of the store, which waits at most the dial timeout for
+/// an answer before it asks again (at another member): a batch takes far less on an etcd under
+/// load, where all 512 at once once took more than that, again and again until the command
+/// timeout failed the epoch's start (a test's etcd on a busy machine). Entries of a batch that
+/// timed out count too: the padding is "at least".
 ///
 /// Errors: etcd unreachable.
 fn pad_raft_log(store: &EtcdStore) -> Result<(), StoreError> {
     let key = format!("{}/raft-padding", store.prefix());
     let never = Txn::new().when([Compare::version(key.clone(), CompareOp::Less, 0)]).and_then([TxnOp::put(key.clone(), "", None)]);
-    store.run(&key, "padding etcd's raft log", || {
-        let (kv, never) = (store.client().kv_client(), never.clone());
-        async move {
-            let mut sent = tokio::task::JoinSet::new();
-            for _ in 0..EPOCH_PADDING {
-                let (mut kv, never) = (kv.clone(), never.clone());
-                sent.spawn(async move { kv.txn(never).await.map(|_| ()) });
-            }
-            while let Some(done) = sent.join_next().await {
-                // A task that panicked or was cancelled added no entry: the others did.
-                if let Ok(result) = done {
-                    result?;
+    for _ in 0..EPOCH_PADDING.div_ceil(PADDING_BATCH) {
+        store.run(&key, "padding etcd's raft log", || {
+            let (kv, never) = (store.client().kv_client(), never.clone());
+            async move {
+                let mut sent = tokio::task::JoinSet::new();
+                for _ in 0..PADDING_BATCH {
+                    let (mut kv, never) = (kv.clone(), never.clone());
+                    sent.spawn(async move { kv.txn(never).await.map(|_| ()) });
                 }
+                while let Some(done) = sent.join_next().await {
+                    // A task that panicked or was cancelled added no entry: the others did.
+                    if let Ok(result) = done {
+                        result?;
+                    }
+                }
+                Ok(())
             }
-            Ok(())
-        }
-    })
+        })?;
+    }
+    Ok(())
 }
 
 /// The comparisons a registration in `epoch` makes in its own transaction: the epoch is still
