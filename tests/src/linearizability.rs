@@ -70,11 +70,11 @@ pub fn apply(state: &Option<String>, action: &Action) -> (Answer, Option<String>
 pub fn check(initial: Option<String>, history: &[Operation]) -> Result<Vec<usize>, String> {
     let mut order: Vec<usize> = (0..history.len()).collect();
     order.sort_by_key(|&i| (history[i].invoked_ns, history[i].returned_ns));
-    let mut search = Search { history, order, placed: vec![false; history.len()], tried: HashSet::new(), path: Vec::new(), best: Vec::new() };
+    let mut search = Search { history, order, placed: vec![false; history.len()], tried: HashSet::new(), path: Vec::new(), best: Vec::new(), stuck: Vec::new() };
     if search.extend(initial) {
         return Ok(search.path);
     }
-    let stuck: Vec<String> = search.candidates().into_iter().map(|i| format!("{:?}", history[i])).collect();
+    let stuck: Vec<String> = search.stuck.iter().map(|&i| format!("{:?}", history[i])).collect();
     let explained: Vec<String> = search.best.iter().map(|&i| format!("{:?}", history[i])).collect();
     Err(format!("not linearizable: after {} of {} operations\n  {}\nnone of these can go next:\n  {}", explained.len(), history.len(), explained.join("\n  "), stuck.join("\n  ")))
 }
@@ -87,8 +87,10 @@ struct Search<'a> {
     /// (placed set, register state) pairs from which no linearization exists.
     tried: HashSet<(Vec<bool>, Option<String>)>,
     path: Vec<usize>,
-    /// The longest `path` reached (for the message).
+    /// The longest `path` reached, and the operations that could have gone next there (for
+    /// the message).
     best: Vec<usize>,
+    stuck: Vec<usize>,
 }
 
 impl Search<'_> {
@@ -105,8 +107,9 @@ impl Search<'_> {
         if self.path.len() == self.history.len() {
             return true;
         }
-        if self.path.len() > self.best.len() {
+        if self.path.len() > self.best.len() || self.best.is_empty() {
             self.best = self.path.clone();
+            self.stuck = self.candidates();
         }
         if self.tried.contains(&(self.placed.clone(), state.clone())) {
             return false;

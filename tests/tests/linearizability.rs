@@ -58,6 +58,9 @@ fn two_winners_of_one_compare_are_not_linearizable() {
         [op("seed", 0, 1, create("x"), Answer::Swapped(true)), op("a", 2, 10, replace("x", "a"), Answer::Swapped(true)), op("b", 3, 9, replace("x", "b"), Answer::Swapped(true))];
     let refused = check(None, &history).expect_err("two replaces of x both won");
     assert!(refused.contains("not linearizable: after 2 of 3 operations"), "{refused}");
+    // The one left, which cannot go next: the loser of the two.
+    let stuck = refused.split("none of these can go next:").nth(1).expect("the stuck operations");
+    assert_eq!(stuck.matches("Operation {").count(), 1, "{refused}");
 }
 
 #[test]
