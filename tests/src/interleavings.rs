@@ -277,7 +277,7 @@ impl World {
         let dead_owner = start == Start::DeadOwner;
         let undecided = (start == Start::Undecided).then(|| format!("{}/{UNDECIDED}", directory_leases::DIRECTORY));
         let (disk, book) = TEMPLATES[start as usize].get_or_init(|| {
-            let world = World::new(SimDisk::new(), Book::default());
+            let world = World::new(SimDisk::new(), Book::default(), None);
             let old: &[Act] = if dead_owner { &[Act::AdmissionAcquire, Act::Create(None), Act::InvocationAcquire] } else { &[] };
             for (pid, acts) in [(OLD, old), (LIVE, &[Act::Create(None), Act::Launch][..])] {
                 let mut process = Process::new(&world, pid, false);
@@ -308,16 +308,15 @@ impl World {
             book.trace.clear();
             (world.disk.clone(), book)
         });
-        let world = World::new(disk.fork(), book.clone());
-        Arc::new(World { undecided, ..Arc::into_inner(world).expect("a new world") })
+        World::new(disk.fork(), book.clone(), undecided)
     }
 
-    fn new(disk: SimDisk, book: Book) -> Arc<World> {
+    fn new(disk: SimDisk, book: Book, undecided: Option<String>) -> Arc<World> {
         let plugins = BTreeMap::from([(
             PLUGIN.to_string(),
             InstalledPlugin { plugin_id: PLUGIN.into(), version: "1.0.0".into(), host_api_version: 1, bundle_sha256: "a".repeat(64), manifest_sha256: "b".repeat(64) },
         )]);
-        Arc::new(World { disk, book: StdMutex::new(book), leasing: OnceLock::new(), plugins, live: Some(LIVE), undecided: None })
+        Arc::new(World { disk, book: StdMutex::new(book), leasing: OnceLock::new(), plugins, live: Some(LIVE), undecided })
     }
 
     /// The lease-creation lock's wait queue (shuttle's primitives exist only inside an

@@ -13,6 +13,7 @@
 use std::collections::HashSet;
 
 use proclease::core::digest::sha256_hex;
+use proclease::core::effects::Store;
 
 /// What an operation asked of the record.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -136,7 +137,8 @@ impl Search<'_> {
 pub const RECORD: &str = "recovery/linearizability/record.json";
 
 /// A store of one record, as [`random_client`] uses it: the §3 operations, `Err` with a
-/// message on a failure.
+/// message on a failure. Every store of the effect boundary ([`Store`]: the file store's
+/// `SharedStore`, the etcd store's `SharedEtcdStore`) is one, on [`RECORD`].
 pub trait Register {
     /// `read-if-present`.
     fn read(&mut self) -> Result<Option<String>, String>;
@@ -146,6 +148,47 @@ pub trait Register {
     fn replace_if_unchanged(&mut self, expected_sha256: &str, content: &str) -> Result<bool, String>;
     /// `remove-if-unchanged`.
     fn remove_if_unchanged(&mut self, expected_sha256: &str) -> Result<bool, String>;
+}
+
+impl<S: Store> Register for S {
+    fn read(&mut self) -> Result<Option<String>, String> {
+        self.read_if_present(RECORD, 1 << 16).map_err(|f| f.message)
+    }
+    fn create_if_absent(&mut self, content: &str) -> Result<bool, String> {
+        Store::create_if_absent(self, RECORD, content).map_err(|f| f.message)
+    }
+    fn replace_if_unchanged(&mut self, expected_sha256: &str, content: &str) -> Result<bool, String> {
+        Store::replace_if_unchanged(self, RECORD, expected_sha256, content).map_err(|f| f.message)
+    }
+    fn remove_if_unchanged(&mut self, expected_sha256: &str) -> Result<bool, String> {
+        Store::remove_if_unchanged(self, RECORD, expected_sha256).map_err(|f| f.message)
+    }
+}
+
+/// How much a history raced: compare-and-swaps that won and lost, and operations that
+/// overlapped another process's.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Races {
+    /// Compare-and-swaps (creates, replaces, removes) that wrote.
+    pub won: usize,
+    /// Compare-and-swaps that did not.
+    pub lost: usize,
+    /// Operations whose interval overlapped one of another process's.
+    pub overlapping: usize,
+}
+
+impl Races {
+    /// Adds `history`'s counts.
+    pub fn add(&mut self, history: &[Operation]) {
+        for operation in history {
+            match (&operation.action, &operation.answer) {
+                (Action::Read, _) => {}
+                (_, Answer::Swapped(true)) => self.won += 1,
+                (_, _) => self.lost += 1,
+            }
+        }
+        self.overlapping += history.iter().filter(|a| history.iter().any(|b| b.process != a.process && b.invoked_ns < a.returned_ns && a.invoked_ns < b.returned_ns)).count();
+    }
 }
 
 /// `CLOCK_MONOTONIC` in ns: one clock for every process of the machine.

@@ -14,7 +14,7 @@ use proclease::state_store::etcd::{EtcdAddress, EtcdCredentials, EtcdStore, Etcd
 use proclease::state_store::{BatchStatus, EntryKind, StoreError};
 use proclease::{Admission, Error, Runtime};
 use proclease_tests::etcd_server::{Etcd, EtcdCluster, gateway};
-use proclease_tests::linearizability::{self, Action, Answer, Operation, Register, check, random_client};
+use proclease_tests::linearizability::{self, Operation, Races, check, random_client};
 use proclease_tests::store_fixtures::assert_compare_and_swap_contract;
 
 const RECORD: &str = "recovery/things/a.json";
@@ -155,54 +155,30 @@ fn racing_writers_lose_no_update() {
     assert!(successes >= INCREMENTS, "someone won each round at least");
 }
 
-/// One record of an etcd store as a linearizability [`Register`].
-struct EtcdRegister(EtcdStore);
-
-impl Register for EtcdRegister {
-    fn read(&mut self) -> Result<Option<String>, String> {
-        self.0.read_if_present(linearizability::RECORD, 1 << 16).map_err(|e| e.to_string())
-    }
-    fn create_if_absent(&mut self, content: &str) -> Result<bool, String> {
-        self.0.create_if_absent(linearizability::RECORD, content).map_err(|e| e.to_string())
-    }
-    fn replace_if_unchanged(&mut self, expected_sha256: &str, content: &str) -> Result<bool, String> {
-        self.0.replace_if_unchanged(linearizability::RECORD, expected_sha256, content).map_err(|e| e.to_string())
-    }
-    fn remove_if_unchanged(&mut self, expected_sha256: &str) -> Result<bool, String> {
-        self.0.remove_if_unchanged(linearizability::RECORD, expected_sha256).map_err(|e| e.to_string())
-    }
-}
-
 /// Four clients (each its own connection, `connect(prefix, client)`) race 150 random reads,
 /// creates, replaces and removes each on one record, three times: every history is explained
 /// by a register with compare-and-swap (`tests/src/linearizability.rs`, issue #42), and the
 /// clients raced (compare-and-swaps won and lost, operations overlapped).
 fn assert_racing_clients_are_linearizable(connect: &(dyn Fn(&str, u64) -> EtcdStore + Sync)) {
-    let (mut won, mut lost, mut overlapping) = (0, 0, 0);
+    let mut races = Races::default();
     for trial in 0..3u64 {
         let prefix = format!("linearizability-{trial}");
         assert!(connect(&prefix, 0).create_if_absent(linearizability::RECORD, "start").expect("seed"));
         let history: Vec<Operation> = std::thread::scope(|scope| {
             let clients: Vec<_> = (0..4u64)
                 .map(|i| {
-                    let mut register = EtcdRegister(connect(&prefix, i));
+                    let mut register = SharedEtcdStore(Arc::new(connect(&prefix, i)));
                     scope.spawn(move || random_client(&mut register, &format!("c{i}"), 150, 1 + trial * 4 + i).expect("etcd answers"))
                 })
                 .collect();
             clients.into_iter().flat_map(|c| c.join().expect("client")).collect()
         });
-        for operation in &history {
-            match (&operation.action, &operation.answer) {
-                (Action::Read, _) => {}
-                (_, Answer::Swapped(true)) => won += 1,
-                (_, _) => lost += 1,
-            }
-        }
-        overlapping += history.iter().filter(|a| history.iter().any(|b| b.process != a.process && b.invoked_ns < a.returned_ns && a.invoked_ns < b.returned_ns)).count();
+        races.add(&history);
         if let Err(why) = check(Some("start".into()), &history) {
             panic!("trial {trial}: {why}");
         }
     }
+    let Races { won, lost, overlapping } = races;
     eprintln!("{won} compare-and-swaps won, {lost} lost; {overlapping} operations overlapped another client's");
     assert!(won > 0 && lost > 0 && overlapping > 0, "no race happened: {won} won, {lost} lost, {overlapping} overlapped");
 }

@@ -10,8 +10,8 @@ use std::sync::Arc;
 use proclease::core::digest::sha256_hex;
 use proclease::process_identity::ProcessIdentity;
 use proclease::state_home::StateHome;
-use proclease::state_store::StateStore;
-use proclease_tests::linearizability::{Action, Answer, Operation, RECORD, Register, check, from_json, random_client};
+use proclease::state_store::{SharedStore, StateStore};
+use proclease_tests::linearizability::{Action, Answer, Operation, RECORD, Races, Register, check, from_json, random_client};
 
 fn open(home: &std::path::Path) -> StateStore {
     StateStore::open(StateHome::open(home).expect("state home opens"), Arc::new(ProcessIdentity::new())).expect("store opens")
@@ -126,26 +126,9 @@ fn a_lone_client_of_the_file_store_is_linearizable() {
     let home = dir.path().join("state");
     let store = open(&home);
     assert!(store.create_if_absent(RECORD, "start").expect("seed"));
-    let mut register = FileRegister(store);
+    let mut register = SharedStore::new(Arc::new(store));
     let history = random_client(&mut register, "alone", 200, 3).expect("the store works");
     check(Some("start".into()), &history).expect("one client's history is linearizable");
-}
-
-struct FileRegister(StateStore);
-
-impl Register for FileRegister {
-    fn read(&mut self) -> Result<Option<String>, String> {
-        self.0.read_if_present(RECORD, 1 << 16).map_err(|e| e.to_string())
-    }
-    fn create_if_absent(&mut self, content: &str) -> Result<bool, String> {
-        self.0.create_if_absent(RECORD, content).map_err(|e| e.to_string())
-    }
-    fn replace_if_unchanged(&mut self, expected_sha256: &str, content: &str) -> Result<bool, String> {
-        self.0.replace_if_unchanged(RECORD, expected_sha256, content).map_err(|e| e.to_string())
-    }
-    fn remove_if_unchanged(&mut self, expected_sha256: &str) -> Result<bool, String> {
-        self.0.remove_if_unchanged(RECORD, expected_sha256).map_err(|e| e.to_string())
-    }
 }
 
 /// Four processes race 150 random operations each on one record of the file store, several
@@ -155,7 +138,7 @@ impl Register for FileRegister {
 fn racing_processes_on_the_file_store_make_a_linearizable_history() {
     const PROCESSES: u64 = 4;
     const OPERATIONS: usize = 150;
-    let (mut won, mut lost, mut overlapping) = (0, 0, 0);
+    let mut races = Races::default();
     for trial in 0..5u64 {
         let dir = tempfile::tempdir().expect("tempdir");
         let home = dir.path().join("state");
@@ -182,18 +165,12 @@ fn racing_processes_on_the_file_store_make_a_linearizable_history() {
             }
         }
         assert_eq!(history.len(), (PROCESSES as usize) * OPERATIONS);
-        for operation in &history {
-            match (&operation.action, &operation.answer) {
-                (Action::Read, _) => {}
-                (_, Answer::Swapped(true)) => won += 1,
-                (_, _) => lost += 1,
-            }
-        }
-        overlapping += history.iter().filter(|a| history.iter().any(|b| b.process != a.process && b.invoked_ns < a.returned_ns && a.invoked_ns < b.returned_ns)).count();
+        races.add(&history);
         if let Err(why) = check(Some("start".into()), &history) {
             panic!("trial {trial}: {why}");
         }
     }
+    let Races { won, lost, overlapping } = races;
     eprintln!("{won} compare-and-swaps won, {lost} lost; {overlapping} operations overlapped another process's");
     assert!(won > 0 && lost > 0, "no race happened: {won} compare-and-swaps won, {lost} lost");
     assert!(overlapping > 0, "no operation overlapped another process's: the processes did not race");

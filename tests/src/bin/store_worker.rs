@@ -18,7 +18,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use proclease::Host;
-use proclease::state_store::StateStore;
+use proclease::state_store::{SharedStore, StateStore};
 use proclease_tests::linearizability;
 use proclease_tests::store_fixtures::{churn_record, round_of, round_record};
 
@@ -28,24 +28,6 @@ fn open_host(home: &str) -> Host {
 
 fn open(home: &str) -> Arc<StateStore> {
     open_host(home).store().clone()
-}
-
-/// The file store's record [`linearizability::RECORD`] as a [`linearizability::Register`].
-struct StoreRegister(Arc<StateStore>);
-
-impl linearizability::Register for StoreRegister {
-    fn read(&mut self) -> Result<Option<String>, String> {
-        self.0.read_if_present(linearizability::RECORD, 1 << 16).map_err(|e| e.to_string())
-    }
-    fn create_if_absent(&mut self, content: &str) -> Result<bool, String> {
-        self.0.create_if_absent(linearizability::RECORD, content).map_err(|e| e.to_string())
-    }
-    fn replace_if_unchanged(&mut self, expected_sha256: &str, content: &str) -> Result<bool, String> {
-        self.0.replace_if_unchanged(linearizability::RECORD, expected_sha256, content).map_err(|e| e.to_string())
-    }
-    fn remove_if_unchanged(&mut self, expected_sha256: &str) -> Result<bool, String> {
-        self.0.remove_if_unchanged(linearizability::RECORD, expected_sha256).map_err(|e| e.to_string())
-    }
 }
 
 fn fail(message: &str) -> ! {
@@ -80,7 +62,7 @@ fn main() {
             let store = open(&arg(2));
             let count: usize = arg(3).parse().unwrap_or_else(|_| fail("count"));
             let seed: u64 = arg(5).parse().unwrap_or_else(|_| fail("seed"));
-            let mut register = StoreRegister(store);
+            let mut register = SharedStore::new(store);
             let history = linearizability::random_client(&mut register, &arg(4), count, seed).unwrap_or_else(|e| fail(&e));
             for operation in &history {
                 println!("{}", linearizability::to_json(operation));
