@@ -5,6 +5,7 @@
 //! embedded component through the wasmtime host. The test suite and (later) the `conformance`
 //! command use this one implementation.
 
+pub mod cluster_timing;
 pub mod conformance;
 pub mod crash_world;
 #[cfg(feature = "cluster")]
