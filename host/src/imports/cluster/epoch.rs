@@ -273,16 +273,17 @@ pub fn epoch_state(store: &EtcdStore) -> Result<EpochState, StoreError> {
 ///
 /// Errors: etcd unreachable; an epoch that does not settle within two TTLs and the request
 /// bound (another program keeps the grace key alive, or the endpoints answer from different
-/// clusters).
+/// clusters); an epoch started eight times in one wait.
 pub fn await_epoch(store: &EtcdStore, ttl: Duration) -> Result<Epoch, StoreError> {
     let key = epoch_key(store);
     let started = std::time::Instant::now();
     // Two graces: the longest TTL known (this process's, or the epoch's), and one operation,
-    // counted from the start of the wait or of the grace this process started itself (the
-    // start's own requests may take a while on an etcd under load).
+    // counted from the start of the wait or of the last epoch start this process tried, won or
+    // lost (the start's own requests may take a while on an etcd under load).
     let mut grace = ttl;
     let mut since = started;
     let (mut reason, mut told) = (None, false);
+    let mut starts = 0;
     loop {
         if std::time::Instant::now() >= since + 2 * grace + store.timeouts().command {
             let last = reason.as_deref().map_or(String::new(), |why| format!(" (the etcd cluster {why})"));
@@ -313,9 +314,21 @@ pub fn await_epoch(store: &EtcdStore, ttl: Duration) -> Result<Epoch, StoreError
         };
         if let Some(why) = why {
             // Start an epoch of this cluster, with a grace of one TTL, unless another process
-            // just did.
-            if start(store, ttl, &read)? {
-                since = std::time::Instant::now();
+            // just did. Either way a grace begins about now: the bound counts from here, not
+            // from the start of a wait that may have spent seconds on an etcd being restored
+            // (a loser of the race to start waits out the winner's grace, two processes of a
+            // history run once failed here). Bounded all the same: a state replaced again and
+            // again is refused.
+            starts += 1;
+            if starts > MAX_EPOCH_STARTS {
+                return Err(StoreError::unsafe_(
+                    &key,
+                    format!("the cluster epoch was started {MAX_EPOCH_STARTS} times while this process waited ({why}): etcd's state keeps being replaced"),
+                ));
+            }
+            let started_it = start(store, ttl, &read)?;
+            since = std::time::Instant::now();
+            if started_it {
                 tracing::info!(cluster = read.cluster, reason = %why, "started a cluster epoch");
             } else {
                 std::thread::sleep(Duration::from_millis(50));
@@ -373,6 +386,10 @@ fn start(store: &EtcdStore, ttl: Duration, read: &Read) -> Result<bool, StoreErr
     }
     Ok(started)
 }
+
+/// How many times one [`await_epoch`] tries to start an epoch (won or lost to another process)
+/// before it refuses: each start follows a state found new, wiped or restored again.
+const MAX_EPOCH_STARTS: u32 = 8;
 
 /// How many raft entries that write no key an epoch's start adds to etcd's log before it
 /// records its mark: a backup taken early in an epoch on a young raft log (a new or just
