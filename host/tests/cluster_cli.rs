@@ -39,11 +39,17 @@ const PREFIX: &str = "fleet";
 /// new prefix waits out a grace of one TTL, which `a_wiped_etcd_never_lets_two_exports_overlap`
 /// tests.
 fn cluster() -> Option<Etcd> {
+    cluster_with_ttl(2)
+}
+
+/// A new etcd whose prefix's epoch was started (its grace waited out) with a TTL of `seconds`:
+/// the TTL every process of the test must use (one that differs takes no part).
+fn cluster_with_ttl(seconds: u64) -> Option<Etcd> {
     if !namespaces_available(&["--pid", "--mount", "--fork", "--mount-proc"]) {
         return None;
     }
     let etcd = Etcd::start()?;
-    proclease::cluster::presence::await_epoch(&etcd.store(PREFIX), Duration::from_secs(2)).expect("the prefix's epoch");
+    proclease::cluster::presence::await_epoch(&etcd.store(PREFIX), Duration::from_secs(seconds)).expect("the prefix's epoch");
     Some(etcd)
 }
 
@@ -232,7 +238,7 @@ fn the_presence_history_of_an_ended_boot_can_be_listed_and_forgotten() {
 /// expired it, never before.
 #[test]
 fn a_crashed_machines_admission_is_taken_over_only_after_its_presence_expires() {
-    let Some(etcd) = cluster() else { return };
+    let Some(etcd) = cluster_with_ttl(4) else { return };
     let (first, second) = (machine(&etcd.url(PREFIX), "4s"), machine(&etcd.url(PREFIX), "4s"));
     let mut holder = first.spawn_exclusive("export", &["sleep", "1000"]);
     let owner = wait_for_helper(&etcd);
@@ -274,7 +280,7 @@ fn a_crashed_machines_admission_is_taken_over_only_after_its_presence_expires() 
 /// crashed machine's admission, which `--wait` waits for instead of polling.
 #[test]
 fn every_holder_of_the_admission_gets_a_greater_fencing_token() {
-    let Some(etcd) = cluster() else { return };
+    let Some(etcd) = cluster_with_ttl(3) else { return };
     let (first, second) = (machine(&etcd.url(PREFIX), "3s"), machine(&etcd.url(PREFIX), "3s"));
     let token_into = |machine: &Machine, name: &str| format!("echo \"$PROCLEASE_FENCING_TOKEN\" > {}", machine.root.join(name).display());
     assert!(first.exclusive("one", &["sh", "-c", &token_into(&first, "t1")]).status.success());
@@ -351,7 +357,7 @@ fn every_holder_of_the_admission_gets_a_greater_fencing_token() {
 /// a crash — never judged gone while registered, never stuck as "cannot be inspected".
 #[test]
 fn machines_sharing_one_boot_id_are_judged_by_their_presence() {
-    let Some(etcd) = cluster() else { return };
+    let Some(etcd) = cluster_with_ttl(3) else { return };
     let (first, second) = (machine(&etcd.url(PREFIX), "3s"), machine(&etcd.url(PREFIX), "3s"));
     std::fs::copy(&first.boot_id, &second.boot_id).expect("one kernel, one boot id");
     let mut holder = first.spawn_exclusive("export", &["sleep", "1000"]);
@@ -876,7 +882,7 @@ fn a_process_registered_before_a_restore_may_not_write_after_it() {
     if !etcd_server::etcdctl_installed() {
         return;
     }
-    let Some(mut etcd) = cluster() else { return };
+    let Some(mut etcd) = cluster_with_ttl(10) else { return };
     let dir = tempfile::tempdir().expect("tempdir");
     let backup = dir.path().join("backup.db");
     let host = proclease::Host::builder()
@@ -908,7 +914,7 @@ fn a_holders_fencing_token_stays_current_after_etcd_compacts() {
     if !etcd_server::etcdctl_installed() {
         return;
     }
-    let Some(etcd) = cluster() else { return };
+    let Some(etcd) = cluster_with_ttl(3) else { return };
     let holder = machine(&etcd.url(PREFIX), "3s");
     let script = format!("echo \"$PROCLEASE_FENCING_TOKEN\" > '{}'; sleep 1000", holder.root.join("t").display());
     let mut running = holder.spawn_exclusive("long", &["sh", "-c", &script]);
@@ -1086,11 +1092,15 @@ fn operator_mistakes_get_words_that_say_what_to_fix() {
     let del = Command::new("etcdctl").env("ETCDCTL_API", "3").args(["--endpoints", &endpoint, "del", &key]).output().expect("etcdctl");
     assert!(del.status.success(), "{del:?}");
 
-    // The epoch was started with a TTL of 2 s; a machine with another is told.
+    // The epoch was started with a TTL of 2 s; a machine with another takes no part (a grace
+    // after a wipe lasts the starter's TTL): it refuses before its command starts.
     let other = machine(&url, "4s");
-    let out = other.exclusive("ttl", &["true"]);
-    assert_eq!(out.status.code(), Some(0), "{out:?}");
-    assert!(stderr(&out).contains("--cluster-ttl (4 s) differs from the TTL this prefix's epoch was started with (2 s)"), "{out:?}");
+    let marker = other.root.join("ran");
+    let out = other.exclusive("ttl", &["touch", marker.to_str().expect("utf-8")]);
+    assert_ne!(out.status.code(), Some(0), "{out:?}");
+    assert!(stderr(&out).contains("--cluster-ttl (4 s) differs from the TTL this prefix's epoch was started with (2 s), so it takes no part"), "{out:?}");
+    assert!(stderr(&out).contains("use --cluster-ttl 2s"), "{out:?}");
+    assert!(!marker.exists(), "the command never ran");
 }
 
 /// The etcd password never reaches the command (#45 case 7): not in its environment, and not in
@@ -1170,7 +1180,7 @@ fn racing_invocations_keep_their_own_leases_while_another_machine_repairs() {
 /// once etcd expired it.
 #[test]
 fn a_crashed_machines_invocation_tombstone_stays_until_its_presence_expires() {
-    let Some(etcd) = cluster() else { return };
+    let Some(etcd) = cluster_with_ttl(4) else { return };
     let (first, second) = (machine(&etcd.url(PREFIX), "4s"), machine(&etcd.url(PREFIX), "4s"));
     let mut crashed = first.invocation(&["sleep", "1000"]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("spawn");
     let deadline = Instant::now() + Duration::from_secs(30);

@@ -392,7 +392,7 @@ impl Timing {
             if after.sigterm_ago.is_some() && before.sigterm_ago.is_none() {
                 out += " → SIGTERM (the lapse)";
             }
-            if let (true, Command::GoneIn(gone)) = (after.command != before.command, after.command) {
+            if let (Command::Running, Command::GoneIn(gone)) = (before.command, after.command) {
                 let by = if action == Action::Tick { "the dead man fired: " } else { "SIGKILL: " };
                 out += &format!(" → {by}the command is gone at {:.3} ms", now.plus(gone).millis());
             }

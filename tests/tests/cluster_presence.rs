@@ -17,7 +17,7 @@ use proclease::process_identity::{ProcessIdentity, SharedProcesses};
 use proclease::state_store::StoreError;
 use proclease::state_store::etcd::{EtcdStore, SharedEtcdStore};
 use proclease::{Admission, Runtime};
-use proclease_tests::etcd_server::Etcd;
+use proclease_tests::etcd_server::{self, Etcd};
 
 const TTL: Duration = Duration::from_secs(2);
 
@@ -108,13 +108,20 @@ fn dropping_a_session_revokes_its_presence_at_once() {
 /// With a 60 s TTL the renewal thread sleeps 20 s between renewals; the drop must not wait for it.
 #[test]
 fn dropping_a_session_does_not_wait_for_the_next_renewal() {
+    if !etcd_server::etcdctl_installed() {
+        return;
+    }
     let Some(etcd) = Etcd::start() else { return };
     let store = Arc::new(etcd.store("prompt-exit"));
     let own = ProcessIdentity::new().self_identity().expect("own identity");
     let ttl = Duration::from_secs(60);
     // A new prefix's first presence waits out the grace of its epoch, one TTL: start the epoch
-    // with a short one, so that this session does not wait a minute.
+    // with a short one, so that this session does not wait a minute, then record the TTL of 60 s
+    // as the epoch's (a process whose TTL differs from the epoch's takes no part).
     presence::await_epoch(&store, Duration::from_secs(2)).expect("epoch");
+    let endpoint = format!("127.0.0.1:{}", etcd.client_port);
+    let put = Command::new("etcdctl").env("ETCDCTL_API", "3").args(["--endpoints", &endpoint, "put", "/prompt-exit/epoch-ttl", "60"]).output().expect("etcdctl");
+    assert!(put.status.success(), "{put:?}");
     let session = PresenceSession::open(store.clone(), &own, ttl).expect("registered");
     // Let the renewal thread send its first renewal and go to sleep.
     std::thread::sleep(Duration::from_millis(300));

@@ -42,13 +42,17 @@ fn the_shipped_rules_keep_one_holder_up_to_the_kill_latency_bound() {
 
 #[test]
 fn a_kill_latency_past_the_bound_lets_another_machine_take_over_while_the_command_runs() {
-    let drift = ppm(100);
-    let bound = kill_latency_bound(&Rules::shipped(), drift).expect("a dead man");
-    let trace = violated(Timing::shipped(bound.plus(Ratio::new(1, 100_000)), drift));
-    // The shortest path: no renewal reaches etcd after the first, the dead man fires on the
-    // owner's slow clock, etcd expires the presence on its fast one, the kill is not done yet.
-    assert!(trace.contains("owner 9999/10000") && trace.contains("etcd 10001/10000"), "the worst clocks: {trace}");
-    assert!(trace.contains("another machine may take over at"), "{trace}");
+    for drift in [Ratio::ZERO, ppm(100), ppm(500), Ratio::new(1, 100)] {
+        let bound = kill_latency_bound(&Rules::shipped(), drift).expect("a dead man");
+        let steps_per_ttl = if drift == Ratio::ZERO { 16 } else { 8 };
+        // 0.1 ms past the bound at a 10 s TTL.
+        let trace = violated(Timing { steps_per_ttl, ..Timing::shipped(bound.plus(Ratio::new(1, 100_000)), drift) });
+        // The shortest path: no renewal reaches etcd after the first, the dead man fires on the
+        // owner's slow clock, etcd expires the presence on its fast one, the kill is not done.
+        let worst = format!("owner {}, etcd {}", Ratio::ONE.minus(drift), Ratio::ONE.plus(drift));
+        assert!(trace.contains(&worst), "the worst clocks, {worst}: {trace}");
+        assert!(trace.contains("the dead man fired") && trace.contains("two holders"), "{trace}");
+    }
 }
 
 #[test]

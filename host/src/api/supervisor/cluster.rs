@@ -139,27 +139,35 @@ pub(super) fn wait(host: &Host, session: Option<&Session>, tree: &mut Tree) -> s
     use crate::cluster::self_fencing::Standing;
     use std::time::{Duration, Instant};
     let (Some(session), Some(cluster)) = (session, host.cluster()) else { return tree.wait().map(|status| (status, None)) };
+    // Silent past the TTL (this process was stopped or the machine suspended), or etcd said the
+    // lease or its state is gone: another machine may already run; no grace, before or during
+    // the lapse's.
+    let end_now = |tree: &mut Tree, standing: Standing| -> std::io::Result<Option<(ExitStatus, Option<Error>)>> {
+        let error: Error = match standing {
+            Standing::Live | Standing::Lapsing { .. } => return Ok(None),
+            Standing::Lost => {
+                tracing::warn!(pid = tree.id(), "the cluster presence is lost: killing the command");
+                cluster.state_lost(session.lost().unwrap_or_else(|| "etcd no longer has its lease".into())).into()
+            }
+            Standing::Overran => {
+                tracing::warn!(pid = tree.id(), "the cluster presence overran its TTL: killing the command");
+                cluster.session_overran(session.silence()).into()
+            }
+        };
+        tree.kill();
+        Ok(Some((tree.wait()?, Some(error))))
+    };
     let grace = loop {
         if let Some(status) = tree.wait_command(Some(Duration::from_millis(50)))? {
             return Ok((status, None));
         }
-        // Silent past the TTL (this process was stopped or the machine suspended), or etcd
-        // said the lease or its state is gone: another machine may already run; no grace.
         match session.standing() {
             Standing::Live => continue,
             Standing::Lapsing { grace } => break grace,
-            Standing::Lost => {
-                tracing::warn!(pid = tree.id(), "the cluster presence is lost: killing the command");
-                tree.kill();
-                let status = tree.wait()?;
-                let reason = session.lost().unwrap_or_else(|| "etcd no longer has its lease".into());
-                return Ok((status, Some(cluster.state_lost(reason).into())));
-            }
-            Standing::Overran => {
-                tracing::warn!(pid = tree.id(), "the cluster presence overran its TTL: killing the command");
-                tree.kill();
-                let status = tree.wait()?;
-                return Ok((status, Some(cluster.session_overran(session.silence()).into())));
+            other => {
+                if let Some(ended) = end_now(tree, other)? {
+                    return Ok(ended);
+                }
             }
         }
     };
@@ -171,6 +179,9 @@ pub(super) fn wait(host: &Host, session: Option<&Session>, tree: &mut Tree) -> s
             // Nothing of the tree may run on: what the command left is killed at once.
             tree.kill();
             return Ok((status, Some(cluster.session_lost("it exited on SIGTERM").into())));
+        }
+        if let Some(ended) = end_now(tree, session.standing())? {
+            return Ok(ended);
         }
     }
     tree.kill();

@@ -22,8 +22,8 @@
 //!   raft log first ([`EPOCH_PADDING`]), so that a backup taken early in an epoch on a young log
 //!   is told too.
 //! - `P/epoch-ttl`: the TTL (whole seconds) the epoch was started with, the longest of the
-//!   starter's and the epoch before's: its grace. A process whose `--cluster-ttl` differs is
-//!   told so when it registers.
+//!   starter's and the epoch before's: its grace. A process whose `--cluster-ttl` differs
+//!   refuses to register, saying so.
 //! - `P/grace`: exists, under an etcd lease of one TTL, while a new epoch's grace runs; no
 //!   presence registers meanwhile. By its end every owner of before has found its session lost
 //!   (its lease missing, a revision lower than it saw, another cluster, or the epoch changed:

@@ -238,14 +238,22 @@ mod enabled {
         /// brings back this session's lease with the state of its backup).
         fn for_write(&self, path: &str) -> Result<&EtcdStore, Failure> {
             let session = self.cluster.session().map_err(failure)?;
-            session.confirm_state().map_err(|why| {
-                failure(StoreError::unsafe_(
-                    path,
-                    format!(
-                        "this process's cluster state is lost ({why}; etcd at {}), so it may no longer write: another machine may take over its leases; nothing was changed",
-                        self.cluster.store.endpoint()
+            session.confirm_state().map_err(|unconfirmed| {
+                let endpoint = self.cluster.store.endpoint();
+                failure(match unconfirmed {
+                    crate::cluster::presence::Unconfirmed::Lost(why) => StoreError::unsafe_(
+                        path,
+                        format!("this process's cluster state is lost ({why}; etcd at {endpoint}), so it may no longer write: another machine may take over its leases; nothing was changed"),
                     ),
-                ))
+                    crate::cluster::presence::Unconfirmed::NoAnswer(bound) => StoreError::Unreachable {
+                        path: path.into(),
+                        operation: "confirming the cluster state",
+                        message: format!(
+                            "etcd at {endpoint} did not confirm within {} that its state is still the one this process registered in (a restore from a backup would bring back this process's lease), so nothing was written; retry once etcd answers",
+                            humantime::format_duration(bound)
+                        ),
+                    },
+                })
             })?;
             Ok(&self.cluster.store)
         }

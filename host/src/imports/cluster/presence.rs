@@ -372,6 +372,24 @@ impl PresenceSession {
         let (sent, lease, cluster_id, member, revision, epoch) = loop {
             attempts += 1;
             let epoch = await_epoch(&store, ttl)?;
+            // One TTL for every machine of a prefix: the grace after a wipe or restore lasts the
+            // TTL of the process that starts it (the cluster-timing model's counterexample
+            // `an_epoch_started_by_a_process_with_a_shorter_ttl_makes_two_holders`).
+            if let Some(agreed) = epoch.ttl.filter(|agreed| *agreed != ttl) {
+                return Err(StoreError::unsafe_(
+                    &key,
+                    format!(
+                        "this process's --cluster-ttl ({} s) differs from the TTL this prefix's epoch was started with ({} s), so it takes no part: every \
+                         machine of a prefix must use the same TTL, since the grace after a wipe or restore lasts the TTL of the process that starts \
+                         it and an owner with a longer one acts past it; use --cluster-ttl {}s (to change a prefix's TTL, stop every machine of it \
+                         and delete its epoch: etcdctl del {}/epoch)",
+                        ttl.as_secs(),
+                        agreed.as_secs(),
+                        agreed.as_secs(),
+                        store.prefix()
+                    ),
+                ));
+            }
             let sent = boottime();
             let granted = store.run(&key, "granting a lease", || {
                 let mut leases = store.client().lease_client();
@@ -403,16 +421,6 @@ impl PresenceSession {
                 }
             }
         };
-        if let Some(agreed) = epoch.ttl.filter(|agreed| *agreed != ttl) {
-            tracing::warn!(
-                "this process's --cluster-ttl ({} s) differs from the TTL this prefix's epoch was started with ({} s): every machine of a prefix \
-                 must use the same TTL, since the grace after a wipe or restore lasts one TTL and a longer one lets an owner from before act \
-                 past it; use --cluster-ttl {}s",
-                ttl.as_secs(),
-                agreed.as_secs(),
-                agreed.as_secs()
-            );
-        }
         let shared = Arc::new(Shared {
             last_acknowledged: Mutex::new(sent),
             expired: AtomicBool::new(false),
@@ -495,22 +503,35 @@ impl PresenceSession {
     }
 
     /// Before a write: whether etcd's state is still the one this session registered in (no
-    /// new epoch, no raft log gone back). A restore from a backup brings
-    /// back the leases it holds, so the write's fence alone cannot tell. Lost: the session is
-    /// lost at once (its supervisor kills its command) and why comes back. When etcd does not
-    /// answer, nothing is decided here (the write itself fails).
+    /// new epoch, no raft log gone back). A restore from a backup brings back the leases it
+    /// holds, so the write's fence alone cannot tell. Lost: the session is lost at once (its
+    /// supervisor kills its command) and why comes back. A check etcd does not answer is made
+    /// again, at another member, within the command timeout; then the write is refused: a
+    /// process whose lease a restore brought back could otherwise take over a record of the
+    /// backup at once, without waiting out the new epoch's grace, while the holder of after
+    /// the backup still runs.
     ///
-    /// Errors: the state was lost, and why.
-    pub fn confirm_state(&self) -> Result<(), String> {
+    /// Errors: the state was lost, and why ([`Unconfirmed::Lost`]); etcd did not answer
+    /// ([`Unconfirmed::NoAnswer`]).
+    pub fn confirm_state(&self) -> Result<(), Unconfirmed> {
         if let Some(why) = self.lost() {
-            return Err(why);
+            return Err(Unconfirmed::Lost(why));
         }
-        match check_state(&self.store, &self.shared, self.store.timeouts().dial) {
-            State::Lost(why) => {
-                self.shared.lose(self.lease, why.clone());
-                Err(why)
+        let timeouts = self.store.timeouts();
+        let deadline = std::time::Instant::now() + timeouts.command;
+        loop {
+            match check_state(&self.store, &self.shared, timeouts.dial) {
+                State::Held => return Ok(()),
+                State::Lost(why) => {
+                    self.shared.lose(self.lease, why.clone());
+                    return Err(Unconfirmed::Lost(why));
+                }
+                State::Unknown if std::time::Instant::now() + Duration::from_millis(50) < deadline => {
+                    self.store.pass_over(self.store.preferred());
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                State::Unknown => return Err(Unconfirmed::NoAnswer(timeouts.command)),
             }
-            State::Held | State::Unknown => Ok(()),
         }
     }
 
@@ -613,6 +634,16 @@ fn check_state(store: &EtcdStore, shared: &Shared, bound: Duration) -> State {
         Ok(Err(why)) => State::Lost(format!("etcd {why}")),
         Err(_) => State::Unknown,
     }
+}
+
+/// Why [`PresenceSession::confirm_state`] did not confirm etcd's state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unconfirmed {
+    /// The state is not the one the session registered in (wiped, restored, a new epoch), or
+    /// the session was lost before: why, in words.
+    Lost(String),
+    /// etcd did not answer the check within this bound (the command timeout).
+    NoAnswer(Duration),
 }
 
 /// The renewal loop: a keep-alive every third of the TTL; after a failure, the stream is
