@@ -27,7 +27,11 @@
 //! What the model takes as given (each is tested on the real system, `docs/cluster.md`): etcd's
 //! compare-and-swap is linearizable; etcd never expires a lease earlier than its TTL after the
 //! last renewal *reached* it (measured on its leader's clock; a new leader extends); a restore is
-//! told (the epoch check of `epoch.rs`), and every process of a prefix uses the same TTL.
+//! told (the epoch check of `epoch.rs`), and every process of a prefix uses the same TTL (a
+//! process whose TTL differs from its epoch's refuses to register). A running supervisor polls
+//! its standing at least once a step. Not run here: the renewal loop of `presence.rs` (that a
+//! renewal's instant is read before it is sent, that only a confirmed acknowledgement moves the
+//! dead man), which the model restates.
 
 use std::cmp::Ordering;
 use std::fmt;
