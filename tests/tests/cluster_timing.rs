@@ -34,9 +34,7 @@ fn the_shipped_rules_keep_one_holder_up_to_the_kill_latency_bound() {
     for drift in [Ratio::ZERO, ppm(100), ppm(500), Ratio::new(1, 100)] {
         let bound = kill_latency_bound(&Rules::shipped(), drift).expect("the shipped rules have a dead man");
         assert!(bound > Ratio::ZERO, "{drift:?}");
-        // A coarser grid where clocks drift: their rates multiply the distinct instants.
-        let steps_per_ttl = if drift == Ratio::ZERO { 16 } else { 8 };
-        holds(Timing { steps_per_ttl, ..Timing::shipped(bound, drift) });
+        holds(Timing::shipped(bound, drift));
     }
 }
 
@@ -44,9 +42,8 @@ fn the_shipped_rules_keep_one_holder_up_to_the_kill_latency_bound() {
 fn a_kill_latency_past_the_bound_lets_another_machine_take_over_while_the_command_runs() {
     for drift in [Ratio::ZERO, ppm(100), ppm(500), Ratio::new(1, 100)] {
         let bound = kill_latency_bound(&Rules::shipped(), drift).expect("a dead man");
-        let steps_per_ttl = if drift == Ratio::ZERO { 16 } else { 8 };
         // 0.1 ms past the bound at a 10 s TTL.
-        let trace = violated(Timing { steps_per_ttl, ..Timing::shipped(bound.plus(Ratio::new(1, 100_000)), drift) });
+        let trace = violated(Timing::shipped(bound.plus(Ratio::new(1, 100_000)), drift));
         // The shortest path: no renewal reaches etcd after the first, the dead man fires on the
         // owner's slow clock, etcd expires the presence on its fast one, the kill is not done.
         let worst = format!("owner {}, etcd {}", Ratio::ONE.minus(drift), Ratio::ONE.plus(drift));
@@ -69,7 +66,7 @@ fn the_bound_at_the_default_ttl_is_the_one_the_docs_state() {
 
 #[test]
 fn clocks_drifting_past_one_part_in_thirty_one_make_two_holders_even_with_instant_kills() {
-    holds(Timing { steps_per_ttl: 8, ..Timing::shipped(Ratio::ZERO, Ratio::new(1, 32)) });
+    holds(Timing::shipped(Ratio::ZERO, Ratio::new(1, 32)));
     let trace = violated(Timing::shipped(Ratio::ZERO, Ratio::new(1, 30)));
     assert!(trace.contains("owner 29/30") && trace.contains("etcd 31/30"), "{trace}");
 }
