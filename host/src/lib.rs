@@ -45,7 +45,7 @@ pub(crate) use imports::fsops;
 pub(crate) use runtime::bindings;
 
 // Stable paths to the parts an embedder wires by hand.
-pub use api::{admission, directory_lease, dispositions, invocation_lease, records, report, supervisor};
+pub use api::{admission, directory_lease, dispositions, invocation_lease, records, report, supervisor, wait_queue};
 pub use imports as effects;
 pub use imports::process_identity::witness;
 pub use imports::state_store::home as state_home;

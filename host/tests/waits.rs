@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{sandbox, stderr};
+use common::{sandbox, stderr, stdout};
 
 /// `flock -o LOCK sleep 600` (flock holds the lock itself) in a process group of its own, once
 /// `/proc/locks` shows it held.
@@ -99,4 +99,62 @@ fn an_exclusive_run_waits_for_its_turn_within_its_bound() {
     let rest: Vec<String> = lines.map_while(Result::ok).collect();
     assert!(third.wait().expect("third").success(), "{rest:?}");
     assert_eq!(std::fs::read_to_string(&marks).expect("marks"), "start-1\nend-1\nstart-3\n", "the runs overlapped");
+}
+
+/// Issue #44, "a fair wait that wakes on death": `run --exclusive --wait` waiters take the
+/// admission in the order they arrived, `doctor` shows them in that order, and a waiter killed
+/// in the queue loses its place without holding up those behind it.
+#[test]
+fn exclusive_waiters_take_their_turn_in_arrival_order_and_a_killed_waiter_is_skipped() {
+    let s = sandbox();
+    let (marks, gate) = (s.root.join("marks"), s.root.join("gate"));
+    std::fs::write(&gate, "").expect("gate");
+    let script = format!("echo holder >> {m}; while [ -e {g} ]; do sleep 0.05; done", m = marks.display(), g = gate.display());
+    let w = s.root.join("jobs/holder");
+    let mut holder = s.spawn(&["run", "--exclusive", "--workdir", w.to_str().unwrap(), "--", "sh", "-c", &script]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !std::fs::read_to_string(&marks).unwrap_or_default().contains("holder") {
+        assert!(Instant::now() < deadline, "the holder never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Eight waiters, each started once the one before is in line (so that arrival order is
+    // known whatever the machine's load).
+    let waiting = |s: &common::Sandbox| -> Vec<u64> {
+        let doc = s.doctor();
+        let rows = doc["entries"].as_array().expect("entries").iter().filter(|e| e["kind"] == "waiter" && e["disposition"] == "waiting");
+        rows.map(|e| e["ownerPid"].as_u64().expect("pid")).collect()
+    };
+    let mut waiters = Vec::new();
+    for i in 0..8 {
+        let work = s.root.join(format!("jobs/w{i}"));
+        let mark = format!("echo w{i} >> {}", marks.display());
+        waiters.push(s.spawn(&["run", "--exclusive", "--wait", "120s", "--workdir", work.to_str().unwrap(), "--", "sh", "-c", &mark]));
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while waiting(&s).len() < i + 1 {
+            assert!(Instant::now() < deadline, "waiter {i} never joined the queue");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    let pids: Vec<u64> = waiters.iter().map(|w| u64::from(w.id())).collect();
+    assert_eq!(waiting(&s), pids, "doctor lists the waiters in the order they arrived");
+    let text = stdout(&s.run(&["doctor"]));
+    assert!(text.contains("export admission, #1 in line") && text.contains("export admission, #8 in line"), "{text}");
+    // The fourth is killed where it waits: the others keep their order, and it is no longer in line.
+    common::kill(pids[3]);
+    assert!(!waiters[3].wait().expect("w3").success());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while waiting(&s).contains(&pids[3]) {
+        assert!(Instant::now() < deadline, "a killed waiter stayed in line");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::fs::remove_file(&gate).expect("open the gate");
+    assert!(holder.wait().expect("holder").success());
+    for (i, waiter) in waiters.iter_mut().enumerate().filter(|(i, _)| *i != 3) {
+        assert!(waiter.wait().expect("waiter").success(), "waiter {i} failed");
+    }
+    assert_eq!(std::fs::read_to_string(&marks).expect("marks"), "holder\nw0\nw1\nw2\nw4\nw5\nw6\nw7\n", "the waiters ran out of order");
+    // Everyone left the queue.
+    assert!(waiting(&s).is_empty());
+    let tickets = std::fs::read_dir(s.state.join(".proclease/queues/export-admission")).expect("queue").count();
+    assert_eq!(tickets, 0, "tickets left behind");
 }

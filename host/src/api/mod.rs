@@ -12,6 +12,7 @@ pub mod invocation_lease;
 pub mod records;
 pub mod report;
 pub mod supervisor;
+pub mod wait_queue;
 
 /// Says what a handle's drop could not do: to the program's `tracing` subscriber when it
 /// installed a global one, else on standard error as `proclease: warning: …`, so that a claim

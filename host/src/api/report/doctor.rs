@@ -44,8 +44,8 @@ pub struct DoctorReport {
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Row {
-    /// `admission`, `raw-working`, `bundle-stage`, `lease-entry` (not a valid lease) or
-    /// `invocation`.
+    /// `admission`, `waiter` (a process in the admission's wait queue, `wait_queue`),
+    /// `raw-working`, `bundle-stage`, `lease-entry` (not a valid lease) or `invocation`.
     pub kind: &'static str,
     /// The leased path, the claim's id or file name, or the invocation's plugin and operation.
     pub target: String,
@@ -81,6 +81,9 @@ impl DoctorReport {
     pub fn from_survey(host: &Host, survey: Survey, now_ms: u64) -> DoctorReport {
         let mut entries = Vec::new();
         admission_rows(host, survey.admission, &mut entries);
+        if host.cluster().is_none() {
+            waiter_rows(host, now_ms, &mut entries);
+        }
         let run = &survey.recovery.directory_leases;
         let bound = proclease_core::directory_leases::MAX_CLAIMS;
         let over_bound = (run.outcomes.len() > bound).then(|| {
@@ -201,6 +204,41 @@ impl DoctorReport {
             out += &format!("{line}{why}\n");
         }
         out
+    }
+}
+
+/// The rows of the export admission's wait queue (`run --exclusive --wait` on the file store),
+/// in order: the processes waiting for their turn, and the places of waiters that are gone.
+fn waiter_rows(host: &Host, now_ms: u64, rows: &mut Vec<Row>) {
+    let Some(queue) = crate::wait_queue::WaitQueue::open_if_present(host.state_home(), crate::wait_queue::EXPORT_ADMISSION) else { return };
+    let mut place = 0;
+    for waiter in queue.waiters() {
+        let (target, disposition, reason) = if waiter.waiting {
+            place += 1;
+            (
+                format!("export admission, #{place} in line"),
+                "waiting",
+                "a `run --exclusive --wait` waiting for its turn: it takes the admission once the waiters ahead of it have had theirs".to_string(),
+            )
+        } else {
+            (
+                "export admission, a place left".to_string(),
+                "gone",
+                format!("its waiter left or died (its ticket {} is free): the waiters behind skip it and remove it", waiter.ticket),
+            )
+        };
+        rows.push(Row {
+            kind: "waiter",
+            target,
+            owner_pid: waiter.pid,
+            child_pid: None,
+            phase: "queued".into(),
+            age: waiter.enqueued_at_ms.map_or_else(|| "-".into(), |at| age(now_ms, at)),
+            disposition: disposition.into(),
+            reason,
+            recover_action: None,
+            owner_host: None,
+        });
     }
 }
 

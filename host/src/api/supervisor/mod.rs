@@ -6,7 +6,9 @@
 //! The order of writes is what makes a crash at any instant recoverable exactly:
 //! lease (preparing) → launching → spawn → running(child identity) → wait → settled → release;
 //! with `exclusive` the admission goes parent-owned → helper-launching → helper-active(child)
-//! → parent-owned → released around it. While the child lives, its recorded identity and its
+//! → parent-owned → released around it (for a working directory, released as soon as the
+//! command's tree is gone, before the directory's lease is settled, so that the next waiter
+//! starts at once). While the child lives, its recorded identity and its
 //! witness keep the lease active; the launch window (between spawn and recording the child) is
 //! bounded by `recover_after`, and proven by the spawn witness (`docs/witness.md`).
 //!
@@ -48,6 +50,7 @@ use crate::{Admission, DirectoryLease};
 mod cluster;
 pub mod dead_man_record;
 mod launch;
+mod queued;
 mod signals;
 mod steps;
 
@@ -160,9 +163,13 @@ impl<'h> Supervisor<'h> {
     }
 
     /// With [`Supervisor::exclusive`]: how long to wait for the export admission while a live
-    /// owner holds it (`another export is active`), trying again with a growing pause (50 ms
-    /// to 1 s) and saying once that it waits and for whom; default zero (refuse at once, as the
-    /// reference does). Any other refusal is not waited for.
+    /// owner holds it (`another export is active`), saying once that it waits, for whom and
+    /// behind how many; default zero (refuse at once, as the reference does). Any other refusal
+    /// is not waited for.
+    ///
+    /// On the file store the waiters queue in arrival order and wake when the holder releases
+    /// the admission or dies (`wait_queue`, `docs/waiting.md`); in cluster mode they wait on a
+    /// watch of etcd, without a queue (`docs/cluster.md`).
     pub fn wait_for_turn(mut self, bound: Duration) -> Self {
         self.admission_wait = bound;
         self
@@ -214,7 +221,24 @@ impl<'h> Supervisor<'h> {
     /// Acquires the admission, waiting for its turn for at most [`Supervisor::wait_for_turn`]
     /// while a live owner holds it: the admission, and the acquisition's operation (begun again
     /// for the attempt that succeeded).
-    fn admission_in_turn(&self, mut operation: crate::lock_wait::Operation, interrupted: &dyn Fn() -> Option<Error>) -> Result<(Admission, crate::lock_wait::Operation), Error> {
+    fn admission_in_turn(&self, operation: crate::lock_wait::Operation, interrupted: &dyn Fn() -> Option<Error>) -> Result<(Admission, crate::lock_wait::Operation), Error> {
+        if self.admission_wait.is_zero() || self.host.cluster().is_some() {
+            return self.admission_polled(operation, interrupted);
+        }
+        let home = self.host.store().home();
+        let queue = match crate::wait_queue::WaitQueue::open(home.dir(), home.path(), crate::wait_queue::EXPORT_ADMISSION) {
+            Ok(queue) => queue,
+            Err(e) => {
+                tracing::warn!("the export admission's wait queue cannot be opened ({e}): waiting without a place in it");
+                return self.admission_polled(operation, interrupted);
+            }
+        };
+        queued::admission(self.host, &queue, operation, self.admission_wait, interrupted)
+    }
+
+    /// [`Supervisor::admission_in_turn`] without a queue: cluster mode (a watch of etcd), and a
+    /// run that does not wait (one attempt).
+    fn admission_polled(&self, mut operation: crate::lock_wait::Operation, interrupted: &dyn Fn() -> Option<Error>) -> Result<(Admission, crate::lock_wait::Operation), Error> {
         let start = std::time::Instant::now();
         let mut pause = Duration::from_millis(50);
         let mut told = false;
@@ -494,6 +518,30 @@ impl<'h> Supervisor<'h> {
         let interrupted = forwarder.as_ref().and_then(signals::Forwarder::interrupted);
         drop(forwarder);
         drop(dead_man);
+        // A working directory's export is over once its tree is gone: the admission is settled
+        // and released first, so that the next waiter for it starts while this run settles and
+        // releases its directory (the hand-off, issue #44). A stage keeps it until published.
+        // Set when that was tried (and failed): the admission is then left as it is.
+        let mut admission_ended = false;
+        if role == Role::RawWorking
+            && problems.is_empty()
+            && let Some(mut held) = admission.take()
+        {
+            let bound = steps::settle_retry(fenced.is_some(), false, self.release_retry);
+            match retrying(bound, "settle the export admission", || held.settle_helper()) {
+                Ok(()) => match retrying(bound, "release the export admission", || held.release()) {
+                    Ok(()) => {}
+                    Err(e) => {
+                        problems.push(e);
+                        (admission, admission_ended) = (Some(held), true);
+                    }
+                },
+                Err(e) => {
+                    problems.push(e);
+                    (admission, admission_ended) = (Some(held), true);
+                }
+            }
+        }
         // The whole tree has ended: the journal says so before anything is settled, so that a
         // lease that cannot be released never costs the run its results.
         let journaled = match &journal {
@@ -514,6 +562,7 @@ impl<'h> Supervisor<'h> {
             problems.push(e);
         }
         if let Some(admission) = admission.as_mut()
+            && !admission_ended
             && let Err(e) = retrying(bound, "settle the export admission", || admission.settle_helper())
         {
             problems.push(e);
@@ -543,12 +592,14 @@ impl<'h> Supervisor<'h> {
             _ => {}
         }
         if problems.is_empty() {
-            if let Err(e) = retrying(bound, "release the directory lease", || lease.release()) {
-                problems.push(e);
-            }
+            // The admission first: the export is over, and a waiter for it starts while this
+            // run releases its directory (the hand-off, issue #44).
             if let Some(admission) = admission.as_mut()
                 && let Err(e) = retrying(bound, "release the export admission", || admission.release())
             {
+                problems.push(e);
+            }
+            if let Err(e) = retrying(bound, "release the directory lease", || lease.release()) {
                 problems.push(e);
             }
         }

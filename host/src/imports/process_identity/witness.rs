@@ -102,6 +102,14 @@ fn identity_name(owner: &Owner) -> String {
     format!("{}-{}.witness", owner.pid, owner.process_start_id)
 }
 
+/// Where the witness of `owner` is in the state home at `home`
+/// (`<home>/.proclease/witnesses/<boot id>/<pid>-<start>.witness`), whether or not it exists;
+/// `None` for an identity that names no witness (not digests). For a waiter that watches it
+/// (`wait_queue`): its lock is dropped, and the file closed for writing, when its holder dies.
+pub fn path_in(home: &std::path::Path, owner: &Owner) -> Option<std::path::PathBuf> {
+    nameable(owner).then(|| home.join(ROOT).join(&owner.boot_id).join(identity_name(owner)))
+}
+
 /// The prefix of the spawn witnesses `owner` took.
 fn spawn_prefix(owner: &Owner) -> String {
     format!("{}-{}.spawn-", owner.pid, owner.process_start_id)
