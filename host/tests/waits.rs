@@ -158,3 +158,60 @@ fn exclusive_waiters_take_their_turn_in_arrival_order_and_a_killed_waiter_is_ski
     let tickets = std::fs::read_dir(s.state.join(".proclease/queues/export-admission")).expect("queue").count();
     assert_eq!(tickets, 0, "tickets left behind");
 }
+
+/// A waiter stopped where it waits (Ctrl-Z) does not hold up the queue: the waiter behind it
+/// takes the admission when the holder is done, `doctor` says the stopped one is passed over,
+/// and, continued, the stopped one runs next.
+#[test]
+fn a_stopped_waiter_is_passed_over_until_it_is_continued() {
+    let s = sandbox();
+    let (marks, gate) = (s.root.join("marks"), s.root.join("gate"));
+    std::fs::write(&gate, "").expect("gate");
+    let script = format!("echo holder >> {m}; while [ -e {g} ]; do sleep 0.05; done", m = marks.display(), g = gate.display());
+    let w = s.root.join("jobs/holder");
+    let mut holder = s.spawn(&["run", "--exclusive", "--workdir", w.to_str().unwrap(), "--", "sh", "-c", &script]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !std::fs::read_to_string(&marks).unwrap_or_default().contains("holder") {
+        assert!(Instant::now() < deadline, "the holder never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let rows = |s: &common::Sandbox, disposition: &str| -> Vec<u64> {
+        let doc = s.doctor();
+        let rows = doc["entries"].as_array().expect("entries").iter().filter(|e| e["kind"] == "waiter" && e["disposition"] == disposition);
+        rows.map(|e| e["ownerPid"].as_u64().expect("pid")).collect()
+    };
+    let mut waiters = Vec::new();
+    for i in 0..2 {
+        let work = s.root.join(format!("jobs/w{i}"));
+        let mark = format!("echo w{i} >> {}", marks.display());
+        waiters.push(s.spawn(&["run", "--exclusive", "--wait", "120s", "--workdir", work.to_str().unwrap(), "--", "sh", "-c", &mark]));
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while rows(&s, "waiting").len() < i + 1 {
+            assert!(Instant::now() < deadline, "waiter {i} never joined the queue");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    let first = u64::from(waiters[0].id());
+    common::stop(first);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while rows(&s, "stopped") != [first] {
+        assert!(Instant::now() < deadline, "doctor never showed the stopped waiter");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::fs::remove_file(&gate).expect("open the gate");
+    assert!(holder.wait().expect("holder").success());
+    // Long before its bound (120 s), where its last attempt would take the admission anyway.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = waiters[1].try_wait().expect("w1") {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "the waiter behind the stopped one is held up by it");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "the waiter behind the stopped one did not run");
+    assert_eq!(std::fs::read_to_string(&marks).expect("marks"), "holder\nw1\n");
+    common::resume(first);
+    assert!(waiters[0].wait().expect("w0").success(), "the continued waiter did not run");
+    assert_eq!(std::fs::read_to_string(&marks).expect("marks"), "holder\nw1\nw0\n");
+}

@@ -86,6 +86,9 @@ pub struct Waiter {
     /// Whether its waiter is still there (its ticket is held). A free ticket's place is skipped
     /// by the waiters behind it, which remove it.
     pub waiting: bool,
+    /// Whether its waiter is stopped (Ctrl-Z, SIGSTOP): the waiters behind it pass it over while
+    /// it is.
+    pub stopped: bool,
 }
 
 impl WaitQueue {
@@ -167,7 +170,8 @@ impl WaitQueue {
                 let file = self.open_ticket(&name)?;
                 let content = read_content(&file);
                 let field = |key: &str| content.as_ref().and_then(|c| c.get(key)).and_then(serde_json::Value::as_u64);
-                Some(Waiter { pid: field("pid"), enqueued_at_ms: field("enqueuedAtMs"), waiting: held(&file), ticket: name })
+                let waiting = held(&file);
+                Some(Waiter { pid: field("pid"), enqueued_at_ms: field("enqueuedAtMs"), waiting, stopped: waiting && stopped(&file), ticket: name })
             })
             .collect()
     }
@@ -222,8 +226,12 @@ impl Ticket<'_> {
         self.live_ahead().len()
     }
 
-    /// The held tickets ahead of this one, nearest last; free ones found on the way are
-    /// removed.
+    /// The held tickets ahead of this one whose waiters are not stopped, nearest last; free
+    /// ones found on the way are removed.
+    ///
+    /// A waiter stopped where it waits (Ctrl-Z, SIGSTOP) is passed over while it is stopped,
+    /// as if it had left: otherwise it would hold up everyone behind it, the admission free or
+    /// not. Continued, it waits on from its place, behind whoever took the admission meanwhile.
     fn live_ahead(&self) -> Vec<(String, File)> {
         let own = (self.sequence, self.name.clone());
         self.queue
@@ -232,11 +240,13 @@ impl Ticket<'_> {
             .filter(|ticket| *ticket < own)
             .filter_map(|(_, name)| {
                 let file = self.queue.open_ticket(&name)?;
-                if held(&file) {
-                    Some((name, file))
-                } else {
+                if !held(&file) {
                     self.queue.remove_if_free(&name, &file);
                     None
+                } else if stopped(&file) {
+                    None
+                } else {
+                    Some((name, file))
                 }
             })
             .collect()
@@ -397,6 +407,13 @@ fn held(file: &File) -> bool {
         }
         Err(_) => true,
     }
+}
+
+/// Whether the process `/proc/locks` shows holding `file`'s lock is stopped (`T` or `t` in its
+/// `/proc/<pid>/stat`). `false` when no holder can be seen (another PID namespace's, or this
+/// process's own).
+fn stopped(file: &File) -> bool {
+    crate::lock_wait::holder(file).is_some_and(|holder| holder.state == "stopped")
 }
 
 /// The sequence of ticket `name`, or `None` when it is not a ticket's name.

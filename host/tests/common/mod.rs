@@ -179,3 +179,9 @@ pub fn stop(pid: u64) {
     let pid = rustix::process::Pid::from_raw(pid as i32).expect("pid");
     let _ = rustix::process::kill_process(pid, rustix::process::Signal::STOP);
 }
+
+/// SIGCONTs `pid`.
+pub fn resume(pid: u64) {
+    let pid = rustix::process::Pid::from_raw(pid as i32).expect("pid");
+    let _ = rustix::process::kill_process(pid, rustix::process::Signal::CONT);
+}

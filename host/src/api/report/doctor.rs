@@ -213,7 +213,15 @@ fn waiter_rows(host: &Host, now_ms: u64, rows: &mut Vec<Row>) {
     let Some(queue) = crate::wait_queue::WaitQueue::open_if_present(host.state_home(), crate::wait_queue::EXPORT_ADMISSION) else { return };
     let mut place = 0;
     for waiter in queue.waiters() {
-        let (target, disposition, reason) = if waiter.waiting {
+        let (target, disposition, reason) = if waiter.stopped {
+            (
+                "export admission, passed over".to_string(),
+                "stopped",
+                "a `run --exclusive --wait` stopped where it waits (Ctrl-Z, SIGSTOP): the waiters behind it go first while it is stopped; \
+                 continue it (`kill -CONT PID`, or `fg` in its terminal) or end it"
+                    .to_string(),
+            )
+        } else if waiter.waiting {
             place += 1;
             (
                 format!("export admission, #{place} in line"),
