@@ -215,3 +215,37 @@ fn a_stopped_waiter_is_passed_over_until_it_is_continued() {
     assert!(waiters[0].wait().expect("w0").success(), "the continued waiter did not run");
     assert_eq!(std::fs::read_to_string(&marks).expect("marks"), "holder\nw1\nw0\n");
 }
+
+/// The next run of the same job: a waiter for the directory the holder works in runs once the
+/// holder is done (the holder releases its directory before the admission).
+#[test]
+fn a_waiter_for_the_holders_own_directory_runs_after_it() {
+    let s = sandbox();
+    let (marks, gate) = (s.root.join("marks"), s.root.join("gate"));
+    std::fs::write(&gate, "").expect("gate");
+    let work = s.root.join("jobs/same");
+    let script = format!("echo first >> {m}; while [ -e {g} ]; do sleep 0.05; done", m = marks.display(), g = gate.display());
+    let mut first = s.spawn(&["run", "--exclusive", "--workdir", work.to_str().unwrap(), "--", "sh", "-c", &script]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !std::fs::read_to_string(&marks).unwrap_or_default().contains("first") {
+        assert!(Instant::now() < deadline, "the first run never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mark = format!("echo second >> {}", marks.display());
+    let second = s
+        .command(&["run", "--exclusive", "--wait", "60s", "--workdir", work.to_str().unwrap(), "--", "sh", "-c", &mark])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !s.state.join(".proclease/queues/export-admission").read_dir().is_ok_and(|mut names| names.next().is_some()) {
+        assert!(Instant::now() < deadline, "the second run never joined the queue");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::fs::remove_file(&gate).expect("open the gate");
+    assert!(first.wait().expect("first").success());
+    let out = second.wait_with_output().expect("second");
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(std::fs::read_to_string(&marks).expect("marks"), "first\nsecond\n");
+}

@@ -54,6 +54,13 @@ const TICKET: &str = ".ticket";
 const TEMPORARY: &str = ".tmp-";
 /// The most tickets a queue lists (a bound on what a reader reads, as everywhere in the store).
 const MAX_TICKETS: usize = 10_000;
+/// The largest sequence a ticket's name may carry: a name with a larger one (never made by a
+/// waiter: each takes 1 + the largest in the queue) is not a ticket, so that `+ 1` never
+/// overflows.
+const MAX_SEQUENCE: u64 = 1_000_000_000_000_000_000;
+/// How old a free `.tmp-` ticket must be before a joiner removes it: one is free for the
+/// microseconds between its creation and its lock.
+const ABANDONED_AFTER: Duration = Duration::from_secs(10);
 /// The largest ticket content read.
 const MAX_TICKET_BYTES: u64 = 1024;
 /// The first fallback pause of a wait; it doubles up to [`LONGEST_PAUSE`].
@@ -118,11 +125,12 @@ impl WaitQueue {
         &self.path
     }
 
-    /// Joins the queue: a held ticket at its end. Free tickets found on the way (waiters that
-    /// left or died) are removed.
+    /// Joins the queue: a held ticket at its end. The places of waiters that left or died (free
+    /// tickets, and tickets a killed joiner was still making) are removed first.
     ///
     /// Errors: the ticket cannot be made (a full or read-only state home).
     pub fn join(&self) -> std::io::Result<Ticket<'_>> {
+        self.sweep();
         let temporary = format!("{TEMPORARY}{}", uuid::Uuid::new_v4());
         let fd = rustix::fs::openat(&self.dir, temporary.as_str(), OFlags::RDWR | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::from_raw_mode(0o600))?;
         let mut file = File::from(fd);
@@ -141,12 +149,28 @@ impl WaitQueue {
         }
         // The name, taken only now that the ticket is held: a ticket in the order is never free
         // while its waiter waits.
-        let sequence = self.tickets().last().map_or(0, |(sequence, _)| *sequence) + 1;
+        let sequence = self.tickets().last().map_or(0, |(sequence, _)| *sequence).saturating_add(1);
         let name = format!("{sequence:020}-{}{TICKET}", uuid::Uuid::new_v4());
         let linked = rustix::fs::linkat(&self.dir, temporary.as_str(), &self.dir, name.as_str(), AtFlags::empty());
         remove_temporary();
         linked?;
         Ok(Ticket { queue: self, name, sequence, file })
+    }
+
+    /// Removes the free tickets (their waiters left or died) and the abandoned `.tmp-` ones.
+    pub fn sweep(&self) {
+        let names = fsops::list_names(&self.dir, MAX_TICKETS).unwrap_or_default();
+        for name in names.into_iter().filter_map(|name| String::from_utf8(name).ok()) {
+            let ticket = sequence_of(&name).is_some();
+            if !ticket && !name.starts_with(TEMPORARY) {
+                continue;
+            }
+            let Some(file) = self.open_ticket(&name) else { continue };
+            let old_enough = || file.metadata().ok().and_then(|meta| meta.modified().ok()).and_then(|at| at.elapsed().ok()).is_some_and(|age| age >= ABANDONED_AFTER);
+            if ticket || old_enough() {
+                self.remove_if_free(&name, &file);
+            }
+        }
     }
 
     /// The tickets in the queue, in order: (sequence, name). Names that are not tickets are
@@ -177,9 +201,12 @@ impl WaitQueue {
     }
 
     /// Ticket `name`, opened to test its lock (read-only: closing it wakes no one); `None`
-    /// once it is gone.
+    /// once it is gone, or when it is not a regular file (a link, a directory, a FIFO made
+    /// under a ticket's name is no waiter's, and is left alone).
     fn open_ticket(&self, name: &str) -> Option<File> {
-        rustix::fs::openat(&self.dir, name, OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK, Mode::empty()).ok().map(File::from)
+        let fd = rustix::fs::openat(&self.dir, name, OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK, Mode::empty()).ok()?;
+        let stat = rustix::fs::fstat(&fd).ok()?;
+        (fsops::file_kind(stat.st_mode) == fsops::S_IFREG).then(|| File::from(fd))
     }
 
     /// Removes ticket `name` if its lock is free (its waiter left or died).
@@ -420,7 +447,7 @@ fn stopped(file: &File) -> bool {
 fn sequence_of(name: &str) -> Option<u64> {
     let (sequence, rest) = name.split_once('-')?;
     (sequence.len() == 20 && rest.ends_with(TICKET)).then_some(())?;
-    sequence.parse().ok()
+    sequence.parse().ok().filter(|sequence| *sequence <= MAX_SEQUENCE)
 }
 
 /// A ticket's content, when it is the JSON object a ticket holds.
@@ -492,10 +519,37 @@ mod tests {
     }
 
     #[test]
+    fn a_joiner_removes_the_places_of_waiters_gone_behind_and_leaves_what_is_no_ticket() {
+        let dir = tempfile::tempdir().unwrap();
+        let queue = queue(&dir);
+        // A waiter that died at the tail, with no one behind it.
+        let gone = queue.join().unwrap();
+        let gone_name = gone.name().to_string();
+        gone.file.unlock().unwrap();
+        std::mem::forget(gone);
+        // A joiner killed while making its ticket, long ago; and one making it now.
+        let (stale, fresh) = (queue.path().join(".tmp-stale"), queue.path().join(".tmp-fresh"));
+        std::fs::write(&stale, "").unwrap();
+        let long_ago = std::time::SystemTime::now() - Duration::from_secs(60);
+        std::fs::File::options().write(true).open(&stale).unwrap().set_modified(long_ago).unwrap();
+        std::fs::write(&fresh, "").unwrap();
+        // A directory under a ticket's name is no waiter's.
+        let not_a_ticket = queue.path().join("00000000000000000003-d.ticket");
+        std::fs::create_dir(&not_a_ticket).unwrap();
+        let joined = queue.join().unwrap();
+        assert!(!queue.path().join(&gone_name).exists() && !stale.exists(), "the places of the gone were removed");
+        assert!(fresh.exists(), "a ticket being made is left to its maker");
+        assert!(not_a_ticket.is_dir());
+        assert_eq!(queue.waiters().len(), 1, "only the joiner is in line");
+        assert_eq!(joined.ahead(), 0);
+    }
+
+    #[test]
     fn names_that_are_not_tickets_are_not_in_the_order() {
         assert_eq!(sequence_of("00000000000000000007-x.ticket"), Some(7));
         assert_eq!(sequence_of("7-x.ticket"), None);
         assert_eq!(sequence_of(".tmp-00000000000000000007-x.ticket"), None);
         assert_eq!(sequence_of("00000000000000000007-x.tmp"), None);
+        assert_eq!(sequence_of("18446744073709551615-x.ticket"), None, "past the largest sequence");
     }
 }

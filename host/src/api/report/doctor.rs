@@ -232,7 +232,7 @@ fn waiter_rows(host: &Host, now_ms: u64, rows: &mut Vec<Row>) {
             (
                 "export admission, a place left".to_string(),
                 "gone",
-                format!("its waiter left or died (its ticket {} is free): the waiters behind skip it and remove it", waiter.ticket),
+                format!("its waiter left or died (its ticket {} is free): it is skipped, and removed by the next waiter to join or pass it", waiter.ticket),
             )
         };
         rows.push(Row {

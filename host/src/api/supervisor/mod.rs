@@ -6,9 +6,8 @@
 //! The order of writes is what makes a crash at any instant recoverable exactly:
 //! lease (preparing) → launching → spawn → running(child identity) → wait → settled → release;
 //! with `exclusive` the admission goes parent-owned → helper-launching → helper-active(child)
-//! → parent-owned → released around it (for a working directory, released as soon as the
-//! command's tree is gone, before the directory's lease is settled, so that the next waiter
-//! starts at once). While the child lives, its recorded identity and its
+//! → parent-owned → released around it, after the directory's lease (the next exclusive run
+//! may be the same job in the same directory). While the child lives, its recorded identity and its
 //! witness keep the lease active; the launch window (between spawn and recording the child) is
 //! bounded by `recover_after`, and proven by the spawn witness (`docs/witness.md`).
 //!
@@ -518,30 +517,6 @@ impl<'h> Supervisor<'h> {
         let interrupted = forwarder.as_ref().and_then(signals::Forwarder::interrupted);
         drop(forwarder);
         drop(dead_man);
-        // A working directory's export is over once its tree is gone: the admission is settled
-        // and released first, so that the next waiter for it starts while this run settles and
-        // releases its directory (the hand-off, issue #44). A stage keeps it until published.
-        // Set when that was tried (and failed): the admission is then left as it is.
-        let mut admission_ended = false;
-        if role == Role::RawWorking
-            && problems.is_empty()
-            && let Some(mut held) = admission.take()
-        {
-            let bound = steps::settle_retry(fenced.is_some(), false, self.release_retry);
-            match retrying(bound, "settle the export admission", || held.settle_helper()) {
-                Ok(()) => match retrying(bound, "release the export admission", || held.release()) {
-                    Ok(()) => {}
-                    Err(e) => {
-                        problems.push(e);
-                        (admission, admission_ended) = (Some(held), true);
-                    }
-                },
-                Err(e) => {
-                    problems.push(e);
-                    (admission, admission_ended) = (Some(held), true);
-                }
-            }
-        }
         // The whole tree has ended: the journal says so before anything is settled, so that a
         // lease that cannot be released never costs the run its results.
         let journaled = match &journal {
@@ -562,7 +537,6 @@ impl<'h> Supervisor<'h> {
             problems.push(e);
         }
         if let Some(admission) = admission.as_mut()
-            && !admission_ended
             && let Err(e) = retrying(bound, "settle the export admission", || admission.settle_helper())
         {
             problems.push(e);
@@ -592,14 +566,14 @@ impl<'h> Supervisor<'h> {
             _ => {}
         }
         if problems.is_empty() {
-            // The admission first: the export is over, and a waiter for it starts while this
-            // run releases its directory (the hand-off, issue #44).
+            // The directory first: a waiter for the admission may want the same directory
+            // (the next run of the same job), and must find it free once it has its turn.
+            if let Err(e) = retrying(bound, "release the directory lease", || lease.release()) {
+                problems.push(e);
+            }
             if let Some(admission) = admission.as_mut()
                 && let Err(e) = retrying(bound, "release the export admission", || admission.release())
             {
-                problems.push(e);
-            }
-            if let Err(e) = retrying(bound, "release the directory lease", || lease.release()) {
                 problems.push(e);
             }
         }

@@ -26,7 +26,8 @@ const FIRST_PAUSE: Duration = Duration::from_millis(50);
 /// the interruption `interrupted` reports; any other refusal of an attempt, at once.
 pub(super) fn admission(host: &Host, queue: &WaitQueue, operation: Operation, bound: Duration, interrupted: &dyn Fn() -> Option<Error>) -> Result<(Admission, Operation), Error> {
     let start = Instant::now();
-    let deadline = start + bound;
+    // A bound past what an `Instant` can hold (`--wait 18446744073709551615s`) is a century.
+    let deadline = start.checked_add(bound).unwrap_or_else(|| start + Duration::from_secs(100 * 365 * 86_400));
     let ticket = match queue.join() {
         Ok(ticket) => ticket,
         Err(e) => {
@@ -56,6 +57,10 @@ pub(super) fn admission(host: &Host, queue: &WaitQueue, operation: Operation, bo
     let mut pause = FIRST_PAUSE;
     // One watch for the whole wait (see `Watch`).
     let mut watch = Watch::new();
+    // Whether the last attempt was made at once because the holder's witnesses were found
+    // free: refused again (the claim is kept active by what its witnesses do not show — a
+    // spawn witness, a helper's /proc), the next one waits, so that this never spins.
+    let mut retried_at_once = false;
     loop {
         // The waiters ahead first: only the head tries the admission.
         let ahead = ticket.await_head(&mut watch, deadline, &|| interrupted().is_some(), &mut |ahead| {
@@ -96,12 +101,12 @@ pub(super) fn admission(host: &Host, queue: &WaitQueue, operation: Operation, bo
                 }
                 // And the holder's witnesses (its death closes them), looked at after the watch
                 // is set: a holder that died since the attempt is tried again at once.
-                if let Some(survey) = &holder
-                    && holder_died_or_watched(host, &mut watch, &survey.claim)
-                {
+                let died = holder.as_ref().is_some_and(|survey| holder_died_or_watched(host, &mut watch, &survey.claim));
+                if died && !std::mem::replace(&mut retried_at_once, true) {
                     pause = FIRST_PAUSE;
                     continue;
                 }
+                retried_at_once = false;
                 if !watch.wait(pause.min(deadline.saturating_duration_since(Instant::now()))) {
                     pause = (pause * 2).min(Duration::from_secs(1));
                 }
