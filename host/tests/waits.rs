@@ -101,60 +101,80 @@ fn an_exclusive_run_waits_for_its_turn_within_its_bound() {
     assert_eq!(std::fs::read_to_string(&marks).expect("marks"), "start-1\nend-1\nstart-3\n", "the runs overlapped");
 }
 
+/// An exclusive run in `jobs/NAME` that appends NAME to `<root>/marks` and holds the admission
+/// until `<root>/gate` is removed; returned once its command started, with the marks file.
+fn gated_holder(s: &common::Sandbox, name: &str) -> (std::process::Child, std::path::PathBuf) {
+    let (marks, gate) = (s.root.join("marks"), s.root.join("gate"));
+    std::fs::write(&gate, "").expect("gate");
+    let script = format!("echo {name} >> {m}; while [ -e {g} ]; do sleep 0.05; done", m = marks.display(), g = gate.display());
+    let work = s.root.join("jobs").join(name);
+    let holder = s.spawn(&["run", "--exclusive", "--workdir", work.to_str().unwrap(), "--", "sh", "-c", &script]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !std::fs::read_to_string(&marks).unwrap_or_default().contains(name) {
+        assert!(Instant::now() < deadline, "the holder never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (holder, marks)
+}
+
+/// Lets [`gated_holder`]'s holder end.
+fn open_gate(s: &common::Sandbox) {
+    std::fs::remove_file(s.root.join("gate")).expect("open the gate");
+}
+
+/// The pids of the queue's waiters `doctor --json` shows with `disposition`, in order.
+fn waiters_shown(s: &common::Sandbox, disposition: &str) -> Vec<u64> {
+    let doc = s.doctor();
+    let rows = doc["entries"].as_array().expect("entries").iter().filter(|e| e["kind"] == "waiter" && e["disposition"] == disposition);
+    rows.map(|e| e["ownerPid"].as_u64().expect("pid")).collect()
+}
+
+/// Starts `count` waiters (`run --exclusive --wait 120s` in `jobs/wI`, appending `wI` to
+/// `marks`), each once the one before is in line, so that their arrival order is known whatever
+/// the machine's load.
+fn queued_waiters(s: &common::Sandbox, marks: &Path, count: usize) -> Vec<std::process::Child> {
+    let mut waiters = Vec::new();
+    for i in 0..count {
+        let work = s.root.join(format!("jobs/w{i}"));
+        let mark = format!("echo w{i} >> {}", marks.display());
+        waiters.push(s.spawn(&["run", "--exclusive", "--wait", "120s", "--workdir", work.to_str().unwrap(), "--", "sh", "-c", &mark]));
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while waiters_shown(s, "waiting").len() < i + 1 {
+            assert!(Instant::now() < deadline, "waiter {i} never joined the queue");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    waiters
+}
+
 /// Issue #44, "a fair wait that wakes on death": `run --exclusive --wait` waiters take the
 /// admission in the order they arrived, `doctor` shows them in that order, and a waiter killed
 /// in the queue loses its place without holding up those behind it.
 #[test]
 fn exclusive_waiters_take_their_turn_in_arrival_order_and_a_killed_waiter_is_skipped() {
     let s = sandbox();
-    let (marks, gate) = (s.root.join("marks"), s.root.join("gate"));
-    std::fs::write(&gate, "").expect("gate");
-    let script = format!("echo holder >> {m}; while [ -e {g} ]; do sleep 0.05; done", m = marks.display(), g = gate.display());
-    let w = s.root.join("jobs/holder");
-    let mut holder = s.spawn(&["run", "--exclusive", "--workdir", w.to_str().unwrap(), "--", "sh", "-c", &script]);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !std::fs::read_to_string(&marks).unwrap_or_default().contains("holder") {
-        assert!(Instant::now() < deadline, "the holder never started");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    // Eight waiters, each started once the one before is in line (so that arrival order is
-    // known whatever the machine's load).
-    let waiting = |s: &common::Sandbox| -> Vec<u64> {
-        let doc = s.doctor();
-        let rows = doc["entries"].as_array().expect("entries").iter().filter(|e| e["kind"] == "waiter" && e["disposition"] == "waiting");
-        rows.map(|e| e["ownerPid"].as_u64().expect("pid")).collect()
-    };
-    let mut waiters = Vec::new();
-    for i in 0..8 {
-        let work = s.root.join(format!("jobs/w{i}"));
-        let mark = format!("echo w{i} >> {}", marks.display());
-        waiters.push(s.spawn(&["run", "--exclusive", "--wait", "120s", "--workdir", work.to_str().unwrap(), "--", "sh", "-c", &mark]));
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while waiting(&s).len() < i + 1 {
-            assert!(Instant::now() < deadline, "waiter {i} never joined the queue");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
+    let (mut holder, marks) = gated_holder(&s, "holder");
+    let mut waiters = queued_waiters(&s, &marks, 8);
     let pids: Vec<u64> = waiters.iter().map(|w| u64::from(w.id())).collect();
-    assert_eq!(waiting(&s), pids, "doctor lists the waiters in the order they arrived");
+    assert_eq!(waiters_shown(&s, "waiting"), pids, "doctor lists the waiters in the order they arrived");
     let text = stdout(&s.run(&["doctor"]));
     assert!(text.contains("export admission, #1 in line") && text.contains("export admission, #8 in line"), "{text}");
     // The fourth is killed where it waits: the others keep their order, and it is no longer in line.
     common::kill(pids[3]);
     assert!(!waiters[3].wait().expect("w3").success());
     let deadline = Instant::now() + Duration::from_secs(30);
-    while waiting(&s).contains(&pids[3]) {
+    while waiters_shown(&s, "waiting").contains(&pids[3]) {
         assert!(Instant::now() < deadline, "a killed waiter stayed in line");
         std::thread::sleep(Duration::from_millis(20));
     }
-    std::fs::remove_file(&gate).expect("open the gate");
+    open_gate(&s);
     assert!(holder.wait().expect("holder").success());
     for (i, waiter) in waiters.iter_mut().enumerate().filter(|(i, _)| *i != 3) {
         assert!(waiter.wait().expect("waiter").success(), "waiter {i} failed");
     }
     assert_eq!(std::fs::read_to_string(&marks).expect("marks"), "holder\nw0\nw1\nw2\nw4\nw5\nw6\nw7\n", "the waiters ran out of order");
     // Everyone left the queue.
-    assert!(waiting(&s).is_empty());
+    assert!(waiters_shown(&s, "waiting").is_empty());
     let tickets = std::fs::read_dir(s.state.join(".proclease/queues/export-admission")).expect("queue").count();
     assert_eq!(tickets, 0, "tickets left behind");
 }
@@ -165,40 +185,16 @@ fn exclusive_waiters_take_their_turn_in_arrival_order_and_a_killed_waiter_is_ski
 #[test]
 fn a_stopped_waiter_is_passed_over_until_it_is_continued() {
     let s = sandbox();
-    let (marks, gate) = (s.root.join("marks"), s.root.join("gate"));
-    std::fs::write(&gate, "").expect("gate");
-    let script = format!("echo holder >> {m}; while [ -e {g} ]; do sleep 0.05; done", m = marks.display(), g = gate.display());
-    let w = s.root.join("jobs/holder");
-    let mut holder = s.spawn(&["run", "--exclusive", "--workdir", w.to_str().unwrap(), "--", "sh", "-c", &script]);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !std::fs::read_to_string(&marks).unwrap_or_default().contains("holder") {
-        assert!(Instant::now() < deadline, "the holder never started");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let rows = |s: &common::Sandbox, disposition: &str| -> Vec<u64> {
-        let doc = s.doctor();
-        let rows = doc["entries"].as_array().expect("entries").iter().filter(|e| e["kind"] == "waiter" && e["disposition"] == disposition);
-        rows.map(|e| e["ownerPid"].as_u64().expect("pid")).collect()
-    };
-    let mut waiters = Vec::new();
-    for i in 0..2 {
-        let work = s.root.join(format!("jobs/w{i}"));
-        let mark = format!("echo w{i} >> {}", marks.display());
-        waiters.push(s.spawn(&["run", "--exclusive", "--wait", "120s", "--workdir", work.to_str().unwrap(), "--", "sh", "-c", &mark]));
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while rows(&s, "waiting").len() < i + 1 {
-            assert!(Instant::now() < deadline, "waiter {i} never joined the queue");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
+    let (mut holder, marks) = gated_holder(&s, "holder");
+    let mut waiters = queued_waiters(&s, &marks, 2);
     let first = u64::from(waiters[0].id());
     common::stop(first);
     let deadline = Instant::now() + Duration::from_secs(30);
-    while rows(&s, "stopped") != [first] {
+    while waiters_shown(&s, "stopped") != [first] {
         assert!(Instant::now() < deadline, "doctor never showed the stopped waiter");
         std::thread::sleep(Duration::from_millis(20));
     }
-    std::fs::remove_file(&gate).expect("open the gate");
+    open_gate(&s);
     assert!(holder.wait().expect("holder").success());
     // Long before its bound (120 s), where its last attempt would take the admission anyway.
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -221,17 +217,8 @@ fn a_stopped_waiter_is_passed_over_until_it_is_continued() {
 #[test]
 fn a_waiter_for_the_holders_own_directory_runs_after_it() {
     let s = sandbox();
-    let (marks, gate) = (s.root.join("marks"), s.root.join("gate"));
-    std::fs::write(&gate, "").expect("gate");
-    let work = s.root.join("jobs/same");
-    let script = format!("echo first >> {m}; while [ -e {g} ]; do sleep 0.05; done", m = marks.display(), g = gate.display());
-    let mut first = s.spawn(&["run", "--exclusive", "--workdir", work.to_str().unwrap(), "--", "sh", "-c", &script]);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !std::fs::read_to_string(&marks).unwrap_or_default().contains("first") {
-        assert!(Instant::now() < deadline, "the first run never started");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let mark = format!("echo second >> {}", marks.display());
+    let (mut first, marks) = gated_holder(&s, "same");
+    let (work, mark) = (s.root.join("jobs/same"), format!("echo second >> {}", marks.display()));
     let second = s
         .command(&["run", "--exclusive", "--wait", "60s", "--workdir", work.to_str().unwrap(), "--", "sh", "-c", &mark])
         .stdout(std::process::Stdio::null())
@@ -239,13 +226,13 @@ fn a_waiter_for_the_holders_own_directory_runs_after_it() {
         .spawn()
         .expect("spawn");
     let deadline = Instant::now() + Duration::from_secs(30);
-    while !s.state.join(".proclease/queues/export-admission").read_dir().is_ok_and(|mut names| names.next().is_some()) {
+    while waiters_shown(&s, "waiting").is_empty() {
         assert!(Instant::now() < deadline, "the second run never joined the queue");
         std::thread::sleep(Duration::from_millis(20));
     }
-    std::fs::remove_file(&gate).expect("open the gate");
+    open_gate(&s);
     assert!(first.wait().expect("first").success());
     let out = second.wait_with_output().expect("second");
     assert!(out.status.success(), "{}", stderr(&out));
-    assert_eq!(std::fs::read_to_string(&marks).expect("marks"), "first\nsecond\n");
+    assert_eq!(std::fs::read_to_string(&marks).expect("marks"), "same\nsecond\n");
 }
