@@ -225,18 +225,18 @@ impl<'h> Supervisor<'h> {
             return self.admission_polled(operation, interrupted);
         }
         let home = self.host.store().home();
-        let queue = match crate::wait_queue::WaitQueue::open(home.dir(), home.path(), crate::wait_queue::EXPORT_ADMISSION) {
-            Ok(queue) => queue,
+        let queue = crate::wait_queue::WaitQueue::open(home.dir(), home.path(), crate::wait_queue::EXPORT_ADMISSION);
+        match queue.as_ref().map_err(ToString::to_string).and_then(|queue| queue.join().map_err(|e| e.to_string())) {
+            Ok(ticket) => queued::admission(self.host, ticket, operation, self.admission_wait, interrupted),
             Err(e) => {
-                tracing::warn!("the export admission's wait queue cannot be opened ({e}): waiting without a place in it");
-                return self.admission_polled(operation, interrupted);
+                tracing::warn!("cannot join the export admission's wait queue ({e}): waiting without a place in it");
+                self.admission_polled(operation, interrupted)
             }
-        };
-        queued::admission(self.host, &queue, operation, self.admission_wait, interrupted)
+        }
     }
 
-    /// [`Supervisor::admission_in_turn`] without a queue: cluster mode (a watch of etcd), and a
-    /// run that does not wait (one attempt).
+    /// [`Supervisor::admission_in_turn`] without a queue: cluster mode (a watch of etcd), a run
+    /// that does not wait (one attempt), and a state home whose queue cannot be joined.
     fn admission_polled(&self, mut operation: crate::lock_wait::Operation, interrupted: &dyn Fn() -> Option<Error>) -> Result<(Admission, crate::lock_wait::Operation), Error> {
         let start = std::time::Instant::now();
         let mut pause = Duration::from_millis(50);

@@ -14,27 +14,22 @@ use crate::Admission;
 use crate::api::host::Host;
 use crate::error::Error;
 use crate::lock_wait::Operation;
-use crate::wait_queue::{NotYet, WaitQueue, Watch};
+use crate::wait_queue::{NotYet, Ticket, Watch};
 
 /// The first fallback pause of the head's wait (where no event comes); it doubles up to 1 s.
 const FIRST_PAUSE: Duration = Duration::from_millis(50);
 
-/// Takes the admission in its turn, waiting at most `bound` in all (see the module docs): the
-/// admission, and the acquisition's operation (begun again for the attempt that succeeded).
+/// Takes the admission in `ticket`'s turn, waiting at most `bound` in all (see the module
+/// docs): the admission, and the acquisition's operation (begun again for the attempt that
+/// succeeded). A state home whose queue cannot be joined waits without it
+/// (`Supervisor::admission_polled`).
 ///
 /// Errors: at the bound, the last attempt's refusal (`another export is active`, exit 3);
 /// the interruption `interrupted` reports; any other refusal of an attempt, at once.
-pub(super) fn admission(host: &Host, queue: &WaitQueue, operation: Operation, bound: Duration, interrupted: &dyn Fn() -> Option<Error>) -> Result<(Admission, Operation), Error> {
+pub(super) fn admission(host: &Host, ticket: Ticket<'_>, operation: Operation, bound: Duration, interrupted: &dyn Fn() -> Option<Error>) -> Result<(Admission, Operation), Error> {
     let start = Instant::now();
     // A bound past what an `Instant` can hold (`--wait 18446744073709551615s`) is a century.
     let deadline = start.checked_add(bound).unwrap_or_else(|| start + Duration::from_secs(100 * 365 * 86_400));
-    let ticket = match queue.join() {
-        Ok(ticket) => ticket,
-        Err(e) => {
-            tracing::warn!("cannot join the export admission's wait queue in {} ({e}): waiting without a place in it", queue.path().display());
-            return unqueued(host, operation, deadline, interrupted);
-        }
-    };
     let mut operation = Some(operation);
     let mut told = false;
     // Says once that this run waits, for whom, and behind how many.
@@ -135,25 +130,4 @@ fn holder_died_or_watched(host: &Host, watch: &mut Watch, claim: &proclease_core
         }
     }
     all_free
-}
-
-/// Where the queue cannot be joined: the attempts without a place, each after a change or a
-/// pause, until `deadline`.
-fn unqueued(host: &Host, mut operation: Operation, deadline: Instant, interrupted: &dyn Fn() -> Option<Error>) -> Result<(Admission, Operation), Error> {
-    let mut pause = FIRST_PAUSE;
-    loop {
-        match host.acquire_admission() {
-            Ok(admission) => return Ok((admission, operation)),
-            Err(error) if error.lease_code() == Some(LeaseCode::AnotherExportIsActive) && Instant::now() < deadline => {
-                drop(operation);
-                if let Some(error) = interrupted() {
-                    return Err(error);
-                }
-                std::thread::sleep(pause.min(deadline.saturating_duration_since(Instant::now())));
-                pause = (pause * 2).min(Duration::from_secs(1));
-                operation = Operation::begin(host.lock_timeout());
-            }
-            Err(error) => return Err(error),
-        }
-    }
 }
