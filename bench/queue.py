@@ -15,8 +15,14 @@ Each round: a holder `run --exclusive` waits on a gate; 8 `run --exclusive --wai
 
 Instants are bash's $EPOCHREALTIME (no fork), so both sides pay one bash start. The state home
 is on the work disk unless --tmpfs (/dev/shm).
+
+With --etcd, cluster mode: a throwaway single-member etcd (the `etcd` on PATH; its data directory
+beside the state home, so on tmpfs with --tmpfs) holds the admission and the queue, and every run
+uses it (PROCLEASE_STORE). The first run waits out the new prefix's grace (one TTL, 2 s here).
 """
 import os
+import shutil
+import socket
 import signal
 import statistics
 import subprocess
@@ -27,6 +33,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROCLEASE = os.environ.get("PROCLEASE", os.path.join(ROOT, "target", "release", "proclease"))
 WAITERS = 8
+# Global options of every run (--etcd: the TTL).
+EXTRA = []
 
 
 def percentile(values, p):
@@ -38,7 +46,7 @@ def uncontended(env, work, i):
     log = os.path.join(work, f"solo-{i}")
     start = time.time()
     subprocess.run(
-        [PROCLEASE, "run", "--exclusive", "--workdir", os.path.join(work, "jobs", f"solo-{i}"), "--", "bash", "-c", f"echo $EPOCHREALTIME > {log}"],
+        [PROCLEASE, *EXTRA, "run", "--exclusive", "--workdir", os.path.join(work, "jobs", f"solo-{i}"), "--", "bash", "-c", f"echo $EPOCHREALTIME > {log}"],
         env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     with open(log) as f:
@@ -50,7 +58,7 @@ def round_(env, work, r, kill):
     gate = os.path.join(work, f"gate-{r}")
     open(gate, "w").close()
     holder = subprocess.Popen(
-        [PROCLEASE, "run", "--exclusive", "--workdir", os.path.join(work, "jobs", f"h-{r}"), "--", "bash", "-c",
+        [PROCLEASE, *EXTRA, "run", "--exclusive", "--workdir", os.path.join(work, "jobs", f"h-{r}"), "--", "bash", "-c",
          f"echo S h $EPOCHREALTIME >> {log}; while [ -e {gate} ]; do sleep 0.02; done; echo E h $EPOCHREALTIME >> {log}"],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
@@ -59,7 +67,7 @@ def round_(env, work, r, kill):
     waiters = []
     for i in range(WAITERS):
         waiters.append(subprocess.Popen(
-            [PROCLEASE, "run", "--exclusive", "--wait", "60s", "--workdir", os.path.join(work, "jobs", f"w{i}-{r}"), "--", "bash", "-c",
+            [PROCLEASE, *EXTRA, "run", "--exclusive", "--wait", "60s", "--workdir", os.path.join(work, "jobs", f"w{i}-{r}"), "--", "bash", "-c",
              f"echo S w{i} $EPOCHREALTIME >> {log}; echo E w{i} $EPOCHREALTIME >> {log}"],
             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         ))
@@ -82,6 +90,32 @@ def round_(env, work, r, kill):
     return order[1:], hand_offs
 
 
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_etcd(work):
+    """A single-member etcd with its data in `work`: (process, client URL)."""
+    if not shutil.which("etcd"):
+        sys.exit("--etcd needs etcd on PATH (Debian: apt-get install etcd-server)")
+    client, peer = f"http://127.0.0.1:{free_port()}", f"http://127.0.0.1:{free_port()}"
+    etcd = subprocess.Popen(
+        ["etcd", "--data-dir", os.path.join(work, "etcd"), "--listen-client-urls", client, "--advertise-client-urls", client,
+         "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer, "--initial-cluster", f"default={peer}"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    for _ in range(200):
+        try:
+            socket.create_connection(("127.0.0.1", int(client.rsplit(":", 1)[1])), timeout=0.1).close()
+            return etcd, client
+        except OSError:
+            time.sleep(0.05)
+    etcd.kill()
+    sys.exit("etcd did not start")
+
+
 def main():
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     rounds = int(args[0]) if args else 5
@@ -92,7 +126,24 @@ def main():
     os.chmod(work, 0o700)
     env = dict(os.environ, PROCLEASE_STATE_HOME=os.path.join(work, "state"), HOME=work)
     env.pop("PROCLEASE_STORE", None)
-    subprocess.run([PROCLEASE, "doctor"], env=env, stdout=subprocess.DEVNULL, check=True)
+    etcd = None
+    if "--etcd" in sys.argv:
+        etcd, url = start_etcd(work)
+        env["PROCLEASE_STORE"] = f"etcd://{url.split('//', 1)[1]}/bench-queue"
+        EXTRA.extend(["--cluster-ttl", "2s"])
+        # The new prefix's grace (one TTL) is waited out once, here.
+        subprocess.run([PROCLEASE, *EXTRA, "run", "--exclusive", "--workdir", os.path.join(work, "jobs", "first"), "--", "true"], env=env, stdout=subprocess.DEVNULL, check=True)
+    else:
+        subprocess.run([PROCLEASE, "doctor"], env=env, stdout=subprocess.DEVNULL, check=True)
+    try:
+        measure(env, work, rounds)
+    finally:
+        if etcd:
+            etcd.kill()
+            etcd.wait()
+
+
+def measure(env, work, rounds):
     kill = "--kill" in sys.argv
     solos, hand_offs, killed = [], [], []
     in_order = 0

@@ -152,7 +152,7 @@ fn a_run_waiting_for_its_turn_on_etcd_is_woken_by_the_release() {
         let workdir = second.root.join(format!("next{attempt}"));
         let out = second
             .command(&["run", "--exclusive", "--wait", "60s", "--workdir", workdir.to_str().expect("utf-8"), "--", "true"])
-            .env("RUST_LOG", "warn,proclease::imports::cluster=debug")
+            .env("RUST_LOG", "warn,proclease::api::supervisor::cluster=debug")
             .output()
             .expect("proclease runs");
         let said = stderr(&out);
@@ -168,6 +168,65 @@ fn a_run_waiting_for_its_turn_on_etcd_is_woken_by_the_release() {
         tries.push(said);
     }
     panic!("the release woke it in neither of two tries: {tries:#?}");
+}
+
+/// Issue #44, "a fair wait that wakes on death", on etcd: `run --exclusive --wait` waiters of
+/// two machines take the admission in the order they arrived, `doctor` lists them in that order
+/// from a third machine, and a waiter killed in the queue (its machine crashed) loses its place
+/// once its presence expires, without holding up the waiters behind it. Every place is gone at
+/// the end.
+#[test]
+fn waiters_of_several_machines_take_their_turn_in_arrival_order() {
+    let Some(etcd) = cluster() else { return };
+    let shared = tempfile::tempdir().expect("shared dir");
+    let (marks, gate) = (shared.path().join("marks"), shared.path().join("gate"));
+    std::fs::write(&gate, "").expect("gate");
+    let machines: Vec<Machine> = (0..3).map(|_| machine(&etcd.url(PREFIX), "2s")).collect();
+    let script = format!("echo holder >> {m}; while [ -e {g} ]; do sleep 0.05; done", m = marks.display(), g = gate.display());
+    let mut holder = machines[0].spawn_exclusive("holder", &["sh", "-c", &script]);
+    wait_for_helper(&etcd);
+    // The waiters in line, as doctor on the holder's machine shows them.
+    let in_line = || -> usize {
+        let out = machines[0].run(&["doctor", "--json"]);
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("doctor --json: {out:?}"));
+        let rows = doc["entries"].as_array().expect("entries").iter().filter(|e| e["kind"] == "waiter" && e["disposition"] == "waiting");
+        rows.count()
+    };
+    let mut waiters = Vec::new();
+    for i in 0..6 {
+        let work = machines[1 + i % 2].root.join(format!("w{i}"));
+        let mark = format!("echo w{i} >> {}", marks.display());
+        let waiter = machines[1 + i % 2]
+            .command(&["run", "--exclusive", "--wait", "120s", "--workdir", work.to_str().expect("utf-8"), "--", "sh", "-c", &mark])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("a waiter starts");
+        waiters.push(waiter);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while in_line() < i + 1 {
+            assert!(Instant::now() < deadline, "waiter {i} never joined the queue");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    let text = String::from_utf8_lossy(&machines[0].run(&["doctor"]).stdout).into_owned();
+    assert!(text.contains("export admission, #1 in line") && text.contains("export admission, #6 in line"), "{text}");
+    // The third waiter's machine crashes: it is never run, and the others keep their order.
+    crash(&mut waiters[2]);
+    std::fs::remove_file(&gate).expect("open the gate");
+    assert!(holder.wait().expect("the holder ends").success());
+    for (i, waiter) in waiters.iter_mut().enumerate().filter(|(i, _)| *i != 2) {
+        assert!(waiter.wait().expect("a waiter ends").success(), "waiter {i} ran");
+    }
+    let order = std::fs::read_to_string(&marks).expect("marks");
+    assert_eq!(order.split_whitespace().collect::<Vec<_>>(), ["holder", "w0", "w1", "w3", "w4", "w5"], "in arrival order, the crashed one skipped");
+    let store = etcd.store(PREFIX);
+    let queue = proclease::cluster::queue::EtcdQueue::new(&store, "export-admission");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !queue.waiters().expect("etcd answers").0.is_empty() {
+        assert!(Instant::now() < deadline, "places left in the queue: {:?}", queue.waiters());
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 /// Issue #28, "operator settings": `cluster history` lists the presence history by boot (every

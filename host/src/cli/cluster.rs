@@ -5,6 +5,7 @@
 use std::process::ExitCode;
 
 use clap::Subcommand;
+#[cfg(feature = "cluster")]
 use serde_json::json;
 
 use super::{Failure, Global};

@@ -81,8 +81,12 @@ impl DoctorReport {
     pub fn from_survey(host: &Host, survey: Survey, now_ms: u64) -> DoctorReport {
         let mut entries = Vec::new();
         admission_rows(host, survey.admission, &mut entries);
-        if host.cluster().is_none() {
-            waiter_rows(host, now_ms, &mut entries);
+        match host.cluster() {
+            None => waiter_rows(host, now_ms, &mut entries),
+            #[cfg(feature = "cluster")]
+            Some(cluster) => cluster_waiter_rows(host, cluster, now_ms, &mut entries),
+            #[cfg(not(feature = "cluster"))]
+            Some(_) => {}
         }
         let run = &survey.recovery.directory_leases;
         let bound = proclease_core::directory_leases::MAX_CLAIMS;
@@ -213,40 +217,81 @@ fn waiter_rows(host: &Host, now_ms: u64, rows: &mut Vec<Row>) {
     let Some(queue) = crate::wait_queue::WaitQueue::open_if_present(host.state_home(), crate::wait_queue::EXPORT_ADMISSION) else { return };
     let mut place = 0;
     for waiter in queue.waiters() {
-        let (target, disposition, reason) = if waiter.stopped {
-            (
-                "export admission, passed over".to_string(),
-                "stopped",
-                "a `run --exclusive --wait` stopped where it waits (Ctrl-Z, SIGSTOP): the waiters behind it go first while it is stopped; \
-                 continue it (`kill -CONT PID`, or `fg` in its terminal) or end it"
-                    .to_string(),
-            )
-        } else if waiter.waiting {
-            place += 1;
+        let state = match (waiter.stopped, waiter.waiting) {
+            (true, _) => WaiterState::Stopped,
+            (false, true) => WaiterState::Waiting,
+            (false, false) => {
+                WaiterState::Gone(format!("its waiter left or died (its ticket {} is free): it is skipped, and removed by the next waiter to join or pass it", waiter.ticket))
+            }
+        };
+        rows.push(waiter_row(state, &mut place, waiter.pid, waiter.enqueued_at_ms, None, now_ms));
+    }
+}
+
+/// Cluster mode: the rows of etcd's wait queue of the export admission, in order, waiters of
+/// every machine. A waiter of this machine is judged through `/proc` (stopped, gone); one of
+/// another machine is shown waiting until its place goes (it leaves, or its presence expires).
+#[cfg(feature = "cluster")]
+fn cluster_waiter_rows(host: &Host, cluster: &crate::cluster::Cluster, now_ms: u64, rows: &mut Vec<Row>) {
+    use crate::cluster::queue::{Ahead, EtcdQueue, judge};
+    let queue = EtcdQueue::new(cluster.store(), crate::wait_queue::EXPORT_ADMISSION);
+    let Ok((waiters, _)) = queue.waiters() else { return };
+    let boot_id = host.process_identity().current_boot_id().ok();
+    let mut place = 0;
+    for waiter in waiters {
+        let state = match judge(host.process_identity(), boot_id.as_deref(), &waiter).0 {
+            Ahead::Waiting => WaiterState::Waiting,
+            Ahead::Stopped => WaiterState::Stopped,
+            Ahead::Gone => WaiterState::Gone(format!(
+                "its waiter, on this machine, is gone: it is skipped, and its place ({}) removed by the next waiter to pass it, or when its presence expires",
+                waiter.key
+            )),
+        };
+        let pid = waiter.owner.as_ref().map(|owner| owner.pid);
+        let machine = (!waiter.host.is_empty()).then(|| waiter.host.clone());
+        rows.push(waiter_row(state, &mut place, pid, waiter.enqueued_at_ms, machine, now_ms));
+    }
+}
+
+/// A waiter's state, as a queue's row shows it.
+enum WaiterState {
+    Waiting,
+    Stopped,
+    /// Gone, and why its place is still there.
+    Gone(String),
+}
+
+/// One row of a wait queue: `place` counts the waiting ones so far.
+fn waiter_row(state: WaiterState, place: &mut usize, pid: Option<u64>, enqueued_at_ms: Option<u64>, owner_host: Option<String>, now_ms: u64) -> Row {
+    let (target, disposition, reason) = match state {
+        WaiterState::Stopped => (
+            "export admission, passed over".to_string(),
+            "stopped",
+            "a `run --exclusive --wait` stopped where it waits (Ctrl-Z, SIGSTOP): the waiters behind it go first while it is stopped; \
+             continue it (`kill -CONT PID`, or `fg` in its terminal) or end it"
+                .to_string(),
+        ),
+        WaiterState::Waiting => {
+            *place += 1;
             (
                 format!("export admission, #{place} in line"),
                 "waiting",
                 "a `run --exclusive --wait` waiting for its turn: it takes the admission once the waiters ahead of it have had theirs".to_string(),
             )
-        } else {
-            (
-                "export admission, a place left".to_string(),
-                "gone",
-                format!("its waiter left or died (its ticket {} is free): it is skipped, and removed by the next waiter to join or pass it", waiter.ticket),
-            )
-        };
-        rows.push(Row {
-            kind: "waiter",
-            target,
-            owner_pid: waiter.pid,
-            child_pid: None,
-            phase: "queued".into(),
-            age: waiter.enqueued_at_ms.map_or_else(|| "-".into(), |at| age(now_ms, at)),
-            disposition: disposition.into(),
-            reason,
-            recover_action: None,
-            owner_host: None,
-        });
+        }
+        WaiterState::Gone(why) => ("export admission, a place left".to_string(), "gone", why),
+    };
+    Row {
+        kind: "waiter",
+        target,
+        owner_pid: pid,
+        child_pid: None,
+        phase: "queued".into(),
+        age: enqueued_at_ms.map_or_else(|| "-".into(), |at| age(now_ms, at)),
+        disposition: disposition.into(),
+        reason,
+        recover_action: None,
+        owner_host,
     }
 }
 

@@ -100,34 +100,90 @@ pub(super) fn register_child(_: Option<&Session>, _: &proclease_core::records::O
     None
 }
 
-/// Cluster mode, `run --exclusive --wait`: waits (an etcd watch) for the admission or its
-/// holder's presence to change after revision `since` — or for at most 1 s, so that what the
-/// watch does not see (a holder on this machine that died: its presence stays for the TTL,
-/// but this machine's /proc proves it gone; an epoch's grace ending) is tried again as soon
-/// as a poll would, and a signal to stop is heeded within a second —, bounded by `left`.
-/// `false` without cluster mode, before the first revision was read, or when the watch
-/// failed: the caller pauses instead.
+/// Cluster mode, `run --exclusive --wait`: a watch of the export admission's record and of its
+/// holders' presence keys, opened before an attempt and kept for the whole wait, so that a
+/// release, a new holder, or a holder's presence revoked or expired after the attempt wakes the
+/// waiter at once (a watch opened after the attempt, from the revision it read, can be served
+/// up to 100 ms late: `EtcdStore::watch_from_now`).
 #[cfg(feature = "cluster")]
-pub(super) fn await_turn(host: &Host, since: Option<i64>, holder: Option<&proclease_core::records::Owner>, left: std::time::Duration) -> bool {
-    let (Some(since), Some(cluster)) = (since, host.cluster()) else { return false };
-    crate::cluster::await_admission_change(cluster.store(), holder, since, left.min(std::time::Duration::from_secs(1)))
+pub(super) struct TurnWatch<'h> {
+    store: &'h crate::state_store::etcd::EtcdStore,
+    watch: Option<crate::state_store::etcd::EtcdWatch<'h>>,
+    /// The presence keys watched so far.
+    presences: Vec<String>,
 }
+
+#[cfg(feature = "cluster")]
+impl<'h> TurnWatch<'h> {
+    /// Opens the watch of the admission's record; `None` without cluster mode. A watch etcd
+    /// refuses is opened again before the next wait.
+    pub(super) fn open(host: &'h Host) -> Option<TurnWatch<'h>> {
+        let store = host.cluster()?.store();
+        let mut turn = TurnWatch { store, watch: None, presences: Vec::new() };
+        turn.reopen();
+        Some(turn)
+    }
+
+    fn reopen(&mut self) {
+        let keys: Vec<String> = std::iter::once(self.store.key_of(proclease_core::admission::CLAIM_PATH)).chain(self.presences.iter().cloned()).collect();
+        self.watch = match self.store.watch_from_now(&keys, false, crate::state_store::etcd::TIMEOUT) {
+            Ok(watch) => Some(watch),
+            Err(error) => {
+                tracing::debug!(%error, "cannot watch the export admission; pausing instead");
+                None
+            }
+        };
+    }
+
+    /// After a refused attempt: waits until the admission's record or the presence of `holder`
+    /// changes — or for at most 1 s, so that what the watch does not see (a holder on this
+    /// machine that died: its presence stays for the TTL, but this machine's /proc proves it
+    /// gone; an epoch's grace ending) is tried again as soon as a poll would, and a signal to
+    /// stop is heeded within a second —, bounded by `left`. `false` when there is no watch (the
+    /// caller pauses instead).
+    pub(super) fn await_turn(&mut self, holder: Option<&proclease_core::records::Owner>, left: std::time::Duration) -> bool {
+        if let Some(owner) = holder {
+            let key = crate::cluster::presence::presence_key(self.store, owner);
+            if !self.presences.contains(&key) {
+                let added = self.watch.as_mut().map(|watch| watch.add(&key, crate::state_store::etcd::TIMEOUT));
+                self.presences.push(key);
+                if let Some(Err(error)) = added {
+                    tracing::debug!(%error, "cannot watch the holder's presence");
+                    self.watch = None;
+                }
+            }
+        }
+        if self.watch.is_none() {
+            self.reopen();
+        }
+        let Some(watch) = self.watch.as_mut() else { return false };
+        match watch.wait(left.min(std::time::Duration::from_secs(1)), None) {
+            Ok(changed) => {
+                tracing::debug!(changed, "the export admission's watch ended");
+                true
+            }
+            Err(error) => {
+                tracing::debug!(%error, "cannot watch the export admission; pausing instead");
+                self.watch = None;
+                false
+            }
+        }
+    }
+}
+
+/// Without cluster mode there is nothing to watch.
+#[cfg(not(feature = "cluster"))]
+pub(super) struct TurnWatch<'h>(std::marker::PhantomData<&'h ()>);
 
 #[cfg(not(feature = "cluster"))]
-pub(super) fn await_turn(_: &Host, _: Option<i64>, _: Option<&proclease_core::records::Owner>, _: std::time::Duration) -> bool {
-    false
-}
+impl<'h> TurnWatch<'h> {
+    pub(super) fn open(_: &'h Host) -> Option<TurnWatch<'h>> {
+        None
+    }
 
-/// Cluster mode: etcd's current revision (what [`await_turn`] waits for changes after);
-/// `None` without cluster mode or when etcd does not answer.
-#[cfg(feature = "cluster")]
-pub(super) fn revision(host: &Host) -> Option<i64> {
-    host.cluster().and_then(|cluster| cluster.store().revision().ok())
-}
-
-#[cfg(not(feature = "cluster"))]
-pub(super) fn revision(_: &Host) -> Option<i64> {
-    None
+    pub(super) fn await_turn(&mut self, _: Option<&proclease_core::records::Owner>, _: std::time::Duration) -> bool {
+        false
+    }
 }
 
 /// Waits for the command of `tree`. Bound to a session, it also watches the session: once

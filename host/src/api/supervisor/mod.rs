@@ -50,6 +50,8 @@ mod cluster;
 pub mod dead_man_record;
 mod launch;
 mod queued;
+#[cfg(feature = "cluster")]
+mod queued_cluster;
 mod signals;
 mod steps;
 
@@ -221,8 +223,12 @@ impl<'h> Supervisor<'h> {
     /// while a live owner holds it: the admission, and the acquisition's operation (begun again
     /// for the attempt that succeeded).
     fn admission_in_turn(&self, operation: crate::lock_wait::Operation, interrupted: &dyn Fn() -> Option<Error>) -> Result<(Admission, crate::lock_wait::Operation), Error> {
-        if self.admission_wait.is_zero() || self.host.cluster().is_some() {
-            return self.admission_polled(operation, interrupted);
+        if self.admission_wait.is_zero() {
+            return self.admission_polled(operation, self.admission_wait, false, interrupted);
+        }
+        #[cfg(feature = "cluster")]
+        if let Some(cluster) = self.host.cluster() {
+            return queued_cluster::admission(self, cluster, operation, interrupted);
         }
         let home = self.host.store().home();
         let queue = crate::wait_queue::WaitQueue::open(home.dir(), home.path(), crate::wait_queue::EXPORT_ADMISSION);
@@ -230,46 +236,49 @@ impl<'h> Supervisor<'h> {
             Ok(ticket) => queued::admission(self.host, ticket, operation, self.admission_wait, interrupted),
             Err(e) => {
                 tracing::warn!("cannot join the export admission's wait queue ({e}): waiting without a place in it");
-                self.admission_polled(operation, interrupted)
+                self.admission_polled(operation, self.admission_wait, false, interrupted)
             }
         }
     }
 
-    /// [`Supervisor::admission_in_turn`] without a queue: cluster mode (a watch of etcd), a run
-    /// that does not wait (one attempt), and a state home whose queue cannot be joined.
-    fn admission_polled(&self, mut operation: crate::lock_wait::Operation, interrupted: &dyn Fn() -> Option<Error>) -> Result<(Admission, crate::lock_wait::Operation), Error> {
+    /// [`Supervisor::admission_in_turn`] without a queue, waiting at most `bound`: a run that
+    /// does not wait (one attempt), a state home whose queue cannot be joined, and in cluster
+    /// mode the head of etcd's queue (or a run that could not join it), which waits on a watch
+    /// of etcd. `told`: the wait was already announced (by the queue).
+    fn admission_polled(
+        &self,
+        mut operation: crate::lock_wait::Operation,
+        bound: Duration,
+        mut told: bool,
+        interrupted: &dyn Fn() -> Option<Error>,
+    ) -> Result<(Admission, crate::lock_wait::Operation), Error> {
         let start = std::time::Instant::now();
         let mut pause = Duration::from_millis(50);
-        let mut told = false;
-        // Cluster mode: etcd's revision read before the latest attempt; a refused attempt then
-        // waits for a change after it (a watch) instead of pausing.
-        let mut since: Option<i64> = None;
+        // Cluster mode: a watch opened before the first attempt (so that a change after any
+        // attempt wakes a refused waiter) instead of pauses.
+        let mut watch = if bound.is_zero() { None } else { cluster::TurnWatch::open(self.host) };
         loop {
             match self.host.acquire_admission() {
                 Ok(admission) => return Ok((admission, operation)),
-                Err(error) if error.lease_code() == Some(LeaseCode::AnotherExportIsActive) && start.elapsed() < self.admission_wait => {
-                    let holder = if !told || since.is_some() { self.host.survey_admission().ok().flatten() } else { None };
+                Err(error) if error.lease_code() == Some(LeaseCode::AnotherExportIsActive) && start.elapsed() < bound => {
+                    let holder = if !told || watch.is_some() { self.host.survey_admission().ok().flatten() } else { None };
                     if !told {
                         told = true;
                         let holding = match &holder {
                             Some(survey) => format!(" (pid {} holds it: {})", survey.claim.owner.pid, survey.reason),
                             None => String::new(),
                         };
-                        tracing::warn!(
-                            "another export is active{holding}: waiting for its turn, for at most {:.1} s",
-                            self.admission_wait.saturating_sub(start.elapsed()).as_secs_f64()
-                        );
+                        tracing::warn!("another export is active{holding}: waiting for its turn, for at most {:.1} s", bound.saturating_sub(start.elapsed()).as_secs_f64());
                     }
                     if let Some(error) = interrupted() {
                         return Err(error);
                     }
                     drop(operation);
-                    let left = self.admission_wait.saturating_sub(start.elapsed());
-                    if !cluster::await_turn(self.host, since, holder.as_ref().map(|survey| &survey.claim.owner), left) {
+                    let left = bound.saturating_sub(start.elapsed());
+                    if !watch.as_mut().is_some_and(|watch| watch.await_turn(holder.as_ref().map(|survey| &survey.claim.owner), left)) {
                         std::thread::sleep(pause.min(left));
                         pause = (pause * 2).min(Duration::from_secs(1));
                     }
-                    since = cluster::revision(self.host);
                     operation = crate::lock_wait::Operation::begin(self.host.lock_timeout());
                 }
                 Err(error) if error.lease_code() == Some(LeaseCode::AnotherExportIsActive) && told => {

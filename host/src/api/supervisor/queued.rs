@@ -28,25 +28,14 @@ const FIRST_PAUSE: Duration = Duration::from_millis(50);
 /// the interruption `interrupted` reports; any other refusal of an attempt, at once.
 pub(super) fn admission(host: &Host, ticket: Ticket<'_>, operation: Operation, bound: Duration, interrupted: &dyn Fn() -> Option<Error>) -> Result<(Admission, Operation), Error> {
     let start = Instant::now();
-    // A bound past what an `Instant` can hold (`--wait 18446744073709551615s`) is a century.
-    let deadline = start.checked_add(bound).unwrap_or_else(|| start + Duration::from_secs(100 * 365 * 86_400));
+    let deadline = deadline(start, bound);
     let mut operation = Some(operation);
     let mut told = false;
     // Says once that this run waits, for whom, and behind how many.
     let mut tell = |ahead: usize, holder: &Option<proclease_core::admission::Survey>| {
-        if std::mem::replace(&mut told, true) {
-            return;
+        if !std::mem::replace(&mut told, true) {
+            announce(ahead, holder, deadline);
         }
-        let holding = match holder {
-            Some(survey) => format!(" (pid {} holds it: {})", survey.claim.owner.pid, survey.reason),
-            None => String::new(),
-        };
-        let queued = match ahead {
-            0 => String::new(),
-            1 => ", behind 1 earlier waiter".into(),
-            n => format!(", behind {n} earlier waiters"),
-        };
-        tracing::warn!("another export is active{holding}: waiting for its turn{queued}, for at most {:.1} s", deadline.saturating_duration_since(Instant::now()).as_secs_f64());
     };
     let claim_directory = Path::new(proclease_core::admission::CLAIM_PATH).parent().map(|dir| host.state_home().join(dir));
     let mut pause = FIRST_PAUSE;
@@ -67,15 +56,7 @@ pub(super) fn admission(host: &Host, ticket: Ticket<'_>, operation: Operation, b
             Err(NotYet::Interrupted) => return Err(interrupted().unwrap_or_else(|| crate::error::Refusal::Interrupted { signal: 0 }.into())),
             Err(NotYet::Deadline { ahead }) => {
                 drop(ticket);
-                // One last attempt, which says why it is refused (the holder still holds it).
-                let operation = operation.take().unwrap_or_else(|| Operation::begin(host.lock_timeout()));
-                return match host.acquire_admission() {
-                    Ok(admission) => Ok((admission, operation)),
-                    Err(error) => {
-                        tracing::warn!("gave up waiting for the export admission after {:.1} s, with {ahead} earlier waiters still ahead", start.elapsed().as_secs_f64());
-                        Err(error)
-                    }
-                };
+                return last_attempt(host, operation.take(), start, ahead);
             }
         }
         // At the head: watch the admission's record before trying, so that a release between
@@ -113,6 +94,41 @@ pub(super) fn admission(host: &Host, ticket: Ticket<'_>, operation: Operation, b
             Err(error) => return Err(error),
         }
     }
+}
+
+/// A queued waiter's attempt at its bound, still behind `ahead` earlier waiters (having left
+/// the queue): the admission if it is free after all, else the refusal, which says why (the
+/// holder still holds it), after a line saying the wait that began at `start` ended.
+pub(super) fn last_attempt(host: &Host, operation: Option<Operation>, start: Instant, ahead: usize) -> Result<(Admission, Operation), Error> {
+    let operation = operation.unwrap_or_else(|| Operation::begin(host.lock_timeout()));
+    match host.acquire_admission() {
+        Ok(admission) => Ok((admission, operation)),
+        Err(error) => {
+            tracing::warn!("gave up waiting for the export admission after {:.1} s, with {ahead} earlier waiters still ahead", start.elapsed().as_secs_f64());
+            Err(error)
+        }
+    }
+}
+
+/// The moment a wait of `bound` from `start` ends; a bound past what an `Instant` can hold
+/// (`--wait 18446744073709551615s`) is a century.
+pub(super) fn deadline(start: Instant, bound: Duration) -> Instant {
+    start.checked_add(bound).unwrap_or_else(|| start + Duration::from_secs(100 * 365 * 86_400))
+}
+
+/// What a waiter says once, when it starts to wait: for whom (`holder`), behind how many, and
+/// for how long at most (until `deadline`).
+pub(super) fn announce(ahead: usize, holder: &Option<proclease_core::admission::Survey>, deadline: Instant) {
+    let holding = match holder {
+        Some(survey) => format!(" (pid {} holds it: {})", survey.claim.owner.pid, survey.reason),
+        None => String::new(),
+    };
+    let queued = match ahead {
+        0 => String::new(),
+        1 => ", behind 1 earlier waiter".into(),
+        n => format!(", behind {n} earlier waiters"),
+    };
+    tracing::warn!("another export is active{holding}: waiting for its turn{queued}, for at most {:.1} s", deadline.saturating_duration_since(Instant::now()).as_secs_f64());
 }
 
 /// Watches the witnesses of `claim`'s owner and helper; true when all of them are already free

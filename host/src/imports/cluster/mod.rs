@@ -29,6 +29,8 @@ pub mod epoch;
 pub mod fencing;
 #[cfg(feature = "cluster")]
 pub mod presence;
+#[cfg(feature = "cluster")]
+pub mod queue;
 pub mod self_fencing;
 
 pub use address::{
@@ -56,7 +58,7 @@ pub enum Fence {
 #[cfg(feature = "cluster")]
 pub(crate) use enabled::shared;
 #[cfg(feature = "cluster")]
-pub use enabled::{Cluster, ClusterStore, await_admission_change, check_fence, end_presence};
+pub use enabled::{Cluster, ClusterStore, check_fence, end_presence};
 
 #[cfg(feature = "cluster")]
 mod enabled {
@@ -83,26 +85,6 @@ mod enabled {
     pub fn end_presence() {
         let sessions = std::mem::take(&mut *SESSIONS.lock().unwrap_or_else(|p| p.into_inner()));
         drop(sessions);
-    }
-
-    /// For a run waiting for its turn (`run --exclusive --wait`): waits until the export
-    /// admission's record, or the presence of its holder `holder`, changes after etcd revision
-    /// `after` — a release, a new holder, the holder's presence revoked or expired: the moments
-    /// an acquire can succeed — or `timeout` passes. An etcd watch, not polling. Returns
-    /// whether it waited (`false`: the watch failed at once; the caller pauses instead).
-    pub fn await_admission_change(store: &EtcdStore, holder: Option<&proclease_core::records::Owner>, after: i64, timeout: Duration) -> bool {
-        let mut keys = vec![store.key_of(proclease_core::admission::CLAIM_PATH)];
-        keys.extend(holder.map(|owner| crate::cluster::presence::presence_key(store, owner)));
-        match store.await_change(&keys, after, timeout) {
-            Ok(changed) => {
-                tracing::debug!(changed, "the export admission's watch ended");
-                true
-            }
-            Err(error) => {
-                tracing::debug!(%error, "cannot watch the export admission; pausing instead");
-                false
-            }
-        }
     }
 
     /// Whether fencing token `token` (what an exclusive run's command gets as

@@ -116,7 +116,7 @@ pub fn lookup_same_boot(store: &EtcdStore, owner: &Owner) -> RemotePresence {
 /// This machine's host name (`/proc/sys/kernel/hostname`, of this UTS namespace), recorded
 /// beside a presence so that `doctor` on another machine can name the holder's machine; empty
 /// when it cannot be read.
-fn host_name() -> String {
+pub(crate) fn host_name() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname").map(|name| name.trim().to_owned()).unwrap_or_default()
 }
 

@@ -588,8 +588,7 @@ impl EtcdStore {
         text_within(path, bytes, max_bytes).map(Some)
     }
 
-    /// etcd's current revision (one count-only read of the prefix's epoch key): what
-    /// [`EtcdStore::await_change`] waits for changes after.
+    /// etcd's current revision (one count-only read of the prefix's epoch key).
     ///
     /// Errors: etcd unreachable ([`StoreError`], naming the endpoint).
     pub fn revision(&self) -> Result<i64, StoreError> {
@@ -601,40 +600,50 @@ impl EtcdStore {
         Ok(response.header().map_or(0, |h| h.revision()))
     }
 
-    /// Waits until any of `keys` (etcd keys: [`EtcdStore::key_of`] a record, a presence key) is
-    /// written or deleted at a revision after `after`, or `timeout` passes — the whole call,
-    /// opening the watch included, is bounded by it: `true` for a change (one made between
-    /// `after` and the call included, which etcd replays), `false` at the timeout. An etcd
-    /// watch: no polling, one stream for every key.
+    /// Opens a watch of `keys` (etcd keys) from now, or only of their deletions with
+    /// `deletions_only`; `keys` ending in `/` are prefixes. It returns once etcd acknowledged
+    /// every key, so a change made after this call is seen by [`EtcdWatch::wait`], however long
+    /// after. A watch from now is one etcd serves at once: one from a past revision that later
+    /// writes passed is served by a background loop, up to 100 ms late (etcd's unsynced
+    /// watchers), which is why a wait that repeats keeps one open watch rather than opening one
+    /// from the revision of its last read.
     ///
-    /// Errors: etcd unreachable, or the watch cancelled (`after` compacted away, or the keys
-    /// not readable with these credentials) or closed by etcd: the caller pauses before it tries
-    /// again, so that a watch refused at once never makes a busy loop.
-    pub fn await_change(&self, keys: &[String], after: i64, timeout: Duration) -> Result<bool, StoreError> {
-        let Some(first) = keys.first() else { return Ok(false) };
-        let options = || etcd_client::WatchOptions::new().with_start_revision(after + 1);
-        let mut client = self.client().watch_client();
-        let answer = self.block_on(timeout, async {
-            let mut watch = client.watch(first.clone(), Some(options())).await?;
-            for key in &keys[1..] {
-                watch.watch(key.clone(), Some(options())).await?;
+    /// Errors: etcd unreachable or refusing the watch, within `timeout`.
+    pub fn watch_from_now(&self, keys: &[String], deletions_only: bool, timeout: Duration) -> Result<EtcdWatch<'_>, StoreError> {
+        let first = keys.first().cloned().unwrap_or_default();
+        let options = |key: &str| {
+            let mut options = etcd_client::WatchOptions::new();
+            if key.ends_with('/') {
+                options = options.with_prefix();
             }
-            loop {
-                match watch.message().await? {
+            if deletions_only {
+                options = options.with_filters([etcd_client::WatchFilterType::NoPut]);
+            }
+            options
+        };
+        let mut client = self.client().watch_client();
+        let opened = self.block_on(timeout, async {
+            let mut stream = client.watch(first.clone(), Some(options(&first))).await?;
+            for key in keys.iter().skip(1) {
+                stream.watch(key.clone(), Some(options(key))).await?;
+            }
+            let mut acknowledged = 0;
+            while acknowledged < keys.len() {
+                match stream.message().await? {
                     Some(response) if response.canceled() => {
-                        let reason = format!("etcd cancelled the watch: {}", response.cancel_reason());
-                        return Err(etcd_client::Error::WatchError(reason));
+                        return Err(etcd_client::Error::WatchError(format!("etcd cancelled the watch: {}", response.cancel_reason())));
                     }
-                    Some(response) if !response.events().is_empty() => return Ok(true),
+                    Some(response) if response.created() => acknowledged += 1,
                     Some(_) => {}
                     None => return Err(etcd_client::Error::WatchError("etcd closed the watch".into())),
                 }
             }
+            Ok(stream)
         });
-        match answer {
-            None => Ok(false),
-            Some(Ok(changed)) => Ok(changed),
-            Some(Err(e)) => Err(unreachable_error(first, &self.endpoint, "watch", &e.to_string(), timeout)),
+        match opened {
+            Some(Ok(stream)) => Ok(EtcdWatch { store: self, stream, key: first }),
+            Some(Err(e)) => Err(unreachable_error(&first, &self.endpoint, "watch", &e.to_string(), timeout)),
+            None => Err(unreachable_error(&first, &self.endpoint, "watch", "no answer", timeout)),
         }
     }
 
@@ -1114,6 +1123,92 @@ fn unreachable_error(path: &str, endpoint: &str, operation: &'static str, reason
 /// read, or a lease grant (a lease granted twice expires by itself), never a write.
 fn retried_after_silence(operation: &str) -> bool {
     is_read(operation) || operation == "granting a lease"
+}
+
+/// An open etcd watch ([`EtcdStore::watch_from_now`]): changes are kept by the stream until
+/// [`EtcdWatch::wait`] takes them.
+pub struct EtcdWatch<'s> {
+    store: &'s EtcdStore,
+    stream: etcd_client::WatchStream,
+    /// The first key watched, for errors.
+    key: String,
+}
+
+impl EtcdWatch<'_> {
+    /// Also watches `key` (from now): acknowledged before it returns, within `timeout`.
+    ///
+    /// Errors: etcd unreachable or refusing the watch; the watch is then of no more use.
+    pub fn add(&mut self, key: &str, timeout: Duration) -> Result<(), StoreError> {
+        let stream = &mut self.stream;
+        let added = self.store.block_on(timeout, async {
+            stream.watch(key.to_owned(), None).await?;
+            loop {
+                match stream.message().await? {
+                    Some(response) if response.canceled() => {
+                        return Err(etcd_client::Error::WatchError(format!("etcd cancelled the watch: {}", response.cancel_reason())));
+                    }
+                    Some(response) if response.created() => return Ok(()),
+                    // A change of a key already watched, arriving meanwhile: not lost, it is a
+                    // change the caller would wake for; the next wait returns at once.
+                    Some(response) if !response.events().is_empty() => return Ok(()),
+                    Some(_) => {}
+                    None => return Err(etcd_client::Error::WatchError("etcd closed the watch".into())),
+                }
+            }
+        });
+        match added {
+            Some(Ok(())) => Ok(()),
+            Some(Err(e)) => Err(unreachable_error(key, &self.store.endpoint, "watch", &e.to_string(), timeout)),
+            None => Err(unreachable_error(key, &self.store.endpoint, "watch", "no answer", timeout)),
+        }
+    }
+
+    /// Waits for a change of a watched key (`true`), the process of the pidfd `exits` to end
+    /// (`true`), or `timeout` (`false`).
+    ///
+    /// Errors: etcd cancelled or closed the watch, or the connection broke: the watch is of no
+    /// more use, open another.
+    pub fn wait(&mut self, timeout: Duration, exits: Option<std::os::fd::BorrowedFd<'_>>) -> Result<bool, StoreError> {
+        let stream = &mut self.stream;
+        let answer = self.store.block_on(timeout, async {
+            let exited = async {
+                // A pidfd is readable once its process has exited. SAFETY: `exits` is borrowed for
+                // the whole call, and the `AsyncFd` lives only within it.
+                let registered = exits.and_then(|fd| unsafe { tokio::io::unix::AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE) }.ok());
+                match registered {
+                    Some(fd) => {
+                        let _ = fd.readable().await;
+                    }
+                    None => std::future::pending::<()>().await,
+                }
+            };
+            let changed = async {
+                loop {
+                    match stream.message().await? {
+                        Some(response) if response.canceled() => {
+                            return Err(etcd_client::Error::WatchError(format!("etcd cancelled the watch: {}", response.cancel_reason())));
+                        }
+                        Some(response) if !response.events().is_empty() => return Ok(true),
+                        Some(_) => {}
+                        None => return Err(etcd_client::Error::WatchError("etcd closed the watch".into())),
+                    }
+                }
+            };
+            let (mut exited, mut changed) = (std::pin::pin!(exited), std::pin::pin!(changed));
+            std::future::poll_fn(|context| {
+                if exited.as_mut().poll(context).is_ready() {
+                    return std::task::Poll::Ready(Ok(true));
+                }
+                changed.as_mut().poll(context)
+            })
+            .await
+        });
+        match answer {
+            None => Ok(false),
+            Some(Ok(changed)) => Ok(changed),
+            Some(Err(e)) => Err(unreachable_error(&self.key, &self.store.endpoint, "watch", &e.to_string(), timeout)),
+        }
+    }
 }
 
 /// The component's `state-store` import served by an [`EtcdStore`].
