@@ -598,3 +598,36 @@ fn recovery_holds_the_lease_creation_lock_from_its_last_look_until_the_directory
     let out = s.run(&["--lock-timeout", "1s", "run", "--workdir", elsewhere.to_str().expect("utf-8"), "--", "true"]);
     assert!(out.status.success(), "{out:?}");
 }
+
+/// `docs/deviations.md` 26: a mutation claim is not fsynced, so a power loss can keep a claim's
+/// name without its content. Such a claim (empty, or zeros where a filesystem kept the size but
+/// not the data) can only be a previous boot's, since every writer writes the text before it
+/// names the claim: the next change of that record removes it and goes on. A claim whose text is
+/// there but wrong is still refused as the reference refuses it, and left for an operator.
+#[test]
+fn a_claim_whose_content_a_power_loss_took_is_removed_and_a_torn_one_is_still_refused() {
+    let s = sandbox();
+    let admission = s.state.join(Path::new(proclease::core::admission::CLAIM_PATH).parent().expect("a collection"));
+    std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700).create(&admission).expect("the admission's collection");
+    let target = proclease::state_store::mutation_claim::target_sha256("active.json");
+    let claim = |id: &str| admission.join(format!(".io-mutation-{target}-held-{id}.lock"));
+    let write_private = |path: &Path, bytes: &[u8]| {
+        std::fs::write(path, bytes).expect("a claim");
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    };
+    for (id, lost) in [("3f1c9a52-8d2e-4b7a-9c1d-2e5f6a7b8c9d", &b""[..]), ("3f1c9a52-8d2e-4b7a-9c1d-2e5f6a7b8c9e", &[0u8; 300][..])] {
+        write_private(&claim(id), lost);
+        let work = s.root.join("jobs").join(&id[30..]);
+        let out = s.run(&["run", "--exclusive", "--workdir", work.to_str().expect("utf-8"), "--", "true"]);
+        assert!(out.status.success(), "a claim of {} bytes lost in a crash does not block the admission: {}", lost.len(), stderr(&out));
+        assert!(!claim(id).exists(), "and it is removed");
+    }
+    // Torn: the text is cut short. Not what a crash of an unsynced file leaves, so not judged.
+    let torn = "3f1c9a52-8d2e-4b7a-9c1d-2e5f6a7b8c9f";
+    write_private(&claim(torn), b"{\"kind\":\"io-state-mutation-claim\",\"schemaVer");
+    let work = s.root.join("jobs").join("torn");
+    let out = s.run(&["run", "--exclusive", "--workdir", work.to_str().expect("utf-8"), "--", "true"]);
+    assert!(!out.status.success(), "{out:?}");
+    assert!(stderr(&out).contains("state mutation claim is malformed"), "{}", stderr(&out));
+    assert!(claim(torn).exists(), "left for an operator");
+}

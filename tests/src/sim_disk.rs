@@ -19,10 +19,11 @@
 //!   returns the error, as the real call would; later steps run normally (a transient fault).
 //!
 //! Reads (open, stat, read, readdir) are not steps: they change nothing that a crash could
-//! tear, and their failures are covered by the real-filesystem tests. A claim's stage write and
-//! fsync are one step; its renames and its unlink are steps without a directory fsync, as in
+//! tear, and their failures are covered by the real-filesystem tests. A claim's stage write is
+//! one step, not fsynced; its renames and its unlink are steps without a directory fsync, as in
 //! the host (a claim's durability never matters: after a power loss its owner is gone, and
-//! whichever of its names the disk kept is removed by the next recovery).
+//! whichever of its names the disk kept is removed by the next recovery — one whose content the
+//! power loss took, because it reads as empty).
 //!
 //! The disk has one namespace: the state home at [`HOME`] and the granted workspace root at
 //! [`WORKSPACE`]. Process liveness comes from a shared set of dead pids ([`SimProcesses`]).
@@ -392,14 +393,20 @@ impl DiskState {
 
     // ---- the mutation claim (host/src/imports/state_store/mutation_claim.rs) ----
 
-    /// One step: writes `bytes` to the new file `inode` and fsyncs it.
-    fn write_synced(&mut self, inode: u64, bytes: &[u8]) -> Step<()> {
-        self.step("write+fsync claim stage")?;
-        if let Some(Node::File { data, synced }) = self.nodes.get_mut(&inode) {
+    /// One step: writes `bytes` to the new claim stage `inode`, not fsynced (as the host:
+    /// `mutation_claim`), so a power loss can keep the claim's name without its content.
+    fn write_claim_stage(&mut self, inode: u64, bytes: &[u8]) -> Step<()> {
+        self.step("write claim stage")?;
+        if let Some(Node::File { data, .. }) = self.nodes.get_mut(&inode) {
             data.extend_from_slice(bytes);
-            *synced = data.clone();
         }
         Ok(())
+    }
+
+    /// Whether the claim file `inode` lost its content in a crash (empty or zeros): removed as
+    /// stale, as the host does (`arbitration::lost_in_a_crash`).
+    fn claim_lost(&self, inode: u64) -> bool {
+        self.data(inode).is_some_and(|data| data.iter().all(|b| *b == 0))
     }
 
     /// One step: renames `from` to `to` in `dir` (never over a name), without fsyncing `dir`
@@ -430,6 +437,10 @@ impl DiskState {
             let owner = if let Some(rest) = name.strip_prefix(".io-mutation-stage-") {
                 self.claim_owner(inode).or_else(|| rest.strip_suffix(".tmp")?.rsplit('-').next()?.parse().ok())
             } else if claims && name.starts_with(".io-mutation-") {
+                if self.claim_lost(inode) {
+                    let _ = self.unlink(dir, &name, "unlink claim lost in a crash");
+                    continue;
+                }
                 self.claim_owner(inode)
             } else {
                 continue;
@@ -450,6 +461,10 @@ impl DiskState {
         let prefix = format!(".io-mutation-{target}-");
         let existing: Vec<(String, u64)> = self.entries(dir).map(|e| e.iter().filter(|(n, _)| n.starts_with(&prefix)).map(|(n, i)| (n.clone(), *i)).collect()).unwrap_or_default();
         for (claim, inode) in existing {
+            if self.claim_lost(inode) {
+                self.unlink(dir, &claim, "unlink claim lost in a crash")?;
+                continue;
+            }
             match self.claim_owner(inode) {
                 // A dead owner's, or this process's own whose release failed: stale.
                 Some(pid) if dead.contains(&pid) || pid == self.actor => self.unlink(dir, &claim, "unlink dead claim")?,
@@ -463,7 +478,7 @@ impl DiskState {
         let inode = self.create_file(dir, &stage)?;
         let mut current = stage.clone();
         let published = (|| -> Step<()> {
-            self.write_synced(inode, text.as_bytes())?;
+            self.write_claim_stage(inode, text.as_bytes())?;
             for phase in ["waiting", "candidate", "held"] {
                 let next = format!("{prefix}{phase}-{id}.lock");
                 self.rename_claim(dir, &current, &next)?;

@@ -115,6 +115,15 @@ pub(crate) fn write_new_file(dir: impl AsFd, name: &str, bytes: &[u8]) -> std::i
     Ok(())
 }
 
+/// [`write_new_file`] without the fsync: for a file whose content need not survive a power
+/// loss (a mutation claim's stage: `state_store::mutation_claim`, where a claim that lost its
+/// content is judged lost in the crash).
+pub(crate) fn write_new_file_unsynced(dir: impl AsFd, name: &str, bytes: &[u8]) -> std::io::Result<()> {
+    let fd = rustix::fs::openat(dir, name, OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::from_raw_mode(0o600))?;
+    rustix::fs::fchmod(&fd, Mode::from_raw_mode(0o600))?;
+    std::fs::File::from(fd).write_all(bytes)
+}
+
 /// fsync of a directory, making the entries created, renamed or removed in it durable.
 pub(crate) fn fsync_dir(dir: impl AsFd) -> std::io::Result<()> {
     #[cfg(feature = "test-seams")]

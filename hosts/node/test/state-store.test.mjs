@@ -239,6 +239,27 @@ test('a claim that cannot be judged stops the write, and a malformed claim is re
   }
 });
 
+test('a claim whose content an OS crash lost (empty, or zeros) is removed and the write goes on (docs/deviations.md 26)', async () => {
+  const h = await freshHost();
+  try {
+    const { store } = h.parts;
+    const dir = join(h.parts.home.path, 'recovery/c');
+    store.createIfAbsent('recovery/c/r.json', 'x');
+    const target = targetSha256('r.json');
+    let content = 'x';
+    for (const lost of ['', '\0'.repeat(300)]) {
+      const claim = join(dir, `.io-mutation-${target}-held-${randomUUID()}.lock`);
+      fs.writeFileSync(claim, lost, { mode: 0o600 });
+      assert.equal(store.replaceIfUnchanged('recovery/c/r.json', sha(content), content + 'y'), true);
+      content += 'y';
+      assert.equal(fs.existsSync(claim), false);
+    }
+    assert.deepEqual(fs.readdirSync(dir), ['r.json']);
+  } finally {
+    h.cleanup();
+  }
+});
+
 test("the mutation claim's target, text and arbitration are the reference's (§3.5)", () => {
   assert.equal(targetSha256('active.json'), '7090835e861362df23825dadcaeccaa91ec32490e69ec9f97b7f74b3c43a797e');
   const owner = { pid: 42n, bootId: 'a'.repeat(64), processStartId: 'b'.repeat(64) };

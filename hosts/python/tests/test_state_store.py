@@ -531,6 +531,19 @@ def test_a_dead_writers_claim_never_blocks_a_write(store: StateStore, home: Path
     assert os.listdir(home / "recovery/things") == ["a.json"]
 
 
+def test_a_claim_whose_content_an_os_crash_lost_is_removed_and_the_write_goes_on(store: StateStore, home: Path) -> None:
+    """docs/deviations.md 26: a claim name with no content (empty, or zeros) was published before
+    an OS crash that lost its unsynced text; its owner died with that boot."""
+    assert store.create_if_absent(RECORD, "one\n")
+    content = "one\n"
+    for lost in ("", "\0" * 300):
+        claim = plant(home / "recovery/things", claim_name("a.json", "held", str(uuid.uuid4())), lost)
+        assert store.replace_if_unchanged(RECORD, sha(content), content + "x")
+        content += "x"
+        assert not claim.exists()
+    assert os.listdir(home / "recovery/things") == ["a.json"]
+
+
 def test_a_live_foreign_claim_makes_a_write_wait_then_give_up(store: StateStore, home: Path, tmp_path: Path) -> None:
     """A live ghostget holding the record's claim: the write waits CLAIM_WAIT (125 ms), then a
     create is `contended` and a replace answers False; nothing changes."""

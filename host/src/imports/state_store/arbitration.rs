@@ -123,6 +123,16 @@ pub(crate) trait ClaimKind {
     }
 }
 
+/// Whether a claim file's text (at a claim name, never a stage's) is one an OS crash left: empty,
+/// or only NUL bytes (a filesystem that kept the file's size but not its data). Every writer
+/// (proclease, ghostget) writes a claim's whole text to its stage before the first rename, so a
+/// claim name of a live process never shows such a text; one that does was published before a
+/// crash of the machine that lost its unsynced data, and its owner died with that boot. Removed
+/// as a dead owner's claim; the reference refuses it as malformed (`docs/deviations.md` 26).
+pub(crate) fn lost_in_a_crash(text: &str) -> bool {
+    text.bytes().all(|b| b == 0)
+}
+
 /// The owner a claim text records, when `text` is exactly `kind`'s text for `claim_id`.
 pub(crate) fn owner_in(kind: &dyn ClaimKind, claim_id: &str, text: &str) -> Option<Owner> {
     let value: serde_json::Value = serde_json::from_str(text).ok()?;
@@ -217,8 +227,8 @@ pub(crate) fn arbitrate(dir: &OwnedFd, kind: &dyn ClaimKind, identity: &ProcessI
 /// alike, both of which advance here): a claim excludes live processes of this boot, which all see
 /// the directory as the kernel holds it, durable or not. After a power loss its owner is gone,
 /// so whichever name survives (stage, any phase, or none) is a dead owner's claim that the next
-/// listing removes (the claim's *content* is fsynced before its first rename, so a name that
-/// survives never holds a torn claim that a reader would refuse as malformed).
+/// listing removes (a name that survived without its content, which is not fsynced either, is
+/// removed as [`lost_in_a_crash`]).
 fn advance(dir: &OwnedFd, kind: &dyn ClaimKind, from: &str, phase: Phase, claim_id: &str) -> Result<String, ArbitrationError> {
     let to = kind.name(phase, claim_id);
     rustix::fs::renameat_with(dir, from, dir, &to, RenameFlags::NOREPLACE).map_err(|e| match e {
@@ -264,6 +274,12 @@ pub(crate) fn live_claims(
                 stable = false; // vanished or moved while read
                 continue;
             };
+            if lost_in_a_crash(&text) {
+                tracing::debug!(claim = %name, "removing a claim whose content an OS crash lost");
+                let _ = rustix::fs::unlinkat(dir, &name, AtFlags::empty());
+                stable = false;
+                continue;
+            }
             let owner = owner_in(kind, &id, &text).ok_or_else(|| kind.error(Failure::Malformed, None))?;
             if own == Some(&owner) {
                 let _ = rustix::fs::unlinkat(dir, &name, AtFlags::empty());

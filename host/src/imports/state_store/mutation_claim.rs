@@ -8,11 +8,13 @@
 //! `7090835e…797e`), holding exactly
 //! `{"kind":"io-state-mutation-claim","schemaVersion":1,"targetSha256":…,"claimId":…,"pid":…,"bootId":…,"processStartId":…}`
 //! and a newline (keys in this insertion order, not canonical). It is written as
-//! `.io-mutation-stage-<claim id>-<pid>.tmp` (mode 0600, fsynced) and renamed into place, then
+//! `.io-mutation-stage-<claim id>-<pid>.tmp` (mode 0600) and renamed into place, then
 //! moves through `candidate` to `held` (`super::arbitration`). The writer mutates the record
-//! only while its claim is `held`, and unlinks the claim afterwards. The claim's renames and
-//! unlink are not followed by a directory fsync (ghostget's are): a claim only excludes live
-//! processes, and after a power loss every claim is a dead owner's; on a disk this saves four
+//! only while its claim is `held`, and unlinks the claim afterwards. Nothing of a claim is
+//! fsynced (ghostget fsyncs its stage, and the directory after each rename): a claim only
+//! excludes live processes, and after a power loss every claim is a dead owner's. A claim name
+//! that survives a power loss without its content (empty, or zeros) is removed as lost in that
+//! crash (`arbitration::lost_in_a_crash`, `docs/deviations.md` 26); on a disk this saves five
 //! fsyncs per mutation.
 //!
 //! **Recovery** (`recover_directory`), before every write and every listing of a collection:
@@ -104,7 +106,9 @@ impl ClaimKind for MutationClaim {
         let unlink_stage = || {
             let _ = rustix::fs::unlinkat(dir, &stage, AtFlags::empty());
         };
-        if let Err(e) = fsops::write_new_file(dir, &stage, self.content(claim_id, owner).as_bytes()) {
+        // Not fsynced: a claim whose content a power loss took is judged lost in that crash
+        // (`arbitration::lost_in_a_crash`), so the content buys nothing durable.
+        if let Err(e) = fsops::write_new_file_unsynced(dir, &stage, self.content(claim_id, owner).as_bytes()) {
             unlink_stage();
             return Err(self.error(Failure::Io, Some(e)));
         }

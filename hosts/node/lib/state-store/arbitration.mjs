@@ -176,6 +176,14 @@ export function liveClaims(dir, kind, liveness, skip, own) {
         stable = false; // vanished or moved while read
         continue;
       }
+      if (/^\0*$/.test(text)) {
+        // Empty or zeros: a claim whose content an OS crash lost (every writer writes the text
+        // before it names the claim), so its owner died with that boot (docs/deviations.md 26;
+        // the native host's `arbitration::lost_in_a_crash`).
+        unlinkQuietly(dir, name);
+        stable = false;
+        continue;
+      }
       const owner = ownerIn(kind, id, text);
       if (owner === null) throw failed(kind, 'malformed');
       if (own && sameOwner(own, owner)) {

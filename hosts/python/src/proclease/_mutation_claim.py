@@ -371,6 +371,13 @@ def live_claims(dir_fd: int, kind: ClaimKind, liveness: Liveness, skip: Optional
             if text is None:
                 stable = False  # vanished or moved while read
                 continue
+            if all(ch == "\0" for ch in text):
+                # Empty or zeros: a claim whose content an OS crash lost (every writer writes the
+                # text before it names the claim), so its owner died with that boot
+                # (docs/deviations.md 26; the native host's `arbitration::lost_in_a_crash`).
+                release(dir_fd, name)
+                stable = False
+                continue
             owner = owner_in(kind, claim_id, text)
             if owner is None:
                 raise kind.error(MALFORMED)
