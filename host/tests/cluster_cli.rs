@@ -173,8 +173,9 @@ fn a_run_waiting_for_its_turn_on_etcd_is_woken_by_the_release() {
 /// Issue #44, "a fair wait that wakes on death", on etcd: `run --exclusive --wait` waiters of
 /// two machines take the admission in the order they arrived, `doctor` lists them in that order
 /// from a third machine, and a waiter killed in the queue (its machine crashed) loses its place
-/// once its presence expires, without holding up the waiters behind it. Every place is gone at
-/// the end.
+/// once its presence expires, without holding up the waiters behind it. A stray key in the queue
+/// (no lease, no waiter named) holds up no one and doctor names it. Every place is gone at the
+/// end.
 #[test]
 fn waiters_of_several_machines_take_their_turn_in_arrival_order() {
     let Some(etcd) = cluster() else { return };
@@ -182,6 +183,19 @@ fn waiters_of_several_machines_take_their_turn_in_arrival_order() {
     let (marks, gate) = (shared.path().join("marks"), shared.path().join("gate"));
     std::fs::write(&gate, "").expect("gate");
     let machines: Vec<Machine> = (0..3).map(|_| machine(&etcd.url(PREFIX), "2s")).collect();
+    // A stray key ahead of every waiter (no lease, no waiter in it: an operator's `etcdctl put`):
+    // ignored by the waiters, shown by doctor.
+    let stray = format!("/{PREFIX}/queues/export-admission/0-stray");
+    let etcdctl = |args: &[&str]| {
+        let endpoint = format!("127.0.0.1:{}", etcd.client_port);
+        let out = Command::new("etcdctl").env("ETCDCTL_API", "3").args(["--endpoints", &endpoint]).args(args).output().expect("etcdctl");
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let with_etcdctl = etcd_server::etcdctl_installed();
+    if with_etcdctl {
+        etcdctl(&["put", &stray, "not a waiter"]);
+    }
     let script = format!("echo holder >> {m}; while [ -e {g} ]; do sleep 0.05; done", m = marks.display(), g = gate.display());
     let mut holder = machines[0].spawn_exclusive("holder", &["sh", "-c", &script]);
     wait_for_helper(&etcd);
@@ -196,10 +210,12 @@ fn waiters_of_several_machines_take_their_turn_in_arrival_order() {
     for i in 0..6 {
         let work = machines[1 + i % 2].root.join(format!("w{i}"));
         let mark = format!("echo w{i} >> {}", marks.display());
+        // The first waiter's words: it waits for the holder, behind no one (not the stray key).
+        let said = if i == 0 { Stdio::piped() } else { Stdio::null() };
         let waiter = machines[1 + i % 2]
             .command(&["run", "--exclusive", "--wait", "120s", "--workdir", work.to_str().expect("utf-8"), "--", "sh", "-c", &mark])
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(said)
             .spawn()
             .expect("a waiter starts");
         waiters.push(waiter);
@@ -211,15 +227,25 @@ fn waiters_of_several_machines_take_their_turn_in_arrival_order() {
     }
     let text = String::from_utf8_lossy(&machines[0].run(&["doctor"]).stdout).into_owned();
     assert!(text.contains("export admission, #1 in line") && text.contains("export admission, #6 in line"), "{text}");
+    if with_etcdctl {
+        assert!(text.contains("export admission, not a place") && text.contains(&format!("etcdctl del {stray}")), "{text}");
+    }
     // The third waiter's machine crashes: it is never run, and the others keep their order.
     crash(&mut waiters[2]);
     std::fs::remove_file(&gate).expect("open the gate");
     assert!(holder.wait().expect("the holder ends").success());
+    let mut first = String::new();
+    std::io::Read::read_to_string(&mut waiters[0].stderr.take().expect("piped"), &mut first).expect("the first waiter's stderr");
+    assert!(first.contains("waiting for its turn") && !first.contains("behind"), "{first}");
     for (i, waiter) in waiters.iter_mut().enumerate().filter(|(i, _)| *i != 2) {
         assert!(waiter.wait().expect("a waiter ends").success(), "waiter {i} ran");
     }
     let order = std::fs::read_to_string(&marks).expect("marks");
     assert_eq!(order.split_whitespace().collect::<Vec<_>>(), ["holder", "w0", "w1", "w3", "w4", "w5"], "in arrival order, the crashed one skipped");
+    if with_etcdctl {
+        assert_eq!(etcdctl(&["get", "--prefix", "--keys-only", &format!("/{PREFIX}/queues/")]).split_whitespace().collect::<Vec<_>>(), [stray.as_str()], "the stray key is left");
+        etcdctl(&["del", &stray]);
+    }
     let store = etcd.store(PREFIX);
     let queue = proclease::cluster::queue::EtcdQueue::new(&store, "export-admission");
     let deadline = Instant::now() + Duration::from_secs(30);

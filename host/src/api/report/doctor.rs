@@ -239,17 +239,28 @@ fn cluster_waiter_rows(host: &Host, cluster: &crate::cluster::Cluster, now_ms: u
     let boot_id = host.process_identity().current_boot_id().ok();
     let mut place = 0;
     for waiter in waiters {
-        let state = match judge(host.process_identity(), boot_id.as_deref(), &waiter).0 {
-            Ahead::Waiting => WaiterState::Waiting,
-            Ahead::Stopped => WaiterState::Stopped,
-            Ahead::Gone => WaiterState::Gone(format!(
-                "its waiter, on this machine, is gone: it is skipped, and its place ({}) removed by the next waiter to pass it, or when its presence expires",
-                waiter.key
-            )),
+        let state = if !waiter.is_place() {
+            WaiterState::Stray(waiter.key.clone())
+        } else {
+            match judge(host.process_identity(), boot_id.as_deref(), &waiter).0 {
+                Ahead::Waiting => WaiterState::Waiting,
+                Ahead::Stopped => WaiterState::Stopped,
+                Ahead::Gone => WaiterState::Gone(format!(
+                    "its waiter, on this machine, is gone: it is skipped, and its place ({}) removed by the next waiter to pass it, or when its presence expires",
+                    waiter.key
+                )),
+            }
         };
         let pid = waiter.owner.as_ref().map(|owner| owner.pid);
         let machine = (!waiter.host.is_empty()).then(|| waiter.host.clone());
-        rows.push(waiter_row(state, &mut place, pid, waiter.enqueued_at_ms, machine, now_ms));
+        let mut row = waiter_row(state, &mut place, pid, waiter.enqueued_at_ms, machine.clone(), now_ms);
+        if let (Some(machine), true) = (machine, waiter.is_place()) {
+            row.target = format!("{}, on {machine}", row.target);
+        }
+        if row.disposition == "stopped" {
+            row.reason += "; in cluster mode a waiter stopped longer than the TTL loses its presence, and with it its place: continued, it ends with an error";
+        }
+        rows.push(row);
     }
 }
 
@@ -259,6 +270,8 @@ enum WaiterState {
     Stopped,
     /// Gone, and why its place is still there.
     Gone(String),
+    /// Not a waiter's place (cluster mode: the etcd key): waiters ignore it.
+    Stray(String),
 }
 
 /// One row of a wait queue: `place` counts the waiting ones so far.
@@ -280,6 +293,13 @@ fn waiter_row(state: WaiterState, place: &mut usize, pid: Option<u64>, enqueued_
             )
         }
         WaiterState::Gone(why) => ("export admission, a place left".to_string(), "gone", why),
+        WaiterState::Stray(key) => (
+            "export admission, not a place".to_string(),
+            "ignored",
+            format!(
+                "a key in the wait queue that is not a waiter's place as proclease writes it (no lease, or a value naming no waiter): waiters ignore it; remove it with etcdctl del {key}"
+            ),
+        ),
     };
     Row {
         kind: "waiter",

@@ -108,6 +108,7 @@ pub(super) fn register_child(_: Option<&Session>, _: &proclease_core::records::O
 #[cfg(feature = "cluster")]
 pub(super) struct TurnWatch<'h> {
     store: &'h crate::state_store::etcd::EtcdStore,
+    identity: &'h crate::process_identity::ProcessIdentity,
     watch: Option<crate::state_store::etcd::EtcdWatch<'h>>,
     /// The presence keys watched so far.
     presences: Vec<String>,
@@ -119,14 +120,14 @@ impl<'h> TurnWatch<'h> {
     /// refuses is opened again before the next wait.
     pub(super) fn open(host: &'h Host) -> Option<TurnWatch<'h>> {
         let store = host.cluster()?.store();
-        let mut turn = TurnWatch { store, watch: None, presences: Vec::new() };
+        let mut turn = TurnWatch { store, identity: host.process_identity(), watch: None, presences: Vec::new() };
         turn.reopen();
         Some(turn)
     }
 
     fn reopen(&mut self) {
         let keys: Vec<String> = std::iter::once(self.store.key_of(proclease_core::admission::CLAIM_PATH)).chain(self.presences.iter().cloned()).collect();
-        self.watch = match self.store.watch_from_now(&keys, false, crate::state_store::etcd::TIMEOUT) {
+        self.watch = match self.store.watch_from_now(&keys, false, self.store.timeouts().command) {
             Ok(watch) => Some(watch),
             Err(error) => {
                 tracing::debug!(%error, "cannot watch the export admission; pausing instead");
@@ -135,17 +136,17 @@ impl<'h> TurnWatch<'h> {
         };
     }
 
-    /// After a refused attempt: waits until the admission's record or the presence of `holder`
-    /// changes — or for at most 1 s, so that what the watch does not see (a holder on this
-    /// machine that died: its presence stays for the TTL, but this machine's /proc proves it
-    /// gone; an epoch's grace ending) is tried again as soon as a poll would, and a signal to
-    /// stop is heeded within a second —, bounded by `left`. `false` when there is no watch (the
+    /// After a refused attempt: waits until the admission's record or the presence of one of
+    /// `holders` (the claim's owner and helper) changes, or one of them that runs on this
+    /// machine exits (a pidfd) — or for at most 1 s, so that what neither shows (an epoch's
+    /// grace ending, a holder of this machine in another PID namespace) is tried again as soon as
+    /// a poll would, and a signal to stop is heeded within a second —, bounded by `left`. `false` when there is no watch (the
     /// caller pauses instead).
-    pub(super) fn await_turn(&mut self, holder: Option<&proclease_core::records::Owner>, left: std::time::Duration) -> bool {
-        if let Some(owner) = holder {
+    pub(super) fn await_turn(&mut self, holders: &[&proclease_core::records::Owner], left: std::time::Duration) -> bool {
+        for owner in holders {
             let key = crate::cluster::presence::presence_key(self.store, owner);
             if !self.presences.contains(&key) {
-                let added = self.watch.as_mut().map(|watch| watch.add(&key, crate::state_store::etcd::TIMEOUT));
+                let added = self.watch.as_mut().map(|watch| watch.add(&key, self.store.timeouts().command));
                 self.presences.push(key);
                 if let Some(Err(error)) = added {
                     tracing::debug!(%error, "cannot watch the holder's presence");
@@ -157,7 +158,12 @@ impl<'h> TurnWatch<'h> {
             self.reopen();
         }
         let Some(watch) = self.watch.as_mut() else { return false };
-        match watch.wait(left.min(std::time::Duration::from_secs(1)), None) {
+        // A holder of this machine: its exit wakes the wait at once (its presence would stay for
+        // the TTL; this machine's /proc proves it gone sooner).
+        let boot_id = self.identity.current_boot_id().ok();
+        let exits: Vec<_> = holders.iter().filter_map(|owner| crate::cluster::queue::local_pidfd(self.identity, boot_id.as_deref(), owner)).collect();
+        let exits: Vec<_> = exits.iter().map(std::os::fd::AsFd::as_fd).collect();
+        match watch.wait(left.min(std::time::Duration::from_secs(1)), &exits) {
             Ok(changed) => {
                 tracing::debug!(changed, "the export admission's watch ended");
                 true
@@ -181,7 +187,7 @@ impl<'h> TurnWatch<'h> {
         None
     }
 
-    pub(super) fn await_turn(&mut self, _: Option<&proclease_core::records::Owner>, _: std::time::Duration) -> bool {
+    pub(super) fn await_turn(&mut self, _: &[&proclease_core::records::Owner], _: std::time::Duration) -> bool {
         false
     }
 }

@@ -275,7 +275,8 @@ impl<'h> Supervisor<'h> {
                     }
                     drop(operation);
                     let left = bound.saturating_sub(start.elapsed());
-                    if !watch.as_mut().is_some_and(|watch| watch.await_turn(holder.as_ref().map(|survey| &survey.claim.owner), left)) {
+                    let holders: Vec<_> = holder.iter().flat_map(|survey| std::iter::once(&survey.claim.owner).chain(survey.claim.helper_owner.as_ref())).collect();
+                    if !watch.as_mut().is_some_and(|watch| watch.await_turn(&holders, left)) {
                         std::thread::sleep(pause.min(left));
                         pause = (pause * 2).min(Duration::from_secs(1));
                     }

@@ -117,14 +117,30 @@ fn await_head(
             }
         };
         let Some(mine) = waiters.iter().position(|waiter| waiter.key == ticket.key()) else {
-            // Its place is gone (an etcd restore to a state before it, or its presence expired):
-            // it competes out of turn rather than wait behind waiters that may be gone too.
-            tracing::warn!("this run's place in the export admission's wait queue is gone from etcd: trying the admission out of turn");
+            // Its place is gone: its presence expired (this process was stopped, or cut off from
+            // etcd, for longer than the TTL: it may no longer take part, and its attempt says
+            // so), or etcd was restored to a state before it joined (it competes out of turn
+            // rather than wait behind waiters that may be gone too).
+            let lapsed = host.cluster().and_then(|cluster| cluster.open_session()).is_some_and(|session| !session.is_live());
+            if lapsed {
+                tracing::warn!(
+                    "this run's cluster presence lapsed while it waited (stopped or cut off from etcd for longer than the TTL), and its place in the wait queue with it"
+                );
+            } else {
+                tracing::warn!("this run's place in the export admission's wait queue is gone from etcd: trying the admission out of turn");
+            }
             return Ok(Turn::Head);
         };
+        // Judged from the nearest place back to the first that waits: a waiter waits only for
+        // that one (so a wake costs one judgement, not one per waiter ahead); the places ahead of
+        // it are counted, for the message, and judged by the waiters just behind them.
         let mut nearest: Option<(&QueuedWaiter, Option<OwnedFd>)> = None;
         let mut ahead = 0;
-        for waiter in waiters[..mine].iter().rev() {
+        for waiter in waiters[..mine].iter().rev().filter(|waiter| waiter.is_place()) {
+            if nearest.is_some() {
+                ahead += 1;
+                continue;
+            }
             match judge(host.process_identity(), boot_id.as_deref(), waiter) {
                 (Ahead::Gone, _) => match queue.remove_if_dead(waiter) {
                     Ok(_) => tracing::debug!(key = waiter.key, "removed the place of a waiter this machine proves gone"),
@@ -133,9 +149,7 @@ fn await_head(
                 (Ahead::Stopped, _) => {}
                 (Ahead::Waiting, exits) => {
                     ahead += 1;
-                    if nearest.is_none() {
-                        nearest = Some((waiter, exits));
-                    }
+                    nearest = Some((waiter, exits));
                 }
             }
         }
@@ -147,7 +161,8 @@ fn await_head(
         on_wait(ahead);
         let timeout = REJUDGE_AFTER.min(deadline - now);
         tracing::trace!(key = nearest.key, "waiting for the waiter ahead");
-        match leaves.as_mut().map(|watch| watch.wait(timeout, exits.as_ref().map(AsFd::as_fd))) {
+        let exits: Vec<_> = exits.iter().map(AsFd::as_fd).collect();
+        match leaves.as_mut().map(|watch| watch.wait(timeout, &exits)) {
             Some(Ok(_)) => pause = Duration::from_millis(50),
             failed => {
                 if let Some(Err(error)) = failed {

@@ -12,8 +12,9 @@
 //!   machine sees the same order, whatever its clock.
 //! - **Waiting** is a watch of the places' removals ([`EtcdQueue::watch_leaves`]): a waiter
 //!   that took the admission and left, gave up, or whose presence expired wakes those behind
-//!   it, which read the queue again; a waiter of this machine ahead is also watched through a
-//!   pidfd, so that its death wakes them at once.
+//!   it, which read the queue again and judge only the nearest place ahead of them; a waiter of
+//!   this machine just ahead is also watched through a pidfd, so that its death wakes the next
+//!   at once.
 //!
 //! Like the file store's queue, this is not a lease rule: the admission's compare-and-swap
 //! still decides who holds it, and a run without `--wait`, or a waiter whose place vanished (an
@@ -29,7 +30,7 @@ use proclease_core::records::Owner;
 
 use crate::process_identity::ProcessIdentity;
 use crate::state_store::StoreError;
-use crate::state_store::etcd::{EtcdStore, EtcdWatch, TIMEOUT};
+use crate::state_store::etcd::{EtcdStore, EtcdWatch};
 
 /// How long a place's removal may take when the waiter leaves: a place not removed in time
 /// goes with the waiter's presence (a TTL).
@@ -56,6 +57,18 @@ pub struct QueuedWaiter {
     pub host: String,
     /// When it joined, ms since the epoch, by its machine's clock.
     pub enqueued_at_ms: Option<u64>,
+    /// The etcd lease the key is attached to (the waiter's presence); 0 for none.
+    pub lease: i64,
+}
+
+impl QueuedWaiter {
+    /// Whether this is a waiter's place as this version writes it: a value naming the waiter,
+    /// under a lease. Anything else under the queue's prefix (an operator's stray key, a key
+    /// copied without its lease by `etcdctl make-mirror`) is ignored by waiters, since nothing
+    /// would ever remove it, and shown by `doctor` with its key.
+    pub fn is_place(&self) -> bool {
+        self.owner.is_some() && self.lease != 0
+    }
 }
 
 /// This process's place in an [`EtcdQueue`]; dropping it leaves the queue (best effort, within
@@ -123,6 +136,7 @@ impl<'s> EtcdQueue<'s> {
                     owner,
                     host: text("host").unwrap_or_default(),
                     enqueued_at_ms: number("enqueuedAtMs"),
+                    lease: kv.lease(),
                 }
             })
             .collect();
@@ -135,7 +149,7 @@ impl<'s> EtcdQueue<'s> {
     ///
     /// Errors: etcd unreachable or refusing the watch.
     pub fn watch_leaves(&self) -> Result<EtcdWatch<'s>, StoreError> {
-        self.store.watch_from_now(std::slice::from_ref(&self.prefix), true, TIMEOUT)
+        self.store.watch_from_now(std::slice::from_ref(&self.prefix), true, self.store.timeouts().command)
     }
 
     /// Removes `waiter`'s place, which the caller proved gone (a waiter on this machine that
@@ -169,7 +183,7 @@ impl Drop for EtcdTicket<'_> {
     fn drop(&mut self) {
         let key = std::mem::take(&mut self.key);
         let mut kv = self.store.client().kv_client();
-        let left = self.store.block_on(LEAVE_TIMEOUT.min(TIMEOUT), async move { kv.delete(key, None).await });
+        let left = self.store.block_on(LEAVE_TIMEOUT, async move { kv.delete(key, None).await });
         if !matches!(left, Some(Ok(_))) {
             tracing::debug!("could not leave the etcd wait queue in time: the place goes with this process's presence");
         }
@@ -197,21 +211,39 @@ pub fn judge(identity: &ProcessIdentity, boot_id: Option<&str>, waiter: &QueuedW
     if boot_id != Some(owner.boot_id.as_str()) {
         return (Ahead::Waiting, None);
     }
-    let pid = i32::try_from(owner.pid).ok();
-    let exits = pid.and_then(rustix::process::Pid::from_raw).and_then(|pid| rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok());
+    let exits = pidfd_open(owner);
     match identity.liveness(owner).map(|judged| judged.status) {
         Ok(OwnerStatus::DifferentOrDead) => (Ahead::Gone, None),
-        Ok(OwnerStatus::ExactLiveOwner) => {
-            // Its pid in this PID namespace is the waiter itself only if its start matches (a
-            // process of another container sharing the boot id may be alive by its presence,
-            // with a pid that names another process here): only then is its state, or its
-            // pidfd, about the waiter.
-            let here = matches!(identity.identify(owner.pid), Ok((Some(found), _)) if &found == owner);
-            match pid {
-                Some(pid) if here && crate::lock_wait::process(pid).state == "stopped" => (Ahead::Stopped, None),
-                _ => (Ahead::Waiting, exits.filter(|_| here)),
+        Ok(OwnerStatus::ExactLiveOwner) => match exits.filter(|_| is_here(identity, owner)) {
+            Some(exits) if i32::try_from(owner.pid).is_ok_and(|pid| crate::lock_wait::process(pid).state == "stopped") => {
+                drop(exits);
+                (Ahead::Stopped, None)
             }
-        }
+            exits => (Ahead::Waiting, exits),
+        },
         _ => (Ahead::Waiting, None),
     }
+}
+
+/// A pidfd of `owner`, a process of this machine (boot id `boot_id`) that this PID namespace
+/// shows as itself: its readiness is that process's exit. `None` for another machine's, or where
+/// the pid here is not the owner.
+pub fn local_pidfd(identity: &ProcessIdentity, boot_id: Option<&str>, owner: &Owner) -> Option<OwnedFd> {
+    if boot_id != Some(owner.boot_id.as_str()) {
+        return None;
+    }
+    // Opened before the identity is read, so that the pidfd is of the process read.
+    pidfd_open(owner).filter(|_| is_here(identity, owner))
+}
+
+fn pidfd_open(owner: &Owner) -> Option<OwnedFd> {
+    let pid = i32::try_from(owner.pid).ok().and_then(rustix::process::Pid::from_raw)?;
+    rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok()
+}
+
+/// Whether `owner`'s pid in this PID namespace is `owner` itself (its start matches): a process
+/// of another container sharing the boot id may be alive by its presence, with a pid that names
+/// another process here. Only then is that pid's state, or its pidfd, about the owner.
+fn is_here(identity: &ProcessIdentity, owner: &Owner) -> bool {
+    matches!(identity.identify(owner.pid), Ok((Some(found), _)) if &found == owner)
 }

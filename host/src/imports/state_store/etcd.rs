@@ -1163,25 +1163,23 @@ impl EtcdWatch<'_> {
         }
     }
 
-    /// Waits for a change of a watched key (`true`), the process of the pidfd `exits` to end
-    /// (`true`), or `timeout` (`false`).
+    /// Waits for a change of a watched key (`true`), the process of one of the pidfds `exits`
+    /// to end (`true`), or `timeout` (`false`).
     ///
     /// Errors: etcd cancelled or closed the watch, or the connection broke: the watch is of no
     /// more use, open another.
-    pub fn wait(&mut self, timeout: Duration, exits: Option<std::os::fd::BorrowedFd<'_>>) -> Result<bool, StoreError> {
+    pub fn wait(&mut self, timeout: Duration, exits: &[std::os::fd::BorrowedFd<'_>]) -> Result<bool, StoreError> {
         let stream = &mut self.stream;
         let answer = self.store.block_on(timeout, async {
-            let exited = async {
-                // A pidfd is readable once its process has exited. SAFETY: `exits` is borrowed for
-                // the whole call, and the `AsyncFd` lives only within it.
-                let registered = exits.and_then(|fd| unsafe { tokio::io::unix::AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE) }.ok());
-                match registered {
-                    Some(fd) => {
-                        let _ = fd.readable().await;
-                    }
-                    None => std::future::pending::<()>().await,
-                }
-            };
+            // A pidfd is readable once its process has exited. SAFETY: each of `exits` is borrowed
+            // for the whole call, and its `AsyncFd` lives only within it.
+            let registered: Vec<_> = exits.iter().filter_map(|fd| unsafe { tokio::io::unix::AsyncFd::register_with_interest(*fd, tokio::io::Interest::READABLE) }.ok()).collect();
+            let exited =
+                std::future::poll_fn(
+                    |context| {
+                        if registered.iter().any(|fd| fd.poll_read_ready(context).is_ready()) { std::task::Poll::Ready(()) } else { std::task::Poll::Pending }
+                    },
+                );
             let changed = async {
                 loop {
                     match stream.message().await? {
