@@ -10,7 +10,9 @@ difference any more. Alternatives:
 `proclease run --workdir DIR -- true` against util-linux `flock LOCKFILE true`, with the state
 home and the lock file on the work disk and on tmpfs (/dev/shm). Each pair runs back to back,
 alternating order; ratios are of medians. The box (a PID namespace whose init holds the
-witness, docs/containment.md) is also measured against the same `run --containment none`.
+witness, docs/containment.md) is also measured against the same `run --containment none`, and
+the kernel's own price for such a box is anchored by `unshare --pid --fork --mount-proc true`
+(and `systemd-run --scope true` where systemd runs) against `/bin/true`.
 """
 import os
 import shutil
@@ -81,6 +83,18 @@ def main():
         rows.append((f"run, boxed ({label})", boxed_ms, "run --containment none", bare_ms))
         if place != work:
             shutil.rmtree(place, ignore_errors=True)
+    # Anchors for the box (issue #44): what the kernel charges for a PID namespace with its own
+    # /proc (util-linux unshare, root), and for a transient systemd scope where systemd runs.
+    if shutil.which("unshare") and os.geteuid() == 0:
+        unshare_ms, base = paired(lambda: timed(["unshare", "--pid", "--fork", "--mount-proc", true], env), lambda: timed([true], env), 21)
+        rows.append(("unshare --pid --fork --mount-proc true", unshare_ms, "/bin/true", base))
+    else:
+        print("unshare anchor skipped (needs util-linux unshare and root)")
+    if shutil.which("systemd-run") and os.path.isdir("/run/systemd/system"):
+        scope_ms, base = paired(lambda: timed(["systemd-run", "--scope", "--quiet", true], env), lambda: timed([true], env), 21)
+        rows.append(("systemd-run --scope true", scope_ms, "/bin/true", base))
+    else:
+        print("systemd-run --scope anchor skipped (systemd is not running here)")
     size = os.path.getsize(PROCLEASE)
     print(f"binary: {PROCLEASE} {size / 1e6:.1f} MB (issue #30's goal: at most 10 MB)")
     print(f"{'measured':38} {'ms':>8}   {'baseline':24} {'ms':>8}   ratio")
