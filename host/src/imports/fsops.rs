@@ -107,21 +107,23 @@ pub(crate) fn read_stable(fd: &OwnedFd, before: &Stat, max_bytes: u64) -> std::i
 /// Creates `name` in `dir` exclusively (`O_CREAT|O_EXCL|O_NOFOLLOW`, mode 0600), writes
 /// `bytes` and fsyncs it.
 pub(crate) fn write_new_file(dir: impl AsFd, name: &str, bytes: &[u8]) -> std::io::Result<()> {
-    let fd = rustix::fs::openat(dir, name, OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::from_raw_mode(0o600))?;
-    rustix::fs::fchmod(&fd, Mode::from_raw_mode(0o600))?;
-    let mut file = std::fs::File::from(fd);
-    file.write_all(bytes)?;
-    file.sync_all()?;
-    Ok(())
+    create_and_write(dir, name, bytes)?.sync_all()
 }
 
 /// [`write_new_file`] without the fsync: for a file whose content need not survive a power
 /// loss (a mutation claim's stage: `state_store::mutation_claim`, where a claim that lost its
 /// content is judged lost in the crash).
 pub(crate) fn write_new_file_unsynced(dir: impl AsFd, name: &str, bytes: &[u8]) -> std::io::Result<()> {
+    create_and_write(dir, name, bytes).map(drop)
+}
+
+/// The creation and write of [`write_new_file`]: the open file, not yet synced.
+fn create_and_write(dir: impl AsFd, name: &str, bytes: &[u8]) -> std::io::Result<std::fs::File> {
     let fd = rustix::fs::openat(dir, name, OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::from_raw_mode(0o600))?;
     rustix::fs::fchmod(&fd, Mode::from_raw_mode(0o600))?;
-    std::fs::File::from(fd).write_all(bytes)
+    let mut file = std::fs::File::from(fd);
+    file.write_all(bytes)?;
+    Ok(file)
 }
 
 /// fsync of a directory, making the entries created, renamed or removed in it durable.

@@ -629,22 +629,12 @@ impl EtcdStore {
             }
             let mut acknowledged = 0;
             while acknowledged < keys.len() {
-                match stream.message().await? {
-                    Some(response) if response.canceled() => {
-                        return Err(etcd_client::Error::WatchError(format!("etcd cancelled the watch: {}", response.cancel_reason())));
-                    }
-                    Some(response) if response.created() => acknowledged += 1,
-                    Some(_) => {}
-                    None => return Err(etcd_client::Error::WatchError("etcd closed the watch".into())),
-                }
+                acknowledged += usize::from(next_watch_response(&mut stream).await?.created());
             }
             Ok(stream)
         });
-        match opened {
-            Some(Ok(stream)) => Ok(EtcdWatch { store: self, stream, key: first }),
-            Some(Err(e)) => Err(unreachable_error(&first, &self.endpoint, "watch", &e.to_string(), timeout)),
-            None => Err(unreachable_error(&first, &self.endpoint, "watch", "no answer", timeout)),
-        }
+        let stream = watch_outcome(opened, &first, &self.endpoint, timeout)?;
+        Ok(EtcdWatch { store: self, stream, key: first })
     }
 
     /// Creates the record unless it exists (`createPrivateJsonIfAbsent`, §3.3): `Ok(true)` when
@@ -1125,6 +1115,26 @@ fn retried_after_silence(operation: &str) -> bool {
     is_read(operation) || operation == "granting a lease"
 }
 
+/// The next response of a watch stream that is not an error: etcd cancelling the watch, or
+/// closing the stream, are errors (the watch is of no more use).
+async fn next_watch_response(stream: &mut etcd_client::WatchStream) -> Result<etcd_client::WatchResponse, etcd_client::Error> {
+    match stream.message().await? {
+        Some(response) if response.canceled() => Err(etcd_client::Error::WatchError(format!("etcd cancelled the watch: {}", response.cancel_reason()))),
+        Some(response) => Ok(response),
+        None => Err(etcd_client::Error::WatchError("etcd closed the watch".into())),
+    }
+}
+
+/// A watch operation's outcome within `timeout` as the store reports it: its value, or an
+/// error naming the endpoint and `key` (an etcd error, or no answer in time).
+fn watch_outcome<T>(outcome: Option<Result<T, etcd_client::Error>>, key: &str, endpoint: &str, timeout: Duration) -> Result<T, StoreError> {
+    match outcome {
+        Some(Ok(value)) => Ok(value),
+        Some(Err(e)) => Err(unreachable_error(key, endpoint, "watch", &e.to_string(), timeout)),
+        None => Err(unreachable_error(key, endpoint, "watch", "no answer", timeout)),
+    }
+}
+
 /// An open etcd watch ([`EtcdStore::watch_from_now`]): changes are kept by the stream until
 /// [`EtcdWatch::wait`] takes them.
 pub struct EtcdWatch<'s> {
@@ -1143,24 +1153,15 @@ impl EtcdWatch<'_> {
         let added = self.store.block_on(timeout, async {
             stream.watch(key.to_owned(), None).await?;
             loop {
-                match stream.message().await? {
-                    Some(response) if response.canceled() => {
-                        return Err(etcd_client::Error::WatchError(format!("etcd cancelled the watch: {}", response.cancel_reason())));
-                    }
-                    Some(response) if response.created() => return Ok(()),
-                    // A change of a key already watched, arriving meanwhile: not lost, it is a
-                    // change the caller would wake for; the next wait returns at once.
-                    Some(response) if !response.events().is_empty() => return Ok(()),
-                    Some(_) => {}
-                    None => return Err(etcd_client::Error::WatchError("etcd closed the watch".into())),
+                let response = next_watch_response(stream).await?;
+                // A change of a key already watched, arriving meanwhile, also ends this: it is a
+                // change the caller would wake for, so the next wait should not sleep.
+                if response.created() || !response.events().is_empty() {
+                    return Ok(());
                 }
             }
         });
-        match added {
-            Some(Ok(())) => Ok(()),
-            Some(Err(e)) => Err(unreachable_error(key, &self.store.endpoint, "watch", &e.to_string(), timeout)),
-            None => Err(unreachable_error(key, &self.store.endpoint, "watch", "no answer", timeout)),
-        }
+        watch_outcome(added, key, &self.store.endpoint, timeout)
     }
 
     /// Waits for a change of a watched key (`true`), the process of one of the pidfds `exits`
@@ -1181,16 +1182,8 @@ impl EtcdWatch<'_> {
                     },
                 );
             let changed = async {
-                loop {
-                    match stream.message().await? {
-                        Some(response) if response.canceled() => {
-                            return Err(etcd_client::Error::WatchError(format!("etcd cancelled the watch: {}", response.cancel_reason())));
-                        }
-                        Some(response) if !response.events().is_empty() => return Ok(true),
-                        Some(_) => {}
-                        None => return Err(etcd_client::Error::WatchError("etcd closed the watch".into())),
-                    }
-                }
+                while next_watch_response(stream).await?.events().is_empty() {}
+                Ok(true)
             };
             let (mut exited, mut changed) = (std::pin::pin!(exited), std::pin::pin!(changed));
             std::future::poll_fn(|context| {
@@ -1203,8 +1196,7 @@ impl EtcdWatch<'_> {
         });
         match answer {
             None => Ok(false),
-            Some(Ok(changed)) => Ok(changed),
-            Some(Err(e)) => Err(unreachable_error(&self.key, &self.store.endpoint, "watch", &e.to_string(), timeout)),
+            answer => watch_outcome(answer, &self.key, &self.store.endpoint, timeout),
         }
     }
 }
