@@ -58,7 +58,24 @@ fn chattr(flag: &str, paths: &[&Path]) -> bool {
 }
 
 /// A shell command that fills the filesystem of `dir` (the state home) and then exits `code`.
-fn fill_then_exit(dir: &Path, code: i32) -> String {
+///
+/// It first waits (up to 10 s) until the lease says `running`: the supervisor writes that phase
+/// while the command already runs, and a fill that lands in the middle of that replace leaves the
+/// page the old record held free once the rename is done — on a loaded machine, enough room for
+/// the whole release to succeed and the test to measure nothing.
+fn fill_when_running_then_exit(dir: &Path, code: i32) -> String {
+    let state = dir.display();
+    format!(
+        "echo result > result.txt; \
+         i=0; until grep -rqs '\"phase\":\"running\"' {state}/recovery || [ $i -ge 1000 ]; do sleep 0.01; i=$((i+1)); done; \
+         cat /dev/zero > {state}/filler 2>/dev/null; exit {code}"
+    )
+}
+
+/// Like [`fill_when_running_then_exit`], but fills at once: for a stage's run, whose lease keeps
+/// its `preparing` phase while the command runs (no write races the fill), and for the kill
+/// stress, whose supervisors may die before the lease says `running`.
+fn fill_at_once_then_exit(dir: &Path, code: i32) -> String {
     format!("echo result > result.txt; cat /dev/zero > {}/filler 2>/dev/null; exit {code}", dir.display())
 }
 
@@ -92,7 +109,7 @@ fn a_full_state_home_never_costs_a_finished_run_its_working_directory() {
         let s = sandbox();
         let Some(_fs) = Tmpfs::mount(&s.state, "4m") else { return };
         let work = s.root.join("jobs/build");
-        let script = fill_then_exit(&s.state, status);
+        let script = fill_when_running_then_exit(&s.state, status);
         let mut args = vec!["run", "--release-retry", "300ms", "--workdir", work.to_str().unwrap()];
         if exclusive {
             args.push("--exclusive");
@@ -133,7 +150,7 @@ fn a_full_state_home_after_a_published_stage_keeps_the_output_and_releases_later
     let Some(_fs) = Tmpfs::mount(&s.state, "4m") else { return };
     let stage = s.root.join("exports/.stage");
     let output = s.root.join("exports/v2");
-    let script = fill_then_exit(&s.state, 0);
+    let script = fill_at_once_then_exit(&s.state, 0);
     let out = s.run(&["run", "--release-retry", "300ms", "--stage", stage.to_str().unwrap(), "--output", output.to_str().unwrap(), "--", "sh", "-c", &script]);
     assert_told_how_to_finish(&out, &s, &output);
     assert!(stderr(&out).contains(&format!("published to {}", output.display())), "{}", stderr(&out));
@@ -151,7 +168,7 @@ fn a_failed_stage_on_a_full_state_home_is_scratch() {
     let Some(_fs) = Tmpfs::mount(&s.state, "4m") else { return };
     let stage = s.root.join("exports/.stage");
     let output = s.root.join("exports/v2");
-    let script = fill_then_exit(&s.state, 1);
+    let script = fill_at_once_then_exit(&s.state, 1);
     let out = s.run(&["run", "--release-retry", "300ms", "--stage", stage.to_str().unwrap(), "--output", output.to_str().unwrap(), "--", "sh", "-c", &script]);
     assert_eq!(code(&out), Some(6), "{out:?}");
     assert!(stderr(&out).contains("is scratch"), "{}", stderr(&out));
@@ -308,7 +325,7 @@ fn full_state_homes_and_kills_at_the_end_of_runs_never_cost_a_finished_run_its_r
     let (mut finished, mut killed) = (0, 0);
     for trial in 0..trials {
         let work = s.root.join(format!("jobs/{trial}"));
-        let script = fill_then_exit(&s.state, (trial % 3) as i32);
+        let script = fill_at_once_then_exit(&s.state, (trial % 3) as i32);
         let mut child = s
             .command(&["run", "--release-retry", "200ms", "--workdir", work.to_str().unwrap(), "--", "sh", "-c", &script])
             .stdout(std::process::Stdio::null())
