@@ -223,13 +223,33 @@ fn recover_names_each_directory_it_removed_and_each_lease_it_kept() {
 /// (`directoryCreations`, one model for both).
 #[test]
 fn recover_reports_what_a_crashed_creator_left_in_text_and_json() {
-    use std::os::unix::fs::PermissionsExt as _;
     let world = World::new();
+    let (left, file) = crashed_creator_left(&world, "left");
+    let left_text = left.to_str().expect("UTF-8");
+    let id = "77777777-7777-4777-8777-777777777777";
+
+    let doc = world.json(&["recover", "--dry-run", "--json"]);
+    let row = &doc["directoryCreations"][0];
+    assert_eq!((row["file"].as_str(), row["path"].as_str(), row["action"].as_str()), (Some(&*format!("{id}.json")), Some(left_text), Some("finish")), "{doc}");
+    assert_eq!((&row["removed"], &row["done"], &row["error"]), (&serde_json::json!([left_text]), &serde_json::json!(false), &Value::Null), "{doc}");
+    assert!(left.exists() && file.exists(), "a dry run removes nothing");
+
+    let output = world.run(&["recover"]);
+    let text = stdout(&output);
+    assert_eq!(output.status.code(), Some(0), "{text}{}", stderr(&output));
+    assert!(text.lines().any(|l| l.starts_with(&format!("removed {left_text} (")) && l.ends_with(": a crashed run created it and never leased it)")), "{text}");
+    assert!(!left.exists() && !file.exists(), "the directory and its intent are gone");
+}
+
+/// What a creator that crashed between its `mkdir` and its lease leaves: the empty directory
+/// `name` in the world and the intent naming it (a killed process's), whose file is returned.
+fn crashed_creator_left(world: &World, name: &str) -> (PathBuf, PathBuf) {
+    use std::os::unix::fs::PermissionsExt as _;
     assert!(world.run(&["doctor"]).status.success(), "the state home as proclease makes it");
     let mut gone = Command::new("sleep").arg("600").spawn().expect("sleep");
-    let owner = identity_of(&world, gone.id());
+    let owner = identity_of(world, gone.id());
     kill_and_reap(&mut gone);
-    let left = world.path("left");
+    let left = world.path(name);
     std::fs::create_dir(&left).expect("the directory the creator made");
     std::fs::set_permissions(&left, std::fs::Permissions::from_mode(0o700)).expect("chmod");
     let left_text = left.to_str().expect("UTF-8");
@@ -247,18 +267,26 @@ fn recover_reports_what_a_crashed_creator_left_in_text_and_json() {
     let file = intents.join(format!("{id}.json"));
     std::fs::write(&file, format!("{intent}\n")).expect("write intent");
     std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    (left, file)
+}
 
-    let doc = world.json(&["recover", "--dry-run", "--json"]);
-    let row = &doc["directoryCreations"][0];
-    assert_eq!((row["file"].as_str(), row["path"].as_str(), row["action"].as_str()), (Some(&*format!("{id}.json")), Some(left_text), Some("finish")), "{doc}");
-    assert_eq!((&row["removed"], &row["done"], &row["error"]), (&serde_json::json!([left_text]), &serde_json::json!(false), &Value::Null), "{doc}");
-    assert!(left.exists() && file.exists(), "a dry run removes nothing");
-
-    let output = world.run(&["recover"]);
-    let text = stdout(&output);
-    assert_eq!(output.status.code(), Some(0), "{text}{}", stderr(&output));
-    assert!(text.lines().any(|l| l.starts_with(&format!("removed {left_text} (")) && l.ends_with(": a crashed run created it and never leased it)")), "{text}");
-    assert!(!left.exists() && !file.exists(), "the directory and its intent are gone");
+/// The hole the interleaving explorer found (`docs/deviations.md` 27): a run that leases the
+/// empty directory a crashed creator left, and keeps it as its result, owns it from then on —
+/// the dead creator's intent stops naming it, and no later `recover` removes it.
+#[test]
+fn a_directory_a_crashed_creator_left_is_kept_once_a_run_leased_it() {
+    let world = World::new();
+    let (left, intent) = crashed_creator_left(&world, "reused");
+    let left_text = left.to_str().expect("UTF-8");
+    let output = world.run(&["run", "--workdir", left_text, "--", "true"]);
+    assert!(output.status.success(), "the empty directory is leased: {}", stderr(&output));
+    for _ in 0..2 {
+        let output = world.run(&["recover"]);
+        assert!(output.status.success(), "{}", stderr(&output));
+        assert!(left.is_dir(), "the run's (empty) result stays through every recover: {}", stdout(&output));
+        assert!(stdout(&output).ends_with("recovered: 0\npublished: 0\nactive: 0\nindeterminate: 0\n"), "{}", stdout(&output));
+    }
+    assert!(!intent.exists(), "the dead creator's intent no longer names the directory the run leased");
 }
 
 #[test]

@@ -304,6 +304,40 @@ fn a_crash_between_mkdir_and_the_lease_leaves_nothing_after_recovery() {
     assert_eq!(std::fs::read_dir(&intents).expect("intents").count(), 0, "both intents are finished");
 }
 
+/// A lease of the directory a dead creator made (the reference's `create`, of an existing
+/// directory) takes it out of that creator's intent: released and kept, it survives the intent's
+/// recovery; the parent the creator also made stays in the intent, and recovery leaves it since
+/// it is not empty (`docs/deviations.md` 27).
+#[test]
+fn a_lease_of_a_directory_a_dead_creator_made_takes_it_out_of_the_intent() {
+    let home = RealHome::new();
+    let root = std::fs::canonicalize(home.dir.path()).expect("realpath");
+    let made = [root.join("jobs"), root.join("jobs/new")];
+    for dir in &made {
+        private_dir(dir);
+    }
+    let identity = |p: &Path| home.workspace.inspect(&s(p)).expect("inspect").map(|f| f.identity);
+    let intent = CreationIntent { id: uuid(9), owner: dead_owner(), path: s(&made[1]), created: made.iter().map(|p| (s(p), identity(p))).collect() }.parsed();
+    let intents = home.home.join(directory_leases::INTENTS);
+    private_dir(&home.home.join("recovery"));
+    private_dir(&intents);
+    let file = intents.join(intent.record.file_name());
+    std::fs::write(&file, &intent.canonical).expect("intent");
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+
+    let request = Request { role: Role::RawWorking, path: s(&made[1]), output_root: None, recover_after_ms: 2.0, now_ms: Some(1.0) };
+    let mut lease = DirectoryLease::create(runtime(), home.real_effects(), &request).expect("leased");
+    let left = CreationIntent { created: vec![(s(&made[0]), identity(&made[0]))], ..intent.record.clone() }.parsed();
+    assert_eq!(std::fs::read_to_string(&file).expect("the intent stays for the parent"), left.canonical, "only the leased directory left the intent");
+    lease.release().expect("release");
+
+    let outcomes = recover_directory_creations(runtime(), home.real_effects(), false).expect("recovered");
+    assert!(outcomes.iter().all(|o| o.done), "{outcomes:?}");
+    assert!(made[1].is_dir(), "the released lease's directory stays, empty as it is");
+    assert!(made[0].is_dir(), "its parent holds it: kept");
+    assert_eq!(std::fs::read_dir(&intents).expect("intents").count(), 0, "the intent is finished");
+}
+
 #[test]
 fn creating_with_the_directory_leaves_no_intent_and_undoes_a_failed_lease() {
     let home = RealHome::new();

@@ -34,6 +34,10 @@ pub enum Mutation {
     /// the read, a newer writer's, cut short): two leases then claim one directory, and the
     /// recovery of one deletes it under the other (the hole `docs/deviations.md` 24 closed).
     ConflictIgnoresUndecidedEntries,
+    /// A new lease leaves its directory in a dead creator's intent: released and kept as its
+    /// run's result, the (empty) directory is removed by that intent's recovery (the hole
+    /// `docs/deviations.md` 27 closed).
+    LeaseLeavesDeadCreatorsIntent,
 }
 
 #[cfg(feature = "mutations")]

@@ -18,7 +18,7 @@ use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 
-use super::{DIRECTORY, Effects, Handle, MAX_CLAIM_BYTES, MAX_CLAIMS, MightClaim, Request, check_request, create};
+use super::{DIRECTORY, Effects, Handle, MAX_CLAIM_BYTES, MAX_CLAIMS, MightClaim, Request, check_request, create_lease};
 use crate::effects::{BatchStatus, EntryKind, Processes, Store, Workspace, uuid_v4};
 use crate::liveness::{self, OwnerStatus, Spawned};
 use crate::records::creation_intent::{self, CreationIntent};
@@ -94,12 +94,13 @@ pub fn create_with_directory(request: &Request, fx: Effects<'_>) -> Result<Handl
         }
     }
     let Effects { store, processes, workspace, clock, entropy } = fx;
-    let lease = create(request, Effects { store: &mut *store, processes, workspace: &mut *workspace, clock, entropy });
+    let lease = create_lease(request, Effects { store: &mut *store, processes: &mut *processes, workspace: &mut *workspace, clock, entropy });
     match lease {
         Ok(handle) => {
             // The lease claims the directory now: the intent has nothing left to prove. Should
             // this removal fail, recovery finds the intent and leaves the leased directory.
             let _ = store.remove_if_unchanged(&record, &sha);
+            let _ = adopt(&handle.claim, Some(&format!("{id}.json")), store, processes);
             Ok(handle)
         }
         Err(error) => {
@@ -107,6 +108,63 @@ pub fn create_with_directory(request: &Request, fx: Effects<'_>) -> Result<Handl
             Err(error)
         }
     }
+}
+
+/// Takes the directory `lease` now holds out of the creation intents of provably dead creators
+/// (all but the intent file `own`, the caller's): an entry of `created` at the lease's path
+/// whose identity is unknown or the leased directory's is dropped, and an intent left with
+/// nothing created is removed — each by compare-and-swap against the text judged. Returns how
+/// many intents were changed.
+///
+/// Why: a creator that died between `mkdir` and its lease leaves an intent naming the
+/// directory; a later lease of that (empty) directory is released with the directory kept as
+/// its result, and the intent's recovery would then remove it as a half-made directory. Once a
+/// lease has held the directory, it is that lease's, and its fate is the lease's recovery's
+/// (`docs/deviations.md` 27). A live creator's intent, or one whose creator cannot be proven
+/// gone, is left alone: that creator is still between `mkdir` and its own lease, or its undo.
+///
+/// Errors: a store failure listing or reading the intents; a failed compare-and-swap is not one
+/// (another changed the intent first: its creator's recovery, which sees the lease).
+pub(super) fn adopt(lease: &crate::records::directory_lease::DirectoryLease, own: Option<&str>, store: &mut dyn Store, processes: &mut dyn Processes) -> Result<usize, Error> {
+    if crate::mutations::active(crate::mutations::Mutation::LeaseLeavesDeadCreatorsIntent) {
+        return Ok(0);
+    }
+    let Some(snapshot) = store.snapshot(INTENTS, false)? else { return Ok(0) };
+    let names: Vec<String> = snapshot
+        .entries
+        .iter()
+        .filter(|e| e.kind == EntryKind::File && Some(e.name.as_str()) != own && e.name.strip_suffix(".json").is_some_and(js::is_uuid_v4))
+        .take(MAX_INTENTS)
+        .map(|e| e.name.clone())
+        .collect();
+    if names.is_empty() {
+        return Ok(0);
+    }
+    let total = MAX_INTENT_BYTES.saturating_mul(names.len() as u32);
+    let mut changed = 0;
+    for (name, status) in store.read_batch(INTENTS, &names, MAX_INTENT_BYTES, total, &snapshot.identity)? {
+        let BatchStatus::Present(text) = status else { continue };
+        let Ok(parsed) = creation_intent::parse_file(&text, &name) else { continue };
+        let intent = parsed.record;
+        let names_it = |(path, identity): &(String, Option<DirectoryIdentity>)| *path == lease.path && identity.as_ref().is_none_or(|i| *i == lease.directory_identity);
+        if intent.owner == lease.owner || !intent.created.iter().any(names_it) {
+            continue;
+        }
+        let Ok(creator) = liveness::probe(processes, &intent.owner) else { continue };
+        if creator.status != OwnerStatus::DifferentOrDead || creator.spawned == Spawned::SomeAlive {
+            continue;
+        }
+        let record = format!("{INTENTS}/{name}");
+        let sha = digest::sha256_hex(text.as_bytes());
+        let left: Vec<(String, Option<DirectoryIdentity>)> = intent.created.iter().filter(|entry| !names_it(entry)).cloned().collect();
+        let done = if left.is_empty() {
+            store.remove_if_unchanged(&record, &sha)?
+        } else {
+            store.replace_if_unchanged(&record, &sha, &CreationIntent { created: left, ..intent }.parsed().canonical)?
+        };
+        changed += usize::from(done);
+    }
+    Ok(changed)
 }
 
 /// The directories of `path` and its ancestors that do not exist, outermost first (stopping at

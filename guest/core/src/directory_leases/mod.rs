@@ -188,6 +188,15 @@ pub fn check_room(store: &mut dyn Store) -> Result<(), Error> {
 /// not an owned physical directory` or a raw error for an absent directory; `… directory lease
 /// ID was already present`; anything else as `… directory lease could not be created safely`.
 pub fn create(request: &Request, fx: Effects<'_>) -> Result<Handle, Error> {
+    let Effects { store, processes, workspace, clock, entropy } = fx;
+    let handle = create_lease(request, Effects { store: &mut *store, processes: &mut *processes, workspace, clock, entropy })?;
+    // The lease holds the directory now; a dead creator's intent must stop naming it.
+    let _ = creation::adopt(&handle.claim, None, store, processes);
+    Ok(handle)
+}
+
+/// [`create`] without [`creation::adopt`]: the lease record alone.
+fn create_lease(request: &Request, fx: Effects<'_>) -> Result<Handle, Error> {
     let checked = check_request(request, fx.clock)?;
     check_room(fx.store)?;
     let owner = fx.processes.self_identity().map_err(Error::unavailable)?;
