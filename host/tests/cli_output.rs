@@ -289,6 +289,35 @@ fn a_directory_a_crashed_creator_left_is_kept_once_a_run_leased_it() {
     assert!(!intent.exists(), "the dead creator's intent no longer names the directory the run leased");
 }
 
+/// The witnesses left in the state home (`.proclease/witnesses/<boot id>/*.witness`).
+fn witnesses_left(world: &World) -> Vec<PathBuf> {
+    let boots = std::fs::read_dir(world.home.join(".proclease/witnesses")).map(|d| d.filter_map(Result::ok).map(|e| e.path()).collect::<Vec<_>>()).unwrap_or_default();
+    boots.iter().flat_map(|boot| std::fs::read_dir(boot).into_iter().flatten().filter_map(Result::ok).map(|e| e.path())).collect()
+}
+
+/// Commands that end normally leave no witness behind: before, each `doctor`, `recover` and
+/// `invocations repair` left one, so a state home checked from cron gathered a file a minute.
+#[test]
+fn commands_that_end_normally_leave_no_witness_behind() {
+    let world = World::new();
+    let work = world.path("job");
+    let commands: [&[&str]; 6] = [
+        &["doctor"],
+        &["recover"],
+        &["recover", "--dry-run"],
+        &["invocations", "repair"],
+        &["invocations", "list"],
+        &["run", "--workdir", work.to_str().expect("UTF-8"), "--", "true"],
+    ];
+    for _ in 0..2 {
+        for args in commands {
+            let output = world.run(args);
+            assert!(output.status.success(), "{args:?}: {}", stderr(&output));
+            assert_eq!(witnesses_left(&world), Vec::<PathBuf>::new(), "after {args:?}");
+        }
+    }
+}
+
 #[test]
 fn validate_takes_the_kind_from_the_collection_and_says_why_a_name_is_refused() {
     let world = World::new();

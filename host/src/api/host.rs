@@ -736,7 +736,9 @@ impl Host {
     /// The dead-man records (`supervisor::dead_man_record`) in the state home whose
     /// supervisor is gone: each supervisor died while its cluster dead-man timer was armed.
     pub fn dead_man_leftovers(&self) -> Vec<(PathBuf, crate::supervisor::dead_man_record::Armed)> {
-        let current = self.identity.self_identity().ok().map(|own| own.boot_id);
+        // The boot id alone: this process's own identity would take a witness, which a
+        // read-only `doctor` has no use for and would leave behind.
+        let current = self.identity.current_boot_id().ok();
         crate::supervisor::dead_man_record::leftovers(self.state_home(), |owner| {
             current.as_deref() == Some(owner.boot_id.as_str()) && self.identity.capture(owner.pid).is_ok_and(|now| now.process_start_id == owner.process_start_id)
         })

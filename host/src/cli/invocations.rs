@@ -82,6 +82,8 @@ fn list(host: &Host, as_json: bool) -> Result<ExitCode, Failure> {
 
 fn repair(host: &Host, recover: bool, as_json: bool) -> Result<ExitCode, Failure> {
     let (report, decisions) = host.repair_invocations(recover)?;
+    // As `recover`: nothing names this process any more, so its witness goes with it.
+    host.retire();
     let repair = InvocationRepair::new(report, &decisions);
     if as_json {
         super::print_serialized(&repair);

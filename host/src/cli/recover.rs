@@ -45,6 +45,9 @@ pub fn run(global: &Global, args: &RecoverArgs) -> Result<ExitCode, Failure> {
         ),
         other => Failure::from(other),
     })?;
+    // Its calls are done, and none left a record naming this process: its witness would only
+    // pile up in the state home, one per `recover` (`docs/witness.md`).
+    host.retire();
     let report = RecoveryReport::new(host.state_home(), &recovery, args.dry_run);
     if args.json {
         super::print_serialized(&report);
