@@ -105,6 +105,16 @@ def test_a_symbolic_link_is_refused(place: Place) -> None:
     assert place.leases() == []
 
 
+def test_commands_that_end_normally_leave_no_witness_behind(place: Place) -> None:
+    # As the native CLI: each `recover` used to leave its witness, one file per call.
+    witnesses = place.home / ".proclease" / "witnesses"
+    for args in (["doctor"], ["recover"], ["recover", "--dry-run"], ["run", "--workdir", str(place.ws / "job"), "--", "true"]) * 2:
+        done = place.run(*args)
+        assert done.returncode == 0, (args, done.stderr)
+        left = [p for boot in witnesses.iterdir() for p in boot.iterdir()] if witnesses.is_dir() else []
+        assert left == [], (args, left)
+
+
 def test_a_signal_before_the_command_starts_leaves_nothing(place: Place) -> None:
     # Stopped (SIGSTOP) right after it leased: the SIGTERM is pending when it resumes.
     job = place.ws / "job"

@@ -98,6 +98,9 @@ def main(args: Optional[List[str]] = None) -> int:
         if options.command == "recover":
             keep = [os.path.realpath(d) for d in options.keep]
             recovery = host.recover(dry_run=options.dry_run, skip_invalid=options.skip_invalid, keep=keep)
+            # Its calls are done and no record names this process: its witness would only pile
+            # up in the state home, one per `recover` (docs/witness.md), as the native CLI says.
+            host.effects.process_identity.retire()
             document = reports.recovery_report(host.state_home, recovery)
             if options.json:
                 print(reports.dumps(document))
