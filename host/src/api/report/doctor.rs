@@ -235,7 +235,15 @@ fn waiter_rows(host: &Host, now_ms: u64, rows: &mut Vec<Row>) {
 fn cluster_waiter_rows(host: &Host, cluster: &crate::cluster::Cluster, now_ms: u64, rows: &mut Vec<Row>) {
     use crate::cluster::queue::{Ahead, EtcdQueue, judge};
     let queue = EtcdQueue::new(cluster.store(), crate::wait_queue::EXPORT_ADMISSION);
-    let Ok((waiters, _)) = queue.waiters() else { return };
+    let waiters = match queue.waiters() {
+        Ok((waiters, _)) => waiters,
+        Err(error) => {
+            // Said, not dropped: a queue that cannot be read is no evidence that none waits.
+            let reason = format!("the wait queue could not be read ({error}): who waits for the admission is not shown; run `proclease doctor` again");
+            rows.push(Row { disposition: "unknown".into(), ..Row::invalid("waiter", "export admission, the wait queue".into(), reason, None) });
+            return;
+        }
+    };
     let boot_id = host.process_identity().current_boot_id().ok();
     let mut place = 0;
     for waiter in waiters {
