@@ -245,19 +245,33 @@ fn recover_reports_what_a_crashed_creator_left_in_text_and_json() {
 /// `name` in the world and the intent naming it (a killed process's), whose file is returned.
 fn crashed_creator_left(world: &World, name: &str) -> (PathBuf, PathBuf) {
     use std::os::unix::fs::PermissionsExt as _;
-    assert!(world.run(&["doctor"]).status.success(), "the state home as proclease makes it");
-    let mut gone = Command::new("sleep").arg("600").spawn().expect("sleep");
-    let owner = identity_of(world, gone.id());
-    kill_and_reap(&mut gone);
     let left = world.path(name);
     std::fs::create_dir(&left).expect("the directory the creator made");
     std::fs::set_permissions(&left, std::fs::Permissions::from_mode(0o700)).expect("chmod");
-    let left_text = left.to_str().expect("UTF-8");
+    let file = crashed_creator_intent(world, &left, &[&left]);
+    (left, file)
+}
+
+/// The intent of a creator that crashed before it recorded any identity: it was creating
+/// `path` and had planned `created` (a killed process's; nothing is made here). Its file.
+fn crashed_creator_intent(world: &World, path: &Path, created: &[&Path]) -> PathBuf {
+    let mut gone = Command::new("sleep").arg("600").spawn().expect("sleep");
+    let owner = identity_of(world, gone.id());
+    kill_and_reap(&mut gone);
+    creator_intent(world, &owner, path, created)
+}
+
+/// The intent of the creator `owner` (an identity as `proclease identity --json` gives it),
+/// creating `path`, that planned `created` and recorded no identity yet. Its file.
+fn creator_intent(world: &World, owner: &Value, path: &Path, created: &[&Path]) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt as _;
+    assert!(world.run(&["doctor"]).status.success(), "the state home as proclease makes it");
     let id = "77777777-7777-4777-8777-777777777777";
+    let created: Vec<Value> = created.iter().map(|p| serde_json::json!({"identity": null, "path": p.to_str().expect("UTF-8")})).collect();
     let intent = serde_json::json!({
-        "created": [{"identity": null, "path": left_text}], "id": id, "kind": "proclease-directory-creation",
+        "created": created, "id": id, "kind": "proclease-directory-creation",
         "owner": {"bootId": owner["bootId"], "pid": owner["pid"], "processStartId": owner["processStartId"]},
-        "path": left_text, "schemaVersion": 1,
+        "path": path.to_str().expect("UTF-8"), "schemaVersion": 1,
     });
     let intents = world.home.join("recovery/proclease-directory-creations");
     std::fs::create_dir_all(&intents).expect("intents");
@@ -267,7 +281,41 @@ fn crashed_creator_left(world: &World, name: &str) -> (PathBuf, PathBuf) {
     let file = intents.join(format!("{id}.json"));
     std::fs::write(&file, format!("{intent}\n")).expect("write intent");
     std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).expect("chmod");
-    (left, file)
+    file
+}
+
+/// The intent's entries have no identity, so its recovery would remove any empty directory at
+/// their paths: one a run made inside the directory it leased, or a stage published where the
+/// dead creator was making its output. Once leased, both are the lease's (deviation 27).
+#[test]
+fn what_a_run_made_or_published_where_a_crashed_creator_planned_stays() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let world = World::new();
+    let (outer, inner) = (world.path("job"), world.path("job/cache"));
+    std::fs::create_dir(&outer).expect("the directory the creator made");
+    std::fs::set_permissions(&outer, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    let intent = crashed_creator_intent(&world, &inner, &[&outer, &inner]);
+    let output = world.run(&["run", "--workdir", outer.to_str().expect("UTF-8"), "--", "sh", "-c", "mkdir cache && echo built > result.txt"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    for _ in 0..2 {
+        let output = world.run(&["recover"]);
+        assert!(output.status.success(), "{}", stderr(&output));
+        assert!(inner.is_dir(), "the empty directory the run made in its result stays: {}", stdout(&output));
+    }
+    assert!(!intent.exists(), "nothing of the intent is left: the run's lease took both directories");
+
+    let (stage, published) = (world.path("exports/.stage"), world.path("exports/v1"));
+    std::fs::create_dir(world.path("exports")).expect("exports");
+    std::fs::set_permissions(world.path("exports"), std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    let intent = crashed_creator_intent(&world, &published, &[&published]);
+    let output = world.run(&["run", "--stage", stage.to_str().expect("UTF-8"), "--output", published.to_str().expect("UTF-8"), "--", "true"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    for _ in 0..2 {
+        let output = world.run(&["recover"]);
+        assert!(output.status.success(), "{}", stderr(&output));
+        assert!(published.is_dir(), "the published (empty) output stays: {}", stdout(&output));
+    }
+    assert!(!intent.exists(), "the stage's lease took its output root out of the intent");
 }
 
 /// The hole the interleaving explorer found (`docs/deviations.md` 27): a run that leases the
@@ -316,6 +364,38 @@ fn commands_that_end_normally_leave_no_witness_behind() {
             assert_eq!(witnesses_left(&world), Vec::<PathBuf>::new(), "after {args:?}");
         }
     }
+}
+
+/// A creator alive when a run leased the directory it had made (a host that takes no
+/// lease-creation lock: the native one cannot interleave so), and dead while the run works:
+/// recovery never removes what the live run made inside its directory, even where the dead
+/// creator's intent, recording no identity, names it.
+#[test]
+fn recovery_leaves_what_a_live_run_made_inside_its_directory() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let world = World::new();
+    let (outer, inner) = (world.path("job"), world.path("job/cache"));
+    std::fs::create_dir(&outer).expect("the directory the creator made");
+    std::fs::set_permissions(&outer, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    let mut creator = Command::new("sleep").arg("600").spawn().expect("sleep");
+    let owner = identity_of(&world, creator.id());
+    let intent = creator_intent(&world, &owner, &inner, &[&outer, &inner]);
+    let script = "mkdir cache && touch ready && while [ ! -e go ]; do sleep 0.02; done; [ -d cache ] && echo kept > kept.txt";
+    let mut run = world.command(&["run", "--workdir", outer.to_str().expect("UTF-8"), "--", "sh", "-c", script]).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().expect("run");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !outer.join("ready").exists() {
+        assert!(Instant::now() < deadline, "the run never started its command");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(intent.exists(), "a live creator's intent is left alone");
+    kill_and_reap(&mut creator);
+    let output = world.run(&["recover"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(inner.is_dir(), "the live run's (empty) directory stays: {}", stdout(&output));
+    std::fs::write(outer.join("go"), b"").expect("go");
+    let status = run.wait().expect("the run ends");
+    assert!(status.success(), "the command found its directory: {status}");
+    assert!(outer.join("kept.txt").exists());
 }
 
 #[test]

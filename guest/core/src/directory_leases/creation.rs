@@ -110,21 +110,23 @@ pub fn create_with_directory(request: &Request, fx: Effects<'_>) -> Result<Handl
     }
 }
 
-/// Takes the directory `lease` now holds out of the creation intents of provably dead creators
-/// (all but the intent file `own`, the caller's): an entry of `created` at the lease's path
-/// whose identity is unknown or the leased directory's is dropped, and an intent left with
-/// nothing created is removed — each by compare-and-swap against the text judged. Returns how
-/// many intents were changed.
+/// Takes what `lease` now holds out of the creation intents of provably dead creators (all but
+/// the intent file `own`, the caller's): an entry of `created` inside the leased directory, or
+/// inside a stage's output root, is dropped, and so is one at either path whose identity is
+/// unknown or the leased directory's (a stage keeps its identity when it is published to its
+/// output). An intent left with nothing created is removed. Each change is a compare-and-swap
+/// against the text judged; one another process changed first is read and judged again (at most
+/// [`ADOPT_ATTEMPTS`] times). Returns how many intents were changed.
 ///
-/// Why: a creator that died between `mkdir` and its lease leaves an intent naming the
-/// directory; a later lease of that (empty) directory is released with the directory kept as
-/// its result, and the intent's recovery would then remove it as a half-made directory. Once a
-/// lease has held the directory, it is that lease's, and its fate is the lease's recovery's
-/// (`docs/deviations.md` 27). A live creator's intent, or one whose creator cannot be proven
-/// gone, is left alone: that creator is still between `mkdir` and its own lease, or its undo.
+/// Why: a creator that died between `mkdir` and its lease leaves an intent naming what it made;
+/// a later lease of that (empty) directory, or of one around it, is released with the directory
+/// kept as its result, and the intent's recovery would then remove an empty directory of that
+/// result as half-made. Once a lease has held it, it is that lease's, and its fate is the
+/// lease's recovery's (`docs/deviations.md` 27). A live creator's intent, or one whose creator
+/// cannot be proven gone, is left alone: that creator is still between `mkdir` and its own
+/// lease, or its undo.
 ///
-/// Errors: a store failure listing or reading the intents; a failed compare-and-swap is not one
-/// (another changed the intent first: its creator's recovery, which sees the lease).
+/// Errors: a store failure listing or reading the intents.
 pub(super) fn adopt(lease: &crate::records::directory_lease::DirectoryLease, own: Option<&str>, store: &mut dyn Store, processes: &mut dyn Processes) -> Result<usize, Error> {
     if crate::mutations::active(crate::mutations::Mutation::LeaseLeavesDeadCreatorsIntent) {
         return Ok(0);
@@ -140,32 +142,50 @@ pub(super) fn adopt(lease: &crate::records::directory_lease::DirectoryLease, own
     if names.is_empty() {
         return Ok(0);
     }
+    let held: Vec<&str> = core::iter::once(lease.path.as_str()).chain(lease.output_root.as_deref()).collect();
+    let adopts = |(path, identity): &(String, Option<DirectoryIdentity>)| {
+        held.iter().any(|root| super::is_inside(path, root) || (path == root && identity.as_ref().is_none_or(|i| *i == lease.directory_identity)))
+    };
     let total = MAX_INTENT_BYTES.saturating_mul(names.len() as u32);
     let mut changed = 0;
     for (name, status) in store.read_batch(INTENTS, &names, MAX_INTENT_BYTES, total, &snapshot.identity)? {
-        let BatchStatus::Present(text) = status else { continue };
-        let Ok(parsed) = creation_intent::parse_file(&text, &name) else { continue };
-        let intent = parsed.record;
-        let names_it = |(path, identity): &(String, Option<DirectoryIdentity>)| *path == lease.path && identity.as_ref().is_none_or(|i| *i == lease.directory_identity);
-        if intent.owner == lease.owner || !intent.created.iter().any(names_it) {
-            continue;
-        }
-        let Ok(creator) = liveness::probe(processes, &intent.owner) else { continue };
-        if creator.status != OwnerStatus::DifferentOrDead || creator.spawned == Spawned::SomeAlive {
-            continue;
-        }
         let record = format!("{INTENTS}/{name}");
-        let sha = digest::sha256_hex(text.as_bytes());
-        let left: Vec<(String, Option<DirectoryIdentity>)> = intent.created.iter().filter(|entry| !names_it(entry)).cloned().collect();
-        let done = if left.is_empty() {
-            store.remove_if_unchanged(&record, &sha)?
-        } else {
-            store.replace_if_unchanged(&record, &sha, &CreationIntent { created: left, ..intent }.parsed().canonical)?
-        };
-        changed += usize::from(done);
+        let mut read = status;
+        for _ in 0..ADOPT_ATTEMPTS {
+            let BatchStatus::Present(text) = read else { break };
+            let Ok(parsed) = creation_intent::parse_file(&text, &name) else { break };
+            let intent = parsed.record;
+            if intent.owner == lease.owner || !intent.created.iter().any(adopts) {
+                break;
+            }
+            let Ok(creator) = liveness::probe(processes, &intent.owner) else { break };
+            if creator.status != OwnerStatus::DifferentOrDead || creator.spawned == Spawned::SomeAlive {
+                break;
+            }
+            let sha = digest::sha256_hex(text.as_bytes());
+            let left: Vec<(String, Option<DirectoryIdentity>)> = intent.created.iter().filter(|entry| !adopts(entry)).cloned().collect();
+            let done = if left.is_empty() {
+                store.remove_if_unchanged(&record, &sha)?
+            } else {
+                store.replace_if_unchanged(&record, &sha, &CreationIntent { created: left, ..intent }.parsed().canonical)?
+            };
+            if done {
+                changed += 1;
+                break;
+            }
+            // Changed since it was read (another lease adopting from it, or its recovery): as it
+            // is now.
+            read = match store.read_if_present(&record, MAX_INTENT_BYTES)? {
+                Some(text) => BatchStatus::Present(text),
+                None => BatchStatus::Absent,
+            };
+        }
     }
     Ok(changed)
 }
+
+/// How many times [`adopt`] judges one intent that others keep changing.
+const ADOPT_ATTEMPTS: usize = 4;
 
 /// The directories of `path` and its ancestors that do not exist, outermost first (stopping at
 /// the first that exists, or that the workspace will not look at).
@@ -358,24 +378,32 @@ fn collection_claims(store: &mut dyn Store) -> Result<Vec<MightClaim>, Error> {
     for batch in names.chunks(MAX_CLAIMS) {
         let total = MAX_CLAIM_BYTES.saturating_mul(batch.len() as u32);
         for (name, status) in store.read_batch(DIRECTORY, batch, MAX_CLAIM_BYTES, total, &snapshot.identity)? {
-            claims.push(match status {
+            let claim = match status {
                 BatchStatus::Present(text) => match directory_lease::parse_file(&text, &name) {
-                    Ok(parsed) => MightClaim::Path(parsed.record.path),
+                    Ok(parsed) => {
+                        // A stage's run publishes it to its output root: that is the lease's too.
+                        if let Some(output) = parsed.record.output_root.clone() {
+                            claims.push(MightClaim::Path(output));
+                        }
+                        MightClaim::Path(parsed.record.path)
+                    }
                     Err(_) => MightClaim::of_text(&text),
                 },
                 BatchStatus::Absent => MightClaim::Nothing,
                 BatchStatus::Invalid(_) => MightClaim::Anything,
-            });
+            };
+            claims.push(claim);
         }
     }
     Ok(claims)
 }
 
-/// Whether an entry of `claims` claims the directory `path` itself, or may (an entry that may
-/// claim anything). A lease inside `path` makes it non-empty, which `rmdir` refuses anyway.
+/// Whether an entry of `claims` claims the directory `path`, or one it is inside (what is in a
+/// leased directory is that lease's: its run may have made it), or may (an entry that may claim
+/// anything). A lease inside `path` makes it non-empty, which `rmdir` refuses anyway.
 fn claimed(claims: &[MightClaim], path: &str) -> bool {
     claims.iter().any(|claim| match claim {
-        MightClaim::Path(named) => named == path,
+        MightClaim::Path(named) => named == path || super::is_inside(path, named),
         MightClaim::Anything => true,
         MightClaim::Nothing => false,
     })
