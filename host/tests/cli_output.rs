@@ -241,13 +241,18 @@ fn recover_reports_what_a_crashed_creator_left_in_text_and_json() {
     assert!(!left.exists() && !file.exists(), "the directory and its intent are gone");
 }
 
+/// Makes the directory `path`, mode 0700 (as a creator makes it).
+fn private_dir(path: &Path) {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::create_dir(path).expect("mkdir");
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+}
+
 /// What a creator that crashed between its `mkdir` and its lease leaves: the empty directory
 /// `name` in the world and the intent naming it (a killed process's), whose file is returned.
 fn crashed_creator_left(world: &World, name: &str) -> (PathBuf, PathBuf) {
-    use std::os::unix::fs::PermissionsExt as _;
     let left = world.path(name);
-    std::fs::create_dir(&left).expect("the directory the creator made");
-    std::fs::set_permissions(&left, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    private_dir(&left);
     let file = crashed_creator_intent(world, &left, &[&left]);
     (left, file)
 }
@@ -289,11 +294,9 @@ fn creator_intent(world: &World, owner: &Value, path: &Path, created: &[&Path]) 
 /// dead creator was making its output. Once leased, both are the lease's (deviation 27).
 #[test]
 fn what_a_run_made_or_published_where_a_crashed_creator_planned_stays() {
-    use std::os::unix::fs::PermissionsExt as _;
     let world = World::new();
     let (outer, inner) = (world.path("job"), world.path("job/cache"));
-    std::fs::create_dir(&outer).expect("the directory the creator made");
-    std::fs::set_permissions(&outer, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    private_dir(&outer);
     let intent = crashed_creator_intent(&world, &inner, &[&outer, &inner]);
     let output = world.run(&["run", "--workdir", outer.to_str().expect("UTF-8"), "--", "sh", "-c", "mkdir cache && echo built > result.txt"]);
     assert!(output.status.success(), "{}", stderr(&output));
@@ -305,8 +308,7 @@ fn what_a_run_made_or_published_where_a_crashed_creator_planned_stays() {
     assert!(!intent.exists(), "nothing of the intent is left: the run's lease took both directories");
 
     let (stage, published) = (world.path("exports/.stage"), world.path("exports/v1"));
-    std::fs::create_dir(world.path("exports")).expect("exports");
-    std::fs::set_permissions(world.path("exports"), std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    private_dir(&world.path("exports"));
     let intent = crashed_creator_intent(&world, &published, &[&published]);
     let output = world.run(&["run", "--stage", stage.to_str().expect("UTF-8"), "--output", published.to_str().expect("UTF-8"), "--", "true"]);
     assert!(output.status.success(), "{}", stderr(&output));
@@ -372,11 +374,9 @@ fn commands_that_end_normally_leave_no_witness_behind() {
 /// creator's intent, recording no identity, names it.
 #[test]
 fn recovery_leaves_what_a_live_run_made_inside_its_directory() {
-    use std::os::unix::fs::PermissionsExt as _;
     let world = World::new();
     let (outer, inner) = (world.path("job"), world.path("job/cache"));
-    std::fs::create_dir(&outer).expect("the directory the creator made");
-    std::fs::set_permissions(&outer, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    private_dir(&outer);
     let mut creator = Command::new("sleep").arg("600").spawn().expect("sleep");
     let owner = identity_of(&world, creator.id());
     let intent = creator_intent(&world, &owner, &inner, &[&outer, &inner]);

@@ -269,29 +269,37 @@ fn a_refusal_about_a_claim_that_changed_after_it_was_read_is_not_final() {
     assert_eq!(error.to_string(), "Beeper Message Like Me recovery: prior export owner cannot be inspected safely");
 }
 
+/// What a creator (the intent `uuid(n)`, of a previous boot) that died after making `made`
+/// (outermost first, each made here, private and empty, and recorded with its identity) and
+/// before leasing the last of them leaves: its intent, and the intent's file.
+fn dead_creators_intent(home: &RealHome, n: u32, made: &[std::path::PathBuf]) -> (CreationIntent, std::path::PathBuf) {
+    for dir in made {
+        private_dir(dir);
+    }
+    let identity = |p: &Path| home.workspace.inspect(&s(p)).expect("inspect").map(|f| f.identity);
+    let last = made.last().expect("a directory");
+    let intent = CreationIntent { id: uuid(n), owner: dead_owner(), path: s(last), created: made.iter().map(|p| (s(p), identity(p))).collect() }.parsed();
+    let intents = home.home.join(directory_leases::INTENTS);
+    private_dir(&home.home.join("recovery"));
+    private_dir(&intents);
+    let file = intents.join(intent.record.file_name());
+    std::fs::write(&file, &intent.canonical).expect("intent");
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    (intent.record, file)
+}
+
 #[test]
 fn a_crash_between_mkdir_and_the_lease_leaves_nothing_after_recovery() {
     let home = RealHome::new();
     let root = std::fs::canonicalize(home.dir.path()).expect("realpath");
     // What a creator that died after `mkdir` leaves: its intent and the empty directories it made.
     let made = [root.join("jobs"), root.join("jobs/new")];
-    for dir in &made {
-        private_dir(dir);
-    }
-    let identity = |p: &Path| home.workspace.inspect(&s(p)).expect("inspect").map(|f| f.identity);
-    let intent = CreationIntent { id: uuid(9), owner: dead_owner(), path: s(&made[1]), created: made.iter().map(|p| (s(p), identity(p))).collect() }.parsed();
+    dead_creators_intent(&home, 9, &made);
     let intents = home.home.join(directory_leases::INTENTS);
-    private_dir(&home.home.join("recovery"));
-    private_dir(&intents);
-    std::fs::write(intents.join(intent.record.file_name()), &intent.canonical).expect("intent");
-    std::fs::set_permissions(intents.join(intent.record.file_name()), std::fs::Permissions::from_mode(0o600)).expect("chmod");
     // A directory with something in it is never removed, intent or not.
     let kept = root.join("jobs/kept");
-    private_dir(&kept);
+    dead_creators_intent(&home, 10, std::slice::from_ref(&kept));
     std::fs::write(kept.join("data"), b"mine").expect("data");
-    let other = CreationIntent { id: uuid(10), owner: dead_owner(), path: s(&kept), created: vec![(s(&kept), identity(&kept))] }.parsed();
-    std::fs::write(intents.join(other.record.file_name()), &other.canonical).expect("intent");
-    std::fs::set_permissions(intents.join(other.record.file_name()), std::fs::Permissions::from_mode(0o600)).expect("chmod");
 
     let dry = recover_directory_creations(runtime(), home.real_effects(), true).expect("dry run");
     assert_eq!(dry.len(), 2);
@@ -313,21 +321,13 @@ fn a_lease_of_a_directory_a_dead_creator_made_takes_it_out_of_the_intent() {
     let home = RealHome::new();
     let root = std::fs::canonicalize(home.dir.path()).expect("realpath");
     let made = [root.join("jobs"), root.join("jobs/new")];
-    for dir in &made {
-        private_dir(dir);
-    }
-    let identity = |p: &Path| home.workspace.inspect(&s(p)).expect("inspect").map(|f| f.identity);
-    let intent = CreationIntent { id: uuid(9), owner: dead_owner(), path: s(&made[1]), created: made.iter().map(|p| (s(p), identity(p))).collect() }.parsed();
+    let (intent, file) = dead_creators_intent(&home, 9, &made);
     let intents = home.home.join(directory_leases::INTENTS);
-    private_dir(&home.home.join("recovery"));
-    private_dir(&intents);
-    let file = intents.join(intent.record.file_name());
-    std::fs::write(&file, &intent.canonical).expect("intent");
-    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    let identity = |p: &Path| home.workspace.inspect(&s(p)).expect("inspect").map(|f| f.identity);
 
     let request = Request { role: Role::RawWorking, path: s(&made[1]), output_root: None, recover_after_ms: 2.0, now_ms: Some(1.0) };
     let mut lease = DirectoryLease::create(runtime(), home.real_effects(), &request).expect("leased");
-    let left = CreationIntent { created: vec![(s(&made[0]), identity(&made[0]))], ..intent.record.clone() }.parsed();
+    let left = CreationIntent { created: vec![(s(&made[0]), identity(&made[0]))], ..intent }.parsed();
     assert_eq!(std::fs::read_to_string(&file).expect("the intent stays for the parent"), left.canonical, "only the leased directory left the intent");
     lease.release().expect("release");
 
