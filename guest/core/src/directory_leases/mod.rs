@@ -182,7 +182,9 @@ pub fn check_room(store: &mut dyn Store) -> Result<(), Error> {
     }
 }
 
-/// `createBeeperMessageLikeMeDirectoryLease` (§6A.6).
+/// `createBeeperMessageLikeMeDirectoryLease` (§6A.6); then, proclease's own step, the new lease
+/// takes its directory out of provably dead creators' intents (`creation::adopt`,
+/// `docs/deviations.md` 27), which never fails the lease.
 ///
 /// Errors: those of [`check_request`]; the own identity's (raw); `… directory lease target is
 /// not an owned physical directory` or a raw error for an absent directory; `… directory lease
