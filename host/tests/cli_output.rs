@@ -289,6 +289,16 @@ fn creator_intent(world: &World, owner: &Value, path: &Path, created: &[&Path]) 
     file
 }
 
+/// Runs `recover` twice, each time succeeding and leaving the directory `kept` (`why` says
+/// whose it is).
+fn recover_twice_keeping(world: &World, kept: &Path, why: &str) {
+    for _ in 0..2 {
+        let output = world.run(&["recover"]);
+        assert!(output.status.success(), "{}", stderr(&output));
+        assert!(kept.is_dir(), "{why}: {}", stdout(&output));
+    }
+}
+
 /// The intent's entries have no identity, so its recovery would remove any empty directory at
 /// their paths: one a run made inside the directory it leased, or a stage published where the
 /// dead creator was making its output. Once leased, both are the lease's (deviation 27).
@@ -300,11 +310,7 @@ fn what_a_run_made_or_published_where_a_crashed_creator_planned_stays() {
     let intent = crashed_creator_intent(&world, &inner, &[&outer, &inner]);
     let output = world.run(&["run", "--workdir", outer.to_str().expect("UTF-8"), "--", "sh", "-c", "mkdir cache && echo built > result.txt"]);
     assert!(output.status.success(), "{}", stderr(&output));
-    for _ in 0..2 {
-        let output = world.run(&["recover"]);
-        assert!(output.status.success(), "{}", stderr(&output));
-        assert!(inner.is_dir(), "the empty directory the run made in its result stays: {}", stdout(&output));
-    }
+    recover_twice_keeping(&world, &inner, "the empty directory the run made in its result stays");
     assert!(!intent.exists(), "nothing of the intent is left: the run's lease took both directories");
 
     let (stage, published) = (world.path("exports/.stage"), world.path("exports/v1"));
@@ -312,11 +318,7 @@ fn what_a_run_made_or_published_where_a_crashed_creator_planned_stays() {
     let intent = crashed_creator_intent(&world, &published, &[&published]);
     let output = world.run(&["run", "--stage", stage.to_str().expect("UTF-8"), "--output", published.to_str().expect("UTF-8"), "--", "true"]);
     assert!(output.status.success(), "{}", stderr(&output));
-    for _ in 0..2 {
-        let output = world.run(&["recover"]);
-        assert!(output.status.success(), "{}", stderr(&output));
-        assert!(published.is_dir(), "the published (empty) output stays: {}", stdout(&output));
-    }
+    recover_twice_keeping(&world, &published, "the published (empty) output stays");
     assert!(!intent.exists(), "the stage's lease took its output root out of the intent");
 }
 

@@ -100,7 +100,7 @@ pub fn create_with_directory(request: &Request, fx: Effects<'_>) -> Result<Handl
             // The lease claims the directory now: the intent has nothing left to prove. Should
             // this removal fail, recovery finds the intent and leaves the leased directory.
             let _ = store.remove_if_unchanged(&record, &sha);
-            let _ = adopt(&handle.claim, Some(&format!("{id}.json")), store, processes);
+            let _ = adopt(&handle.claim, Some(&intent.record.file_name()), store, processes);
             Ok(handle)
         }
         Err(error) => {
@@ -131,24 +131,12 @@ pub(super) fn adopt(lease: &crate::records::directory_lease::DirectoryLease, own
     if crate::mutations::active(crate::mutations::Mutation::LeaseLeavesDeadCreatorsIntent) {
         return Ok(0);
     }
-    let Some(snapshot) = store.snapshot(INTENTS, false)? else { return Ok(0) };
-    let names: Vec<String> = snapshot
-        .entries
-        .iter()
-        .filter(|e| e.kind == EntryKind::File && Some(e.name.as_str()) != own && e.name.strip_suffix(".json").is_some_and(js::is_uuid_v4))
-        .take(MAX_INTENTS)
-        .map(|e| e.name.clone())
-        .collect();
-    if names.is_empty() {
-        return Ok(0);
-    }
     let held: Vec<&str> = core::iter::once(lease.path.as_str()).chain(lease.output_root.as_deref()).collect();
     let adopts = |(path, identity): &(String, Option<DirectoryIdentity>)| {
         held.iter().any(|root| super::is_inside(path, root) || (path == root && identity.as_ref().is_none_or(|i| *i == lease.directory_identity)))
     };
-    let total = MAX_INTENT_BYTES.saturating_mul(names.len() as u32);
     let mut changed = 0;
-    for (name, status) in store.read_batch(INTENTS, &names, MAX_INTENT_BYTES, total, &snapshot.identity)? {
+    for (name, status) in read_intents(store, false, own)? {
         let record = format!("{INTENTS}/{name}");
         let mut read = status;
         for _ in 0..ADOPT_ATTEMPTS {
@@ -236,7 +224,7 @@ pub struct CreationOutcome {
 ///
 /// Errors: a store failure listing or reading the intents or the lease collection.
 pub fn recover_creations(store: &mut dyn Store, processes: &mut dyn Processes, workspace: &mut dyn Workspace, dry_run: bool) -> Result<Vec<CreationOutcome>, Error> {
-    let intents = read_intents(store, !dry_run)?;
+    let intents = read_intents(store, !dry_run, None)?;
     if intents.is_empty() {
         return Ok(Vec::new());
     }
@@ -338,7 +326,7 @@ fn finish_intent(store: &mut dyn Store, workspace: &mut dyn Workspace, created: 
 /// Errors: a store failure listing or reading the intents.
 pub(super) fn intents_in_flight(store: &mut dyn Store) -> Result<Vec<(String, String, crate::records::Owner)>, Error> {
     let mut intents = Vec::new();
-    for (name, status) in read_intents(store, false)? {
+    for (name, status) in read_intents(store, false, None)? {
         if let BatchStatus::Present(text) = status
             && let Ok(parsed) = creation_intent::parse_file(&text, &name)
         {
@@ -350,13 +338,14 @@ pub(super) fn intents_in_flight(store: &mut dyn Store) -> Result<Vec<(String, St
 
 /// The files of the intent collection (at most [`MAX_INTENTS`] `<uuid>.json` entries) and
 /// what reading each gave; empty when there is no collection. `recover_orphans`: the listing
-/// removes what provably dead writers left (§3.9).
-fn read_intents(store: &mut dyn Store, recover_orphans: bool) -> Result<Vec<(String, BatchStatus)>, Error> {
+/// removes what provably dead writers left (§3.9). `except`: a file name left out (the caller's
+/// own intent).
+fn read_intents(store: &mut dyn Store, recover_orphans: bool, except: Option<&str>) -> Result<Vec<(String, BatchStatus)>, Error> {
     let Some(snapshot) = store.snapshot(INTENTS, recover_orphans)? else { return Ok(Vec::new()) };
     let names: Vec<String> = snapshot
         .entries
         .iter()
-        .filter(|e| e.kind == EntryKind::File && e.name.strip_suffix(".json").is_some_and(js::is_uuid_v4))
+        .filter(|e| e.kind == EntryKind::File && Some(e.name.as_str()) != except && e.name.strip_suffix(".json").is_some_and(js::is_uuid_v4))
         .take(MAX_INTENTS)
         .map(|e| e.name.clone())
         .collect();
