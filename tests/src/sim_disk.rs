@@ -1,15 +1,19 @@
-//! A simulated disk that can crash or fail at any step: the fault-injecting implementation of
-//! the state store and workspace primitives (the [`Store`] and [`Workspace`] traits the real
-//! cap-std/rustix implementations also provide), in the manner of LevelDB's fault-injection
-//! environment and ALICE/CrashMonkey's crash states.
+//! A simulated disk that can crash or fail at any step, in the manner of LevelDB's
+//! fault-injection environment and ALICE/CrashMonkey's crash states.
 //!
-//! Each primitive runs as the same sequence of system calls the host's implementation makes
-//! (`host/src/state_store/mod.rs`, `host/src/workspace.rs`): write a temporary in
-//! `.proclease/staging`, fsync it, link or rename it into the collection, fsync the collection,
-//! unlink the temporary; take and release the reference's mutation claim around each record
-//! change (§3.5); undo a visible change whose collection fsync failed; quarantine a
-//! directory by renaming it, fsync the parent, delete bottom-up, fsync the parent. Every
-//! mutating call and every fsync is one numbered **step**. A [`Plan`] can:
+//! **The store is the production code.** [`SimFs`] implements the store's system-call seam
+//! (`proclease::state_store::seam::Fs`) on this disk, and [`SimDisk`]'s [`Store`] is the shipped
+//! protocol ([`StoreProtocol`], `host/src/imports/state_store/protocol.rs`) over it: temporaries in
+//! `.proclease/staging`, their fsync, link or rename into the collection, the collection's fsync,
+//! the reference's mutation claim around each change (§3.5), the undo of a visible change whose
+//! collection fsync failed, the recovery of each collection (§3.9) — exactly as the native store
+//! runs them. [`SimKernel`] answers the process facts.
+//!
+//! **The workspace is still a model** ([`Workspace`] below, after `host/src/imports/workspace/`):
+//! quarantine a directory by renaming it, fsync the parent, delete bottom-up, fsync the parent.
+//! Porting it onto the seam is the next step of issue #41.
+//!
+//! Every mutating call and every fsync is one numbered **step**. A [`Plan`] can:
 //! * **crash after step k**: step k+1 and everything after it never happen (the process is
 //!   gone). [`SimDisk::crash`] then keeps either everything (a process crash: the kernel
 //!   still has it) or only what was made durable (a power loss: file data as of its last
@@ -19,24 +23,27 @@
 //!   returns the error, as the real call would; later steps run normally (a transient fault).
 //!
 //! Reads (open, stat, read, readdir) are not steps: they change nothing that a crash could
-//! tear, and their failures are covered by the real-filesystem tests. A claim's stage write is
-//! one step, not fsynced; its renames and its unlink are steps without a directory fsync, as in
-//! the host (a claim's durability never matters: after a power loss its owner is gone, and
-//! whichever of its names the disk kept is removed by the next recovery — one whose content the
-//! power loss took, because it reads as empty).
+//! tear, and their failures are covered by the real-filesystem tests. A `mkdir` of a name that
+//! exists is not a step either (`EEXIST` comes before any change). A claim's stage write is not
+//! fsynced, and its renames and unlink take no directory fsync, as in the host (a claim's
+//! durability never matters: after a power loss its owner is gone, and whichever of its names the
+//! disk kept is removed by the next recovery — one whose content the power loss took, because it
+//! reads as empty).
 //!
 //! The disk has one namespace: the state home at [`HOME`] and the granted workspace root at
-//! [`WORKSPACE`]. Process liveness comes from a shared set of dead pids ([`SimProcesses`]).
+//! [`WORKSPACE`]. Process liveness comes from a shared set of dead pids ([`SimProcesses`],
+//! [`SimKernel`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use proclease::core::digest::sha256_hex;
-use proclease::core::effects::{
-    BatchStatus, CollectionEntry, CollectionIdentity, CollectionSnapshot, DirectoryFacts, EntryKind, Failure, FinishedRun, Processes, Store, Workspace,
-};
+use proclease::core::effects::{BatchStatus, CollectionIdentity, CollectionSnapshot, DirectoryFacts, Failure, FinishedRun, Processes, Store, Workspace};
 use proclease::core::liveness::{OwnerFacts, OwnerStatus, WitnessState};
 use proclease::core::records::{DirectoryIdentity, Owner};
+use proclease::lock_wait::Behind;
+use proclease::state_store::seam::{Errno as SysErrno, FileStat, Fs, Kernel, Locked, S_IFDIR, S_IFREG};
+use proclease::state_store::{self, StoreProtocol};
 
 /// The state home's path on the simulated disk.
 pub const HOME: &str = "/home";
@@ -85,8 +92,6 @@ enum Fault {
     Errno(Errno),
     /// The name exists (`EEXIST`, a real answer, not an injected fault).
     Exists,
-    /// Another live process holds the record's mutation claim.
-    Contended,
 }
 
 /// What the next run of steps will suffer.
@@ -135,6 +140,10 @@ pub struct DiskState {
     /// Every record path (`/home/…`) a removal unlinked since the plan was set: the only
     /// records that may be absent part-way through an operation that keeps them.
     pub unlinked: Vec<String>,
+    /// A deliberately broken store, for the suite's own check: a directory fsync that directly
+    /// follows a `link` is taken as a step but makes nothing durable, as if the store's create
+    /// path had no directory sync ([`SimDisk::lose_directory_syncs_after_links`]).
+    lose_sync_after_link: bool,
 }
 
 /// The simulated disk: a [`Store`] on [`HOME`] and a [`Workspace`] on [`WORKSPACE`].
@@ -162,6 +171,7 @@ impl DiskState {
             trace: Vec::new(),
             published: Vec::new(),
             unlinked: Vec::new(),
+            lose_sync_after_link: false,
         };
         state.nodes.insert(ROOT, Node::Dir { entries: BTreeMap::new(), synced: BTreeMap::new() });
         for path in [HOME, "/home/.proclease", STAGING, "/home/.proclease/locks", JOURNAL, WORKSPACE] {
@@ -259,11 +269,17 @@ impl DiskState {
 
     // ---- system calls (each one step) ----
 
+    /// `mkdir`: a step, unless the name exists (`EEXIST` is answered before anything changes, so
+    /// no crash or fault can fall there: the store's opening asks for its own directories each
+    /// time).
     fn mkdir(&mut self, parent: u64, name: &str) -> Step<u64> {
-        self.step("mkdir")?;
+        if self.crashed {
+            return Err(Fault::Crashed);
+        }
         if self.child(parent, name).is_some() {
             return Err(Fault::Exists);
         }
+        self.step("mkdir")?;
         let inode = self.new_dir();
         self.entries_mut(parent).insert(name.into(), inode);
         Ok(inode)
@@ -304,12 +320,12 @@ impl DiskState {
             return Err(Fault::Exists);
         }
         self.entries_mut(to_dir).insert(to.into(), inode);
-        self.note_published(inode);
         Ok(())
     }
 
-    fn note_published(&mut self, inode: u64) {
-        if let Some(data) = self.data(inode).map(<[u8]>::to_vec) {
+    /// Records the content now at `name` in `dir` as published into a collection.
+    fn note_published(&mut self, dir: u64, name: &str) {
+        if let Some(data) = self.child(dir, name).and_then(|inode| self.data(inode)).map(<[u8]>::to_vec) {
             self.published.push(data);
         }
     }
@@ -322,7 +338,6 @@ impl DiskState {
         }
         self.entries_mut(from_dir).remove(from);
         self.entries_mut(to_dir).insert(to.into(), inode);
-        self.note_published(inode);
         Ok(())
     }
 
@@ -336,266 +351,7 @@ impl DiskState {
         Ok(())
     }
 
-    // ---- the store's protocol (host/src/state_store/mod.rs) ----
-
-    /// `walk`: the directory of `segments` below the home, creating missing ones when `create`
-    /// (`fsops::create_private_dir`: mkdir, fsync it, fsync the parent; rmdir again if a later
-    /// call fails).
-    fn walk(&mut self, segments: &[&str], create: bool) -> Step<Option<u64>> {
-        let mut current = self.lookup(HOME).ok_or(Fault::Errno(Errno::Io))?;
-        for segment in segments {
-            if create && self.child(current, segment).is_none() {
-                let made = self.mkdir(current, segment)?;
-                let synced = self.fsync(made, "fsync new directory").and_then(|()| self.fsync(current, "fsync parent"));
-                if let Err(fault) = synced {
-                    let _ = self.unlink(current, segment, "rmdir (undo)");
-                    return Err(fault);
-                }
-            }
-            match self.child(current, segment) {
-                Some(next) if self.is_dir(next) => current = next,
-                Some(_) => return Err(Fault::Errno(Errno::Io)),
-                None => return Ok(None),
-            }
-        }
-        Ok(Some(current))
-    }
-
-    fn staging(&self) -> Step<u64> {
-        self.lookup(STAGING).ok_or(Fault::Errno(Errno::Io))
-    }
-
-    /// `stage`: removes dead writers' temporaries, then writes a fresh fsynced temporary
-    /// (unlinked again if writing it fails).
-    fn stage(&mut self, content: &[u8], dead: &BTreeSet<u64>) -> Step<String> {
-        self.remove_dead_temporaries(dead);
-        let staging = self.staging()?;
-        let unique = self.unique();
-        let name = format!("{}-{unique}.tmp", self.actor);
-        let inode = self.create_file(staging, &name)?;
-        if let Err(fault) = self.write(inode, content).and_then(|()| self.fsync(inode, "fsync temporary")) {
-            let _ = self.unlink(staging, &name, "unlink temporary (undo)");
-            return Err(fault);
-        }
-        Ok(name)
-    }
-
-    fn remove_dead_temporaries(&mut self, dead: &BTreeSet<u64>) {
-        let Ok(staging) = self.staging() else { return };
-        let names: Vec<String> = self.entries(staging).map(|e| e.keys().cloned().collect()).unwrap_or_default();
-        for name in names {
-            let pid = name.split('-').next().and_then(|p| p.parse::<u64>().ok());
-            if pid.is_some_and(|pid| dead.contains(&pid)) {
-                let _ = self.unlink(staging, &name, "unlink dead temporary");
-            }
-        }
-    }
-
-    // ---- the mutation claim (host/src/imports/state_store/mutation_claim.rs) ----
-
-    /// One step: writes `bytes` to the new claim stage `inode`, not fsynced (as the host:
-    /// `mutation_claim`), so a power loss can keep the claim's name without its content.
-    fn write_claim_stage(&mut self, inode: u64, bytes: &[u8]) -> Step<()> {
-        self.step("write claim stage")?;
-        if let Some(Node::File { data, .. }) = self.nodes.get_mut(&inode) {
-            data.extend_from_slice(bytes);
-        }
-        Ok(())
-    }
-
-    /// Whether the claim file `inode` lost its content in a crash (empty or zeros): removed as
-    /// stale, as the host does (`arbitration::lost_in_a_crash`).
-    fn claim_lost(&self, inode: u64) -> bool {
-        self.data(inode).is_some_and(|data| data.iter().all(|b| *b == 0))
-    }
-
-    /// One step: renames `from` to `to` in `dir` (never over a name), without fsyncing `dir`
-    /// (the host does not: `arbitration::advance`).
-    fn rename_claim(&mut self, dir: u64, from: &str, to: &str) -> Step<()> {
-        self.step("rename claim")?;
-        let inode = self.child(dir, from).ok_or(Fault::Errno(Errno::Io))?;
-        if self.child(dir, to).is_some() {
-            return Err(Fault::Exists);
-        }
-        self.entries_mut(dir).remove(from);
-        self.entries_mut(dir).insert(to.into(), inode);
-        Ok(())
-    }
-
-    /// The owner pid a claim or claim stage file records.
-    fn claim_owner(&self, inode: u64) -> Option<u64> {
-        let value: serde_json::Value = serde_json::from_slice(self.data(inode)?).ok()?;
-        value["pid"].as_u64()
-    }
-
-    /// The §3.9 recovery a store operation performs in `dir` first: mutation stages of dead
-    /// owners (by full identity, or by the pid in the name when the stage is empty), and with
-    /// `claims` every claim of a dead owner. Best effort, one step per removal.
-    fn recover_dir(&mut self, dir: u64, dead: &BTreeSet<u64>, claims: bool) {
-        let names: Vec<(String, u64)> = self.entries(dir).map(|e| e.iter().map(|(n, i)| (n.clone(), *i)).collect()).unwrap_or_default();
-        for (name, inode) in names {
-            let owner = if let Some(rest) = name.strip_prefix(".io-mutation-stage-") {
-                self.claim_owner(inode).or_else(|| rest.strip_suffix(".tmp")?.rsplit('-').next()?.parse().ok())
-            } else if claims && name.starts_with(".io-mutation-") {
-                if self.claim_lost(inode) {
-                    let _ = self.unlink(dir, &name, "unlink claim lost in a crash");
-                    continue;
-                }
-                self.claim_owner(inode)
-            } else {
-                continue;
-            };
-            if owner.is_some_and(|pid| dead.contains(&pid)) {
-                let _ = self.unlink(dir, &name, "unlink dead claim");
-            }
-        }
-    }
-
-    /// Takes the mutation claim of leaf `name` in `dir` as the host does (after the §3.9
-    /// recovery): removes dead owners' claims of the same target, publishes a stage, renames it
-    /// to waiting, candidate, held. The simulated disk has one writer at a time, so a claim of a
-    /// live other owner is contention, never a race. A failure removes what was published.
-    fn claim(&mut self, dir: u64, name: &str, dead: &BTreeSet<u64>) -> Step<String> {
-        self.recover_dir(dir, dead, false);
-        let target = proclease::state_store::mutation_claim::target_sha256(name);
-        let prefix = format!(".io-mutation-{target}-");
-        let existing: Vec<(String, u64)> = self.entries(dir).map(|e| e.iter().filter(|(n, _)| n.starts_with(&prefix)).map(|(n, i)| (n.clone(), *i)).collect()).unwrap_or_default();
-        for (claim, inode) in existing {
-            if self.claim_lost(inode) {
-                self.unlink(dir, &claim, "unlink claim lost in a crash")?;
-                continue;
-            }
-            match self.claim_owner(inode) {
-                // A dead owner's, or this process's own whose release failed: stale.
-                Some(pid) if dead.contains(&pid) || pid == self.actor => self.unlink(dir, &claim, "unlink dead claim")?,
-                _ => return Err(Fault::Contended),
-            }
-        }
-        let id = format!("00000000-0000-4000-8000-{:012x}", self.unique());
-        let owner = Owner { pid: self.actor, boot_id: BOOT.into(), process_start_id: format!("{:064x}", self.actor) };
-        let text = proclease::state_store::mutation_claim::claim_text(&target, &id, &owner);
-        let stage = format!(".io-mutation-stage-{id}-{}.tmp", self.actor);
-        let inode = self.create_file(dir, &stage)?;
-        let mut current = stage.clone();
-        let published = (|| -> Step<()> {
-            self.write_claim_stage(inode, text.as_bytes())?;
-            for phase in ["waiting", "candidate", "held"] {
-                let next = format!("{prefix}{phase}-{id}.lock");
-                self.rename_claim(dir, &current, &next)?;
-                current = next;
-            }
-            Ok(())
-        })();
-        match published {
-            Ok(()) => Ok(current),
-            Err(fault) => {
-                let _ = self.unlink(dir, &current, "unlink claim (undo)");
-                Err(fault)
-            }
-        }
-    }
-
-    /// Releases a claim: one step (the unlink, not fsynced), best effort.
-    fn release(&mut self, dir: u64, claim: &str) {
-        let _ = self.unlink(dir, claim, "unlink claim");
-    }
-
-    fn create_if_absent(&mut self, segments: &[&str], name: &str, content: &[u8], dead: &BTreeSet<u64>) -> Step<bool> {
-        let dir = self.walk(segments, true)?.ok_or(Fault::Errno(Errno::Io))?;
-        let temp = self.stage(content, dead)?;
-        let staging = self.staging()?;
-        let claim = match self.claim(dir, name, dead) {
-            Ok(claim) => claim,
-            Err(fault) => {
-                let _ = self.unlink(staging, &temp, "unlink temporary (undo)");
-                return Err(fault);
-            }
-        };
-        let created = self.link_new(dir, name, staging, &temp);
-        self.release(dir, &claim);
-        let _ = self.unlink(staging, &temp, "unlink temporary");
-        created
-    }
-
-    /// The create's critical section (under the claim): link, fsync the collection (undoing
-    /// the link when that fails).
-    fn link_new(&mut self, dir: u64, name: &str, staging: u64, temp: &str) -> Step<bool> {
-        match self.link(staging, temp, dir, name) {
-            Ok(()) => {}
-            Err(Fault::Exists) => return Ok(false),
-            Err(fault) => return Err(fault),
-        }
-        if let Err(fault) = self.fsync(dir, "fsync collection") {
-            // Undo the visible create: the caller is told it failed, so it must not stay.
-            let _ = self.unlink(dir, name, "unlink record (undo)");
-            return Err(fault);
-        }
-        Ok(true)
-    }
-
-    fn replace_if_unchanged(&mut self, segments: &[&str], name: &str, expected: &str, content: &[u8], dead: &BTreeSet<u64>) -> Step<bool> {
-        let Some(dir) = self.walk(segments, false)? else { return Ok(false) };
-        let temp = self.stage(content, dead)?;
-        let staging = self.staging()?;
-        let claim = match self.claim(dir, name, dead) {
-            Ok(claim) => claim,
-            Err(fault) => {
-                let _ = self.unlink(staging, &temp, "unlink temporary (undo)");
-                return Err(fault);
-            }
-        };
-        let replaced = (|| -> Step<bool> {
-            let Some(old) = self.child(dir, name).and_then(|i| self.data(i)).map(<[u8]>::to_vec) else { return Ok(false) };
-            if sha256_hex(&old) != expected {
-                return Ok(false);
-            }
-            self.rename(staging, &temp, dir, name, false)?;
-            if let Err(fault) = self.fsync(dir, "fsync collection") {
-                self.restore(dir, name, &old, true, dead);
-                return Err(fault);
-            }
-            Ok(true)
-        })();
-        self.release(dir, &claim);
-        if replaced != Ok(true) {
-            let _ = self.unlink(staging, &temp, "unlink temporary");
-        }
-        replaced
-    }
-
-    /// The store's `restore`: the old bytes staged again and published over the name
-    /// (`rename`, after a replace) or at the emptied name (`link`, after a removal), the
-    /// collection fsynced, the temporary unlinked. Best effort.
-    fn restore(&mut self, dir: u64, name: &str, old: &[u8], over_the_name: bool, dead: &BTreeSet<u64>) {
-        let (Ok(back), Ok(staging)) = (self.stage(old, dead), self.staging()) else { return };
-        let published = if over_the_name { self.rename(staging, &back, dir, name, false) } else { self.link(staging, &back, dir, name) };
-        if published.is_ok() {
-            let _ = self.fsync(dir, "fsync collection (undo)");
-        }
-        let _ = self.unlink(staging, &back, "unlink temporary (undo)");
-    }
-
-    fn remove_if_unchanged(&mut self, segments: &[&str], name: &str, expected: &str, dead: &BTreeSet<u64>) -> Step<bool> {
-        let Some(dir) = self.walk(segments, false)? else { return Ok(false) };
-        let claim = self.claim(dir, name, dead)?;
-        let removed = (|| -> Step<bool> {
-            let Some(old) = self.child(dir, name).and_then(|i| self.data(i)).map(<[u8]>::to_vec) else { return Ok(false) };
-            if sha256_hex(&old) != expected {
-                return Ok(false);
-            }
-            self.unlink(dir, name, "unlink record")?;
-            self.unlinked.push(format!("{HOME}/{}/{name}", segments.join("/")));
-            if let Err(fault) = self.fsync(dir, "fsync collection") {
-                self.restore(dir, name, &old, false, dead);
-                return Err(fault);
-            }
-            Ok(true)
-        })();
-        self.release(dir, &claim);
-        removed
-    }
-
-    // ---- the workspace's protocol (host/src/workspace.rs) ----
+    // ---- the workspace's protocol, modelled (host/src/imports/workspace/) ----
 
     fn facts(&self, inode: u64) -> DirectoryFacts {
         DirectoryFacts { canonical: true, is_directory: self.is_dir(inode), owned: true, mode: 0o700, identity: identity_of(inode) }
@@ -640,7 +396,6 @@ fn store_failure(path: &str, fault: Fault) -> Failure {
         Fault::Crashed => Failure::io(format!("{path}: the process crashed")),
         Fault::Errno(errno) => Failure::io(format!("{path}: {}", errno.text())),
         Fault::Exists => Failure::io(format!("{path}: File exists (os error 17)")),
-        Fault::Contended => Failure::contended(format!("{path}: state file mutation is already active")),
     }
 }
 
@@ -649,7 +404,6 @@ fn workspace_failure(path: &str, fault: Fault) -> Failure {
         Fault::Crashed => Failure::io(format!("{path}: the process crashed")),
         Fault::Errno(errno) => Failure::io(format!("{path}: {}", errno.text())),
         Fault::Exists => Failure::io(format!("{path}: File exists (os error 17)")),
-        Fault::Contended => Failure::io(format!("{path}: contended")),
     }
 }
 
@@ -780,6 +534,13 @@ impl SimDisk {
         state.removing.clear();
     }
 
+    /// Breaks the store on purpose (`true`): every directory fsync that directly follows a
+    /// `link` makes nothing durable, as a store whose create path lost its collection sync
+    /// would. For the check that the crash-state suite notices such a store.
+    pub fn lose_directory_syncs_after_links(&self, lose: bool) {
+        self.state().lose_sync_after_link = lose;
+    }
+
     /// Sets the acting process (names of its temporaries and quarantines).
     pub fn act_as(&self, pid: u64) {
         let mut state = self.state();
@@ -894,73 +655,40 @@ impl DiskState {
     }
 }
 
-fn store_split(path: &str) -> Result<(Vec<&str>, &str), Failure> {
-    let mut segments: Vec<&str> = path.split('/').collect();
-    if segments.len() < 2 || segments.iter().any(|s| s.is_empty() || *s == "." || *s == ".." || *s == ".proclease") {
-        return Err(Failure::refused(format!("{path}: refused")));
+impl SimDisk {
+    /// The production store's protocol over this disk, acting as the current actor
+    /// ([`SimDisk::act_as`]).
+    pub fn store(&self) -> Result<StoreProtocol<SimFs, SimKernel>, Failure> {
+        let home = self.state().lookup(HOME).ok_or_else(|| Failure::io(format!("{HOME}: the simulated state home is gone")))?;
+        let actor = self.state().actor;
+        StoreProtocol::open(SimFs { state: self.state.clone() }, home, Arc::new(SimKernel { pid: actor, dead: self.dead.clone() })).map_err(state_store::failure)
     }
-    let name = segments.pop().unwrap_or_default();
-    Ok((segments, name))
 }
 
+/// The state store of [`SimDisk`]: the production protocol ([`StoreProtocol`]) over [`SimFs`].
 impl Store for SimDisk {
     fn read_if_present(&mut self, path: &str, max_bytes: u32) -> Result<Option<String>, Failure> {
-        let state = self.state();
-        let Some(inode) = state.lookup(&format!("{HOME}/{path}")) else { return Ok(None) };
-        let data = state.data(inode).ok_or_else(|| Failure::unsafe_(format!("{path}: not a regular file")))?;
-        if data.len() > max_bytes as usize {
-            return Err(Failure::unsafe_(format!("{path}: larger than {max_bytes} bytes")));
-        }
-        String::from_utf8(data.to_vec()).map(Some).map_err(|_| Failure::unsafe_(format!("{path}: not valid UTF-8")))
+        self.store()?.read_if_present(path, max_bytes).map_err(state_store::failure)
     }
 
     fn create_if_absent(&mut self, path: &str, content: &str) -> Result<bool, Failure> {
-        let (segments, name) = store_split(path)?;
-        let dead = self.dead();
-        self.state().create_if_absent(&segments, name, content.as_bytes(), &dead).map_err(|f| store_failure(path, f))
+        self.store()?.create_if_absent(path, content).map_err(state_store::failure)
     }
 
     fn replace_if_unchanged(&mut self, path: &str, expected_sha256: &str, content: &str) -> Result<bool, Failure> {
-        let (segments, name) = store_split(path)?;
-        let dead = self.dead();
-        self.state().replace_if_unchanged(&segments, name, expected_sha256, content.as_bytes(), &dead).map_err(|f| store_failure(path, f))
+        self.store()?.replace_if_unchanged(path, expected_sha256, content).map_err(state_store::failure)
     }
 
     fn remove_if_unchanged(&mut self, path: &str, expected_sha256: &str) -> Result<bool, Failure> {
-        let (segments, name) = store_split(path)?;
-        let dead = self.dead();
-        self.state().remove_if_unchanged(&segments, name, expected_sha256, &dead).map_err(|f| store_failure(path, f))
+        self.store()?.remove_if_unchanged(path, expected_sha256).map_err(state_store::failure)
     }
 
     fn ensure_private_directory(&mut self, path: &str) -> Result<CollectionIdentity, Failure> {
-        let segments: Vec<&str> = path.split('/').collect();
-        let dir = self.state().walk(&segments, true).map_err(|f| store_failure(path, f))?;
-        let dir = dir.ok_or_else(|| Failure::unsafe_(format!("{path}: vanished while created")))?;
-        Ok(CollectionIdentity { device: "2049".into(), inode: dir.to_string() })
+        self.store()?.ensure_private_directory(path).map_err(state_store::failure)
     }
 
     fn snapshot(&mut self, path: &str, recover_orphans: bool) -> Result<Option<CollectionSnapshot>, Failure> {
-        let dead = self.dead();
-        let mut state = self.state();
-        if recover_orphans {
-            state.remove_dead_temporaries(&dead);
-        }
-        let Some(dir) = state.lookup(&format!("{HOME}/{path}")) else { return Ok(None) };
-        state.recover_dir(dir, &dead, recover_orphans);
-        let entries = state.entries(dir).ok_or_else(|| Failure::unsafe_(format!("{path}: not a directory")))?;
-        let mut listed: Vec<CollectionEntry> = entries
-            .iter()
-            .map(|(name, inode)| {
-                let is_dir = state.is_dir(*inode);
-                CollectionEntry {
-                    name: name.clone(),
-                    kind: if is_dir { EntryKind::Directory } else { EntryKind::File },
-                    identity: is_dir.then(|| CollectionIdentity { device: "2049".into(), inode: inode.to_string() }),
-                }
-            })
-            .collect();
-        listed.sort_by(|a, b| proclease::core::js::cmp_utf16(&a.name, &b.name));
-        Ok(Some(CollectionSnapshot { identity: CollectionIdentity { device: "2049".into(), inode: dir.to_string() }, entries: listed }))
+        self.store()?.snapshot(path, recover_orphans).map_err(state_store::failure)
     }
 
     fn read_batch(
@@ -968,23 +696,239 @@ impl Store for SimDisk {
         path: &str,
         names: &[String],
         max_bytes_per_file: u32,
-        _max_total_bytes: u32,
+        max_total_bytes: u32,
         expected: &CollectionIdentity,
     ) -> Result<Vec<(String, BatchStatus)>, Failure> {
-        let state = self.state();
-        let dir = state.lookup(&format!("{HOME}/{path}"));
-        if dir.map(|d| d.to_string()).as_ref() != Some(&expected.inode) {
-            return Err(Failure::unsafe_(format!("{path}: private state batch directory changed identity")));
-        }
-        let dir = dir.unwrap_or(ROOT);
-        Ok(names
-            .iter()
-            .map(|name| {
-                let bytes = state.child(dir, name).and_then(|i| state.data(i));
-                (name.clone(), crate::fakes::batch_status(bytes, max_bytes_per_file))
-            })
-            .collect())
+        self.store()?.read_batch(path, names, max_bytes_per_file, max_total_bytes, expected).map_err(state_store::failure)
     }
+}
+
+/// The simulated disk as the store's file system (the seam's [`Fs`]): every mutating call is a
+/// step ([`Plan`]) that can crash or fail; reads are not. Handles are inode numbers.
+#[derive(Debug, Clone)]
+pub struct SimFs {
+    state: Arc<Mutex<DiskState>>,
+}
+
+impl SimFs {
+    fn state(&self) -> MutexGuard<'_, DiskState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The errno a fault is reported with through the seam (a crash: `EIO`; the process is gone and
+/// nothing it does next takes effect).
+fn errno(fault: Fault) -> SysErrno {
+    match fault {
+        Fault::Crashed => SysErrno::IO,
+        Fault::Exists => SysErrno::EXIST,
+        Fault::Errno(Errno::Nospc) => SysErrno::NOSPC,
+        Fault::Errno(Errno::Io) => SysErrno::IO,
+        Fault::Errno(Errno::Xdev) => SysErrno::XDEV,
+        Fault::Errno(Errno::Acces) => SysErrno::ACCESS,
+    }
+}
+
+impl DiskState {
+    /// What `stat` says of `inode`: device 2049, the inode, mode 0700 for a directory and 0600
+    /// for a file, owned by uid 0 (the simulated user).
+    fn stat_of(&self, inode: u64) -> Option<FileStat> {
+        let (mode, size) = match self.nodes.get(&inode)? {
+            Node::Dir { .. } => (S_IFDIR | 0o700, 0),
+            Node::File { data, .. } => (S_IFREG | 0o600, data.len() as i64),
+        };
+        Some(FileStat { dev: 2049, ino: inode, size, mtime: (0, 0), ctime: (0, 0), mode, uid: 0 })
+    }
+
+    /// The path of directory `inode` below the root, if it is reachable.
+    fn path_of(&self, inode: u64) -> Option<String> {
+        let mut stack = vec![(String::new(), ROOT)];
+        while let Some((path, dir)) = stack.pop() {
+            if dir == inode {
+                return Some(if path.is_empty() { "/".into() } else { path });
+            }
+            for (name, child) in self.entries(dir).into_iter().flatten() {
+                if self.is_dir(*child) {
+                    stack.push((format!("{path}/{name}"), *child));
+                }
+            }
+        }
+        None
+    }
+
+    /// Whether `name` in `dir` is a record's name (in the state home, outside `.proclease`, not
+    /// one of the claims' or recovery's `.io-` names).
+    fn record_path(&self, dir: u64, name: &str) -> Option<String> {
+        let path = format!("{}/{name}", self.path_of(dir)?);
+        (path.starts_with("/home/") && !path.starts_with("/home/.proclease/") && !name.starts_with(".io-")).then_some(path)
+    }
+}
+
+impl Fs for SimFs {
+    type Dir = u64;
+    type File = u64;
+    type Lock = ();
+
+    fn euid(&self) -> u32 {
+        0
+    }
+
+    fn duplicate(&self, dir: &u64) -> Result<u64, SysErrno> {
+        Ok(*dir)
+    }
+
+    fn open_dir(&self, dir: &u64, name: &str) -> Result<u64, SysErrno> {
+        let state = self.state();
+        match state.child(*dir, name) {
+            None => Err(SysErrno::NOENT),
+            Some(inode) if state.is_dir(inode) => Ok(inode),
+            Some(_) => Err(SysErrno::NOTDIR),
+        }
+    }
+
+    fn stat_dir(&self, dir: &u64) -> Result<FileStat, SysErrno> {
+        self.state().stat_of(*dir).ok_or(SysErrno::NOENT)
+    }
+
+    fn lstat(&self, dir: &u64, name: &str) -> Result<Option<FileStat>, SysErrno> {
+        let state = self.state();
+        Ok(state.child(*dir, name).and_then(|inode| state.stat_of(inode)))
+    }
+
+    fn open_file(&self, dir: &u64, name: &str) -> Result<u64, SysErrno> {
+        self.state().child(*dir, name).ok_or(SysErrno::NOENT)
+    }
+
+    fn stat_file(&self, file: &u64) -> Result<FileStat, SysErrno> {
+        self.state().stat_of(*file).ok_or(SysErrno::NOENT)
+    }
+
+    fn read_up_to(&self, file: &u64, limit: u64, _: u64) -> Result<Vec<u8>, SysErrno> {
+        let state = self.state();
+        let data = state.data(*file).ok_or(SysErrno::ISDIR)?;
+        Ok(data[..data.len().min(usize::try_from(limit).unwrap_or(usize::MAX))].to_vec())
+    }
+
+    fn read_names(&self, dir: &u64, bound: usize, keep: &dyn Fn(&[u8]) -> bool) -> Result<Vec<Vec<u8>>, Option<SysErrno>> {
+        let state = self.state();
+        let entries = state.entries(*dir).ok_or(Some(SysErrno::NOTDIR))?;
+        let names: Vec<Vec<u8>> = entries.keys().map(|n| n.as_bytes().to_vec()).filter(|n| keep(n)).collect();
+        if names.len() > bound {
+            return Err(None);
+        }
+        Ok(names)
+    }
+
+    fn create_file(&self, dir: &u64, name: &str) -> Result<u64, SysErrno> {
+        self.state().create_file(*dir, name).map_err(errno)
+    }
+
+    fn write_all(&self, file: &u64, bytes: &[u8]) -> Result<(), SysErrno> {
+        self.state().write(*file, bytes).map_err(errno)
+    }
+
+    fn sync_file(&self, file: &u64) -> Result<(), SysErrno> {
+        self.state().fsync(*file, "fsync temporary").map_err(errno)
+    }
+
+    fn make_dir(&self, dir: &u64, name: &str) -> Result<u64, SysErrno> {
+        self.state().mkdir(*dir, name).map_err(errno)
+    }
+
+    fn sync_dir(&self, dir: &u64) -> Result<(), SysErrno> {
+        let mut state = self.state();
+        if state.lose_sync_after_link && state.trace.last() == Some(&"link") {
+            return state.step("fsync directory").map_err(errno);
+        }
+        state.fsync(*dir, "fsync directory").map_err(errno)
+    }
+
+    /// A step named `fsync after recovery`: the store makes what its recovery removed durable,
+    /// best effort.
+    fn sync_dir_for_claims(&self, dir: &u64) -> Result<(), SysErrno> {
+        self.state().fsync(*dir, "fsync after recovery").map_err(errno)
+    }
+
+    fn link(&self, from_dir: &u64, from: &str, to_dir: &u64, to: &str) -> Result<(), SysErrno> {
+        let mut state = self.state();
+        state.link(*from_dir, from, *to_dir, to).map_err(errno)?;
+        if state.record_path(*to_dir, to).is_some() {
+            state.note_published(*to_dir, to);
+        }
+        Ok(())
+    }
+
+    fn rename(&self, from_dir: &u64, from: &str, to_dir: &u64, to: &str, replace: bool) -> Result<(), SysErrno> {
+        let mut state = self.state();
+        state.rename(*from_dir, from, *to_dir, to, !replace).map_err(errno)?;
+        if state.record_path(*to_dir, to).is_some() {
+            state.note_published(*to_dir, to);
+        }
+        Ok(())
+    }
+
+    /// One step, named for what it removes: `unlink temporary` (in the staging directory),
+    /// `unlink claim` (a mutation claim or its stage), `unlink record` (anything else).
+    fn unlink(&self, dir: &u64, name: &str) -> Result<(), SysErrno> {
+        let mut state = self.state();
+        let record = state.record_path(*dir, name);
+        let what = if state.lookup(STAGING) == Some(*dir) {
+            "unlink temporary"
+        } else if name.starts_with(".io-mutation-") {
+            "unlink claim"
+        } else {
+            "unlink record"
+        };
+        state.unlink(*dir, name, what).map_err(errno)?;
+        if let Some(path) = record {
+            state.unlinked.push(path);
+        }
+        Ok(())
+    }
+
+    fn remove_dir(&self, dir: &u64, name: &str) -> Result<(), SysErrno> {
+        self.state().unlink(*dir, name, "rmdir").map_err(errno)
+    }
+
+    /// One writer at a time acts on the simulated disk: the lock is always free.
+    fn lock(&self, _: &u64, _: &str, _: &dyn Fn(Option<i32>) -> Option<Behind>) -> Result<Locked<()>, std::io::Error> {
+        Ok(Locked::Held(()))
+    }
+}
+
+/// The kernel of the simulated processes, for the store acting as `pid`: every process runs on
+/// [`BOOT`] with the start id [`owner`] gives it, and is gone once marked dead.
+#[derive(Debug, Clone)]
+pub struct SimKernel {
+    pid: u64,
+    dead: Arc<Mutex<BTreeSet<u64>>>,
+}
+
+impl SimKernel {
+    fn is_dead(&self, pid: u64) -> bool {
+        self.dead.lock().unwrap_or_else(|p| p.into_inner()).contains(&pid)
+    }
+}
+
+impl Kernel for SimKernel {
+    fn self_identity(&self) -> Result<Owner, String> {
+        Ok(owner(self.pid))
+    }
+
+    fn current_boot_id(&self) -> Result<String, String> {
+        Ok(BOOT.into())
+    }
+
+    fn owner_status(&self, recorded: &Owner) -> Result<OwnerStatus, String> {
+        Ok(if *recorded != owner(recorded.pid) || self.is_dead(recorded.pid) { OwnerStatus::DifferentOrDead } else { OwnerStatus::ExactLiveOwner })
+    }
+
+    fn pid_gone(&self, pid: u64) -> bool {
+        self.is_dead(pid)
+    }
+
+    /// Simulated time does not pass.
+    fn pause(&self, _: std::time::Duration) {}
 }
 
 impl Workspace for SimDisk {

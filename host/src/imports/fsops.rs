@@ -110,13 +110,6 @@ pub(crate) fn write_new_file(dir: impl AsFd, name: &str, bytes: &[u8]) -> std::i
     create_and_write(dir, name, bytes)?.sync_all()
 }
 
-/// [`write_new_file`] without the fsync: for a file whose content need not survive a power
-/// loss (a mutation claim's stage: `state_store::mutation_claim`, where a claim that lost its
-/// content is judged lost in the crash).
-pub(crate) fn write_new_file_unsynced(dir: impl AsFd, name: &str, bytes: &[u8]) -> std::io::Result<()> {
-    create_and_write(dir, name, bytes).map(drop)
-}
-
 /// The creation and write of [`write_new_file`]: the open file, not yet synced.
 fn create_and_write(dir: impl AsFd, name: &str, bytes: &[u8]) -> std::io::Result<std::fs::File> {
     let fd = rustix::fs::openat(dir, name, OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::from_raw_mode(0o600))?;
@@ -227,39 +220,6 @@ pub(crate) fn open_dir(dir: impl AsFd + Copy, name: &str) -> rustix::io::Result<
     }
 }
 
-/// Removes the directory `name` in `dir` and everything below it, never following a symbolic
-/// link (a link is unlinked, not entered) and never descending more than 256 levels.
-pub(crate) fn remove_tree_at(dir: impl AsFd + Copy, name: &str) -> std::io::Result<()> {
-    fn empty(dir: &OwnedFd, depth: usize) -> std::io::Result<()> {
-        if depth > 256 {
-            return Err(std::io::Error::other("the tree is deeper than 256 levels"));
-        }
-        loop {
-            let names = some_names(dir, 1024)?;
-            if names.is_empty() {
-                return Ok(());
-            }
-            for raw in names {
-                let name = <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(&raw);
-                match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
-                    Ok(stat) if file_kind(stat.st_mode) == S_IFDIR => {
-                        let child = rustix::fs::openat(dir, name, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())?;
-                        empty(&child, depth + 1)?;
-                        rustix::fs::unlinkat(dir, name, AtFlags::REMOVEDIR)?;
-                    }
-                    Ok(_) => rustix::fs::unlinkat(dir, name, AtFlags::empty())?,
-                    Err(Errno::NOENT) => {}
-                    Err(e) => return Err(e.into()),
-                }
-            }
-        }
-    }
-    let top = rustix::fs::openat(dir, name, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())?;
-    empty(&top, 0)?;
-    rustix::fs::unlinkat(dir, name, AtFlags::REMOVEDIR)?;
-    Ok(())
-}
-
 /// The names in a directory (without `.` and `..`), as raw bytes, at most `bound` of them.
 /// `Err(None)` means the bound was exceeded.
 pub(crate) fn list_names(dir: impl AsFd, bound: usize) -> Result<Vec<Vec<u8>>, Option<std::io::Error>> {
@@ -276,7 +236,7 @@ pub(crate) fn names_starting_with(dir: impl AsFd, prefix: &str, bound: usize) ->
 
 /// The names in a directory that `keep` accepts, at most `bound` of them (`Err(None)` beyond);
 /// the others are never copied.
-fn names_where(dir: impl AsFd, bound: usize, keep: impl Fn(&[u8]) -> bool) -> Result<Vec<Vec<u8>>, Option<std::io::Error>> {
+pub(crate) fn names_where(dir: impl AsFd, bound: usize, keep: impl Fn(&[u8]) -> bool) -> Result<Vec<Vec<u8>>, Option<std::io::Error>> {
     let mut reader = dir_reader(dir).map_err(|e| Some(e.into()))?;
     let mut names = Vec::new();
     while let Some(entry) = reader.read() {

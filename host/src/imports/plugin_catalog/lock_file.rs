@@ -37,9 +37,9 @@ use rustix::io::Errno;
 
 use crate::fsops::{self, StableRead};
 use crate::process_identity::ProcessIdentity;
-use crate::state_store::StateStore;
 use crate::state_store::arbitration::{self, ArbitrationError, ClaimKind, Failure, Phase};
 use crate::state_store::mutation_claim::{self, pid_gone};
+use crate::state_store::{NativeFs, StateStore};
 
 /// The reference's message when a live process holds the lock (§5).
 pub const ALREADY_LOCKED: &str = "portable plugin catalog mutation is already locked";
@@ -61,7 +61,7 @@ struct LockClaim {
     target: String,
 }
 
-impl ClaimKind for LockClaim {
+impl ClaimKind<NativeFs> for LockClaim {
     fn prefix(&self) -> String {
         format!(".lock-claim-{}-", self.target)
     }
@@ -88,7 +88,7 @@ impl ClaimKind for LockClaim {
         )
     }
 
-    fn publish(&self, dir: &OwnedFd, claim_id: &str, owner: &Owner) -> Result<(), ArbitrationError> {
+    fn publish(&self, _: &NativeFs, dir: &OwnedFd, claim_id: &str, owner: &Owner) -> Result<(), ArbitrationError> {
         match publish_linked(dir, owner, self.content(claim_id, owner).as_bytes(), &self.name(Phase::Waiting, claim_id)) {
             Ok(true) => Ok(()),
             Ok(false) => Err(self.error(Failure::NamePresent, None)),
@@ -181,12 +181,12 @@ pub(crate) fn acquire(store: &StateStore, identity: &ProcessIdentity, now_ms: i6
     let text = |e: ArbitrationError| e.to_string();
     for _ in 0..ROUNDS {
         remove_stale_stages(&dir, identity)?;
-        let Some(claim) = arbitration::arbitrate(&dir, &kind, identity, &own).map_err(text)? else {
+        let Some(claim) = arbitration::arbitrate(&NativeFs, &dir, &kind, identity, &own).map_err(text)? else {
             std::thread::sleep(Duration::from_millis(5));
             continue;
         };
         let outcome = publish_lock(&dir, &own, &record, identity);
-        arbitration::release(&dir, &claim.name);
+        arbitration::release(&NativeFs, &dir, &claim.name);
         if let Some((dev, ino)) = outcome? {
             return Ok(HeldLock { dir, dev, ino, own });
         }

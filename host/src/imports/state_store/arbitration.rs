@@ -13,16 +13,13 @@
 //!
 //! Cooperative and non-blocking: a loser is told so at once and decides itself whether to retry.
 
-use std::os::fd::OwnedFd;
 use std::time::Duration;
 
 use proclease_core::liveness::OwnerStatus;
 use proclease_core::records::Owner;
-use rustix::fs::{AtFlags, RenameFlags};
-use rustix::io::Errno;
 
-use crate::fsops::{self, StableRead};
-use crate::process_identity::ProcessIdentity;
+use super::files::{self, StableRead};
+use super::seam::{Errno, Fs, Kernel};
 
 /// How many listings may see claims vanish, move or die before arbitration gives up (§3.5).
 pub(crate) const SNAPSHOT_ATTEMPTS: usize = 8;
@@ -100,8 +97,8 @@ impl std::fmt::Display for ArbitrationError {
     }
 }
 
-/// What differs between §3.5 mutation claims and §5 lock claims.
-pub(crate) trait ClaimKind {
+/// What differs between §3.5 mutation claims and §5 lock claims, on the file system `F`.
+pub(crate) trait ClaimKind<F: Fs + ?Sized> {
     /// The common start of this target's claim file names.
     fn prefix(&self) -> String;
     /// The file name of this target's claim `claim_id` in `phase`.
@@ -113,7 +110,7 @@ pub(crate) trait ClaimKind {
     fn content(&self, claim_id: &str, owner: &Owner) -> String;
     /// Publishes claim `claim_id` of `owner` in the `waiting` phase, durably, never over an
     /// existing name.
-    fn publish(&self, dir: &OwnedFd, claim_id: &str, owner: &Owner) -> Result<(), ArbitrationError>;
+    fn publish(&self, fs: &F, dir: &F::Dir, claim_id: &str, owner: &Owner) -> Result<(), ArbitrationError>;
     /// The message of `failure`.
     fn message(&self, failure: Failure) -> &'static str;
 
@@ -134,7 +131,7 @@ pub(crate) fn lost_in_a_crash(text: &str) -> bool {
 }
 
 /// The owner a claim text records, when `text` is exactly `kind`'s text for `claim_id`.
-pub(crate) fn owner_in(kind: &dyn ClaimKind, claim_id: &str, text: &str) -> Option<Owner> {
+pub(crate) fn owner_in<F: Fs + ?Sized>(kind: &dyn ClaimKind<F>, claim_id: &str, text: &str) -> Option<Owner> {
     let value: serde_json::Value = serde_json::from_str(text).ok()?;
     let owner = owner_members(&value)?;
     (kind.content(claim_id, &owner) == text).then_some(owner)
@@ -188,18 +185,18 @@ pub(crate) struct Held {
 
 /// Runs the arbitration for one fresh claim of `own`: `Ok(Some)` when this process holds the
 /// target, `Ok(None)` when it lost (its claim is already gone again).
-pub(crate) fn arbitrate(dir: &OwnedFd, kind: &dyn ClaimKind, identity: &ProcessIdentity, own: &Owner) -> Result<Option<Held>, ArbitrationError> {
+pub(crate) fn arbitrate<F: Fs + ?Sized, K: Kernel + ?Sized>(fs: &F, dir: &F::Dir, kind: &dyn ClaimKind<F>, kernel: &K, own: &Owner) -> Result<Option<Held>, ArbitrationError> {
     let claim_id = uuid::Uuid::new_v4().to_string();
-    kind.publish(dir, &claim_id, own)?;
+    kind.publish(fs, dir, &claim_id, own)?;
     let mut name = kind.name(Phase::Waiting, &claim_id);
     let mut phase = Phase::Waiting;
     let outcome = (|| -> Result<bool, ArbitrationError> {
         // At most three listings: waiting, candidate, held.
         loop {
-            let others = live_claims(dir, kind, identity, Some(&claim_id), Some(own))?;
+            let others = live_claims(fs, dir, kind, kernel, Some(&claim_id), Some(own))?;
             match step(phase, &claim_id, &others) {
                 Step::Advance(next) => {
-                    name = advance(dir, kind, &name, next, &claim_id)?;
+                    name = advance(fs, dir, kind, &name, next, &claim_id)?;
                     phase = next;
                 }
                 Step::Lose => return Ok(false),
@@ -211,11 +208,11 @@ pub(crate) fn arbitrate(dir: &OwnedFd, kind: &dyn ClaimKind, identity: &ProcessI
     match outcome {
         Ok(true) => Ok(Some(Held { name })),
         Ok(false) => {
-            release(dir, &name);
+            release(fs, dir, &name);
             Ok(None)
         }
         Err(error) => {
-            release(dir, &name);
+            release(fs, dir, &name);
             Err(error)
         }
     }
@@ -229,9 +226,9 @@ pub(crate) fn arbitrate(dir: &OwnedFd, kind: &dyn ClaimKind, identity: &ProcessI
 /// so whichever name survives (stage, any phase, or none) is a dead owner's claim that the next
 /// listing removes (a name that survived without its content, which is not fsynced either, is
 /// removed as [`lost_in_a_crash`]).
-fn advance(dir: &OwnedFd, kind: &dyn ClaimKind, from: &str, phase: Phase, claim_id: &str) -> Result<String, ArbitrationError> {
+fn advance<F: Fs + ?Sized>(fs: &F, dir: &F::Dir, kind: &dyn ClaimKind<F>, from: &str, phase: Phase, claim_id: &str) -> Result<String, ArbitrationError> {
     let to = kind.name(phase, claim_id);
-    rustix::fs::renameat_with(dir, from, dir, &to, RenameFlags::NOREPLACE).map_err(|e| match e {
+    fs.rename(dir, from, dir, &to, false).map_err(|e| match e {
         Errno::EXIST => kind.error(Failure::NamePresent, None),
         e => kind.error(Failure::Io, Some(e.into())),
     })?;
@@ -241,8 +238,8 @@ fn advance(dir: &OwnedFd, kind: &dyn ClaimKind, from: &str, phase: Phase, claim_
 /// Releases a claim: unlinks it; a failure is ignored (a claim left behind is a dead owner's
 /// claim once this process is gone, removed by the next listing). Not fsynced, for the reason
 /// [`advance`] gives: a claim that reappears after a power loss is a previous boot's.
-pub(crate) fn release(dir: &OwnedFd, name: &str) {
-    let _ = rustix::fs::unlinkat(dir, name, AtFlags::empty());
+pub(crate) fn release<F: Fs + ?Sized>(fs: &F, dir: &F::Dir, name: &str) {
+    let _ = fs.unlink(dir, name);
 }
 
 /// "List live claims" (§3.5): the phase and id of every live claim of the target except `skip`,
@@ -253,15 +250,16 @@ pub(crate) fn release(dir: &OwnedFd, name: &str) {
 /// arbitrates for one target of a directory at a time (the store holds the collection's kernel
 /// lock, the catalog lock its process-wide mutex), so such a claim is one whose release failed —
 /// left in place it would block this process's own later writes until it exits.
-pub(crate) fn live_claims(
-    dir: &OwnedFd,
-    kind: &dyn ClaimKind,
-    identity: &ProcessIdentity,
+pub(crate) fn live_claims<F: Fs + ?Sized, K: Kernel + ?Sized>(
+    fs: &F,
+    dir: &F::Dir,
+    kind: &dyn ClaimKind<F>,
+    kernel: &K,
     skip: Option<&str>,
     own: Option<&Owner>,
 ) -> Result<Vec<(Phase, String)>, ArbitrationError> {
     for _ in 0..SNAPSHOT_ATTEMPTS {
-        let names = fsops::names_starting_with(dir, &kind.prefix(), MAX_CLAIMS).map_err(|e| kind.error(Failure::TooMany, e))?;
+        let names = files::names_starting_with(fs, dir, &kind.prefix(), MAX_CLAIMS).map_err(|e| kind.error(Failure::TooMany, e.map(Into::into)))?;
         let mut claims: Vec<(String, Phase, String)> = names.into_iter().filter_map(|name| kind.parse_name(&name).map(|(phase, id)| (name, phase, id))).collect();
         claims.sort_by(|a, b| a.0.cmp(&b.0));
         let mut stable = true;
@@ -270,28 +268,28 @@ pub(crate) fn live_claims(
             if Some(id.as_str()) == skip {
                 continue;
             }
-            let Some(text) = read_claim(dir, &name).map_err(|failure| kind.error(failure, None))? else {
+            let Some(text) = read_claim(fs, dir, &name).map_err(|failure| kind.error(failure, None))? else {
                 stable = false; // vanished or moved while read
                 continue;
             };
             if lost_in_a_crash(&text) {
                 tracing::debug!(claim = %name, "removing a claim whose content an OS crash lost");
-                let _ = rustix::fs::unlinkat(dir, &name, AtFlags::empty());
+                let _ = fs.unlink(dir, &name);
                 stable = false;
                 continue;
             }
             let owner = owner_in(kind, &id, &text).ok_or_else(|| kind.error(Failure::Malformed, None))?;
             if own == Some(&owner) {
-                let _ = rustix::fs::unlinkat(dir, &name, AtFlags::empty());
+                let _ = fs.unlink(dir, &name);
                 stable = false;
                 continue;
             }
-            match status(identity, &owner) {
+            match status(kernel, &owner) {
                 OwnerStatus::ExactLiveOwner => live.push((phase, id)),
                 OwnerStatus::Unknown => return Err(kind.error(Failure::OwnerUnknown, None)),
                 OwnerStatus::DifferentOrDead => {
                     tracing::debug!(claim = %name, pid = owner.pid, "removing the claim of a provably dead owner");
-                    let _ = rustix::fs::unlinkat(dir, &name, AtFlags::empty());
+                    let _ = fs.unlink(dir, &name);
                     stable = false;
                 }
             }
@@ -305,47 +303,47 @@ pub(crate) fn live_claims(
 
 /// The pid of a live holder of `kind`'s claims in `dir`, if one is seen (for a message: a
 /// claim that outlasted the writer's wait).
-pub(crate) fn live_holder(dir: &OwnedFd, kind: &dyn ClaimKind, identity: &ProcessIdentity) -> Option<i32> {
-    let names = fsops::names_starting_with(dir, &kind.prefix(), MAX_CLAIMS).ok()?;
+pub(crate) fn live_holder<F: Fs + ?Sized, K: Kernel + ?Sized>(fs: &F, dir: &F::Dir, kind: &dyn ClaimKind<F>, kernel: &K) -> Option<i32> {
+    let names = files::names_starting_with(fs, dir, &kind.prefix(), MAX_CLAIMS).ok()?;
     names.into_iter().find_map(|name| {
         let (_, id) = kind.parse_name(&name)?;
-        let owner = owner_in(kind, &id, &read_claim(dir, &name).ok()??)?;
-        (status(identity, &owner) == OwnerStatus::ExactLiveOwner).then(|| i32::try_from(owner.pid).ok()).flatten()
+        let owner = owner_in(kind, &id, &read_claim(fs, dir, &name).ok()??)?;
+        (status(kernel, &owner) == OwnerStatus::ExactLiveOwner).then(|| i32::try_from(owner.pid).ok()).flatten()
     })
 }
 
 /// An owner's status, probed up to [`UNKNOWN_RETRIES`] more times 10 ms apart while `unknown`.
-pub(crate) fn status(identity: &ProcessIdentity, owner: &Owner) -> OwnerStatus {
-    let mut status = identity.owner_status(owner).unwrap_or(OwnerStatus::Unknown);
+pub(crate) fn status<K: Kernel + ?Sized>(kernel: &K, owner: &Owner) -> OwnerStatus {
+    let mut status = kernel.owner_status(owner).unwrap_or(OwnerStatus::Unknown);
     for _ in 0..UNKNOWN_RETRIES {
         if status != OwnerStatus::Unknown {
             break;
         }
-        std::thread::sleep(Duration::from_millis(10));
-        status = identity.owner_status(owner).unwrap_or(OwnerStatus::Unknown);
+        kernel.pause(Duration::from_millis(10));
+        status = kernel.owner_status(owner).unwrap_or(OwnerStatus::Unknown);
     }
     status
 }
 
 /// A claim file's text: `Ok(None)` when it vanished or was replaced while read; a file that is
 /// not a private regular file of this user, too large, or not UTF-8 is malformed.
-pub(crate) fn read_claim(dir: &OwnedFd, name: &str) -> Result<Option<String>, Failure> {
-    let fd = match fsops::open_read(dir, name) {
-        Ok(fd) => fd,
+pub(crate) fn read_claim<F: Fs + ?Sized>(fs: &F, dir: &F::Dir, name: &str) -> Result<Option<String>, Failure> {
+    let file = match fs.open_file(dir, name) {
+        Ok(file) => file,
         Err(Errno::NOENT) => return Ok(None),
         Err(_) => return Err(Failure::Malformed),
     };
-    let before = rustix::fs::fstat(&fd).map_err(|_| Failure::Malformed)?;
-    if fsops::unsafe_file_reason(&before).is_some() {
+    let before = fs.stat_file(&file).map_err(|_| Failure::Malformed)?;
+    if files::unsafe_file_reason(&before, fs.euid()).is_some() {
         return Err(Failure::Malformed);
     }
-    let bytes = match fsops::read_stable(&fd, &before, MAX_CLAIM_BYTES).map_err(|_| Failure::Malformed)? {
+    let bytes = match files::read_stable(fs, &file, &before, MAX_CLAIM_BYTES).map_err(|_| Failure::Malformed)? {
         StableRead::Bytes(bytes) => bytes,
         StableRead::TooLarge => return Err(Failure::Malformed),
         StableRead::Changed => return Ok(None),
     };
-    match fsops::lstat(dir, name) {
-        Ok(Some(now)) if now.st_ino == before.st_ino && now.st_dev == before.st_dev => {}
+    match fs.lstat(dir, name) {
+        Ok(Some(now)) if now.same_inode(&before) => {}
         Ok(_) => return Ok(None),
         Err(_) => return Err(Failure::Malformed),
     }

@@ -35,12 +35,9 @@ impl Drop for CollectionLock {
     }
 }
 
-/// Outcome of trying to lock.
-pub(crate) enum Locked {
-    Held(CollectionLock),
-    /// Another process held it past the bound ([`WAIT`], or the open operation's).
-    TimedOut,
-}
+/// Outcome of trying to lock: held, or another process held it past the bound ([`WAIT`], or
+/// the open operation's).
+pub(crate) type Locked = super::seam::Locked<CollectionLock>;
 
 /// Locks `name` (created 0600 if absent; opened read-only on a read-only filesystem) in the
 /// lock directory, waiting at most [`WAIT`] — or, inside a bounded operation

@@ -29,18 +29,15 @@
 //!
 //! A pid above 2³¹−1 cannot be asked with `kill` and is never counted as gone.
 
-use std::os::fd::OwnedFd;
 use std::time::Duration;
 
 use proclease_core::digest;
 use proclease_core::liveness::OwnerStatus;
 use proclease_core::records::Owner;
-use rustix::fs::{AtFlags, RenameFlags};
-use rustix::io::Errno;
 
 use super::arbitration::{self, ArbitrationError, ClaimKind, Failure, Phase};
-use crate::fsops;
-use crate::process_identity::ProcessIdentity;
+use super::files;
+use super::seam::{Errno, Fs, Kernel, S_IFDIR};
 
 /// The reference's message when this process cannot read its own identity (§3.5 step 1).
 pub(crate) const IDENTITY_UNAVAILABLE: &str = "state mutation process identity is unavailable";
@@ -83,7 +80,7 @@ pub fn claim_text(target: &str, claim_id: &str, owner: &Owner) -> String {
     )
 }
 
-impl ClaimKind for MutationClaim {
+impl<F: Fs + ?Sized> ClaimKind<F> for MutationClaim {
     fn prefix(&self) -> String {
         format!("{CLAIM_PREFIX}{}-", self.target)
     }
@@ -101,26 +98,26 @@ impl ClaimKind for MutationClaim {
         claim_text(&self.target, claim_id, owner)
     }
 
-    fn publish(&self, dir: &OwnedFd, claim_id: &str, owner: &Owner) -> Result<(), ArbitrationError> {
+    fn publish(&self, fs: &F, dir: &F::Dir, claim_id: &str, owner: &Owner) -> Result<(), ArbitrationError> {
         let stage = format!("{STAGE_PREFIX}{claim_id}-{}.tmp", owner.pid);
         let unlink_stage = || {
-            let _ = rustix::fs::unlinkat(dir, &stage, AtFlags::empty());
+            let _ = fs.unlink(dir, &stage);
         };
         // Not fsynced: a claim whose content a power loss took is judged lost in that crash
         // (`arbitration::lost_in_a_crash`), so the content buys nothing durable.
-        if let Err(e) = fsops::write_new_file_unsynced(dir, &stage, self.content(claim_id, owner).as_bytes()) {
+        if let Err(e) = files::write_new_file(fs, dir, &stage, <Self as ClaimKind<F>>::content(self, claim_id, owner).as_bytes(), false) {
             unlink_stage();
-            return Err(self.error(Failure::Io, Some(e)));
+            return Err(<Self as ClaimKind<F>>::error(self, Failure::Io, Some(e.into())));
         }
-        match rustix::fs::renameat_with(dir, &stage, dir, self.name(Phase::Waiting, claim_id), RenameFlags::NOREPLACE) {
+        match fs.rename(dir, &stage, dir, &<Self as ClaimKind<F>>::name(self, Phase::Waiting, claim_id), false) {
             Ok(()) => {}
             Err(Errno::EXIST) => {
                 unlink_stage();
-                return Err(self.error(Failure::NamePresent, None));
+                return Err(<Self as ClaimKind<F>>::error(self, Failure::NamePresent, None));
             }
             Err(e) => {
                 unlink_stage();
-                return Err(self.error(Failure::Io, Some(e.into())));
+                return Err(<Self as ClaimKind<F>>::error(self, Failure::Io, Some(e.into())));
             }
         }
         // No directory fsync: see `arbitration::advance`.
@@ -158,13 +155,13 @@ fn is_hex(text: &str) -> bool {
 }
 
 /// This process's identity for its claims: four attempts 10 ms apart (§3.5 step 1).
-pub(crate) fn own_identity(identity: &ProcessIdentity) -> Result<Owner, &'static str> {
+pub(crate) fn own_identity<K: Kernel + ?Sized>(kernel: &K) -> Result<Owner, &'static str> {
     for attempt in 0..4 {
-        if let Ok(own) = identity.self_identity() {
+        if let Ok(own) = kernel.self_identity() {
             return Ok(own);
         }
         if attempt < 3 {
-            std::thread::sleep(Duration::from_millis(10));
+            kernel.pause(Duration::from_millis(10));
         }
     }
     Err(IDENTITY_UNAVAILABLE)
@@ -189,7 +186,7 @@ pub struct Recovered {
 /// address.
 pub(crate) fn pid_gone(pid: u64) -> bool {
     let Some(pid) = i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw) else { return false };
-    rustix::process::test_kill_process(pid) == Err(Errno::SRCH)
+    rustix::process::test_kill_process(pid) == Err(rustix::io::Errno::SRCH)
 }
 
 /// A pid as the reference's name patterns write it: `[1-9][0-9]{0,9}`.
@@ -198,8 +195,8 @@ fn name_pid(text: &str) -> Option<u64> {
 }
 
 /// Whether `name` in `dir` is a private regular file of this user.
-fn private_file(dir: &OwnedFd, name: &str) -> bool {
-    matches!(fsops::lstat(dir, name), Ok(Some(stat)) if fsops::unsafe_file_reason(&stat).is_none())
+fn private_file<F: Fs + ?Sized>(fs: &F, dir: &F::Dir, name: &str) -> bool {
+    matches!(fs.lstat(dir, name), Ok(Some(stat)) if files::unsafe_file_reason(&stat, fs.euid()).is_none())
 }
 
 /// The crash recovery of §3.9 in the collection `dir` (see the module docs); with `claims`,
@@ -207,10 +204,10 @@ fn private_file(dir: &OwnedFd, name: &str) -> bool {
 ///
 /// Errors: with `claims`, those of listing a target's live claims (an owner that cannot be
 /// judged, an unstable listing, a malformed claim), or more than [`MAX_TARGETS`] targets.
-pub(crate) fn recover_directory(dir: &OwnedFd, identity: &ProcessIdentity, claims: bool) -> Result<Recovered, ArbitrationError> {
+pub(crate) fn recover_directory<F: Fs + ?Sized, K: Kernel + ?Sized>(fs: &F, dir: &F::Dir, kernel: &K, claims: bool) -> Result<Recovered, ArbitrationError> {
     let mut recovered = Recovered::default();
     // Every name this recovery concerns starts with `.io-`.
-    let names = |dir: &OwnedFd| -> Vec<String> { fsops::names_starting_with(dir, ".io-", super::MAX_ENTRIES).unwrap_or_default() };
+    let names = |dir: &F::Dir| -> Vec<String> { files::names_starting_with(fs, dir, ".io-", super::MAX_ENTRIES).unwrap_or_default() };
     // Dead claims first: a file quarantine is orphaned once its remover's claim is gone.
     if claims {
         let before = names(dir);
@@ -221,7 +218,7 @@ pub(crate) fn recover_directory(dir: &OwnedFd, identity: &ProcessIdentity, claim
             return Err(ArbitrationError { message: TOO_MANY_TARGETS, io: None });
         }
         for target in &targets {
-            arbitration::live_claims(dir, &MutationClaim::for_target(target), identity, None, None)?;
+            arbitration::live_claims(fs, dir, &MutationClaim::for_target(target), kernel, None, None)?;
         }
         let count = |names: &[String]| names.iter().filter(|n| parse_claim_name(n).is_some()).count();
         recovered.claims = count(&before).saturating_sub(count(&names(dir)));
@@ -230,27 +227,27 @@ pub(crate) fn recover_directory(dir: &OwnedFd, identity: &ProcessIdentity, claim
     let claim_ids: Vec<&str> = names.iter().filter_map(|n| parse_claim_name(n)).map(|(_, _, id)| id).collect();
     let mut removed = false;
     for name in &names {
-        let unlink = || rustix::fs::unlinkat(dir, name.as_str(), AtFlags::empty()).is_ok();
+        let unlink = || fs.unlink(dir, name.as_str()).is_ok();
         if let Some(pid) = write_temporary_pid(name) {
-            if pid_gone(pid) && private_file(dir, name) && unlink() {
+            if kernel.pid_gone(pid) && private_file(fs, dir, name) && unlink() {
                 recovered.write_temporaries += 1;
                 removed = true;
             }
         } else if let Some((claim_id, pid)) = stage_name(name) {
-            if stage_owner_gone(dir, name, claim_id, pid, identity) && unlink() {
+            if stage_owner_gone(fs, dir, name, claim_id, pid, kernel) && unlink() {
                 recovered.stages += 1;
                 removed = true;
             }
         } else if let Some(pid) = tree_quarantine_pid(name) {
-            let private_dir = matches!(fsops::lstat(dir, name), Ok(Some(stat))
-                if fsops::file_kind(stat.st_mode) == fsops::S_IFDIR && stat.st_uid == fsops::euid() && stat.st_mode & 0o077 == 0);
-            if pid_gone(pid) && private_dir && fsops::remove_tree_at(dir, name).is_ok() {
+            let private_dir = matches!(fs.lstat(dir, name), Ok(Some(stat))
+                if stat.kind() == S_IFDIR && stat.uid == fs.euid() && stat.mode & 0o077 == 0);
+            if kernel.pid_gone(pid) && private_dir && files::remove_tree(fs, dir, name).is_ok() {
                 recovered.tree_quarantines += 1;
                 removed = true;
             }
         } else if let Some(claim_id) = file_quarantine_id(name)
             && !claim_ids.contains(&claim_id)
-            && private_file(dir, name)
+            && private_file(fs, dir, name)
             && unlink()
         {
             recovered.file_quarantines += 1;
@@ -260,7 +257,7 @@ pub(crate) fn recover_directory(dir: &OwnedFd, identity: &ProcessIdentity, claim
     // Rare (only crashed writers leave anything): made durable, so that a quarantine removed
     // here does not come back after a power loss under a pid that a new boot may reuse.
     if removed {
-        let _ = fsops::fsync_claim_dir(dir);
+        let _ = fs.sync_dir_for_claims(dir);
     }
     Ok(recovered)
 }
@@ -299,8 +296,8 @@ fn file_quarantine_id(name: &str) -> Option<&str> {
 /// Whether a mutation stage's owner is provably gone (§3.9): two reads must agree; an exact
 /// claim text for the stage's claim id and pid is judged by its full identity, anything else
 /// (empty, cut short, malformed) by the pid in its name.
-fn stage_owner_gone(dir: &OwnedFd, name: &str, claim_id: &str, pid: u64, identity: &ProcessIdentity) -> bool {
-    let (Ok(Some(first)), Ok(Some(second))) = (arbitration::read_claim(dir, name), arbitration::read_claim(dir, name)) else { return false };
+fn stage_owner_gone<F: Fs + ?Sized, K: Kernel + ?Sized>(fs: &F, dir: &F::Dir, name: &str, claim_id: &str, pid: u64, kernel: &K) -> bool {
+    let (Ok(Some(first)), Ok(Some(second))) = (arbitration::read_claim(fs, dir, name), arbitration::read_claim(fs, dir, name)) else { return false };
     if first != second {
         return false;
     }
@@ -308,11 +305,11 @@ fn stage_owner_gone(dir: &OwnedFd, name: &str, claim_id: &str, pid: u64, identit
         .ok()
         .and_then(|v| v.get("targetSha256").and_then(|t| t.as_str()).map(str::to_string))
         .filter(|target| proclease_core::js::is_digest(target))
-        .and_then(|target| arbitration::owner_in(&MutationClaim::for_target(&target), claim_id, &first))
+        .and_then(|target| arbitration::owner_in::<F>(&MutationClaim::for_target(&target), claim_id, &first))
         .filter(|owner| owner.pid == pid);
     match exact {
-        Some(owner) => arbitration::status(identity, &owner) == OwnerStatus::DifferentOrDead,
-        None => pid_gone(pid),
+        Some(owner) => arbitration::status(kernel, &owner) == OwnerStatus::DifferentOrDead,
+        None => kernel.pid_gone(pid),
     }
 }
 
@@ -344,7 +341,7 @@ mod tests {
         let owner = Owner { pid: 4242, boot_id: "a".repeat(64), process_start_id: "b".repeat(64) };
         let claim = MutationClaim::for_leaf("active.json");
         let id = "3f1c9a52-8d2e-4b7a-9c1d-2e5f6a7b8c9d";
-        let text = claim.content(id, &owner);
+        let text = <MutationClaim as ClaimKind<crate::state_store::NativeFs>>::content(&claim, id, &owner);
         assert_eq!(
             text,
             format!(
@@ -353,8 +350,9 @@ mod tests {
                 "b".repeat(64)
             )
         );
-        assert_eq!(arbitration::owner_in(&claim, id, &text), Some(owner));
-        assert_eq!(arbitration::owner_in(&claim, id, text.trim_end()), None);
-        assert_eq!(arbitration::owner_in(&claim, "3f1c9a52-8d2e-4b7a-9c1d-2e5f6a7b8c9e", &text), None);
+        let owner_in = arbitration::owner_in::<crate::state_store::NativeFs>;
+        assert_eq!(owner_in(&claim, id, &text), Some(owner));
+        assert_eq!(owner_in(&claim, id, text.trim_end()), None);
+        assert_eq!(owner_in(&claim, "3f1c9a52-8d2e-4b7a-9c1d-2e5f6a7b8c9e", &text), None);
     }
 }

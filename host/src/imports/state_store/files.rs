@@ -1,0 +1,119 @@
+//! File-level steps the store's protocol is built from, over the seam ([`Fs`]): reading a file
+//! that must not change while read, creating a durable private directory, writing a new file,
+//! listing names, removing a tree.
+
+use super::seam::{Errno, FileStat, Fs, S_IFDIR, S_IFREG};
+
+/// Why a regular state file is not safe to trust, or `None` when it is: a regular file owned by
+/// this user with no group or other permission bits (§3.2).
+pub(crate) fn unsafe_file_reason(stat: &FileStat, euid: u32) -> Option<&'static str> {
+    if stat.kind() != S_IFREG {
+        Some("not a regular file")
+    } else if stat.uid != euid {
+        Some("not owned by the current user")
+    } else if stat.mode & 0o077 != 0 {
+        Some("readable or writable by group or others (expected mode 0600)")
+    } else {
+        None
+    }
+}
+
+/// What reading a file stably gave.
+pub(crate) enum StableRead {
+    /// The bytes, unchanged between the two `fstat`s around the read.
+    Bytes(Vec<u8>),
+    /// Larger than the bound.
+    TooLarge,
+    /// The file changed while it was read.
+    Changed,
+}
+
+/// The fields whose change between two `fstat`s means a file changed while it was read
+/// (§3.2): device, inode, size, mtime, ctime, mode.
+fn fingerprint(stat: &FileStat) -> (u64, u64, i64, (i64, i64), (i64, i64), u32) {
+    (stat.dev, stat.ino, stat.size, stat.mtime, stat.ctime, stat.mode)
+}
+
+/// Reads at most `max_bytes` from an open file whose `fstat` was `before`, checking that it did
+/// not change meanwhile.
+pub(crate) fn read_stable<F: Fs + ?Sized>(fs: &F, file: &F::File, before: &FileStat, max_bytes: u64) -> Result<StableRead, Errno> {
+    if before.size < 0 || before.size as u64 > max_bytes {
+        return Ok(StableRead::TooLarge);
+    }
+    let bytes = fs.read_up_to(file, max_bytes + 1, before.size as u64)?;
+    if bytes.len() as u64 > max_bytes {
+        return Ok(StableRead::TooLarge);
+    }
+    let after = fs.stat_file(file)?;
+    if fingerprint(before) != fingerprint(&after) || bytes.len() as i64 != after.size {
+        return Ok(StableRead::Changed);
+    }
+    Ok(StableRead::Bytes(bytes))
+}
+
+/// Creates `name` exclusively (mode 0600), writes `bytes` and, with `sync`, fsyncs it. A file
+/// left behind by a failure is the caller's to unlink.
+pub(crate) fn write_new_file<F: Fs + ?Sized>(fs: &F, dir: &F::Dir, name: &str, bytes: &[u8], sync: bool) -> Result<(), Errno> {
+    let file = fs.create_file(dir, name)?;
+    fs.write_all(&file, bytes)?;
+    if sync {
+        fs.sync_file(&file)?;
+    }
+    Ok(())
+}
+
+/// Creates directory `name` (mode 0700) durably: the directory and its parent are fsynced, so
+/// that its entry survives a power loss. `Ok(false)` when the name already exists. A directory
+/// that could not be made durable is removed again, so that a retry creates (and fsyncs) it
+/// anew instead of finding it and trusting it.
+pub(crate) fn create_private_dir<F: Fs + ?Sized>(fs: &F, dir: &F::Dir, name: &str) -> Result<bool, Errno> {
+    let made = match fs.make_dir(dir, name) {
+        Ok(made) => made,
+        Err(Errno::EXIST) => return Ok(false),
+        Err(e) => return Err(e),
+    };
+    if let Err(e) = fs.sync_dir(&made).and_then(|()| fs.sync_dir(dir)) {
+        let _ = fs.remove_dir(dir, name);
+        return Err(e);
+    }
+    Ok(true)
+}
+
+/// The UTF-8 names in `dir` that start with `prefix`; `Err(None)` when more than `bound`.
+pub(crate) fn names_starting_with<F: Fs + ?Sized>(fs: &F, dir: &F::Dir, prefix: &str, bound: usize) -> Result<Vec<String>, Option<Errno>> {
+    let names = fs.read_names(dir, bound, &|name| name.starts_with(prefix.as_bytes()) && std::str::from_utf8(name).is_ok())?;
+    Ok(names.into_iter().filter_map(|name| String::from_utf8(name).ok()).collect())
+}
+
+/// Removes the directory `name` and everything below it, bottom-up, without following a
+/// symbolic link. Errors: the first failing call; a tree deeper than 256 levels (`LOOP`); a
+/// name that is not UTF-8 (`ILSEQ`).
+pub(crate) fn remove_tree<F: Fs + ?Sized>(fs: &F, dir: &F::Dir, name: &str) -> Result<(), Errno> {
+    fn empty<F: Fs + ?Sized>(fs: &F, dir: &F::Dir, depth: usize) -> Result<(), Errno> {
+        if depth > 256 {
+            return Err(Errno::LOOP);
+        }
+        loop {
+            let names = fs.read_names(dir, usize::MAX, &|_| true).map_err(|e| e.unwrap_or(Errno::NOMEM))?;
+            // A name that is not UTF-8 cannot be named through the seam: refused, the tree stays.
+            let names: Vec<String> = names.into_iter().map(String::from_utf8).collect::<Result<_, _>>().map_err(|_| Errno::ILSEQ)?;
+            if names.is_empty() {
+                return Ok(());
+            }
+            for name in &names {
+                match fs.lstat(dir, name)? {
+                    Some(stat) if stat.kind() == S_IFDIR => {
+                        let child = fs.open_dir(dir, name)?;
+                        empty(fs, &child, depth + 1)?;
+                        fs.remove_dir(dir, name)?;
+                    }
+                    Some(_) => fs.unlink(dir, name)?,
+                    None => {}
+                }
+            }
+        }
+    }
+    let top = fs.open_dir(dir, name)?;
+    empty(fs, &top, 0)?;
+    fs.remove_dir(dir, name)
+}
