@@ -49,7 +49,7 @@ pub use api::{admission, directory_lease, dispositions, invocation_lease, record
 pub use imports as effects;
 pub use imports::process_identity::witness;
 pub use imports::state_store::home as state_home;
-pub use imports::{cluster, lock_wait, plugin_catalog, process_identity, state_store, workspace};
+pub use imports::{cluster, lock_wait, plugin_catalog, process_identity, seam, state_store, workspace};
 pub use runtime::component;
 
 pub use admission::{Admission, survey_admission};

@@ -9,9 +9,11 @@
 //! collection fsync failed, the recovery of each collection (§3.9) — exactly as the native store
 //! runs them. [`SimKernel`] answers the process facts.
 //!
-//! **The workspace is still a model** ([`Workspace`] below, after `host/src/imports/workspace/`):
-//! quarantine a directory by renaming it, fsync the parent, delete bottom-up, fsync the parent.
-//! Porting it onto the seam is the next step of issue #41.
+//! **So is the workspace**: [`SimDisk`]'s [`Workspace`] is the shipped protocol
+//! ([`WorkspaceProtocol`], `host/src/imports/workspace/protocol.rs`) over the same disk, with
+//! [`WORKSPACE`] granted: a directory renamed into quarantine, re-checked, the parent fsynced,
+//! deleted bottom-up, the parent fsynced. What is still modelled here is the run journal
+//! ([`SimDisk::journal_begin`], after `host/src/imports/process_identity/run_journal.rs`).
 //!
 //! Every mutating call and every fsync is one numbered **step**. A [`Plan`] can:
 //! * **crash after step k**: step k+1 and everything after it never happen (the process is
@@ -24,7 +26,8 @@
 //!
 //! Reads (open, stat, read, readdir) are not steps: they change nothing that a crash could
 //! tear, and their failures are covered by the real-filesystem tests. A `mkdir` of a name that
-//! exists is not a step either (`EEXIST` comes before any change). A claim's stage write is not
+//! exists is not a step either (`EEXIST` comes before any change), nor an `rmdir` answered
+//! `ENOTEMPTY` or `ENOTDIR`. A claim's stage write is not
 //! fsynced, and its renames and unlink take no directory fsync, as in the host (a claim's
 //! durability never matters: after a power loss its owner is gone, and whichever of its names the
 //! disk kept is removed by the next recovery — one whose content the power loss took, because it
@@ -41,9 +44,10 @@ use proclease::core::digest::sha256_hex;
 use proclease::core::effects::{BatchStatus, CollectionIdentity, CollectionSnapshot, DirectoryFacts, Failure, FinishedRun, Processes, Store, Workspace};
 use proclease::core::liveness::{OwnerFacts, OwnerStatus, WitnessState};
 use proclease::core::records::{DirectoryIdentity, Owner};
-use proclease::lock_wait::Behind;
-use proclease::state_store::seam::{Errno as SysErrno, FileStat, Fs, Kernel, Locked, S_IFDIR, S_IFREG};
+use proclease::lock_wait::{Behind, LockError};
+use proclease::seam::{Errno as SysErrno, FileStat, Fs, Kernel, Locked, Name, S_IFDIR, S_IFREG};
 use proclease::state_store::{self, StoreProtocol};
+use proclease::workspace::{self, GrantedRoot, WorkspaceProtocol};
 
 /// The state home's path on the simulated disk.
 pub const HOME: &str = "/home";
@@ -128,10 +132,6 @@ pub struct DiskState {
     crashed: bool,
     /// The pid of the process doing the operations (names temporaries and quarantines).
     pub actor: u64,
-    next_unique: u64,
-    /// Quarantines this actor is deleting right now (an abandoned one of its own may be
-    /// completed by it, as the host does).
-    removing: BTreeSet<String>,
     /// Names of the steps taken since the plan was set, for failure messages.
     pub trace: Vec<&'static str>,
     /// Every content published into a collection (linked or renamed there) since the plan
@@ -166,8 +166,6 @@ impl DiskState {
             steps: 0,
             crashed: false,
             actor: 1,
-            next_unique: 0,
-            removing: BTreeSet::new(),
             trace: Vec::new(),
             published: Vec::new(),
             unlinked: Vec::new(),
@@ -262,11 +260,6 @@ impl DiskState {
         Ok(())
     }
 
-    fn unique(&mut self) -> u64 {
-        self.next_unique += 1;
-        self.next_unique
-    }
-
     // ---- system calls (each one step) ----
 
     /// `mkdir`: a step, unless the name exists (`EEXIST` is answered before anything changes, so
@@ -350,41 +343,17 @@ impl DiskState {
         self.entries_mut(dir).remove(name);
         Ok(())
     }
-
-    // ---- the workspace's protocol, modelled (host/src/imports/workspace/) ----
-
-    fn facts(&self, inode: u64) -> DirectoryFacts {
-        DirectoryFacts { canonical: true, is_directory: self.is_dir(inode), owned: true, mode: 0o700, identity: identity_of(inode) }
-    }
-
-    fn quarantine_and_delete(&mut self, parent: u64, name: &str) -> Step<()> {
-        let unique = self.unique();
-        let quarantine = format!(".io-remove-{}-{unique}.quarantine", self.actor);
-        self.rename(parent, name, parent, &quarantine, true)?;
-        self.removing.insert(quarantine.clone());
-        let result = self.fsync(parent, "fsync parent").and_then(|()| self.delete_tree(parent, &quarantine)).and_then(|()| self.fsync(parent, "fsync parent"));
-        self.removing.remove(&quarantine);
-        result
-    }
-
-    /// Deletes bottom-up, as `delete_tree` does (files, then each emptied directory).
-    fn delete_tree(&mut self, parent: u64, name: &str) -> Step<()> {
-        let Some(inode) = self.child(parent, name) else { return Ok(()) };
-        if self.is_dir(inode) {
-            let children: Vec<String> = self.entries(inode).map(|e| e.keys().cloned().collect()).unwrap_or_default();
-            for child in children {
-                self.delete_tree(inode, &child)?;
-            }
-            self.unlink(parent, name, "rmdir")
-        } else {
-            self.unlink(parent, name, "unlink file")
-        }
-    }
 }
 
 /// The identity the simulated disk reports for directory inode `inode`.
 pub fn identity_of(inode: u64) -> DirectoryIdentity {
     DirectoryIdentity { device: "2049".into(), inode: inode.to_string(), birthtime_ns: (1_700_000_000_000_000_000u64 + inode).to_string() }
+}
+
+/// The birth time of `inode`, (s, ns): [`identity_of`]'s.
+fn birth_of(inode: u64) -> (i64, i64) {
+    let ns = 1_700_000_000_000_000_000u64 + inode;
+    ((ns / 1_000_000_000) as i64, (ns % 1_000_000_000) as i64)
 }
 
 fn split_path(path: &str) -> (&str, &str) {
@@ -472,10 +441,6 @@ impl SimDisk {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn dead(&self) -> BTreeSet<u64> {
-        self.dead.lock().unwrap_or_else(|p| p.into_inner()).clone()
-    }
-
     /// Marks `pid` dead (or alive again with `false`).
     pub fn set_dead(&self, pid: u64, dead: bool) {
         let mut set = self.dead.lock().unwrap_or_else(|p| p.into_inner());
@@ -531,7 +496,6 @@ impl SimDisk {
         }
         state.plan = Plan::default();
         state.crashed = false;
-        state.removing.clear();
     }
 
     /// Breaks the store on purpose (`true`): every directory fsync that directly follows a
@@ -545,7 +509,6 @@ impl SimDisk {
     pub fn act_as(&self, pid: u64) {
         let mut state = self.state();
         state.actor = pid;
-        state.removing.clear();
     }
 
     /// Everything reachable from the root.
@@ -737,7 +700,7 @@ impl DiskState {
             Node::Dir { .. } => (S_IFDIR | 0o700, 0),
             Node::File { data, .. } => (S_IFREG | 0o600, data.len() as i64),
         };
-        Some(FileStat { dev: 2049, ino: inode, size, mtime: (0, 0), ctime: (0, 0), mode, uid: 0 })
+        Some(FileStat { dev: 2049, ino: inode, size, mtime: (0, 0), ctime: (0, 0), mode, uid: 0, birth: Some(birth_of(inode)) })
     }
 
     /// The path of directory `inode` below the root, if it is reachable.
@@ -777,9 +740,9 @@ impl Fs for SimFs {
         Ok(*dir)
     }
 
-    fn open_dir(&self, dir: &u64, name: &str) -> Result<u64, SysErrno> {
+    fn open_dir(&self, dir: &u64, name: &(impl Name + ?Sized)) -> Result<u64, SysErrno> {
         let state = self.state();
-        match state.child(*dir, name) {
+        match state.child(*dir, text(name)?) {
             None => Err(SysErrno::NOENT),
             Some(inode) if state.is_dir(inode) => Ok(inode),
             Some(_) => Err(SysErrno::NOTDIR),
@@ -790,13 +753,13 @@ impl Fs for SimFs {
         self.state().stat_of(*dir).ok_or(SysErrno::NOENT)
     }
 
-    fn lstat(&self, dir: &u64, name: &str) -> Result<Option<FileStat>, SysErrno> {
+    fn lstat(&self, dir: &u64, name: &(impl Name + ?Sized)) -> Result<Option<FileStat>, SysErrno> {
         let state = self.state();
-        Ok(state.child(*dir, name).and_then(|inode| state.stat_of(inode)))
+        Ok(state.child(*dir, text(name)?).and_then(|inode| state.stat_of(inode)))
     }
 
-    fn open_file(&self, dir: &u64, name: &str) -> Result<u64, SysErrno> {
-        self.state().child(*dir, name).ok_or(SysErrno::NOENT)
+    fn open_file(&self, dir: &u64, name: &(impl Name + ?Sized)) -> Result<u64, SysErrno> {
+        self.state().child(*dir, text(name)?).ok_or(SysErrno::NOENT)
     }
 
     fn stat_file(&self, file: &u64) -> Result<FileStat, SysErrno> {
@@ -819,8 +782,8 @@ impl Fs for SimFs {
         Ok(names)
     }
 
-    fn create_file(&self, dir: &u64, name: &str) -> Result<u64, SysErrno> {
-        self.state().create_file(*dir, name).map_err(errno)
+    fn create_file(&self, dir: &u64, name: &(impl Name + ?Sized)) -> Result<u64, SysErrno> {
+        self.state().create_file(*dir, text(name)?).map_err(errno)
     }
 
     fn write_all(&self, file: &u64, bytes: &[u8]) -> Result<(), SysErrno> {
@@ -831,8 +794,8 @@ impl Fs for SimFs {
         self.state().fsync(*file, "fsync temporary").map_err(errno)
     }
 
-    fn make_dir(&self, dir: &u64, name: &str) -> Result<u64, SysErrno> {
-        self.state().mkdir(*dir, name).map_err(errno)
+    fn make_dir(&self, dir: &u64, name: &(impl Name + ?Sized)) -> Result<u64, SysErrno> {
+        self.state().mkdir(*dir, text(name)?).map_err(errno)
     }
 
     fn sync_dir(&self, dir: &u64) -> Result<(), SysErrno> {
@@ -849,7 +812,8 @@ impl Fs for SimFs {
         self.state().fsync(*dir, "fsync after recovery").map_err(errno)
     }
 
-    fn link(&self, from_dir: &u64, from: &str, to_dir: &u64, to: &str) -> Result<(), SysErrno> {
+    fn link(&self, from_dir: &u64, from: &(impl Name + ?Sized), to_dir: &u64, to: &(impl Name + ?Sized)) -> Result<(), SysErrno> {
+        let (from, to) = (text(from)?, text(to)?);
         let mut state = self.state();
         state.link(*from_dir, from, *to_dir, to).map_err(errno)?;
         if state.record_path(*to_dir, to).is_some() {
@@ -858,7 +822,8 @@ impl Fs for SimFs {
         Ok(())
     }
 
-    fn rename(&self, from_dir: &u64, from: &str, to_dir: &u64, to: &str, replace: bool) -> Result<(), SysErrno> {
+    fn rename(&self, from_dir: &u64, from: &(impl Name + ?Sized), to_dir: &u64, to: &(impl Name + ?Sized), replace: bool) -> Result<(), SysErrno> {
+        let (from, to) = (text(from)?, text(to)?);
         let mut state = self.state();
         state.rename(*from_dir, from, *to_dir, to, !replace).map_err(errno)?;
         if state.record_path(*to_dir, to).is_some() {
@@ -868,16 +833,23 @@ impl Fs for SimFs {
     }
 
     /// One step, named for what it removes: `unlink temporary` (in the staging directory),
-    /// `unlink claim` (a mutation claim or its stage), `unlink record` (anything else).
-    fn unlink(&self, dir: &u64, name: &str) -> Result<(), SysErrno> {
+    /// `unlink claim` (a mutation claim or its stage), `unlink record` (another file of the
+    /// state home), `unlink file` (in the workspace). `ISDIR` for a directory.
+    fn unlink(&self, dir: &u64, name: &(impl Name + ?Sized)) -> Result<(), SysErrno> {
+        let name = text(name)?;
         let mut state = self.state();
+        if state.child(*dir, name).is_some_and(|inode| state.is_dir(inode)) {
+            return Err(SysErrno::ISDIR);
+        }
         let record = state.record_path(*dir, name);
         let what = if state.lookup(STAGING) == Some(*dir) {
             "unlink temporary"
         } else if name.starts_with(".io-mutation-") {
             "unlink claim"
-        } else {
+        } else if state.path_of(*dir).is_some_and(|path| path.starts_with(HOME)) {
             "unlink record"
+        } else {
+            "unlink file"
         };
         state.unlink(*dir, name, what).map_err(errno)?;
         if let Some(path) = record {
@@ -886,12 +858,33 @@ impl Fs for SimFs {
         Ok(())
     }
 
-    fn remove_dir(&self, dir: &u64, name: &str) -> Result<(), SysErrno> {
-        self.state().unlink(*dir, name, "rmdir").map_err(errno)
+    /// One step (`rmdir`) for an empty directory: `NOTEMPTY` or `NOTDIR` are answered before any
+    /// change.
+    fn remove_dir(&self, dir: &u64, name: &(impl Name + ?Sized)) -> Result<(), SysErrno> {
+        let name = text(name)?;
+        let mut state = self.state();
+        match state.child(*dir, name) {
+            None => return Err(SysErrno::NOENT),
+            Some(inode) if !state.is_dir(inode) => return Err(SysErrno::NOTDIR),
+            Some(inode) if state.entries(inode).is_some_and(|e| !e.is_empty()) => return Err(SysErrno::NOTEMPTY),
+            Some(_) => {}
+        }
+        state.unlink(*dir, name, "rmdir").map_err(errno)
+    }
+
+    fn first_names(&self, dir: &u64, at_most: usize) -> Result<Vec<Vec<u8>>, SysErrno> {
+        let state = self.state();
+        let entries = state.entries(*dir).ok_or(SysErrno::NOTDIR)?;
+        Ok(entries.keys().take(at_most).map(|n| n.as_bytes().to_vec()).collect())
+    }
+
+    /// One process at a time acts on the simulated disk: the lock is always free.
+    fn lock_directory(&self, _: &u64, _: &str) -> Result<(), LockError> {
+        Ok(())
     }
 
     /// One writer at a time acts on the simulated disk: the lock is always free.
-    fn lock(&self, _: &u64, _: &str, _: &dyn Fn(Option<i32>) -> Option<Behind>) -> Result<Locked<()>, std::io::Error> {
+    fn lock(&self, _: &u64, _: &(impl Name + ?Sized), _: &dyn Fn(Option<i32>) -> Option<Behind>) -> Result<Locked<()>, std::io::Error> {
         Ok(Locked::Held(()))
     }
 }
@@ -904,6 +897,11 @@ pub struct SimKernel {
     dead: Arc<Mutex<BTreeSet<u64>>>,
 }
 
+/// A name through the seam as the simulated disk's text (every name it holds is UTF-8).
+fn text(name: &(impl Name + ?Sized)) -> Result<&str, SysErrno> {
+    std::str::from_utf8(name.as_ref()).map_err(|_| SysErrno::ILSEQ)
+}
+
 impl SimKernel {
     fn is_dead(&self, pid: u64) -> bool {
         self.dead.lock().unwrap_or_else(|p| p.into_inner()).contains(&pid)
@@ -911,6 +909,10 @@ impl SimKernel {
 }
 
 impl Kernel for SimKernel {
+    fn pid(&self) -> u32 {
+        u32::try_from(self.pid).unwrap_or(u32::MAX)
+    }
+
     fn self_identity(&self) -> Result<Owner, String> {
         Ok(owner(self.pid))
     }
@@ -931,80 +933,33 @@ impl Kernel for SimKernel {
     fn pause(&self, _: std::time::Duration) {}
 }
 
+impl SimDisk {
+    /// The production workspace's protocol over this disk, with the root [`WORKSPACE`] granted,
+    /// acting as the current actor ([`SimDisk::act_as`]).
+    pub fn workspace(&self) -> Result<WorkspaceProtocol<SimFs, SimKernel>, Failure> {
+        let root = self.state().lookup(WORKSPACE).ok_or_else(|| Failure::io(format!("{WORKSPACE}: the simulated workspace root is gone")))?;
+        let kernel = SimKernel { pid: self.state().actor, dead: self.dead.clone() };
+        let roots = vec![GrantedRoot { path: WORKSPACE.into(), dir: root }];
+        Ok(WorkspaceProtocol::new(SimFs { state: self.state.clone() }, kernel, roots, || {}))
+    }
+}
+
+/// The workspace of [`SimDisk`]: the production protocol ([`WorkspaceProtocol`]) over [`SimFs`].
 impl Workspace for SimDisk {
     fn inspect(&mut self, path: &str) -> Result<Option<DirectoryFacts>, Failure> {
-        let state = self.state();
-        Ok(state.lookup(path).map(|inode| state.facts(inode)))
+        self.workspace()?.inspect(path).map_err(workspace::failure)
     }
 
-    /// The host's `Workspace::create_private_directory`: creates each missing directory of
-    /// absolute `path` (mode 0700; no fsync, as the host does not); the paths created.
     fn create_private_directory(&mut self, path: &str) -> Result<Vec<String>, Failure> {
-        let mut state = self.state();
-        let mut current = ROOT;
-        let mut walked = String::new();
-        let mut created = Vec::new();
-        for segment in path.split('/').filter(|s| !s.is_empty()) {
-            walked.push('/');
-            walked.push_str(segment);
-            current = match state.child(current, segment) {
-                Some(next) => next,
-                None => {
-                    let made = state.mkdir(current, segment).map_err(|f| workspace_failure(path, f))?;
-                    created.push(walked.clone());
-                    made
-                }
-            };
-        }
-        Ok(created)
+        self.workspace()?.create_private_directory(path).map_err(workspace::failure)
     }
 
-    /// The host's `Workspace::remove_empty_directory`: `rmdir` of an empty directory that is
-    /// still `expected`.
     fn remove_empty_directory(&mut self, path: &str, expected: Option<&DirectoryIdentity>) -> Result<bool, Failure> {
-        let mut state = self.state();
-        let (parent, name) = split_path(path);
-        let Some(dir) = state.lookup(parent) else { return Ok(false) };
-        let Some(target) = state.child(dir, name) else { return Ok(false) };
-        if !state.is_dir(target) || expected.is_some_and(|e| identity_of(target) != *e) || !state.entries(target).is_none_or(|e| e.is_empty()) {
-            return Ok(false);
-        }
-        state.unlink(dir, name, "rmdir").map_err(|f| workspace_failure(path, f))?;
-        Ok(true)
+        self.workspace()?.remove_empty_directory(path, expected).map_err(workspace::failure)
     }
 
     fn remove_tree(&mut self, path: &str, expected: &DirectoryIdentity) -> Result<bool, Failure> {
-        let dead = self.dead();
-        let mut state = self.state();
-        let (parent_path, name) = split_path(path);
-        let parent = state.lookup(parent_path).ok_or_else(|| Failure::identity_changed(format!("{path}: recursive removal parent is absent for an identity-bound target")))?;
-        if let Some(target) = state.child(parent, name) {
-            if !state.is_dir(target) || identity_of(target) != *expected {
-                return Err(Failure::identity_changed(format!("{path}: recursive removal target changed identity")));
-            }
-            state.quarantine_and_delete(parent, name).map_err(|f| workspace_failure(path, f))?;
-            return Ok(true);
-        }
-        // Complete an interrupted quarantine of exactly `expected` whose remover is provably
-        // dead (or is this process, no longer removing it).
-        let mut found = None;
-        for (entry, inode) in state.entries(parent).cloned().unwrap_or_default() {
-            let Some(pid) = entry.strip_prefix(".io-remove-").and_then(|r| r.split('-').next()).and_then(|p| p.parse::<u64>().ok()) else { continue };
-            if identity_of(inode) != *expected {
-                continue;
-            }
-            if found.is_some() {
-                return Err(Failure::identity_changed(format!("{path}: recursive removal identity has multiple quarantine paths")));
-            }
-            found = Some((entry, pid));
-        }
-        let Some((quarantine, pid)) = found else { return Ok(false) };
-        let abandoned_own = pid == state.actor && !state.removing.contains(&quarantine);
-        if !dead.contains(&pid) && !abandoned_own {
-            return Err(Failure::identity_changed(format!("{path}: recursive removal quarantine owner is live or cannot be proven dead")));
-        }
-        state.quarantine_and_delete(parent, &quarantine).map_err(|f| workspace_failure(path, f))?;
-        Ok(true)
+        self.workspace()?.remove_tree(path, expected).map_err(workspace::failure)
     }
 }
 

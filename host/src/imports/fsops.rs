@@ -44,7 +44,6 @@ pub(crate) fn file_kind(mode: u32) -> u32 {
 }
 
 pub(crate) const S_IFREG: u32 = 0o100000;
-pub(crate) const S_IFDIR: u32 = 0o040000;
 pub(crate) const S_IFLNK: u32 = 0o120000;
 
 /// Opens `name` in `dir` for reading without following a symbolic link and without blocking on
@@ -280,11 +279,4 @@ pub(crate) fn some_names(dir: impl AsFd, at_most: usize) -> rustix::io::Result<V
 /// `st_dev` as `stat(2)` (and Node) report it, from statx's major/minor pair.
 pub(crate) fn device_of(stat: &rustix::fs::Statx) -> u64 {
     rustix::fs::makedev(stat.stx_dev_major, stat.stx_dev_minor)
-}
-
-/// The physical identity statx gives (§6A.4): device, inode, birth time in ns (`"0"` when the
-/// filesystem reports none).
-pub(crate) fn directory_identity(stat: &rustix::fs::Statx) -> proclease_core::records::DirectoryIdentity {
-    let birth = if stat.stx_mask & rustix::fs::StatxFlags::BTIME.bits() != 0 { i128::from(stat.stx_btime.tv_sec) * 1_000_000_000 + i128::from(stat.stx_btime.tv_nsec) } else { 0 };
-    proclease_core::records::DirectoryIdentity { device: device_of(stat).to_string(), inode: stat.stx_ino.to_string(), birthtime_ns: birth.to_string() }
 }

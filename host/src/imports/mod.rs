@@ -22,6 +22,7 @@ pub(crate) mod fsops;
 pub mod lock_wait;
 pub mod plugin_catalog;
 pub mod process_identity;
+pub mod seam;
 pub mod state_store;
 pub mod workspace;
 

@@ -18,8 +18,8 @@ use std::time::Duration;
 use proclease_core::liveness::OwnerStatus;
 use proclease_core::records::Owner;
 
-use super::files::{self, StableRead};
-use super::seam::{Errno, Fs, Kernel};
+use crate::seam::files::{self, StableRead};
+use crate::seam::{Errno, Fs, Kernel};
 
 /// How many listings may see claims vanish, move or die before arbitration gives up (§3.5).
 pub(crate) const SNAPSHOT_ATTEMPTS: usize = 8;

@@ -27,6 +27,13 @@ pub(crate) struct CollectionLock {
     file: File,
 }
 
+impl CollectionLock {
+    /// The lock `file` holds (its `flock` taken).
+    pub(crate) fn held(file: File) -> CollectionLock {
+        CollectionLock { file }
+    }
+}
+
 impl Drop for CollectionLock {
     /// Unlocks explicitly: closing the descriptor alone leaves the lock held while a child
     /// forked meanwhile by another thread still has a copy of it (until its exec).
@@ -37,7 +44,7 @@ impl Drop for CollectionLock {
 
 /// Outcome of trying to lock: held, or another process held it past the bound ([`WAIT`], or
 /// the open operation's).
-pub(crate) type Locked = super::seam::Locked<CollectionLock>;
+pub(crate) type Locked = crate::seam::Locked<CollectionLock>;
 
 /// Locks `name` (created 0600 if absent; opened read-only on a read-only filesystem) in the
 /// lock directory, waiting at most [`WAIT`] — or, inside a bounded operation

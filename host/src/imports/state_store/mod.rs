@@ -9,7 +9,7 @@
 //!   is undone before the error is returned (the old bytes are put back), so a caller told
 //!   "failed" can retry. `tests/tests/crash_states.rs` checks every crash state and every
 //!   injected I/O error of this protocol: the same code ([`protocol`], written over the seam
-//!   [`seam`]), run over a simulated disk.
+//!   [`crate::seam`]), run over a simulated disk.
 //! * **Compare-and-swap across processes, ghostget's included**: every mutation of a record holds
 //!   the reference's per-leaf mutation claim (§3.5, [`mutation_claim`]), so that a ghostget
 //!   writing the same record at the same time never loses an update to proclease or the reverse;
@@ -36,14 +36,11 @@ pub(crate) mod arbitration;
 #[cfg(feature = "cluster")]
 pub mod etcd;
 pub mod fencing;
-mod files;
 pub mod home;
-mod lock;
+pub(crate) mod lock;
 pub mod mutation_claim;
-mod native;
 pub mod path;
 pub mod protocol;
-pub mod seam;
 mod wit;
 
 use std::os::fd::{AsFd, OwnedFd};
@@ -52,8 +49,8 @@ use std::sync::Arc;
 use proclease_core::{Failure, FailureKind};
 
 use crate::process_identity::ProcessIdentity;
+pub(crate) use crate::seam::NativeFs;
 use home::StateHome;
-pub(crate) use native::NativeFs;
 pub use protocol::StoreProtocol;
 
 /// The most entries a collection listing returns (§3.3 snapshot).

@@ -36,8 +36,8 @@ use proclease_core::liveness::OwnerStatus;
 use proclease_core::records::Owner;
 
 use super::arbitration::{self, ArbitrationError, ClaimKind, Failure, Phase};
-use super::files;
-use super::seam::{Errno, Fs, Kernel, S_IFDIR};
+use crate::seam::files;
+use crate::seam::{Errno, Fs, Kernel, S_IFDIR};
 
 /// The reference's message when this process cannot read its own identity (§3.5 step 1).
 pub(crate) const IDENTITY_UNAVAILABLE: &str = "state mutation process identity is unavailable";

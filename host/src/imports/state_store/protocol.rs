@@ -13,12 +13,12 @@ use proclease_core::digest;
 use proclease_core::liveness::OwnerStatus;
 use proclease_core::records::Owner;
 
-use super::files::{self, StableRead};
-use super::seam::{Errno, FileStat, Fs, Kernel, Locked, S_IFDIR, S_IFLNK, S_IFREG};
 use super::{
     BatchInvalid, BatchStatus, CollectionEntry, CollectionIdentity, CollectionSnapshot, EntryKind, INTERNAL, MAX_ENTRIES, MAX_RECORD_BYTES, StoreError, arbitration, check_batch,
     check_hash, check_size, lock, mutation_claim, path, split,
 };
+use crate::seam::files::{self, StableRead};
+use crate::seam::{Errno, FileStat, Fs, Kernel, Locked, S_IFDIR, S_IFLNK, S_IFREG};
 
 fn collection_identity(stat: &FileStat) -> CollectionIdentity {
     CollectionIdentity { device: stat.dev.to_string(), inode: stat.ino.to_string() }

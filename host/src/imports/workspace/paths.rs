@@ -5,13 +5,11 @@
 
 use std::path::Path;
 
-use rustix::fs::{AtFlags, RenameFlags};
-use rustix::io::Errno;
+use super::protocol::{Walk, WorkspaceProtocol, walk};
+use super::{WorkspaceError, io_error};
+use crate::seam::{Errno, Fs, Kernel, S_IFDIR, S_IFLNK};
 
-use super::{Walk, Workspace, WorkspaceError, io_error, statx, walk};
-use crate::fsops::{self, S_IFDIR, S_IFLNK};
-
-/// What is at a path, looked at without following a symbolic link ([`Workspace::kind`]).
+/// What is at a path, looked at without following a symbolic link ([`WorkspaceProtocol::kind`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PathKind {
     /// Nothing (or an ancestor is missing).
@@ -27,22 +25,22 @@ pub enum PathKind {
     Unreachable,
 }
 
-impl Workspace {
+impl<F: Fs, K: Kernel> WorkspaceProtocol<F, K> {
     /// What is at `path`, never following a symbolic link.
     ///
     /// Errors: `path` is not absolute and normalised, or not under a granted root; an I/O error.
     pub fn kind(&self, path: &str) -> Result<PathKind, WorkspaceError> {
         let (root, rest) = self.locate(path, true)?;
         let Some((name, parent)) = rest.split_last() else { return Ok(PathKind::Directory) };
-        let parent_fd = match walk(&root.fd, parent) {
+        let parent_fd = match walk(self.fs(), &root.dir, parent) {
             Walk::Open(fd) => fd,
             Walk::Absent => return Ok(PathKind::Absent),
             Walk::NotPhysical => return Ok(PathKind::Unreachable),
             Walk::Failed(e) => return Err(io_error(path, "open of an ancestor")(e)),
         };
-        Ok(match statx(&parent_fd, name, AtFlags::SYMLINK_NOFOLLOW).map_err(io_error(path, "statx"))? {
+        Ok(match self.fs().lstat(&parent_fd, *name).map_err(io_error(path, "statx"))? {
             None => PathKind::Absent,
-            Some(stat) => match fsops::file_kind(u32::from(stat.stx_mode)) {
+            Some(stat) => match stat.kind() {
                 S_IFDIR => PathKind::Directory,
                 S_IFLNK => PathKind::SymbolicLink,
                 _ => PathKind::Other,
@@ -58,7 +56,7 @@ impl Workspace {
     /// the rename or the fsync.
     pub fn rename_new(&self, parent: &str, from: &str, to: &str) -> Result<bool, WorkspaceError> {
         let (root, rest) = self.locate(parent, true)?;
-        let parent_fd = match walk(&root.fd, &rest) {
+        let parent_fd = match walk(self.fs(), &root.dir, &rest) {
             Walk::Open(fd) => fd,
             Walk::Absent => return Err(io_error(parent, "open")(Errno::NOENT)),
             Walk::NotPhysical => {
@@ -66,12 +64,12 @@ impl Workspace {
             }
             Walk::Failed(e) => return Err(io_error(parent, "open")(e)),
         };
-        match rustix::fs::renameat_with(&parent_fd, from, &parent_fd, to, RenameFlags::NOREPLACE) {
+        match self.fs().rename(&parent_fd, from, &parent_fd, to, false) {
             Ok(()) => {}
             Err(Errno::EXIST | Errno::NOTEMPTY) => return Ok(false),
             Err(e) => return Err(WorkspaceError::Io { path: format!("{parent}/{from}"), operation: "rename", source: e.into() }),
         }
-        fsops::fsync_dir(&parent_fd).map_err(|e| WorkspaceError::Io { path: parent.into(), operation: "fsync", source: e })?;
+        self.fs().sync_dir(&parent_fd).map_err(io_error(parent, "fsync"))?;
         Ok(true)
     }
 
@@ -81,7 +79,7 @@ impl Workspace {
     /// directory that is not the user's or not mode 0700, or a file system without birth times.
     /// Reads only facts; a path outside the granted roots gets the general condition.
     pub fn why_not_physical(&self, dir: &Path) -> String {
-        let euid = fsops::euid();
+        let euid = self.fs().euid();
         let shown = dir.display();
         let text = |path: &Path| path.to_str().map(str::to_owned);
         if let Some(parent) = dir.parent()
@@ -127,8 +125,28 @@ impl Workspace {
     /// The owner (uid) of what is at `path`, when it can be reached physically.
     fn owner(&self, path: &str) -> Option<u32> {
         let (root, rest) = self.locate(path, true).ok()?;
-        let Some((name, parent)) = rest.split_last() else { return statx(&root.fd, "", AtFlags::EMPTY_PATH).ok()?.map(|s| s.stx_uid) };
-        let Walk::Open(parent_fd) = walk(&root.fd, parent) else { return None };
-        statx(&parent_fd, name, AtFlags::SYMLINK_NOFOLLOW).ok()?.map(|s| s.stx_uid)
+        let Some((name, parent)) = rest.split_last() else { return self.fs().stat_dir(&root.dir).ok().map(|s| s.uid) };
+        let Walk::Open(parent_fd) = walk(self.fs(), &root.dir, parent) else { return None };
+        self.fs().lstat(&parent_fd, *name).ok()?.map(|s| s.uid)
+    }
+}
+
+impl super::Workspace {
+    /// What is at `path`, never following a symbolic link ([`WorkspaceProtocol::kind`]).
+    ///
+    /// Errors: `path` is not absolute and normalised, or not under a granted root; an I/O error.
+    pub fn kind(&self, path: &str) -> Result<PathKind, WorkspaceError> {
+        self.protocol.kind(path)
+    }
+
+    /// Renames `from` to `to` in `parent` without replacing, durably
+    /// ([`WorkspaceProtocol::rename_new`]). `Ok(false)` when `to` exists.
+    pub fn rename_new(&self, parent: &str, from: &str, to: &str) -> Result<bool, WorkspaceError> {
+        self.protocol.rename_new(parent, from, to)
+    }
+
+    /// Which condition of §6A.4 `dir` or its parent misses ([`WorkspaceProtocol::why_not_physical`]).
+    pub fn why_not_physical(&self, dir: &Path) -> String {
+        self.protocol.why_not_physical(dir)
     }
 }

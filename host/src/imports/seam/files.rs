@@ -1,8 +1,8 @@
-//! File-level steps the store's protocol is built from, over the seam ([`Fs`]): reading a file
+//! File-level steps the protocols are built from, over the seam ([`Fs`]): reading a file
 //! that must not change while read, creating a durable private directory, writing a new file,
 //! listing names, removing a tree.
 
-use super::seam::{Errno, FileStat, Fs, S_IFDIR, S_IFREG};
+use super::{Errno, FileStat, Fs, S_IFDIR, S_IFREG};
 
 /// Why a regular state file is not safe to trust, or `None` when it is: a regular file owned by
 /// this user with no group or other permission bits (§3.2).
@@ -86,8 +86,7 @@ pub(crate) fn names_starting_with<F: Fs + ?Sized>(fs: &F, dir: &F::Dir, prefix: 
 }
 
 /// Removes the directory `name` and everything below it, bottom-up, without following a
-/// symbolic link. Errors: the first failing call; a tree deeper than 256 levels (`LOOP`); a
-/// name that is not UTF-8 (`ILSEQ`).
+/// symbolic link. Errors: the first failing call; a tree deeper than 256 levels (`LOOP`).
 pub(crate) fn remove_tree<F: Fs + ?Sized>(fs: &F, dir: &F::Dir, name: &str) -> Result<(), Errno> {
     fn empty<F: Fs + ?Sized>(fs: &F, dir: &F::Dir, depth: usize) -> Result<(), Errno> {
         if depth > 256 {
@@ -95,8 +94,6 @@ pub(crate) fn remove_tree<F: Fs + ?Sized>(fs: &F, dir: &F::Dir, name: &str) -> R
         }
         loop {
             let names = fs.read_names(dir, usize::MAX, &|_| true).map_err(|e| e.unwrap_or(Errno::NOMEM))?;
-            // A name that is not UTF-8 cannot be named through the seam: refused, the tree stays.
-            let names: Vec<String> = names.into_iter().map(String::from_utf8).collect::<Result<_, _>>().map_err(|_| Errno::ILSEQ)?;
             if names.is_empty() {
                 return Ok(());
             }

@@ -1,18 +1,26 @@
-//! The system-call-thin seam the store's protocol is written against (issue #41): [`Fs`], the
-//! descriptor-relative file operations, and [`Kernel`], the process facts a writer needs.
+//! The system-call-thin seam the protocols that keep data safe are written against (issue #41):
+//! [`Fs`], the descriptor-relative file operations, and [`Kernel`], the process facts they need.
 //!
-//! The protocol itself ([`super::protocol`]: the compare-and-swap, the reference's mutation claims,
-//! crash recovery) is written once, over these traits. The native host runs it over
-//! cap-std/rustix ([`super::native`]); the crash-state suite runs the same code over a simulated
-//! disk that can crash or fail at any call (`tests/src/sim_disk.rs`). An implementation words no
+//! The protocols themselves — the state store's compare-and-swap, the reference's mutation
+//! claims and collection recovery (`state_store::protocol`), the workspace's identity-bound
+//! removal (`workspace::protocol`) — are written once, over these traits. The native host runs
+//! them over rustix ([`native`]); the crash-state suite runs the same code over a simulated disk
+//! that can crash or fail at any call (`tests/src/sim_disk.rs`). An implementation words no
 //! message: every error is an errno ([`Errno`]), and the protocol words what the user reads.
+//!
+//! Names are bytes (any `AsRef<[u8]>`: a `&str` passes as is): a user's tree may hold names that
+//! are not UTF-8, and its removal must still name them.
 //!
 //! Each method is one system call, or one short fixed sequence of them that nothing else
 //! interleaves with in this process (`make_dir`: `mkdirat`, `openat`, `fchmod`). A mutating call
 //! is what a crash can fall between; reads change nothing a crash could tear.
 
+pub mod files;
+mod native;
+
 use std::time::Duration;
 
+pub(crate) use native::NativeFs;
 use proclease_core::liveness::OwnerStatus;
 use proclease_core::records::Owner;
 pub use rustix::io::Errno;
@@ -36,6 +44,9 @@ pub struct FileStat {
     pub mode: u32,
     /// `st_uid`.
     pub uid: u32,
+    /// `stx_btime`, (s, ns), when the file system reports a birth time (from [`Fs::lstat`] and
+    /// [`Fs::stat_dir`]; `None` from [`Fs::stat_file`]).
+    pub birth: Option<(i64, i64)>,
 }
 
 /// `S_IFMT` bits of a mode.
@@ -57,7 +68,18 @@ impl FileStat {
     pub fn same_inode(&self, other: &FileStat) -> bool {
         self.dev == other.dev && self.ino == other.ino
     }
+
+    /// The directory identity of §6A.4: device, inode and birth time in ns (0 when the file
+    /// system has none), as decimal strings.
+    pub fn directory_identity(&self) -> proclease_core::records::DirectoryIdentity {
+        let birth = self.birth.map_or(0, |(s, ns)| i128::from(s) * 1_000_000_000 + i128::from(ns));
+        proclease_core::records::DirectoryIdentity { device: self.dev.to_string(), inode: self.ino.to_string(), birthtime_ns: birth.to_string() }
+    }
 }
+
+/// A name passed through the seam: bytes, of which a `&str` is one kind.
+pub trait Name: AsRef<[u8]> {}
+impl<T: AsRef<[u8]> + ?Sized> Name for T {}
 
 /// Outcome of taking a collection's kernel lock.
 pub enum Locked<L> {
@@ -83,13 +105,13 @@ pub trait Fs: Send + Sync {
     fn duplicate(&self, dir: &Self::Dir) -> Result<Self::Dir, Errno>;
     /// Opens directory `name` (`O_DIRECTORY|O_NOFOLLOW`): `LOOP` for a symbolic link, `NOTDIR`
     /// for anything else that is not a directory, `NOENT` when absent.
-    fn open_dir(&self, dir: &Self::Dir, name: &str) -> Result<Self::Dir, Errno>;
+    fn open_dir(&self, dir: &Self::Dir, name: &(impl Name + ?Sized)) -> Result<Self::Dir, Errno>;
     /// `fstat` of an open directory.
     fn stat_dir(&self, dir: &Self::Dir) -> Result<FileStat, Errno>;
     /// `lstat` of `name`; `None` when absent.
-    fn lstat(&self, dir: &Self::Dir, name: &str) -> Result<Option<FileStat>, Errno>;
+    fn lstat(&self, dir: &Self::Dir, name: &(impl Name + ?Sized)) -> Result<Option<FileStat>, Errno>;
     /// Opens `name` for reading (`O_NOFOLLOW|O_NONBLOCK`): `LOOP` for a symbolic link.
-    fn open_file(&self, dir: &Self::Dir, name: &str) -> Result<Self::File, Errno>;
+    fn open_file(&self, dir: &Self::Dir, name: &(impl Name + ?Sized)) -> Result<Self::File, Errno>;
     /// `fstat` of an open file.
     fn stat_file(&self, file: &Self::File) -> Result<FileStat, Errno>;
     /// Reads from the start until end of file or `limit` bytes, whichever comes first;
@@ -98,15 +120,18 @@ pub trait Fs: Send + Sync {
     /// The names in `dir` (never `.` or `..`) that `keep` accepts, in no particular order;
     /// `Err(None)` when more than `bound` are kept.
     fn read_names(&self, dir: &Self::Dir, bound: usize, keep: &dyn Fn(&[u8]) -> bool) -> Result<Vec<Vec<u8>>, Option<Errno>>;
+    /// At most `at_most` names in `dir` (never `.` or `..`), from a fresh read of it: a caller
+    /// that removes what it read and asks again works through a directory of any size.
+    fn first_names(&self, dir: &Self::Dir, at_most: usize) -> Result<Vec<Vec<u8>>, Errno>;
 
     /// Creates `name` exclusively (`O_CREAT|O_EXCL|O_NOFOLLOW`, mode 0600), for writing.
-    fn create_file(&self, dir: &Self::Dir, name: &str) -> Result<Self::File, Errno>;
+    fn create_file(&self, dir: &Self::Dir, name: &(impl Name + ?Sized)) -> Result<Self::File, Errno>;
     /// Writes all of `bytes` at the end of a file this process created.
     fn write_all(&self, file: &Self::File, bytes: &[u8]) -> Result<(), Errno>;
     /// `fsync` of a file.
     fn sync_file(&self, file: &Self::File) -> Result<(), Errno>;
     /// Creates directory `name` with mode 0700 and opens it (`EXIST` when the name exists).
-    fn make_dir(&self, dir: &Self::Dir, name: &str) -> Result<Self::Dir, Errno>;
+    fn make_dir(&self, dir: &Self::Dir, name: &(impl Name + ?Sized)) -> Result<Self::Dir, Errno>;
     /// `fsync` of a directory: the entries created, renamed or removed in it become durable.
     fn sync_dir(&self, dir: &Self::Dir) -> Result<(), Errno>;
     /// [`sync_dir`](Self::sync_dir) of a directory for what claims and recovery changed there
@@ -115,23 +140,29 @@ pub trait Fs: Send + Sync {
         self.sync_dir(dir)
     }
     /// `linkat`: a second name for `from` at `to`, never over an existing name (`EXIST`).
-    fn link(&self, from_dir: &Self::Dir, from: &str, to_dir: &Self::Dir, to: &str) -> Result<(), Errno>;
+    fn link(&self, from_dir: &Self::Dir, from: &(impl Name + ?Sized), to_dir: &Self::Dir, to: &(impl Name + ?Sized)) -> Result<(), Errno>;
     /// `renameat`; with `replace` false, never over an existing name (`RENAME_NOREPLACE`:
     /// `EXIST`).
-    fn rename(&self, from_dir: &Self::Dir, from: &str, to_dir: &Self::Dir, to: &str, replace: bool) -> Result<(), Errno>;
-    /// `unlinkat` of a file.
-    fn unlink(&self, dir: &Self::Dir, name: &str) -> Result<(), Errno>;
-    /// `unlinkat(AT_REMOVEDIR)` of an empty directory.
-    fn remove_dir(&self, dir: &Self::Dir, name: &str) -> Result<(), Errno>;
+    fn rename(&self, from_dir: &Self::Dir, from: &(impl Name + ?Sized), to_dir: &Self::Dir, to: &(impl Name + ?Sized), replace: bool) -> Result<(), Errno>;
+    /// `unlinkat` of anything but a directory (`ISDIR` for a directory).
+    fn unlink(&self, dir: &Self::Dir, name: &(impl Name + ?Sized)) -> Result<(), Errno>;
+    /// `unlinkat(AT_REMOVEDIR)` of an empty directory (`NOTEMPTY` when it is not, `NOTDIR` for
+    /// anything else).
+    fn remove_dir(&self, dir: &Self::Dir, name: &(impl Name + ?Sized)) -> Result<(), Errno>;
 
     /// Takes the kernel lock `name` in the lock directory `locks` (creating its file), waiting
     /// within the caller's bound; `behind` names what a lock's holder itself waits for, for the
     /// message of a long wait.
-    fn lock(&self, locks: &Self::Dir, name: &str, behind: &dyn Fn(Option<i32>) -> Option<crate::lock_wait::Behind>) -> Result<Locked<Self::Lock>, std::io::Error>;
+    fn lock(&self, locks: &Self::Dir, name: &(impl Name + ?Sized), behind: &dyn Fn(Option<i32>) -> Option<crate::lock_wait::Behind>) -> Result<Locked<Self::Lock>, std::io::Error>;
+    /// Takes the kernel lock of the directory `dir` itself (a `flock` on it, through a handle of
+    /// its own), waiting within the caller's bound; `label` names it in a long wait's message.
+    fn lock_directory(&self, dir: &Self::Dir, label: &str) -> Result<Self::Lock, crate::lock_wait::LockError>;
 }
 
-/// The process facts the store's writers and recovery need.
+/// The process facts the protocols need.
 pub trait Kernel: Send + Sync {
+    /// This process's pid (no `/proc` read).
+    fn pid(&self) -> u32;
     /// This process's identity (pid, boot id, process start id).
     fn self_identity(&self) -> Result<Owner, String>;
     /// The current boot id.

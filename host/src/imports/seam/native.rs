@@ -1,0 +1,215 @@
+//! The seam's native implementation: [`NativeFs`] over rustix descriptors ([`crate::fsops`]),
+//! and [`Kernel`] over `/proc` ([`ProcessIdentity`]) and `kill(pid, 0)`.
+
+use std::io::{Read as _, Write as _};
+use std::os::fd::{AsFd, OwnedFd};
+
+use proclease_core::liveness::OwnerStatus;
+use proclease_core::records::Owner;
+use rustix::fs::{AtFlags, Mode, OFlags, RenameFlags};
+
+use rustix::fs::StatxFlags;
+
+use super::{Errno, FileStat, Fs, Kernel, Locked, Name, S_IFLNK};
+use crate::fsops;
+use crate::process_identity::ProcessIdentity;
+use crate::state_store::lock;
+
+/// The store's file operations on this machine's file systems.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct NativeFs;
+
+impl FileStat {
+    /// The fields of a native `stat` (no birth time).
+    pub(crate) fn of(stat: &rustix::fs::Stat) -> FileStat {
+        FileStat {
+            dev: stat.st_dev,
+            ino: stat.st_ino,
+            size: stat.st_size,
+            mtime: (stat.st_mtime, stat.st_mtime_nsec as i64),
+            ctime: (stat.st_ctime, stat.st_ctime_nsec as i64),
+            mode: stat.st_mode,
+            uid: stat.st_uid,
+            birth: None,
+        }
+    }
+
+    /// The fields of a native `statx` (with the birth time when the file system has one).
+    pub(crate) fn of_statx(stat: &rustix::fs::Statx) -> FileStat {
+        let birth = (stat.stx_mask & StatxFlags::BTIME.bits() != 0).then_some((stat.stx_btime.tv_sec, i64::from(stat.stx_btime.tv_nsec)));
+        FileStat {
+            dev: fsops::device_of(stat),
+            ino: stat.stx_ino,
+            size: i64::try_from(stat.stx_size).unwrap_or(i64::MAX),
+            mtime: (stat.stx_mtime.tv_sec, i64::from(stat.stx_mtime.tv_nsec)),
+            ctime: (stat.stx_ctime.tv_sec, i64::from(stat.stx_ctime.tv_nsec)),
+            mode: u32::from(stat.stx_mode),
+            uid: stat.stx_uid,
+            birth,
+        }
+    }
+}
+
+/// An `std::io::Error`'s errno (`EIO` when it carries none).
+fn errno_of(error: &std::io::Error) -> Errno {
+    error.raw_os_error().map(Errno::from_raw_os_error).unwrap_or(Errno::IO)
+}
+
+/// `statx` of `name` in `dir` (or of `dir` itself with `AT_EMPTY_PATH` and an empty name).
+fn statx(dir: &OwnedFd, name: &[u8], flags: AtFlags) -> Result<Option<FileStat>, Errno> {
+    match rustix::fs::statx(dir, name, flags, StatxFlags::BASIC_STATS | StatxFlags::BTIME) {
+        Ok(stat) => Ok(Some(FileStat::of_statx(&stat))),
+        Err(Errno::NOENT) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+const OPEN_DIR: OFlags = OFlags::RDONLY.union(OFlags::DIRECTORY).union(OFlags::NOFOLLOW).union(OFlags::CLOEXEC);
+
+impl Fs for NativeFs {
+    type Dir = OwnedFd;
+    type File = std::fs::File;
+    type Lock = lock::CollectionLock;
+
+    fn euid(&self) -> u32 {
+        fsops::euid()
+    }
+
+    fn duplicate(&self, dir: &OwnedFd) -> Result<OwnedFd, Errno> {
+        dir.as_fd().try_clone_to_owned().map_err(|e| errno_of(&e))
+    }
+
+    fn open_dir(&self, dir: &OwnedFd, name: &(impl Name + ?Sized)) -> Result<OwnedFd, Errno> {
+        match rustix::fs::openat(dir, name.as_ref(), OPEN_DIR, Mode::empty()) {
+            Err(Errno::NOTDIR) => match self.lstat(dir, name) {
+                Ok(Some(stat)) if stat.kind() == S_IFLNK => Err(Errno::LOOP),
+                _ => Err(Errno::NOTDIR),
+            },
+            other => other,
+        }
+    }
+
+    fn stat_dir(&self, dir: &OwnedFd) -> Result<FileStat, Errno> {
+        statx(dir, b"", AtFlags::EMPTY_PATH)?.ok_or(Errno::NOENT)
+    }
+
+    fn lstat(&self, dir: &OwnedFd, name: &(impl Name + ?Sized)) -> Result<Option<FileStat>, Errno> {
+        statx(dir, name.as_ref(), AtFlags::SYMLINK_NOFOLLOW)
+    }
+
+    fn open_file(&self, dir: &OwnedFd, name: &(impl Name + ?Sized)) -> Result<std::fs::File, Errno> {
+        rustix::fs::openat(dir, name.as_ref(), OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC, Mode::empty()).map(std::fs::File::from)
+    }
+
+    fn stat_file(&self, file: &std::fs::File) -> Result<FileStat, Errno> {
+        rustix::fs::fstat(file).map(|s| FileStat::of(&s))
+    }
+
+    fn read_up_to(&self, file: &std::fs::File, limit: u64, expected: u64) -> Result<Vec<u8>, Errno> {
+        // Room for one byte more than expected: `read_to_end` then sees the end of file without
+        // growing the buffer, in two `read`s.
+        let mut bytes = Vec::with_capacity(usize::try_from(expected.min(limit).saturating_add(1)).unwrap_or(0));
+        let reader = file;
+        reader.take(limit).read_to_end(&mut bytes).map_err(|e| errno_of(&e))?;
+        Ok(bytes)
+    }
+
+    fn read_names(&self, dir: &OwnedFd, bound: usize, keep: &dyn Fn(&[u8]) -> bool) -> Result<Vec<Vec<u8>>, Option<Errno>> {
+        fsops::names_where(dir, bound, |name| name != b"." && name != b".." && keep(name)).map_err(|e| e.map(|e| errno_of(&e)))
+    }
+
+    fn first_names(&self, dir: &OwnedFd, at_most: usize) -> Result<Vec<Vec<u8>>, Errno> {
+        fsops::some_names(dir, at_most)
+    }
+
+    fn create_file(&self, dir: &OwnedFd, name: &(impl Name + ?Sized)) -> Result<std::fs::File, Errno> {
+        let fd = rustix::fs::openat(dir, name.as_ref(), OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::from_raw_mode(0o600))?;
+        rustix::fs::fchmod(&fd, Mode::from_raw_mode(0o600))?;
+        Ok(std::fs::File::from(fd))
+    }
+
+    fn write_all(&self, file: &std::fs::File, bytes: &[u8]) -> Result<(), Errno> {
+        let mut writer = file;
+        writer.write_all(bytes).map_err(|e| errno_of(&e))
+    }
+
+    fn sync_file(&self, file: &std::fs::File) -> Result<(), Errno> {
+        file.sync_all().map_err(|e| errno_of(&e))
+    }
+
+    fn make_dir(&self, dir: &OwnedFd, name: &(impl Name + ?Sized)) -> Result<OwnedFd, Errno> {
+        rustix::fs::mkdirat(dir, name.as_ref(), Mode::from_raw_mode(0o700))?;
+        let opened = rustix::fs::openat(dir, name.as_ref(), OPEN_DIR, Mode::empty()).and_then(|fd| rustix::fs::fchmod(&fd, Mode::from_raw_mode(0o700)).map(|()| fd));
+        if opened.is_err() {
+            let _ = rustix::fs::unlinkat(dir, name.as_ref(), AtFlags::REMOVEDIR);
+        }
+        opened
+    }
+
+    fn sync_dir(&self, dir: &OwnedFd) -> Result<(), Errno> {
+        fsops::fsync_dir(dir).map_err(|e| errno_of(&e))
+    }
+
+    fn sync_dir_for_claims(&self, dir: &OwnedFd) -> Result<(), Errno> {
+        fsops::fsync_claim_dir(dir).map_err(|e| errno_of(&e))
+    }
+
+    fn link(&self, from_dir: &OwnedFd, from: &(impl Name + ?Sized), to_dir: &OwnedFd, to: &(impl Name + ?Sized)) -> Result<(), Errno> {
+        rustix::fs::linkat(from_dir, from.as_ref(), to_dir, to.as_ref(), AtFlags::empty())
+    }
+
+    fn rename(&self, from_dir: &OwnedFd, from: &(impl Name + ?Sized), to_dir: &OwnedFd, to: &(impl Name + ?Sized), replace: bool) -> Result<(), Errno> {
+        if replace {
+            rustix::fs::renameat(from_dir, from.as_ref(), to_dir, to.as_ref())
+        } else {
+            rustix::fs::renameat_with(from_dir, from.as_ref(), to_dir, to.as_ref(), RenameFlags::NOREPLACE)
+        }
+    }
+
+    fn unlink(&self, dir: &OwnedFd, name: &(impl Name + ?Sized)) -> Result<(), Errno> {
+        rustix::fs::unlinkat(dir, name.as_ref(), AtFlags::empty())
+    }
+
+    fn remove_dir(&self, dir: &OwnedFd, name: &(impl Name + ?Sized)) -> Result<(), Errno> {
+        rustix::fs::unlinkat(dir, name.as_ref(), AtFlags::REMOVEDIR)
+    }
+
+    fn lock(
+        &self,
+        locks: &OwnedFd,
+        name: &(impl Name + ?Sized),
+        behind: &dyn Fn(Option<i32>) -> Option<crate::lock_wait::Behind>,
+    ) -> Result<Locked<lock::CollectionLock>, std::io::Error> {
+        let name = std::str::from_utf8(name.as_ref()).map_err(|_| std::io::Error::from(Errno::ILSEQ))?;
+        lock::lock(locks, name, behind)
+    }
+
+    fn lock_directory(&self, dir: &OwnedFd, label: &str) -> Result<lock::CollectionLock, crate::lock_wait::LockError> {
+        let fd = rustix::fs::openat(dir, ".", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty()).map_err(|e| crate::lock_wait::LockError::Io(e.into()))?;
+        let file = std::fs::File::from(fd);
+        crate::lock_wait::lock(&file, label, crate::lock_wait::operation_bound(lock::WAIT))?;
+        Ok(lock::CollectionLock::held(file))
+    }
+}
+
+impl Kernel for ProcessIdentity {
+    fn pid(&self) -> u32 {
+        std::process::id()
+    }
+
+    fn self_identity(&self) -> Result<Owner, String> {
+        ProcessIdentity::self_identity(self).map_err(|e| e.0)
+    }
+
+    fn current_boot_id(&self) -> Result<String, String> {
+        ProcessIdentity::current_boot_id(self).map_err(|e| e.0)
+    }
+
+    fn owner_status(&self, owner: &Owner) -> Result<OwnerStatus, String> {
+        ProcessIdentity::owner_status(self, owner).map_err(|e| e.0)
+    }
+
+    fn pid_gone(&self, pid: u64) -> bool {
+        crate::state_store::mutation_claim::pid_gone(pid)
+    }
+}
