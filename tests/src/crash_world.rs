@@ -267,7 +267,7 @@ impl World {
                     if let Some((_, Some(handle))) = session.directories.last()
                         && session.journaled.contains(&handle.claim.id)
                     {
-                        let _ = self.disk.journal_finish(&handle.claim.id, &handle.claim.directory_identity, 0);
+                        let _ = self.disk.journal_finish(&handle.claim.id, 0);
                     }
                 }
             }

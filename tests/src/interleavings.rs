@@ -948,13 +948,13 @@ impl Process {
             }
             Act::Run => {
                 let pid = self.pid();
-                if let Some((path, id, identity)) = self.start_command()? {
+                if let Some((path, id, _)) = self.start_command()? {
                     // The command ends with status 0; the supervisor records the end in the
                     // journal.
                     self.fx.step("the command ends").map_err(|f| f.message)?;
                     self.fx.world.disk.set_dead(pid + 1, true);
                     self.fx.step("the journal records the end").map_err(|f| f.message)?;
-                    self.fx.world.disk.journal_finish(&id, &identity, 0)?;
+                    self.fx.world.disk.journal_finish(&id, 0)?;
                     self.keep(&path, "its command finished: the directory is its result", false);
                 }
             }

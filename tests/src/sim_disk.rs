@@ -12,8 +12,9 @@
 //! **So is the workspace**: [`SimDisk`]'s [`Workspace`] is the shipped protocol
 //! ([`WorkspaceProtocol`], `host/src/imports/workspace/protocol.rs`) over the same disk, with
 //! [`WORKSPACE`] granted: a directory renamed into quarantine, re-checked, the parent fsynced,
-//! deleted bottom-up, the parent fsynced. What is still modelled here is the run journal
-//! ([`SimDisk::journal_begin`], after `host/src/imports/process_identity/run_journal.rs`).
+//! deleted bottom-up, the parent fsynced. And so is the run journal ([`SimDisk::journal_begin`]
+//! and its neighbours call `host/src/imports/process_identity/run_journal.rs`): nothing of the
+//! host's file protocols is modelled here any more.
 //!
 //! Every mutating call and every fsync is one numbered **step**. A [`Plan`] can:
 //! * **crash after step k**: step k+1 and everything after it never happen (the process is
@@ -26,8 +27,8 @@
 //!
 //! Reads (open, stat, read, readdir) are not steps: they change nothing that a crash could
 //! tear, and their failures are covered by the real-filesystem tests. A `mkdir` of a name that
-//! exists is not a step either (`EEXIST` comes before any change), nor an `rmdir` answered
-//! `ENOTEMPTY` or `ENOTDIR`. A claim's stage write is not
+//! exists is not a step either, nor any call the kernel answers before changing anything
+//! (`EEXIST`, `ENOENT`, `ENOTEMPTY`, `ENOTDIR`). A claim's stage write is not
 //! fsynced, and its renames and unlink take no directory fsync, as in the host (a claim's
 //! durability never matters: after a power loss its owner is gone, and whichever of its names the
 //! disk kept is removed by the next recovery — one whose content the power loss took, because it
@@ -45,6 +46,7 @@ use proclease::core::effects::{BatchStatus, CollectionIdentity, CollectionSnapsh
 use proclease::core::liveness::{OwnerFacts, OwnerStatus, WitnessState};
 use proclease::core::records::{DirectoryIdentity, Owner};
 use proclease::lock_wait::{Behind, LockError};
+use proclease::process_identity::run_journal::{self, JournalEntry, RunJournal};
 use proclease::seam::{Errno as SysErrno, FileStat, Fs, Kernel, Locked, Name, S_IFDIR, S_IFREG};
 use proclease::state_store::{self, StoreProtocol};
 use proclease::workspace::{self, GrantedRoot, WorkspaceProtocol};
@@ -76,15 +78,6 @@ pub enum Errno {
 impl Errno {
     /// Every errno the injector uses.
     pub const ALL: [Errno; 4] = [Errno::Nospc, Errno::Io, Errno::Xdev, Errno::Acces];
-
-    fn text(self) -> &'static str {
-        match self {
-            Errno::Nospc => "No space left on device (os error 28)",
-            Errno::Io => "Input/output error (os error 5)",
-            Errno::Xdev => "Invalid cross-device link (os error 18)",
-            Errno::Acces => "Permission denied (os error 13)",
-        }
-    }
 }
 
 /// Why a step did not happen.
@@ -96,6 +89,10 @@ enum Fault {
     Errno(Errno),
     /// The name exists (`EEXIST`, a real answer, not an injected fault).
     Exists,
+    /// No such name (`ENOENT`, a real answer).
+    Absent,
+    /// The directory is not empty (`ENOTEMPTY`, a real answer).
+    NotEmpty,
 }
 
 /// What the next run of steps will suffer.
@@ -151,6 +148,9 @@ pub struct DiskState {
 pub struct SimDisk {
     state: Arc<Mutex<DiskState>>,
     dead: Arc<Mutex<BTreeSet<u64>>>,
+    /// The run journal entries the simulated supervisors hold open, by lease id (a fork starts
+    /// with none).
+    journal_entries: Arc<Mutex<BTreeMap<String, JournalEntry<SimFs>>>>,
 }
 
 const ROOT: u64 = 1;
@@ -241,6 +241,11 @@ impl DiskState {
         }
     }
 
+    /// `Err(Crashed)` once the planned crash happened: a dead process gets no answer.
+    fn alive(&self) -> Step<()> {
+        if self.crashed { Err(Fault::Crashed) } else { Ok(()) }
+    }
+
     /// Takes one step named `what`, or reports the planned fault.
     fn step(&mut self, what: &'static str) -> Step<()> {
         if self.crashed {
@@ -266,9 +271,7 @@ impl DiskState {
     /// no crash or fault can fall there: the store's opening asks for its own directories each
     /// time).
     fn mkdir(&mut self, parent: u64, name: &str) -> Step<u64> {
-        if self.crashed {
-            return Err(Fault::Crashed);
-        }
+        self.alive()?;
         if self.child(parent, name).is_some() {
             return Err(Fault::Exists);
         }
@@ -306,12 +309,14 @@ impl DiskState {
         Ok(())
     }
 
+    /// `link`: a step, unless the kernel answers first (`ENOENT`, `EEXIST`: nothing changes).
     fn link(&mut self, from_dir: u64, from: &str, to_dir: u64, to: &str) -> Step<()> {
-        self.step("link")?;
-        let inode = self.child(from_dir, from).ok_or(Fault::Errno(Errno::Io))?;
+        self.alive()?;
+        let inode = self.child(from_dir, from).ok_or(Fault::Absent)?;
         if self.child(to_dir, to).is_some() {
             return Err(Fault::Exists);
         }
+        self.step("link")?;
         self.entries_mut(to_dir).insert(to.into(), inode);
         Ok(())
     }
@@ -323,23 +328,27 @@ impl DiskState {
         }
     }
 
+    /// `rename`: a step, unless the kernel answers first (`ENOENT`, `EEXIST` without replace).
     fn rename(&mut self, from_dir: u64, from: &str, to_dir: u64, to: &str, noreplace: bool) -> Step<()> {
-        self.step("rename")?;
-        let inode = self.child(from_dir, from).ok_or(Fault::Errno(Errno::Io))?;
+        self.alive()?;
+        let inode = self.child(from_dir, from).ok_or(Fault::Absent)?;
         if noreplace && self.child(to_dir, to).is_some() {
             return Err(Fault::Exists);
         }
+        self.step("rename")?;
         self.entries_mut(from_dir).remove(from);
         self.entries_mut(to_dir).insert(to.into(), inode);
         Ok(())
     }
 
+    /// `unlink` or `rmdir`: a step, unless the kernel answers first (`ENOENT`, `ENOTEMPTY`).
     fn unlink(&mut self, dir: u64, name: &str, what: &'static str) -> Step<()> {
-        self.step(what)?;
-        let inode = self.child(dir, name).ok_or(Fault::Errno(Errno::Io))?;
+        self.alive()?;
+        let inode = self.child(dir, name).ok_or(Fault::Absent)?;
         if self.entries(inode).is_some_and(|e| !e.is_empty()) {
-            return Err(Fault::Errno(Errno::Io)); // ENOTEMPTY
+            return Err(Fault::NotEmpty);
         }
+        self.step(what)?;
         self.entries_mut(dir).remove(name);
         Ok(())
     }
@@ -360,19 +369,11 @@ fn split_path(path: &str) -> (&str, &str) {
     path.rsplit_once('/').map(|(p, n)| (if p.is_empty() { "/" } else { p }, n)).unwrap_or(("/", path))
 }
 
-fn store_failure(path: &str, fault: Fault) -> Failure {
-    match fault {
-        Fault::Crashed => Failure::io(format!("{path}: the process crashed")),
-        Fault::Errno(errno) => Failure::io(format!("{path}: {}", errno.text())),
-        Fault::Exists => Failure::io(format!("{path}: File exists (os error 17)")),
-    }
-}
-
+/// A fault of a write outside the protocols (a command's own output), as a failure.
 fn workspace_failure(path: &str, fault: Fault) -> Failure {
     match fault {
         Fault::Crashed => Failure::io(format!("{path}: the process crashed")),
-        Fault::Errno(errno) => Failure::io(format!("{path}: {}", errno.text())),
-        Fault::Exists => Failure::io(format!("{path}: File exists (os error 17)")),
+        fault => Failure::io(format!("{path}: {}", std::io::Error::from(errno(fault)))),
     }
 }
 
@@ -428,12 +429,16 @@ impl Default for SimDisk {
 impl SimDisk {
     /// A disk with an empty state home and workspace root, all durable.
     pub fn new() -> Self {
-        SimDisk { state: Arc::new(Mutex::new(DiskState::new())), dead: Arc::new(Mutex::new(BTreeSet::new())) }
+        SimDisk { state: Arc::new(Mutex::new(DiskState::new())), dead: Arc::new(Mutex::new(BTreeSet::new())), journal_entries: Arc::default() }
     }
 
     /// An independent copy (same contents, same dead set contents, fresh sharing).
     pub fn fork(&self) -> Self {
-        SimDisk { state: Arc::new(Mutex::new(self.state().clone())), dead: Arc::new(Mutex::new(self.dead.lock().unwrap_or_else(|p| p.into_inner()).clone())) }
+        SimDisk {
+            state: Arc::new(Mutex::new(self.state().clone())),
+            dead: Arc::new(Mutex::new(self.dead.lock().unwrap_or_else(|p| p.into_inner()).clone())),
+            journal_entries: Arc::default(),
+        }
     }
 
     /// The shared state.
@@ -546,75 +551,50 @@ impl SimDisk {
     }
 }
 
-/// A run journal entry's bytes as the simulated supervisor writes them: `running`, or
-/// `finished <exit code> <device> <inode> <birth time>` — the same facts as the host's JSON
-/// record (`run_journal.rs`), in a form the model can read back without it.
-fn journal_record(directory: &DirectoryIdentity, exit_code: Option<i32>) -> Vec<u8> {
-    match exit_code {
-        None => b"running".to_vec(),
-        Some(code) => format!("finished {code} {} {} {}", directory.device, directory.inode, directory.birthtime_ns).into_bytes(),
-    }
+/// What a journal entry's bytes say: `Some` only for a complete `finished` entry of
+/// `lease_id` (the production parser, `run_journal::parse`).
+pub fn parse_journal(bytes: &[u8], lease_id: &str) -> Option<FinishedRun> {
+    run_journal::parse(bytes, lease_id)
 }
 
-/// What a journal entry's bytes say: `Some` only for a complete `finished` entry.
-pub fn parse_journal(bytes: &[u8]) -> Option<FinishedRun> {
-    let text = std::str::from_utf8(bytes).ok()?;
-    let mut words = text.strip_prefix("finished ")?.split(' ');
-    let exit_code = words.next()?.parse().ok()?;
-    let directory_identity = DirectoryIdentity { device: words.next()?.into(), inode: words.next()?.into(), birthtime_ns: words.next()?.into() };
-    Some(FinishedRun { directory_identity, exit_code: Some(exit_code), signal: None })
+/// The production run journal over the disk `state`.
+fn run_journal_on(state: &Arc<Mutex<DiskState>>) -> Result<RunJournal<SimFs>, String> {
+    let home = state.lock().unwrap_or_else(|p| p.into_inner()).lookup(HOME).ok_or("the simulated state home is gone")?;
+    RunJournal::open_at(SimFs { state: state.clone() }, &home).map_err(|e| e.to_string())
 }
 
 impl SimDisk {
-    /// The supervisor's `RunJournal::begin` before the command starts: create the entry
-    /// exclusively, write it, fsync it and the journal directory (each a step); a failure after
-    /// the create unlinks it again (`unlink journal (undo)`).
+    /// The supervisor's `RunJournal::begin` before the command starts (the production code):
+    /// create the entry exclusively, write it, fsync it and the journal directory (each a step);
+    /// a failure after the create unlinks it again.
     pub fn journal_begin(&self, lease_id: &str, directory: &DirectoryIdentity) -> Result<(), String> {
-        let mut state = self.state();
-        let failed = |f: Fault| format!("cannot start the run journal: {}", store_failure(lease_id, f).message());
-        let dir = state.lookup(JOURNAL).ok_or_else(|| failed(Fault::Errno(Errno::Io)))?;
-        let name = format!("{lease_id}.run");
-        let inode = state.create_file(dir, &name).map_err(failed)?;
-        let written =
-            state.write(inode, &journal_record(directory, None)).and_then(|()| state.fsync(inode, "fsync journal")).and_then(|()| state.fsync(dir, "fsync journal directory"));
-        if let Err(fault) = written {
-            let _ = state.unlink(dir, &name, "unlink journal (undo)");
-            return Err(failed(fault));
-        }
+        let failed = |e: String| format!("cannot start the run journal: {e}");
+        let entry = run_journal_on(&self.state).map_err(failed)?.begin(lease_id, directory).map_err(|e| failed(e.to_string()))?;
+        self.journal_entries.lock().unwrap_or_else(|p| p.into_inner()).insert(lease_id.to_owned(), entry);
         Ok(())
     }
 
-    /// The supervisor's `JournalEntry::finished` once the command's tree has ended: the entry
-    /// is overwritten in place (`journal overwrite`: the kernel has it) and `fdatasync`ed
-    /// (`fdatasync journal`: the disk has it); no new block, inode or directory entry.
-    pub fn journal_finish(&self, lease_id: &str, directory: &DirectoryIdentity, exit_code: i32) -> Result<(), String> {
-        let mut state = self.state();
-        let failed = |f: Fault| format!("the run journal could not record the end: {}", store_failure(lease_id, f).message());
-        let inode = state.lookup(&format!("{JOURNAL}/{lease_id}.run")).ok_or_else(|| failed(Fault::Errno(Errno::Io)))?;
-        state.step("journal overwrite").map_err(failed)?;
-        if let Some(Node::File { data, .. }) = state.nodes.get_mut(&inode) {
-            *data = journal_record(directory, Some(exit_code));
-        }
-        state.fsync(inode, "fdatasync journal").map_err(failed)
+    /// The supervisor's `JournalEntry::finished` once the command's tree has ended (the
+    /// production code): the entry is overwritten in place (`journal overwrite`: the kernel has
+    /// it) and `fdatasync`ed (`fdatasync journal`: the disk has it).
+    pub fn journal_finish(&self, lease_id: &str, exit_code: i32) -> Result<(), String> {
+        let failed = |e: String| format!("the run journal could not record the end: {e}");
+        let entries = self.journal_entries.lock().unwrap_or_else(|p| p.into_inner());
+        let entry = entries.get(lease_id).ok_or_else(|| failed("no entry was begun".into()))?;
+        entry.finished(Some(exit_code), None).map_err(|e| failed(e.to_string()))
     }
 
     /// The supervisor's `RunJournal::forget` after a release (best effort, one step).
     pub fn journal_forget(&self, lease_id: &str) {
-        self.state().forget_journal(lease_id);
+        self.journal_entries.lock().unwrap_or_else(|p| p.into_inner()).remove(lease_id);
+        if let Ok(journal) = run_journal_on(&self.state) {
+            journal.forget(lease_id);
+        }
     }
 
     /// The journal entries on the disk now: lease id → bytes.
     pub fn journal(&self) -> BTreeMap<String, Vec<u8>> {
         self.listing().journal()
-    }
-}
-
-impl DiskState {
-    fn forget_journal(&mut self, lease_id: &str) {
-        let name = format!("{lease_id}.run");
-        if let Some(dir) = self.lookup(JOURNAL).filter(|dir| self.child(*dir, &name).is_some()) {
-            let _ = self.unlink(dir, &name, "unlink journal");
-        }
     }
 }
 
@@ -685,6 +665,8 @@ fn errno(fault: Fault) -> SysErrno {
     match fault {
         Fault::Crashed => SysErrno::IO,
         Fault::Exists => SysErrno::EXIST,
+        Fault::Absent => SysErrno::NOENT,
+        Fault::NotEmpty => SysErrno::NOTEMPTY,
         Fault::Errno(Errno::Nospc) => SysErrno::NOSPC,
         Fault::Errno(Errno::Io) => SysErrno::IO,
         Fault::Errno(Errno::Xdev) => SysErrno::XDEV,
@@ -762,8 +744,9 @@ impl Fs for SimFs {
         self.state().child(*dir, text(name)?).ok_or(SysErrno::NOENT)
     }
 
+    /// As `fstat`: no birth time.
     fn stat_file(&self, file: &u64) -> Result<FileStat, SysErrno> {
-        self.state().stat_of(*file).ok_or(SysErrno::NOENT)
+        self.state().stat_of(*file).map(|stat| FileStat { birth: None, ..stat }).ok_or(SysErrno::NOENT)
     }
 
     fn read_up_to(&self, file: &u64, limit: u64, _: u64) -> Result<Vec<u8>, SysErrno> {
@@ -790,8 +773,29 @@ impl Fs for SimFs {
         self.state().write(*file, bytes).map_err(errno)
     }
 
+    /// One step: `journal overwrite` when it rewrites bytes the file already has (the run
+    /// journal's in-place update), else `write`.
+    fn write_at(&self, file: &u64, bytes: &[u8], offset: u64) -> Result<(), SysErrno> {
+        let mut state = self.state();
+        let offset = usize::try_from(offset).map_err(|_| SysErrno::FBIG)?;
+        let in_place = state.data(*file).is_some_and(|data| data.len() >= offset + bytes.len());
+        state.step(if in_place { "journal overwrite" } else { "write" }).map_err(errno)?;
+        if let Some(Node::File { data, .. }) = state.nodes.get_mut(file) {
+            if data.len() < offset + bytes.len() {
+                data.resize(offset + bytes.len(), 0);
+            }
+            data[offset..offset + bytes.len()].copy_from_slice(bytes);
+        }
+        Ok(())
+    }
+
     fn sync_file(&self, file: &u64) -> Result<(), SysErrno> {
-        self.state().fsync(*file, "fsync temporary").map_err(errno)
+        self.state().fsync(*file, "fsync file").map_err(errno)
+    }
+
+    /// One step, `fdatasync journal` (only the run journal asks for it).
+    fn sync_file_data(&self, file: &u64) -> Result<(), SysErrno> {
+        self.state().fsync(*file, "fdatasync journal").map_err(errno)
     }
 
     fn make_dir(&self, dir: &u64, name: &(impl Name + ?Sized)) -> Result<u64, SysErrno> {
@@ -844,6 +848,8 @@ impl Fs for SimFs {
         let record = state.record_path(*dir, name);
         let what = if state.lookup(STAGING) == Some(*dir) {
             "unlink temporary"
+        } else if state.lookup(JOURNAL) == Some(*dir) {
+            "unlink journal"
         } else if name.starts_with(".io-mutation-") {
             "unlink claim"
         } else if state.path_of(*dir).is_some_and(|path| path.starts_with(HOME)) {
@@ -994,16 +1000,17 @@ impl Processes for SimProcesses {
         Ok(owner(pid))
     }
 
-    /// The run journal's entry on the disk (a read, not a step).
+    /// The run journal's entry on the disk (the production reader; reads are not steps).
     fn finished_run(&mut self, lease_id: &str) -> Result<Option<FinishedRun>, String> {
-        let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        let entry = state.lookup(&format!("{JOURNAL}/{lease_id}.run"));
-        Ok(entry.and_then(|inode| state.data(inode)).and_then(parse_journal))
+        run_journal_on(&self.state)?.finished_run(lease_id)
     }
 
-    /// Recovery forgets the entry of a claim it removed (one step, best effort).
+    /// Recovery forgets the entry of a claim it removed (the production code: one step, best
+    /// effort).
     fn forget_run(&mut self, lease_id: &str) {
-        self.state.lock().unwrap_or_else(|p| p.into_inner()).forget_journal(lease_id);
+        if let Ok(journal) = run_journal_on(&self.state) {
+            journal.forget(lease_id);
+        }
     }
 
     /// Every simulated process holds a witness (`docs/witness.md`): held while it lives, free

@@ -18,9 +18,9 @@
 //!   succeeds and leaves the same shape of state as a run without the fault; recovery after the
 //!   actor's death then leaves no temporary or quarantine.
 //!
-//! * **the end of a finished run** — the run journal (`run_journal.rs`, modelled on the same
-//!   disk: begun before launch, overwritten in place when the command ends, forgotten after the
-//!   release): recovery never deletes the directory of a run the journal says finished, in any
+//! * **the end of a finished run** — the run journal (`run_journal.rs`, the production code on
+//!   the same disk: begun before launch, overwritten in place when the command ends, forgotten
+//!   after the release): recovery never deletes the directory of a run the journal says finished, in any
 //!   crash state above; and every fault or crash at its release, with no retry, leaves the
 //!   directory and its output and takes the claim (issue #27, deviation 19).
 //!
@@ -142,7 +142,7 @@ fn recover_and_check(world: &mut World, survivors: bool, claimed: &[directory_le
     let journal = before.journal();
     let finished: BTreeSet<&str> = claims
         .iter()
-        .filter(|(_, c)| journal.get(&c.id).and_then(|bytes| parse_journal(bytes)).is_some_and(|run| run.directory_identity == c.directory_identity))
+        .filter(|(_, c)| journal.get(&c.id).and_then(|bytes| parse_journal(bytes, &c.id)).is_some_and(|run| run.directory_identity == c.directory_identity))
         .map(|(_, c)| c.id.as_str())
         .collect();
     for (_, claim) in claims.iter().filter(|(_, c)| finished.contains(c.id.as_str())) {
@@ -473,7 +473,7 @@ fn a_finished_runs_results_survive_every_fault_and_crash_of_its_release() {
     let ops = [Op::DirectoryCreate, Op::DirectoryLaunch, Op::DirectoryRun, Op::DirectoryRelease];
     let reference = reference(&base, &ops);
     assert!(reference.outcomes.iter().all(Result::is_ok), "{:?}", reference.outcomes);
-    let finished = reference.listings[3].journal().values().filter(|bytes| parse_journal(bytes).is_some()).count();
+    let finished = reference.listings[3].journal().iter().filter(|(id, bytes)| parse_journal(bytes, id).is_some()).count();
     assert_eq!(finished, 1, "the run's end is not in the journal before its release");
     let steps = reference.step_ends[3] - reference.step_ends[2];
     let faults = (1..=steps).flat_map(|step| Errno::ALL.map(|errno| Plan { crash_after: None, fail_at: Some((step, errno)) }));

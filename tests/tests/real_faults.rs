@@ -272,7 +272,9 @@ fn a_failed_collection_fsync_undoes_the_change_and_the_retry_succeeds() {
     assert!(store.remove_if_unchanged(a, &v2).expect("retry"));
     assert!(!home.join(a).exists());
 
-    // a new collection whose parent fsync fails is removed again, then made anew.
+    // a new collection whose fsync fails (the first of the two a new directory takes: its own,
+    // then its parent's) is removed again, then made anew. (A failure of the parent's fsync is
+    // injected at every step by `crash_states.rs`, on the same code.)
     fail_next_directory_fsyncs(1);
     assert!(store.create_if_absent("runs/c.json", "{}\n").is_err());
     assert!(!home.join("runs").exists(), "a directory that was never made durable is not kept");

@@ -1,37 +1,14 @@
-//! Single-component, descriptor-relative file operations the store and the workspace are built
-//! from. Every name passed here is one already-validated entry name (no `/`), resolved relative
-//! to a directory descriptor, and never followed if it is a symbolic link.
+//! Single-component, descriptor-relative file operations of the native host: what the seam's
+//! native implementation (`seam/native.rs`) is built from, and what the parts not yet on the seam
+//! (witnesses, dead-man records, the fencing counter's writes, the catalog lock file) still call.
+//! Every name passed here is one already-validated entry name (no `/`), resolved relative to a
+//! directory descriptor, and never followed if it is a symbolic link.
 
-use std::io::{Read as _, Write as _};
+use std::io::Write as _;
 use std::os::fd::{AsFd, OwnedFd};
 
 use rustix::fs::{AtFlags, Mode, OFlags, Stat};
 use rustix::io::Errno;
-
-/// The fields whose change between two `fstat`s means a file changed while it was read
-/// (§3.2): device, inode, size, mtime, ctime, mode.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Fingerprint {
-    dev: u64,
-    ino: u64,
-    size: i64,
-    mtime: (i64, i64),
-    ctime: (i64, i64),
-    mode: u32,
-}
-
-impl Fingerprint {
-    pub(crate) fn of(stat: &Stat) -> Self {
-        Fingerprint {
-            dev: stat.st_dev,
-            ino: stat.st_ino,
-            size: stat.st_size,
-            mtime: (stat.st_mtime, stat.st_mtime_nsec as i64),
-            ctime: (stat.st_ctime, stat.st_ctime_nsec as i64),
-            mode: stat.st_mode,
-        }
-    }
-}
 
 /// The effective uid of this process: "owned" means owned by it.
 pub(crate) fn euid() -> u32 {
@@ -46,12 +23,6 @@ pub(crate) fn file_kind(mode: u32) -> u32 {
 pub(crate) const S_IFREG: u32 = 0o100000;
 pub(crate) const S_IFLNK: u32 = 0o120000;
 
-/// Opens `name` in `dir` for reading without following a symbolic link and without blocking on
-/// a FIFO (`O_NOFOLLOW|O_NONBLOCK`). `ELOOP` means the name is a symbolic link.
-pub(crate) fn open_read(dir: impl AsFd, name: &str) -> rustix::io::Result<OwnedFd> {
-    rustix::fs::openat(dir, name, OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC, Mode::empty())
-}
-
 /// `lstat` of `name` in `dir`; `None` when absent.
 pub(crate) fn lstat(dir: impl AsFd, name: &str) -> rustix::io::Result<Option<Stat>> {
     match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
@@ -59,48 +30,6 @@ pub(crate) fn lstat(dir: impl AsFd, name: &str) -> rustix::io::Result<Option<Sta
         Err(Errno::NOENT) => Ok(None),
         Err(e) => Err(e),
     }
-}
-
-/// Why a regular state file is not safe to trust, or `None` when it is: a regular file owned by
-/// this user with no group or other permission bits (§3.2).
-pub(crate) fn unsafe_file_reason(stat: &Stat) -> Option<&'static str> {
-    if file_kind(stat.st_mode) != S_IFREG {
-        Some("not a regular file")
-    } else if stat.st_uid != euid() {
-        Some("not owned by the current user")
-    } else if stat.st_mode & 0o077 != 0 {
-        Some("readable or writable by group or others (expected mode 0600)")
-    } else {
-        None
-    }
-}
-
-/// What reading a file stably gave.
-pub(crate) enum StableRead {
-    /// The bytes, unchanged between the two `fstat`s around the read.
-    Bytes(Vec<u8>),
-    /// Larger than the bound.
-    TooLarge,
-    /// The file changed while it was read.
-    Changed,
-}
-
-/// Reads at most `max_bytes` from an open file, checking that it did not change meanwhile.
-pub(crate) fn read_stable(fd: &OwnedFd, before: &Stat, max_bytes: u64) -> std::io::Result<StableRead> {
-    if before.st_size < 0 || before.st_size as u64 > max_bytes {
-        return Ok(StableRead::TooLarge);
-    }
-    let mut file = std::fs::File::from(fd.try_clone()?);
-    let mut bytes = Vec::with_capacity(before.st_size as usize);
-    (&mut file).take(max_bytes + 1).read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > max_bytes {
-        return Ok(StableRead::TooLarge);
-    }
-    let after = rustix::fs::fstat(fd)?;
-    if Fingerprint::of(before) != Fingerprint::of(&after) || bytes.len() as i64 != after.st_size {
-        return Ok(StableRead::Changed);
-    }
-    Ok(StableRead::Bytes(bytes))
 }
 
 /// Creates `name` in `dir` exclusively (`O_CREAT|O_EXCL|O_NOFOLLOW`, mode 0600), writes

@@ -35,8 +35,10 @@ use proclease_core::records::Owner;
 use rustix::fs::{AtFlags, RenameFlags};
 use rustix::io::Errno;
 
-use crate::fsops::{self, StableRead};
+use crate::fsops;
 use crate::process_identity::ProcessIdentity;
+use crate::seam::Fs as _;
+use crate::seam::files::{self, StableRead};
 use crate::state_store::arbitration::{self, ArbitrationError, ClaimKind, Failure, Phase};
 use crate::state_store::mutation_claim::{self, pid_gone};
 use crate::state_store::{NativeFs, StateStore};
@@ -223,26 +225,26 @@ fn publish_lock(dir: &OwnedFd, own: &Owner, record: &str, identity: &ProcessIden
 /// The lock's holder and inode, or `None` when it vanished or changed while read.
 fn read_lock(dir: &OwnedFd) -> Result<Option<(Owner, u64, u64)>, String> {
     let malformed = || "portable plugin catalog mutation lock is malformed".to_string();
-    let fd = match fsops::open_read(dir, LOCK_NAME) {
-        Ok(fd) => fd,
+    let file = match NativeFs.open_file(dir, LOCK_NAME) {
+        Ok(file) => file,
         Err(Errno::NOENT) => return Ok(None),
         Err(_) => return Err(malformed()),
     };
-    let before = rustix::fs::fstat(&fd).map_err(|e| format!("{LOCK_NAME}: {e}"))?;
-    if fsops::unsafe_file_reason(&before).is_some() || before.st_size < 2 {
+    let before = NativeFs.stat_file(&file).map_err(|e| format!("{LOCK_NAME}: {}", std::io::Error::from(e)))?;
+    if files::unsafe_file_reason(&before, NativeFs.euid()).is_some() || before.size < 2 {
         return Err(malformed());
     }
-    let bytes = match fsops::read_stable(&fd, &before, MAX_LOCK_BYTES).map_err(|e| format!("{LOCK_NAME}: {e}"))? {
+    let bytes = match files::read_stable(&NativeFs, &file, &before, MAX_LOCK_BYTES).map_err(|e| format!("{LOCK_NAME}: {}", std::io::Error::from(e)))? {
         StableRead::Bytes(bytes) => bytes,
         StableRead::TooLarge => return Err(malformed()),
         StableRead::Changed => return Ok(None),
     };
-    match fsops::lstat(dir, LOCK_NAME) {
-        Ok(Some(now)) if now.st_ino == before.st_ino && now.st_dev == before.st_dev => {}
+    match NativeFs.lstat(dir, LOCK_NAME) {
+        Ok(Some(now)) if now.same_inode(&before) => {}
         _ => return Ok(None),
     }
     let holder = std::str::from_utf8(&bytes).ok().and_then(holder_in).ok_or_else(malformed)?;
-    Ok(Some((holder, before.st_dev, before.st_ino)))
+    Ok(Some((holder, before.dev, before.ino)))
 }
 
 /// Removes the lock if it is still inode `(dev, ino)`: renames it to
@@ -287,7 +289,7 @@ fn remove_stale_stages(dir: &OwnedFd, identity: &ProcessIdentity) -> Result<(), 
                 }
             }
         } else if let Some(pid) = reclaim_pid(&name) {
-            let private = matches!(fsops::lstat(dir, &name), Ok(Some(stat)) if fsops::unsafe_file_reason(&stat).is_none());
+            let private = matches!(NativeFs.lstat(dir, &name), Ok(Some(stat)) if files::unsafe_file_reason(&stat, NativeFs.euid()).is_none());
             if private && pid_gone(pid) {
                 let _ = rustix::fs::unlinkat(dir, name.as_str(), AtFlags::empty());
             }

@@ -16,19 +16,17 @@
 //! The host only reports what the file says ([`RunJournal::finished_run`]); whether that keeps
 //! a directory is `proclease-core`'s recovery rule. A state home remounted read-only takes no
 //! write at all: `run` then prints `proclease recover --keep DIR`.
+//!
+//! Written once over the system-call seam ([`crate::seam`]): the native host runs it over rustix,
+//! and `tests/tests/crash_states.rs` runs the same code over a simulated disk.
 
-use std::fs::File;
-use std::io::Read as _;
-use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::fs::FileExt as _;
+use std::os::fd::AsFd as _;
 
 use proclease_core::effects::FinishedRun;
 use proclease_core::records::DirectoryIdentity;
-use rustix::fs::{AtFlags, Mode, OFlags};
-use rustix::io::Errno;
 use serde_json::{Value, json};
 
-use crate::fsops;
+use crate::seam::{Errno, Fs, NativeFs, S_IFREG, files};
 use crate::state_store::home::StateHome;
 
 /// The journal's directory in the state home (for messages).
@@ -38,18 +36,30 @@ pub const RECORD_BYTES: usize = 512;
 /// The journal's format version.
 const VERSION: u64 = 1;
 
-/// The run journal of one state home.
-#[derive(Debug)]
-pub struct RunJournal {
-    root: OwnedFd,
+/// The run journal of one state home, on the file system `F`.
+pub struct RunJournal<F: Fs = NativeFs> {
+    fs: F,
+    root: F::Dir,
 }
 
 /// The journal file of one run, open for its in-place update.
-#[derive(Debug)]
-pub struct JournalEntry {
-    file: File,
+pub struct JournalEntry<F: Fs = NativeFs> {
+    fs: F,
+    file: F::File,
     lease_id: String,
     directory: DirectoryIdentity,
+}
+
+impl<F: Fs> std::fmt::Debug for RunJournal<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunJournal").finish_non_exhaustive()
+    }
+}
+
+impl<F: Fs> std::fmt::Debug for JournalEntry<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JournalEntry").field("lease_id", &self.lease_id).field("directory", &self.directory).finish_non_exhaustive()
+    }
 }
 
 /// A lease id as a file name: a UUID's characters only (anything else is never a journal name).
@@ -74,14 +84,25 @@ fn directory_value(identity: &DirectoryIdentity) -> Value {
     json!({ "device": identity.device, "inode": identity.inode, "birthtimeNs": identity.birthtime_ns })
 }
 
-impl RunJournal {
+impl RunJournal<NativeFs> {
     /// Opens (creating, mode 0700) `.proclease/runs` in the state home.
     ///
     /// Errors: the directory cannot be created or opened, or it is not a private directory of
     /// the user.
     pub fn open(home: &StateHome) -> std::io::Result<RunJournal> {
-        let internal = private_dir(home.dir(), ".proclease")?;
-        Ok(RunJournal { root: private_dir(&internal, "runs")? })
+        let home = home.dir().as_fd().try_clone_to_owned()?;
+        RunJournal::open_at(NativeFs, &home)
+    }
+}
+
+impl<F: Fs + Clone> RunJournal<F> {
+    /// Opens (creating, mode 0700) `.proclease/runs` in the state home `home`, on `fs`.
+    ///
+    /// Errors: as [`RunJournal::open`].
+    pub fn open_at(fs: F, home: &F::Dir) -> std::io::Result<RunJournal<F>> {
+        let internal = private_dir(&fs, home, ".proclease")?;
+        let root = private_dir(&fs, &internal, "runs")?;
+        Ok(RunJournal { fs, root })
     }
 
     /// Starts the journal entry of the run under lease `lease_id` in the directory `directory`:
@@ -89,20 +110,18 @@ impl RunJournal {
     ///
     /// Errors: the lease id is not a UUID; the file exists; any I/O error (a full or read-only
     /// state home: the run must not start then).
-    pub fn begin(&self, lease_id: &str, directory: &DirectoryIdentity) -> std::io::Result<JournalEntry> {
+    pub fn begin(&self, lease_id: &str, directory: &DirectoryIdentity) -> std::io::Result<JournalEntry<F>> {
         let invalid = || std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a lease id");
         let name = file_name(lease_id).ok_or_else(invalid)?;
         let value = json!({ "version": VERSION, "leaseId": lease_id, "directory": directory_value(directory), "state": "running" });
         let bytes = record(&value).ok_or_else(invalid)?;
-        let flags = OFlags::RDWR | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        let fd = rustix::fs::openat(&self.root, &name, flags, Mode::from_raw_mode(0o600))?;
-        let file = File::from(fd);
-        let written = file.write_all_at(&bytes, 0).and_then(|()| file.sync_all()).and_then(|()| fsops::fsync_dir(&self.root));
+        let file = self.fs.create_file(&self.root, &name)?;
+        let written = self.fs.write_at(&file, &bytes, 0).and_then(|()| self.fs.sync_file(&file)).and_then(|()| self.fs.sync_dir(&self.root));
         if let Err(e) = written {
-            let _ = rustix::fs::unlinkat(&self.root, &name, AtFlags::empty());
-            return Err(e);
+            let _ = self.fs.unlink(&self.root, &name);
+            return Err(e.into());
         }
-        Ok(JournalEntry { file, lease_id: lease_id.to_owned(), directory: directory.clone() })
+        Ok(JournalEntry { fs: self.fs.clone(), file, lease_id: lease_id.to_owned(), directory: directory.clone() })
     }
 
     /// What the journal says of the run under `lease_id`: `Some` only for a complete, valid
@@ -112,18 +131,16 @@ impl RunJournal {
     pub fn finished_run(&self, lease_id: &str) -> Result<Option<FinishedRun>, String> {
         let Some(name) = file_name(lease_id) else { return Ok(None) };
         let label = format!("{ROOT}/{name}");
-        let fd = match rustix::fs::openat(&self.root, &name, OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK, Mode::empty()) {
-            Ok(fd) => fd,
+        let file = match self.fs.open_file(&self.root, &name) {
+            Ok(file) => file,
             Err(Errno::NOENT) => return Ok(None),
-            Err(e) => return Err(format!("{label}: open failed: {e}")),
+            Err(e) => return Err(format!("{label}: open failed: {}", std::io::Error::from(e))),
         };
-        let stat = rustix::fs::fstat(&fd).map_err(|e| format!("{label}: fstat failed: {e}"))?;
-        let regular = rustix::fs::FileType::from_raw_mode(stat.st_mode) == rustix::fs::FileType::RegularFile;
-        if !regular || stat.st_uid != fsops::euid() || stat.st_mode & 0o077 != 0 {
+        let stat = self.fs.stat_file(&file).map_err(|e| format!("{label}: fstat failed: {}", std::io::Error::from(e)))?;
+        if stat.kind() != S_IFREG || stat.uid != self.fs.euid() || stat.mode & 0o077 != 0 {
             return Err(format!("{label}: not a private regular file of yours"));
         }
-        let mut bytes = Vec::with_capacity(RECORD_BYTES);
-        File::from(fd).take(RECORD_BYTES as u64 + 1).read_to_end(&mut bytes).map_err(|e| format!("{label}: read failed: {e}"))?;
+        let bytes = self.fs.read_up_to(&file, RECORD_BYTES as u64 + 1, RECORD_BYTES as u64).map_err(|e| format!("{label}: read failed: {}", std::io::Error::from(e)))?;
         Ok(parse(&bytes, lease_id))
     }
 
@@ -131,13 +148,14 @@ impl RunJournal {
     /// no claim and keeps nothing).
     pub fn forget(&self, lease_id: &str) {
         if let Some(name) = file_name(lease_id) {
-            let _ = rustix::fs::unlinkat(&self.root, &name, AtFlags::empty());
+            let _ = self.fs.unlink(&self.root, &name);
         }
     }
 }
 
-/// A `finished` record for `lease_id`, or `None` for anything else.
-fn parse(bytes: &[u8], lease_id: &str) -> Option<FinishedRun> {
+/// A `finished` record for `lease_id`, or `None` for anything else (a `running` record, a torn
+/// write, another lease's).
+pub fn parse(bytes: &[u8], lease_id: &str) -> Option<FinishedRun> {
     if bytes.len() != RECORD_BYTES || bytes.last() != Some(&b'\n') {
         return None;
     }
@@ -159,7 +177,7 @@ fn parse(bytes: &[u8], lease_id: &str) -> Option<FinishedRun> {
     Some(FinishedRun { directory_identity, exit_code, signal })
 }
 
-impl JournalEntry {
+impl<F: Fs> JournalEntry<F> {
     /// Records, in place, that the run's command finished with `exit_code` or `signal` and its
     /// whole tree has ended. Needs no free space and no writable directory.
     ///
@@ -170,8 +188,8 @@ impl JournalEntry {
             "state": "finished", "exitCode": exit_code, "signal": signal,
         });
         let bytes = record(&value).ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "journal record too long"))?;
-        self.file.write_all_at(&bytes, 0)?;
-        self.file.sync_data()
+        self.fs.write_at(&self.file, &bytes, 0)?;
+        Ok(self.fs.sync_file_data(&self.file)?)
     }
 
     /// The lease this entry is for.
@@ -180,8 +198,16 @@ impl JournalEntry {
     }
 }
 
-fn private_dir(parent: impl AsFd + Copy, name: &str) -> std::io::Result<OwnedFd> {
-    fsops::private_dir(parent, name).map_err(|(operation, e)| std::io::Error::new(e.kind(), format!("{ROOT}: {operation}: {e}")))
+/// Opens (creating, mode 0700, durably) the private directory `name` in `parent`.
+fn private_dir<F: Fs>(fs: &F, parent: &F::Dir, name: &str) -> std::io::Result<F::Dir> {
+    let failed = |operation: &str, e: std::io::Error| std::io::Error::new(e.kind(), format!("{ROOT}: {operation}: {e}"));
+    files::create_private_dir(fs, parent, name).map_err(|e| failed("mkdir", e.into()))?;
+    let dir = fs.open_dir(parent, name).map_err(|e| failed("open", e.into()))?;
+    let stat = fs.stat_dir(&dir).map_err(|e| failed("fstat", e.into()))?;
+    if stat.uid != fs.euid() || stat.mode & 0o777 != 0o700 {
+        return Err(failed("check", std::io::Error::other("must be a directory owned by you with mode 0700 (chmod 700 it)")));
+    }
+    Ok(dir)
 }
 
 #[cfg(test)]

@@ -93,7 +93,8 @@ pub(crate) fn remove_tree<F: Fs + ?Sized>(fs: &F, dir: &F::Dir, name: &str) -> R
             return Err(Errno::LOOP);
         }
         loop {
-            let names = fs.read_names(dir, usize::MAX, &|_| true).map_err(|e| e.unwrap_or(Errno::NOMEM))?;
+            // A bounded batch at a time: removed, then the directory is read again.
+            let names = fs.first_names(dir, 1024)?;
             if names.is_empty() {
                 return Ok(());
             }

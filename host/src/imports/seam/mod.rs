@@ -20,7 +20,7 @@ mod native;
 
 use std::time::Duration;
 
-pub(crate) use native::NativeFs;
+pub use native::NativeFs;
 use proclease_core::liveness::OwnerStatus;
 use proclease_core::records::Owner;
 pub use rustix::io::Errno;
@@ -128,8 +128,13 @@ pub trait Fs: Send + Sync {
     fn create_file(&self, dir: &Self::Dir, name: &(impl Name + ?Sized)) -> Result<Self::File, Errno>;
     /// Writes all of `bytes` at the end of a file this process created.
     fn write_all(&self, file: &Self::File, bytes: &[u8]) -> Result<(), Errno>;
+    /// Writes all of `bytes` at byte `offset` of a file this process created (`pwrite`): an
+    /// overwrite in place within the file's size needs no new block or directory entry.
+    fn write_at(&self, file: &Self::File, bytes: &[u8], offset: u64) -> Result<(), Errno>;
     /// `fsync` of a file.
     fn sync_file(&self, file: &Self::File) -> Result<(), Errno>;
+    /// `fdatasync` of a file: its data (and the size, if it changed) become durable.
+    fn sync_file_data(&self, file: &Self::File) -> Result<(), Errno>;
     /// Creates directory `name` with mode 0700 and opens it (`EXIST` when the name exists).
     fn make_dir(&self, dir: &Self::Dir, name: &(impl Name + ?Sized)) -> Result<Self::Dir, Errno>;
     /// `fsync` of a directory: the entries created, renamed or removed in it become durable.

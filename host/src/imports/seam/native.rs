@@ -15,9 +15,10 @@ use crate::fsops;
 use crate::process_identity::ProcessIdentity;
 use crate::state_store::lock;
 
-/// The store's file operations on this machine's file systems.
+/// The seam's file operations on this machine's file systems, through rustix (`openat`,
+/// `statx`, `renameat2`, `linkat`, `unlinkat`, `flock`, …).
 #[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct NativeFs;
+pub struct NativeFs;
 
 impl FileStat {
     /// The fields of a native `stat` (no birth time).
@@ -55,10 +56,18 @@ fn errno_of(error: &std::io::Error) -> Errno {
     error.raw_os_error().map(Errno::from_raw_os_error).unwrap_or(Errno::IO)
 }
 
-/// `statx` of `name` in `dir` (or of `dir` itself with `AT_EMPTY_PATH` and an empty name).
+/// `statx` of `name` in `dir` (or of `dir` itself with `AT_EMPTY_PATH` and an empty name),
+/// never triggering an automount (as `fstatat` does not). Where `statx` is missing (a kernel
+/// before 4.11, a seccomp profile that refuses it: `ENOSYS`), `fstatat` answers, without a birth
+/// time.
 fn statx(dir: &OwnedFd, name: &[u8], flags: AtFlags) -> Result<Option<FileStat>, Errno> {
-    match rustix::fs::statx(dir, name, flags, StatxFlags::BASIC_STATS | StatxFlags::BTIME) {
-        Ok(stat) => Ok(Some(FileStat::of_statx(&stat))),
+    let flags = flags | AtFlags::NO_AUTOMOUNT;
+    let stat = match rustix::fs::statx(dir, name, flags, StatxFlags::BASIC_STATS | StatxFlags::BTIME) {
+        Err(Errno::NOSYS) => rustix::fs::statat(dir, name, flags).map(|s| FileStat::of(&s)),
+        other => other.map(|s| FileStat::of_statx(&s)),
+    };
+    match stat {
+        Ok(stat) => Ok(Some(stat)),
         Err(Errno::NOENT) => Ok(None),
         Err(e) => Err(e),
     }
@@ -123,7 +132,7 @@ impl Fs for NativeFs {
     }
 
     fn create_file(&self, dir: &OwnedFd, name: &(impl Name + ?Sized)) -> Result<std::fs::File, Errno> {
-        let fd = rustix::fs::openat(dir, name.as_ref(), OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::from_raw_mode(0o600))?;
+        let fd = rustix::fs::openat(dir, name.as_ref(), OFlags::RDWR | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::from_raw_mode(0o600))?;
         rustix::fs::fchmod(&fd, Mode::from_raw_mode(0o600))?;
         Ok(std::fs::File::from(fd))
     }
@@ -133,8 +142,16 @@ impl Fs for NativeFs {
         writer.write_all(bytes).map_err(|e| errno_of(&e))
     }
 
+    fn write_at(&self, file: &std::fs::File, bytes: &[u8], offset: u64) -> Result<(), Errno> {
+        std::os::unix::fs::FileExt::write_all_at(file, bytes, offset).map_err(|e| errno_of(&e))
+    }
+
     fn sync_file(&self, file: &std::fs::File) -> Result<(), Errno> {
         file.sync_all().map_err(|e| errno_of(&e))
+    }
+
+    fn sync_file_data(&self, file: &std::fs::File) -> Result<(), Errno> {
+        file.sync_data().map_err(|e| errno_of(&e))
     }
 
     fn make_dir(&self, dir: &OwnedFd, name: &(impl Name + ?Sized)) -> Result<OwnedFd, Errno> {

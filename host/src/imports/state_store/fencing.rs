@@ -23,7 +23,9 @@ use rustix::io::Errno;
 use serde_json::{Value, json};
 
 use super::home::StateHome;
-use crate::fsops::{self, StableRead};
+use crate::fsops;
+use crate::seam::files::{self, StableRead};
+use crate::seam::{Fs as _, NativeFs};
 
 /// The counter's directory in the state home (for messages).
 pub const ROOT: &str = ".proclease/fence";
@@ -81,16 +83,16 @@ impl FileFence {
     /// no exclusive run holds the admission, since tokens then start again from 1).
     pub fn current(&self) -> std::io::Result<Option<Issued>> {
         let path = format!("{ROOT}/{COUNTER}");
-        let fd = match fsops::open_read(&self.root, COUNTER) {
-            Ok(fd) => fd,
+        let file = match NativeFs.open_file(&self.root, COUNTER) {
+            Ok(file) => file,
             Err(Errno::NOENT) => return Ok(None),
             Err(e) => return Err(context(path)(e.into())),
         };
-        let stat = rustix::fs::fstat(&fd).map_err(|e| context(path.clone())(e.into()))?;
-        if let Some(reason) = fsops::unsafe_file_reason(&stat) {
+        let stat = NativeFs.stat_file(&file).map_err(|e| context(path.clone())(e.into()))?;
+        if let Some(reason) = files::unsafe_file_reason(&stat, NativeFs.euid()) {
             return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{path}: {reason}")));
         }
-        let bytes = match fsops::read_stable(&fd, &stat, MAX_BYTES).map_err(context(path.clone()))? {
+        let bytes = match files::read_stable(&NativeFs, &file, &stat, MAX_BYTES).map_err(|e| context(path.clone())(e.into()))? {
             StableRead::Bytes(bytes) => bytes,
             StableRead::TooLarge => return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{path}: larger than {MAX_BYTES} bytes"))),
             StableRead::Changed => return Err(std::io::Error::other(format!("{path}: changed while it was read; retry"))),

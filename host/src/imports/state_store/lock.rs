@@ -22,8 +22,8 @@ pub(crate) const CLAIM_WAIT: Duration = Duration::from_millis(125);
 /// What to do about another program's mutation claim that stays.
 pub(crate) const CLAIM_HINT: &str = "another program (ghostget, or a proclease that predates kernel locks) is writing this record; retry once it is done, and if its claim stays, that program is stuck: end it (a dead holder's claim is removed by the next write)";
 
-/// A held lock; dropping it releases it.
-pub(crate) struct CollectionLock {
+/// A held kernel lock (a collection's, or a directory's); dropping it releases it.
+pub struct CollectionLock {
     file: File,
 }
 
