@@ -4,7 +4,7 @@
 //! The protocols themselves — the state store's compare-and-swap, the reference's mutation
 //! claims and collection recovery (`state_store::protocol`), the workspace's identity-bound
 //! removal (`workspace::protocol`) — are written once, over these traits. The native host runs
-//! them over rustix ([`native`]); the crash-state suite runs the same code over a simulated disk
+//! them over rustix ([`NativeFs`]); the crash-state suite runs the same code over a simulated disk
 //! that can crash or fail at any call (`tests/src/sim_disk.rs`). An implementation words no
 //! message: every error is an errno ([`Errno`]), and the protocol words what the user reads.
 //!
