@@ -703,6 +703,78 @@ fn with_etcd_stopped_everything_fails_closed_and_work_resumes_after_a_restart() 
     assert!(admission(&etcd).is_none());
 }
 
+/// A Ctrl-C while etcd hangs ends a waiting run as a Ctrl-C: exit 130, "interrupted", nothing
+/// created. The waiter is the head of the queue when etcd is frozen; its next attempt at the
+/// admission hangs until the client's timeout, and before, that attempt's failure ("etcd …
+/// is unreachable", exit 1) was reported instead of the user's interruption. Runs without
+/// namespaces: one machine, two processes.
+#[test]
+fn a_ctrl_c_while_etcd_hangs_stops_a_waiting_run_as_interrupted() {
+    let Some(etcd) = cluster() else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = std::fs::canonicalize(dir.path()).expect("realpath");
+    let url = etcd.url(PREFIX);
+    let proclease = |args: &[&str]| {
+        let mut command = Command::new(PROCLEASE);
+        command
+            .arg("--state-home")
+            .arg(root.join("state"))
+            .arg("--workspace-root")
+            .arg(&root)
+            .args(["--store", &url, "--cluster-ttl", "2s"])
+            .args(args)
+            .env_remove("PROCLEASE_STORE")
+            .env_remove("PROCLEASE_STATE_HOME")
+            .env_remove("GHOSTGET_STATE_HOME");
+        command
+    };
+    let held = root.join("held");
+    let mut holder = proclease(&["run", "--exclusive", "--workdir", held.to_str().expect("utf-8"), "--", "sleep", "1000"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("the holder starts");
+    wait_for_helper(&etcd);
+    let next = root.join("next");
+    let mut waiter = proclease(&["run", "--exclusive", "--wait", "60s", "--workdir", next.to_str().expect("utf-8"), "--", "touch", "ran"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the waiter starts");
+    // Its stderr, line by line, until it says it waits (then the rest, for the assertions).
+    let (lines, said) = std::sync::mpsc::channel();
+    let stderr_pipe = waiter.stderr.take().expect("piped");
+    let reader = std::thread::spawn(move || {
+        use std::io::BufRead;
+        let mut all = String::new();
+        for line in std::io::BufReader::new(stderr_pipe).lines().map_while(Result::ok) {
+            let _ = lines.send(line.clone());
+            all.push_str(&line);
+            all.push('\n');
+        }
+        all
+    });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let line = said.recv_timeout(deadline.saturating_duration_since(Instant::now())).expect("the waiter says it waits");
+        if line.contains("waiting for its turn") {
+            break;
+        }
+    }
+    etcd.signal("-STOP");
+    // Past the watch's one-second slice: the waiter's next attempt is now hung on etcd.
+    std::thread::sleep(Duration::from_millis(1500));
+    let pid = rustix::process::Pid::from_raw(i32::try_from(waiter.id()).expect("pid")).expect("pid");
+    rustix::process::kill_process(pid, rustix::process::Signal::INT).expect("SIGINT");
+    let status = waiter.wait().expect("the waiter exits");
+    let text = reader.join().expect("stderr read");
+    etcd.signal("-CONT");
+    crash(&mut holder);
+    assert_eq!(status.code(), Some(130), "a Ctrl-C, not etcd's failure: {text}");
+    assert!(text.contains("interrupted by signal 2 before the command started"), "{text}");
+    assert!(!next.exists(), "nothing was created");
+}
+
 /// A lost session is an interruption (#45 case 4): a command that shuts down gracefully on
 /// SIGTERM (exit 0) after its supervisor lost its presence has its half-written stage treated
 /// as scratch (removed, as a failed command's), never published to `--output`, and the run exits 7 ("lock lost") with the

@@ -286,7 +286,10 @@ impl<'h> Supervisor<'h> {
                     tracing::warn!("gave up waiting for the export admission after {:.1} s", start.elapsed().as_secs_f64());
                     return Err(error);
                 }
-                Err(error) => return Err(error),
+                // A Ctrl-C that came while this attempt hung (etcd frozen: the attempt ends
+                // only at its own timeout) is what the user asked for: exit 130, not the
+                // attempt's failure (exit 1). Nothing was taken, so nothing is left.
+                Err(error) => return Err(interrupted().unwrap_or(error)),
             }
         }
     }
