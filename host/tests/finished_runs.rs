@@ -196,6 +196,18 @@ fn an_immutable_lease_collection_keeps_the_results_and_the_journal_tells_recover
     assert!(stdout(&out).contains(&format!("would release the lease of {} and keep the directory", work.display())), "{out:?}");
     let entry = &s.doctor()["entries"][0];
     assert_eq!(entry["target"], work.to_str().unwrap(), "doctor lists the lease: {entry}");
+    // A journal that is there but cannot be trusted (mode 0755) proves nothing either way:
+    // recovery keeps the lease and the results, and says why, rather than take the run for a
+    // crashed start and remove its directory.
+    let runs = s.state.join(".proclease/runs");
+    let chmod = |mode: u32| std::fs::set_permissions(&runs, std::os::unix::fs::PermissionsExt::from_mode(mode)).expect("chmod");
+    chmod(0o755);
+    let out = s.run(&["recover"]);
+    chmod(0o700);
+    assert!(stdout(&out).contains("but its run journal cannot be read"), "{out:?}");
+    assert!(stderr(&out).contains(".proclease/runs: check: must be a directory owned by you with mode 0700 (chmod 700 it)"), "{out:?}");
+    assert_eq!(result_of(&work).as_deref(), Some("result\n"), "the results stay");
+    assert_eq!(leases_left(&s), 1, "and so does the lease");
     let out = s.run(&["recover"]);
     assert!(out.status.success() && stdout(&out).contains("released, directory kept: 1"), "{out:?}");
     assert_eq!(result_of(&work).as_deref(), Some("result\n"));

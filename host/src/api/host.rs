@@ -141,14 +141,21 @@ impl HostBuilder {
         let (path, _) = StateHome::select(self.state_home.as_deref())?;
         let home = StateHome::open(&path)?;
         // A home where witnesses cannot be kept (read-only) still serves every read, with the
-        // /proc proof alone.
+        // /proc proof alone; but starts no command (`spawn_witness` and the run journal refuse),
+        // and says so when a directory it cannot trust is there.
         let identity = match Witnesses::open(&home) {
             Ok(witnesses) => ProcessIdentity::with_witnesses(witnesses),
-            Err(_) => ProcessIdentity::new(),
+            Err(e) => {
+                warn_if_present(&home, ".proclease/witnesses", &e, "no run starts, and witnesses are not read: processes are judged from /proc alone");
+                ProcessIdentity::without_witnesses(e.to_string())
+            }
         };
         let identity = match RunJournal::open(&home) {
             Ok(journal) => identity.with_run_journal(journal),
-            Err(_) => identity,
+            Err(e) => {
+                let present = warn_if_present(&home, ".proclease/runs", &e, "no run starts, and no lease whose run may have finished is recovered");
+                identity.without_run_journal(e.to_string(), present)
+            }
         };
         let (identity, cluster) = match address {
             StoreAddress::File => (Arc::new(identity), None),
@@ -166,6 +173,18 @@ impl HostBuilder {
         let lock_timeout = self.lock_timeout.unwrap_or(crate::lock_wait::DEFAULT_BOUND);
         Ok(Host { runtime, store, identity, workspace, catalog, cluster, lock_timeout })
     }
+}
+
+/// Warns (once, at start) that the state home's directory `relative` is there but cannot be
+/// used (`error`), and what follows (`consequence`). A directory that is absent and cannot be
+/// made (a read-only home) is no news: there is nothing in it to read.
+/// Whether it is there.
+fn warn_if_present(home: &StateHome, relative: &str, error: &dyn std::fmt::Display, consequence: &str) -> bool {
+    let present = home.path().join(relative).symlink_metadata().is_ok();
+    if present {
+        tracing::warn!("{}: {error}; {consequence}", home.path().display());
+    }
+    present
 }
 
 /// The etcd store of `address`, and `identity` asking its presence registry about other boots.

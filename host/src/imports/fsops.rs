@@ -10,6 +10,9 @@ use std::os::fd::{AsFd, OwnedFd};
 use rustix::fs::{AtFlags, Mode, OFlags, Stat};
 use rustix::io::Errno;
 
+use crate::seam::NativeFs;
+use crate::seam::files::{self, PrivateDirError};
+
 /// The effective uid of this process: "owned" means owned by it.
 pub(crate) fn euid() -> u32 {
     rustix::process::geteuid().as_raw()
@@ -84,58 +87,29 @@ pub fn fail_next_directory_fsyncs(count: u32) {
     FAILING_DIRECTORY_FSYNCS.with(|n| n.set(count));
 }
 
-/// Creates directory `name` in `dir` with mode 0700 (`mkdirat` then `fchmod`, as the umask may
-/// have narrowed it), fsyncs it and `dir`. `Ok(false)` when it already existed. If anything
-/// after the `mkdirat` fails, the directory is removed again before the error is returned.
-pub(crate) fn create_private_dir(dir: impl AsFd + Copy, name: &str) -> std::io::Result<bool> {
-    match rustix::fs::mkdirat(dir, name, Mode::from_raw_mode(0o700)) {
-        Ok(()) => {}
-        Err(Errno::EXIST) => return Ok(false),
-        Err(e) => return Err(e.into()),
-    }
-    let finish = || -> std::io::Result<()> {
-        let fd = rustix::fs::openat(dir, name, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())?;
-        rustix::fs::fchmod(&fd, Mode::from_raw_mode(0o700))?;
-        rustix::fs::fsync(&fd)?;
-        fsync_dir(dir)
-    };
-    if let Err(e) = finish() {
-        // Not made durable: remove it again, so that a retry creates (and fsyncs) it anew
-        // instead of finding it and trusting it.
-        let _ = rustix::fs::unlinkat(dir, name, rustix::fs::AtFlags::REMOVEDIR);
-        return Err(e);
-    }
-    Ok(true)
-}
-
-/// Opens directory `name` in `dir` without following a symbolic link. A symbolic link gives
-/// `ELOOP` (Linux itself reports `ENOTDIR` for `O_DIRECTORY|O_NOFOLLOW` on a link; this tells
-/// the two apart with an `lstat`), anything else that is not a directory `ENOTDIR`.
-/// Creates (0700, fsynced with its parent) or opens `name` in `parent` as a private directory
-/// of this user: owned by the effective uid with mode exactly 0700.
+/// [`crate::seam::files::private_dir`] on a borrowed descriptor: creates (0700, fsynced with
+/// its parent) or opens `name` in `parent` as a private directory of this user.
 ///
 /// Errors: `(operation, error)` — the step that failed (`mkdir`, `open`, `fstat`, `check`) and
 /// its error; `check` when the directory is another user's or has another mode.
-pub(crate) fn private_dir(parent: impl AsFd + Copy, name: &str) -> Result<OwnedFd, (&'static str, std::io::Error)> {
-    create_private_dir(parent, name).map_err(|e| ("mkdir", e))?;
-    open_private_dir_if_present(parent, name)?.ok_or_else(|| ("open", Errno::NOENT.into()))
+pub(crate) fn private_dir(parent: impl AsFd, name: &str) -> Result<OwnedFd, (&'static str, std::io::Error)> {
+    files::private_dir(&NativeFs, &NativeFs::borrow(parent.as_fd()), name).map_err(worded)
 }
 
-/// The private directory `name` in `parent` — a directory (not a link) owned by this user with
-/// mode 0700 — if it exists; `None` when absent. Creates nothing.
+/// [`crate::seam::files::open_private_dir_if_present`] on a borrowed descriptor: the private
+/// directory `name` in `parent` if it exists, `None` when absent. Creates nothing.
 ///
 /// Errors: as [`private_dir`]'s `open`, `fstat` and `check` steps.
-pub(crate) fn open_private_dir_if_present(parent: impl AsFd + Copy, name: &str) -> Result<Option<OwnedFd>, (&'static str, std::io::Error)> {
-    let fd = match open_dir(parent, name) {
-        Ok(fd) => fd,
-        Err(Errno::NOENT) => return Ok(None),
-        Err(e) => return Err(("open", e.into())),
-    };
-    let stat = rustix::fs::fstat(&fd).map_err(|e| ("fstat", e.into()))?;
-    if stat.st_uid != euid() || stat.st_mode & 0o777 != 0o700 {
-        return Err(("check", std::io::Error::other("must be a directory owned by you with mode 0700 (chmod 700 it)")));
+pub(crate) fn open_private_dir_if_present(parent: impl AsFd, name: &str) -> Result<Option<OwnedFd>, (&'static str, std::io::Error)> {
+    files::open_private_dir_if_present(&NativeFs, &NativeFs::borrow(parent.as_fd()), name).map_err(worded)
+}
+
+/// A [`PrivateDirError`] as the failing step and an I/O error.
+fn worded(error: PrivateDirError) -> (&'static str, std::io::Error) {
+    match error {
+        PrivateDirError::Step { step, errno } => (step, errno.into()),
+        PrivateDirError::NotPrivate => ("check", std::io::Error::other(files::NOT_PRIVATE)),
     }
-    Ok(Some(fd))
 }
 
 pub(crate) fn open_dir(dir: impl AsFd + Copy, name: &str) -> rustix::io::Result<OwnedFd> {

@@ -195,6 +195,11 @@ test("finished-run reads a complete native run-journal entry, and forget-run rem
     processes.forgetRun(id);
     assert.equal(fs.existsSync(file), false);
     assert.equal(processes.finishedRun('../escape'), undefined);
+    // A journal directory that is there but cannot be opened (here a symbolic link) proves
+    // nothing: an error, so that recovery keeps the run's directory, not "nothing finished".
+    fs.rmdirSync(runs);
+    fs.symlinkSync('/tmp', runs);
+    assert.throws(() => processes.finishedRun(id), /\.proclease\/runs: open failed: .*os error 40/);
   } finally {
     h.cleanup();
   }

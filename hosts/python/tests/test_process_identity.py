@@ -372,7 +372,10 @@ def test_a_home_without_a_witness_directory_probes_without_witnesses(tmp_path: P
     missing = ProcessIdentity(str(tmp_path / "missing"))
     assert missing.witnesses is None and "No such file or directory" in missing.witness_error
     own = missing.self_identity()
-    assert missing.probe(own).witness == "absent" and missing.prepare_spawn() is None
+    assert missing.probe(own).witness == "absent"
+    # Nothing is started without a witness (nothing would prove it alive once this is gone).
+    with pytest.raises(HostError, match="a witness for the command cannot be taken: .*missing: open failed"):
+        missing.prepare_spawn()
     assert missing.finished_run("0b8f5a3e-2f4c-4b7e-9d2a-7c1e5f3a9b10").outcome is None
     # Created later (by the state store): looked for again at each use.
     (tmp_path / "missing").mkdir(mode=0o700)
@@ -386,6 +389,18 @@ def test_a_home_without_a_witness_directory_probes_without_witnesses(tmp_path: P
     unsafe = ProcessIdentity(str(shared))
     assert unsafe.witnesses is None
     assert unsafe.witness_error == ".proclease: check failed: must be a directory owned by you with mode 0700 (chmod 700 it)"
+    with pytest.raises(HostError, match="must be a directory owned by you with mode 0700"):
+        unsafe.prepare_spawn()
+    # No journal there: nothing finished is recorded. One there but not private proves nothing.
+    lease = "0b8f5a3e-2f4c-4b7e-9d2a-7c1e5f3a9b10"
+    assert unsafe.finished_run(lease).outcome is None
+    (shared / ".proclease").chmod(0o700)
+    (shared / ".proclease" / "runs").mkdir(mode=0o755)
+    runs_unsafe = ProcessIdentity(str(shared))
+    with pytest.raises(HostError, match="the run journal cannot be opened: .proclease/runs: check failed: must be a directory owned by you"):
+        runs_unsafe.finished_run(lease)
+    with pytest.raises(OSError, match="must be a directory owned by you"):
+        runs_unsafe.begin_run(lease, Rec(device="2049", inode="1234567", birthtime_ns="1700000000000000001"))
 
 
 # --- the run journal ------------------------------------------------------------------------------

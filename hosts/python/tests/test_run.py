@@ -142,3 +142,31 @@ def test_what_the_command_leaves_running_is_stopped_before_the_lease_is_released
     state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] if Path(f"/proc/{pid}").exists() else "gone"
     assert state in ("gone", "Z"), "the straggler was killed"
     assert place.leases() == []
+
+
+@pytest.mark.parametrize(
+    "name, said",
+    [
+        ("witnesses", "a witness for the command cannot be taken: .proclease/witnesses"),
+        ("runs", "cannot start the run journal: .proclease/runs: check"),
+    ],
+)
+def test_a_state_home_whose_witnesses_or_journal_cannot_be_kept_starts_nothing(place: Place, name: str, said: str) -> None:
+    # As the native `cli::a_run_refuses_a_state_home_whose_witnesses_or_journal_cannot_be_kept`:
+    # a directory there but not private (0755 after a careless `chmod -R`) would leave the run
+    # unprotected (nothing proves its processes alive; its end could not be recorded).
+    first = place.run("run", "--workdir", str(place.ws / "first"), "--", "true")
+    assert first.returncode == 0, first.stderr
+    directory = place.home / ".proclease" / name
+    os.chmod(directory, 0o755)
+    job = place.ws / "job"
+    out = place.run("run", "--workdir", str(job), "--", "touch", "ran")
+    os.chmod(directory, 0o700)
+    assert out.returncode != 0, out
+    assert said in out.stderr, out.stderr
+    assert "must be a directory owned by you with mode 0700" in out.stderr, out.stderr
+    assert not job.exists(), "nothing was started or created"
+    assert place.leases() == []
+    again = place.run("run", "--workdir", str(job), "--", "touch", "ran")
+    assert again.returncode == 0, again.stderr
+    assert (job / "ran").exists()

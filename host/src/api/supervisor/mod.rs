@@ -626,10 +626,16 @@ impl<'h> Supervisor<'h> {
 
 /// Starts the run journal's entry for `lease` (none on a host without a journal).
 ///
-/// Errors: the entry cannot be written ([`Error::File`]): the state home takes no writes, so
-/// the run must not start.
+/// Errors: the entry cannot be written, or the journal could not be opened ([`Error::File`]):
+/// the run must not start, since a crash after its command finished would then look like a
+/// crashed start and its results would not be kept.
 fn start_journal(host: &Host, lease: &mut DirectoryLease) -> Result<Option<JournalEntry>, Error> {
-    let Some(journal) = host.process_identity().run_journal() else { return Ok(None) };
+    let Some(journal) = host.process_identity().run_journal() else {
+        return match host.process_identity().run_journal_unavailable() {
+            Some(reason) => Err(Error::File { path: host.state_home().join(".proclease/runs"), message: format!("cannot start the run journal: {reason}") }),
+            None => Ok(None),
+        };
+    };
     let claim = lease.claim()?;
     journal
         .begin(&claim.id, &claim.directory_identity)

@@ -114,7 +114,13 @@ pub struct ProcessIdentity {
     own: OnceLock<Owner>,
     host: OnceLock<Host>,
     witnesses: Option<Witnesses>,
+    /// Why the state home's witness directory could not be opened, when it could not.
+    witnesses_unavailable: Option<String>,
     journal: Option<run_journal::RunJournal>,
+    /// Why the state home's run journal could not be opened, when it could not.
+    journal_unavailable: Option<String>,
+    /// Whether the run journal's directory is there although it could not be opened.
+    journal_unreadable: bool,
     presence: Option<Arc<dyn PresenceRegistry>>,
 }
 
@@ -129,6 +135,36 @@ impl ProcessIdentity {
     /// home's witness directory.
     pub fn with_witnesses(witnesses: Witnesses) -> Self {
         ProcessIdentity { witnesses: Some(witnesses), ..Self::default() }
+    }
+
+    /// Process identity for a state home whose witness directory could not be opened
+    /// (`reason`: a directory of another mode or owner, a symbolic link, a home that takes no
+    /// writes). Probes report every witness `absent`, as [`Self::new`]; and no process is
+    /// started under it: [`Self::spawn_witness`] refuses, since nothing would prove the
+    /// command's processes alive once their supervisor is gone.
+    pub fn without_witnesses(reason: String) -> Self {
+        ProcessIdentity { witnesses_unavailable: Some(reason), ..Self::default() }
+    }
+
+    /// Why the witness directory could not be opened ([`Self::without_witnesses`]).
+    pub fn witnesses_unavailable(&self) -> Option<&str> {
+        self.witnesses_unavailable.as_deref()
+    }
+
+    /// The same, for a state home whose run journal could not be opened (`reason`): a run
+    /// then refuses to start (`run`'s journal entry is what keeps a finished run's results
+    /// across a crash, `docs/deviations.md` 19). With `present` (the journal's directory is
+    /// there, only not usable), `finished-run` fails instead of answering "nothing finished",
+    /// so that recovery keeps what a finished run left rather than judge it a crashed start.
+    pub fn without_run_journal(mut self, reason: String, present: bool) -> Self {
+        self.journal_unavailable = Some(reason);
+        self.journal_unreadable = present;
+        self
+    }
+
+    /// Why the run journal could not be opened ([`Self::without_run_journal`]).
+    pub fn run_journal_unavailable(&self) -> Option<&str> {
+        self.journal_unavailable.as_deref()
     }
 
     /// The same, asking `registry` about processes recorded on another boot id (which are then
@@ -218,11 +254,20 @@ impl ProcessIdentity {
     }
 
     /// Takes a witness for a process this one is about to start ([`Witnesses::spawn`]); `None`
-    /// when there is no witness directory.
+    /// when there is no witness directory (identity built without a state home).
     ///
-    /// Errors: the own identity's, or the witness cannot be created.
+    /// Errors: the own identity's; the witness cannot be created; the state home's witness
+    /// directory could not be opened ([`Self::without_witnesses`]).
     pub fn spawn_witness(&self) -> Result<Option<SpawnWitness<'_>>, IdentityError> {
-        let Some(witnesses) = &self.witnesses else { return Ok(None) };
+        let Some(witnesses) = &self.witnesses else {
+            return match &self.witnesses_unavailable {
+                Some(reason) => Err(IdentityError(format!(
+                    "a witness for the command cannot be taken: {reason}; without it nothing would prove the command's processes alive once this \
+                     supervisor is gone, so nothing was started (fix the directory and run again)"
+                ))),
+                None => Ok(None),
+            };
+        };
         let own = self.self_identity()?;
         let namespaces = self.own_view()?.namespaces().ok_or_else(|| IdentityError("no PID namespace".into()))?;
         witnesses.spawn(&own, &namespaces).map(Some).map_err(|e| IdentityError(format!("a witness for the command cannot be taken: {e}")))
@@ -401,7 +446,11 @@ impl proclease_core::effects::Processes for SharedProcesses {
     }
 
     fn finished_run(&mut self, lease_id: &str) -> Result<Option<proclease_core::effects::FinishedRun>, String> {
-        self.0.run_journal().map_or(Ok(None), |journal| journal.finished_run(lease_id))
+        match (self.0.run_journal(), &self.0.journal_unavailable) {
+            (Some(journal), _) => journal.finished_run(lease_id),
+            (None, Some(reason)) if self.0.journal_unreadable => Err(format!("the run journal cannot be opened: {reason}")),
+            (None, _) => Ok(None),
+        }
     }
 
     fn forget_run(&mut self, lease_id: &str) {

@@ -198,16 +198,14 @@ impl<F: Fs> JournalEntry<F> {
     }
 }
 
-/// Opens (creating, mode 0700, durably) the private directory `name` in `parent`.
+/// Opens (creating, mode 0700, durably) the private directory `name` in `parent`
+/// ([`files::private_dir`]), worded for the journal.
 fn private_dir<F: Fs>(fs: &F, parent: &F::Dir, name: &str) -> std::io::Result<F::Dir> {
     let failed = |operation: &str, e: std::io::Error| std::io::Error::new(e.kind(), format!("{ROOT}: {operation}: {e}"));
-    files::create_private_dir(fs, parent, name).map_err(|e| failed("mkdir", e.into()))?;
-    let dir = fs.open_dir(parent, name).map_err(|e| failed("open", e.into()))?;
-    let stat = fs.stat_dir(&dir).map_err(|e| failed("fstat", e.into()))?;
-    if stat.uid != fs.euid() || stat.mode & 0o777 != 0o700 {
-        return Err(failed("check", std::io::Error::other("must be a directory owned by you with mode 0700 (chmod 700 it)")));
-    }
-    Ok(dir)
+    files::private_dir(fs, parent, name).map_err(|e| match e {
+        files::PrivateDirError::Step { step, errno } => failed(step, errno.into()),
+        files::PrivateDirError::NotPrivate => failed("check", std::io::Error::other(files::NOT_PRIVATE)),
+    })
 }
 
 #[cfg(test)]

@@ -79,6 +79,50 @@ pub(crate) fn create_private_dir<F: Fs + ?Sized>(fs: &F, dir: &F::Dir, name: &st
     Ok(true)
 }
 
+/// Why [`private_dir`] or [`open_private_dir_if_present`] refused or failed. The callers word
+/// it (each names its own directory in its own message form).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PrivateDirError {
+    /// A system call failed: `step` is `mkdir`, `open` or `fstat`. `open` with `LOOP` means
+    /// the name is a symbolic link, which is never followed.
+    Step { step: &'static str, errno: Errno },
+    /// It exists but is not a private directory of this user: another owner than the
+    /// effective uid, or a mode other than exactly 0700.
+    NotPrivate,
+}
+
+/// How an I/O-style caller words [`PrivateDirError::NotPrivate`] (the store words its own).
+pub(crate) const NOT_PRIVATE: &str = "must be a directory owned by you with mode 0700 (chmod 700 it)";
+
+/// Creates (mode 0700, durably: [`create_private_dir`]) or opens the directory `name` in
+/// `parent`, and checks that it is a private directory of this user: not a symbolic link,
+/// owned by the effective uid, mode exactly 0700. The one home of this rule for the state
+/// home's own directories (`.proclease`, its `staging`, `locks`, `runs`, `fence`, `queues`
+/// and `witnesses` directories).
+///
+/// Errors: [`PrivateDirError`]; nothing created is left behind by a failed creation.
+pub(crate) fn private_dir<F: Fs + ?Sized>(fs: &F, parent: &F::Dir, name: &str) -> Result<F::Dir, PrivateDirError> {
+    create_private_dir(fs, parent, name).map_err(|errno| PrivateDirError::Step { step: "mkdir", errno })?;
+    open_private_dir_if_present(fs, parent, name)?.ok_or(PrivateDirError::Step { step: "open", errno: Errno::NOENT })
+}
+
+/// The private directory `name` in `parent` if it exists ([`private_dir`]'s checks), `None`
+/// when absent. Creates nothing: for readers such as `doctor` or a fence check.
+///
+/// Errors: [`PrivateDirError`] (steps `open` and `fstat`).
+pub(crate) fn open_private_dir_if_present<F: Fs + ?Sized>(fs: &F, parent: &F::Dir, name: &str) -> Result<Option<F::Dir>, PrivateDirError> {
+    let dir = match fs.open_dir(parent, name) {
+        Ok(dir) => dir,
+        Err(Errno::NOENT) => return Ok(None),
+        Err(errno) => return Err(PrivateDirError::Step { step: "open", errno }),
+    };
+    let stat = fs.stat_dir(&dir).map_err(|errno| PrivateDirError::Step { step: "fstat", errno })?;
+    if stat.uid != fs.euid() || stat.mode & 0o777 != 0o700 {
+        return Err(PrivateDirError::NotPrivate);
+    }
+    Ok(Some(dir))
+}
+
 /// The UTF-8 names in `dir` that start with `prefix`; `Err(None)` when more than `bound`.
 pub(crate) fn names_starting_with<F: Fs + ?Sized>(fs: &F, dir: &F::Dir, prefix: &str, bound: usize) -> Result<Vec<String>, Option<Errno>> {
     let names = fs.read_names(dir, bound, &|name| name.starts_with(prefix.as_bytes()) && std::str::from_utf8(name).is_ok())?;

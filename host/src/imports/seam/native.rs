@@ -2,7 +2,9 @@
 //! and [`Kernel`] over `/proc` ([`ProcessIdentity`]) and `kill(pid, 0)`.
 
 use std::io::{Read as _, Write as _};
-use std::os::fd::{AsFd, OwnedFd};
+use std::marker::PhantomData;
+use std::mem::ManuallyDrop;
+use std::os::fd::{AsFd, AsRawFd as _, BorrowedFd, FromRawFd as _, OwnedFd};
 
 use proclease_core::liveness::OwnerStatus;
 use proclease_core::records::Owner;
@@ -19,6 +21,34 @@ use crate::state_store::lock;
 /// `statx`, `renameat2`, `linkat`, `unlinkat`, `flock`, …).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct NativeFs;
+
+impl NativeFs {
+    /// A borrowed descriptor as the seam's directory handle ([`Fs::Dir`] is an [`OwnedFd`]),
+    /// for callers that hold only a borrow (a `cap_std` directory, an `impl AsFd`): the seam's
+    /// steps run on it without a `dup`. It is never closed.
+    pub(crate) fn borrow(fd: BorrowedFd<'_>) -> BorrowedDir<'_> {
+        // SAFETY: the descriptor is open for `'fd` (the borrow). The `OwnedFd` built on it is
+        // never dropped (`ManuallyDrop`, and `BorrowedDir` gives it out only by shared
+        // reference, through which it cannot be closed or moved out), so it never closes the
+        // borrowed descriptor, and it cannot outlive the borrow (`PhantomData`).
+        let fd = unsafe { OwnedFd::from_raw_fd(fd.as_raw_fd()) };
+        BorrowedDir { fd: ManuallyDrop::new(fd), _borrow: PhantomData }
+    }
+}
+
+/// A borrowed directory descriptor seen as an [`OwnedFd`] ([`NativeFs::borrow`]).
+pub(crate) struct BorrowedDir<'fd> {
+    fd: ManuallyDrop<OwnedFd>,
+    _borrow: PhantomData<BorrowedFd<'fd>>,
+}
+
+impl std::ops::Deref for BorrowedDir<'_> {
+    type Target = OwnedFd;
+
+    fn deref(&self) -> &OwnedFd {
+        &self.fd
+    }
+}
 
 impl FileStat {
     /// The fields of a native `stat` (no birth time).

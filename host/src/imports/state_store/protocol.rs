@@ -17,7 +17,7 @@ use super::{
     BatchInvalid, BatchStatus, CollectionEntry, CollectionIdentity, CollectionSnapshot, EntryKind, INTERNAL, MAX_ENTRIES, MAX_RECORD_BYTES, StoreError, arbitration, check_batch,
     check_hash, check_size, lock, mutation_claim, path, split,
 };
-use crate::seam::files::{self, StableRead};
+use crate::seam::files::{self, PrivateDirError, StableRead};
 use crate::seam::{Errno, FileStat, Fs, Kernel, Locked, S_IFDIR, S_IFLNK, S_IFREG};
 
 fn collection_identity(stat: &FileStat) -> CollectionIdentity {
@@ -539,16 +539,12 @@ fn batch_read_one<F: Fs>(fs: &F, dir: &F::Dir, name: &str, per_file: u64, remain
     }
 }
 
-/// Opens (creating 0700 if absent) a private directory of the store's own.
+/// Opens (creating 0700 if absent) a private directory of the store's own
+/// ([`files::private_dir`]), worded for the store.
 fn private_dir<F: Fs>(fs: &F, parent: &F::Dir, name: &str, label: &str) -> Result<F::Dir, StoreError> {
-    files::create_private_dir(fs, parent, name).map_err(|e| StoreError::io(label, "mkdir", e))?;
-    let fd = fs.open_dir(parent, name).map_err(|e| match e {
-        Errno::LOOP => StoreError::unsafe_(label, "is a symbolic link"),
-        e => StoreError::io(label, "open", e),
-    })?;
-    let stat = fs.stat_dir(&fd).map_err(|e| StoreError::io(label, "fstat", e))?;
-    if stat.uid != fs.euid() || stat.mode & 0o777 != 0o700 {
-        return Err(StoreError::unsafe_(label, "must be owned by you with mode 0700"));
-    }
-    Ok(fd)
+    files::private_dir(fs, parent, name).map_err(|e| match e {
+        PrivateDirError::Step { step: "open", errno: Errno::LOOP } => StoreError::unsafe_(label, "is a symbolic link"),
+        PrivateDirError::Step { step, errno } => StoreError::io(label, step, errno),
+        PrivateDirError::NotPrivate => StoreError::unsafe_(label, "must be owned by you with mode 0700"),
+    })
 }

@@ -309,7 +309,8 @@ export class ProcessIdentity {
   /**
    * What the native host's run journal says of the command run under lease `leaseId`
    * (`RunJournal::finished_run`): a WIT `run-outcome` only for a complete, valid `finished` entry.
-   * Throws (a string message) when an entry exists but is not a private regular file or cannot be read.
+   * Throws (a string message) when the journal's directory or an entry exists but cannot be opened,
+   * is not a private regular file, or cannot be read.
    */
   finishedRun(leaseId) {
     if (!this.home || !/^[0-9a-fA-F-]{1,64}$/.test(leaseId)) return undefined;
@@ -318,8 +319,12 @@ export class ProcessIdentity {
     let runs;
     try {
       runs = using(openDir(this.home.dir, '.proclease'), (internal) => openDir(internal, 'runs'));
-    } catch {
-      return undefined;
+    } catch (error) {
+      // No journal: nothing finished is recorded. One that is there but cannot be opened (a
+      // symbolic link, no permission) proves nothing either way: recovery must keep the run's
+      // directory rather than take it for a crashed start.
+      if (error.code === 'ENOENT') return undefined;
+      throw new IdentityError(`.proclease/runs: open failed: ${osErrorText(error)}`);
     }
     return using(runs, () => {
       let fd;

@@ -437,6 +437,15 @@ class JournalEntry:
             self._fd = None
 
 
+def _present(dir_fd: int, path: str) -> bool:
+    """Whether `path` (relative to `dir_fd`) is there, of whatever kind (not followed)."""
+    try:
+        os.stat(path, dir_fd=dir_fd, follow_symlinks=False)
+    except OSError:
+        return False
+    return True
+
+
 class RunJournal:
     """The run journal of one state home, `<state home>/.proclease/runs/<lease id>.run`
     (`run_journal.rs::RunJournal`; `docs/deviations.md` §19). One file per supervised run, of
@@ -563,6 +572,8 @@ class ProcessIdentity:
         self._journal: Optional[RunJournal] = None
         self.witness_error: Optional[str] = None
         self.journal_error: Optional[str] = None
+        #: Whether the journal's directory is there although it could not be opened.
+        self._journal_present = False
         self._open()
 
     def _open(self) -> None:
@@ -591,6 +602,7 @@ class ProcessIdentity:
                     self._journal = RunJournal.open(home_fd)
                 except WitnessError as error:
                     self.journal_error = str(error)
+                    self._journal_present = _present(home_fd, ".proclease/runs")
             finally:
                 os.close(home_fd)
 
@@ -767,6 +779,10 @@ class ProcessIdentity:
 
         Raises HostError(str): an entry exists but cannot be read."""
         journal = self.journal
+        if journal is None and self.journal_error is not None and self._journal_present:
+            # There but not usable: nothing is proven, so recovery keeps the run's directory
+            # (`ProcessIdentity::without_run_journal`).
+            raise HostError(f"the run journal cannot be opened: {self.journal_error}")
         outcome = None if journal is None else journal.finished_run(lease_id)
         return Rec(outcome=outcome)
 
@@ -783,6 +799,10 @@ class ProcessIdentity:
         `.finished(exit_code, signal)` on it once the command's whole tree has ended. None
         without a journal. Raises OSError (`RunJournal.begin`)."""
         journal = self.journal
+        if journal is None and self.journal_error is not None:
+            # A run whose end could not be recorded would look like a crashed start after a
+            # crash, and lose its results: it must not start (`supervisor::start_journal`).
+            raise OSError(_errno.EPERM, self.journal_error)
         return None if journal is None else journal.begin(lease_id, directory)
 
     # Witnesses for a supervisor ---------------------------------------------------------------
@@ -795,6 +815,11 @@ class ProcessIdentity:
         Raises HostError(str): the own identity's errors, or the witness cannot be created."""
         witnesses = self.witnesses
         if witnesses is None:
+            if self.witness_error is not None and self._home is not None:
+                raise HostError(
+                    f"a witness for the command cannot be taken: {self.witness_error}; without it nothing would prove the command's "
+                    "processes alive once this supervisor is gone, so nothing was started (fix the directory and run again)"
+                )
             return None
         own = self.self_identity()
         namespaces = self._own_view().namespaces()

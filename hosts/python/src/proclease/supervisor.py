@@ -146,7 +146,7 @@ def _run(host, argv: Sequence[str], workdir: str, exclusive: bool, recover_after
         # The run journal's entry first, while the state home takes writes: its end is later
         # recorded in place, so a lease that cannot be released never costs the run its results
         # (`recover` keeps the directory of a finished run).
-        journal = _begin_journal(processes, lease, say)
+        journal = _begin_journal(processes, lease)
         spawn = processes.prepare_spawn()
         if spawn is None:
             raise StartError(f"{host.state_home}: no witness directory; the command's processes could not be covered")
@@ -264,12 +264,14 @@ def _wait(child: subprocess.Popen) -> Tuple[int, Optional[int], Optional[int]]:
     return code, code, None
 
 
-def _begin_journal(processes, lease, say):
+def _begin_journal(processes, lease):
+    """The run journal's entry, before the command starts. A run whose entry cannot be written
+    does not start (as the native `supervisor::start_journal`): after a crash its end could not
+    be told from a crashed start, and `recover` would take its results for scratch."""
     try:
         return processes.begin_run(lease.claim.id, lease.claim.directory_identity)
     except OSError as error:
-        say(f"the run journal could not start an entry ({error}); if the lease cannot be released after the run, use `recover --keep`")
-        return None
+        raise StartError(f"cannot start the run journal: {error.strerror or error}") from error
 
 
 def _release_admission(admission) -> None:
