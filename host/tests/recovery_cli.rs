@@ -631,3 +631,44 @@ fn a_claim_whose_content_a_power_loss_took_is_removed_and_a_torn_one_is_still_re
     assert!(stderr(&out).contains("state mutation claim is malformed"), "{}", stderr(&out));
     assert!(claim(torn).exists(), "left for an operator");
 }
+
+/// A witness directory that cannot be used (mode 0755 after a careless `chmod -R`) proves
+/// nothing, and recovery keeps what it cannot judge. An uncontained run's supervisor is
+/// SIGKILLed and its command (`sh`) ends, leaving a background process that holds the witness
+/// and still works in the directory. With the directory readable, `doctor` says active; with it
+/// unusable, `doctor` and `recover` say the owner cannot be probed and why, and the directory
+/// and its lease stay. Before, the witness directory was dropped silently: the owner and its
+/// child were judged dead from `/proc` and `recover` removed the live process's directory.
+#[test]
+fn an_unusable_witness_directory_keeps_a_live_background_process_s_directory() {
+    let s = sandbox();
+    let work = s.root.join("jobs/live");
+    let marker = format!("{}", 3000 + std::process::id() % 1000);
+    let script = format!("echo data > keep.txt; sleep {marker} & sleep 1.5");
+    let mut supervisor = s.spawn(&["run", "--containment", "none", "--workdir", work.to_str().expect("utf-8"), "--", "sh", "-c", &script]);
+    let entry = s.wait_for_phase(&work, "running");
+    let background = common::wait_for_process(&["sleep", &marker]);
+    supervisor.kill().expect("SIGKILL the supervisor");
+    supervisor.wait().expect("reaped");
+    // `sh` ends on its own; its background `sleep` lives on, holding the witness.
+    let sh = entry["childPid"].as_u64().expect("the lease records the child");
+    common::wait_until_dead(sh);
+    assert_eq!(s.doctor()["entries"][0]["disposition"], "active", "the witness proves it: {}", s.doctor());
+    let witnesses = s.state.join(".proclease/witnesses");
+    std::fs::set_permissions(&witnesses, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let out = s.run(&["doctor"]);
+    assert!(stdout(&out).contains("the state home's witnesses cannot be read"), "{out:?}");
+    assert!(stderr(&out).contains(".proclease/witnesses: check failed: must be a directory owned by you with mode 0700 (chmod 700 it)"), "{out:?}");
+    let out = s.run(&["recover"]);
+    assert!(!out.status.success(), "{out:?}");
+    assert!(stderr(&out).contains("whether pid"), "{out:?}");
+    assert_eq!(std::fs::read_to_string(work.join("keep.txt")).ok().as_deref(), Some("data\n"), "the live process's directory stays");
+    assert_eq!(std::fs::read_dir(s.collection()).expect("collection").count(), 1, "and so does its lease");
+    std::fs::set_permissions(&witnesses, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    assert_eq!(s.doctor()["entries"][0]["disposition"], "active");
+    common::kill(background);
+    common::wait_until_dead(background);
+    let out = s.run(&["recover"]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(!work.exists(), "once everything is gone, recovery removes it as before");
+}

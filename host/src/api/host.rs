@@ -146,8 +146,8 @@ impl HostBuilder {
         let identity = match Witnesses::open(&home) {
             Ok(witnesses) => ProcessIdentity::with_witnesses(witnesses),
             Err(e) => {
-                warn_if_present(&home, ".proclease/witnesses", &e, "no run starts, and witnesses are not read: processes are judged from /proc alone");
-                ProcessIdentity::without_witnesses(e.to_string())
+                let present = warn_if_present(&home, ".proclease/witnesses", &e, "no run starts, and no process of this boot can be judged alive or dead");
+                ProcessIdentity::without_witnesses(e.to_string(), present)
             }
         };
         let identity = match RunJournal::open(&home) {

@@ -401,6 +401,12 @@ def test_a_home_without_a_witness_directory_probes_without_witnesses(tmp_path: P
         runs_unsafe.finished_run(lease)
     with pytest.raises(OSError, match="must be a directory owned by you"):
         runs_unsafe.begin_run(lease, Rec(device="2049", inode="1234567", birthtime_ns="1700000000000000001"))
+    # A witness directory there but not usable proves nothing: a probe of this boot fails, so
+    # that no caller takes a process it cannot see for dead (`ProcessIdentity::probe`).
+    (shared / ".proclease" / "witnesses").chmod(0o755)
+    witnesses_unsafe = ProcessIdentity(str(shared))
+    with pytest.raises(HostError, match="whether pid .* is alive cannot be told: the state home's witnesses cannot be read"):
+        witnesses_unsafe.probe(own)
 
 
 # --- the run journal ------------------------------------------------------------------------------

@@ -116,6 +116,8 @@ pub struct ProcessIdentity {
     witnesses: Option<Witnesses>,
     /// Why the state home's witness directory could not be opened, when it could not.
     witnesses_unavailable: Option<String>,
+    /// Whether that directory is there although it could not be opened.
+    witnesses_unreadable: bool,
     journal: Option<run_journal::RunJournal>,
     /// Why the state home's run journal could not be opened, when it could not.
     journal_unavailable: Option<String>,
@@ -139,11 +141,14 @@ impl ProcessIdentity {
 
     /// Process identity for a state home whose witness directory could not be opened
     /// (`reason`: a directory of another mode or owner, a symbolic link, a home that takes no
-    /// writes). Probes report every witness `absent`, as [`Self::new`]; and no process is
-    /// started under it: [`Self::spawn_witness`] refuses, since nothing would prove the
-    /// command's processes alive once their supervisor is gone.
-    pub fn without_witnesses(reason: String) -> Self {
-        ProcessIdentity { witnesses_unavailable: Some(reason), ..Self::default() }
+    /// writes). No process is started under it: [`Self::spawn_witness`] refuses, since nothing
+    /// would prove the command's processes alive once their supervisor is gone. With `present`
+    /// (the directory is there, only not usable) a probe of a process of this boot fails, since
+    /// a witness held in it would prove that process, or what it started, alive: every caller
+    /// then keeps what it would have taken over or removed. Without, probes report every
+    /// witness `absent`, as [`Self::new`] (a read-only home that never had witnesses).
+    pub fn without_witnesses(reason: String, present: bool) -> Self {
+        ProcessIdentity { witnesses_unavailable: Some(reason), witnesses_unreadable: present, ..Self::default() }
     }
 
     /// Why the witness directory could not be opened ([`Self::without_witnesses`]).
@@ -325,7 +330,8 @@ impl ProcessIdentity {
     /// `/proc` view. Nothing of this machine is read for an owner of another boot; the presence
     /// registry, when there is one, is asked about it.
     ///
-    /// Errors: only when the current boot id cannot be established.
+    /// Errors: the current boot id cannot be established; for a process of this boot, the state
+    /// home's witness directory is there but cannot be used ([`Self::without_witnesses`]).
     pub fn probe(&self, owner: &Owner) -> Result<OwnerFacts, IdentityError> {
         let boot_id = self.current_boot_id()?;
         let view = self.host().view;
@@ -343,6 +349,12 @@ impl ProcessIdentity {
                 remote: self.presence.as_ref().map_or(RemotePresence::NotClustered, |registry| registry.lookup(owner)),
                 tree: TreeState::Absent,
             });
+        }
+        if let (None, Some(reason), true) = (&self.witnesses, &self.witnesses_unavailable, self.witnesses_unreadable) {
+            return Err(IdentityError(format!(
+                "whether pid {} (or a process it started) is alive cannot be told: the state home's witnesses cannot be read ({reason})",
+                owner.pid
+            )));
         }
         let (witness, recorded_pid_namespace) = self.witnesses.as_ref().map_or((WitnessState::Absent, None), |w| w.test(owner));
         let (spawned, spawned_uncontained) = self.witnesses.as_ref().map_or((WitnessState::Absent, false), |w| w.test_spawned(owner));
@@ -377,7 +389,7 @@ impl ProcessIdentity {
 
     /// What probing `owner` proves ([`liveness::judge`] over [`ProcessIdentity::probe`]).
     ///
-    /// Errors: only when the current boot id cannot be established.
+    /// Errors: as [`Self::probe`].
     pub fn liveness(&self, owner: &Owner) -> Result<Liveness, IdentityError> {
         let judged = liveness::judge(owner, &self.probe(owner)?);
         tracing::debug!(pid = owner.pid, status = judged.status.name(), proof = judged.proof.words(), "owner liveness");
@@ -387,7 +399,7 @@ impl ProcessIdentity {
     /// `processOwnerStatus(owner)` (§2.4) with the witness and namespace rules of
     /// [`liveness::judge`].
     ///
-    /// Errors: only when the current boot id cannot be established.
+    /// Errors: as [`Self::probe`].
     pub fn owner_status(&self, owner: &Owner) -> Result<OwnerStatus, IdentityError> {
         Ok(self.liveness(owner)?.status)
     }

@@ -574,6 +574,8 @@ class ProcessIdentity:
         self.journal_error: Optional[str] = None
         #: Whether the journal's directory is there although it could not be opened.
         self._journal_present = False
+        #: Whether the witness directory is there although it could not be opened.
+        self._witnesses_present = False
         self._open()
 
     def _open(self) -> None:
@@ -598,6 +600,7 @@ class ProcessIdentity:
                     self._witnesses = Witnesses.open(home_fd)
                 except WitnessError as error:
                     self.witness_error = str(error)
+                    self._witnesses_present = _present(home_fd, ".proclease/witnesses")
                 try:
                     self._journal = RunJournal.open(home_fd)
                 except WitnessError as error:
@@ -734,7 +737,8 @@ class ProcessIdentity:
         Nothing of this machine is read for an owner of another boot. The component judges
         (`dispositions.judge-owner`).
 
-        Raises HostError(str) only when the current boot id cannot be read."""
+        Raises HostError(str): the current boot id cannot be read; for a process of this boot,
+        the witness directory is there but cannot be used."""
         boot_id = self.current_boot_id()
         view = self.host().view
         pid, owner_boot_id, _ = owner_fields(owner)
@@ -752,6 +756,12 @@ class ProcessIdentity:
                 tree=ABSENT,
             )
         witnesses = self.witnesses
+        if witnesses is None and self.witness_error is not None and self._witnesses_present:
+            # A witness held there would prove the process, or what it started, alive: nothing
+            # can be told (`ProcessIdentity::probe`), so every caller keeps what it would take.
+            raise HostError(
+                f"whether pid {pid} (or a process it started) is alive cannot be told: the state home's witnesses cannot be read ({self.witness_error})"
+            )
         witness, recorded = (ABSENT, None) if witnesses is None else witnesses.test(owner)
         spawned, spawned_uncontained = (ABSENT, False) if witnesses is None else witnesses.test_spawned(owner)
         # A held witness decides alone; otherwise a populated cgroup of the tree keeps it alive.
