@@ -632,13 +632,14 @@ fn a_claim_whose_content_a_power_loss_took_is_removed_and_a_torn_one_is_still_re
     assert!(claim(torn).exists(), "left for an operator");
 }
 
-/// A witness directory that cannot be used (mode 0755 after a careless `chmod -R`) proves
-/// nothing, and recovery keeps what it cannot judge. An uncontained run's supervisor is
-/// SIGKILLed and its command (`sh`) ends, leaving a background process that holds the witness
-/// and still works in the directory. With the directory readable, `doctor` says active; with it
-/// unusable, `doctor` and `recover` say the owner cannot be probed and why, and the directory
-/// and its lease stay. Before, the witness directory was dropped silently: the owner and its
-/// child were judged dead from `/proc` and `recover` removed the live process's directory.
+/// A witness directory that cannot be used proves nothing, and recovery keeps what it cannot
+/// judge. An uncontained run's supervisor is SIGKILLed and its command (`sh`) ends, leaving a
+/// background process that holds the witness and still works in the directory. With the
+/// witnesses readable, `doctor` says active. With `.proclease/witnesses` or this boot's
+/// directory in it unusable — mode 0755 after a careless `chmod -R`, or replaced by a symbolic
+/// link — `doctor` and `recover` say the owner cannot be judged and why, and the directory and
+/// its lease stay. Before, each of these was taken for "no witness": the owner and its child
+/// were judged dead from `/proc` and `recover` removed the live process's directory.
 #[test]
 fn an_unusable_witness_directory_keeps_a_live_background_process_s_directory() {
     let s = sandbox();
@@ -655,17 +656,40 @@ fn an_unusable_witness_directory_keeps_a_live_background_process_s_directory() {
     common::wait_until_dead(sh);
     assert_eq!(s.doctor()["entries"][0]["disposition"], "active", "the witness proves it: {}", s.doctor());
     let witnesses = s.state.join(".proclease/witnesses");
-    std::fs::set_permissions(&witnesses, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    let out = s.run(&["doctor"]);
-    assert!(stdout(&out).contains("the state home's witnesses cannot be read"), "{out:?}");
-    assert!(stderr(&out).contains(".proclease/witnesses: check failed: must be a directory owned by you with mode 0700 (chmod 700 it)"), "{out:?}");
-    let out = s.run(&["recover"]);
-    assert!(!out.status.success(), "{out:?}");
-    assert!(stderr(&out).contains("whether pid"), "{out:?}");
-    assert_eq!(std::fs::read_to_string(work.join("keep.txt")).ok().as_deref(), Some("data\n"), "the live process's directory stays");
-    assert_eq!(std::fs::read_dir(s.collection()).expect("collection").count(), 1, "and so does its lease");
-    std::fs::set_permissions(&witnesses, std::fs::Permissions::from_mode(0o700)).expect("chmod");
-    assert_eq!(s.doctor()["entries"][0]["disposition"], "active");
+    let boot = std::fs::read_dir(&witnesses).expect("witnesses").flatten().map(|e| e.path()).find(|p| p.is_dir()).expect("this boot's directory");
+    let chmod = |path: &Path, mode: u32| std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod");
+    let moved = s.state.join("moved-boot");
+    // What is broken, how, and how it is mended.
+    type Breakage<'a> = (&'a str, &'a dyn Fn(), &'a dyn Fn());
+    let breakages: [Breakage; 3] = [
+        ("the witness directory 0755", &|| chmod(&witnesses, 0o755), &|| chmod(&witnesses, 0o700)),
+        ("this boot's directory 0755", &|| chmod(&boot, 0o755), &|| chmod(&boot, 0o700)),
+        (
+            "this boot's directory a symbolic link",
+            &|| {
+                std::fs::rename(&boot, &moved).expect("move");
+                std::os::unix::fs::symlink(&moved, &boot).expect("symlink");
+            },
+            &|| {
+                std::fs::remove_file(&boot).expect("unlink the symlink");
+                std::fs::rename(&moved, &boot).expect("move back");
+            },
+        ),
+    ];
+    for (what, break_it, mend) in breakages {
+        break_it();
+        let doctor = s.run(&["doctor"]);
+        let recover = s.run(&["recover"]);
+        mend();
+        assert!(stdout(&doctor).contains(&format!("whether pid {} (or a process it started) is alive cannot be told", entry["ownerPid"])), "{what}: {doctor:?}");
+        assert!(!recover.status.success(), "{what}: {recover:?}");
+        assert!(stderr(&recover).contains("cannot be told"), "{what}: {recover:?}");
+        assert_eq!(std::fs::read_to_string(work.join("keep.txt")).ok().as_deref(), Some("data\n"), "{what}: the live process's directory stays");
+        assert_eq!(std::fs::read_dir(s.collection()).expect("collection").count(), 1, "{what}: and so does its lease");
+        assert_eq!(s.doctor()["entries"][0]["disposition"], "active", "{what}, mended");
+    }
+    let doctor = s.run(&["doctor"]);
+    assert!(stderr(&doctor).is_empty(), "no warning once mended: {doctor:?}");
     common::kill(background);
     common::wait_until_dead(background);
     let out = s.run(&["recover"]);

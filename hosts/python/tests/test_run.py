@@ -170,3 +170,34 @@ def test_a_state_home_whose_witnesses_or_journal_cannot_be_kept_starts_nothing(p
     again = place.run("run", "--workdir", str(job), "--", "touch", "ran")
     assert again.returncode == 0, again.stderr
     assert (job / "ran").exists()
+
+
+def test_an_unusable_witness_directory_of_this_boot_keeps_a_live_background_process(place: Place) -> None:
+    # As the native `recovery_cli::an_unusable_witness_directory_keeps_a_live_background_process_s_directory`:
+    # this boot's witness directory replaced by a symbolic link was taken for "no witness", the
+    # owner judged dead from /proc, and the directory of a process still working in it removed.
+    job = place.ws / "job"
+    marker = str(4000 + os.getpid() % 1000)
+    supervisor = place.start("run", "--workdir", str(job), "--", "sh", "-c", f"echo data > keep.txt; sleep {marker} & sleep 1.5")
+    try:
+        place.await_lease("running")
+        time.sleep(0.3)
+        supervisor.kill()
+        supervisor.wait()
+        time.sleep(2)  # `sh` ends; its background `sleep` holds the witness
+        witnesses = place.home / ".proclease" / "witnesses"
+        boot = next(p for p in witnesses.iterdir() if p.is_dir())
+        moved = place.home / "moved-boot"
+        boot.rename(moved)
+        boot.symlink_to(moved)
+        try:
+            out = place.run("recover")
+        finally:
+            boot.unlink()
+            moved.rename(boot)
+        assert out.returncode != 0, out
+        assert "cannot be told" in out.stdout + out.stderr, out
+        assert (job / "keep.txt").read_text() == "data\n"
+        assert len(place.leases()) == 1
+    finally:
+        subprocess.run(["pkill", "-f", f"^sleep {marker}$"], check=False)

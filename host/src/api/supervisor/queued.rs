@@ -142,7 +142,7 @@ fn holder_died_or_watched(host: &Host, watch: &mut Watch, claim: &proclease_core
             watch.closed_for_writing(&path);
         }
         if let Some(witnesses) = witnesses {
-            all_free &= witnesses.test(owner).0 == proclease_core::liveness::WitnessState::Free;
+            all_free &= witnesses.test(owner).is_ok_and(|(state, _)| state == proclease_core::liveness::WitnessState::Free);
         }
     }
     all_free

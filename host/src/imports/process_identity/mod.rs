@@ -356,8 +356,10 @@ impl ProcessIdentity {
                 owner.pid
             )));
         }
-        let (witness, recorded_pid_namespace) = self.witnesses.as_ref().map_or((WitnessState::Absent, None), |w| w.test(owner));
-        let (spawned, spawned_uncontained) = self.witnesses.as_ref().map_or((WitnessState::Absent, false), |w| w.test_spawned(owner));
+        // A witness that is there but cannot be tested is never taken for an absent one.
+        let unseen = |e: witness::WitnessError| IdentityError(format!("whether pid {} (or a process it started) is alive cannot be told: {e}", owner.pid));
+        let (witness, recorded_pid_namespace) = self.witnesses.as_ref().map_or(Ok((WitnessState::Absent, None)), |w| w.test(owner)).map_err(unseen)?;
+        let (spawned, spawned_uncontained) = self.witnesses.as_ref().map_or(Ok((WitnessState::Absent, false)), |w| w.test_spawned(owner)).map_err(unseen)?;
         // A held witness decides alone; otherwise a populated cgroup of the tree keeps it alive.
         let tree = match witness {
             WitnessState::Held => TreeState::Absent,

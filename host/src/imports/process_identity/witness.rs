@@ -170,12 +170,12 @@ impl Witnesses {
     /// This boot's directory (created on first use; the directories of other boots are removed
     /// then: every process they speak of is gone).
     fn boot_dir(&self, boot_id: &str) -> Result<&OwnedFd, WitnessError> {
-        let fd = match self.existing_boot_dir(boot_id) {
+        let fd = match self.existing_boot_dir(boot_id)? {
             Some(fd) => fd,
             None => {
                 let fd = private_dir(&self.root, boot_id, &format!("{ROOT}/{boot_id}"))?;
                 let _ = self.boot.set((boot_id.into(), fd));
-                self.existing_boot_dir(boot_id).ok_or_else(|| WitnessError::Io {
+                self.existing_boot_dir(boot_id)?.ok_or_else(|| WitnessError::Io {
                     path: format!("{ROOT}/{boot_id}"),
                     operation: "open",
                     source: std::io::Error::other("the boot id changed while this process ran"),
@@ -188,13 +188,22 @@ impl Witnesses {
         Ok(fd)
     }
 
-    /// The directory of this boot if it exists (probes never create it).
-    fn existing_boot_dir(&self, boot_id: &str) -> Option<&OwnedFd> {
+    /// The directory of this boot if it exists (probes never create it): `None` only when it
+    /// is absent, or when the boot id is not the one this process knows (a boot that changed
+    /// while it ran).
+    ///
+    /// Errors: it is there but cannot be opened, or is not a private directory of the user (a
+    /// symbolic link, another owner or mode). A witness in it may be the only proof that a
+    /// process still runs: such a directory is never taken for an empty one.
+    fn existing_boot_dir(&self, boot_id: &str) -> Result<Option<&OwnedFd>, WitnessError> {
         match self.boot.get() {
-            Some((boot, fd)) if boot == boot_id => Some(fd),
-            Some(_) => None,
+            Some((boot, fd)) if boot == boot_id => Ok(Some(fd)),
+            Some(_) => Ok(None),
             None => {
-                let fd = fsops::open_dir(&self.root, boot_id).ok()?;
+                let path = || format!("{ROOT}/{boot_id}");
+                let Some(fd) = fsops::open_private_dir_if_present(&self.root, boot_id).map_err(|(operation, source)| WitnessError::Io { path: path(), operation, source })? else {
+                    return Ok(None);
+                };
                 let _ = self.boot.set((boot_id.into(), fd));
                 self.existing_boot_dir(boot_id)
             }
@@ -257,7 +266,7 @@ impl Witnesses {
         let linked = match rustix::fs::linkat(dir, temp.as_str(), dir, name, AtFlags::empty()) {
             Err(Errno::EXIST) => match test(dir, name) {
                 // Abandoned by an earlier holder of the same name: take its place.
-                WitnessState::Free | WitnessState::Absent => rustix::fs::renameat(dir, temp.as_str(), dir, name),
+                Ok(WitnessState::Free | WitnessState::Absent) => rustix::fs::renameat(dir, temp.as_str(), dir, name),
                 _ => {
                     unlink_temp();
                     return Err(WitnessError::Collision { path, pid: holder.pid });
@@ -294,7 +303,7 @@ impl Witnesses {
         let name = identity_name(own);
         let mut held = lock_held();
         if let Some(at) = held.iter().position(|(key, n, _)| *key == self.key && *n == name) {
-            if let Some(dir) = self.existing_boot_dir(&own.boot_id) {
+            if let Ok(Some(dir)) = self.existing_boot_dir(&own.boot_id) {
                 let _ = rustix::fs::unlinkat(dir, name.as_str(), AtFlags::empty());
             }
             // Its name is gone, so closing it proves nothing to anyone; a later use of this
@@ -311,13 +320,13 @@ impl Witnesses {
         if !nameable(spawner) {
             return;
         }
-        let Some(dir) = self.existing_boot_dir(&spawner.boot_id) else { return };
+        let Ok(Some(dir)) = self.existing_boot_dir(&spawner.boot_id) else { return };
         let prefix = spawn_prefix(spawner);
         let Ok(names) = fsops::list_names(dir, 100_000) else { return };
         let names: Vec<String> = names.into_iter().filter_map(|n| String::from_utf8(n).ok()).collect();
         let mut removed = Vec::new();
         for spawn in names.iter().filter(|n| n.starts_with(&prefix)) {
-            if test(dir, spawn) != WitnessState::Free {
+            if test(dir, spawn) != Ok(WitnessState::Free) {
                 continue;
             }
             let Ok(Some(spawn_stat)) = fsops::lstat(dir, spawn.as_str()) else { continue };
@@ -386,7 +395,7 @@ impl Witnesses {
             Ok(()) => Ok(()),
             Err(Errno::EXIST) if same_file(dir, spawn, name) => Ok(()),
             Err(Errno::EXIST) => match test(dir, name) {
-                WitnessState::Free => {
+                Ok(WitnessState::Free) => {
                     rustix::fs::unlinkat(dir, name, AtFlags::empty()).map_err(io(path, "unlink"))?;
                     rustix::fs::linkat(dir, spawn, dir, name, AtFlags::empty()).map_err(io(path, "link"))
                 }
@@ -397,18 +406,21 @@ impl Witnesses {
     }
 
     /// The state of `owner`'s witness, and the PID namespace its content records.
-    pub fn test(&self, owner: &Owner) -> (WitnessState, Option<u64>) {
+    ///
+    /// Errors: its boot's directory or its file is there but cannot be opened (not `absent`:
+    /// a witness that cannot be seen may be the only proof that the process lives).
+    pub fn test(&self, owner: &Owner) -> Result<(WitnessState, Option<u64>), WitnessError> {
         if !nameable(owner) {
-            return (WitnessState::Absent, None);
+            return Ok((WitnessState::Absent, None));
         }
-        let Some(dir) = self.existing_boot_dir(&owner.boot_id) else { return (WitnessState::Absent, None) };
+        let Some(dir) = self.existing_boot_dir(&owner.boot_id)? else { return Ok((WitnessState::Absent, None)) };
         let name = identity_name(owner);
-        let state = test(dir, &name);
+        let state = test(dir, &name).map_err(io(&format!("{ROOT}/{}/{name}", owner.boot_id), "open"))?;
         let namespace = match state {
             WitnessState::Absent => None,
             _ => recorded_pid_namespace(dir, &name),
         };
-        (state, namespace)
+        Ok((state, namespace))
     }
 
     /// What the cgroup recorded for `owner` shows (`cgroup_tree::observe`): absent when none
@@ -417,8 +429,11 @@ impl Witnesses {
         if !nameable(owner) {
             return TreeState::Absent;
         }
-        let Some(dir) = self.existing_boot_dir(&owner.boot_id) else { return TreeState::Absent };
-        read_cgroup_record(dir, &cgroup_name(&identity_name(owner)))
+        match self.existing_boot_dir(&owner.boot_id) {
+            Ok(Some(dir)) => read_cgroup_record(dir, &cgroup_name(&identity_name(owner))),
+            Ok(None) => TreeState::Absent,
+            Err(_) => TreeState::Unreadable,
+        }
     }
 
     /// The aggregate state of the spawn witnesses `owner` took: held if any is held (or the
@@ -428,34 +443,43 @@ impl Witnesses {
     ///
     /// And whether one of them was started uncontained: it has an `uncontained` record
     /// ([`SpawnWitness::record_uncontained`]).
-    pub fn test_spawned(&self, owner: &Owner) -> (WitnessState, bool) {
+    ///
+    /// Errors: its boot's directory is there but cannot be opened or listed, or a spawn
+    /// witness's file cannot be opened (never `absent` nor `untestable`: a bundle stage whose
+    /// owner is gone is recovered unless what it started is proven alive).
+    pub fn test_spawned(&self, owner: &Owner) -> Result<(WitnessState, bool), WitnessError> {
         if !nameable(owner) {
-            return (WitnessState::Absent, false);
+            return Ok((WitnessState::Absent, false));
         }
-        let Some(dir) = self.existing_boot_dir(&owner.boot_id) else { return (WitnessState::Absent, false) };
+        let Some(dir) = self.existing_boot_dir(&owner.boot_id)? else { return Ok((WitnessState::Absent, false)) };
         let prefix = spawn_prefix(owner);
         let records = cgroup_name(&prefix);
-        let Ok(names) = fsops::list_names(dir, 100_000) else { return (WitnessState::Untestable, false) };
+        let where_ = format!("{ROOT}/{}", owner.boot_id);
+        let names = fsops::list_names(dir, 100_000).map_err(|e| WitnessError::Io {
+            path: where_.clone(),
+            operation: "list",
+            source: e.unwrap_or_else(|| std::io::Error::other("more than 100000 entries")),
+        })?;
         let names: std::collections::HashSet<String> = names.into_iter().filter_map(|name| String::from_utf8(name).ok()).collect();
         let mut aggregate = WitnessState::Absent;
         let mut uncontained = false;
         for name in &names {
             if name.starts_with(&records) && read_cgroup_record(dir, name) == TreeState::Populated {
                 // A process it started, whatever it closed, still runs in its cgroup.
-                return (WitnessState::Held, false);
+                return Ok((WitnessState::Held, false));
             }
             if !name.starts_with(&prefix) {
                 continue;
             }
             uncontained |= names.contains(&uncontained_name(name));
-            match test(dir, name) {
+            match test(dir, name).map_err(io(&format!("{where_}/{name}"), "open"))? {
                 WitnessState::Held => aggregate = WitnessState::Held,
                 WitnessState::Untestable if aggregate != WitnessState::Held => aggregate = WitnessState::Untestable,
                 WitnessState::Free if aggregate == WitnessState::Absent => aggregate = WitnessState::Free,
                 _ => {}
             }
         }
-        (aggregate, uncontained)
+        Ok((aggregate, uncontained))
     }
 }
 
@@ -534,7 +558,7 @@ impl SpawnWitness<'_> {
     }
 
     fn unlink(&self) {
-        if let Some(dir) = self.witnesses.existing_boot_dir(&self.boot_id) {
+        if let Ok(Some(dir)) = self.witnesses.existing_boot_dir(&self.boot_id) {
             let _ = rustix::fs::unlinkat(dir, self.name.as_str(), AtFlags::empty());
             let _ = rustix::fs::unlinkat(dir, cgroup_name(&self.name).as_str(), AtFlags::empty());
             let _ = rustix::fs::unlinkat(dir, uncontained_name(&self.name).as_str(), AtFlags::empty());
@@ -623,21 +647,24 @@ fn lock_unsupported(e: &std::io::Error) -> bool {
 /// its creator saw it; when the file this prober opened has another, the lock says nothing here
 /// and the witness is `untestable` (the `/proc` proof decides, in the recorded PID namespace
 /// only). A witness that records none (written before this rule) is judged as before.
-fn test(dir: &OwnedFd, name: &str) -> WitnessState {
+///
+/// Errors: the file is there but cannot be opened (a permission, a symbolic link): never
+/// `absent`, whose meaning is "no witness was ever taken".
+fn test(dir: &OwnedFd, name: &str) -> Result<WitnessState, Errno> {
     let fd = match rustix::fs::openat(dir, name, OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK, Mode::empty()) {
         Ok(fd) => fd,
-        Err(Errno::NOENT) => return WitnessState::Absent,
-        Err(_) => return WitnessState::Untestable,
+        Err(Errno::NOENT) => return Ok(WitnessState::Absent),
+        Err(e) => return Err(e),
     };
     let file = File::from(fd);
-    match file.try_lock_shared() {
+    Ok(match file.try_lock_shared() {
         Ok(()) => {
             let _ = file.unlock();
             if in_another_lock_domain(&file) { WitnessState::Untestable } else { WitnessState::Free }
         }
         Err(TryLockError::WouldBlock) => WitnessState::Held,
         Err(TryLockError::Error(_)) => WitnessState::Untestable,
-    }
+    })
 }
 
 /// Whether the witness open as `file` records a `(device, inode)` other than the one this

@@ -762,8 +762,12 @@ class ProcessIdentity:
             raise HostError(
                 f"whether pid {pid} (or a process it started) is alive cannot be told: the state home's witnesses cannot be read ({self.witness_error})"
             )
-        witness, recorded = (ABSENT, None) if witnesses is None else witnesses.test(owner)
-        spawned, spawned_uncontained = (ABSENT, False) if witnesses is None else witnesses.test_spawned(owner)
+        try:
+            witness, recorded = (ABSENT, None) if witnesses is None else witnesses.test(owner)
+            spawned, spawned_uncontained = (ABSENT, False) if witnesses is None else witnesses.test_spawned(owner)
+        except WitnessError as error:
+            # Never taken for an absent witness (`ProcessIdentity::probe`).
+            raise HostError(f"whether pid {pid} (or a process it started) is alive cannot be told: {error}") from None
         # A held witness decides alone; otherwise a populated cgroup of the tree keeps it alive.
         tree = ABSENT if witnesses is None or witness == HELD else witnesses.test_tree(owner)
         stat, tasks = observe(pid)

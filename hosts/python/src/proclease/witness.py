@@ -315,6 +315,18 @@ def _write_new(dir_fd: int, name: str, data: bytes) -> None:
         _unlink(dir_fd, temp)
 
 
+def _test_checked(dir_fd: int, name: str, label: str) -> str:
+    """`_test` for a probe: a file that is there but cannot be opened raises WitnessError
+    instead of answering `untestable` (`witness.rs::test`)."""
+    try:
+        os.close(os.open(name, _READ_FLAGS, dir_fd=dir_fd))
+    except FileNotFoundError:
+        return ABSENT
+    except OSError as error:
+        raise _os_error(label, "open", error) from None
+    return _test(dir_fd, name)
+
+
 #: flock errors that mean the filesystem does not support it.
 _LOCK_UNSUPPORTED = frozenset({_errno.EOPNOTSUPP, _errno.ENOLCK, _errno.EINVAL})
 
@@ -650,16 +662,38 @@ class Witnesses:
             return fd
 
     def _existing_boot_dir(self, boot_id: str) -> Optional[int]:
-        """The directory of this boot if it exists (probes never create it)."""
+        """The directory of this boot if it exists (probes never create it): None only when it is
+        absent (`Witnesses::existing_boot_dir`).
+
+        Raises WitnessError: it is there but cannot be opened, or is not a private directory of
+        the user. A witness in it may be the only proof that a process runs."""
         with self._lock:
             if self._boot is not None:
                 return self._boot[1] if self._boot[0] == boot_id else None
+            label = f"{ROOT}/{boot_id}"
             try:
                 fd = open_dir(self._root, boot_id)
-            except OSError:
+            except FileNotFoundError:
                 return None
+            except OSError as error:
+                raise _os_error(label, "open", error) from None
+            try:
+                st = os.fstat(fd)
+            except OSError as error:
+                os.close(fd)
+                raise _os_error(label, "fstat", error) from None
+            if st.st_uid != os.geteuid() or st.st_mode & 0o777 != 0o700:
+                os.close(fd)
+                raise WitnessError(label, "check", "must be a directory owned by you with mode 0700 (chmod 700 it)")
             self._boot = (boot_id, fd)
             return fd
+
+    def _existing_boot_dir_quietly(self, boot_id: str) -> Optional[int]:
+        """`_existing_boot_dir` for best-effort cleanup: None on an error too."""
+        try:
+            return self._existing_boot_dir(boot_id)
+        except WitnessError:
+            return None
 
     def _remove_other_boots(self, boot_id: str) -> None:
         names = _names(self._root, 10_000)
@@ -761,7 +795,7 @@ class Witnesses:
         with _HELD_LOCK:
             for at, (key, held, fd) in enumerate(_HELD):
                 if key == self._key and held == name:
-                    directory = self._existing_boot_dir(boot_id)
+                    directory = self._existing_boot_dir_quietly(boot_id)
                     if directory is not None:
                         _unlink(directory, name)
                     # Its name is gone, so closing it proves nothing to anyone; a later use of
@@ -777,7 +811,7 @@ class Witnesses:
         if not nameable(spawner):
             return
         _, boot_id, _ = owner_fields(spawner)
-        directory = self._existing_boot_dir(boot_id)
+        directory = self._existing_boot_dir_quietly(boot_id)
         if directory is None:
             return
         prefix = spawn_prefix(spawner)
@@ -878,21 +912,28 @@ class Witnesses:
 
     def test(self, owner: Any) -> Tuple[str, Optional[int]]:
         """The state of `owner`'s witness (`absent`, `held`, `free`, `untestable`), and the PID
-        namespace its content records."""
+        namespace its content records.
+
+        Raises WitnessError: its boot's directory or its file is there but cannot be opened
+        (never `absent`: a witness that cannot be seen may be the only proof of life)."""
         if not nameable(owner):
             return (ABSENT, None)
-        directory = self._existing_boot_dir(owner_fields(owner)[1])
+        _, boot_id, _ = owner_fields(owner)
+        directory = self._existing_boot_dir(boot_id)
         if directory is None:
             return (ABSENT, None)
         name = identity_name(owner)
-        state = _test(directory, name)
+        state = _test_checked(directory, name, f"{ROOT}/{boot_id}/{name}")
         return (state, None if state == ABSENT else _recorded_pid_namespace(directory, name))
 
     def test_tree(self, owner: Any) -> str:
         """What the cgroup recorded for `owner` shows: `absent` when none was recorded."""
         if not nameable(owner):
             return ABSENT
-        directory = self._existing_boot_dir(owner_fields(owner)[1])
+        try:
+            directory = self._existing_boot_dir(owner_fields(owner)[1])
+        except WitnessError:
+            return UNREADABLE
         if directory is None:
             return ABSENT
         return _read_cgroup_record(directory, cgroup_name(identity_name(owner)))
@@ -901,17 +942,21 @@ class Witnesses:
         """The aggregate state of the spawn witnesses `owner` took: held if any is held (or the
         cgroup recorded with one is populated), free if there are some and all are free,
         untestable if some cannot be tested and none is held, absent if there are none; and
-        whether one of them was started uncontained (it has an uncontained record)."""
+        whether one of them was started uncontained (it has an uncontained record).
+
+        Raises WitnessError: its boot's directory is there but cannot be opened or listed, or a
+        spawn witness's file cannot be opened (`Witnesses::test_spawned`)."""
         if not nameable(owner):
             return ABSENT, False
-        directory = self._existing_boot_dir(owner_fields(owner)[1])
+        _, boot_id, _ = owner_fields(owner)
+        directory = self._existing_boot_dir(boot_id)
         if directory is None:
             return ABSENT, False
         prefix = spawn_prefix(owner)
         records = cgroup_name(prefix)
         listed = _names(directory, 100_000)
         if listed is None:
-            return UNTESTABLE, False
+            raise WitnessError(f"{ROOT}/{boot_id}", "list", "it cannot be listed")
         names = {name for name in listed if _utf8(name)}
         aggregate = ABSENT
         uncontained = False
@@ -922,7 +967,7 @@ class Witnesses:
             if not name.startswith(prefix):
                 continue
             uncontained = uncontained or uncontained_name(name) in names
-            state = _test(directory, name)
+            state = _test_checked(directory, name, f"{ROOT}/{boot_id}/{name}")
             if state == HELD:
                 aggregate = HELD
             elif state == UNTESTABLE and aggregate != HELD:
@@ -1026,7 +1071,7 @@ class SpawnWitness:
         """The spawn failed: nothing inherited the witness; it is removed, with its cgroup
         record (`SpawnWitness::abandon`)."""
         self.close_parent_copy()
-        directory = self._witnesses._existing_boot_dir(self.boot_id)
+        directory = self._witnesses._existing_boot_dir_quietly(self.boot_id)
         if directory is not None:
             _unlink(directory, self.name)
             _unlink(directory, cgroup_name(self.name))
