@@ -201,3 +201,35 @@ def test_an_unusable_witness_directory_of_this_boot_keeps_a_live_background_proc
         assert len(place.leases()) == 1
     finally:
         subprocess.run(["pkill", "-f", f"^sleep {marker}$"], check=False)
+
+
+def test_when_not_even_the_journal_takes_a_write_a_marker_beside_the_directory_keeps_it(place: Place) -> None:
+    # As the native `finished_runs::when_not_even_the_journal_takes_a_write_a_marker_beside_the_directory_keeps_it`:
+    # the command makes the lease collection and its journal entry immutable, so neither the
+    # release nor the journal's "finished" can be written. Before, the Python `run` said the
+    # journal had recorded the finish, and a later `recover` removed the results.
+    first = place.run("run", "--workdir", str(place.ws / "first"), "--", "true")
+    assert first.returncode == 0, first.stderr
+    collection = place.home / "recovery" / "beeper-message-like-me-directory-leases"
+    runs = place.home / ".proclease" / "runs"
+    probe = place.dir / "chattr-probe"
+    probe.mkdir()
+    if subprocess.run(["chattr", "+i", str(probe)], capture_output=True).returncode != 0:
+        pytest.skip("chattr +i does not work here")
+    subprocess.run(["chattr", "-i", str(probe)], check=True)
+    job = place.ws / "job"
+    script = f"echo result > result.txt; chattr +i {collection} {runs}/*.run; sleep 0.2"
+    try:
+        out = place.run("run", "--workdir", str(job), "--", "sh", "-c", script)
+    finally:
+        subprocess.run(f"chattr -i {collection} {runs}/*.run", shell=True, check=False)
+    assert out.returncode == 6, out
+    marker = place.ws / f".proclease-finished-{json.loads(place.leases()[0].read_text())['id']}"
+    assert f"the finish is marked by {marker} beside it" in out.stderr, out.stderr
+    assert "the run journal recorded that the command finished" not in out.stderr, out.stderr
+    assert marker.is_dir()
+    recovered = place.run("recover")
+    assert recovered.returncode == 0, recovered
+    assert (job / "result.txt").read_text() == "result\n", "the results stay"
+    assert place.leases() == []
+    assert not marker.exists(), "the marker goes with the claim"

@@ -213,9 +213,11 @@ def _run(host, argv: Sequence[str], workdir: str, exclusive: bool, recover_after
                 f"the lease of {directory} stays held by their witness: `proclease recover` removes it once they are gone"
             )
             return UNRELEASED
+        journaled = False
         if journal is not None:
             try:
                 journal.finished(code, signum)
+                journaled = True
             except OSError as error:
                 say(f"the run journal could not record the end of the command: {error}")
         lease_id = lease.claim.id
@@ -229,7 +231,20 @@ def _run(host, argv: Sequence[str], workdir: str, exclusive: bool, recover_after
             # process is gone; the results stay.
             say(f"{error.message}")
             how = f"exited {code}" if code is not None else f"died of signal {signum}"
-            kept = "the run journal recorded that the command finished, so `proclease recover` keeps the directory too" if journal is not None else "use `recover --keep` so that the directory is kept"
+            if journaled:
+                kept = "the run journal recorded that the command finished, so `proclease recover` keeps the directory too"
+            else:
+                # The state home took no write at all: the finish is marked beside the
+                # directory, where the workspace may still take one, as the native
+                # supervisor does (`docs/deviations.md` 19). Without it a plain `recover`
+                # would take the run for a crashed start and remove its results.
+                marker = f"{lease.claim.parent_path.rstrip('/')}/.proclease-finished-{lease.claim.id}"
+                try:
+                    host.effects.workspace.create_private_directory(marker)
+                    kept = f"the state home took no write at all (not even the run journal), so the finish is marked by {marker} beside it: `proclease recover` keeps the directory too"
+                except Exception as failure:  # noqa: BLE001 (said, and the words below tell what to do)
+                    say(f"the finish of the command could not be marked beside its directory either: {failure}")
+                    kept = "the state home took no write at all (not even the run journal), so a plain `proclease recover` would remove the directory: use --keep"
             say(f"the command {how}; its results in {directory} are intact, but its lease could not be released and stays in {host.state_home} ({kept})")
             return UNRELEASED
         processes.forget_run(lease_id)
