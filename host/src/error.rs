@@ -121,7 +121,14 @@ impl Error {
             Error::Lease(lease) => lease.cause().cloned(),
             Error::Store(error) => Some(crate::state_store::failure_of(error)),
             Error::Workspace(error) => Some(crate::workspace::failure_of(error)),
-            Error::LockTimeout(timeout) => Some(timeout.during.as_deref().and_then(Error::failure).unwrap_or_else(|| Failure::new(FailureKind::Contended, timeout.to_string()))),
+            Error::LockTimeout(timeout) => Some(
+                timeout
+                    .during
+                    .as_ref()
+                    .and_then(|during| during.error.downcast_ref::<Error>())
+                    .and_then(Error::failure)
+                    .unwrap_or_else(|| Failure::new(FailureKind::Contended, timeout.to_string())),
+            ),
             Error::Identity(error) => Some(Failure::unavailable(error.to_string())),
             _ => None,
         }

@@ -64,6 +64,8 @@ pub use invocation_lease::{ContainmentController, acquire_invocation_lease, invo
 /// `core::records::directory_lease::Role`, …), documented here in full.
 #[doc(inline)]
 pub use proclease_core as core;
+/// The protocols that keep data safe, written once over the system-call seam (issue #41).
+pub use proclease_protocols as protocols;
 pub use records::Records;
 pub use runtime::{HostState, Instance, LoadedFrom, Runtime, RuntimeConfig};
 

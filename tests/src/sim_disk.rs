@@ -3,17 +3,17 @@
 //!
 //! **The store is the production code.** [`SimFs`] implements the store's system-call seam
 //! (`proclease::state_store::seam::Fs`) on this disk, and [`SimDisk`]'s [`Store`] is the shipped
-//! protocol ([`StoreProtocol`], `host/src/imports/state_store/protocol.rs`) over it: temporaries in
+//! protocol ([`StoreProtocol`], `guest/protocols/src/state_store/protocol.rs`) over it: temporaries in
 //! `.proclease/staging`, their fsync, link or rename into the collection, the collection's fsync,
 //! the reference's mutation claim around each change (§3.5), the undo of a visible change whose
 //! collection fsync failed, the recovery of each collection (§3.9) — exactly as the native store
 //! runs them. [`SimKernel`] answers the process facts.
 //!
 //! **So is the workspace**: [`SimDisk`]'s [`Workspace`] is the shipped protocol
-//! ([`WorkspaceProtocol`], `host/src/imports/workspace/protocol.rs`) over the same disk, with
+//! ([`WorkspaceProtocol`], `guest/protocols/src/workspace/protocol.rs`) over the same disk, with
 //! [`WORKSPACE`] granted: a directory renamed into quarantine, re-checked, the parent fsynced,
 //! deleted bottom-up, the parent fsynced. And so is the run journal ([`SimDisk::journal_begin`]
-//! and its neighbours call `host/src/imports/process_identity/run_journal.rs`): nothing of the
+//! and its neighbours call `guest/protocols/src/run_journal.rs`): nothing of the
 //! host's file protocols is modelled here any more.
 //!
 //! Every mutating call and every fsync is one numbered **step**. A [`Plan`] can:
@@ -46,7 +46,7 @@ use proclease::core::effects::{BatchStatus, CollectionIdentity, CollectionSnapsh
 use proclease::core::liveness::{OwnerFacts, OwnerStatus, WitnessState};
 use proclease::core::records::{DirectoryIdentity, Owner};
 use proclease::lock_wait::{Behind, LockError};
-use proclease::process_identity::run_journal::{self, JournalEntry, RunJournal};
+use proclease::protocols::run_journal::{self, JournalEntry, RunJournal};
 use proclease::seam::{Errno as SysErrno, FileStat, Fs, Kernel, Locked, Name, S_IFDIR, S_IFREG};
 use proclease::state_store::{self, StoreProtocol};
 use proclease::workspace::{self, GrantedRoot, WorkspaceProtocol};
@@ -57,7 +57,7 @@ pub const HOME: &str = "/home";
 pub const WORKSPACE: &str = "/ws";
 /// Where the store stages its temporaries.
 pub const STAGING: &str = "/home/.proclease/staging";
-/// The run journal's directory (`host/src/imports/process_identity/run_journal.rs`).
+/// The run journal's directory (`guest/protocols/src/run_journal.rs`).
 pub const JOURNAL: &str = "/home/.proclease/runs";
 /// The boot every simulated process runs on.
 pub const BOOT: &str = "b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0";

@@ -1,7 +1,7 @@
 //! Crash-state enumeration and I/O-fault injection over every short history of lease
 //! operations (issue #9, items 1–2), on the simulated disk (`proclease_tests::sim_disk`), under
-//! the production store's and workspace's protocols (`host/src/imports/state_store/protocol.rs`,
-//! `host/src/imports/workspace/protocol.rs`) over the disk's `SimFs`.
+//! the production store's and workspace's protocols (`guest/protocols/src/state_store/protocol.rs`,
+//! `guest/protocols/src/workspace/protocol.rs`) over the disk's `SimFs`.
 //!
 //! For every sequence of up to three operations of the actor (11 operations across the three
 //! lease kinds, recovery included: 1,463 sequences):

@@ -35,7 +35,7 @@ use crate::error::{Error, Refusal};
 use crate::invocation_lease::{self as invocations, ContainmentController};
 use crate::plugin_catalog::{PluginCatalog, Source};
 use crate::process_identity::ProcessIdentity;
-use crate::process_identity::run_journal::RunJournal;
+use crate::process_identity::run_journal;
 use crate::runtime::{Runtime, RuntimeConfig};
 use crate::state_home::StateHome;
 use crate::state_store::StateStore;
@@ -150,7 +150,7 @@ impl HostBuilder {
                 ProcessIdentity::without_witnesses(e.to_string(), present)
             }
         };
-        let identity = match RunJournal::open(&home) {
+        let identity = match run_journal::open(&home) {
             Ok(journal) => identity.with_run_journal(journal),
             Err(e) => {
                 let present = warn_if_present(&home, ".proclease/runs", &e, "no run starts, and no lease whose run may have finished is recovered");
@@ -784,7 +784,7 @@ impl Host {
     pub(crate) fn bounded<T>(&self, operation: impl FnOnce() -> Result<T, Error>) -> Result<T, Error> {
         let _operation = crate::lock_wait::Operation::begin(self.lock_timeout);
         operation().map_err(|error| match crate::lock_wait::Operation::timed_out() {
-            Some(timeout) if waited_out(&error) => Error::LockTimeout(crate::lock_wait::LockTimeout { during: Some(Arc::new(error)), ..timeout }),
+            Some(timeout) if waited_out(&error) => Error::LockTimeout(crate::lock_wait::LockTimeout { during: Some(crate::lock_wait::during(error)), ..timeout }),
             _ => error,
         })
     }
@@ -820,9 +820,10 @@ impl Host {
         self.bounded(|| {
             let survey = self.survey_now()?;
             match crate::lock_wait::Operation::timed_out() {
-                Some(timeout) => {
-                    Err(Error::LockTimeout(crate::lock_wait::LockTimeout { during: Some(Arc::new(Error::system("the survey could not read everything"))), ..timeout }))
-                }
+                Some(timeout) => Err(Error::LockTimeout(crate::lock_wait::LockTimeout {
+                    during: Some(crate::lock_wait::during(Error::system("the survey could not read everything"))),
+                    ..timeout
+                })),
                 None => Ok(survey),
             }
         })

@@ -22,86 +22,16 @@ pub const TELL_AFTER: Duration = Duration::from_secs(1);
 /// The default bound of one wait for a lock held by another process.
 pub const DEFAULT_BOUND: Duration = Duration::from_secs(10);
 
-/// A lock's holder, as `/proc` shows it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Holder {
-    /// Its pid (in this process's PID namespace).
-    pub pid: i32,
-    /// `/proc/<pid>/comm`.
-    pub command: String,
-    /// Its scheduler state (`stopped`, `running`, `sleeping`, …).
-    pub state: &'static str,
-}
+pub use proclease_protocols::waits::{Behind, During, Holder, LockError, LockTimeout};
 
-impl std::fmt::Display for Holder {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "pid {} ({}, {})", self.pid, self.command, self.state)
-    }
-}
-
-/// What a lock's holder itself waits for: another process holding another lock. Displayed
-/// as `pid P (COMMAND, STATE) holding LOCK`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Behind {
-    /// The process the holder waits for.
-    pub holder: Holder,
-    /// What it holds (`the mutation claim of PATH`).
-    pub lock: String,
-}
-
-impl std::fmt::Display for Behind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} holding {}", self.holder, self.lock)
-    }
-}
-
-/// A wait that reached its bound.
-///
-/// Displayed as `[DURING: ]waited N ms for LOCK, held by pid P (COMMAND, STATE)[, which itself
-/// waits for BEHIND]: HINT`.
-#[derive(Debug, Clone)]
-pub struct LockTimeout {
-    /// The lock, as the user knows it (a path in the state home, or `the mutation claim of
-    /// PATH`).
-    pub lock: String,
-    /// Who held it at the end, when `/proc/locks` (or the claim's record) says.
-    pub holder: Option<Holder>,
-    /// What that holder itself waits for, when it is seen: a writer queued behind another
-    /// names the process that holds them both up, not only the innocent writer ahead of it
-    /// (issue #40).
-    pub behind: Option<Box<Behind>>,
-    /// How long it waited, ms.
-    pub waited_ms: u64,
-    /// What the user can do.
-    pub hint: &'static str,
-    /// The error the operation ended in because of the wait (the component's words, e.g.
-    /// `export admission could not be acquired safely`), when it was not the wait itself. Its
-    /// message is part of this error's; what it wrapped is this error's
-    /// [`source`](std::error::Error::source), so no cause is lost.
-    pub during: Option<std::sync::Arc<crate::Error>>,
-}
-
-impl std::fmt::Display for LockTimeout {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // A refusal's own message (its cause, shown by its Display too, is this one's source).
-        match self.during.as_deref() {
-            Some(crate::Error::Lease(refusal)) => write!(f, "{}: ", refusal.message())?,
-            Some(during) => write!(f, "{during}: ")?,
-            None => {}
-        }
-        write!(f, "waited {} ms for {}, held by {}", self.waited_ms, self.lock, holder_words(&self.holder))?;
-        if let Some(behind) = &self.behind {
-            write!(f, ", which itself waits for {behind}")?;
-        }
-        write!(f, ": {}", self.hint)
-    }
-}
-
-impl std::error::Error for LockTimeout {
-    /// What the error the operation ended in wrapped (its own message is in this one's).
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.during.as_deref().and_then(std::error::Error::source)
-    }
+/// The [`During`] of a timeout the operation ended in `error` because of: a refusal's own
+/// message (its cause, shown by its Display too, is the timeout's source), or `error`'s.
+pub fn during(error: crate::Error) -> Box<During> {
+    let message = match &error {
+        crate::Error::Lease(refusal) => refusal.message().to_string(),
+        other => other.to_string(),
+    };
+    Box::new(During { message, error: std::sync::Arc::new(error) })
 }
 
 /// The operation a thread is in: its deadline, and the waits that timed out in it.
@@ -249,17 +179,6 @@ pub fn lock_behind(file: &File, lock: &str, bound: Duration, behind: &dyn Fn(Opt
     }
 }
 
-/// Why [`lock`] failed.
-#[derive(Debug, thiserror::Error)]
-pub enum LockError {
-    /// The bound passed.
-    #[error("{0}")]
-    TimedOut(LockTimeout),
-    /// The lock call failed.
-    #[error("{0}")]
-    Io(std::io::Error),
-}
-
 /// The process `/proc/locks` shows holding a lock on `file`'s inode (not a waiter), if any.
 pub fn holder(file: &File) -> Option<Holder> {
     let meta = file.metadata().ok()?;
@@ -372,14 +291,8 @@ mod tests {
             "writing the record",
             "Read-only file system",
         ));
-        let timeout = LockTimeout {
-            lock: "the mutation claim of x".into(),
-            holder: None,
-            behind: None,
-            waited_ms: 10,
-            hint: HINT,
-            during: Some(std::sync::Arc::new(crate::Error::Lease(refusal))),
-        };
+        let timeout =
+            LockTimeout { lock: "the mutation claim of x".into(), holder: None, behind: None, waited_ms: 10, hint: HINT, during: Some(during(crate::Error::Lease(refusal))) };
         let shown = timeout.to_string();
         assert!(shown.starts_with("Beeper Message Like Me recovery: export admission could not be acquired safely: waited 10 ms for the mutation claim of x"), "{shown}");
         assert_eq!(timeout.source().map(ToString::to_string).as_deref(), Some("Read-only file system"), "the cause is the source");

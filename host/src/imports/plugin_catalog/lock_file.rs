@@ -39,8 +39,9 @@ use crate::fsops;
 use crate::process_identity::ProcessIdentity;
 use crate::seam::Fs as _;
 use crate::seam::files::{self, StableRead};
+use crate::seam::pid_gone;
 use crate::state_store::arbitration::{self, ArbitrationError, ClaimKind, Failure, Phase};
-use crate::state_store::mutation_claim::{self, pid_gone};
+use crate::state_store::mutation_claim;
 use crate::state_store::{NativeFs, StateStore};
 
 /// The reference's message when a live process holds the lock (§5).

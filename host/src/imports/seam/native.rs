@@ -50,34 +50,32 @@ impl std::ops::Deref for BorrowedDir<'_> {
     }
 }
 
-impl FileStat {
-    /// The fields of a native `stat` (no birth time).
-    pub(crate) fn of(stat: &rustix::fs::Stat) -> FileStat {
-        FileStat {
-            dev: stat.st_dev,
-            ino: stat.st_ino,
-            size: stat.st_size,
-            mtime: (stat.st_mtime, stat.st_mtime_nsec as i64),
-            ctime: (stat.st_ctime, stat.st_ctime_nsec as i64),
-            mode: stat.st_mode,
-            uid: stat.st_uid,
-            birth: None,
-        }
+/// The fields of a native `stat` (no birth time).
+fn stat_of(stat: &rustix::fs::Stat) -> FileStat {
+    FileStat {
+        dev: stat.st_dev,
+        ino: stat.st_ino,
+        size: stat.st_size,
+        mtime: (stat.st_mtime, stat.st_mtime_nsec as i64),
+        ctime: (stat.st_ctime, stat.st_ctime_nsec as i64),
+        mode: stat.st_mode,
+        uid: stat.st_uid,
+        birth: None,
     }
+}
 
-    /// The fields of a native `statx` (with the birth time when the file system has one).
-    pub(crate) fn of_statx(stat: &rustix::fs::Statx) -> FileStat {
-        let birth = (stat.stx_mask & StatxFlags::BTIME.bits() != 0).then_some((stat.stx_btime.tv_sec, i64::from(stat.stx_btime.tv_nsec)));
-        FileStat {
-            dev: fsops::device_of(stat),
-            ino: stat.stx_ino,
-            size: i64::try_from(stat.stx_size).unwrap_or(i64::MAX),
-            mtime: (stat.stx_mtime.tv_sec, i64::from(stat.stx_mtime.tv_nsec)),
-            ctime: (stat.stx_ctime.tv_sec, i64::from(stat.stx_ctime.tv_nsec)),
-            mode: u32::from(stat.stx_mode),
-            uid: stat.stx_uid,
-            birth,
-        }
+/// The fields of a native `statx` (with the birth time when the file system has one).
+fn stat_of_statx(stat: &rustix::fs::Statx) -> FileStat {
+    let birth = (stat.stx_mask & StatxFlags::BTIME.bits() != 0).then_some((stat.stx_btime.tv_sec, i64::from(stat.stx_btime.tv_nsec)));
+    FileStat {
+        dev: fsops::device_of(stat),
+        ino: stat.stx_ino,
+        size: i64::try_from(stat.stx_size).unwrap_or(i64::MAX),
+        mtime: (stat.stx_mtime.tv_sec, i64::from(stat.stx_mtime.tv_nsec)),
+        ctime: (stat.stx_ctime.tv_sec, i64::from(stat.stx_ctime.tv_nsec)),
+        mode: u32::from(stat.stx_mode),
+        uid: stat.stx_uid,
+        birth,
     }
 }
 
@@ -93,8 +91,8 @@ fn errno_of(error: &std::io::Error) -> Errno {
 fn statx(dir: &OwnedFd, name: &[u8], flags: AtFlags) -> Result<Option<FileStat>, Errno> {
     let flags = flags | AtFlags::NO_AUTOMOUNT;
     let stat = match rustix::fs::statx(dir, name, flags, StatxFlags::BASIC_STATS | StatxFlags::BTIME) {
-        Err(Errno::NOSYS) => rustix::fs::statat(dir, name, flags).map(|s| FileStat::of(&s)),
-        other => other.map(|s| FileStat::of_statx(&s)),
+        Err(Errno::NOSYS) => rustix::fs::statat(dir, name, flags).map(|s| stat_of(&s)),
+        other => other.map(|s| stat_of_statx(&s)),
     };
     match stat {
         Ok(stat) => Ok(Some(stat)),
@@ -141,7 +139,7 @@ impl Fs for NativeFs {
     }
 
     fn stat_file(&self, file: &std::fs::File) -> Result<FileStat, Errno> {
-        rustix::fs::fstat(file).map(|s| FileStat::of(&s))
+        rustix::fs::fstat(file).map(|s| stat_of(&s))
     }
 
     fn read_up_to(&self, file: &std::fs::File, limit: u64, expected: u64) -> Result<Vec<u8>, Errno> {
@@ -225,7 +223,7 @@ impl Fs for NativeFs {
         &self,
         locks: &OwnedFd,
         name: &(impl Name + ?Sized),
-        behind: &dyn Fn(Option<i32>) -> Option<crate::lock_wait::Behind>,
+        behind: &dyn Fn(Option<i32>) -> Option<proclease_protocols::waits::Behind>,
     ) -> Result<Locked<lock::CollectionLock>, std::io::Error> {
         let name = std::str::from_utf8(name.as_ref()).map_err(|_| std::io::Error::from(Errno::ILSEQ))?;
         lock::lock(locks, name, behind)
@@ -257,6 +255,29 @@ impl Kernel for ProcessIdentity {
     }
 
     fn pid_gone(&self, pid: u64) -> bool {
-        crate::state_store::mutation_claim::pid_gone(pid)
+        pid_gone(pid)
     }
+
+    fn wait_bound(&self, own: std::time::Duration) -> std::time::Duration {
+        crate::lock_wait::remaining(own)
+    }
+
+    fn note_taken(&self, lock: &str) {
+        crate::lock_wait::note_taken(lock);
+    }
+
+    fn note_timeout(&self, timeout: &crate::lock_wait::LockTimeout) {
+        crate::lock_wait::note(timeout);
+    }
+
+    fn holder(&self, pid: i32) -> crate::lock_wait::Holder {
+        crate::lock_wait::process(pid)
+    }
+}
+
+/// Whether `pid` is definitely gone (`kill(pid, 0)` → ESRCH); never for a pid `kill` cannot
+/// address.
+pub(crate) fn pid_gone(pid: u64) -> bool {
+    let Some(pid) = i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw) else { return false };
+    rustix::process::test_kill_process(pid) == Err(rustix::io::Errno::SRCH)
 }

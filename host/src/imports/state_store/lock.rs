@@ -14,14 +14,6 @@ use rustix::fs::{Mode, OFlags};
 /// governs). Writers hold the lock for one durable write (milliseconds).
 pub(crate) const WAIT: Duration = Duration::from_secs(10);
 
-/// How long one write waits for another program's mutation claim on the same record (a live
-/// ghostget holds one for a single write): the reference's callers retry a contended write
-/// (admission acquire: 8 attempts), so a claim that stays is refused in about a second.
-pub(crate) const CLAIM_WAIT: Duration = Duration::from_millis(125);
-
-/// What to do about another program's mutation claim that stays.
-pub(crate) const CLAIM_HINT: &str = "another program (ghostget, or a proclease that predates kernel locks) is writing this record; retry once it is done, and if its claim stays, that program is stuck: end it (a dead holder's claim is removed by the next write)";
-
 /// A held kernel lock (a collection's, or a directory's); dropping it releases it.
 pub struct CollectionLock {
     file: File,

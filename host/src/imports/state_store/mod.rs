@@ -32,16 +32,18 @@
 //! * **Bounded**: reads take a byte bound; listings at most 10 000 entries; batches at most
 //!   1 000 names.
 
-pub(crate) mod arbitration;
 #[cfg(feature = "cluster")]
 pub mod etcd;
 pub mod fencing;
 pub mod home;
 pub(crate) mod lock;
-pub mod mutation_claim;
-pub mod path;
-pub mod protocol;
 mod wit;
+
+// The protocol itself, written once over the seam (issue #41): `proclease-protocols`.
+pub use proclease_protocols::state_store::{
+    INTERNAL, MAX_BATCH_FILE_BYTES, MAX_BATCH_NAMES, MAX_BATCH_TOTAL_BYTES, MAX_ENTRIES, MAX_RECORD_BYTES, StoreError, arbitration, check_batch, check_hash, check_size,
+    mutation_claim, path, protocol, split,
+};
 
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
@@ -52,86 +54,6 @@ use crate::process_identity::ProcessIdentity;
 pub(crate) use crate::seam::NativeFs;
 use home::StateHome;
 pub use protocol::StoreProtocol;
-
-/// The most entries a collection listing returns (§3.3 snapshot).
-pub const MAX_ENTRIES: usize = 10_000;
-/// The most names one batch read takes (§3.3 batch).
-pub const MAX_BATCH_NAMES: usize = 1_000;
-/// The largest record the store writes or reads for a compare-and-swap: 2 MiB (§3.2).
-pub const MAX_RECORD_BYTES: u64 = 2 << 20;
-/// The largest per-file bound of a batch read: 2 MiB; aggregate: 64 MiB (§3.3).
-pub const MAX_BATCH_FILE_BYTES: u32 = 2 << 20;
-/// The largest aggregate bound of a batch read.
-pub const MAX_BATCH_TOTAL_BYTES: u32 = 64 << 20;
-
-/// A store failure. Messages name the store path and what the user can do.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum StoreError {
-    /// Another live writer held the collection's lock longer than the store waits (the
-    /// reference's `state file mutation is already active`).
-    #[error("{path}: state file mutation is already active (another process, proclease or ghostget, is writing this record); retry in a moment")]
-    Contended {
-        /// The store path.
-        path: String,
-    },
-    /// The path is not a safe relative path inside the state layout.
-    #[error("{path}: refused: {reason}")]
-    Refused {
-        /// The store path as given.
-        path: String,
-        /// Why.
-        reason: String,
-    },
-    /// Something on disk is not safe to trust; nothing was changed.
-    #[error("{path}: unsafe: {reason}")]
-    Unsafe {
-        /// The store path.
-        path: String,
-        /// What is wrong and how to fix it.
-        reason: String,
-    },
-    /// The reference's mutation-claim protocol refused to go on (§3.5: an owner that cannot be
-    /// judged, two holders, a malformed claim, …); nothing was changed.
-    #[error("{path}: {reason}")]
-    Claim {
-        /// The store path.
-        path: String,
-        /// The reference's message, and the cause.
-        reason: String,
-    },
-    /// The store could not be reached or did not answer within its bound (cluster mode's
-    /// etcd): the message names the endpoint and whether a write may have been applied.
-    #[error("{path}: {operation} failed: {message}")]
-    Unreachable {
-        /// The store path.
-        path: String,
-        /// What the store was doing.
-        operation: &'static str,
-        /// Which endpoint, after how long, and what to do.
-        message: String,
-    },
-    /// An I/O error.
-    #[error("{path}: {operation} failed: {source}")]
-    Io {
-        /// The store path.
-        path: String,
-        /// What the store was doing.
-        operation: &'static str,
-        /// The error.
-        source: std::io::Error,
-    },
-}
-
-impl StoreError {
-    pub(crate) fn io(path: &str, operation: &'static str, source: impl Into<std::io::Error>) -> Self {
-        StoreError::Io { path: path.into(), operation, source: source.into() }
-    }
-
-    pub(crate) fn unsafe_(path: &str, reason: impl Into<String>) -> Self {
-        StoreError::Unsafe { path: path.into(), reason: reason.into() }
-    }
-}
 
 #[doc(hidden)]
 #[cfg(feature = "test-seams")]
@@ -254,56 +176,6 @@ impl StateStore {
     }
 }
 
-/// Where the store keeps its own files, inside the state home.
-const INTERNAL: &str = ".proclease";
-
-/// Splits a record path into its parent directory segments and file name.
-pub(crate) fn split(path: &str) -> Result<(Vec<&str>, &str), StoreError> {
-    let mut segments = path::segments(path).map_err(|reason| StoreError::Refused { path: path.into(), reason })?;
-    if segments.len() < 2 {
-        return Err(StoreError::Refused { path: path.into(), reason: "a record must be nested inside a state directory".into() });
-    }
-    let name = segments.pop().unwrap_or_default();
-    Ok((segments, name))
-}
-
-/// The checks of a batch read's request, before anything is read (§3.3): the directory's
-/// segments, or the reference's refusal.
-pub(crate) fn check_batch<'a>(path: &'a str, names: &[String], max_bytes_per_file: u32, max_total_bytes: u32) -> Result<Vec<&'a str>, StoreError> {
-    let refused = |reason: &str| StoreError::Refused { path: path.into(), reason: reason.into() };
-    let segments = path::segments(path).map_err(|reason| StoreError::Refused { path: path.into(), reason })?;
-    if max_bytes_per_file > MAX_BATCH_FILE_BYTES {
-        return Err(refused("private state batch per-file byte bound is invalid"));
-    }
-    if max_total_bytes > MAX_BATCH_TOTAL_BYTES {
-        return Err(refused("private state batch aggregate byte bound is invalid"));
-    }
-    if names.len() > MAX_BATCH_NAMES {
-        return Err(refused("private state batch file count is invalid"));
-    }
-    if names.iter().any(|n| !path::is_safe_name(n)) {
-        return Err(refused("private state batch contains an invalid file name"));
-    }
-    let mut unique: Vec<&String> = names.iter().collect();
-    unique.sort();
-    unique.dedup();
-    if unique.len() != names.len() {
-        return Err(refused("private state batch file names must be unique"));
-    }
-    Ok(segments)
-}
-
-pub(crate) fn check_hash(path: &str, expected: &str) -> Result<(), StoreError> {
-    if proclease_core::js::is_digest(expected) { Ok(()) } else { Err(StoreError::Refused { path: path.into(), reason: "expected private state content hash is invalid".into() }) }
-}
-
-pub(crate) fn check_size(path: &str, content: &str) -> Result<(), StoreError> {
-    if content.len() as u64 > MAX_RECORD_BYTES {
-        return Err(StoreError::Refused { path: path.into(), reason: format!("content exceeds {MAX_RECORD_BYTES} bytes") });
-    }
-    Ok(())
-}
-
 /// The state store as the component's effect ([`proclease_core::effects::Store`]): a store
 /// shared by several instances, its failures as the WIT `failure` record.
 pub struct SharedStore {
@@ -421,5 +293,33 @@ impl proclease_core::effects::Store for SharedStore {
 
     fn unlock_leasing(&mut self) {
         release_leasing_lock();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::NativeFs;
+    use super::arbitration::{self, ClaimKind};
+    use super::mutation_claim::MutationClaim;
+    use proclease_core::records::Owner;
+
+    #[test]
+    fn a_claim_text_is_byte_exact_and_read_back_only_when_exact() {
+        let owner = Owner { pid: 4242, boot_id: "a".repeat(64), process_start_id: "b".repeat(64) };
+        let claim = MutationClaim::for_leaf("active.json");
+        let id = "3f1c9a52-8d2e-4b7a-9c1d-2e5f6a7b8c9d";
+        let text = <MutationClaim as ClaimKind<NativeFs>>::content(&claim, id, &owner);
+        assert_eq!(
+            text,
+            format!(
+                "{{\"kind\":\"io-state-mutation-claim\",\"schemaVersion\":1,\"targetSha256\":\"7090835e861362df23825dadcaeccaa91ec32490e69ec9f97b7f74b3c43a797e\",\"claimId\":\"{id}\",\"pid\":4242,\"bootId\":\"{}\",\"processStartId\":\"{}\"}}\n",
+                "a".repeat(64),
+                "b".repeat(64)
+            )
+        );
+        let owner_in = arbitration::owner_in::<NativeFs>;
+        assert_eq!(owner_in(&claim, id, &text), Some(owner));
+        assert_eq!(owner_in(&claim, id, text.trim_end()), None);
+        assert_eq!(owner_in(&claim, "3f1c9a52-8d2e-4b7a-9c1d-2e5f6a7b8c9e", &text), None);
     }
 }

@@ -28,75 +28,17 @@ use std::path::{Path, PathBuf};
 
 use proclease_core::records::DirectoryIdentity;
 use rustix::fs::{Mode, OFlags};
-use rustix::io::Errno;
 
 use crate::process_identity::ProcessIdentity;
 use crate::seam::NativeFs;
 
 mod paths;
-pub mod protocol;
 mod wit;
 
-pub use protocol::{GrantedRoot, WorkspaceProtocol};
-
-pub use paths::PathKind;
-
-/// The most entries a quarantine scan of a parent directory looks at (§3.3).
-pub const MAX_SCAN_ENTRIES: usize = 100_000;
-/// The most entries one removal deletes before it gives up (a tree still growing under it).
-pub const MAX_REMOVAL_ENTRIES: usize = 10_000_000;
-
-/// A workspace failure; messages name the path and what to do.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum WorkspaceError {
-    /// The path is not under any granted root (or not an absolute, normalised path).
-    #[error("{path}: refused: {reason}")]
-    Refused {
-        /// The path.
-        path: String,
-        /// Why, and which flag grants access.
-        reason: String,
-    },
-    /// The identity-bound removal refused; the reference's message.
-    #[error("{path}: {message}")]
-    IdentityChanged {
-        /// The path.
-        path: String,
-        /// The reference's message (e.g. `recursive removal target changed identity`).
-        message: String,
-    },
-    /// Another process held the lock of the directory's parent (a user's `flock` on it, a
-    /// stopped `proclease recover`) past the operation's bound: nothing was removed. The
-    /// timeout names the holder.
-    #[error("{path}: {timeout}")]
-    ParentLocked {
-        /// The path being removed.
-        path: String,
-        /// The wait, and who held the lock.
-        timeout: Box<crate::lock_wait::LockTimeout>,
-    },
-    /// An I/O error.
-    #[error("{path}: {operation} failed: {source}")]
-    Io {
-        /// The path.
-        path: String,
-        /// What was being done.
-        operation: &'static str,
-        /// The error.
-        source: std::io::Error,
-    },
-}
-
-pub(crate) fn io_error<'a>(path: &'a str, operation: &'static str) -> impl FnOnce(Errno) -> WorkspaceError + 'a {
-    move |e| WorkspaceError::Io { path: path.into(), operation, source: e.into() }
-}
-
-pub(crate) fn identity_changed(path: &str, message: &str) -> WorkspaceError {
-    WorkspaceError::IdentityChanged { path: path.into(), message: message.into() }
-}
-
-pub use proclease_core::effects::DirectoryFacts;
+// The protocol itself, written once over the seam (issue #41): `proclease-protocols`.
+pub use proclease_protocols::workspace::{
+    DirectoryFacts, GrantedRoot, MAX_REMOVAL_ENTRIES, MAX_SCAN_ENTRIES, PathKind, WorkspaceError, WorkspaceProtocol, identity_changed, io_error, protocol,
+};
 
 /// The granted workspace roots: the workspace's protocol ([`protocol`]) over this machine's
 /// file systems.

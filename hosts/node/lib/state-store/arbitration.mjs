@@ -1,7 +1,7 @@
 // The reference's claim arbitration (spec §3.5 steps 2–5 and "list live claims"), shared by the
 // per-leaf state mutation claims (`mutation-claim.mjs`) and the catalog lock's arbitration
 // claims (§5, `plugin-catalog/lock-file.mjs`), which differ only in names, content, publication
-// and messages (a "claim kind"). Port of `host/src/imports/state_store/arbitration.rs`.
+// and messages (a "claim kind"). Port of `guest/protocols/src/state_store/arbitration.rs`.
 //
 // Each contender publishes a claim file in the `waiting` phase, then looks at the live claims of
 // the same target: it gives up ("lost") if any other claim is past `waiting` or has a smaller

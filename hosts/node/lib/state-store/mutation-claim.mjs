@@ -1,7 +1,7 @@
 // The reference's per-leaf state mutation claim (spec §3.5) and the crash recovery its helper
 // operations perform in the directory they work in (§3.9) — how this host, the native host and a
 // running ghostget 0.17.2 keep out of each other's way on one record. Port of
-// `host/src/imports/state_store/mutation_claim.rs`.
+// `guest/protocols/src/state_store/mutation_claim.rs`.
 //
 // **Claim.** Before it creates, replaces or removes the file `<leaf>` of a collection, a writer
 // publishes `.io-mutation-<target>-waiting-<claim id>.lock` in that collection, where

@@ -1,5 +1,5 @@
 // Store paths: relative, `/`-separated paths below the state home (spec §3.2, adapted).
-// Port of `host/src/imports/state_store/path.rs`, plus the small text predicates of
+// Port of `guest/protocols/src/state_store/path.rs`, plus the small text predicates of
 // proclease-core's `js` module that the store's name patterns use.
 //
 // A store path has 1..=32 segments; each is non-empty, not `.` or `..`, has no `/`, `\`, NUL or

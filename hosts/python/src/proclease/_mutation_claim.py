@@ -2,9 +2,9 @@
 recovery its helper operations perform in the directory they work in (§3.9) — how proclease
 (native or Python) and a running ghostget 0.17.2 keep out of each other's way on one record.
 
-Port of `host/src/imports/state_store/arbitration.rs` (the first half: `ClaimKind`, `step`,
+Port of `guest/protocols/src/state_store/arbitration.rs` (the first half: `ClaimKind`, `step`,
 `arbitrate`, `live_claims`, shared with the catalog lock's claims of §5) and
-`host/src/imports/state_store/mutation_claim.rs` (the second half: `MutationClaim`,
+`guest/protocols/src/state_store/mutation_claim.rs` (the second half: `MutationClaim`,
 `recover_directory`).
 
 **Claim.** Before it creates, replaces or removes the file `<leaf>` of a collection, a writer

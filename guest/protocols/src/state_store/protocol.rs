@@ -4,7 +4,7 @@
 //! mutation claims around every change (§3.5), crash recovery in each collection (§3.9),
 //! listings and batch reads (§3.3). The guarantees are those of [`super`]'s module docs.
 //!
-//! The native store ([`super::StateStore`]) runs it over rustix; `tests/tests/crash_states.rs`
+//! The native store (`proclease`'s `StateStore`) runs it over rustix; `tests/tests/crash_states.rs`
 //! runs the same code over a simulated disk that crashes or fails at every call.
 
 use std::sync::Arc;
@@ -13,12 +13,12 @@ use proclease_core::digest;
 use proclease_core::liveness::OwnerStatus;
 use proclease_core::records::Owner;
 
-use super::{
-    BatchInvalid, BatchStatus, CollectionEntry, CollectionIdentity, CollectionSnapshot, EntryKind, INTERNAL, MAX_ENTRIES, MAX_RECORD_BYTES, StoreError, arbitration, check_batch,
-    check_hash, check_size, lock, mutation_claim, path, split,
-};
-use crate::seam::files::{self, PrivateDirError, StableRead};
+use proclease_core::effects::{BatchInvalid, BatchStatus, CollectionEntry, CollectionIdentity, CollectionSnapshot, EntryKind};
+
+use super::{CLAIM_HINT, CLAIM_WAIT, INTERNAL, MAX_ENTRIES, MAX_RECORD_BYTES, StoreError, arbitration, check_batch, check_hash, check_size, mutation_claim, path, split};
+use crate::files::{self, PrivateDirError, StableRead};
 use crate::seam::{Errno, FileStat, Fs, Kernel, Locked, S_IFDIR, S_IFLNK, S_IFREG};
+use crate::waits::{Behind, LockTimeout};
 
 fn collection_identity(stat: &FileStat) -> CollectionIdentity {
     CollectionIdentity { device: stat.dev.to_string(), inode: stat.ino.to_string() }
@@ -65,18 +65,18 @@ impl<F: Fs, K: Kernel + ?Sized> StoreProtocol<F, K> {
 
     /// The directory at `path` below the state home, opened without following symbolic links
     /// and checked like every store directory (owned, mode 0700); `None` when absent.
-    pub(crate) fn open_directory(&self, path: &str) -> Result<Option<F::Dir>, StoreError> {
+    pub fn open_directory(&self, path: &str) -> Result<Option<F::Dir>, StoreError> {
         let segments = path::segments(path).map_err(|reason| StoreError::Refused { path: path.into(), reason })?;
         self.walk(path, &segments, false)
     }
 
     /// The kernel the store judges writers with.
-    pub(crate) fn kernel(&self) -> &K {
+    pub fn kernel(&self) -> &K {
         &self.kernel
     }
 
     /// The store's own lock directory (`.proclease/locks/`).
-    pub(crate) fn locks(&self) -> &F::Dir {
+    pub fn locks(&self) -> &F::Dir {
         &self.locks
     }
 
@@ -154,26 +154,26 @@ impl<F: Fs, K: Kernel + ?Sized> StoreProtocol<F, K> {
         mutation_claim::recover_directory(&self.fs, dir, &*self.kernel, false).map_err(claim_error)?;
         let kind = mutation_claim::MutationClaim::for_leaf(name);
         let start = std::time::Instant::now();
-        let bound = crate::lock_wait::remaining(lock::CLAIM_WAIT);
+        let bound = self.kernel.wait_bound(CLAIM_WAIT);
         let mut pause = std::time::Duration::from_millis(1);
         let held = loop {
             if let Some(held) = arbitration::arbitrate(&self.fs, dir, &kind, &*self.kernel, &own).map_err(claim_error)? {
-                crate::lock_wait::note_taken(&format!("the mutation claim of {path}"));
+                self.kernel.note_taken(&format!("the mutation claim of {path}"));
                 break held;
             }
             if start.elapsed() >= bound {
                 // Who holds it, for the operation's error: the claim's record names its owner.
-                let holder = arbitration::live_holder(&self.fs, dir, &kind, &*self.kernel).map(crate::lock_wait::process);
-                let timeout = crate::lock_wait::LockTimeout {
+                let holder = arbitration::live_holder(&self.fs, dir, &kind, &*self.kernel).map(|pid| self.kernel.holder(pid));
+                let timeout = LockTimeout {
                     lock: format!("the mutation claim of {path}"),
                     holder,
                     behind: None,
                     waited_ms: start.elapsed().as_millis() as u64,
-                    hint: lock::CLAIM_HINT,
+                    hint: CLAIM_HINT,
                     during: None,
                 };
                 tracing::warn!("gave up: {timeout}");
-                crate::lock_wait::note(&timeout);
+                self.kernel.note_timeout(&timeout);
                 return Ok(None);
             }
             tracing::trace!(path, "another process holds the mutation claim; waiting");
@@ -407,7 +407,7 @@ impl<F: Fs, K: Kernel + ?Sized> StoreProtocol<F, K> {
             let leaf = leaf.filter(|_| self.mutation_claims.load(std::sync::atomic::Ordering::Relaxed))?;
             let kind = mutation_claim::MutationClaim::for_leaf(leaf);
             let claim_holder = arbitration::live_holder(&self.fs, dir, &kind, &*self.kernel).filter(|pid| Some(*pid) != lock_holder)?;
-            Some(crate::lock_wait::Behind { holder: crate::lock_wait::process(claim_holder), lock: format!("the mutation claim of {path}") })
+            Some(Behind { holder: self.kernel.holder(claim_holder), lock: format!("the mutation claim of {path}") })
         };
         match self.fs.lock(&self.locks, &name, &behind).map_err(|e| StoreError::io(path, "lock", e))? {
             Locked::Held(held) => Ok(held),

@@ -36,27 +36,27 @@ use proclease_core::liveness::OwnerStatus;
 use proclease_core::records::Owner;
 
 use super::arbitration::{self, ArbitrationError, ClaimKind, Failure, Phase};
-use crate::seam::files;
+use crate::files;
 use crate::seam::{Errno, Fs, Kernel, S_IFDIR};
 
 /// The reference's message when this process cannot read its own identity (§3.5 step 1).
-pub(crate) const IDENTITY_UNAVAILABLE: &str = "state mutation process identity is unavailable";
+pub const IDENTITY_UNAVAILABLE: &str = "state mutation process identity is unavailable";
 /// The reference's message when more claim targets are found than a recovery reviews (§3.5).
-pub(crate) const TOO_MANY_TARGETS: &str = "state mutation recovery exceeds its target bound";
+pub const TOO_MANY_TARGETS: &str = "state mutation recovery exceeds its target bound";
 /// The most claim targets one recovery reviews (§3.5).
-pub(crate) const MAX_TARGETS: usize = 10_000;
+pub const MAX_TARGETS: usize = 10_000;
 
 const CLAIM_PREFIX: &str = ".io-mutation-";
 const STAGE_PREFIX: &str = ".io-mutation-stage-";
 
 /// The mutation claims of one leaf of a collection.
-pub(crate) struct MutationClaim {
+pub struct MutationClaim {
     target: String,
 }
 
 impl MutationClaim {
     /// The claims of the file named `leaf`.
-    pub(crate) fn for_leaf(leaf: &str) -> Self {
+    pub fn for_leaf(leaf: &str) -> Self {
         MutationClaim { target: target_sha256(leaf) }
     }
 
@@ -155,7 +155,7 @@ fn is_hex(text: &str) -> bool {
 }
 
 /// This process's identity for its claims: four attempts 10 ms apart (§3.5 step 1).
-pub(crate) fn own_identity<K: Kernel + ?Sized>(kernel: &K) -> Result<Owner, &'static str> {
+pub fn own_identity<K: Kernel + ?Sized>(kernel: &K) -> Result<Owner, &'static str> {
     for attempt in 0..4 {
         if let Ok(own) = kernel.self_identity() {
             return Ok(own);
@@ -182,13 +182,6 @@ pub struct Recovered {
     pub claims: usize,
 }
 
-/// Whether `pid` is definitely gone (`kill(pid, 0)` → ESRCH); never for a pid `kill` cannot
-/// address.
-pub(crate) fn pid_gone(pid: u64) -> bool {
-    let Some(pid) = i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw) else { return false };
-    rustix::process::test_kill_process(pid) == Err(rustix::io::Errno::SRCH)
-}
-
 /// A pid as the reference's name patterns write it: `[1-9][0-9]{0,9}`.
 fn name_pid(text: &str) -> Option<u64> {
     (!text.is_empty() && text.len() <= 10 && !text.starts_with('0') && text.bytes().all(|b| b.is_ascii_digit())).then(|| text.parse().ok()).flatten()
@@ -204,7 +197,7 @@ fn private_file<F: Fs + ?Sized>(fs: &F, dir: &F::Dir, name: &str) -> bool {
 ///
 /// Errors: with `claims`, those of listing a target's live claims (an owner that cannot be
 /// judged, an unstable listing, a malformed claim), or more than [`MAX_TARGETS`] targets.
-pub(crate) fn recover_directory<F: Fs + ?Sized, K: Kernel + ?Sized>(fs: &F, dir: &F::Dir, kernel: &K, claims: bool) -> Result<Recovered, ArbitrationError> {
+pub fn recover_directory<F: Fs + ?Sized, K: Kernel + ?Sized>(fs: &F, dir: &F::Dir, kernel: &K, claims: bool) -> Result<Recovered, ArbitrationError> {
     let mut recovered = Recovered::default();
     // Every name this recovery concerns starts with `.io-`.
     let names = |dir: &F::Dir| -> Vec<String> { files::names_starting_with(fs, dir, ".io-", super::MAX_ENTRIES).unwrap_or_default() };
@@ -334,25 +327,5 @@ mod tests {
         assert_eq!(write_temporary_pid(&format!(".io-write-77-{id}.tmp")), Some(77));
         assert_eq!(tree_quarantine_pid(".io-remove-tree-9-1700000000000-3f1c9a528d2e4b7a9c1d2e5f6a7b8c9d.quarantine"), Some(9));
         assert_eq!(file_quarantine_id(&format!(".io-remove-file-{id}.quarantine")), Some(id));
-    }
-
-    #[test]
-    fn a_claim_text_is_byte_exact_and_read_back_only_when_exact() {
-        let owner = Owner { pid: 4242, boot_id: "a".repeat(64), process_start_id: "b".repeat(64) };
-        let claim = MutationClaim::for_leaf("active.json");
-        let id = "3f1c9a52-8d2e-4b7a-9c1d-2e5f6a7b8c9d";
-        let text = <MutationClaim as ClaimKind<crate::state_store::NativeFs>>::content(&claim, id, &owner);
-        assert_eq!(
-            text,
-            format!(
-                "{{\"kind\":\"io-state-mutation-claim\",\"schemaVersion\":1,\"targetSha256\":\"7090835e861362df23825dadcaeccaa91ec32490e69ec9f97b7f74b3c43a797e\",\"claimId\":\"{id}\",\"pid\":4242,\"bootId\":\"{}\",\"processStartId\":\"{}\"}}\n",
-                "a".repeat(64),
-                "b".repeat(64)
-            )
-        );
-        let owner_in = arbitration::owner_in::<crate::state_store::NativeFs>;
-        assert_eq!(owner_in(&claim, id, &text), Some(owner));
-        assert_eq!(owner_in(&claim, id, text.trim_end()), None);
-        assert_eq!(owner_in(&claim, "3f1c9a52-8d2e-4b7a-9c1d-2e5f6a7b8c9e", &text), None);
     }
 }

@@ -2,11 +2,11 @@
 //! that must not change while read, creating a durable private directory, writing a new file,
 //! listing names, removing a tree.
 
-use super::{Errno, FileStat, Fs, S_IFDIR, S_IFREG};
+use crate::seam::{Errno, FileStat, Fs, S_IFDIR, S_IFREG};
 
 /// Why a regular state file is not safe to trust, or `None` when it is: a regular file owned by
 /// this user with no group or other permission bits (§3.2).
-pub(crate) fn unsafe_file_reason(stat: &FileStat, euid: u32) -> Option<&'static str> {
+pub fn unsafe_file_reason(stat: &FileStat, euid: u32) -> Option<&'static str> {
     if stat.kind() != S_IFREG {
         Some("not a regular file")
     } else if stat.uid != euid {
@@ -19,7 +19,7 @@ pub(crate) fn unsafe_file_reason(stat: &FileStat, euid: u32) -> Option<&'static 
 }
 
 /// What reading a file stably gave.
-pub(crate) enum StableRead {
+pub enum StableRead {
     /// The bytes, unchanged between the two `fstat`s around the read.
     Bytes(Vec<u8>),
     /// Larger than the bound.
@@ -36,7 +36,7 @@ fn fingerprint(stat: &FileStat) -> (u64, u64, i64, (i64, i64), (i64, i64), u32) 
 
 /// Reads at most `max_bytes` from an open file whose `fstat` was `before`, checking that it did
 /// not change meanwhile.
-pub(crate) fn read_stable<F: Fs + ?Sized>(fs: &F, file: &F::File, before: &FileStat, max_bytes: u64) -> Result<StableRead, Errno> {
+pub fn read_stable<F: Fs + ?Sized>(fs: &F, file: &F::File, before: &FileStat, max_bytes: u64) -> Result<StableRead, Errno> {
     if before.size < 0 || before.size as u64 > max_bytes {
         return Ok(StableRead::TooLarge);
     }
@@ -53,7 +53,7 @@ pub(crate) fn read_stable<F: Fs + ?Sized>(fs: &F, file: &F::File, before: &FileS
 
 /// Creates `name` exclusively (mode 0600), writes `bytes` and, with `sync`, fsyncs it. A file
 /// left behind by a failure is the caller's to unlink.
-pub(crate) fn write_new_file<F: Fs + ?Sized>(fs: &F, dir: &F::Dir, name: &str, bytes: &[u8], sync: bool) -> Result<(), Errno> {
+pub fn write_new_file<F: Fs + ?Sized>(fs: &F, dir: &F::Dir, name: &str, bytes: &[u8], sync: bool) -> Result<(), Errno> {
     let file = fs.create_file(dir, name)?;
     fs.write_all(&file, bytes)?;
     if sync {
@@ -66,7 +66,7 @@ pub(crate) fn write_new_file<F: Fs + ?Sized>(fs: &F, dir: &F::Dir, name: &str, b
 /// that its entry survives a power loss. `Ok(false)` when the name already exists. A directory
 /// that could not be made durable is removed again, so that a retry creates (and fsyncs) it
 /// anew instead of finding it and trusting it.
-pub(crate) fn create_private_dir<F: Fs + ?Sized>(fs: &F, dir: &F::Dir, name: &str) -> Result<bool, Errno> {
+pub fn create_private_dir<F: Fs + ?Sized>(fs: &F, dir: &F::Dir, name: &str) -> Result<bool, Errno> {
     let made = match fs.make_dir(dir, name) {
         Ok(made) => made,
         Err(Errno::EXIST) => return Ok(false),
@@ -82,17 +82,22 @@ pub(crate) fn create_private_dir<F: Fs + ?Sized>(fs: &F, dir: &F::Dir, name: &st
 /// Why [`private_dir`] or [`open_private_dir_if_present`] refused or failed. The callers word
 /// it (each names its own directory in its own message form).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum PrivateDirError {
+pub enum PrivateDirError {
     /// A system call failed: `step` is `mkdir`, `open` or `fstat`. `open` with `LOOP` means
     /// the name is a symbolic link, which is never followed.
-    Step { step: &'static str, errno: Errno },
+    Step {
+        /// The step: `mkdir`, `open` or `fstat`.
+        step: &'static str,
+        /// Its error.
+        errno: Errno,
+    },
     /// It exists but is not a private directory of this user: another owner than the
     /// effective uid, or a mode other than exactly 0700.
     NotPrivate,
 }
 
 /// How an I/O-style caller words [`PrivateDirError::NotPrivate`] (the store words its own).
-pub(crate) const NOT_PRIVATE: &str = "must be a directory owned by you with mode 0700 (chmod 700 it)";
+pub const NOT_PRIVATE: &str = "must be a directory owned by you with mode 0700 (chmod 700 it)";
 
 /// Creates (mode 0700, durably: [`create_private_dir`]) or opens the directory `name` in
 /// `parent`, and checks that it is a private directory of this user: not a symbolic link,
@@ -101,7 +106,7 @@ pub(crate) const NOT_PRIVATE: &str = "must be a directory owned by you with mode
 /// and `witnesses` directories).
 ///
 /// Errors: [`PrivateDirError`]; nothing created is left behind by a failed creation.
-pub(crate) fn private_dir<F: Fs + ?Sized>(fs: &F, parent: &F::Dir, name: &str) -> Result<F::Dir, PrivateDirError> {
+pub fn private_dir<F: Fs + ?Sized>(fs: &F, parent: &F::Dir, name: &str) -> Result<F::Dir, PrivateDirError> {
     create_private_dir(fs, parent, name).map_err(|errno| PrivateDirError::Step { step: "mkdir", errno })?;
     open_private_dir_if_present(fs, parent, name)?.ok_or(PrivateDirError::Step { step: "open", errno: Errno::NOENT })
 }
@@ -110,7 +115,7 @@ pub(crate) fn private_dir<F: Fs + ?Sized>(fs: &F, parent: &F::Dir, name: &str) -
 /// when absent. Creates nothing: for readers such as `doctor` or a fence check.
 ///
 /// Errors: [`PrivateDirError`] (steps `open` and `fstat`).
-pub(crate) fn open_private_dir_if_present<F: Fs + ?Sized>(fs: &F, parent: &F::Dir, name: &str) -> Result<Option<F::Dir>, PrivateDirError> {
+pub fn open_private_dir_if_present<F: Fs + ?Sized>(fs: &F, parent: &F::Dir, name: &str) -> Result<Option<F::Dir>, PrivateDirError> {
     let dir = match fs.open_dir(parent, name) {
         Ok(dir) => dir,
         Err(Errno::NOENT) => return Ok(None),
@@ -124,14 +129,14 @@ pub(crate) fn open_private_dir_if_present<F: Fs + ?Sized>(fs: &F, parent: &F::Di
 }
 
 /// The UTF-8 names in `dir` that start with `prefix`; `Err(None)` when more than `bound`.
-pub(crate) fn names_starting_with<F: Fs + ?Sized>(fs: &F, dir: &F::Dir, prefix: &str, bound: usize) -> Result<Vec<String>, Option<Errno>> {
+pub fn names_starting_with<F: Fs + ?Sized>(fs: &F, dir: &F::Dir, prefix: &str, bound: usize) -> Result<Vec<String>, Option<Errno>> {
     let names = fs.read_names(dir, bound, &|name| name.starts_with(prefix.as_bytes()) && std::str::from_utf8(name).is_ok())?;
     Ok(names.into_iter().filter_map(|name| String::from_utf8(name).ok()).collect())
 }
 
 /// Removes the directory `name` and everything below it, bottom-up, without following a
 /// symbolic link. Errors: the first failing call; a tree deeper than 256 levels (`LOOP`).
-pub(crate) fn remove_tree<F: Fs + ?Sized>(fs: &F, dir: &F::Dir, name: &str) -> Result<(), Errno> {
+pub fn remove_tree<F: Fs + ?Sized>(fs: &F, dir: &F::Dir, name: &str) -> Result<(), Errno> {
     fn empty<F: Fs + ?Sized>(fs: &F, dir: &F::Dir, depth: usize) -> Result<(), Errno> {
         if depth > 256 {
             return Err(Errno::LOOP);

@@ -18,29 +18,32 @@ use std::time::Duration;
 use proclease_core::liveness::OwnerStatus;
 use proclease_core::records::Owner;
 
-use crate::seam::files::{self, StableRead};
+use crate::files::{self, StableRead};
 use crate::seam::{Errno, Fs, Kernel};
 
 /// How many listings may see claims vanish, move or die before arbitration gives up (§3.5).
-pub(crate) const SNAPSHOT_ATTEMPTS: usize = 8;
+pub const SNAPSHOT_ATTEMPTS: usize = 8;
 /// The most claim files of one target a listing accepts (§3.5).
-pub(crate) const MAX_CLAIMS: usize = 1024;
+pub const MAX_CLAIMS: usize = 1024;
 /// How many more times an owner whose status is `unknown` is probed, 10 ms apart (§3.5).
-pub(crate) const UNKNOWN_RETRIES: usize = 3;
+pub const UNKNOWN_RETRIES: usize = 3;
 /// The largest claim file read (bytes).
-pub(crate) const MAX_CLAIM_BYTES: u64 = 4096;
+pub const MAX_CLAIM_BYTES: u64 = 4096;
 
 /// A claim's phase (§3.5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Phase {
+pub enum Phase {
+    /// Staged and waiting for its turn.
     Waiting,
+    /// Competing: the lowest candidate becomes the holder.
     Candidate,
+    /// Holding the record: the writer may change it.
     Held,
 }
 
 impl Phase {
     /// The word in a claim's file name.
-    pub(crate) fn name(self) -> &'static str {
+    pub fn name(self) -> &'static str {
         match self {
             Phase::Waiting => "waiting",
             Phase::Candidate => "candidate",
@@ -49,7 +52,7 @@ impl Phase {
     }
 
     /// The phase a file-name word names.
-    pub(crate) fn parse(word: &str) -> Option<Phase> {
+    pub fn parse(word: &str) -> Option<Phase> {
         match word {
             "waiting" => Some(Phase::Waiting),
             "candidate" => Some(Phase::Candidate),
@@ -61,7 +64,7 @@ impl Phase {
 
 /// The failures arbitration reports, each with the message of its [`ClaimKind`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Failure {
+pub enum Failure {
     /// No stable listing after [`SNAPSHOT_ATTEMPTS`].
     Unstable,
     /// More than [`MAX_CLAIMS`] claims of the target.
@@ -81,11 +84,11 @@ pub(crate) enum Failure {
 
 /// An arbitration failure: the kind's message for `failure`, and an I/O cause if there is one.
 #[derive(Debug)]
-pub(crate) struct ArbitrationError {
+pub struct ArbitrationError {
     /// The reference's (or, where the spec gives none, the peer's) message.
-    pub(crate) message: &'static str,
+    pub message: &'static str,
     /// The system call that failed, if one did.
-    pub(crate) io: Option<std::io::Error>,
+    pub io: Option<std::io::Error>,
 }
 
 impl std::fmt::Display for ArbitrationError {
@@ -98,7 +101,7 @@ impl std::fmt::Display for ArbitrationError {
 }
 
 /// What differs between §3.5 mutation claims and §5 lock claims, on the file system `F`.
-pub(crate) trait ClaimKind<F: Fs + ?Sized> {
+pub trait ClaimKind<F: Fs + ?Sized> {
     /// The common start of this target's claim file names.
     fn prefix(&self) -> String;
     /// The file name of this target's claim `claim_id` in `phase`.
@@ -126,12 +129,12 @@ pub(crate) trait ClaimKind<F: Fs + ?Sized> {
 /// claim name of a live process never shows such a text; one that does was published before a
 /// crash of the machine that lost its unsynced data, and its owner died with that boot. Removed
 /// as a dead owner's claim; the reference refuses it as malformed (`docs/deviations.md` 26).
-pub(crate) fn lost_in_a_crash(text: &str) -> bool {
+pub fn lost_in_a_crash(text: &str) -> bool {
     text.bytes().all(|b| b == 0)
 }
 
 /// The owner a claim text records, when `text` is exactly `kind`'s text for `claim_id`.
-pub(crate) fn owner_in<F: Fs + ?Sized>(kind: &dyn ClaimKind<F>, claim_id: &str, text: &str) -> Option<Owner> {
+pub fn owner_in<F: Fs + ?Sized>(kind: &dyn ClaimKind<F>, claim_id: &str, text: &str) -> Option<Owner> {
     let value: serde_json::Value = serde_json::from_str(text).ok()?;
     let owner = owner_members(&value)?;
     (kind.content(claim_id, &owner) == text).then_some(owner)
@@ -139,7 +142,7 @@ pub(crate) fn owner_in<F: Fs + ?Sized>(kind: &dyn ClaimKind<F>, claim_id: &str, 
 
 /// The `pid`, `bootId` and `processStartId` members of a claim or lock record (§3.5, §5): a safe
 /// integer ≥ 1 and two lowercase 64-hex digests; `None` when any is missing or malformed.
-pub(crate) fn owner_members(value: &serde_json::Value) -> Option<Owner> {
+pub fn owner_members(value: &serde_json::Value) -> Option<Owner> {
     let pid = value.get("pid")?.as_u64().filter(|&p| p >= 1 && p as f64 <= proclease_core::js::MAX_SAFE_INTEGER)?;
     let digest = |key: &str| value.get(key)?.as_str().filter(|d| proclease_core::js::is_digest(d)).map(str::to_string);
     Some(Owner { pid, boot_id: digest("bootId")?, process_start_id: digest("processStartId")? })
@@ -147,7 +150,7 @@ pub(crate) fn owner_members(value: &serde_json::Value) -> Option<Owner> {
 
 /// What a contender does next (§3.5 steps 3–5), decided by [`step`] from what it saw.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Step {
+pub enum Step {
     /// Rename the own claim to this phase, then look again.
     Advance(Phase),
     /// Another contender goes first: remove the own claim; the caller decides whether to retry.
@@ -164,7 +167,7 @@ pub(crate) enum Step {
 /// - `waiting`: lose to any claim past `waiting` or with a smaller id; else become `candidate`;
 /// - `candidate`: lose to a `held` claim or a smaller id; else become `held`;
 /// - `held`: another `held` claim is two owners; else won.
-pub(crate) fn step(phase: Phase, own: &str, others: &[(Phase, String)]) -> Step {
+pub fn step(phase: Phase, own: &str, others: &[(Phase, String)]) -> Step {
     let smaller = |id: &String| id.as_str() < own;
     match phase {
         Phase::Waiting if others.iter().any(|(p, id)| *p != Phase::Waiting || smaller(id)) => Step::Lose,
@@ -178,14 +181,14 @@ pub(crate) fn step(phase: Phase, own: &str, others: &[(Phase, String)]) -> Step 
 
 /// A claim this process holds in the `held` phase; [`release`] it.
 #[derive(Debug)]
-pub(crate) struct Held {
+pub struct Held {
     /// Its file name.
-    pub(crate) name: String,
+    pub name: String,
 }
 
 /// Runs the arbitration for one fresh claim of `own`: `Ok(Some)` when this process holds the
 /// target, `Ok(None)` when it lost (its claim is already gone again).
-pub(crate) fn arbitrate<F: Fs + ?Sized, K: Kernel + ?Sized>(fs: &F, dir: &F::Dir, kind: &dyn ClaimKind<F>, kernel: &K, own: &Owner) -> Result<Option<Held>, ArbitrationError> {
+pub fn arbitrate<F: Fs + ?Sized, K: Kernel + ?Sized>(fs: &F, dir: &F::Dir, kind: &dyn ClaimKind<F>, kernel: &K, own: &Owner) -> Result<Option<Held>, ArbitrationError> {
     let claim_id = uuid::Uuid::new_v4().to_string();
     kind.publish(fs, dir, &claim_id, own)?;
     let mut name = kind.name(Phase::Waiting, &claim_id);
@@ -237,8 +240,8 @@ fn advance<F: Fs + ?Sized>(fs: &F, dir: &F::Dir, kind: &dyn ClaimKind<F>, from: 
 
 /// Releases a claim: unlinks it; a failure is ignored (a claim left behind is a dead owner's
 /// claim once this process is gone, removed by the next listing). Not fsynced, for the reason
-/// [`advance`] gives: a claim that reappears after a power loss is a previous boot's.
-pub(crate) fn release<F: Fs + ?Sized>(fs: &F, dir: &F::Dir, name: &str) {
+/// `advance` gives: a claim that reappears after a power loss is a previous boot's.
+pub fn release<F: Fs + ?Sized>(fs: &F, dir: &F::Dir, name: &str) {
     let _ = fs.unlink(dir, name);
 }
 
@@ -250,7 +253,7 @@ pub(crate) fn release<F: Fs + ?Sized>(fs: &F, dir: &F::Dir, name: &str) {
 /// arbitrates for one target of a directory at a time (the store holds the collection's kernel
 /// lock, the catalog lock its process-wide mutex), so such a claim is one whose release failed —
 /// left in place it would block this process's own later writes until it exits.
-pub(crate) fn live_claims<F: Fs + ?Sized, K: Kernel + ?Sized>(
+pub fn live_claims<F: Fs + ?Sized, K: Kernel + ?Sized>(
     fs: &F,
     dir: &F::Dir,
     kind: &dyn ClaimKind<F>,
@@ -303,7 +306,7 @@ pub(crate) fn live_claims<F: Fs + ?Sized, K: Kernel + ?Sized>(
 
 /// The pid of a live holder of `kind`'s claims in `dir`, if one is seen (for a message: a
 /// claim that outlasted the writer's wait).
-pub(crate) fn live_holder<F: Fs + ?Sized, K: Kernel + ?Sized>(fs: &F, dir: &F::Dir, kind: &dyn ClaimKind<F>, kernel: &K) -> Option<i32> {
+pub fn live_holder<F: Fs + ?Sized, K: Kernel + ?Sized>(fs: &F, dir: &F::Dir, kind: &dyn ClaimKind<F>, kernel: &K) -> Option<i32> {
     let names = files::names_starting_with(fs, dir, &kind.prefix(), MAX_CLAIMS).ok()?;
     names.into_iter().find_map(|name| {
         let (_, id) = kind.parse_name(&name)?;
@@ -313,7 +316,7 @@ pub(crate) fn live_holder<F: Fs + ?Sized, K: Kernel + ?Sized>(fs: &F, dir: &F::D
 }
 
 /// An owner's status, probed up to [`UNKNOWN_RETRIES`] more times 10 ms apart while `unknown`.
-pub(crate) fn status<K: Kernel + ?Sized>(kernel: &K, owner: &Owner) -> OwnerStatus {
+pub fn status<K: Kernel + ?Sized>(kernel: &K, owner: &Owner) -> OwnerStatus {
     let mut status = kernel.owner_status(owner).unwrap_or(OwnerStatus::Unknown);
     for _ in 0..UNKNOWN_RETRIES {
         if status != OwnerStatus::Unknown {
@@ -327,7 +330,7 @@ pub(crate) fn status<K: Kernel + ?Sized>(kernel: &K, owner: &Owner) -> OwnerStat
 
 /// A claim file's text: `Ok(None)` when it vanished or was replaced while read; a file that is
 /// not a private regular file of this user, too large, or not UTF-8 is malformed.
-pub(crate) fn read_claim<F: Fs + ?Sized>(fs: &F, dir: &F::Dir, name: &str) -> Result<Option<String>, Failure> {
+pub fn read_claim<F: Fs + ?Sized>(fs: &F, dir: &F::Dir, name: &str) -> Result<Option<String>, Failure> {
     let file = match fs.open_file(dir, name) {
         Ok(file) => file,
         Err(Errno::NOENT) => return Ok(None),

@@ -3,7 +3,7 @@
 //! (spec §3.3 `removePrivateDirectoryTree`, §6A.4). The guarantees are those of [`super`]'s
 //! module docs.
 //!
-//! The native workspace ([`super::Workspace`]) runs it over rustix; `tests/tests/crash_states.rs`
+//! The native workspace (`proclease`'s `Workspace`) runs it over rustix; `tests/tests/crash_states.rs`
 //! runs the same code over a simulated disk that crashes or fails at every call.
 
 use std::path::{Path, PathBuf};
@@ -33,7 +33,7 @@ pub struct WorkspaceProtocol<F: Fs, K: Kernel> {
 
 impl<F: Fs, K: Kernel> WorkspaceProtocol<F, K> {
     /// The file system the workspace is on.
-    pub(super) fn fs(&self) -> &F {
+    pub fn fs(&self) -> &F {
         &self.fs
     }
 
@@ -242,7 +242,7 @@ impl<F: Fs, K: Kernel> WorkspaceProtocol<F, K> {
 
     /// The granted root `path` lies in, and the components below it. `allow_root` lets `path`
     /// be the root itself (inspection of a lease's parent).
-    pub(super) fn locate<'a>(&self, path: &'a str, allow_root: bool) -> Result<(&GrantedRoot<F::Dir>, Vec<&'a str>), WorkspaceError> {
+    pub fn locate<'a>(&self, path: &'a str, allow_root: bool) -> Result<(&GrantedRoot<F::Dir>, Vec<&'a str>), WorkspaceError> {
         if !proclease_core::records::directory_lease::is_bounded_path(path) {
             return Err(WorkspaceError::Refused { path: path.into(), reason: "not an absolute, normalised path (no trailing /, //, . or ..)".into() });
         }
@@ -267,14 +267,14 @@ impl<F: Fs, K: Kernel> WorkspaceProtocol<F, K> {
     /// Takes the kernel lock of a removal's parent directory. Serialises proclease processes'
     /// renames into and out of quarantine with their scans for quarantines in that directory;
     /// ghostget does not take it. Anyone may take it (a user's `flock ~/jobs …`), so the wait
-    /// for it is bounded and voiced like every wait for another process ([`crate::lock_wait`],
+    /// for it is bounded and voiced like every wait for another process (the host's `lock_wait`,
     /// `docs/deviations.md` 21): it says after 1 s who holds it and gives up at the operation's
     /// bound, naming the holder.
     fn lock_parent(&self, parent: &F::Dir, path: &str) -> Result<F::Lock, WorkspaceError> {
         let label = format!("the lock of {path}'s parent directory");
         self.fs.lock_directory(parent, &label).map_err(|e| match e {
-            crate::lock_wait::LockError::TimedOut(timeout) => WorkspaceError::ParentLocked { path: path.into(), timeout: Box::new(timeout) },
-            crate::lock_wait::LockError::Io(e) => WorkspaceError::Io { path: path.into(), operation: "lock of the parent", source: e },
+            crate::waits::LockError::TimedOut(timeout) => WorkspaceError::ParentLocked { path: path.into(), timeout: Box::new(timeout) },
+            crate::waits::LockError::Io(e) => WorkspaceError::Io { path: path.into(), operation: "lock of the parent", source: e },
         })
     }
 
@@ -290,16 +290,20 @@ impl<F: Fs, K: Kernel> WorkspaceProtocol<F, K> {
     }
 }
 
-pub(super) enum Walk<D> {
+/// Where a walk from a granted root ([`walk`]) ended.
+pub enum Walk<D> {
+    /// At the directory, open.
     Open(D),
+    /// A component does not exist.
     Absent,
     /// A component is a symbolic link or not a directory.
     NotPhysical,
+    /// A system call failed.
     Failed(Errno),
 }
 
 /// Opens `components` below `root`, one at a time, never following a symbolic link.
-pub(super) fn walk<F: Fs>(fs: &F, root: &F::Dir, components: &[&str]) -> Walk<F::Dir> {
+pub fn walk<F: Fs>(fs: &F, root: &F::Dir, components: &[&str]) -> Walk<F::Dir> {
     let mut current = match fs.duplicate(root) {
         Ok(fd) => fd,
         Err(e) => return Walk::Failed(e),
