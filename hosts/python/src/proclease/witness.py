@@ -35,7 +35,7 @@ import threading
 import uuid
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
-from ._fsops import open_dir
+from ._fsops import errno_error, open_dir
 from ._wit import os_message
 
 __all__ = [
@@ -212,8 +212,23 @@ def private_dir(parent: int, name: str, label: str) -> int:
             except OSError:
                 pass
             raise _os_error(label, "mkdir", error) from None
+    fd = open_private_dir_if_present(parent, name, label)
+    if fd is None:
+        raise _os_error(label, "open", errno_error(_errno.ENOENT, name))
+    return fd
+
+
+def open_private_dir_if_present(parent: int, name: str, label: str) -> Optional[int]:
+    """The private directory `name` in `parent` — a directory (not a link) owned by the
+    effective uid with mode exactly 0700 — if it exists; None when absent. Creates nothing
+    (`files::open_private_dir_if_present`).
+
+    Raises WitnessError `<label>: <open|fstat|check> failed: …`: it is there but cannot be
+    opened, or is not private."""
     try:
         fd = open_dir(parent, name)
+    except FileNotFoundError:
+        return None
     except OSError as error:
         raise _os_error(label, "open", error) from None
     try:
@@ -670,21 +685,9 @@ class Witnesses:
         with self._lock:
             if self._boot is not None:
                 return self._boot[1] if self._boot[0] == boot_id else None
-            label = f"{ROOT}/{boot_id}"
-            try:
-                fd = open_dir(self._root, boot_id)
-            except FileNotFoundError:
+            fd = open_private_dir_if_present(self._root, boot_id, f"{ROOT}/{boot_id}")
+            if fd is None:
                 return None
-            except OSError as error:
-                raise _os_error(label, "open", error) from None
-            try:
-                st = os.fstat(fd)
-            except OSError as error:
-                os.close(fd)
-                raise _os_error(label, "fstat", error) from None
-            if st.st_uid != os.geteuid() or st.st_mode & 0o777 != 0o700:
-                os.close(fd)
-                raise WitnessError(label, "check", "must be a directory owned by you with mode 0700 (chmod 700 it)")
             self._boot = (boot_id, fd)
             return fd
 
