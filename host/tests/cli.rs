@@ -485,22 +485,18 @@ fn every_exclusive_run_on_a_state_home_gets_a_greater_fencing_token() {
 #[test]
 fn a_run_refuses_a_state_home_whose_witnesses_or_journal_cannot_be_kept() {
     use std::os::unix::fs::PermissionsExt as _;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let proclease = |args: &[&str]| {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_proclease"));
-        command.arg("--state-home").arg(dir.path().join("state")).arg("--workspace-root").arg(dir.path()).args(args);
-        command.output().expect("proclease runs")
-    };
-    let first = proclease(&["run", "--workdir", dir.path().join("first").to_str().expect("utf-8"), "--", "true"]);
+    let s = common::sandbox();
+    let proclease = |args: &[&str]| s.run(args);
+    let first = proclease(&["run", "--workdir", s.root.join("first").to_str().expect("utf-8"), "--", "true"]);
     assert!(first.status.success(), "{first:?}");
-    let internal = dir.path().join("state/.proclease");
+    let internal = s.state.join(".proclease");
     let chmod = |name: &str, mode: u32| std::fs::set_permissions(internal.join(name), std::fs::Permissions::from_mode(mode)).expect("chmod");
     for (name, said) in [
         ("witnesses", ".proclease/witnesses: check failed: must be a directory owned by you with mode 0700 (chmod 700 it)"),
         ("runs", "cannot start the run journal: .proclease/runs: check: must be a directory owned by you with mode 0700 (chmod 700 it)"),
     ] {
         chmod(name, 0o755);
-        let job = dir.path().join(format!("job-{name}"));
+        let job = s.root.join(format!("job-{name}"));
         let out = proclease(&["run", "--workdir", job.to_str().expect("utf-8"), "--", "touch", "ran"]);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{name}: {out:?}");
@@ -508,7 +504,7 @@ fn a_run_refuses_a_state_home_whose_witnesses_or_journal_cannot_be_kept() {
         assert!(!job.exists(), "{name}: nothing was started or created");
         let doctor = proclease(&["doctor", "--json"]);
         assert!(doctor.status.success(), "{name}: doctor still answers: {doctor:?}");
-        assert!(String::from_utf8_lossy(&doctor.stderr).contains(&format!("{}: ", dir.path().join("state").display())), "{name}: doctor warns: {doctor:?}");
+        assert!(String::from_utf8_lossy(&doctor.stderr).contains(&format!("{}: ", s.state.display())), "{name}: doctor warns: {doctor:?}");
         let doc: serde_json::Value = serde_json::from_slice(&doctor.stdout).expect("json");
         assert_eq!(doc["entries"].as_array().map(Vec::len), Some(0), "{name}: no lease is left: {doc}");
         chmod(name, 0o700);

@@ -72,8 +72,9 @@ pub struct During {
     pub error: Arc<dyn std::error::Error + Send + Sync>,
 }
 
-/// How a timeout names a holder that may not be known.
-fn holder_words(holder: &Option<Holder>) -> String {
+/// How a wait names a holder that may not be known (a timeout, and the host's message after a
+/// second of waiting).
+pub fn holder_words(holder: &Option<Holder>) -> String {
     match holder {
         Some(holder) => holder.to_string(),
         None => "another process (not shown in /proc/locks)".into(),

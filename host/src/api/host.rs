@@ -175,10 +175,9 @@ impl HostBuilder {
     }
 }
 
-/// Warns (once, at start) that the state home's directory `relative` is there but cannot be
-/// used (`error`), and what follows (`consequence`). A directory that is absent and cannot be
-/// made (a read-only home) is no news: there is nothing in it to read.
-/// Whether it is there.
+/// Whether the state home's directory `relative`, which could not be opened (`error`), is
+/// there; if so, warns once, at start, with what follows (`consequence`). A directory that is
+/// absent and cannot be made (a read-only home) is no news: there is nothing in it to read.
 fn warn_if_present(home: &StateHome, relative: &str, error: &dyn std::fmt::Display, consequence: &str) -> bool {
     let present = home.path().join(relative).symlink_metadata().is_ok();
     if present {

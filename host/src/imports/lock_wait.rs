@@ -22,7 +22,7 @@ pub const TELL_AFTER: Duration = Duration::from_secs(1);
 /// The default bound of one wait for a lock held by another process.
 pub const DEFAULT_BOUND: Duration = Duration::from_secs(10);
 
-pub use proclease_protocols::waits::{Behind, During, Holder, LockError, LockTimeout};
+pub use proclease_protocols::waits::{Behind, During, Holder, LockError, LockTimeout, holder_words};
 
 /// The [`During`] of a timeout the operation ended in `error` because of: a refusal's own
 /// message (its cause, shown by its Display too, is the timeout's source), or `error`'s.
@@ -121,13 +121,6 @@ pub fn note(timeout: &LockTimeout) {
             c.timed_out = Some(LockTimeout { waited_ms: before + timeout.waited_ms, ..timeout.clone() });
         }
     });
-}
-
-fn holder_words(holder: &Option<Holder>) -> String {
-    match holder {
-        Some(holder) => holder.to_string(),
-        None => "another process (not shown in /proc/locks)".into(),
-    }
 }
 
 const HINT: &str = "continue a stopped holder (`kill -CONT PID`, or `fg` in its terminal) or end it; a holder that dies releases the lock";

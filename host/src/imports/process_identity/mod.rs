@@ -114,16 +114,22 @@ pub struct ProcessIdentity {
     own: OnceLock<Owner>,
     host: OnceLock<Host>,
     witnesses: Option<Witnesses>,
-    /// Why the state home's witness directory could not be opened, when it could not.
-    witnesses_unavailable: Option<String>,
-    /// Whether that directory is there although it could not be opened.
-    witnesses_unreadable: bool,
+    /// The state home's witness directory, when it could not be opened.
+    witnesses_unusable: Option<Unusable>,
     journal: Option<run_journal::RunJournal>,
-    /// Why the state home's run journal could not be opened, when it could not.
-    journal_unavailable: Option<String>,
-    /// Whether the run journal's directory is there although it could not be opened.
-    journal_unreadable: bool,
+    /// The state home's run journal, when it could not be opened.
+    journal_unusable: Option<Unusable>,
     presence: Option<Arc<dyn PresenceRegistry>>,
+}
+
+/// A directory of the state home that could not be opened ([`ProcessIdentity::without_witnesses`],
+/// [`ProcessIdentity::without_run_journal`]).
+#[derive(Debug)]
+struct Unusable {
+    /// Why, as the open's error says.
+    reason: String,
+    /// Whether it is there (only not usable): then what it holds cannot be told either way.
+    present: bool,
 }
 
 impl ProcessIdentity {
@@ -148,12 +154,7 @@ impl ProcessIdentity {
     /// then keeps what it would have taken over or removed. Without, probes report every
     /// witness `absent`, as [`Self::new`] (a read-only home that never had witnesses).
     pub fn without_witnesses(reason: String, present: bool) -> Self {
-        ProcessIdentity { witnesses_unavailable: Some(reason), witnesses_unreadable: present, ..Self::default() }
-    }
-
-    /// Why the witness directory could not be opened ([`Self::without_witnesses`]).
-    pub fn witnesses_unavailable(&self) -> Option<&str> {
-        self.witnesses_unavailable.as_deref()
+        ProcessIdentity { witnesses_unusable: Some(Unusable { reason, present }), ..Self::default() }
     }
 
     /// The same, for a state home whose run journal could not be opened (`reason`): a run
@@ -162,14 +163,13 @@ impl ProcessIdentity {
     /// there, only not usable), `finished-run` fails instead of answering "nothing finished",
     /// so that recovery keeps what a finished run left rather than judge it a crashed start.
     pub fn without_run_journal(mut self, reason: String, present: bool) -> Self {
-        self.journal_unavailable = Some(reason);
-        self.journal_unreadable = present;
+        self.journal_unusable = Some(Unusable { reason, present });
         self
     }
 
     /// Why the run journal could not be opened ([`Self::without_run_journal`]).
     pub fn run_journal_unavailable(&self) -> Option<&str> {
-        self.journal_unavailable.as_deref()
+        self.journal_unusable.as_ref().map(|unusable| unusable.reason.as_str())
     }
 
     /// The same, asking `registry` about processes recorded on another boot id (which are then
@@ -265,7 +265,7 @@ impl ProcessIdentity {
     /// directory could not be opened ([`Self::without_witnesses`]).
     pub fn spawn_witness(&self) -> Result<Option<SpawnWitness<'_>>, IdentityError> {
         let Some(witnesses) = &self.witnesses else {
-            return match &self.witnesses_unavailable {
+            return match self.witnesses_unusable.as_ref().map(|unusable| &unusable.reason) {
                 Some(reason) => Err(IdentityError(format!(
                     "a witness for the command cannot be taken: {reason}; without it nothing would prove the command's processes alive once this \
                      supervisor is gone, so nothing was started (fix the directory and run again)"
@@ -350,14 +350,12 @@ impl ProcessIdentity {
                 tree: TreeState::Absent,
             });
         }
-        if let (None, Some(reason), true) = (&self.witnesses, &self.witnesses_unavailable, self.witnesses_unreadable) {
-            return Err(IdentityError(format!(
-                "whether pid {} (or a process it started) is alive cannot be told: the state home's witnesses cannot be read ({reason})",
-                owner.pid
-            )));
-        }
         // A witness that is there but cannot be tested is never taken for an absent one.
-        let unseen = |e: witness::WitnessError| IdentityError(format!("whether pid {} (or a process it started) is alive cannot be told: {e}", owner.pid));
+        let unseen = |why: &dyn std::fmt::Display| IdentityError(format!("whether pid {} (or a process it started) is alive cannot be told: {why}", owner.pid));
+        if let (None, Some(Unusable { reason, present: true })) = (&self.witnesses, &self.witnesses_unusable) {
+            return Err(unseen(&format_args!("the state home's witnesses cannot be read ({reason})")));
+        }
+        let unseen = |e: witness::WitnessError| unseen(&e);
         let (witness, recorded_pid_namespace) = self.witnesses.as_ref().map_or(Ok((WitnessState::Absent, None)), |w| w.test(owner)).map_err(unseen)?;
         let (spawned, spawned_uncontained) = self.witnesses.as_ref().map_or(Ok((WitnessState::Absent, false)), |w| w.test_spawned(owner)).map_err(unseen)?;
         // A held witness decides alone; otherwise a populated cgroup of the tree keeps it alive.
@@ -460,9 +458,9 @@ impl proclease_core::effects::Processes for SharedProcesses {
     }
 
     fn finished_run(&mut self, lease_id: &str) -> Result<Option<proclease_core::effects::FinishedRun>, String> {
-        match (self.0.run_journal(), &self.0.journal_unavailable) {
+        match (self.0.run_journal(), &self.0.journal_unusable) {
             (Some(journal), _) => journal.finished_run(lease_id),
-            (None, Some(reason)) if self.0.journal_unreadable => Err(format!("the run journal cannot be opened: {reason}")),
+            (None, Some(Unusable { reason, present: true })) => Err(format!("the run journal cannot be opened: {reason}")),
             (None, _) => Ok(None),
         }
     }

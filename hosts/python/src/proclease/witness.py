@@ -330,31 +330,29 @@ def _write_new(dir_fd: int, name: str, data: bytes) -> None:
         _unlink(dir_fd, temp)
 
 
-def _test_checked(dir_fd: int, name: str, label: str) -> str:
-    """`_test` for a probe: a file that is there but cannot be opened raises WitnessError
-    instead of answering `untestable` (`witness.rs::test`)."""
-    try:
-        os.close(os.open(name, _READ_FLAGS, dir_fd=dir_fd))
-    except FileNotFoundError:
-        return ABSENT
-    except OSError as error:
-        raise _os_error(label, "open", error) from None
-    return _test(dir_fd, name)
-
-
 #: flock errors that mean the filesystem does not support it.
 _LOCK_UNSUPPORTED = frozenset({_errno.EOPNOTSUPP, _errno.ENOLCK, _errno.EINVAL})
 
 
 def _test(dir_fd: int, name: str) -> str:
     """Tests the lock of witness `name` in `dir_fd` without blocking: a shared lock is refused
-    while its holder keeps the exclusive one (`witness.rs::test`)."""
+    while its holder keeps the exclusive one (`witness.rs::test`). A file that is there but
+    cannot be opened is `untestable`."""
+    try:
+        return _test_checked(dir_fd, name, name)
+    except WitnessError:
+        return UNTESTABLE
+
+
+def _test_checked(dir_fd: int, name: str, label: str) -> str:
+    """`_test` for a probe: a file that is there but cannot be opened raises WitnessError
+    `<label>: open failed: …` instead of answering `untestable` (`witness.rs::test`)."""
     try:
         fd = os.open(name, _READ_FLAGS, dir_fd=dir_fd)
     except FileNotFoundError:
         return ABSENT
-    except OSError:
-        return UNTESTABLE
+    except OSError as error:
+        raise _os_error(label, "open", error) from None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
