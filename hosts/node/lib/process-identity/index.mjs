@@ -286,15 +286,16 @@ export class ProcessIdentity {
   }
 
   /** A WIT `owner-facts` record. */
-  facts(bootId, witness, recordedPidNamespace, [spawned, spawnedUncontained], stat, tasks, view) {
-    return { bootId, witness, recordedPidNamespace, spawned, spawnedUncontained, stat, tasks, view, remote: 'not-clustered', tree: 'absent' };
+  facts(bootId, witness, recordedPidNamespace, [spawned, spawnedUncontained], stat, tasks, view, tree = 'absent') {
+    return { bootId, witness, recordedPidNamespace, spawned, spawnedUncontained, stat, tasks, view, remote: 'not-clustered', tree };
   }
 
   /**
    * Everything observable about a recorded process (WIT `probe`): the current boot id, what can
    * be told of its witness and spawn witnesses, `/proc/<pid>/stat` and its task count, and this
-   * host's `/proc` view. Nothing of this machine is read for an owner of another boot. No cluster
-   * (`remote: not-clustered`), no cgroup (`tree: absent`). Throws only when the boot id cannot be read.
+   * host's `/proc` view, and what the cgroup a native supervisor recorded for it shows (`tree`).
+   * Nothing of this machine is read for an owner of another boot. No cluster
+   * (`remote: not-clustered`). Throws only when the boot id cannot be read.
    */
   probe(owner) {
     const bootId = this.currentBootId();
@@ -302,8 +303,10 @@ export class ProcessIdentity {
     if (owner.bootId !== bootId) return this.facts(bootId, 'absent', undefined, ['absent', false], { tag: 'unreadable' }, 0, view);
     const [witness, recorded] = this.witnesses ? this.witnesses.test(owner) : ['absent', undefined];
     const spawned = this.witnesses ? this.witnesses.testSpawned(owner) : ['absent', false];
+    // A held witness decides alone; otherwise a populated cgroup of the tree keeps it alive.
+    const tree = witness !== 'held' && this.witnesses ? this.witnesses.testTree(owner) : 'absent';
     const [stat, tasks] = observe(BigInt(owner.pid));
-    return this.facts(bootId, witness, recorded, spawned, stat, tasks, view);
+    return this.facts(bootId, witness, recorded, spawned, stat, tasks, view, tree);
   }
 
   /**

@@ -6,14 +6,13 @@
 // on which its holder keeps an exclusive `flock`; spawn witnesses are `<pid>-<start>.spawn-<uuid>`.
 // - `test`: no witness file → `absent`; a lock refused → `held`; granted → `free`, unless the
 //   witness records a lock domain (device, inode) other than the file this host opened (then
-//   `untestable`: its lock says nothing here), or a cgroup record lies beside it (`<identity>.cgroup`:
-//   a process of its cgroup may run though the lock is free, and this host does not read cgroups,
-//   so `untestable`: the component falls back to `/proc` in the recorded PID namespace, with no
-//   claim on the lineage); without `flock(1)`, `untestable`.
-// - `testSpawned`: `held` if any spawn witness is held or cannot be tested, or a cgroup record
-//   beside them exists (a native command's cgroup, which this host does not read, may still hold
-//   processes), or the directory cannot be read; `free` when there are some and all are free;
-//   `absent` when there are none.
+//   `untestable`: its lock says nothing here); without `flock(1)`, `untestable`.
+// - `testTree`: what the cgroup recorded beside the witness (`<identity>.cgroup`) shows now
+//   (`cgroup.mjs`, `cgroup_tree::observe`): a `populated` one keeps the owner alive whatever the
+//   witness says; `absent` when none was recorded.
+// - `testSpawned`: `held` if any spawn witness is held or cannot be tested, or the cgroup recorded
+//   with one (`<spawner>.cgroup-<uuid>`) is populated, or the directory cannot be read; `free`
+//   when there are some and all are free; `absent` when there are none.
 // - `spawn`: a spawn witness for a process this one is about to start (`Witnesses::spawn`), locked
 //   before it gets its name, so no prober ever finds it free while its child may run.
 // Anything that makes the witness directory unreadable other than its absence (not a private
@@ -21,6 +20,7 @@
 import * as fs from 'node:fs';
 import { createPrivateDir, euid, namesStartingWith, openDir, unlinkQuietly, using, uuid, writeAll } from '../fsops.mjs';
 import { isDigest } from '../state-store/path.mjs';
+import { readCgroupRecord } from './cgroup.mjs';
 import { testLock, tryLock } from './flock.mjs';
 
 /** The largest witness file read (`MAX_WITNESS_BYTES`). */
@@ -100,10 +100,20 @@ export class WitnessObserver {
       const identity = identityOf(owner);
       const state = testAt(dir, `${identity}.witness`);
       if (state.absent) return ['absent', undefined];
-      // A cgroup this host does not read may hold the command's processes though the lock is free.
-      const tested = state.state === 'free' && exists(dir, `${identity}.cgroup`) ? 'untestable' : state.state;
-      return [tested, state.pidNamespace];
+      return [state.state, state.pidNamespace];
     });
+  }
+
+  /**
+   * What the cgroup recorded for `owner` shows (`Witnesses::test_tree`): `absent` when none was
+   * recorded, `populated`, `empty` or `unreadable` (also when the boot's directory cannot be used).
+   */
+  testTree(owner) {
+    if (!nameable(owner)) return 'absent';
+    const boot = this.bootDir(owner.bootId);
+    if (boot.absent) return 'absent';
+    if (boot.unreadable) return 'unreadable';
+    return using(boot.dir, (dir) => readCgroupRecord(dir, `${identityOf(owner)}.cgroup`));
   }
 
   /**
@@ -120,11 +130,12 @@ export class WitnessObserver {
         const identity = `${identityOf(owner)}.`;
         const listed = namesStartingWith(dir, identity, 100_000);
         if (listed.over) return ['held', false];
+        // A process it started, whatever it closed, still runs in its cgroup.
+        if (listed.names.some((name) => name.startsWith(`${identity}cgroup-`) && readCgroupRecord(dir, name) === 'populated')) return ['held', false];
         const names = new Set(listed.names);
         const spawns = listed.names.filter((name) => name.startsWith(`${identity}spawn-`));
         if (spawns.length === 0) return ['absent', false];
         const uncontained = spawns.some((name) => names.has(name.replace('.spawn-', '.uncontained-')));
-        if (listed.names.some((name) => name.startsWith(`${identity}cgroup-`))) return ['held', uncontained];
         let aggregate = 'absent';
         for (const name of spawns) {
           const { state } = testAt(dir, name);
