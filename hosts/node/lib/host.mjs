@@ -31,10 +31,11 @@ export async function assemble({ stateHome, workspaceRoots, pluginCatalog, env =
       // Not needed to work: only the set-aside commands name it.
     }
     const roots = (workspaceRoots && workspaceRoots.length > 0 ? workspaceRoots : Workspace.defaultRoots(env)).map(String);
-    const workspace = new Workspace(roots);
+    let store;
+    const workspace = new Workspace(roots, () => store?.leasing.release());
     const processes = new ProcessIdentity(pure, home);
     const liveness = new Liveness(processes, pure);
-    const store = new StateStore(home, processes, liveness);
+    store = new StateStore(home, processes, liveness);
     const catalog = new PluginCatalog(store, processes, liveness, pluginCatalog ?? null);
     const root = await instantiate(hostImports({ store, workspace, processes, catalog }));
     return { home, source: selected.source, store, workspace, processes, liveness, catalog, root, pure };

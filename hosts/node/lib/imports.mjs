@@ -36,11 +36,10 @@ export function hostImports({ store, workspace, processes, catalog, clock = () =
       ensurePrivateDirectory: (path) => importCall(path, 'mkdir', () => store.ensurePrivateDirectory(path)),
       snapshot: (path, recoverOrphans) => importCall(path, 'list', () => ({ snapshot: store.snapshot(path, recoverOrphans) ?? undefined })),
       readBatch: (path, names, maxPerFile, maxTotal, expected) => importCall(path, 'batch read', () => store.readBatch(path, names, maxPerFile, maxTotal, expected)),
-      // This host takes no lease-creation lock (README, "Kernel locks"): a
-      // recovery here is not excluded from a native run's lease creation by a lock, only by the
-      // component's look at the collection just before each removal.
-      lockLeasing: () => ({ held: false }),
-      unlockLeasing: () => {},
+      // The lease-creation lock, through flock(1) (`state-store/leasing-lock.mjs`); `held: false`
+      // where there is no working flock(1).
+      lockLeasing: () => importCall('.proclease/locks', 'lock', () => ({ held: store.leasing.take() })),
+      unlockLeasing: () => store.leasing.release(),
     },
     workspace: {
       inspect: (path) => importCall(path, 'inspect', () => ({ facts: workspace.inspect(path) ?? undefined })),

@@ -3,12 +3,13 @@
 // empty, claimed by no other lease — `Refusal` of `host/src/error.rs`, the component's
 // `directory-leases.conflict`), then the component's `create-with-directory`.
 //
-// The native host takes a kernel lock (`directory-lease-creation.lock`) around the check and the
-// creation, so that two native runs cannot both lease one new directory. Node has no `flock`;
-// instead, once its lease is written, this host lists the leases again and gives its own up if
-// another lease claims the same directory — as the native host also does after its creation.
-// Each lease is written before its writer looks, so of two concurrent leasers (of either host)
-// the later to look always sees the other: at most one goes on (both may give up).
+// Every host takes the lease-creation lock (`.proclease/locks/directory-lease-creation.lock`)
+// around the check and the creation, so that two runs cannot both lease one new directory and no
+// recovery removes it meanwhile; this host through `flock(1)` (`state-store/leasing-lock.mjs`).
+// Where it has none (no util-linux), it still lists the leases again once its lease is written and
+// gives its own up if another lease claims the same directory — as the native host also does
+// after its creation. Each lease is written before its writer looks, so of two concurrent leasers
+// (of either host) the later to look always sees the other: at most one goes on (both may give up).
 //
 // The directory must be seen empty *after* no other lease was seen claiming it, and again once
 // this lease is written: a run that finished and released between an emptiness check and a
@@ -80,7 +81,22 @@ function alreadyLeased(home, dir, found) {
  * (innermost first) — for the caller to remove again, if still empty, when nothing ran. Throws a
  * `Refusal` or a `ProcleaseError`; nothing is left behind then.
  */
-export function leaseNewDirectory(host, dir, { recoverAfterMs = 60_000 } = {}) {
+export function leaseNewDirectory(host, dir, options = {}) {
+  // Under the lease-creation lock, as the native and Python hosts lease a new directory: no other
+  // host's run leases it, and no recovery removes a directory, between the checks and the lease.
+  // Throws a `StoreError` (`contended`, naming the holder) when another process holds it past
+  // the bound; nothing was leased or created then.
+  const { store } = host.parts;
+  store.leasing.take();
+  try {
+    return leaseNewDirectoryLocked(host, dir, options);
+  } finally {
+    store.leasing.release();
+  }
+}
+
+/** `leaseNewDirectory` once the lease-creation lock is held (or cannot be had: no `flock(1)`). */
+function leaseNewDirectoryLocked(host, dir, { recoverAfterMs = 60_000 } = {}) {
   const { workspace } = host.parts;
   const exports = host.exports;
   const home = host.stateHome;

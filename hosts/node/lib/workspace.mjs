@@ -244,7 +244,13 @@ export class Workspace {
   }
 
   /** Grants `roots` (each resolved with realpath and opened `O_NOFOLLOW`). Throws for a root that does not exist or is not a directory. */
-  constructor(roots) {
+  /**
+   * @param roots the granted roots (paths)
+   * @param outOfItsPath called once a tree being removed is renamed to its quarantine: the host
+   *   releases the lease-creation lock a recovery holds there (the native `WorkspaceProtocol::new`)
+   */
+  constructor(roots, outOfItsPath = () => {}) {
+    this.outOfItsPath = outOfItsPath;
     this.roots = [];
     for (const root of roots) {
       const label = String(root);
@@ -534,6 +540,10 @@ export class Workspace {
         }
         throw WorkspaceError.identityChanged(path, 'recursive removal target changed identity');
       }
+      // The tree is out of its path: a recovery that held the lease-creation lock from its last
+      // look at the leases until now lets new leases be made while the tree is deleted
+      // (`docs/deviations.md` 24); nothing can be leased inside a quarantine.
+      this.outOfItsPath();
       try {
         fsyncDir(parent);
       } catch (error) {

@@ -50,6 +50,7 @@ import {
   writeNewFile,
 } from '../fsops.mjs';
 import { ArbitrationError, arbitrate, release } from './arbitration.mjs';
+import { LeasingLock } from './leasing-lock.mjs';
 import { MAX_ENTRIES, MutationClaim, ownIdentity, recoverDirectory } from './mutation-claim.mjs';
 import { RefusedPath, cmpUtf16, isDigest, isSafeName, segments as pathSegments } from './path.mjs';
 
@@ -221,6 +222,8 @@ export class StateStore {
     this.home = home;
     this.processes = processes;
     this.liveness = liveness;
+    /** The lease-creation lock (`leasing-lock.mjs`): `lock-leasing` takes it, `unlock-leasing` releases it. */
+    this.leasing = new LeasingLock(this);
   }
 
   /**
