@@ -696,3 +696,53 @@ fn an_unusable_witness_directory_keeps_a_live_background_process_s_directory() {
     assert!(out.status.success(), "{out:?}");
     assert!(!work.exists(), "once everything is gone, recovery removes it as before");
 }
+
+/// A killed run whose tree ran in a cgroup, looked at from another cgroup namespace (a
+/// container's `recover` on a shared state home: `unshare --cgroup`), where its cgroup record
+/// cannot be read. Its witnesses are free, but a process of its tree that closed them could still
+/// run in that cgroup: `doctor` says the owner cannot be inspected and `recover` keeps the
+/// directory. From the machine's cgroup namespace the cgroup is read (empty) and the run is
+/// recovered. Before, a cgroup that could not be read counted for nothing and the witnesses
+/// alone decided: the directory was removed from the container.
+#[test]
+fn a_run_whose_cgroup_cannot_be_read_is_kept_until_recovered_where_it_can() {
+    if !common::namespaces_available(&["--cgroup"]) {
+        return;
+    }
+    let s = sandbox();
+    let work = s.root.join("jobs/boxed");
+    let mut supervisor = s.spawn(&["run", "--workdir", work.to_str().expect("utf-8"), "--", "sleep", "60"]);
+    let entry = s.wait_for_phase(&work, "running");
+    let boot = std::fs::read_dir(s.state.join(".proclease/witnesses")).expect("witnesses").flatten().map(|e| e.path()).find(|p| p.is_dir()).expect("this boot's directory");
+    let has_cgroup_record = std::fs::read_dir(&boot).expect("boot directory").flatten().any(|e| e.file_name().to_string_lossy().contains(".cgroup"));
+    if !has_cgroup_record {
+        assert!(std::env::var_os("PROCLEASE_REQUIRE_NAMESPACES").is_none(), "the run made no cgroup here (doctor: {})", s.doctor());
+        println!("skipped: no cgroup v2 could be made here for the run's tree");
+        supervisor.kill().expect("SIGKILL");
+        return;
+    }
+    let child = entry["childPid"].as_u64().expect("the lease records the child");
+    supervisor.kill().expect("SIGKILL the supervisor");
+    supervisor.wait().expect("reaped");
+    common::kill(child);
+    common::wait_until_dead(child);
+    // Gone for the machine's own namespace, once the box's cgroup is empty.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while s.doctor()["entries"][0]["disposition"] != "recoverable" {
+        assert!(std::time::Instant::now() < deadline, "never recoverable: {}", s.doctor());
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let elsewhere = ["unshare", "--cgroup"];
+    let doctor = s.run_in(&elsewhere, &["doctor", "--json"]);
+    assert!(doctor.status.success(), "{doctor:?}");
+    let doctor: serde_json::Value = serde_json::from_slice(&doctor.stdout).expect("JSON");
+    let reason = doctor["entries"][0]["reason"].as_str().expect("a reason").to_string();
+    assert_ne!(doctor["entries"][0]["disposition"], "recoverable", "{doctor}");
+    assert!(reason.contains("its witness lock is free, but the cgroup recorded for its processes cannot be read here"), "{reason}");
+    let recover = s.run_in(&elsewhere, &["recover"]);
+    assert!(work.is_dir(), "kept from another cgroup namespace: {recover:?}");
+    assert_eq!(std::fs::read_dir(s.collection()).expect("collection").count(), 1, "and so is its lease: {recover:?}");
+    let recover = s.run(&["recover"]);
+    assert!(recover.status.success(), "{recover:?}");
+    assert!(!work.exists(), "recovered where its cgroup can be read: {recover:?}");
+}

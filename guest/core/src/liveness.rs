@@ -262,6 +262,9 @@ pub enum Proof {
     WitnessHeld,
     /// A process of the cgroup recorded for it is alive.
     TreePopulated,
+    /// A cgroup was recorded for it, and it cannot be read here: a process of its tree may run
+    /// on though its witness is free (one that closed the witness, where no box holds it).
+    TreeUnreadable,
     /// Its witness is free.
     WitnessFree,
     /// `/proc` shows the same process alive.
@@ -285,6 +288,7 @@ impl Proof {
             Proof::ClusterUnreachable => "it runs on another machine and the cluster registry cannot be reached",
             Proof::WitnessHeld => "its witness lock is held",
             Proof::TreePopulated => "a process of its cgroup still runs",
+            Proof::TreeUnreadable => "its witness lock is free, but the cgroup recorded for its processes cannot be read here",
             Proof::WitnessFree => "its witness lock is free",
             Proof::ProcAlive => "/proc shows it running",
             Proof::ProcGone => "/proc shows it gone",
@@ -445,6 +449,12 @@ pub fn judge(owner: &Owner, facts: &OwnerFacts) -> Liveness {
     let same_process = matches!(&inspection, Inspection::Alive(start) if *start == owner.process_start_id);
     if same_process {
         return at(OwnerStatus::ExactLiveOwner, Proof::ProcAlive);
+    }
+    if facts.tree == TreeState::Unreadable {
+        // Its supervisor put its tree in a cgroup, because a process of the tree may outlive the
+        // witness (one that closed it, where no box's init holds it for the tree); unseen is not
+        // gone. Recover it where its cgroup can be read (the machine's cgroup namespace).
+        return at(OwnerStatus::Unknown, Proof::TreeUnreadable);
     }
     if facts.witness == WitnessState::Free {
         return at(OwnerStatus::DifferentOrDead, Proof::WitnessFree);
@@ -625,11 +635,23 @@ mod tests {
         assert_eq!((liveness.status, liveness.proof), (OwnerStatus::ExactLiveOwner, Proof::TreePopulated));
         assert!(!liveness.lineage_gone());
         assert_eq!(describe("child", &owner, &liveness), "child pid 42 is alive (a process of its cgroup still runs)");
-        // An empty, gone or unreadable cgroup proves nothing by itself: the witness decides.
-        for tree in [TreeState::Empty, TreeState::Unreadable, TreeState::Absent] {
+        // An empty or gone cgroup proves nothing by itself: the witness decides.
+        for tree in [TreeState::Empty, TreeState::Absent] {
             f.tree = tree;
             assert_eq!(judge(&owner, &f).proof, Proof::WitnessFree, "{tree:?}");
         }
+        // One that cannot be read here may hold a process that closed the witness: never gone.
+        f.tree = TreeState::Unreadable;
+        let liveness = judge(&owner, &f);
+        assert_eq!((liveness.status, liveness.proof), (OwnerStatus::Unknown, Proof::TreeUnreadable));
+        assert_eq!(
+            describe("child", &owner, &liveness),
+            "child pid 42 cannot be inspected (its witness lock is free, but the cgroup recorded for its processes cannot be read here)"
+        );
+        // Unless /proc shows the very process alive, or its witness is held.
+        f.stat = ProcRead::Stat(stat("S", 424242));
+        assert_eq!(judge(&owner, &f).proof, Proof::ProcAlive);
+        f.stat = ProcRead::Missing;
         f.witness = WitnessState::Held;
         f.tree = TreeState::Empty;
         assert_eq!(status(&owner, &f), OwnerStatus::ExactLiveOwner);

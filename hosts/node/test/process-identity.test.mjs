@@ -137,12 +137,13 @@ test("a witness is tested by its lock (flock(1)): held is alive, free is gone; a
     await release(holder);
     assert.equal(processes.probe(dead).witness, 'free', 'the holder is gone');
 
-    // A cgroup record beside it that says nothing (malformed): the witness decides, as natively.
+    // A cgroup record beside it that cannot be read (malformed): a process of that cgroup may
+    // run though the lock is free, so the free witness proves nothing (as natively).
     fs.writeFileSync(join(dir, `${dead.pid}-${dead.processStartId}.cgroup`), '{}', { mode: 0o600 });
     facts = processes.probe(dead);
     assert.equal(facts.witness, 'free');
     assert.equal(facts.tree, 'unreadable');
-    assert.equal(liveness.ownerStatus(dead), 'different-or-dead');
+    assert.equal(liveness.ownerStatus(dead), 'unknown');
     fs.unlinkSync(join(dir, `${dead.pid}-${dead.processStartId}.cgroup`));
 
     // Another lock domain (the file reached through another mount, docs/witness.md): its lock says nothing here.
@@ -206,7 +207,7 @@ const cgroupSkip = (() => {
   return false;
 })();
 
-test('a cgroup a native supervisor recorded is read as the native host reads it: populated keeps an owner alive though its witness is free; empty, removed, replaced or of another namespace does not', { skip: cgroupSkip }, async () => {
+test('a cgroup a native supervisor recorded is read as the native host reads it: populated keeps an owner alive though its witness is free; empty, removed or replaced does not; one that cannot be read here leaves it undecided', { skip: cgroupSkip }, async () => {
   const h = await freshHost();
   const gone = spawn('true');
   const cgroup = cgroupHere();
@@ -248,9 +249,11 @@ test('a cgroup a native supervisor recorded is read as the native host reads it:
     facts = processes.probe(dead);
     assert.deepEqual([facts.witness, facts.tree, facts.spawned], ['free', 'populated', 'held']);
     assert.equal(liveness.ownerStatus(dead), 'exact-live-owner', 'a process of its tree runs on');
-    // Recorded relative to another cgroup namespace, or malformed: it says nothing here.
+    // Recorded relative to another cgroup namespace, or malformed: it cannot be read here, and
+    // the owner cannot be judged (a process of the tree may run on, whatever the witness says).
     recordAt(`${identity}.cgroup`, record(id, namespace + 1n));
     assert.equal(processes.probe(dead).tree, 'unreadable');
+    assert.equal(liveness.ownerStatus(dead), 'unknown');
     recordAt(`${identity}.cgroup`, record(id, namespace, '/../x'));
     assert.equal(processes.probe(dead).tree, 'unreadable');
     recordAt(`${identity}.cgroup`, record(id));
