@@ -13,13 +13,15 @@
 //! (`hosts/python/setup.sh`, `npm ci` in `hosts/node`); needs python3 >= 3.11 and Node 20.
 
 mod common;
+#[path = "common/packages.rs"]
+mod packages;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::OnceLock;
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::PROCLEASE;
+use packages::{installed, package};
 use serde_json::Value;
 
 /// The three hosts' command lines.
@@ -31,27 +33,6 @@ enum HostKind {
 }
 
 const HOSTS: [HostKind; 3] = [HostKind::Native, HostKind::Python, HostKind::Node];
-
-fn package(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../hosts").join(name)
-}
-
-fn checked(what: &str, output: std::io::Result<Output>) {
-    let output = output.unwrap_or_else(|e| panic!("{what}: {e}"));
-    assert!(output.status.success(), "{what} failed:\n{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
-}
-
-/// Installs both packages once per test binary, as their READMEs say.
-fn installed() {
-    static ONCE: OnceLock<()> = OnceLock::new();
-    ONCE.get_or_init(|| {
-        checked("hosts/python/setup.sh", Command::new("bash").arg(package("python").join("setup.sh")).output());
-        let node = package("node");
-        if !node.join("node_modules/.package-lock.json").is_file() || !node.join("component").is_dir() {
-            checked("npm ci in hosts/node", Command::new("npm").args(["ci", "--no-audit", "--no-fund"]).current_dir(&node).output());
-        }
-    });
-}
 
 /// One state home and workspace root for one pair.
 struct Place {

@@ -719,6 +719,7 @@ fn a_run_whose_cgroup_cannot_be_read_is_kept_until_recovered_where_it_can() {
         assert!(std::env::var_os("PROCLEASE_REQUIRE_NAMESPACES").is_none(), "the run made no cgroup here (doctor: {})", s.doctor());
         println!("skipped: no cgroup v2 could be made here for the run's tree");
         supervisor.kill().expect("SIGKILL");
+        supervisor.wait().expect("reaped");
         return;
     }
     let child = entry["childPid"].as_u64().expect("the lease records the child");

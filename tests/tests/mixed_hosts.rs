@@ -6,47 +6,29 @@
 //! Real processes on real files. Each package is installed the way its README says
 //! (`hosts/python/setup.sh`, `npm ci` in `hosts/node`); needs python3 >= 3.11 and Node 20.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::OnceLock;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
+
+#[path = "../../host/tests/common/packages.rs"]
+mod packages;
+use packages::{installed, package};
 
 const STORE_WORKER: &str = env!("CARGO_BIN_EXE_store_worker");
 const ADMISSION_WORKER: &str = env!("CARGO_BIN_EXE_admission_worker");
 const COUNTER: &str = "recovery/interop/counter.json";
 
-fn hosts() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../hosts")
-}
-
-fn checked(what: &str, output: std::io::Result<Output>) {
-    let output = output.unwrap_or_else(|e| panic!("{what}: {e}"));
-    assert!(output.status.success(), "{what} failed:\n{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
-}
-
-/// Installs both packages once per test binary, as their READMEs say.
-fn installed() {
-    static ONCE: OnceLock<()> = OnceLock::new();
-    ONCE.get_or_init(|| {
-        checked("hosts/python/setup.sh", Command::new("bash").arg(hosts().join("python/setup.sh")).output());
-        let node = hosts().join("node");
-        if !node.join("node_modules/.package-lock.json").is_file() || !node.join("component").is_dir() {
-            checked("npm ci in hosts/node", Command::new("npm").args(["ci", "--no-audit", "--no-fund"]).current_dir(&node).output());
-        }
-    });
-}
-
 fn python(args: &[&str]) -> Command {
-    let mut command = Command::new(hosts().join("python/.venv/bin/python"));
-    command.arg(hosts().join("python/tests/worker.py")).args(args);
+    let mut command = Command::new(package("python").join(".venv/bin/python"));
+    command.arg(package("python").join("tests/worker.py")).args(args);
     command
 }
 
 fn node(args: &[&str]) -> Command {
     let mut command = Command::new("node");
-    command.arg(hosts().join("node/testing/worker.mjs")).args(args);
+    command.arg(package("node").join("testing/worker.mjs")).args(args);
     command
 }
 
