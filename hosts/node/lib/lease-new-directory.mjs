@@ -17,6 +17,7 @@
 // later `recover` deletes).
 import { call, drop, ProcleaseError } from './calls.mjs';
 import { setAsideLeaseEntry } from './reports/format.mjs';
+import { LeasingLock } from './state-store/leasing-lock.mjs';
 
 /** A refusal before anything was leased or run (`Refusal`, kind `refused`): its message; nothing is left behind. */
 export class Refusal extends ProcleaseError {
@@ -86,12 +87,14 @@ export function leaseNewDirectory(host, dir, options = {}) {
   // host's run leases it, and no recovery removes a directory, between the checks and the lease.
   // Throws a `StoreError` (`contended`, naming the holder) when another process holds it past
   // the bound; nothing was leased or created then.
-  const { store } = host.parts;
-  store.leasing.take();
+  // A lock of its own (not the one the component's `lock-leasing` takes, which is released after
+  // each component call): the checks and the lease are several calls.
+  const lock = new LeasingLock(host.parts.store);
+  lock.take();
   try {
     return leaseNewDirectoryLocked(host, dir, options);
   } finally {
-    store.leasing.release();
+    lock.release();
   }
 }
 

@@ -165,7 +165,7 @@ test("a witness is tested by its lock (flock(1)): held is alive, free is gone; a
     const cgroupRecord = join(dir, `${dead.pid}-${dead.processStartId}.cgroup-3f1c9a52-8d2e-4b7a-9c1d-2e5f6a7b8c9d`);
     for (let i = 0; i < 500 && processes.probe(dead).spawned === 'held'; i++) await new Promise((r) => setTimeout(r, 10));
     fs.writeFileSync(cgroupRecord, '{}', { mode: 0o600 });
-    assert.equal(processes.probe(dead).spawned, 'free', 'a cgroup record that says nothing leaves the spawn witnesses to decide');
+    assert.equal(processes.probe(dead).spawned, 'untestable', 'a cgroup record that cannot be read: what it started is not proven gone');
   } finally {
     for (const holder of holders) holder.kill('SIGKILL');
     h.cleanup();
@@ -254,6 +254,9 @@ test('a cgroup a native supervisor recorded is read as the native host reads it:
     recordAt(`${identity}.cgroup`, record(id, namespace + 1n));
     assert.equal(processes.probe(dead).tree, 'unreadable');
     assert.equal(liveness.ownerStatus(dead), 'unknown');
+    recordAt(`${identity}.cgroup-${uuid}`, record(id, namespace + 1n));
+    assert.equal(processes.probe(dead).spawned, 'untestable', 'what it started is not proven gone either');
+    recordAt(`${identity}.cgroup-${uuid}`, record(id));
     recordAt(`${identity}.cgroup`, record(id, namespace, '/../x'));
     assert.equal(processes.probe(dead).tree, 'unreadable');
     recordAt(`${identity}.cgroup`, record(id));

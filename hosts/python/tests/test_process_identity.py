@@ -321,6 +321,15 @@ def test_a_child_holding_an_inherited_spawn_witness_is_held_until_it_and_its_chi
         assert (identity.probe(own).spawned, identity.probe(own).spawned_uncontained) == ("free", True)
         verdict = judge(child_owner, facts)
         assert verdict is None or (verdict.status, verdict.lineage_gone) == ("different-or-dead", True)
+        # A cgroup recorded with that spawn witness that cannot be read here (recorded in another
+        # cgroup namespace): a process it started that closed the witness may run there, so what
+        # it started is not proven gone (`Witnesses::test_spawned`).
+        record = witness_dir(home, own.boot_id) / spawn.name.replace(".spawn-", ".cgroup-")
+        record.write_text('{"cgroupId":1,"cgroupNamespace":1,"kind":"proclease-cgroup","path":"/x","schemaVersion":1}\n')
+        os.chmod(record, 0o600)
+        assert identity.probe(own).spawned == "untestable"
+        record.unlink()
+        assert identity.probe(own).spawned == "free"
         # Retirement removes the own witness and the free spawn witness with its identity link
         # and its uncontained record.
         identity.retire()

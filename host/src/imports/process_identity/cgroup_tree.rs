@@ -89,7 +89,8 @@ impl Hierarchy {
             .filter(|m| m.fs_type == "cgroup2")
             .find(|m| within(&own, &m.root).is_some())
             .ok_or_else(|| format!("no cgroup v2 mount shows this process's cgroup {own}"))?;
-        let namespace = std::fs::metadata("/proc/self/ns/cgroup").map(|m| m.ino()).unwrap_or(0);
+        // Without it a record could name no namespace any reader matches: no cgroup then.
+        let namespace = std::fs::metadata("/proc/self/ns/cgroup").map(|m| m.ino()).map_err(|e| format!("/proc/self/ns/cgroup cannot be read ({e})"))?;
         Ok(Hierarchy { mount: mount.mount_point, root: mount.root, own, namespace })
     }
 

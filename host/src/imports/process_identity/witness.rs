@@ -439,7 +439,8 @@ impl Witnesses {
     /// The aggregate state of the spawn witnesses `owner` took: held if any is held (or the
     /// cgroup recorded with one is populated: a process started under it still runs, whatever
     /// it closed), free if there are some and all are free, untestable if some cannot be tested
-    /// and none is held, absent if there are none.
+    /// (or the cgroup recorded with one cannot be read here) and none is held, absent if there
+    /// are none.
     ///
     /// And whether one of them was started uncontained: it has an `uncontained` record
     /// ([`SpawnWitness::record_uncontained`]).
@@ -464,9 +465,16 @@ impl Witnesses {
         let mut aggregate = WitnessState::Absent;
         let mut uncontained = false;
         for name in &names {
-            if name.starts_with(&records) && read_cgroup_record(dir, name) == TreeState::Populated {
-                // A process it started, whatever it closed, still runs in its cgroup.
-                return Ok((WitnessState::Held, false));
+            if name.starts_with(&records) {
+                match read_cgroup_record(dir, name) {
+                    // A process it started, whatever it closed, still runs in its cgroup.
+                    TreeState::Populated => return Ok((WitnessState::Held, false)),
+                    // Unseen is not gone: a process it started that closed its spawn witness may
+                    // run in a cgroup that cannot be read here (another cgroup namespace).
+                    TreeState::Unreadable if aggregate != WitnessState::Held => aggregate = WitnessState::Untestable,
+                    _ => {}
+                }
+                continue;
             }
             if !name.starts_with(&prefix) {
                 continue;

@@ -26,8 +26,9 @@ export function flockBinary() {
 
 /**
  * `flock(fd, mode | LOCK_NB)` through `flock(1)`: `'locked'` (the open file description of `fd`
- * now holds the lock), `'conflict'` (another holds a lock that excludes it), or `'unsupported'`
- * (no `flock(1)`, or it failed otherwise: a filesystem without `flock`, a descriptor it cannot use).
+ * now holds the lock), `'conflict'` (another holds a lock that excludes it), `'unsupported'` (no
+ * `flock(1)` on this machine), or `'failed'` (it could not be run or did not answer: a failed fork,
+ * a filesystem without `flock`, a descriptor it cannot use — nothing is known of the lock).
  */
 export function tryLock(fd, mode) {
   const binary = flockBinary();
@@ -37,9 +38,9 @@ export function tryLock(fd, mode) {
     env: {},
     timeout: 10_000,
   });
-  if (done.error || done.signal) return 'unsupported';
+  if (done.error || done.signal) return 'failed';
   if (done.status === 0) return 'locked';
-  return done.status === CONFLICT ? 'conflict' : 'unsupported';
+  return done.status === CONFLICT ? 'conflict' : 'failed';
 }
 
 /**

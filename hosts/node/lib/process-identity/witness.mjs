@@ -11,8 +11,9 @@
 //   (`cgroup.mjs`, `cgroup_tree::observe`): a `populated` one keeps the owner alive whatever the
 //   witness says; `absent` when none was recorded.
 // - `testSpawned`: `held` if any spawn witness is held or cannot be tested, or the cgroup recorded
-//   with one (`<spawner>.cgroup-<uuid>`) is populated, or the directory cannot be read; `free`
-//   when there are some and all are free; `absent` when there are none.
+//   with one (`<spawner>.cgroup-<uuid>`) is populated, or the directory cannot be read;
+//   `untestable` if such a cgroup cannot be read here; `free` when there are some and all are
+//   free; `absent` when there are none.
 // - `spawn`: a spawn witness for a process this one is about to start (`Witnesses::spawn`), locked
 //   before it gets its name, so no prober ever finds it free while its child may run.
 // Anything that makes the witness directory unreadable other than its absence (not a private
@@ -130,8 +131,9 @@ export class WitnessObserver {
         const identity = `${identityOf(owner)}.`;
         const listed = namesStartingWith(dir, identity, 100_000);
         if (listed.over) return ['held', false];
+        const trees = listed.names.filter((name) => name.startsWith(`${identity}cgroup-`)).map((name) => readCgroupRecord(dir, name));
         // A process it started, whatever it closed, still runs in its cgroup.
-        if (listed.names.some((name) => name.startsWith(`${identity}cgroup-`) && readCgroupRecord(dir, name) === 'populated')) return ['held', false];
+        if (trees.includes('populated')) return ['held', false];
         const names = new Set(listed.names);
         const spawns = listed.names.filter((name) => name.startsWith(`${identity}spawn-`));
         if (spawns.length === 0) return ['absent', false];
@@ -145,6 +147,9 @@ export class WitnessObserver {
           if (state === 'held' || state === 'untestable') return ['held', uncontained];
           if (state === 'free' && aggregate === 'absent') aggregate = 'free';
         }
+        // Unseen is not gone: one that closed its spawn witness may run in a cgroup that cannot
+        // be read here (another cgroup namespace), as natively.
+        if (trees.includes('unreadable')) return ['untestable', uncontained];
         return [aggregate, uncontained];
       } catch {
         return ['held', false];

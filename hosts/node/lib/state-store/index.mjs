@@ -223,7 +223,7 @@ export class StateStore {
     this.processes = processes;
     this.liveness = liveness;
     /** The lease-creation lock (`leasing-lock.mjs`): `lock-leasing` takes it, `unlock-leasing` releases it. */
-    this.leasing = new LeasingLock(this);
+    this.leasing = new LeasingLock(this, { afterCalls: true });
   }
 
   /**

@@ -8,6 +8,7 @@
 // exclude the other hosts' as theirs exclude each other. Where `flock(1)` is missing it takes
 // nothing and says so (`held: false`), as before.
 import * as fs from 'node:fs';
+import { afterOutermostCall } from '../calls.mjs';
 import { StoreError, isOsError } from '../errors.mjs';
 import { sleepMs } from '../fsops.mjs';
 import { tryLock } from '../process-identity/flock.mjs';
@@ -72,9 +73,15 @@ function processWords(pid) {
 
 /** One state home's lease-creation lock, as this process holds it (or not). */
 export class LeasingLock {
-  /** @param store the `StateStore` (its `walk` opens `.proclease/locks`, creating it 0700) */
-  constructor(store) {
+  /**
+   * @param store the `StateStore` (its `walk` opens `.proclease/locks`, creating it 0700)
+   * @param afterCalls true for the lock the component takes through `lock-leasing`: released
+   *   at the latest when the outermost component call returns (`HELD_FOR_CALLS`). False for a
+   *   lock held across component calls (`leaseNewDirectory`).
+   */
+  constructor(store, { afterCalls = false } = {}) {
     this.store = store;
+    this.afterCalls = afterCalls;
     this.fd = null;
   }
 
@@ -96,24 +103,32 @@ export class LeasingLock {
     } finally {
       locks.close();
     }
-    const start = Date.now();
-    for (let pause = 1; ; pause = Math.min(pause * 2, 50)) {
-      const tried = tryLock(fd, 'exclusive');
-      if (tried === 'locked') {
-        this.fd = fd;
-        return true;
+    const start = performance.now();
+    let taken = false;
+    try {
+      for (let pause = 1; ; pause = Math.min(pause * 2, 50)) {
+        const tried = tryLock(fd, 'exclusive');
+        if (tried === 'locked') {
+          taken = true;
+          this.fd = fd;
+          if (this.afterCalls) HELD_FOR_CALLS.add(this);
+          return true;
+        }
+        // No flock(1) on this machine: this host takes no lock (README, "Kernel locks").
+        if (tried === 'unsupported') return false;
+        // Anything else says nothing of the lock: never go on as if it were held or absent.
+        if (tried === 'failed') {
+          throw new StoreError('io', label, `${label}: lock of the lease-creation lock failed: util-linux's flock(1) could not take or test it (a failed fork, or a filesystem without flock); retry, or use the native host`);
+        }
+        if (performance.now() - start >= waitMs) {
+          const holder = lockHolder(fd);
+          const words = holder === null ? 'another process (not shown in /proc/locks)' : processWords(holder);
+          throw new StoreError('contended', label, `waited for ${label}, held by ${words}: ${LOCK_HINT}`);
+        }
+        sleepMs(pause);
       }
-      if (tried === 'unsupported') {
-        fs.closeSync(fd);
-        return false;
-      }
-      if (Date.now() - start >= waitMs) {
-        const holder = lockHolder(fd);
-        fs.closeSync(fd);
-        const words = holder === null ? 'another process (not shown in /proc/locks)' : processWords(holder);
-        throw new StoreError('contended', label, `waited for ${label}, held by ${words}: ${LOCK_HINT}`);
-      }
-      sleepMs(pause);
+    } finally {
+      if (!taken) fs.closeSync(fd);
     }
   }
 
@@ -121,6 +136,19 @@ export class LeasingLock {
   release() {
     const fd = this.fd;
     this.fd = null;
+    HELD_FOR_CALLS.delete(this);
     if (fd !== null) fs.closeSync(fd);
   }
 }
+
+/**
+ * The locks component calls took (`lock-leasing`) and still hold. A component call that traps (or
+ * whose import throws) between `lock-leasing` and `unlock-leasing` must not leave them held: every
+ * host's next lease would wait for them. `calls.mjs` releases them once the outermost component
+ * call returns (the native `runtime::Instance::call` does the same after every call); a completed
+ * call has released them already.
+ */
+const HELD_FOR_CALLS = new Set();
+afterOutermostCall(() => {
+  for (const lock of [...HELD_FOR_CALLS]) lock.release();
+});

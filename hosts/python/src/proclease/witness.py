@@ -942,7 +942,8 @@ class Witnesses:
     def test_spawned(self, owner: Any) -> Tuple[str, bool]:
         """The aggregate state of the spawn witnesses `owner` took: held if any is held (or the
         cgroup recorded with one is populated), free if there are some and all are free,
-        untestable if some cannot be tested and none is held, absent if there are none; and
+        untestable if some cannot be tested (or the cgroup recorded with one cannot be read
+        here) and none is held, absent if there are none; and
         whether one of them was started uncontained (it has an uncontained record).
 
         Raises WitnessError: its boot's directory is there but cannot be opened or listed, or a
@@ -962,9 +963,15 @@ class Witnesses:
         aggregate = ABSENT
         uncontained = False
         for name in names:
-            if name.startswith(records) and _read_cgroup_record(directory, name) == POPULATED:
-                # A process it started, whatever it closed, still runs in its cgroup.
-                return HELD, False
+            if name.startswith(records):
+                tree = _read_cgroup_record(directory, name)
+                if tree == POPULATED:
+                    # A process it started, whatever it closed, still runs in its cgroup.
+                    return HELD, False
+                if tree == UNREADABLE and aggregate != HELD:
+                    # Unseen is not gone: one that closed its spawn witness may run there.
+                    aggregate = UNTESTABLE
+                continue
             if not name.startswith(prefix):
                 continue
             uncontained = uncontained or uncontained_name(name) in names
