@@ -150,6 +150,14 @@ export function readStable(fd, before, maxBytes) {
   return { bytes: buffer.subarray(0, length) };
 }
 
+/** Reads `fd` from its current offset until end of file or `max` bytes, whichever comes first. */
+export function readUpTo(fd, max) {
+  const buffer = Buffer.alloc(max);
+  let length = 0;
+  for (let n; length < max && (n = fs.readSync(fd, buffer, length, max - length, null)) > 0; ) length += n;
+  return buffer.subarray(0, length);
+}
+
 /** Writes all of `bytes` to `fd`. */
 export function writeAll(fd, bytes) {
   let offset = 0;

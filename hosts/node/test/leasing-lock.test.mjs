@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { flockBinary } from '../lib/process-identity/flock.mjs';
 import { LEASING_LOCK } from '../lib/state-store/leasing-lock.mjs';
 import { Host } from '../lib/index.mjs';
-import { NATIVE, freshDirs, nativeSkip, runToEnd } from '../testing/helpers.mjs';
+import { NATIVE, freshDirs, killAll, nativeSkip, runToEnd, until } from '../testing/helpers.mjs';
 
 const skip = flockBinary() === null ? "util-linux's flock(1) is absent: this host takes no lock" : nativeSkip();
 
@@ -78,7 +78,6 @@ test("a component call that fails while it holds the lease-creation lock leaves 
   try {
     // A crashed run to recover: recovery takes the lock before it removes the directory.
     const run = spawn(NATIVE, ['--state-home', d.home, '--workspace-root', d.ws, 'run', '--containment', 'none', '--workdir', workdir, '--', 'sleep', '60'], { stdio: 'ignore' });
-    const { until, killAll } = await import('../testing/helpers.mjs');
     let lease;
     await until(() => {
       const dir = join(d.home, 'recovery/beeper-message-like-me-directory-leases');

@@ -10,6 +10,7 @@
 // "path":"/…","schemaVersion":1}` — the cgroup's path as `/proc/self/cgroup` shows it, the cgroup
 // namespace (nsfs inode) that path is relative to, and the cgroup's id (its directory's inode).
 import * as fs from 'node:fs';
+import { readUpTo } from '../fsops.mjs';
 
 /** The largest record or `cgroup.events` read (`MAX_READ`), bytes. */
 const MAX_READ = 4096;
@@ -65,13 +66,12 @@ function findHierarchy() {
     const root = unescapeMountinfo(fields[3]);
     const mount = unescapeMountinfo(fields[4]);
     if (within(own, root) === null) continue;
-    let namespace = 0n;
     try {
-      namespace = fs.statSync('/proc/self/ns/cgroup', { bigint: true }).ino;
+      return { mount, root, own, namespace: fs.statSync('/proc/self/ns/cgroup', { bigint: true }).ino };
     } catch {
-      // Unreadable: matches no record (a record's namespace is an nsfs inode, never 0).
+      // No namespace to match a record against: nothing can be read (as natively).
+      return null;
     }
-    return { mount, root, own, namespace };
   }
   return null;
 }
@@ -97,10 +97,7 @@ function populated(fd) {
     return null;
   }
   try {
-    const buffer = Buffer.alloc(MAX_READ);
-    let length = 0;
-    for (let n; length < buffer.length && (n = fs.readSync(events, buffer, length, buffer.length - length, null)) > 0; ) length += n;
-    for (const line of buffer.subarray(0, length).toString('utf8').split('\n')) {
+    for (const line of readUpTo(events, MAX_READ).toString('utf8').split('\n')) {
       if (line.startsWith('populated ')) {
         const value = line.slice('populated '.length).trim();
         return value === '1' ? true : value === '0' ? false : null;
@@ -171,10 +168,7 @@ export function readCgroupRecord(dir, name) {
     return error.code === 'ENOENT' ? 'absent' : 'unreadable';
   }
   try {
-    const buffer = Buffer.alloc(MAX_READ);
-    let length = 0;
-    for (let n; length < buffer.length && (n = fs.readSync(fd, buffer, length, buffer.length - length, null)) > 0; ) length += n;
-    const text = new TextDecoder('utf-8', { fatal: true }).decode(buffer.subarray(0, length));
+    const text = new TextDecoder('utf-8', { fatal: true }).decode(readUpTo(fd, MAX_READ));
     return observeCgroup(text);
   } catch {
     return 'unreadable';

@@ -19,7 +19,7 @@
 import * as fs from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import { IdentityError, osErrorText } from '../errors.mjs';
-import { Dir, euid, openDir, using } from '../fsops.mjs';
+import { Dir, euid, openDir, readUpTo, using } from '../fsops.mjs';
 import { WitnessObserver } from './witness.mjs';
 
 /** The reference's message for a pid that is not a safe integer ≥ 1 (§2.4). */
@@ -301,10 +301,8 @@ export class ProcessIdentity {
     const bootId = this.currentBootId();
     const view = this.host().view;
     if (owner.bootId !== bootId) return this.facts(bootId, 'absent', undefined, ['absent', false], { tag: 'unreadable' }, 0, view);
-    const [witness, recorded] = this.witnesses ? this.witnesses.test(owner) : ['absent', undefined];
+    const [witness, recorded, tree] = this.witnesses ? this.witnesses.test(owner) : ['absent', undefined, 'absent'];
     const spawned = this.witnesses ? this.witnesses.testSpawned(owner) : ['absent', false];
-    // A held witness decides alone; otherwise a populated cgroup of the tree keeps it alive.
-    const tree = witness !== 'held' && this.witnesses ? this.witnesses.testTree(owner) : 'absent';
     const [stat, tasks] = observe(BigInt(owner.pid));
     return this.facts(bootId, witness, recorded, spawned, stat, tasks, view, tree);
   }
@@ -340,14 +338,13 @@ export class ProcessIdentity {
       try {
         const stat = fs.fstatSync(fd);
         if (!stat.isFile() || stat.uid !== euid() || (stat.mode & 0o077) !== 0) throw new IdentityError(`${label}: not a private regular file of yours`);
-        const buffer = Buffer.alloc(JOURNAL_RECORD_BYTES + 1);
-        let length = 0;
+        let content;
         try {
-          for (let n; length < buffer.length && (n = fs.readSync(fd, buffer, length, buffer.length - length, null)) > 0; ) length += n;
+          content = readUpTo(fd, JOURNAL_RECORD_BYTES + 1);
         } catch (error) {
           throw new IdentityError(`${label}: read failed: ${osErrorText(error)}`);
         }
-        return parseJournal(buffer.subarray(0, length), leaseId);
+        return parseJournal(content, leaseId);
       } finally {
         fs.closeSync(fd);
       }

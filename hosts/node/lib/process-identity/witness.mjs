@@ -7,7 +7,7 @@
 // - `test`: no witness file → `absent`; a lock refused → `held`; granted → `free`, unless the
 //   witness records a lock domain (device, inode) other than the file this host opened (then
 //   `untestable`: its lock says nothing here); without `flock(1)`, `untestable`.
-// - `testTree`: what the cgroup recorded beside the witness (`<identity>.cgroup`) shows now
+//   With it, what the cgroup recorded beside the witness (`<identity>.cgroup`) shows now
 //   (`cgroup.mjs`, `cgroup_tree::observe`): a `populated` one keeps the owner alive whatever the
 //   witness says; `absent` when none was recorded.
 // - `testSpawned`: `held` if any spawn witness is held or cannot be tested, or the cgroup recorded
@@ -19,7 +19,7 @@
 // Anything that makes the witness directory unreadable other than its absence (not a private
 // directory of the user, a symbolic link, an I/O error) is `untestable` (spawned: `held`).
 import * as fs from 'node:fs';
-import { createPrivateDir, euid, namesStartingWith, openDir, unlinkQuietly, using, uuid, writeAll } from '../fsops.mjs';
+import { createPrivateDir, euid, namesStartingWith, openDir, readUpTo, unlinkQuietly, using, uuid, writeAll } from '../fsops.mjs';
 import { isDigest } from '../state-store/path.mjs';
 import { readCgroupRecord } from './cgroup.mjs';
 import { testLock, tryLock } from './flock.mjs';
@@ -88,33 +88,24 @@ export class WitnessObserver {
   }
 
   /**
-   * `[witness state, recorded PID namespace]` of `owner`'s witness (`Witnesses::test`): `absent`,
-   * `held`, `free` or `untestable` (module comment), with the `pidNamespace` its content records
-   * (a BigInt, or undefined when there is no witness or its content does not say).
+   * `[witness state, recorded PID namespace, tree]` of `owner`'s witness (`Witnesses::test` and
+   * `Witnesses::test_tree`): `absent`, `held`, `free` or `untestable` (module comment), with the
+   * `pidNamespace` its content records (a BigInt, or undefined when there is no witness or its
+   * content does not say), and what the cgroup recorded beside it shows (`absent` when none was
+   * recorded, and when the witness is held: a held witness decides alone).
    */
   test(owner) {
-    if (!nameable(owner)) return ['absent', undefined];
+    if (!nameable(owner)) return ['absent', undefined, 'absent'];
     const boot = this.bootDir(owner.bootId);
-    if (boot.absent) return ['absent', undefined];
-    if (boot.unreadable) return ['untestable', undefined];
+    if (boot.absent) return ['absent', undefined, 'absent'];
+    if (boot.unreadable) return ['untestable', undefined, 'unreadable'];
     return using(boot.dir, (dir) => {
       const identity = identityOf(owner);
       const state = testAt(dir, `${identity}.witness`);
-      if (state.absent) return ['absent', undefined];
-      return [state.state, state.pidNamespace];
+      const tree = state.state === 'held' ? 'absent' : readCgroupRecord(dir, `${identity}.cgroup`);
+      if (state.absent) return ['absent', undefined, tree];
+      return [state.state, state.pidNamespace, tree];
     });
-  }
-
-  /**
-   * What the cgroup recorded for `owner` shows (`Witnesses::test_tree`): `absent` when none was
-   * recorded, `populated`, `empty` or `unreadable` (also when the boot's directory cannot be used).
-   */
-  testTree(owner) {
-    if (!nameable(owner)) return 'absent';
-    const boot = this.bootDir(owner.bootId);
-    if (boot.absent) return 'absent';
-    if (boot.unreadable) return 'unreadable';
-    return using(boot.dir, (dir) => readCgroupRecord(dir, `${identityOf(owner)}.cgroup`));
   }
 
   /**
@@ -304,10 +295,7 @@ function testAt(dir, name) {
 /** A witness file's content (bounded), parsed; undefined when it is no JSON object. */
 function readContent(fd) {
   try {
-    const buffer = Buffer.alloc(MAX_WITNESS_BYTES);
-    let length = 0;
-    for (let n; length < buffer.length && (n = fs.readSync(fd, buffer, length, buffer.length - length, null)) > 0; ) length += n;
-    const value = JSON.parse(buffer.subarray(0, length).toString('utf8'));
+    const value = JSON.parse(readUpTo(fd, MAX_WITNESS_BYTES).toString('utf8'));
     return value !== null && typeof value === 'object' && !Array.isArray(value) ? value : undefined;
   } catch {
     return undefined;

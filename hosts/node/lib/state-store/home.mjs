@@ -24,7 +24,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
 import { StateHomeError, osErrorText } from '../errors.mjs';
-import { Dir, euid, fsyncDir, unlinkQuietly, uuid, writeNewFile } from '../fsops.mjs';
+import { Dir, euid, fsyncDir, readUpTo, unlinkQuietly, uuid, writeNewFile } from '../fsops.mjs';
 import { STATE_DIRECTORIES } from './path.mjs';
 
 /** The reference's ownership marker (§3.1) and its exact content. */
@@ -226,11 +226,9 @@ function claim(dir, path) {
   }
   try {
     const stat = fs.fstatSync(fd);
-    const buffer = Buffer.alloc(257);
-    let length = 0;
-    for (let n; length < buffer.length && (n = fs.readSync(fd, buffer, length, buffer.length - length, null)) > 0; ) length += n;
+    const content = readUpTo(fd, 257);
     const privateFile = (stat.mode & 0o170077) === 0o100000 && stat.uid === euid();
-    if (!privateFile || buffer.subarray(0, length).toString('utf8') !== MARKER_CONTENT) {
+    if (!privateFile || content.toString('utf8') !== MARKER_CONTENT) {
       throw unsafe(marker, 'the state home marker is not the expected private file; inspect it before going on');
     }
   } finally {
