@@ -79,6 +79,13 @@ export class MemoryHost {
 
   imports() {
     const host = this;
+    const replace = (path, expected, content) => {
+      if (host.takeCasFailure()) return false;
+      const current = host.files.get(path);
+      if (current === undefined || sha256(current) !== expected) return false;
+      host.files.set(path, content);
+      return true;
+    };
     return {
       'state-store': {
         readIfPresent(path, maxBytes) {
@@ -92,13 +99,9 @@ export class MemoryHost {
           host.files.set(path, content);
           return true;
         },
-        replaceIfUnchanged(path, expected, content) {
-          if (host.takeCasFailure()) return false;
-          const current = host.files.get(path);
-          if (current === undefined || sha256(current) !== expected) return false;
-          host.files.set(path, content);
-          return true;
-        },
+        replaceIfUnchanged: replace,
+        // Nothing here is ever synced: the lazy replace is the same replace.
+        replaceIfUnchangedLazily: replace,
         removeIfUnchanged(path, expected) {
           if (host.takeCasFailure()) return false;
           const current = host.files.get(path);

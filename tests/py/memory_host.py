@@ -131,6 +131,10 @@ class StateStore:
         self.files[path] = content
         return True
 
+    def replace_if_unchanged_lazily(self, path: str, expected_sha256: str, content: str) -> bool:
+        # Nothing here is ever synced: the lazy replace is the same replace.
+        return self.replace_if_unchanged(path, expected_sha256, content)
+
     def remove_if_unchanged(self, path: str, expected_sha256: str) -> bool:
         self._check()
         if self._cas_refused():

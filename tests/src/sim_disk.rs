@@ -622,6 +622,10 @@ impl Store for SimDisk {
         self.store()?.replace_if_unchanged(path, expected_sha256, content).map_err(state_store::failure)
     }
 
+    fn replace_if_unchanged_lazily(&mut self, path: &str, expected_sha256: &str, content: &str) -> Result<bool, Failure> {
+        self.store()?.replace_if_unchanged_lazily(path, expected_sha256, content).map_err(state_store::failure)
+    }
+
     fn remove_if_unchanged(&mut self, path: &str, expected_sha256: &str) -> Result<bool, Failure> {
         self.store()?.remove_if_unchanged(path, expected_sha256).map_err(state_store::failure)
     }

@@ -99,6 +99,15 @@ pub trait Store {
     fn create_if_absent(&mut self, path: &str, content: &str) -> Result<bool, Failure>;
     /// Replaces the file only if its bytes hash to `expected_sha256` at the swap.
     fn replace_if_unchanged(&mut self, path: &str, expected_sha256: &str, content: &str) -> Result<bool, Failure>;
+    /// [`Store::replace_if_unchanged`] without the collection's fsync (WIT
+    /// `replace-if-unchanged-lazily`): as atomic, but a power loss or an OS crash may undo the
+    /// swap and leave an earlier complete version. Only for changes that such a crash makes
+    /// harmless, since every owner is then of an earlier boot (`docs/durability.md`).
+    ///
+    /// The default syncs anyway: a store that does not distinguish stays correct, only slower.
+    fn replace_if_unchanged_lazily(&mut self, path: &str, expected_sha256: &str, content: &str) -> Result<bool, Failure> {
+        self.replace_if_unchanged(path, expected_sha256, content)
+    }
     /// Removes the file only if its bytes hash to `expected_sha256` at the removal.
     fn remove_if_unchanged(&mut self, path: &str, expected_sha256: &str) -> Result<bool, Failure>;
     /// Creates (0700) or verifies a private directory; returns its identity.

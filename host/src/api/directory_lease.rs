@@ -145,7 +145,17 @@ impl DirectoryLease {
         call!(self, call_released)
     }
 
-    /// A raw lifecycle step; `child_pid` exactly for [`Phase::Running`].
+    /// A raw lifecycle step; `child_pid` exactly for [`Phase::Running`] (§6A.6).
+    ///
+    /// Durable against every crash of processes, not against a power loss or an OS crash: the
+    /// file store does not fsync the collection after a phase update (`docs/deviations.md` 28),
+    /// so after one the record may be back at an earlier phase. Recovery judges every phase of
+    /// an earlier boot's owner alike; but a [`Claim`] saved after an update may no longer match
+    /// the file then (a [`DirectoryLease::resume`] of it fails `changed before release`): after
+    /// a reboot, read the claim again, or keep a result with `recover --keep DIR`.
+    ///
+    /// Errors: the §6A.6 lifecycle errors (a transition not allowed, a missing or unexpected
+    /// child), `changed before its lifecycle update`, or a storage error.
     pub fn update(&mut self, to: Phase, child_pid: Option<i64>) -> Result<(), Error> {
         call!(self, call_update, phase(to), child_pid)?.map_err(|e| convert::error_from_wit(e).into())
     }

@@ -32,6 +32,8 @@ export function hostImports({ store, workspace, processes, catalog, clock = () =
       readIfPresent: (path, maxBytes) => importCall(path, 'read', () => ({ text: store.readIfPresent(path, maxBytes) ?? undefined })),
       createIfAbsent: (path, content) => importCall(path, 'create', () => store.createIfAbsent(path, content)),
       replaceIfUnchanged: (path, expected, content) => importCall(path, 'replace', () => store.replaceIfUnchanged(path, expected, content)),
+      // This host fsyncs the collection anyway (the WIT allows it): only slower than native.
+      replaceIfUnchangedLazily: (path, expected, content) => importCall(path, 'replace', () => store.replaceIfUnchanged(path, expected, content)),
       removeIfUnchanged: (path, expected) => importCall(path, 'remove', () => store.removeIfUnchanged(path, expected)),
       ensurePrivateDirectory: (path) => importCall(path, 'mkdir', () => store.ensurePrivateDirectory(path)),
       snapshot: (path, recoverOrphans) => importCall(path, 'list', () => ({ snapshot: store.snapshot(path, recoverOrphans) ?? undefined })),

@@ -32,6 +32,10 @@ impl Store for ImportedStore {
         ss::replace_if_unchanged(path, expected_sha256, content).map_err(failure_from_wit)
     }
 
+    fn replace_if_unchanged_lazily(&mut self, path: &str, expected_sha256: &str, content: &str) -> Result<bool, Failure> {
+        ss::replace_if_unchanged_lazily(path, expected_sha256, content).map_err(failure_from_wit)
+    }
+
     fn remove_if_unchanged(&mut self, path: &str, expected_sha256: &str) -> Result<bool, Failure> {
         ss::remove_if_unchanged(path, expected_sha256).map_err(failure_from_wit)
     }

@@ -266,7 +266,11 @@ pub fn update(handle: &mut Handle, phase: Phase, child_pid: Option<i64>, store: 
     };
     let next = DirectoryLease { phase, child_owner, ..handle.claim.clone() }.parsed();
     let path = claim_path(&handle.claim.id);
-    let written = wrapped(LeaseCode::DirectoryLeaseLifecycleCouldNotBeUpdatedSafely, || Ok(store.replace_if_unchanged(&path, &handle.content_sha256, &next.canonical)?))?;
+    // Lazily (no collection fsync): after a power loss or an OS crash, the only crashes that can
+    // undo it, the owner and its children are of an earlier boot, so recovery treats every
+    // phase alike, and a finished run is kept by its journal, not its phase
+    // (`docs/durability.md`, steps 6, 7 and 9).
+    let written = wrapped(LeaseCode::DirectoryLeaseLifecycleCouldNotBeUpdatedSafely, || Ok(store.replace_if_unchanged_lazily(&path, &handle.content_sha256, &next.canonical)?))?;
     if !written {
         return Err(Error::lease(LeaseCode::DirectoryLeaseChangedBeforeItsLifecycleUpdate));
     }

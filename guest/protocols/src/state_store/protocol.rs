@@ -204,6 +204,21 @@ impl<F: Fs, K: Kernel + ?Sized> StoreProtocol<F, K> {
     /// instant of the swap (`writePrivateJsonIfUnchanged`, §3.3): `Ok(false)` when the file is
     /// absent or differs.
     pub fn replace_if_unchanged(&self, path: &str, expected_sha256: &str, content: &str) -> Result<bool, StoreError> {
+        self.replace(path, expected_sha256, content, true)
+    }
+
+    /// [`Self::replace_if_unchanged`] without the collection's fsync (WIT
+    /// `replace-if-unchanged-lazily`): the staged bytes are fsynced before the rename, so the
+    /// name never holds a torn or empty record, but a power loss or an OS crash may undo the
+    /// rename and leave an earlier complete version. For a change that such a crash makes
+    /// harmless (`docs/durability.md`: a run's phase updates).
+    pub fn replace_if_unchanged_lazily(&self, path: &str, expected_sha256: &str, content: &str) -> Result<bool, StoreError> {
+        self.replace(path, expected_sha256, content, false)
+    }
+
+    /// The replace of both: with `sync_collection`, the collection is fsynced after the rename
+    /// (and the old bytes put back when that fails).
+    fn replace(&self, path: &str, expected_sha256: &str, content: &str, sync_collection: bool) -> Result<bool, StoreError> {
         let (segments, name) = split(path)?;
         check_hash(path, expected_sha256)?;
         check_size(path, content)?;
@@ -216,6 +231,9 @@ impl<F: Fs, K: Kernel + ?Sized> StoreProtocol<F, K> {
                 return Ok(false);
             }
             self.fs.rename(&self.staging, &temp, &dir, name, true).map_err(|e| StoreError::io(path, "rename into the collection", e))?;
+            if !sync_collection {
+                return Ok(true);
+            }
             if let Err(e) = self.fs.sync_dir(&dir) {
                 self.restore(path, &dir, name, &old, true);
                 return Err(StoreError::io(path, "fsync of the collection", e));

@@ -137,6 +137,14 @@ impl StateStore {
         self.protocol.replace_if_unchanged(path, expected_sha256, content)
     }
 
+    /// [`Self::replace_if_unchanged`] without the collection's fsync: as atomic, and the new
+    /// bytes synced before the swap, but a power loss or an OS crash may undo it (leaving an
+    /// earlier complete version). Only for changes that such a crash makes harmless
+    /// (`docs/durability.md`).
+    pub fn replace_if_unchanged_lazily(&self, path: &str, expected_sha256: &str, content: &str) -> Result<bool, StoreError> {
+        self.protocol.replace_if_unchanged_lazily(path, expected_sha256, content)
+    }
+
     /// Removes the file only if its bytes hash to `expected_sha256` at the instant of removal
     /// (`removePrivateStateFileIfUnchanged`, §3.3): `Ok(false)` when absent or different.
     pub fn remove_if_unchanged(&self, path: &str, expected_sha256: &str) -> Result<bool, StoreError> {
@@ -262,6 +270,10 @@ impl proclease_core::effects::Store for SharedStore {
 
     fn replace_if_unchanged(&mut self, path: &str, expected_sha256: &str, content: &str) -> Result<bool, proclease_core::effects::Failure> {
         self.store.replace_if_unchanged(path, expected_sha256, content).map_err(failure)
+    }
+
+    fn replace_if_unchanged_lazily(&mut self, path: &str, expected_sha256: &str, content: &str) -> Result<bool, proclease_core::effects::Failure> {
+        self.store.replace_if_unchanged_lazily(path, expected_sha256, content).map_err(failure)
     }
 
     fn remove_if_unchanged(&mut self, path: &str, expected_sha256: &str) -> Result<bool, proclease_core::effects::Failure> {

@@ -18,6 +18,10 @@ impl ss::Host for HostState {
         self.effects.store.replace_if_unchanged(&path, &expected_sha256, &content).map_err(failure_to_wit)
     }
 
+    fn replace_if_unchanged_lazily(&mut self, path: String, expected_sha256: String, content: String) -> Result<bool, ss::Failure> {
+        self.effects.store.replace_if_unchanged_lazily(&path, &expected_sha256, &content).map_err(failure_to_wit)
+    }
+
     fn remove_if_unchanged(&mut self, path: String, expected_sha256: String) -> Result<bool, ss::Failure> {
         self.effects.store.remove_if_unchanged(&path, &expected_sha256).map_err(failure_to_wit)
     }

@@ -1136,6 +1136,12 @@ class StateStore:
                 _unlink_quietly(self._staging, temp)
             return bool(held and replaced)
 
+    def replace_if_unchanged_lazily(self, path: str, expected_sha256: str, content: str) -> bool:
+        """`replace-if-unchanged-lazily`: the WIT lets a host skip the collection's fsync for a
+        change a power loss makes harmless (a run's phase updates); this host syncs anyway, as
+        `replace_if_unchanged` (only slower than the native host)."""
+        return self.replace_if_unchanged(path, expected_sha256, content)
+
     def remove_if_unchanged(self, path: str, expected_sha256: str) -> bool:
         """`remove-if-unchanged` (`removePrivateStateFileIfUnchanged`, §3.3): removes the file
         only if its bytes hash to `expected_sha256` at the instant of removal; False when absent
