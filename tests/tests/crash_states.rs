@@ -115,7 +115,7 @@ fn old_or_new(
         let may_be_absent = !before.contains_key(path) || !after.contains_key(path) || unlinked.contains(path);
         let allowed = match value {
             None => may_be_absent,
-            Some(v) => during.contains(*v) || Some(v) == before.get(path) || Some(v) == after.get(path) || earlier.get(path).is_some_and(|set| set.contains(*v)),
+            Some(v) => during.contains(*v) || Some(v) == before.get(path) || Some(v) == after.get(path) || reverted(earlier, path, v),
         };
         if !allowed {
             return Err(format!(
@@ -158,14 +158,16 @@ fn earlier_versions(reference: &Reference, inflight: usize, boundary: bool) -> B
     versions
 }
 
-/// `now` and `before` hold the same records, except that a lazily replaced one may hold an
-/// earlier version after a power loss.
-fn completed_work_kept(now: &Listing, before: &Listing, kind: CrashKind, earlier: &BTreeMap<String, BTreeSet<Vec<u8>>>) -> bool {
+/// Whether `value` at `path` is one of the earlier versions a power loss may leave there.
+fn reverted(earlier: &BTreeMap<String, BTreeSet<Vec<u8>>>, path: &str, value: &[u8]) -> bool {
+    earlier.get(path).is_some_and(|set| set.contains(value))
+}
+
+/// `now` and `before` hold the same records, except that a lazily replaced one may hold one of
+/// its `earlier` versions (none after a process crash: the kernel keeps every rename).
+fn completed_work_kept(now: &Listing, before: &Listing, earlier: &BTreeMap<String, BTreeSet<Vec<u8>>>) -> bool {
     let (now, before) = (now.records(), before.records());
-    if kind == CrashKind::Process {
-        return now == before;
-    }
-    now.keys().eq(before.keys()) && now.iter().all(|(path, v)| before.get(path) == Some(v) || earlier.get(*path).is_some_and(|set| set.contains(*v)))
+    now.keys().eq(before.keys()) && now.iter().all(|(path, v)| before.get(path) == Some(v) || reverted(earlier, path, v))
 }
 
 /// Recovery as another process once the actor is dead (its command and host alive when
@@ -425,7 +427,7 @@ fn crash_states_of(histories: &[&Vec<Op>], lose_sync_after_link: bool) -> (u64, 
                 // Between operations, everything completed is there: durable once it returned.
                 let boundary = k == 0 || reference.step_ends.contains(&k);
                 let earlier = if kind == CrashKind::PowerLoss { earlier_versions(&reference, inflight, boundary) } else { BTreeMap::new() };
-                if boundary && !completed_work_kept(&crashed, before, kind, &earlier) {
+                if boundary && !completed_work_kept(&crashed, before, &earlier) {
                     violations.push(format!("{ops:?} crash after step {k} ({kind:?}), between operations: completed work lost"));
                     continue;
                 }

@@ -258,11 +258,9 @@ mod enabled {
         fn replace_if_unchanged_lazily(&mut self, path: &str, expected_sha256: &str, content: &str) -> Result<bool, Failure> {
             // etcd's writes are durable whatever is asked: only the local store can skip a sync.
             if shared(path) {
-                self.for_write(path)?.replace_if_unchanged(path, expected_sha256, content)
-            } else {
-                self.local.replace_if_unchanged_lazily(path, expected_sha256, content)
+                return self.replace_if_unchanged(path, expected_sha256, content);
             }
-            .map_err(failure)
+            self.local.replace_if_unchanged_lazily(path, expected_sha256, content).map_err(failure)
         }
 
         fn remove_if_unchanged(&mut self, path: &str, expected_sha256: &str) -> Result<bool, Failure> {
