@@ -360,18 +360,27 @@ impl Error {
 
 /// The symbolic name of an operating-system error (`EROFS`), when `error` carries an errno.
 pub(crate) fn errno_name(error: &std::io::Error) -> Option<String> {
-    let code = error.raw_os_error()?;
-    match nix::errno::Errno::from_raw(code) {
-        nix::errno::Errno::UnknownErrno => Some(format!("errno {code}")),
-        known => Some(format!("{known:?}")),
-    }
+    error.raw_os_error().map(|code| crate::seam::Errno::from_raw(code).symbol())
 }
 
 /// An I/O error `source` of `operation` on `path` as it crosses the boundary: kind from its
 /// errno ([`FailureKind::of_errno`]; [`FailureKind::Io`] without one), `message` whole.
-pub(crate) fn io_failure(path: &str, operation: &str, source: &std::io::Error, message: String) -> Failure {
-    match errno_name(source) {
-        Some(errno) => Failure::os(&errno, path, operation, message),
-        None => Failure { path: Some(path.into()), operation: Some(operation.into()), ..Failure::io(message) },
+pub(crate) fn io_failure(path: &str, operation: &str, source: &crate::seam::IoError, message: String) -> Failure {
+    source.failure(path, operation, message)
+}
+
+#[cfg(test)]
+mod tests {
+    /// The names that cross the boundary (`Failure::os`) are the ones nix gives, for every
+    /// number: the protocols' table words them now, and the wording must not move.
+    #[test]
+    fn errno_names_are_the_ones_nix_gives() {
+        for code in 0..=140 {
+            let nix = match nix::errno::Errno::from_raw(code) {
+                nix::errno::Errno::UnknownErrno => format!("errno {code}"),
+                known => format!("{known:?}"),
+            };
+            assert_eq!(crate::seam::Errno::from_raw(code).symbol(), nix, "errno {code}");
+        }
     }
 }

@@ -47,7 +47,7 @@ use proclease::core::liveness::{OwnerFacts, OwnerStatus, WitnessState};
 use proclease::core::records::{DirectoryIdentity, Owner};
 use proclease::lock_wait::{Behind, LockError};
 use proclease::protocols::run_journal::{self, JournalEntry, RunJournal};
-use proclease::seam::{Errno as SysErrno, FileStat, Fs, Kernel, Locked, Name, S_IFDIR, S_IFREG};
+use proclease::seam::{Errno as SysErrno, FileStat, Fs, IoError, Kernel, Locked, Name, S_IFDIR, S_IFREG};
 use proclease::state_store::{self, StoreProtocol};
 use proclease::workspace::{self, GrantedRoot, WorkspaceProtocol};
 
@@ -604,7 +604,7 @@ impl SimDisk {
     pub fn store(&self) -> Result<StoreProtocol<SimFs, SimKernel>, Failure> {
         let home = self.state().lookup(HOME).ok_or_else(|| Failure::io(format!("{HOME}: the simulated state home is gone")))?;
         let actor = self.state().actor;
-        StoreProtocol::open(SimFs { state: self.state.clone() }, home, Arc::new(SimKernel { pid: actor, dead: self.dead.clone() })).map_err(state_store::failure)
+        StoreProtocol::open(SimFs { state: self.state.clone() }, home, Arc::new(SimKernel::new(actor, self.dead.clone()))).map_err(state_store::failure)
     }
 }
 
@@ -759,10 +759,10 @@ impl Fs for SimFs {
         Ok(data[..data.len().min(usize::try_from(limit).unwrap_or(usize::MAX))].to_vec())
     }
 
-    fn read_names(&self, dir: &u64, bound: usize, keep: &dyn Fn(&[u8]) -> bool) -> Result<Vec<Vec<u8>>, Option<SysErrno>> {
+    fn read_names(&self, dir: &u64, bound: usize, prefix: &[u8]) -> Result<Vec<Vec<u8>>, Option<SysErrno>> {
         let state = self.state();
         let entries = state.entries(*dir).ok_or(Some(SysErrno::NOTDIR))?;
-        let names: Vec<Vec<u8>> = entries.keys().map(|n| n.as_bytes().to_vec()).filter(|n| keep(n)).collect();
+        let names: Vec<Vec<u8>> = entries.keys().map(|n| n.as_bytes().to_vec()).filter(|n| n.starts_with(prefix)).collect();
         if names.len() > bound {
             return Err(None);
         }
@@ -894,7 +894,7 @@ impl Fs for SimFs {
     }
 
     /// One writer at a time acts on the simulated disk: the lock is always free.
-    fn lock(&self, _: &u64, _: &(impl Name + ?Sized), _: &dyn Fn(Option<i32>) -> Option<Behind>) -> Result<Locked<()>, std::io::Error> {
+    fn lock(&self, _: &u64, _: &(impl Name + ?Sized), _: &dyn Fn(Option<i32>) -> Option<Behind>) -> Result<Locked<()>, IoError> {
         Ok(Locked::Held(()))
     }
 }
@@ -905,6 +905,8 @@ impl Fs for SimFs {
 pub struct SimKernel {
     pid: u64,
     dead: Arc<Mutex<BTreeSet<u64>>>,
+    /// Its monotonic clock, ns: it advances only when the protocol pauses.
+    clock_ns: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// A name through the seam as the simulated disk's text (every name it holds is UTF-8).
@@ -913,6 +915,10 @@ fn text(name: &(impl Name + ?Sized)) -> Result<&str, SysErrno> {
 }
 
 impl SimKernel {
+    fn new(pid: u64, dead: Arc<Mutex<BTreeSet<u64>>>) -> SimKernel {
+        SimKernel { pid, dead, clock_ns: Arc::default() }
+    }
+
     fn is_dead(&self, pid: u64) -> bool {
         self.dead.lock().unwrap_or_else(|p| p.into_inner()).contains(&pid)
     }
@@ -939,8 +945,21 @@ impl Kernel for SimKernel {
         self.is_dead(pid)
     }
 
-    /// Simulated time does not pass.
-    fn pause(&self, _: std::time::Duration) {}
+    /// Simulated time: it passes only in a pause.
+    fn monotonic(&self) -> std::time::Duration {
+        std::time::Duration::from_nanos(self.clock_ns.load(std::sync::atomic::Ordering::Relaxed))
+    }
+
+    /// Random, as on a real machine: the explorer does not choose names.
+    fn random_bytes(&self) -> [u8; 16] {
+        uuid::Uuid::new_v4().into_bytes()
+    }
+
+    /// Returns at once, and the simulated clock advances by `duration`.
+    fn pause(&self, duration: std::time::Duration) {
+        let ns = u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX);
+        self.clock_ns.fetch_add(ns, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 impl SimDisk {
@@ -948,7 +967,7 @@ impl SimDisk {
     /// acting as the current actor ([`SimDisk::act_as`]).
     pub fn workspace(&self) -> Result<WorkspaceProtocol<SimFs, SimKernel>, Failure> {
         let root = self.state().lookup(WORKSPACE).ok_or_else(|| Failure::io(format!("{WORKSPACE}: the simulated workspace root is gone")))?;
-        let kernel = SimKernel { pid: self.state().actor, dead: self.dead.clone() };
+        let kernel = SimKernel::new(self.state().actor, self.dead.clone());
         let roots = vec![GrantedRoot { path: WORKSPACE.into(), dir: root }];
         Ok(WorkspaceProtocol::new(SimFs { state: self.state.clone() }, kernel, roots, || {}))
     }

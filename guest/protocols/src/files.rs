@@ -2,6 +2,7 @@
 //! that must not change while read, creating a durable private directory, writing a new file,
 //! listing names, removing a tree.
 
+use crate::prelude::*;
 use crate::seam::{Errno, FileStat, Fs, S_IFDIR, S_IFREG};
 
 /// Why a regular state file is not safe to trust, or `None` when it is: a regular file owned by
@@ -128,9 +129,10 @@ pub fn open_private_dir_if_present<F: Fs + ?Sized>(fs: &F, parent: &F::Dir, name
     Ok(Some(dir))
 }
 
-/// The UTF-8 names in `dir` that start with `prefix`; `Err(None)` when more than `bound`.
+/// The UTF-8 names in `dir` that start with `prefix`; `Err(None)` when more than `bound` names
+/// (UTF-8 or not) start with it.
 pub fn names_starting_with<F: Fs + ?Sized>(fs: &F, dir: &F::Dir, prefix: &str, bound: usize) -> Result<Vec<String>, Option<Errno>> {
-    let names = fs.read_names(dir, bound, &|name| name.starts_with(prefix.as_bytes()) && std::str::from_utf8(name).is_ok())?;
+    let names = fs.read_names(dir, bound, prefix.as_bytes())?;
     Ok(names.into_iter().filter_map(|name| String::from_utf8(name).ok()).collect())
 }
 

@@ -14,11 +14,32 @@
 //! and its crash-state suite over a simulated disk that crashes or fails at every call. An
 //! implementation of the seam words no message (errors are errnos); every message is worded
 //! here or in the caller.
+//!
+//! Nothing of `std` is used either (`no_std + alloc`; the `std` feature only adds conversions
+//! from and to `std::io::Error`): time, randomness and pauses come through [`seam::Kernel`], so
+//! a WebAssembly build of the crate imports nothing but the seam. Errnos are Linux's, worded by
+//! [`os_error`] as glibc words them.
 
+#![no_std]
 #![warn(missing_docs)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
+extern crate alloc;
+#[cfg(any(feature = "std", test))]
+extern crate std;
+
+/// What `std`'s prelude would give, from `alloc`.
+mod prelude {
+    pub use alloc::borrow::ToOwned;
+    pub use alloc::boxed::Box;
+    pub use alloc::format;
+    pub use alloc::string::{String, ToString};
+    pub use alloc::vec;
+    pub use alloc::vec::Vec;
+}
+
 pub mod files;
+pub mod os_error;
 pub mod run_journal;
 pub mod seam;
 pub mod state_store;

@@ -20,6 +20,8 @@
 //! Written once over the system-call seam ([`crate::seam`]): the native host runs it over rustix,
 //! and `tests/tests/crash_states.rs` runs the same code over a simulated disk.
 
+use crate::os_error::IoError;
+use crate::prelude::*;
 use proclease_core::effects::FinishedRun;
 use proclease_core::records::DirectoryIdentity;
 use serde_json::{Value, json};
@@ -48,14 +50,14 @@ pub struct JournalEntry<F: Fs> {
     directory: DirectoryIdentity,
 }
 
-impl<F: Fs> std::fmt::Debug for RunJournal<F> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl<F: Fs> core::fmt::Debug for RunJournal<F> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("RunJournal").finish_non_exhaustive()
     }
 }
 
-impl<F: Fs> std::fmt::Debug for JournalEntry<F> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl<F: Fs> core::fmt::Debug for JournalEntry<F> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("JournalEntry").field("lease_id", &self.lease_id).field("directory", &self.directory).finish_non_exhaustive()
     }
 }
@@ -87,7 +89,7 @@ impl<F: Fs + Clone> RunJournal<F> {
     ///
     /// Errors: the directory cannot be created or opened, or it is not a private directory of
     /// the user.
-    pub fn open_at(fs: F, home: &F::Dir) -> std::io::Result<RunJournal<F>> {
+    pub fn open_at(fs: F, home: &F::Dir) -> Result<RunJournal<F>, IoError> {
         let internal = private_dir(&fs, home, ".proclease")?;
         let root = private_dir(&fs, &internal, "runs")?;
         Ok(RunJournal { fs, root })
@@ -98,8 +100,8 @@ impl<F: Fs + Clone> RunJournal<F> {
     ///
     /// Errors: the lease id is not a UUID; the file exists; any I/O error (a full or read-only
     /// state home: the run must not start then).
-    pub fn begin(&self, lease_id: &str, directory: &DirectoryIdentity) -> std::io::Result<JournalEntry<F>> {
-        let invalid = || std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a lease id");
+    pub fn begin(&self, lease_id: &str, directory: &DirectoryIdentity) -> Result<JournalEntry<F>, IoError> {
+        let invalid = || IoError::other("not a lease id");
         let name = file_name(lease_id).ok_or_else(invalid)?;
         let value = json!({ "version": VERSION, "leaseId": lease_id, "directory": directory_value(directory), "state": "running" });
         let bytes = record(&value).ok_or_else(invalid)?;
@@ -122,13 +124,13 @@ impl<F: Fs + Clone> RunJournal<F> {
         let file = match self.fs.open_file(&self.root, &name) {
             Ok(file) => file,
             Err(Errno::NOENT) => return Ok(None),
-            Err(e) => return Err(format!("{label}: open failed: {}", std::io::Error::from(e))),
+            Err(e) => return Err(format!("{label}: open failed: {e}")),
         };
-        let stat = self.fs.stat_file(&file).map_err(|e| format!("{label}: fstat failed: {}", std::io::Error::from(e)))?;
+        let stat = self.fs.stat_file(&file).map_err(|e| format!("{label}: fstat failed: {e}"))?;
         if stat.kind() != S_IFREG || stat.uid != self.fs.euid() || stat.mode & 0o077 != 0 {
             return Err(format!("{label}: not a private regular file of yours"));
         }
-        let bytes = self.fs.read_up_to(&file, RECORD_BYTES as u64 + 1, RECORD_BYTES as u64).map_err(|e| format!("{label}: read failed: {}", std::io::Error::from(e)))?;
+        let bytes = self.fs.read_up_to(&file, RECORD_BYTES as u64 + 1, RECORD_BYTES as u64).map_err(|e| format!("{label}: read failed: {e}"))?;
         Ok(parse(&bytes, lease_id))
     }
 
@@ -170,12 +172,12 @@ impl<F: Fs> JournalEntry<F> {
     /// whole tree has ended. Needs no free space and no writable directory.
     ///
     /// Errors: the write or the `fdatasync` failed (a read-only filesystem).
-    pub fn finished(&self, exit_code: Option<i32>, signal: Option<i32>) -> std::io::Result<()> {
+    pub fn finished(&self, exit_code: Option<i32>, signal: Option<i32>) -> Result<(), IoError> {
         let value = json!({
             "version": VERSION, "leaseId": self.lease_id, "directory": directory_value(&self.directory),
             "state": "finished", "exitCode": exit_code, "signal": signal,
         });
-        let bytes = record(&value).ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "journal record too long"))?;
+        let bytes = record(&value).ok_or_else(|| IoError::other("journal record too long"))?;
         self.fs.write_at(&self.file, &bytes, 0)?;
         Ok(self.fs.sync_file_data(&self.file)?)
     }
@@ -188,10 +190,10 @@ impl<F: Fs> JournalEntry<F> {
 
 /// Opens (creating, mode 0700, durably) the private directory `name` in `parent`
 /// ([`files::private_dir`]), worded for the journal.
-fn private_dir<F: Fs>(fs: &F, parent: &F::Dir, name: &str) -> std::io::Result<F::Dir> {
-    let failed = |operation: &str, e: std::io::Error| std::io::Error::new(e.kind(), format!("{ROOT}: {operation}: {e}"));
+fn private_dir<F: Fs>(fs: &F, parent: &F::Dir, name: &str) -> Result<F::Dir, IoError> {
+    let failed = |operation: &str, e: IoError| IoError::Other(format!("{ROOT}: {operation}: {e}"));
     files::private_dir(fs, parent, name).map_err(|e| match e {
         files::PrivateDirError::Step { step, errno } => failed(step, errno.into()),
-        files::PrivateDirError::NotPrivate => failed("check", std::io::Error::other(files::NOT_PRIVATE)),
+        files::PrivateDirError::NotPrivate => failed("check", IoError::other(files::NOT_PRIVATE)),
     })
 }

@@ -15,11 +15,13 @@
 //! interleaves with in this process (`make_dir`: `mkdirat`, `openat`, `fchmod`). A mutating call
 //! is what a crash can fall between; reads change nothing a crash could tear.
 
-use std::time::Duration;
+use core::time::Duration;
 
 use proclease_core::liveness::OwnerStatus;
 use proclease_core::records::Owner;
-pub use rustix::io::Errno;
+
+pub use crate::os_error::{Errno, IoError};
+use crate::prelude::*;
 
 /// What `stat` says of a file or directory: the fields the protocol judges safety and change by
 /// (device, inode, size in bytes, modification and change times as (s, ns), mode with its
@@ -113,9 +115,9 @@ pub trait Fs: Send + Sync {
     /// Reads from the start until end of file or `limit` bytes, whichever comes first;
     /// `expected` is the size `stat` gave (bytes), a hint for the buffer.
     fn read_up_to(&self, file: &Self::File, limit: u64, expected: u64) -> Result<Vec<u8>, Errno>;
-    /// The names in `dir` (never `.` or `..`) that `keep` accepts, in no particular order;
-    /// `Err(None)` when more than `bound` are kept.
-    fn read_names(&self, dir: &Self::Dir, bound: usize, keep: &dyn Fn(&[u8]) -> bool) -> Result<Vec<Vec<u8>>, Option<Errno>>;
+    /// The names in `dir` (never `.` or `..`) that start with `prefix` (every name for an empty
+    /// one), in no particular order; `Err(None)` when more than `bound` do.
+    fn read_names(&self, dir: &Self::Dir, bound: usize, prefix: &[u8]) -> Result<Vec<Vec<u8>>, Option<Errno>>;
     /// At most `at_most` names in `dir` (never `.` or `..`), from a fresh read of it: a caller
     /// that removes what it read and asks again works through a directory of any size.
     fn first_names(&self, dir: &Self::Dir, at_most: usize) -> Result<Vec<Vec<u8>>, Errno>;
@@ -154,14 +156,23 @@ pub trait Fs: Send + Sync {
     /// Takes the kernel lock `name` in the lock directory `locks` (creating its file), waiting
     /// within the caller's bound; `behind` names what a lock's holder itself waits for, for the
     /// message of a long wait.
-    fn lock(&self, locks: &Self::Dir, name: &(impl Name + ?Sized), behind: &dyn Fn(Option<i32>) -> Option<crate::waits::Behind>) -> Result<Locked<Self::Lock>, std::io::Error>;
+    fn lock(&self, locks: &Self::Dir, name: &(impl Name + ?Sized), behind: &dyn Fn(Option<i32>) -> Option<crate::waits::Behind>) -> Result<Locked<Self::Lock>, IoError>;
     /// Takes the kernel lock of the directory `dir` itself (a `flock` on it, through a handle of
     /// its own), waiting within the caller's bound; `label` names it in a long wait's message.
     fn lock_directory(&self, dir: &Self::Dir, label: &str) -> Result<Self::Lock, crate::waits::LockError>;
 }
 
-/// The process facts the protocols need.
+/// The process facts the protocols need, and the time, randomness and pauses they use (a
+/// WebAssembly build of the protocols has no clock or entropy of its own).
 pub trait Kernel: Send + Sync {
+    /// A monotonic clock: the time since a fixed instant of this host (a simulation's may
+    /// advance only when it [`pause`](Self::pause)s).
+    fn monotonic(&self) -> Duration;
+    /// 16 bytes from a cryptographically secure source (the random part of a claim's or a
+    /// temporary's UUID: another process must not guess it).
+    fn random_bytes(&self) -> [u8; 16];
+    /// Waits `duration` before a retry (a simulation may return at once, advancing its clock).
+    fn pause(&self, duration: Duration);
     /// This process's pid (no `/proc` read).
     fn pid(&self) -> u32;
     /// This process's identity (pid, boot id, process start id).
@@ -173,9 +184,9 @@ pub trait Kernel: Send + Sync {
     /// Whether `pid` is definitely gone (`kill(pid, 0)` → `ESRCH`); never for a pid that cannot
     /// be asked.
     fn pid_gone(&self, pid: u64) -> bool;
-    /// Waits `duration` before a retry (a simulation may return at once).
-    fn pause(&self, duration: Duration) {
-        std::thread::sleep(duration);
+    /// A fresh version-4 UUID from [`random_bytes`](Self::random_bytes), as text.
+    fn new_uuid(&self) -> String {
+        uuid::Builder::from_random_bytes(self.random_bytes()).into_uuid().to_string()
     }
     /// How long a wait whose own bound is `own` may last: `own`, or less when the caller's
     /// operation has less left (the native host keeps one bound per operation).

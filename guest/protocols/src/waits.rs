@@ -2,7 +2,8 @@
 //! waiting and keeps one bound per operation): who holds it ([`Holder`]), what that holder
 //! itself waits for ([`Behind`]), and a wait that reached its bound ([`LockTimeout`]).
 
-use std::sync::Arc;
+use crate::prelude::*;
+use alloc::sync::Arc;
 
 /// A lock's holder, as `/proc` shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -15,8 +16,8 @@ pub struct Holder {
     pub state: &'static str,
 }
 
-impl std::fmt::Display for Holder {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl core::fmt::Display for Holder {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         write!(f, "pid {} ({}, {})", self.pid, self.command, self.state)
     }
 }
@@ -31,8 +32,8 @@ pub struct Behind {
     pub lock: String,
 }
 
-impl std::fmt::Display for Behind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl core::fmt::Display for Behind {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         write!(f, "{} holding {}", self.holder, self.lock)
     }
 }
@@ -63,13 +64,13 @@ pub struct LockTimeout {
 
 /// The error an operation ended in because of a wait ([`LockTimeout::during`]): its own
 /// message is part of the timeout's; what it wrapped is the timeout's
-/// [`source`](std::error::Error::source), so no cause is lost.
+/// [`source`](core::error::Error::source), so no cause is lost.
 #[derive(Debug, Clone)]
 pub struct During {
     /// Its own message, without its cause (printed before the wait's).
     pub message: String,
     /// The error itself (the host's, which it can downcast).
-    pub error: Arc<dyn std::error::Error + Send + Sync>,
+    pub error: Arc<dyn core::error::Error + Send + Sync>,
 }
 
 /// How a wait names a holder that may not be known (a timeout, and the host's message after a
@@ -81,8 +82,8 @@ pub fn holder_words(holder: &Option<Holder>) -> String {
     }
 }
 
-impl std::fmt::Display for LockTimeout {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl core::fmt::Display for LockTimeout {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         if let Some(during) = &self.during {
             write!(f, "{}: ", during.message)?;
         }
@@ -94,9 +95,9 @@ impl std::fmt::Display for LockTimeout {
     }
 }
 
-impl std::error::Error for LockTimeout {
+impl core::error::Error for LockTimeout {
     /// What the error the operation ended in wrapped (its own message is in this one's).
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+    fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
         self.during.as_ref().and_then(|during| during.error.source())
     }
 }
@@ -109,5 +110,5 @@ pub enum LockError {
     TimedOut(LockTimeout),
     /// The lock call failed.
     #[error("{0}")]
-    Io(std::io::Error),
+    Io(crate::os_error::IoError),
 }

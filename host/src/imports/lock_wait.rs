@@ -151,7 +151,7 @@ pub fn lock_behind(file: &File, lock: &str, bound: Duration, behind: &dyn Fn(Opt
                 return Ok(());
             }
             Err(TryLockError::WouldBlock) => {}
-            Err(TryLockError::Error(e)) => return Err(LockError::Io(e)),
+            Err(TryLockError::Error(e)) => return Err(LockError::Io(e.into())),
         }
         let waited = start.elapsed();
         if waited >= bound {

@@ -13,7 +13,8 @@
 //!
 //! Cooperative and non-blocking: a loser is told so at once and decides itself whether to retry.
 
-use std::time::Duration;
+use crate::prelude::*;
+use core::time::Duration;
 
 use proclease_core::liveness::OwnerStatus;
 use proclease_core::records::Owner;
@@ -88,11 +89,11 @@ pub struct ArbitrationError {
     /// The reference's (or, where the spec gives none, the peer's) message.
     pub message: &'static str,
     /// The system call that failed, if one did.
-    pub io: Option<std::io::Error>,
+    pub io: Option<crate::os_error::IoError>,
 }
 
-impl std::fmt::Display for ArbitrationError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl core::fmt::Display for ArbitrationError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match &self.io {
             Some(io) => write!(f, "{} ({io})", self.message),
             None => f.write_str(self.message),
@@ -118,7 +119,7 @@ pub trait ClaimKind<F: Fs + ?Sized> {
     fn message(&self, failure: Failure) -> &'static str;
 
     /// The failure `failure`, with an optional I/O cause.
-    fn error(&self, failure: Failure, io: Option<std::io::Error>) -> ArbitrationError {
+    fn error(&self, failure: Failure, io: Option<crate::os_error::IoError>) -> ArbitrationError {
         ArbitrationError { message: self.message(failure), io }
     }
 }
@@ -189,7 +190,7 @@ pub struct Held {
 /// Runs the arbitration for one fresh claim of `own`: `Ok(Some)` when this process holds the
 /// target, `Ok(None)` when it lost (its claim is already gone again).
 pub fn arbitrate<F: Fs + ?Sized, K: Kernel + ?Sized>(fs: &F, dir: &F::Dir, kind: &dyn ClaimKind<F>, kernel: &K, own: &Owner) -> Result<Option<Held>, ArbitrationError> {
-    let claim_id = uuid::Uuid::new_v4().to_string();
+    let claim_id = kernel.new_uuid();
     kind.publish(fs, dir, &claim_id, own)?;
     let mut name = kind.name(Phase::Waiting, &claim_id);
     let mut phase = Phase::Waiting;
@@ -356,6 +357,7 @@ pub fn read_claim<F: Fs + ?Sized>(fs: &F, dir: &F::Dir, name: &str) -> Result<Op
 #[cfg(test)]
 mod tests {
     use super::{Phase, Step, step};
+    use crate::prelude::*;
 
     fn claims(list: &[(Phase, &str)]) -> Vec<(Phase, String)> {
         list.iter().map(|(phase, id)| (*phase, (*id).to_string())).collect()

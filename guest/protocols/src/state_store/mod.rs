@@ -9,7 +9,11 @@ pub mod mutation_claim;
 pub mod path;
 pub mod protocol;
 
-use std::time::Duration;
+use proclease_core::effects::{Failure, FailureKind};
+
+use crate::os_error::IoError;
+use crate::prelude::*;
+use core::time::Duration;
 
 pub use protocol::StoreProtocol;
 
@@ -80,19 +84,33 @@ pub enum StoreError {
         /// What the store was doing.
         operation: &'static str,
         /// The error.
-        source: std::io::Error,
+        source: IoError,
     },
 }
 
 impl StoreError {
     /// An I/O error of `operation` on `path`.
-    pub fn io(path: &str, operation: &'static str, source: impl Into<std::io::Error>) -> Self {
+    pub fn io(path: &str, operation: &'static str, source: impl Into<IoError>) -> Self {
         StoreError::Io { path: path.into(), operation, source: source.into() }
     }
 
     /// Something at `path` is not safe to trust, and why.
     pub fn unsafe_(path: &str, reason: impl Into<String>) -> Self {
         StoreError::Unsafe { path: path.into(), reason: reason.into() }
+    }
+
+    /// The error as it crosses the boundary (the `failure` of `wit/proclease.wit`): its kind,
+    /// its whole message, and its path, operation and errno where it has them.
+    pub fn failure(&self) -> Failure {
+        let message = self.to_string();
+        let at = |kind, path: &str| Failure { path: Some(path.into()), ..Failure::new(kind, message.clone()) };
+        match self {
+            StoreError::Contended { path } => at(FailureKind::Contended, path),
+            StoreError::Refused { path, .. } => at(FailureKind::Refused, path),
+            StoreError::Unsafe { path, .. } | StoreError::Claim { path, .. } => at(FailureKind::Unsafe, path),
+            StoreError::Unreachable { path, operation, .. } => Failure { operation: Some((*operation).into()), ..at(FailureKind::Unreachable, path) },
+            StoreError::Io { path, operation, source } => source.failure(path, operation, message),
+        }
     }
 }
 

@@ -29,7 +29,8 @@
 //!
 //! A pid above 2³¹−1 cannot be asked with `kill` and is never counted as gone.
 
-use std::time::Duration;
+use crate::prelude::*;
+use core::time::Duration;
 
 use proclease_core::digest;
 use proclease_core::liveness::OwnerStatus;

@@ -5,6 +5,8 @@
 //! directory names the reference recognises (§3.1), so the store can never reach its own
 //! bookkeeping (`.proclease/`) or anything else in the state home.
 
+use crate::prelude::*;
+
 /// The state directory names of the reference (§3.1, newer list), the only first segments a
 /// store path may have.
 pub const STATE_DIRECTORIES: &[&str] = &[

@@ -7,7 +7,9 @@
 //! The native store (`proclease`'s `StateStore`) runs it over rustix; `tests/tests/crash_states.rs`
 //! runs the same code over a simulated disk that crashes or fails at every call.
 
-use std::sync::Arc;
+use crate::os_error::IoError;
+use crate::prelude::*;
+use alloc::sync::Arc;
 
 use proclease_core::digest;
 use proclease_core::liveness::OwnerStatus;
@@ -31,16 +33,16 @@ pub struct StoreProtocol<F: Fs, K: Kernel + ?Sized> {
     staging: F::Dir,
     locks: F::Dir,
     kernel: Arc<K>,
-    mutation_claims: std::sync::atomic::AtomicBool,
-    /// When this handle was opened: the origin of `staging_swept_ms`.
-    opened_at: std::time::Instant,
+    mutation_claims: core::sync::atomic::AtomicBool,
+    /// When this handle was opened ([`Kernel::monotonic`]): the origin of `staging_swept_ms`.
+    opened_at: core::time::Duration,
     /// When the staging directory was last swept, in ms since `opened_at` plus one (0: never).
-    staging_swept_ms: std::sync::atomic::AtomicU64,
+    staging_swept_ms: core::sync::atomic::AtomicU64,
 }
 
 /// How often a store handle's writes sweep the staging directory for crashed writers'
 /// temporaries (snapshots for recovery always do).
-const STAGING_SWEEP_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+const STAGING_SWEEP_INTERVAL: core::time::Duration = core::time::Duration::from_secs(1);
 
 impl<F: Fs, K: Kernel + ?Sized> StoreProtocol<F, K> {
     /// Opens the store on the state home `home` (a directory the caller has validated),
@@ -51,15 +53,16 @@ impl<F: Fs, K: Kernel + ?Sized> StoreProtocol<F, K> {
         let internal = private_dir(&fs, &home, INTERNAL, INTERNAL)?;
         let staging = private_dir(&fs, &internal, "staging", ".proclease/staging")?;
         let locks = private_dir(&fs, &internal, "locks", ".proclease/locks")?;
+        let opened_at = kernel.monotonic();
         Ok(StoreProtocol {
             fs,
             home,
             staging,
             locks,
             kernel,
-            mutation_claims: std::sync::atomic::AtomicBool::new(true),
-            opened_at: std::time::Instant::now(),
-            staging_swept_ms: std::sync::atomic::AtomicU64::new(0),
+            mutation_claims: core::sync::atomic::AtomicBool::new(true),
+            opened_at,
+            staging_swept_ms: core::sync::atomic::AtomicU64::new(0),
         })
     }
 
@@ -68,6 +71,11 @@ impl<F: Fs, K: Kernel + ?Sized> StoreProtocol<F, K> {
     pub fn open_directory(&self, path: &str) -> Result<Option<F::Dir>, StoreError> {
         let segments = path::segments(path).map_err(|reason| StoreError::Refused { path: path.into(), reason })?;
         self.walk(path, &segments, false)
+    }
+
+    /// The file system the store is on.
+    pub fn fs(&self) -> &F {
+        &self.fs
     }
 
     /// The kernel the store judges writers with.
@@ -84,7 +92,7 @@ impl<F: Fs, K: Kernel + ?Sized> StoreProtocol<F, K> {
     /// [`super::StateStore::benchmark_mutation_claims`]).
     #[doc(hidden)]
     pub fn benchmark_mutation_claims(&self, on: bool) {
-        self.mutation_claims.store(on, std::sync::atomic::Ordering::Relaxed);
+        self.mutation_claims.store(on, core::sync::atomic::Ordering::Relaxed);
     }
 
     /// The file's text, or `None` when it or a parent directory is absent
@@ -141,7 +149,7 @@ impl<F: Fs, K: Kernel + ?Sized> StoreProtocol<F, K> {
     /// malformed claim: [`StoreError::Claim`]); this process's identity unavailable; those of
     /// `mutate`.
     fn with_claim<T>(&self, path: &str, dir: &F::Dir, name: &str, mutate: impl FnOnce() -> Result<T, StoreError>) -> Result<Option<T>, StoreError> {
-        if !self.mutation_claims.load(std::sync::atomic::Ordering::Relaxed) {
+        if !self.mutation_claims.load(core::sync::atomic::Ordering::Relaxed) {
             return mutate().map(Some);
         }
         // A failed system call keeps its errno (a full or read-only filesystem is told apart from
@@ -153,32 +161,27 @@ impl<F: Fs, K: Kernel + ?Sized> StoreProtocol<F, K> {
         let own = mutation_claim::own_identity(&*self.kernel).map_err(|reason| StoreError::Claim { path: path.into(), reason: reason.into() })?;
         mutation_claim::recover_directory(&self.fs, dir, &*self.kernel, false).map_err(claim_error)?;
         let kind = mutation_claim::MutationClaim::for_leaf(name);
-        let start = std::time::Instant::now();
+        let start = self.kernel.monotonic();
         let bound = self.kernel.wait_bound(CLAIM_WAIT);
-        let mut pause = std::time::Duration::from_millis(1);
+        let mut pause = core::time::Duration::from_millis(1);
         let held = loop {
             if let Some(held) = arbitration::arbitrate(&self.fs, dir, &kind, &*self.kernel, &own).map_err(claim_error)? {
                 self.kernel.note_taken(&format!("the mutation claim of {path}"));
                 break held;
             }
-            if start.elapsed() >= bound {
+            let waited = self.kernel.monotonic().saturating_sub(start);
+            if waited >= bound {
                 // Who holds it, for the operation's error: the claim's record names its owner.
                 let holder = arbitration::live_holder(&self.fs, dir, &kind, &*self.kernel).map(|pid| self.kernel.holder(pid));
-                let timeout = LockTimeout {
-                    lock: format!("the mutation claim of {path}"),
-                    holder,
-                    behind: None,
-                    waited_ms: start.elapsed().as_millis() as u64,
-                    hint: CLAIM_HINT,
-                    during: None,
-                };
+                let timeout =
+                    LockTimeout { lock: format!("the mutation claim of {path}"), holder, behind: None, waited_ms: waited.as_millis() as u64, hint: CLAIM_HINT, during: None };
                 tracing::warn!("gave up: {timeout}");
                 self.kernel.note_timeout(&timeout);
                 return Ok(None);
             }
             tracing::trace!(path, "another process holds the mutation claim; waiting");
             self.kernel.pause(pause);
-            pause = (pause * 2).min(std::time::Duration::from_millis(20));
+            pause = (pause * 2).min(core::time::Duration::from_millis(20));
         };
         let result = mutate();
         arbitration::release(&self.fs, dir, &held.name);
@@ -318,7 +321,7 @@ impl<F: Fs, K: Kernel + ?Sized> StoreProtocol<F, K> {
         let _lock = self.lock(path, &segments, &dir, None)?;
         mutation_claim::recover_directory(&self.fs, &dir, &*self.kernel, recover_orphans).map_err(|e| StoreError::Claim { path: path.into(), reason: e.to_string() })?;
         let stat = self.fs.stat_dir(&dir).map_err(|e| StoreError::io(path, "fstat", e))?;
-        let names = self.fs.read_names(&dir, MAX_ENTRIES, &|_| true).map_err(|e| match e {
+        let names = self.fs.read_names(&dir, MAX_ENTRIES, b"").map_err(|e| match e {
             Some(e) => StoreError::io(path, "list", e),
             None => StoreError::unsafe_(path, format!("the collection has more than {MAX_ENTRIES} entries")),
         })?;
@@ -422,7 +425,7 @@ impl<F: Fs, K: Kernel + ?Sized> StoreProtocol<F, K> {
     fn lock(&self, path: &str, parent: &[&str], dir: &F::Dir, leaf: Option<&str>) -> Result<F::Lock, StoreError> {
         let name = format!("{}.lock", digest::identity_digest("proclease-collection-lock", &parent.join("/")));
         let behind = |lock_holder: Option<i32>| {
-            let leaf = leaf.filter(|_| self.mutation_claims.load(std::sync::atomic::Ordering::Relaxed))?;
+            let leaf = leaf.filter(|_| self.mutation_claims.load(core::sync::atomic::Ordering::Relaxed))?;
             let kind = mutation_claim::MutationClaim::for_leaf(leaf);
             let claim_holder = arbitration::live_holder(&self.fs, dir, &kind, &*self.kernel).filter(|pid| Some(*pid) != lock_holder)?;
             Some(Behind { holder: self.kernel.holder(claim_holder), lock: format!("the mutation claim of {path}") })
@@ -437,8 +440,8 @@ impl<F: Fs, K: Kernel + ?Sized> StoreProtocol<F, K> {
     /// `<pid>-<process start id>-<uuid>.tmp` so that a later operation can prove its writer dead.
     fn stage(&self, path: &str, content: &[u8]) -> Result<String, StoreError> {
         self.sweep_staging_now_and_then();
-        let own = self.kernel.self_identity().map_err(|e| StoreError::io(path, "reading this process's identity", std::io::Error::other(e)))?;
-        let name = format!("{}-{}-{}.tmp", own.pid, own.process_start_id, uuid::Uuid::new_v4());
+        let own = self.kernel.self_identity().map_err(|e| StoreError::io(path, "reading this process's identity", IoError::Other(e)))?;
+        let name = format!("{}-{}-{}.tmp", own.pid, own.process_start_id, self.kernel.new_uuid());
         files::write_new_file(&self.fs, &self.staging, &name, content, true).map_err(|e| {
             let _ = self.fs.unlink(&self.staging, &name);
             StoreError::io(path, "write of the temporary", e)
@@ -452,8 +455,8 @@ impl<F: Fs, K: Kernel + ?Sized> StoreProtocol<F, K> {
     /// before every write (with a `/proc` probe per entry) would tax every mutation for them.
     /// A snapshot with `recover_orphans` (recovery, `doctor`) always sweeps.
     fn sweep_staging_now_and_then(&self) {
-        use std::sync::atomic::Ordering;
-        let now = self.opened_at.elapsed().as_millis() as u64 + 1;
+        use core::sync::atomic::Ordering;
+        let now = self.kernel.monotonic().saturating_sub(self.opened_at).as_millis() as u64 + 1;
         let last = self.staging_swept_ms.load(Ordering::Relaxed);
         if last != 0 && now.saturating_sub(last) < STAGING_SWEEP_INTERVAL.as_millis() as u64 {
             return;
@@ -466,10 +469,10 @@ impl<F: Fs, K: Kernel + ?Sized> StoreProtocol<F, K> {
     /// Removes temporaries whose writer is provably dead (another boot, no such process, or
     /// another process on that pid). A temporary of a live or unknown writer stays.
     fn remove_dead_temporaries(&self) {
-        let Ok(names) = self.fs.read_names(&self.staging, MAX_ENTRIES, &|_| true) else { return };
+        let Ok(names) = self.fs.read_names(&self.staging, MAX_ENTRIES, b"") else { return };
         let Ok(boot_id) = self.kernel.current_boot_id() else { return };
         for raw in names {
-            let Ok(name) = std::str::from_utf8(&raw) else { continue };
+            let Ok(name) = core::str::from_utf8(&raw) else { continue };
             let Some(owner) = temporary_owner(name, &boot_id) else { continue };
             if self.kernel.owner_status(&owner).ok() == Some(OwnerStatus::DifferentOrDead) {
                 let _ = self.fs.unlink(&self.staging, name);

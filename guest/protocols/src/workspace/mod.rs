@@ -7,7 +7,10 @@
 pub mod paths;
 pub mod protocol;
 
-use rustix::io::Errno;
+use crate::prelude::*;
+use proclease_core::effects::{Failure, FailureKind};
+
+use crate::seam::Errno;
 
 pub use paths::PathKind;
 pub use protocol::{GrantedRoot, WorkspaceProtocol};
@@ -56,8 +59,24 @@ pub enum WorkspaceError {
         /// What was being done.
         operation: &'static str,
         /// The error.
-        source: std::io::Error,
+        source: crate::os_error::IoError,
     },
+}
+
+impl WorkspaceError {
+    /// The error as it crosses the boundary (the `failure` of `wit/proclease.wit`): its kind,
+    /// its whole message, its path and, for an I/O error, its operation and errno.
+    pub fn failure(&self) -> Failure {
+        let message = self.to_string();
+        match self {
+            WorkspaceError::Refused { path, .. } => Failure { path: Some(path.clone()), ..Failure::new(FailureKind::Refused, message) },
+            WorkspaceError::IdentityChanged { path, .. } => Failure { path: Some(path.clone()), ..Failure::new(FailureKind::IdentityChanged, message) },
+            WorkspaceError::Io { path, operation, source } => source.failure(path, operation, message),
+            WorkspaceError::ParentLocked { path, .. } => {
+                Failure { path: Some(path.clone()), operation: Some("lock of the parent".into()), ..Failure::new(FailureKind::Contended, message) }
+            }
+        }
+    }
 }
 
 /// An I/O error of `operation` on `path`, for `map_err`.

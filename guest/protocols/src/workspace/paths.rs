@@ -3,7 +3,7 @@
 //! (issue #29: `host/src/api/` does no file-system IO of its own). Every path is walked from its
 //! granted root, component by component, without following a symbolic link.
 
-use std::path::Path;
+use crate::prelude::*;
 
 use super::protocol::{Walk, WorkspaceProtocol, walk};
 use super::{WorkspaceError, io_error};
@@ -78,34 +78,34 @@ impl<F: Fs, K: Kernel> WorkspaceProtocol<F, K> {
     /// others can write (a shared `/tmp`), a symbolic link or non-directory on the way, a
     /// directory that is not the user's or not mode 0700, or a file system without birth times.
     /// Reads only facts; a path outside the granted roots gets the general condition.
-    pub fn why_not_physical(&self, dir: &Path) -> String {
+    pub fn why_not_physical(&self, dir: &str) -> String {
         let euid = self.fs().euid();
-        let shown = dir.display();
-        let text = |path: &Path| path.to_str().map(str::to_owned);
-        if let Some(parent) = dir.parent()
-            && let Some(facts) = text(parent).and_then(|p| self.inspect(&p).ok().flatten())
+        let shown = dir;
+        if let Some(parent) = parent(dir)
+            && let Some(facts) = self.inspect(parent).ok().flatten()
             && facts.is_directory
             && (!facts.owned || facts.mode & 0o022 != 0)
         {
             return format!(
                 "its parent {} must be a directory you own that group and others cannot write; a shared directory \
                      such as /tmp cannot hold leased directories: use a private one, e.g. mkdir -m 700 /tmp/$USER-jobs",
-                parent.display()
+                parent
             );
         }
-        for ancestor in dir.ancestors().collect::<Vec<_>>().into_iter().rev().skip(1) {
-            match text(ancestor).map(|path| self.kind(&path)) {
-                Some(Ok(PathKind::SymbolicLink)) => {
-                    return format!("{} is a symbolic link: a leased directory must be reached without symbolic links; give the real path", ancestor.display());
+        let ancestors: Vec<&str> = core::iter::successors(Some(dir), |path| parent(path)).collect();
+        for ancestor in ancestors.into_iter().rev().skip(1) {
+            match self.kind(ancestor) {
+                Ok(PathKind::SymbolicLink) => {
+                    return format!("{ancestor} is a symbolic link: a leased directory must be reached without symbolic links; give the real path");
                 }
-                Some(Ok(PathKind::Other)) => return format!("{} is not a directory", ancestor.display()),
+                Ok(PathKind::Other) => return format!("{ancestor} is not a directory"),
                 _ => {}
             }
         }
-        let facts = text(dir).and_then(|path| self.inspect(&path).ok().flatten());
+        let facts = self.inspect(dir).ok().flatten();
         let Some(facts) = facts.filter(|f| f.is_directory) else { return format!("{shown} must be a real directory you own with mode 0700") };
         if !facts.owned {
-            let owner = text(dir).and_then(|path| self.owner(&path)).map_or_else(|| "another user".to_string(), |uid| format!("uid {uid}"));
+            let owner = self.owner(dir).map_or_else(|| "another user".to_string(), |uid| format!("uid {uid}"));
             return format!("{shown} belongs to {owner}, not to you (uid {euid}): lease a directory you own");
         }
         if facts.mode != 0o700 {
@@ -128,5 +128,24 @@ impl<F: Fs, K: Kernel> WorkspaceProtocol<F, K> {
         let Some((name, parent)) = rest.split_last() else { return self.fs().stat_dir(&root.dir).ok().map(|s| s.uid) };
         let Walk::Open(parent_fd) = walk(self.fs(), &root.dir, parent) else { return None };
         self.fs().lstat(&parent_fd, *name).ok()?.map(|s| s.uid)
+    }
+}
+
+/// The parent of a path, as `Path::parent` gives it for an absolute one (`/a` → `/`, `/` →
+/// none); a trailing `/` is not a component.
+fn parent(path: &str) -> Option<&str> {
+    let (head, _) = path.trim_end_matches('/').rsplit_once('/')?;
+    Some(if head.is_empty() { "/" } else { head })
+}
+
+#[cfg(test)]
+mod tests {
+    /// As `Path::parent` answers for absolute paths (the std type this replaced).
+    #[test]
+    fn parent_is_what_path_parent_gives() {
+        for path in ["/", "/a", "/a/b", "/a/b/", "/home/u/jobs/j1"] {
+            let std = std::path::Path::new(path).parent().map(|p| p.to_str().unwrap_or_default());
+            assert_eq!(super::parent(path), std, "{path}");
+        }
     }
 }

@@ -6,8 +6,7 @@
 //! The native workspace (`proclease`'s `Workspace`) runs it over rustix; `tests/tests/crash_states.rs`
 //! runs the same code over a simulated disk that crashes or fails at every call.
 
-use std::path::{Path, PathBuf};
-
+use crate::prelude::*;
 use proclease_core::records::DirectoryIdentity;
 
 use super::{DirectoryFacts, MAX_REMOVAL_ENTRIES, MAX_SCAN_ENTRIES, WorkspaceError, identity_changed, io_error};
@@ -15,8 +14,8 @@ use crate::seam::{Errno, FileStat, Fs, Kernel, S_IFDIR, S_IFLNK};
 
 /// A granted root: its resolved path and an open handle on it.
 pub struct GrantedRoot<D> {
-    /// The root's path, resolved (realpath).
-    pub path: PathBuf,
+    /// The root's path, resolved (realpath): absolute, normalised, UTF-8.
+    pub path: String,
     /// The root, opened without following a symbolic link.
     pub dir: D,
 }
@@ -44,8 +43,8 @@ impl<F: Fs, K: Kernel> WorkspaceProtocol<F, K> {
     }
 
     /// The granted roots, resolved.
-    pub fn roots(&self) -> impl Iterator<Item = &Path> {
-        self.roots.iter().map(|r| r.path.as_path())
+    pub fn roots(&self) -> impl Iterator<Item = &str> {
+        self.roots.iter().map(|r| r.path.as_str())
     }
 
     /// The facts of the directory at `path`; `None` when it (or an ancestor below the root)
@@ -79,8 +78,11 @@ impl<F: Fs, K: Kernel> WorkspaceProtocol<F, K> {
         let mut created = Vec::new();
         let mut walked = root.path.clone();
         for component in rest {
-            walked.push(component);
-            let here = walked.display().to_string();
+            if !walked.ends_with('/') {
+                walked.push('/');
+            }
+            walked.push_str(component);
+            let here = walked.clone();
             current = match self.fs.make_dir(&current, component) {
                 Ok(made) => {
                     created.push(here.clone());
@@ -182,7 +184,7 @@ impl<F: Fs, K: Kernel> WorkspaceProtocol<F, K> {
     /// Renames `name` to a fresh quarantine in the parent, re-verifies it, releases the
     /// parent's lock, and deletes it.
     fn quarantine_and_delete(&self, path: &str, parent: &F::Dir, name: &str, expected: &DirectoryIdentity, guard: F::Lock) -> Result<(), WorkspaceError> {
-        let quarantine = format!(".io-remove-{}-{}.quarantine", self.kernel.pid(), uuid::Uuid::new_v4());
+        let quarantine = format!(".io-remove-{}-{}.quarantine", self.kernel.pid(), self.kernel.new_uuid());
         let _removing = Removing::start(&quarantine);
         self.fs.rename(parent, name, parent, &quarantine, false).map_err(io_error(path, "rename to quarantine"))?;
         let moved = self.fs.lstat(parent, &quarantine).map_err(io_error(path, "statx of the quarantine"))?;
@@ -199,7 +201,7 @@ impl<F: Fs, K: Kernel> WorkspaceProtocol<F, K> {
         self.fs.sync_dir(parent).map_err(io_error(path, "fsync of the parent"))?;
         let device = moved.map(|s| s.dev).unwrap_or_default();
         let mut budget = MAX_REMOVAL_ENTRIES;
-        delete_tree(&self.fs, parent, &quarantine, device, &mut budget).map_err(|e| match e {
+        delete_tree(&self.fs, &self.kernel, parent, &quarantine, device, &mut budget).map_err(|e| match e {
             Errno::XDEV => io_error(path, "removal (a filesystem is mounted inside the tree: unmount it, then recover again)")(e),
             e => io_error(path, "removal")(e),
         })?;
@@ -209,7 +211,7 @@ impl<F: Fs, K: Kernel> WorkspaceProtocol<F, K> {
     /// §3.3 (c): the target is absent; finish an interrupted quarantine of exactly `expected`
     /// whose remover is provably dead.
     fn complete_quarantine(&self, path: &str, parent: &F::Dir, expected: &DirectoryIdentity, guard: F::Lock) -> Result<bool, WorkspaceError> {
-        let names = self.fs.read_names(parent, MAX_SCAN_ENTRIES, &|_| true).map_err(|e| match e {
+        let names = self.fs.read_names(parent, MAX_SCAN_ENTRIES, b"").map_err(|e| match e {
             Some(e) => io_error(path, "scan of the parent")(e),
             None => identity_changed(path, &format!("recursive removal recovery exceeds its {MAX_SCAN_ENTRIES} entry bound")),
         })?;
@@ -247,14 +249,14 @@ impl<F: Fs, K: Kernel> WorkspaceProtocol<F, K> {
             return Err(WorkspaceError::Refused { path: path.into(), reason: "not an absolute, normalised path (no trailing /, //, . or ..)".into() });
         }
         for root in &self.roots {
-            let Ok(rest) = Path::new(path).strip_prefix(&root.path) else { continue };
-            let rest: Vec<&'a str> = path[path.len() - rest.as_os_str().len()..].split('/').filter(|s| !s.is_empty()).collect();
+            let Some(rest) = below(path, &root.path) else { continue };
+            let rest: Vec<&'a str> = rest.split('/').filter(|s| !s.is_empty()).collect();
             if rest.is_empty() && !allow_root {
                 continue;
             }
             return Ok((root, rest));
         }
-        let roots: Vec<String> = self.roots.iter().map(|r| r.path.display().to_string()).collect();
+        let roots: Vec<&str> = self.roots.iter().map(|r| r.path.as_str()).collect();
         Err(WorkspaceError::Refused {
             path: path.into(),
             reason: format!(
@@ -340,28 +342,37 @@ fn quarantine_pid(name: &str) -> Option<u32> {
     (valid_pid && proclease_core::js::is_uuid_v4(uuid)).then(|| pid.parse().ok()).flatten()
 }
 
+/// The part of the absolute, normalised `path` below `root` (component-wise, as
+/// `Path::strip_prefix`: `/a/bc` is not below `/a/b`): `""` for the root itself.
+fn below<'a>(path: &'a str, root: &str) -> Option<&'a str> {
+    let root = root.trim_end_matches('/');
+    let rest = path.strip_prefix(root)?;
+    if rest.is_empty() { Some(rest) } else { rest.strip_prefix('/') }
+}
+
 /// The quarantines this process is deleting right now (names carry a fresh UUID, so a name
 /// alone identifies one). Lets [`Workspace::remove_tree`] tell this process's abandoned
 /// quarantines (a removal that failed and returned) from ones another thread is deleting.
-static REMOVING: std::sync::Mutex<std::collections::BTreeSet<String>> = std::sync::Mutex::new(std::collections::BTreeSet::new());
+/// A spin lock (no `std` here): each holder only inserts, looks up or removes one name.
+static REMOVING: spin::Mutex<alloc::collections::BTreeSet<String>> = spin::Mutex::new(alloc::collections::BTreeSet::new());
 
 /// Membership of [`REMOVING`] for the life of one removal.
 struct Removing(String);
 
 impl Removing {
     fn start(name: &str) -> Removing {
-        REMOVING.lock().unwrap_or_else(|p| p.into_inner()).insert(name.to_owned());
+        REMOVING.lock().insert(name.to_owned());
         Removing(name.to_owned())
     }
 
     fn is_active(name: &str) -> bool {
-        REMOVING.lock().unwrap_or_else(|p| p.into_inner()).contains(name)
+        REMOVING.lock().contains(name)
     }
 }
 
 impl Drop for Removing {
     fn drop(&mut self) {
-        REMOVING.lock().unwrap_or_else(|p| p.into_inner()).remove(&self.0);
+        REMOVING.lock().remove(&self.0);
     }
 }
 
@@ -379,7 +390,7 @@ const NAMES_PER_READ: usize = 4096;
 /// directory on another device (a mount point) is refused, and at most [`MAX_OPEN_DEPTH`]
 /// descriptors are open at once. Fails with the cause (EXDEV for a mount point, ENOSPC when the
 /// tree exceeds [`MAX_REMOVAL_ENTRIES`]).
-fn delete_tree<F: Fs>(fs: &F, parent: &F::Dir, name: &str, device: u64, budget: &mut usize) -> Result<(), Errno> {
+fn delete_tree<F: Fs, K: Kernel>(fs: &F, kernel: &K, parent: &F::Dir, name: &str, device: u64, budget: &mut usize) -> Result<(), Errno> {
     let root = fs.open_dir(parent, name)?;
     if fs.stat_dir(&root)?.dev != device {
         return Err(Errno::XDEV);
@@ -425,7 +436,7 @@ fn delete_tree<F: Fs>(fs: &F, parent: &F::Dir, name: &str, device: u64, budget: 
             }
             if stack.len() >= MAX_OPEN_DEPTH {
                 flattened += 1;
-                let moved = format!(".proclease-flat-{flattened}-{}", uuid::Uuid::new_v4());
+                let moved = format!(".proclease-flat-{flattened}-{}", kernel.new_uuid());
                 fs.rename(top, &entry, &stack[0], &moved, false)?;
                 continue;
             }
@@ -448,12 +459,12 @@ fn delete_tree<F: Fs>(fs: &F, parent: &F::Dir, name: &str, device: u64, budget: 
     }
     // Every directory below is gone; the frames were only descriptors. Remove the emptied
     // directories bottom-up by walking again (each is now empty or holds only emptied ones).
-    remove_emptied(fs, parent, name, budget)
+    remove_emptied(fs, kernel, parent, name, budget)
 }
 
 /// Removes the (now file-free) directory tree `name` in `parent`: `rmdir` bottom-up, iteratively
 /// with the same bounds as [`delete_tree`].
-fn remove_emptied<F: Fs>(fs: &F, parent: &F::Dir, name: &str, budget: &mut usize) -> Result<(), Errno> {
+fn remove_emptied<F: Fs, K: Kernel>(fs: &F, kernel: &K, parent: &F::Dir, name: &str, budget: &mut usize) -> Result<(), Errno> {
     loop {
         match fs.remove_dir(parent, name) {
             Ok(()) | Err(Errno::NOENT) => return Ok(()),
@@ -478,11 +489,27 @@ fn remove_emptied<F: Fs>(fs: &F, parent: &F::Dir, name: &str, budget: &mut usize
                     stack.push(child);
                 }
                 Err(Errno::NOTEMPTY | Errno::EXIST) => {
-                    let moved = format!(".proclease-flat-{}", uuid::Uuid::new_v4());
+                    let moved = format!(".proclease-flat-{}", kernel.new_uuid());
                     fs.rename(top, &entry, &stack[0], &moved, false)?;
                 }
                 Err(e) => return Err(e),
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// Component-wise, as `Path::strip_prefix` (the std call this replaced): a root is no prefix
+    /// of a sibling that merely starts with its name.
+    #[test]
+    fn below_matches_whole_components() {
+        let cases =
+            [("/a/b", "/a/b", Some("")), ("/a/b/c/d", "/a/b", Some("c/d")), ("/a/bc", "/a/b", None), ("/a", "/a/b", None), ("/a/b", "/", Some("a/b")), ("/", "/", Some(""))];
+        for (path, root, expected) in cases {
+            assert_eq!(super::below(path, root), expected, "{path} below {root}");
+            let std = std::path::Path::new(path).strip_prefix(root).ok().map(|p| p.to_str().unwrap_or_default());
+            assert_eq!(expected, std, "{path} below {root}: std says otherwise");
         }
     }
 }

@@ -95,7 +95,7 @@ impl ClaimKind<NativeFs> for LockClaim {
         match publish_linked(dir, owner, self.content(claim_id, owner).as_bytes(), &self.name(Phase::Waiting, claim_id)) {
             Ok(true) => Ok(()),
             Ok(false) => Err(self.error(Failure::NamePresent, None)),
-            Err(e) => Err(self.error(Failure::Io, Some(e))),
+            Err(e) => Err(self.error(Failure::Io, Some(e.into()))),
         }
     }
 
@@ -228,14 +228,14 @@ fn read_lock(dir: &OwnedFd) -> Result<Option<(Owner, u64, u64)>, String> {
     let malformed = || "portable plugin catalog mutation lock is malformed".to_string();
     let file = match NativeFs.open_file(dir, LOCK_NAME) {
         Ok(file) => file,
-        Err(Errno::NOENT) => return Ok(None),
+        Err(crate::seam::Errno::NOENT) => return Ok(None),
         Err(_) => return Err(malformed()),
     };
-    let before = NativeFs.stat_file(&file).map_err(|e| format!("{LOCK_NAME}: {}", std::io::Error::from(e)))?;
+    let before = NativeFs.stat_file(&file).map_err(|e| format!("{LOCK_NAME}: {e}"))?;
     if files::unsafe_file_reason(&before, NativeFs.euid()).is_some() || before.size < 2 {
         return Err(malformed());
     }
-    let bytes = match files::read_stable(&NativeFs, &file, &before, MAX_LOCK_BYTES).map_err(|e| format!("{LOCK_NAME}: {}", std::io::Error::from(e)))? {
+    let bytes = match files::read_stable(&NativeFs, &file, &before, MAX_LOCK_BYTES).map_err(|e| format!("{LOCK_NAME}: {e}"))? {
         StableRead::Bytes(bytes) => bytes,
         StableRead::TooLarge => return Err(malformed()),
         StableRead::Changed => return Ok(None),

@@ -20,7 +20,7 @@ pub type JournalEntry = proclease_protocols::run_journal::JournalEntry<NativeFs>
 /// the user.
 pub fn open(home: &StateHome) -> std::io::Result<RunJournal> {
     let home = home.dir().as_fd().try_clone_to_owned()?;
-    RunJournal::open_at(NativeFs, &home)
+    Ok(RunJournal::open_at(NativeFs, &home)?)
 }
 
 #[cfg(test)]

@@ -12,7 +12,9 @@ use rustix::fs::{AtFlags, Mode, OFlags, RenameFlags};
 
 use rustix::fs::StatxFlags;
 
-use super::{Errno, FileStat, Fs, Kernel, Locked, Name, S_IFLNK};
+use rustix::io::Errno as SysErrno;
+
+use super::{Errno, FileStat, Fs, IoError, Kernel, Locked, Name, S_IFLNK};
 use crate::fsops;
 use crate::process_identity::ProcessIdentity;
 use crate::state_store::lock;
@@ -81,7 +83,12 @@ fn stat_of_statx(stat: &rustix::fs::Statx) -> FileStat {
 
 /// An `std::io::Error`'s errno (`EIO` when it carries none).
 fn errno_of(error: &std::io::Error) -> Errno {
-    error.raw_os_error().map(Errno::from_raw_os_error).unwrap_or(Errno::IO)
+    error.raw_os_error().map(Errno::from_raw).unwrap_or(Errno::IO)
+}
+
+/// A rustix result with the seam's errno (the same Linux number).
+fn seam<T>(result: Result<T, SysErrno>) -> Result<T, Errno> {
+    result.map_err(Errno::from)
 }
 
 /// `statx` of `name` in `dir` (or of `dir` itself with `AT_EMPTY_PATH` and an empty name),
@@ -91,13 +98,13 @@ fn errno_of(error: &std::io::Error) -> Errno {
 fn statx(dir: &OwnedFd, name: &[u8], flags: AtFlags) -> Result<Option<FileStat>, Errno> {
     let flags = flags | AtFlags::NO_AUTOMOUNT;
     let stat = match rustix::fs::statx(dir, name, flags, StatxFlags::BASIC_STATS | StatxFlags::BTIME) {
-        Err(Errno::NOSYS) => rustix::fs::statat(dir, name, flags).map(|s| stat_of(&s)),
+        Err(SysErrno::NOSYS) => rustix::fs::statat(dir, name, flags).map(|s| stat_of(&s)),
         other => other.map(|s| stat_of_statx(&s)),
     };
     match stat {
         Ok(stat) => Ok(Some(stat)),
-        Err(Errno::NOENT) => Ok(None),
-        Err(e) => Err(e),
+        Err(SysErrno::NOENT) => Ok(None),
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -118,11 +125,11 @@ impl Fs for NativeFs {
 
     fn open_dir(&self, dir: &OwnedFd, name: &(impl Name + ?Sized)) -> Result<OwnedFd, Errno> {
         match rustix::fs::openat(dir, name.as_ref(), OPEN_DIR, Mode::empty()) {
-            Err(Errno::NOTDIR) => match self.lstat(dir, name) {
+            Err(SysErrno::NOTDIR) => match self.lstat(dir, name) {
                 Ok(Some(stat)) if stat.kind() == S_IFLNK => Err(Errno::LOOP),
                 _ => Err(Errno::NOTDIR),
             },
-            other => other,
+            other => seam(other),
         }
     }
 
@@ -135,11 +142,11 @@ impl Fs for NativeFs {
     }
 
     fn open_file(&self, dir: &OwnedFd, name: &(impl Name + ?Sized)) -> Result<std::fs::File, Errno> {
-        rustix::fs::openat(dir, name.as_ref(), OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC, Mode::empty()).map(std::fs::File::from)
+        seam(rustix::fs::openat(dir, name.as_ref(), OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC, Mode::empty()).map(std::fs::File::from))
     }
 
     fn stat_file(&self, file: &std::fs::File) -> Result<FileStat, Errno> {
-        rustix::fs::fstat(file).map(|s| stat_of(&s))
+        seam(rustix::fs::fstat(file).map(|s| stat_of(&s)))
     }
 
     fn read_up_to(&self, file: &std::fs::File, limit: u64, expected: u64) -> Result<Vec<u8>, Errno> {
@@ -151,12 +158,12 @@ impl Fs for NativeFs {
         Ok(bytes)
     }
 
-    fn read_names(&self, dir: &OwnedFd, bound: usize, keep: &dyn Fn(&[u8]) -> bool) -> Result<Vec<Vec<u8>>, Option<Errno>> {
-        fsops::names_where(dir, bound, |name| name != b"." && name != b".." && keep(name)).map_err(|e| e.map(|e| errno_of(&e)))
+    fn read_names(&self, dir: &OwnedFd, bound: usize, prefix: &[u8]) -> Result<Vec<Vec<u8>>, Option<Errno>> {
+        fsops::names_where(dir, bound, |name| name != b"." && name != b".." && name.starts_with(prefix)).map_err(|e| e.map(|e| errno_of(&e)))
     }
 
     fn first_names(&self, dir: &OwnedFd, at_most: usize) -> Result<Vec<Vec<u8>>, Errno> {
-        fsops::some_names(dir, at_most)
+        seam(fsops::some_names(dir, at_most))
     }
 
     fn create_file(&self, dir: &OwnedFd, name: &(impl Name + ?Sized)) -> Result<std::fs::File, Errno> {
@@ -188,7 +195,7 @@ impl Fs for NativeFs {
         if opened.is_err() {
             let _ = rustix::fs::unlinkat(dir, name.as_ref(), AtFlags::REMOVEDIR);
         }
-        opened
+        seam(opened)
     }
 
     fn sync_dir(&self, dir: &OwnedFd) -> Result<(), Errno> {
@@ -200,23 +207,23 @@ impl Fs for NativeFs {
     }
 
     fn link(&self, from_dir: &OwnedFd, from: &(impl Name + ?Sized), to_dir: &OwnedFd, to: &(impl Name + ?Sized)) -> Result<(), Errno> {
-        rustix::fs::linkat(from_dir, from.as_ref(), to_dir, to.as_ref(), AtFlags::empty())
+        seam(rustix::fs::linkat(from_dir, from.as_ref(), to_dir, to.as_ref(), AtFlags::empty()))
     }
 
     fn rename(&self, from_dir: &OwnedFd, from: &(impl Name + ?Sized), to_dir: &OwnedFd, to: &(impl Name + ?Sized), replace: bool) -> Result<(), Errno> {
-        if replace {
+        seam(if replace {
             rustix::fs::renameat(from_dir, from.as_ref(), to_dir, to.as_ref())
         } else {
             rustix::fs::renameat_with(from_dir, from.as_ref(), to_dir, to.as_ref(), RenameFlags::NOREPLACE)
-        }
+        })
     }
 
     fn unlink(&self, dir: &OwnedFd, name: &(impl Name + ?Sized)) -> Result<(), Errno> {
-        rustix::fs::unlinkat(dir, name.as_ref(), AtFlags::empty())
+        seam(rustix::fs::unlinkat(dir, name.as_ref(), AtFlags::empty()))
     }
 
     fn remove_dir(&self, dir: &OwnedFd, name: &(impl Name + ?Sized)) -> Result<(), Errno> {
-        rustix::fs::unlinkat(dir, name.as_ref(), AtFlags::REMOVEDIR)
+        seam(rustix::fs::unlinkat(dir, name.as_ref(), AtFlags::REMOVEDIR))
     }
 
     fn lock(
@@ -224,9 +231,9 @@ impl Fs for NativeFs {
         locks: &OwnedFd,
         name: &(impl Name + ?Sized),
         behind: &dyn Fn(Option<i32>) -> Option<proclease_protocols::waits::Behind>,
-    ) -> Result<Locked<lock::CollectionLock>, std::io::Error> {
-        let name = std::str::from_utf8(name.as_ref()).map_err(|_| std::io::Error::from(Errno::ILSEQ))?;
-        lock::lock(locks, name, behind)
+    ) -> Result<Locked<lock::CollectionLock>, IoError> {
+        let name = std::str::from_utf8(name.as_ref()).map_err(|_| Errno::ILSEQ)?;
+        Ok(lock::lock(locks, name, behind)?)
     }
 
     fn lock_directory(&self, dir: &OwnedFd, label: &str) -> Result<lock::CollectionLock, crate::lock_wait::LockError> {
@@ -238,6 +245,21 @@ impl Fs for NativeFs {
 }
 
 impl Kernel for ProcessIdentity {
+    /// Since the first call in this process (`Instant`).
+    fn monotonic(&self) -> std::time::Duration {
+        static ORIGIN: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+        ORIGIN.get_or_init(std::time::Instant::now).elapsed()
+    }
+
+    /// From the operating system's generator (`getrandom`, through `uuid`).
+    fn random_bytes(&self) -> [u8; 16] {
+        uuid::Uuid::new_v4().into_bytes()
+    }
+
+    fn pause(&self, duration: std::time::Duration) {
+        std::thread::sleep(duration);
+    }
+
     fn pid(&self) -> u32 {
         std::process::id()
     }

@@ -19,7 +19,6 @@
 
 use std::os::fd::{AsFd as _, OwnedFd};
 
-use rustix::io::Errno;
 use serde_json::{Value, json};
 
 use super::home::StateHome;
@@ -85,7 +84,7 @@ impl FileFence {
         let path = format!("{ROOT}/{COUNTER}");
         let file = match NativeFs.open_file(&self.root, COUNTER) {
             Ok(file) => file,
-            Err(Errno::NOENT) => return Ok(None),
+            Err(crate::seam::Errno::NOENT) => return Ok(None),
             Err(e) => return Err(context(path)(e.into())),
         };
         let stat = NativeFs.stat_file(&file).map_err(|e| context(path.clone())(e.into()))?;

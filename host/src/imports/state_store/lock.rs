@@ -64,6 +64,6 @@ pub(crate) fn lock(locks: impl AsFd, name: &str, behind: &dyn Fn(Option<i32>) ->
             tracing::warn!("{timeout}");
             Ok(Locked::TimedOut)
         }
-        Err(crate::lock_wait::LockError::Io(e)) => Err(e),
+        Err(crate::lock_wait::LockError::Io(e)) => Err(e.into()),
     }
 }

@@ -246,17 +246,9 @@ pub fn failure(error: StoreError) -> Failure {
     failure_of(&error)
 }
 
-/// [`failure`] of a borrowed error.
+/// [`failure`] of a borrowed error ([`StoreError::failure`]).
 pub(crate) fn failure_of(error: &StoreError) -> Failure {
-    let message = error.to_string();
-    let at = |kind, path: &str| Failure { path: Some(path.into()), ..Failure::new(kind, message.clone()) };
-    match error {
-        StoreError::Contended { path } => at(FailureKind::Contended, path),
-        StoreError::Refused { path, .. } => at(FailureKind::Refused, path),
-        StoreError::Unsafe { path, .. } | StoreError::Claim { path, .. } => at(FailureKind::Unsafe, path),
-        StoreError::Unreachable { path, operation, .. } => Failure { operation: Some((*operation).into()), ..at(FailureKind::Unreachable, path) },
-        StoreError::Io { path, operation, source } => crate::error::io_failure(path, operation, source, message),
-    }
+    error.failure()
 }
 
 impl proclease_core::effects::Store for SharedStore {

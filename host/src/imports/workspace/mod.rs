@@ -64,9 +64,14 @@ impl Workspace {
         let mut granted = Vec::new();
         for root in roots {
             let label = root.display().to_string();
-            let path = std::fs::canonicalize(root).map_err(|e| WorkspaceError::Io { path: label.clone(), operation: "realpath of a workspace root", source: e })?;
+            let path = std::fs::canonicalize(root).map_err(|e| WorkspaceError::Io { path: label.clone(), operation: "realpath of a workspace root", source: e.into() })?;
             let dir = rustix::fs::open(&path, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())
-                .map_err(io_error(&label, "open of a workspace root"))?;
+                .map_err(|e| io_error(&label, "open of a workspace root")(e.into()))?;
+            // Lease paths are text (the records hold them as JSON strings), so no lease can be
+            // under a root whose resolved path is not.
+            let Ok(path) = path.into_os_string().into_string() else {
+                return Err(WorkspaceError::Refused { path: label, reason: "its resolved path is not UTF-8, so no leased directory can be named under it".into() });
+            };
             granted.push(GrantedRoot { path, dir });
         }
         Ok(Workspace { protocol: WorkspaceProtocol::new(NativeFs, ProcessIdentity::new(), granted, crate::state_store::release_leasing_lock) })
@@ -74,7 +79,7 @@ impl Workspace {
 
     /// The granted roots, resolved.
     pub fn roots(&self) -> impl Iterator<Item = &Path> {
-        self.protocol.roots()
+        self.protocol.roots().map(Path::new)
     }
 
     /// The facts of the directory at `path`; `None` when it (or an ancestor below the root)
@@ -128,18 +133,9 @@ pub fn failure(error: WorkspaceError) -> proclease_core::Failure {
     failure_of(&error)
 }
 
-/// [`failure`] of a borrowed error.
+/// [`failure`] of a borrowed error ([`WorkspaceError::failure`]).
 pub(crate) fn failure_of(error: &WorkspaceError) -> proclease_core::Failure {
-    use proclease_core::{Failure, FailureKind};
-    let message = error.to_string();
-    match error {
-        WorkspaceError::Refused { path, .. } => Failure { path: Some(path.clone()), ..Failure::new(FailureKind::Refused, message) },
-        WorkspaceError::IdentityChanged { path, .. } => Failure { path: Some(path.clone()), ..Failure::new(FailureKind::IdentityChanged, message) },
-        WorkspaceError::Io { path, operation, source } => crate::error::io_failure(path, operation, source, message),
-        WorkspaceError::ParentLocked { path, .. } => {
-            Failure { path: Some(path.clone()), operation: Some("lock of the parent".into()), ..Failure::new(FailureKind::Contended, message) }
-        }
-    }
+    error.failure()
 }
 
 impl proclease_core::effects::Workspace for SharedWorkspace {

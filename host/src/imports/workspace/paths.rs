@@ -20,7 +20,8 @@ impl super::Workspace {
     }
 
     /// Which condition of §6A.4 `dir` or its parent misses ([`WorkspaceProtocol::why_not_physical`](super::WorkspaceProtocol::why_not_physical)).
+    /// A path that is not UTF-8 cannot be under a granted root: it gets the general condition.
     pub fn why_not_physical(&self, dir: &Path) -> String {
-        self.protocol.why_not_physical(dir)
+        self.protocol.why_not_physical(&dir.to_string_lossy())
     }
 }
