@@ -121,7 +121,7 @@ impl PluginCatalog {
             return Ok(());
         }
         let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
-        let lock = lock_file::acquire(&self.store, self.store.processes(), now_ms)?;
+        let lock = lock_file::acquire(&self.store, now_ms)?;
         held.insert(key, (lock, 1));
         Ok(())
     }
@@ -136,7 +136,7 @@ impl PluginCatalog {
             if *depth == 0
                 && let Some((lock, _)) = held.remove(&key)
             {
-                let _ = lock.release();
+                let _ = lock_file::release(&self.store, lock);
             }
         }
     }

@@ -9,4 +9,3 @@ pub use proclease_protocols::seam::*;
 mod native;
 
 pub use native::NativeFs;
-pub(crate) use native::pid_gone;

@@ -299,7 +299,7 @@ impl Kernel for ProcessIdentity {
 
 /// Whether `pid` is definitely gone (`kill(pid, 0)` → ESRCH); never for a pid `kill` cannot
 /// address.
-pub(crate) fn pid_gone(pid: u64) -> bool {
+fn pid_gone(pid: u64) -> bool {
     let Some(pid) = i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw) else { return false };
     rustix::process::test_kill_process(pid) == Err(rustix::io::Errno::SRCH)
 }

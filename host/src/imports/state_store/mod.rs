@@ -45,7 +45,7 @@ pub use proclease_protocols::state_store::{
     mutation_claim, path, protocol, split,
 };
 
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::AsFd;
 use std::sync::Arc;
 
 use proclease_core::{Failure, FailureKind};
@@ -92,10 +92,9 @@ impl StateStore {
         Ok(std::fs::File::from(fd))
     }
 
-    /// The directory at `path` below the state home, opened without following symbolic links
-    /// and checked like every store directory (owned, mode 0700); `None` when absent.
-    pub(crate) fn open_directory(&self, path: &str) -> Result<Option<OwnedFd>, StoreError> {
-        self.protocol.open_directory(path)
+    /// The store's protocol, for protocols built on it (the catalog lock).
+    pub(crate) fn protocol(&self) -> &StoreProtocol<NativeFs, ProcessIdentity> {
+        &self.protocol
     }
 
     /// The process identity the store judges writers with.
