@@ -1,8 +1,10 @@
 //! Builds the hostile test component (`tests/hostile-guest`, world `wit/hostile.wit` there) for
 //! the guest-sandbox tests and hands it to the crate as `OUT_DIR/hostile.wasm`
 //! ([`proclease_tests::hostile::BYTES`]) and precompiled as `OUT_DIR/hostile.cwasm`, the way
-//! `host/build.rs` builds the real guest (`host/build-support/wasm_guest.rs`). A cold build takes ~35 s (the wit-bindgen macro stack);
-//! later builds only rerun when the guest, the WIT files or `Cargo.lock` change.
+//! `host/build.rs` builds the real guest (`host/build-support/wasm_guest.rs`); and the portable
+//! store (`guest/portable`, world `portable-store` of `wit/`) as `OUT_DIR/portable.cwasm`, for
+//! `tests/tests/portable_store.rs`. A cold build takes ~35 s (the wit-bindgen macro stack);
+//! later builds only rerun when a guest, the WIT files or `Cargo.lock` change.
 
 #[path = "../host/build-support/engine_config.rs"]
 mod engine_config;
@@ -17,7 +19,8 @@ fn main() {
     let root = manifest_dir.parent().expect("tests/ lives in the workspace root").to_path_buf();
     let out_dir = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     let shared_runtime = root.join("guest/component/src/no_std_runtime.rs");
-    for watched in [manifest_dir.join("hostile-guest"), root.join("wit"), root.join("Cargo.lock"), root.join("host/build-support"), shared_runtime] {
+    let portable = [root.join("guest/portable"), root.join("guest/protocols"), root.join("guest/core")];
+    for watched in [manifest_dir.join("hostile-guest"), root.join("wit"), root.join("Cargo.lock"), root.join("host/build-support"), shared_runtime].into_iter().chain(portable) {
         println!("cargo:rerun-if-changed={}", watched.display());
     }
     // Small and quick: no debug info, no LTO (one tiny crate), panics abort.
@@ -28,4 +31,10 @@ fn main() {
     let engine = wasmtime::Engine::new(&engine_config::engine_config()).expect("a wasmtime engine to precompile the hostile component");
     let precompiled = engine.precompile_component(&bytes).expect("the hostile component compiles with Cranelift");
     wasm_guest::write_if_changed(&out_dir.join("hostile.cwasm"), &precompiled);
+    // The portable store: optimised as the shipped component is, but without LTO's minute.
+    let profile = [("DEBUG", "false"), ("STRIP", "true"), ("OPT_LEVEL", "2"), ("LTO", "false"), ("PANIC", "abort")];
+    let bytes = wasm_guest::build(&root, "proclease-portable", "proclease_portable", &out_dir.join("portable-target"), &profile);
+    wasm_guest::write_if_changed(&out_dir.join("portable.wasm"), &bytes);
+    let precompiled = engine.precompile_component(&bytes).expect("the portable store compiles with Cranelift");
+    wasm_guest::write_if_changed(&out_dir.join("portable.cwasm"), &precompiled);
 }

@@ -14,5 +14,6 @@ pub mod fakes;
 pub mod hostile;
 pub mod interleavings;
 pub mod linearizability;
+pub mod portable;
 pub mod sim_disk;
 pub mod store_fixtures;

@@ -38,6 +38,9 @@ impl core::fmt::Display for Behind {
     }
 }
 
+/// What to do about a kernel lock's holder, at the end of a wait for it.
+pub const LOCK_HINT: &str = "continue a stopped holder (`kill -CONT PID`, or `fg` in its terminal) or end it; a holder that dies releases the lock";
+
 /// A wait that reached its bound.
 ///
 /// Displayed as `[DURING: ]waited N ms for LOCK, held by pid P (COMMAND, STATE)[, which itself

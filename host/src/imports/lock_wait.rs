@@ -123,7 +123,7 @@ pub fn note(timeout: &LockTimeout) {
     });
 }
 
-const HINT: &str = "continue a stopped holder (`kill -CONT PID`, or `fg` in its terminal) or end it; a holder that dies releases the lock";
+use proclease_protocols::waits::LOCK_HINT as HINT;
 
 /// Takes `file`'s exclusive `flock`, waiting at most `bound` for another holder (see the module
 /// docs); `lock` names it in messages.

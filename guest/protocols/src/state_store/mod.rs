@@ -122,6 +122,12 @@ pub const CLAIM_WAIT: Duration = Duration::from_millis(125);
 /// What to do about another program's mutation claim that stays.
 pub const CLAIM_HINT: &str = "another program (ghostget, or a proclease that predates kernel locks) is writing this record; retry once it is done, and if its claim stays, that program is stuck: end it (a dead holder's claim is removed by the next write)";
 
+/// The kernel lock every lease of a new directory is made under, in `.proclease/locks/`: the
+/// native `run`'s check that a directory is free and its lease (`Host::lease_new_directory`),
+/// and recovery from its last look at the collection until the directory it removes is out of
+/// its path (`docs/deviations.md` 24).
+pub const LEASING_LOCK: &str = "directory-lease-creation.lock";
+
 /// Where the store keeps its own files, inside the state home.
 pub const INTERNAL: &str = ".proclease";
 

@@ -196,11 +196,7 @@ impl SharedStore {
     }
 }
 
-/// The kernel lock every lease of a new directory is made under, in `.proclease/locks/`: the
-/// native `run`'s check that a directory is free and its lease ([`crate::Host::lease_new_directory`]),
-/// and recovery from its last look at the collection until the directory it removes is out of
-/// its path (`docs/deviations.md` 24).
-pub const LEASING_LOCK: &str = "directory-lease-creation.lock";
+pub use proclease_protocols::state_store::LEASING_LOCK;
 
 thread_local! {
     /// The lease-creation lock a component call on this thread holds

@@ -1,0 +1,110 @@
+//! The `state-store` export: each function runs the store's protocol
+//! ([`StoreProtocol`]) on the state home the host granted (`state-home`), over [`SysFs`] and
+//! [`SysKernel`], and converts with the conversions it shares with the component. The store is
+//! opened at the first call that succeeds in opening it, and kept.
+
+use alloc::format;
+use alloc::string::{String, ToString as _};
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+
+use proclease_core::effects::{Failure, FailureKind};
+use proclease_protocols::seam::{Fs as _, Kernel as _, Locked};
+use proclease_protocols::state_store::{LEASING_LOCK, StoreError, StoreProtocol};
+use proclease_protocols::waits::{LOCK_HINT, LockTimeout};
+
+use crate::bindings::proclease::lease::state_store as ss;
+use crate::bindings::proclease::lease::sys_fs::Lock;
+use crate::convert::{batch_to_wit, collection_identity_from_wit, collection_identity_to_wit, failure_to_wit, snapshot_to_wit};
+use crate::sys::{SysFs, SysKernel};
+
+/// The exports' implementation.
+pub struct PortableStore;
+
+crate::generated::export!(PortableStore with_types_in crate::generated);
+
+type Store = StoreProtocol<SysFs, SysKernel>;
+
+static STORE: spin::Once<Store> = spin::Once::new();
+
+/// The lease-creation lock a caller took with `lock-leasing` (`Some(None)`: taken where the
+/// host has no kernel locks).
+static LEASING: spin::Mutex<Option<Option<Lock>>> = spin::Mutex::new(None);
+
+/// The store on the granted state home, opened once.
+fn store() -> Result<&'static Store, ss::Failure> {
+    if let Some(store) = STORE.get() {
+        return Ok(store);
+    }
+    let opened = StoreProtocol::open(SysFs, crate::bindings::proclease::lease::sys_fs::state_home(), Arc::new(SysKernel)).map_err(wit)?;
+    Ok(STORE.call_once(|| opened))
+}
+
+fn wit(error: StoreError) -> ss::Failure {
+    failure_to_wit(error.failure())
+}
+
+impl ss::Guest for PortableStore {
+    fn read_if_present(path: String, max_bytes: u32) -> Result<ss::StoredFile, ss::Failure> {
+        Ok(ss::StoredFile { text: store()?.read_if_present(&path, max_bytes).map_err(wit)? })
+    }
+
+    fn create_if_absent(path: String, content: String) -> Result<bool, ss::Failure> {
+        store()?.create_if_absent(&path, &content).map_err(wit)
+    }
+
+    fn replace_if_unchanged(path: String, expected_sha256: String, content: String) -> Result<bool, ss::Failure> {
+        store()?.replace_if_unchanged(&path, &expected_sha256, &content).map_err(wit)
+    }
+
+    fn replace_if_unchanged_lazily(path: String, expected_sha256: String, content: String) -> Result<bool, ss::Failure> {
+        store()?.replace_if_unchanged_lazily(&path, &expected_sha256, &content).map_err(wit)
+    }
+
+    fn remove_if_unchanged(path: String, expected_sha256: String) -> Result<bool, ss::Failure> {
+        store()?.remove_if_unchanged(&path, &expected_sha256).map_err(wit)
+    }
+
+    fn ensure_private_directory(path: String) -> Result<ss::CollectionIdentity, ss::Failure> {
+        store()?.ensure_private_directory(&path).map(collection_identity_to_wit).map_err(wit)
+    }
+
+    fn snapshot(path: String, recover_orphans: bool) -> Result<ss::CollectionListing, ss::Failure> {
+        Ok(ss::CollectionListing { snapshot: store()?.snapshot(&path, recover_orphans).map_err(wit)?.map(snapshot_to_wit) })
+    }
+
+    fn read_batch(path: String, names: Vec<String>, max_bytes_per_file: u32, max_total_bytes: u32, expected: ss::CollectionIdentity) -> Result<Vec<ss::BatchEntry>, ss::Failure> {
+        let expected = collection_identity_from_wit(expected);
+        store()?.read_batch(&path, &names, max_bytes_per_file, max_total_bytes, &expected).map(batch_to_wit).map_err(wit)
+    }
+
+    /// Takes `.proclease/locks/directory-lease-creation.lock` until `unlock-leasing` (nothing
+    /// when already held), waiting at most [`LOCK_WAIT`](crate::sys::LOCK_WAIT); `held: false` where the host has no
+    /// kernel locks.
+    fn lock_leasing() -> Result<ss::LeasingLock, ss::Failure> {
+        let mut leasing = LEASING.lock();
+        if let Some(held) = leasing.as_ref() {
+            return Ok(ss::LeasingLock { held: held.is_some() });
+        }
+        let store = store()?;
+        let label = format!(".proclease/locks/{LEASING_LOCK}");
+        let start = store.kernel().monotonic();
+        match store.fs().lock(store.locks(), LEASING_LOCK, &|_| None) {
+            Ok(Locked::Held(lock)) => {
+                let held = lock.is_some();
+                *leasing = Some(lock);
+                Ok(ss::LeasingLock { held })
+            }
+            Ok(Locked::TimedOut) => {
+                let waited_ms = u64::try_from(store.kernel().monotonic().saturating_sub(start).as_millis()).unwrap_or(u64::MAX);
+                let timeout = LockTimeout { lock: label.clone(), holder: None, behind: None, waited_ms, hint: LOCK_HINT, during: None };
+                Err(failure_to_wit(Failure { path: Some(label), ..Failure::new(FailureKind::Contended, timeout.to_string()) }))
+            }
+            Err(e) => Err(wit(StoreError::io(&label, "lock of the lease-creation lock", e))),
+        }
+    }
+
+    fn unlock_leasing() {
+        LEASING.lock().take();
+    }
+}

@@ -1,0 +1,225 @@
+//! The seam of `proclease-protocols` ([`Fs`], [`Kernel`]) over the system-call contract
+//! (`wit/sys.wit`): each method is one call of the host's, and an errno crosses as its Linux
+//! number. The waits for kernel locks are the protocol's: one non-blocking attempt per call
+//! (`try-lock`), retried with pauses within [`LOCK_WAIT`].
+
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::time::Duration;
+
+use proclease_core::liveness::{self, OwnerStatus};
+use proclease_core::records::Owner;
+use proclease_protocols::seam::{Errno, FileStat, Fs, IoError, Kernel, Locked, Name};
+use proclease_protocols::waits::{Behind, LOCK_HINT, LockError, LockTimeout};
+
+use crate::bindings::proclease::lease::sys_fs::{self, Directory, File, Lock, LockAttempt, NamesError};
+use crate::bindings::proclease::lease::{process_identity, sys_kernel};
+use crate::convert;
+
+/// How long a wait for a kernel lock lasts before it gives up (the native host's bound).
+pub const LOCK_WAIT: Duration = Duration::from_secs(10);
+
+fn errno(code: u16) -> Errno {
+    Errno::from_raw(i32::from(code))
+}
+
+fn stat(s: sys_fs::FileStat) -> FileStat {
+    FileStat { dev: s.dev, ino: s.ino, size: s.size, mtime: s.mtime, ctime: s.ctime, mode: s.mode, uid: s.uid, birth: s.birth }
+}
+
+/// Waits for a kernel lock: `attempt` until it is taken or unsupported, pausing between tries
+/// (1 ms, doubling to 20 ms), at most `bound`. `Ok(None)` at the bound.
+fn wait_for(bound: Duration, attempt: impl Fn() -> Result<LockAttempt, u16>) -> Result<Option<Option<Lock>>, Errno> {
+    let start = sys_kernel::monotonic_ns();
+    let mut pause = Duration::from_millis(1);
+    loop {
+        match attempt().map_err(errno)? {
+            LockAttempt::Taken(lock) => return Ok(Some(Some(lock))),
+            LockAttempt::Unsupported => return Ok(Some(None)),
+            LockAttempt::Held => {}
+        }
+        if Duration::from_nanos(sys_kernel::monotonic_ns().saturating_sub(start)) >= bound {
+            return Ok(None);
+        }
+        sys_kernel::pause(u64::try_from(pause.as_nanos()).unwrap_or(u64::MAX));
+        pause = (pause * 2).min(Duration::from_millis(20));
+    }
+}
+
+/// The file system of the host, through `sys-fs`.
+pub struct SysFs;
+
+impl Fs for SysFs {
+    type Dir = Directory;
+    type File = File;
+    /// `None`: the host cannot take kernel locks (`unsupported`).
+    type Lock = Option<Lock>;
+
+    fn euid(&self) -> u32 {
+        sys_fs::euid()
+    }
+
+    fn duplicate(&self, dir: &Directory) -> Result<Directory, Errno> {
+        dir.duplicate().map_err(errno)
+    }
+
+    fn open_dir(&self, dir: &Directory, name: &(impl Name + ?Sized)) -> Result<Directory, Errno> {
+        dir.open_dir(name.as_ref()).map_err(errno)
+    }
+
+    fn stat_dir(&self, dir: &Directory) -> Result<FileStat, Errno> {
+        dir.stat().map(stat).map_err(errno)
+    }
+
+    fn lstat(&self, dir: &Directory, name: &(impl Name + ?Sized)) -> Result<Option<FileStat>, Errno> {
+        dir.lstat(name.as_ref()).map(|s| s.map(stat)).map_err(errno)
+    }
+
+    fn open_file(&self, dir: &Directory, name: &(impl Name + ?Sized)) -> Result<File, Errno> {
+        dir.open_file(name.as_ref()).map_err(errno)
+    }
+
+    fn stat_file(&self, file: &File) -> Result<FileStat, Errno> {
+        file.stat().map(stat).map_err(errno)
+    }
+
+    fn read_up_to(&self, file: &File, limit: u64, expected: u64) -> Result<Vec<u8>, Errno> {
+        let bytes = file.read_up_to(limit, expected).map_err(errno)?;
+        // The host's answer is never trusted past the bound asked for.
+        if bytes.len() as u64 > limit {
+            return Err(Errno::IO);
+        }
+        Ok(bytes)
+    }
+
+    fn read_names(&self, dir: &Directory, bound: usize, prefix: &[u8]) -> Result<Vec<Vec<u8>>, Option<Errno>> {
+        let names = dir.read_names(prefix, u32::try_from(bound).unwrap_or(u32::MAX)).map_err(|e| match e {
+            NamesError::TooMany => None,
+            NamesError::Failed(code) => Some(errno(code)),
+        })?;
+        if names.len() > bound || names.iter().any(|n| !n.starts_with(prefix) || n.is_empty() || n.contains(&b'/') || n == b"." || n == b"..") {
+            // A host that answers past the contract is not believed.
+            return Err(Some(Errno::IO));
+        }
+        Ok(names)
+    }
+
+    fn first_names(&self, dir: &Directory, at_most: usize) -> Result<Vec<Vec<u8>>, Errno> {
+        let names = dir.first_names(u32::try_from(at_most).unwrap_or(u32::MAX)).map_err(errno)?;
+        if names.len() > at_most || names.iter().any(|n| n.is_empty() || n.contains(&b'/') || n == b"." || n == b"..") {
+            return Err(Errno::IO);
+        }
+        Ok(names)
+    }
+
+    fn create_file(&self, dir: &Directory, name: &(impl Name + ?Sized)) -> Result<File, Errno> {
+        dir.create_file(name.as_ref()).map_err(errno)
+    }
+
+    fn write_all(&self, file: &File, bytes: &[u8]) -> Result<(), Errno> {
+        file.write_all(bytes).map_err(errno)
+    }
+
+    fn write_at(&self, file: &File, bytes: &[u8], offset: u64) -> Result<(), Errno> {
+        file.write_at(bytes, offset).map_err(errno)
+    }
+
+    fn sync_file(&self, file: &File) -> Result<(), Errno> {
+        file.sync().map_err(errno)
+    }
+
+    fn sync_file_data(&self, file: &File) -> Result<(), Errno> {
+        file.sync_data().map_err(errno)
+    }
+
+    fn make_dir(&self, dir: &Directory, name: &(impl Name + ?Sized)) -> Result<Directory, Errno> {
+        dir.make_dir(name.as_ref()).map_err(errno)
+    }
+
+    fn sync_dir(&self, dir: &Directory) -> Result<(), Errno> {
+        dir.sync().map_err(errno)
+    }
+
+    fn link(&self, from_dir: &Directory, from: &(impl Name + ?Sized), to_dir: &Directory, to: &(impl Name + ?Sized)) -> Result<(), Errno> {
+        from_dir.link(from.as_ref(), to_dir, to.as_ref()).map_err(errno)
+    }
+
+    fn rename(&self, from_dir: &Directory, from: &(impl Name + ?Sized), to_dir: &Directory, to: &(impl Name + ?Sized), replace: bool) -> Result<(), Errno> {
+        from_dir.rename(from.as_ref(), to_dir, to.as_ref(), replace).map_err(errno)
+    }
+
+    fn unlink(&self, dir: &Directory, name: &(impl Name + ?Sized)) -> Result<(), Errno> {
+        dir.unlink(name.as_ref()).map_err(errno)
+    }
+
+    fn remove_dir(&self, dir: &Directory, name: &(impl Name + ?Sized)) -> Result<(), Errno> {
+        dir.remove_dir(name.as_ref()).map_err(errno)
+    }
+
+    fn lock(&self, locks: &Directory, name: &(impl Name + ?Sized), _behind: &dyn Fn(Option<i32>) -> Option<Behind>) -> Result<Locked<Option<Lock>>, IoError> {
+        match wait_for(LOCK_WAIT, || locks.try_lock(name.as_ref()))? {
+            Some(lock) => Ok(Locked::Held(lock)),
+            None => Ok(Locked::TimedOut),
+        }
+    }
+
+    fn lock_directory(&self, dir: &Directory, label: &str) -> Result<Option<Lock>, LockError> {
+        let start = sys_kernel::monotonic_ns();
+        match wait_for(LOCK_WAIT, || dir.try_lock_directory()) {
+            Ok(Some(lock)) => Ok(lock),
+            Ok(None) => {
+                let waited_ms = sys_kernel::monotonic_ns().saturating_sub(start) / 1_000_000;
+                Err(LockError::TimedOut(LockTimeout { lock: label.into(), holder: None, behind: None, waited_ms, hint: LOCK_HINT, during: None }))
+            }
+            Err(e) => Err(LockError::Io(e.into())),
+        }
+    }
+}
+
+/// The process facts of the host: `sys-kernel` for time, randomness and `kill(pid, 0)`, and
+/// `process-identity` for identities; owners are judged here, by the core's rules
+/// ([`liveness::judge`]) over the host's facts.
+pub struct SysKernel;
+
+impl Kernel for SysKernel {
+    fn monotonic(&self) -> Duration {
+        Duration::from_nanos(sys_kernel::monotonic_ns())
+    }
+
+    fn random_bytes(&self) -> [u8; 16] {
+        let drawn = sys_kernel::random_bytes();
+        let mut bytes = [0u8; 16];
+        if drawn.len() != bytes.len() {
+            // A host that does not give 16 random bytes breaks the contract; names made from
+            // fewer would collide.
+            core::arch::wasm32::unreachable();
+        }
+        bytes.copy_from_slice(&drawn);
+        bytes
+    }
+
+    fn pause(&self, duration: Duration) {
+        sys_kernel::pause(u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX));
+    }
+
+    fn pid(&self) -> u32 {
+        sys_kernel::pid()
+    }
+
+    fn self_identity(&self) -> Result<Owner, String> {
+        process_identity::self_identity().map(convert::owner_from_wit)
+    }
+
+    fn current_boot_id(&self) -> Result<String, String> {
+        process_identity::current_boot_id()
+    }
+
+    fn owner_status(&self, owner: &Owner) -> Result<OwnerStatus, String> {
+        let facts = process_identity::probe(&convert::owner_to_wit(owner.clone())).map(convert::facts_from_wit)?;
+        Ok(liveness::judge(owner, &facts).status)
+    }
+
+    fn pid_gone(&self, pid: u64) -> bool {
+        sys_kernel::pid_gone(pid)
+    }
+}

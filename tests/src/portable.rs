@@ -1,0 +1,428 @@
+//! The portable store (`guest/portable`, world `portable-store` of `wit/`, built by
+//! `tests/build.rs`) and a host for it: the system-call contract (`wit/sys.wit`) implemented on
+//! this machine over the native seam ([`NativeFs`]: one system call per function), and the
+//! `process-identity` facts over [`ProcessIdentity`]. What a Python or Node host will have to
+//! implement, and no more: no protocol step and no message is worded here.
+//!
+//! [`PortableStore`] calls the component's `state-store` exports and answers with the core's
+//! types, so a test can compare it with the native [`proclease::state_store::StateStore`]
+//! call for call.
+
+use std::fs::{File, TryLockError};
+use std::os::fd::OwnedFd;
+use std::path::Path;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use ::proclease::wasmtime;
+use proclease::core::effects::{BatchStatus, CollectionIdentity, CollectionSnapshot, Failure, Store};
+use proclease::process_identity::ProcessIdentity;
+use proclease::seam::{Errno, FileStat, Fs as _, NativeFs};
+use proclease::{Runtime, RuntimeConfig};
+use wasmtime::component::{Component, HasSelf, Linker, Resource, ResourceTable};
+
+/// The component compiled to native code by `tests/build.rs` with the runtime's engine
+/// configuration (the runtime has no compiler).
+pub const PRECOMPILED: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/portable.cwasm"));
+
+mod generated {
+    ::proclease::wasmtime::component::bindgen!({
+        path: "../wit",
+        world: "portable-store",
+        wasmtime_crate: ::proclease::wasmtime,
+        // A resource the guest names but does not own is a trap, not an errno.
+        imports: { default: trappable },
+        with: {
+            "proclease:lease/sys-fs.directory": std::os::fd::OwnedFd,
+            "proclease:lease/sys-fs.file": std::fs::File,
+            "proclease:lease/sys-fs.lock": std::fs::File,
+        },
+    });
+}
+
+use generated::proclease::lease::{process_identity as pi, sys_fs, sys_kernel, types as t};
+
+/// The conversions the component and the native host share (`wit/convert_effects.rs`).
+#[allow(dead_code)]
+mod convert {
+    use proclease::core::effects::{BatchInvalid, BatchStatus, CollectionEntry, CollectionIdentity, CollectionSnapshot, EntryKind, FinishedRun};
+    use proclease::core::liveness::{OwnerFacts, OwnerStatus, ProcRead, ProcView, RemotePresence, TreeState, WitnessState};
+    use proclease::core::records::{DirectoryIdentity, Owner};
+    use proclease::core::{Failure, FailureKind};
+
+    use super::generated::exports::proclease::lease::state_store as ss;
+    use super::generated::proclease::lease::{process_identity as pi, types as t};
+
+    include!("../../wit/convert_macros.rs");
+    include!("../../wit/convert_effects.rs");
+}
+
+/// What the host grants one instance: its state home, its resources, the process facts.
+pub struct SysHost {
+    table: ResourceTable,
+    home: OwnedFd,
+    identity: ProcessIdentity,
+}
+
+fn errno(e: Errno) -> u16 {
+    u16::try_from(e.raw()).unwrap_or(u16::MAX)
+}
+
+fn io_errno(e: &std::io::Error) -> u16 {
+    e.raw_os_error().and_then(|code| u16::try_from(code).ok()).unwrap_or(5)
+}
+
+fn stat(s: FileStat) -> sys_fs::FileStat {
+    sys_fs::FileStat { dev: s.dev, ino: s.ino, size: s.size, mtime: s.mtime, ctime: s.ctime, mode: s.mode, uid: s.uid, birth: s.birth }
+}
+
+impl SysHost {
+    fn dir(&self, dir: &Resource<OwnedFd>) -> wasmtime::Result<&OwnedFd> {
+        Ok(self.table.get(dir)?)
+    }
+
+    fn file(&self, file: &Resource<File>) -> wasmtime::Result<&File> {
+        Ok(self.table.get(file)?)
+    }
+
+    /// A new resource for `value`, or the errno when the operation failed.
+    fn own<T: Send + 'static>(&mut self, value: Result<T, Errno>) -> wasmtime::Result<Result<Resource<T>, u16>> {
+        Ok(match value {
+            Ok(value) => Ok(self.table.push(value)?),
+            Err(e) => Err(errno(e)),
+        })
+    }
+
+    /// One `flock(LOCK_EX | LOCK_NB)` on `file`.
+    fn attempt(&mut self, file: File) -> wasmtime::Result<Result<sys_fs::LockAttempt, u16>> {
+        Ok(match file.try_lock() {
+            Ok(()) => Ok(sys_fs::LockAttempt::Taken(self.table.push(file)?)),
+            Err(TryLockError::WouldBlock) => Ok(sys_fs::LockAttempt::Held),
+            Err(TryLockError::Error(e)) => Err(io_errno(&e)),
+        })
+    }
+}
+
+impl sys_fs::Host for SysHost {
+    fn euid(&mut self) -> wasmtime::Result<u32> {
+        Ok(NativeFs.euid())
+    }
+
+    fn state_home(&mut self) -> wasmtime::Result<Resource<OwnedFd>> {
+        let home = self.home.try_clone()?;
+        Ok(self.table.push(home)?)
+    }
+}
+
+impl sys_fs::HostDirectory for SysHost {
+    fn duplicate(&mut self, dir: Resource<OwnedFd>) -> wasmtime::Result<Result<Resource<OwnedFd>, u16>> {
+        let copy = NativeFs.duplicate(self.dir(&dir)?);
+        self.own(copy)
+    }
+
+    fn stat(&mut self, dir: Resource<OwnedFd>) -> wasmtime::Result<Result<sys_fs::FileStat, u16>> {
+        Ok(NativeFs.stat_dir(self.dir(&dir)?).map(stat).map_err(errno))
+    }
+
+    fn open_dir(&mut self, dir: Resource<OwnedFd>, name: Vec<u8>) -> wasmtime::Result<Result<Resource<OwnedFd>, u16>> {
+        let opened = NativeFs.open_dir(self.dir(&dir)?, &name);
+        self.own(opened)
+    }
+
+    fn lstat(&mut self, dir: Resource<OwnedFd>, name: Vec<u8>) -> wasmtime::Result<Result<Option<sys_fs::FileStat>, u16>> {
+        Ok(NativeFs.lstat(self.dir(&dir)?, &name).map(|s| s.map(stat)).map_err(errno))
+    }
+
+    fn open_file(&mut self, dir: Resource<OwnedFd>, name: Vec<u8>) -> wasmtime::Result<Result<Resource<File>, u16>> {
+        let opened = NativeFs.open_file(self.dir(&dir)?, &name);
+        self.own(opened)
+    }
+
+    fn read_names(&mut self, dir: Resource<OwnedFd>, prefix: Vec<u8>, bound: u32) -> wasmtime::Result<Result<Vec<Vec<u8>>, sys_fs::NamesError>> {
+        Ok(NativeFs.read_names(self.dir(&dir)?, bound as usize, &prefix).map_err(|e| match e {
+            Some(e) => sys_fs::NamesError::Failed(errno(e)),
+            None => sys_fs::NamesError::TooMany,
+        }))
+    }
+
+    fn first_names(&mut self, dir: Resource<OwnedFd>, at_most: u32) -> wasmtime::Result<Result<Vec<Vec<u8>>, u16>> {
+        Ok(NativeFs.first_names(self.dir(&dir)?, at_most as usize).map_err(errno))
+    }
+
+    fn create_file(&mut self, dir: Resource<OwnedFd>, name: Vec<u8>) -> wasmtime::Result<Result<Resource<File>, u16>> {
+        let created = NativeFs.create_file(self.dir(&dir)?, &name);
+        self.own(created)
+    }
+
+    fn make_dir(&mut self, dir: Resource<OwnedFd>, name: Vec<u8>) -> wasmtime::Result<Result<Resource<OwnedFd>, u16>> {
+        let made = NativeFs.make_dir(self.dir(&dir)?, &name);
+        self.own(made)
+    }
+
+    fn sync(&mut self, dir: Resource<OwnedFd>) -> wasmtime::Result<Result<(), u16>> {
+        Ok(NativeFs.sync_dir(self.dir(&dir)?).map_err(errno))
+    }
+
+    fn link(&mut self, dir: Resource<OwnedFd>, source: Vec<u8>, target_dir: Resource<OwnedFd>, target: Vec<u8>) -> wasmtime::Result<Result<(), u16>> {
+        Ok(NativeFs.link(self.dir(&dir)?, &source, self.dir(&target_dir)?, &target).map_err(errno))
+    }
+
+    fn rename(&mut self, dir: Resource<OwnedFd>, source: Vec<u8>, target_dir: Resource<OwnedFd>, target: Vec<u8>, replace: bool) -> wasmtime::Result<Result<(), u16>> {
+        Ok(NativeFs.rename(self.dir(&dir)?, &source, self.dir(&target_dir)?, &target, replace).map_err(errno))
+    }
+
+    fn unlink(&mut self, dir: Resource<OwnedFd>, name: Vec<u8>) -> wasmtime::Result<Result<(), u16>> {
+        Ok(NativeFs.unlink(self.dir(&dir)?, &name).map_err(errno))
+    }
+
+    fn remove_dir(&mut self, dir: Resource<OwnedFd>, name: Vec<u8>) -> wasmtime::Result<Result<(), u16>> {
+        Ok(NativeFs.remove_dir(self.dir(&dir)?, &name).map_err(errno))
+    }
+
+    fn try_lock(&mut self, dir: Resource<OwnedFd>, name: Vec<u8>) -> wasmtime::Result<Result<sys_fs::LockAttempt, u16>> {
+        use rustix::fs::{Mode, OFlags};
+        let flags = OFlags::RDWR | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        match rustix::fs::openat(self.dir(&dir)?, name.as_slice(), flags, Mode::from_raw_mode(0o600)) {
+            Ok(fd) => self.attempt(File::from(fd)),
+            Err(e) => Ok(Err(u16::try_from(e.raw_os_error()).unwrap_or(5))),
+        }
+    }
+
+    fn try_lock_directory(&mut self, dir: Resource<OwnedFd>) -> wasmtime::Result<Result<sys_fs::LockAttempt, u16>> {
+        use rustix::fs::{Mode, OFlags};
+        match rustix::fs::openat(self.dir(&dir)?, ".", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty()) {
+            Ok(fd) => self.attempt(File::from(fd)),
+            Err(e) => Ok(Err(u16::try_from(e.raw_os_error()).unwrap_or(5))),
+        }
+    }
+
+    fn drop(&mut self, dir: Resource<OwnedFd>) -> wasmtime::Result<()> {
+        self.table.delete(dir)?;
+        Ok(())
+    }
+}
+
+impl sys_fs::HostFile for SysHost {
+    fn stat(&mut self, file: Resource<File>) -> wasmtime::Result<Result<sys_fs::FileStat, u16>> {
+        Ok(NativeFs.stat_file(self.file(&file)?).map(stat).map_err(errno))
+    }
+
+    fn read_up_to(&mut self, file: Resource<File>, limit: u64, expected: u64) -> wasmtime::Result<Result<Vec<u8>, u16>> {
+        Ok(NativeFs.read_up_to(self.file(&file)?, limit, expected).map_err(errno))
+    }
+
+    fn write_all(&mut self, file: Resource<File>, bytes: Vec<u8>) -> wasmtime::Result<Result<(), u16>> {
+        Ok(NativeFs.write_all(self.file(&file)?, &bytes).map_err(errno))
+    }
+
+    fn write_at(&mut self, file: Resource<File>, bytes: Vec<u8>, offset: u64) -> wasmtime::Result<Result<(), u16>> {
+        Ok(NativeFs.write_at(self.file(&file)?, &bytes, offset).map_err(errno))
+    }
+
+    fn sync(&mut self, file: Resource<File>) -> wasmtime::Result<Result<(), u16>> {
+        Ok(NativeFs.sync_file(self.file(&file)?).map_err(errno))
+    }
+
+    fn sync_data(&mut self, file: Resource<File>) -> wasmtime::Result<Result<(), u16>> {
+        Ok(NativeFs.sync_file_data(self.file(&file)?).map_err(errno))
+    }
+
+    fn drop(&mut self, file: Resource<File>) -> wasmtime::Result<()> {
+        self.table.delete(file)?;
+        Ok(())
+    }
+}
+
+impl sys_fs::HostLock for SysHost {
+    /// Closing the only descriptor of the open file description releases its `flock`.
+    fn drop(&mut self, lock: Resource<File>) -> wasmtime::Result<()> {
+        self.table.delete(lock)?;
+        Ok(())
+    }
+}
+
+impl sys_kernel::Host for SysHost {
+    fn pid(&mut self) -> wasmtime::Result<u32> {
+        Ok(std::process::id())
+    }
+
+    fn monotonic_ns(&mut self) -> wasmtime::Result<u64> {
+        static ORIGIN: OnceLock<Instant> = OnceLock::new();
+        Ok(u64::try_from(ORIGIN.get_or_init(Instant::now).elapsed().as_nanos()).unwrap_or(u64::MAX))
+    }
+
+    fn random_bytes(&mut self) -> wasmtime::Result<Vec<u8>> {
+        Ok(uuid::Uuid::new_v4().into_bytes().to_vec())
+    }
+
+    fn pause(&mut self, ns: u64) -> wasmtime::Result<()> {
+        std::thread::sleep(Duration::from_nanos(ns));
+        Ok(())
+    }
+
+    fn pid_gone(&mut self, pid: u64) -> wasmtime::Result<bool> {
+        let Some(pid) = i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw) else { return Ok(false) };
+        Ok(rustix::process::test_kill_process(pid) == Err(rustix::io::Errno::SRCH))
+    }
+}
+
+impl t::Host for SysHost {}
+
+impl pi::Host for SysHost {
+    fn current_boot_id(&mut self) -> wasmtime::Result<Result<String, String>> {
+        Ok(self.identity.current_boot_id().map_err(|e| e.0))
+    }
+
+    fn self_identity(&mut self) -> wasmtime::Result<Result<t::Owner, String>> {
+        Ok(self.identity.self_identity().map(convert::owner_to_wit).map_err(|e| e.0))
+    }
+
+    fn capture(&mut self, pid: u64) -> wasmtime::Result<Result<t::Owner, String>> {
+        Ok(self.identity.capture(pid).map(convert::owner_to_wit).map_err(|e| e.0))
+    }
+
+    fn probe(&mut self, owner: t::Owner) -> wasmtime::Result<Result<pi::OwnerFacts, String>> {
+        Ok(self.identity.probe(&convert::owner_from_wit(owner)).map(convert::facts_to_wit).map_err(|e| e.0))
+    }
+
+    /// The portable store keeps no run journal: no run finished here.
+    fn finished_run(&mut self, _: String) -> wasmtime::Result<Result<pi::FinishedRunEntry, String>> {
+        Ok(Ok(pi::FinishedRunEntry { outcome: None }))
+    }
+
+    fn forget_run(&mut self, _: String) -> wasmtime::Result<()> {
+        Ok(())
+    }
+}
+
+/// One instance of the portable store on a state home.
+pub struct PortableStore {
+    store: wasmtime::Store<SysHost>,
+    instance: generated::PortableStore,
+}
+
+/// The engine of a default [`Runtime`], and the component loaded into it, once per process.
+fn loaded() -> &'static (Runtime, Component) {
+    static LOADED: OnceLock<(Runtime, Component)> = OnceLock::new();
+    LOADED.get_or_init(|| {
+        let runtime = Runtime::new(RuntimeConfig::default()).expect("the runtime starts");
+        // SAFETY: the bytes were produced by `Engine::precompile_component` in this crate's
+        // build script with the runtime's engine configuration; wasmtime checks their header.
+        let component = unsafe { Component::deserialize(runtime.engine(), PRECOMPILED) }.expect("the precompiled portable store loads");
+        (runtime, component)
+    })
+}
+
+/// What a call of the portable store answered, or the core's failure (a trap panics: a bug).
+pub type Answer<T> = Result<T, Failure>;
+
+impl PortableStore {
+    /// The portable store on the state home `home` (a directory the caller validated, as the
+    /// native `StateHome` does).
+    pub fn open(home: &Path) -> PortableStore {
+        let (runtime, component) = loaded();
+        let home = File::open(home).map(OwnedFd::from).expect("the state home opens");
+        let host = SysHost { table: ResourceTable::new(), home, identity: ProcessIdentity::new() };
+        let mut store = wasmtime::Store::new(runtime.engine(), host);
+        // The runtime's engine interrupts a call at an epoch deadline (the shipped component's
+        // call deadline); a test's calls have none.
+        store.set_epoch_deadline(u64::MAX / 2);
+        let mut linker = Linker::new(runtime.engine());
+        generated::PortableStore::add_to_linker::<SysHost, HasSelf<SysHost>>(&mut linker, |host| host).expect("the imports link");
+        let instance = generated::PortableStore::instantiate(&mut store, component, &linker).expect("the portable store instantiates");
+        PortableStore { store, instance }
+    }
+
+    /// The names the component imports and exports, as the component model names them.
+    pub fn world() -> (Vec<String>, Vec<String>) {
+        let (runtime, component) = loaded();
+        let ty = component.component_type();
+        let imports = ty.imports(runtime.engine()).map(|(name, _)| name.to_string()).collect();
+        let exports = ty.exports(runtime.engine()).map(|(name, _)| name.to_string()).collect();
+        (imports, exports)
+    }
+
+    fn call<T, W>(
+        &mut self,
+        f: impl FnOnce(&generated::exports::proclease::lease::state_store::Guest, &mut wasmtime::Store<SysHost>) -> wasmtime::Result<Result<W, t::Failure>>,
+        map: impl FnOnce(W) -> T,
+    ) -> Answer<T> {
+        let guest = self.instance.proclease_lease_state_store();
+        match f(guest, &mut self.store).expect("the portable store does not trap") {
+            Ok(value) => Ok(map(value)),
+            Err(failure) => Err(convert::failure_from_wit(failure)),
+        }
+    }
+
+    /// `lock-leasing`: whether the lease-creation lock was taken (`false` where the host has
+    /// no kernel locks).
+    pub fn lock_leasing_taken(&mut self) -> Answer<bool> {
+        self.call(|g, s| g.call_lock_leasing(s), |lock| lock.held)
+    }
+
+    /// `unlock-leasing`.
+    pub fn unlock_leasing(&mut self) {
+        let guest = self.instance.proclease_lease_state_store();
+        guest.call_unlock_leasing(&mut self.store).expect("the portable store does not trap");
+    }
+}
+
+/// The component's `state-store` exports as the core's store effect: the store the component
+/// (`proclease.wasm`) would be given, so the native store's contract tests run on it as they are.
+impl Store for PortableStore {
+    /// `read-if-present`.
+    fn read_if_present(&mut self, path: &str, max_bytes: u32) -> Result<Option<String>, Failure> {
+        self.call(|g, s| g.call_read_if_present(s, path, max_bytes), |file| file.text)
+    }
+
+    /// `create-if-absent`.
+    fn create_if_absent(&mut self, path: &str, content: &str) -> Result<bool, Failure> {
+        self.call(|g, s| g.call_create_if_absent(s, path, content), |created| created)
+    }
+
+    /// `replace-if-unchanged`.
+    fn replace_if_unchanged(&mut self, path: &str, expected: &str, content: &str) -> Result<bool, Failure> {
+        self.call(|g, s| g.call_replace_if_unchanged(s, path, expected, content), |replaced| replaced)
+    }
+
+    /// `replace-if-unchanged-lazily`.
+    fn replace_if_unchanged_lazily(&mut self, path: &str, expected: &str, content: &str) -> Result<bool, Failure> {
+        self.call(|g, s| g.call_replace_if_unchanged_lazily(s, path, expected, content), |replaced| replaced)
+    }
+
+    /// `remove-if-unchanged`.
+    fn remove_if_unchanged(&mut self, path: &str, expected: &str) -> Result<bool, Failure> {
+        self.call(|g, s| g.call_remove_if_unchanged(s, path, expected), |removed| removed)
+    }
+
+    /// `ensure-private-directory`.
+    fn ensure_private_directory(&mut self, path: &str) -> Result<CollectionIdentity, Failure> {
+        self.call(|g, s| g.call_ensure_private_directory(s, path), convert::collection_identity_from_wit)
+    }
+
+    /// `snapshot`.
+    fn snapshot(&mut self, path: &str, recover_orphans: bool) -> Result<Option<CollectionSnapshot>, Failure> {
+        self.call(|g, s| g.call_snapshot(s, path, recover_orphans), |listing| listing.snapshot.map(convert::snapshot_from_wit))
+    }
+
+    /// `read-batch`.
+    fn read_batch(
+        &mut self,
+        path: &str,
+        names: &[String],
+        max_bytes_per_file: u32,
+        max_total_bytes: u32,
+        expected: &CollectionIdentity,
+    ) -> Result<Vec<(String, BatchStatus)>, Failure> {
+        let expected = convert::collection_identity_to_wit(expected.clone());
+        self.call(|g, s| g.call_read_batch(s, path, names, max_bytes_per_file, max_total_bytes, &expected), convert::batch_from_wit)
+    }
+
+    fn lock_leasing(&mut self) -> Result<(), Failure> {
+        self.lock_leasing_taken().map(|_| ())
+    }
+
+    fn unlock_leasing(&mut self) {
+        PortableStore::unlock_leasing(self);
+    }
+}

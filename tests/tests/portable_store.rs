@@ -1,0 +1,290 @@
+//! The portable store (`guest/portable`, issue #41): the store's protocol built as a WebAssembly
+//! component over the system-call contract (`wit/sys.wit`), run here over a native
+//! implementation of that contract (`proclease_tests::portable`), beside the native store on
+//! real directories. It must be the same store: the same answers, the same bytes on disk, the
+//! same refusals word for word, and each must read, swap and lock against the other.
+
+use std::fs::TryLockError;
+use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _, symlink};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use proclease::core::digest::sha256_hex;
+use proclease::core::effects::{Failure, Store};
+use proclease::process_identity::ProcessIdentity;
+use proclease::state_home::StateHome;
+use proclease::state_store::{LEASING_LOCK, StateStore};
+use proclease_tests::portable::PortableStore;
+use proclease_tests::store_fixtures::assert_compare_and_swap_contract;
+
+/// A fresh state home (created and claimed as the native host does) under a temporary directory.
+fn state_home(dir: &tempfile::TempDir, name: &str) -> PathBuf {
+    let home = dir.path().join(name);
+    StateHome::open(&home).expect("the state home opens");
+    home
+}
+
+fn native(home: &Path) -> StateStore {
+    StateStore::open(StateHome::open(home).expect("the state home opens"), Arc::new(ProcessIdentity::new())).expect("the native store opens")
+}
+
+/// What the native store answers, as the failure the component would be given.
+fn native_answer<T>(answer: Result<T, proclease::state_store::StoreError>) -> Result<T, Failure> {
+    answer.map_err(|e| e.failure())
+}
+
+/// Every file and directory under `root` with its kind, mode and bytes, in name order.
+fn tree(root: &Path) -> Vec<(String, &'static str, u32, Vec<u8>)> {
+    fn walk(root: &Path, dir: &Path, out: &mut Vec<(String, &'static str, u32, Vec<u8>)>) {
+        let mut entries: Vec<_> = std::fs::read_dir(dir).expect("readable").map(|e| e.expect("entry").path()).collect();
+        entries.sort();
+        for path in entries {
+            let meta = std::fs::symlink_metadata(&path).expect("stat");
+            let name = path.strip_prefix(root).expect("below the root").to_string_lossy().into_owned();
+            let mode = meta.mode() & 0o7777;
+            if meta.is_dir() {
+                out.push((name, "directory", mode, Vec::new()));
+                walk(root, &path, out);
+            } else if meta.file_type().is_symlink() {
+                out.push((name, "symlink", mode, Vec::new()));
+            } else {
+                out.push((name, "file", mode, std::fs::read(&path).expect("readable")));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(root, root, &mut out);
+    out
+}
+
+#[test]
+fn the_portable_store_imports_only_the_system_call_contract_and_exports_the_store() {
+    let (mut imports, exports) = PortableStore::world();
+    imports.sort();
+    assert_eq!(
+        imports,
+        ["proclease:lease/process-identity@0.3.0", "proclease:lease/sys-fs@0.3.0", "proclease:lease/sys-kernel@0.3.0", "proclease:lease/types@0.3.0",],
+        "no WASI, no ambient authority: only the contract and the identity facts"
+    );
+    assert_eq!(exports, ["proclease:lease/state-store@0.3.0"]);
+}
+
+#[test]
+fn the_compare_and_swap_contract_holds_on_the_portable_store() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let home = state_home(&dir, "state");
+    let mut portable = PortableStore::open(&home);
+    assert_compare_and_swap_contract(&mut portable, "control/leases/one.json");
+}
+
+/// The same calls on two state homes, one through each store: the same answers, and then the
+/// same files, modes and bytes (the lease-creation lock file included).
+#[test]
+fn the_portable_store_answers_and_writes_what_the_native_store_does() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (native_home, portable_home) = (state_home(&dir, "native"), state_home(&dir, "portable"));
+    let native = native(&native_home);
+    let mut portable = PortableStore::open(&portable_home);
+
+    let one = "{\"n\":1}\n";
+    let two = "{\"n\":2}\n";
+    assert_eq!(
+        portable.ensure_private_directory("control/leases"),
+        native_answer(native.ensure_private_directory("control/leases")).map(|_| portable_identity(&portable_home, "control/leases"))
+    );
+    assert_eq!(portable.create_if_absent("control/leases/a.json", one), native_answer(native.create_if_absent("control/leases/a.json", one)));
+    assert_eq!(portable.create_if_absent("control/leases/b.json", two), native_answer(native.create_if_absent("control/leases/b.json", two)));
+    assert_eq!(portable.create_if_absent("control/leases/a.json", two), native_answer(native.create_if_absent("control/leases/a.json", two)));
+    assert_eq!(
+        portable.replace_if_unchanged("control/leases/a.json", &sha256_hex(b"stale"), two),
+        native_answer(native.replace_if_unchanged("control/leases/a.json", &sha256_hex(b"stale"), two))
+    );
+    assert_eq!(
+        portable.replace_if_unchanged_lazily("control/leases/a.json", &sha256_hex(one.as_bytes()), two),
+        native_answer(native.replace_if_unchanged_lazily("control/leases/a.json", &sha256_hex(one.as_bytes()), two))
+    );
+    assert_eq!(portable.read_if_present("control/leases/a.json", 1024), native_answer(native.read_if_present("control/leases/a.json", 1024)));
+    assert_eq!(
+        portable.read_if_present("control/leases/a.json", 3).map_err(|f| f.message),
+        native_answer(native.read_if_present("control/leases/a.json", 3)).map_err(|f| f.message),
+        "a bound too small"
+    );
+
+    let listed = portable.snapshot("control/leases", true).expect("the portable snapshot").expect("the collection exists");
+    let natively = native.snapshot("control/leases", true).expect("the native snapshot").expect("the collection exists");
+    let names = |s: &proclease::core::effects::CollectionSnapshot| s.entries.iter().map(|e| (e.name.clone(), e.kind)).collect::<Vec<_>>();
+    assert_eq!(names(&listed), names(&natively));
+    let wanted = ["a.json".to_string(), "b.json".to_string(), "c.json".to_string()];
+    let batch = portable.read_batch("control/leases", &wanted, 1024, 4096, &listed.identity).expect("the portable batch");
+    assert_eq!(batch, native.read_batch("control/leases", &wanted, 1024, 4096, &natively.identity).expect("the native batch"));
+
+    assert_eq!(
+        portable.remove_if_unchanged("control/leases/b.json", &sha256_hex(two.as_bytes())),
+        native_answer(native.remove_if_unchanged("control/leases/b.json", &sha256_hex(two.as_bytes())))
+    );
+    assert_eq!(portable.snapshot("control/absent", false), native_answer(native.snapshot("control/absent", false)));
+
+    assert!(portable.lock_leasing_taken().expect("the lease-creation lock"), "taken on a host with kernel locks");
+    portable.unlock_leasing();
+    drop(native.lock_file(LEASING_LOCK).expect("the native lock file"));
+
+    assert_eq!(tree(&portable_home), tree(&native_home), "the same files, modes and bytes");
+}
+
+/// The identity the portable store reports for a collection is the directory's own.
+fn portable_identity(home: &Path, collection: &str) -> proclease::core::effects::CollectionIdentity {
+    let meta = std::fs::metadata(home.join(collection)).expect("the collection exists");
+    proclease::core::effects::CollectionIdentity { device: meta.dev().to_string(), inode: meta.ino().to_string() }
+}
+
+/// One state home, both stores: each reads what the other wrote, and a swap on a stale view
+/// fails whichever store made it.
+#[test]
+fn each_store_reads_and_swaps_what_the_other_wrote() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let home = state_home(&dir, "state");
+    let native = native(&home);
+    let mut portable = PortableStore::open(&home);
+
+    assert_eq!(portable.create_if_absent("control/leases/x.json", "from the component\n"), Ok(true));
+    assert_eq!(native.read_if_present("control/leases/x.json", 1024).expect("native read").as_deref(), Some("from the component\n"));
+    assert!(native.replace_if_unchanged("control/leases/x.json", &sha256_hex(b"from the component\n"), "from the host\n").expect("native swap"));
+    assert_eq!(portable.read_if_present("control/leases/x.json", 1024), Ok(Some("from the host\n".to_string())));
+    assert_eq!(portable.replace_if_unchanged("control/leases/x.json", &sha256_hex(b"from the component\n"), "lost\n"), Ok(false), "a stale view never wins");
+    assert!(!native.create_if_absent("control/leases/x.json", "again\n").expect("native create"));
+    assert_eq!(portable.remove_if_unchanged("control/leases/x.json", &sha256_hex(b"from the host\n")), Ok(true));
+    assert_eq!(native.read_if_present("control/leases/x.json", 1024).expect("native read"), None);
+}
+
+/// A refusal, an unsafe file and a failed system call read the same, byte for byte: kind,
+/// message, errno, path and operation (the protocols word them, whatever runs them).
+#[test]
+fn refusals_unsafe_files_and_errnos_read_as_natively() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let home = state_home(&dir, "state");
+    let native = native(&home);
+    let mut portable = PortableStore::open(&home);
+    assert!(native.create_if_absent("control/leases/open.json", "{}\n").expect("create"));
+    std::fs::set_permissions(home.join("control/leases/open.json"), std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    symlink("/etc/hostname", home.join("control/leases/linked.json")).expect("symlink");
+    std::fs::write(home.join("control/flat"), "not a directory\n").expect("a file where a directory is expected");
+    std::fs::set_permissions(home.join("control/flat"), std::fs::Permissions::from_mode(0o600)).expect("chmod");
+
+    let cases = ["../escape.json", "top.json", "leases/x.json", "control/leases/open.json", "control/leases/linked.json", "control/flat/inside.json"];
+    let mut kinds = Vec::new();
+    for path in cases {
+        let natively = native_answer(native.read_if_present(path, 1024));
+        let answered = portable.read_if_present(path, 1024);
+        let Err(failure) = &natively else { panic!("{path}: the native store refuses it") };
+        kinds.push((failure.kind, failure.errno.clone()));
+        assert_eq!(answered, natively, "{path}");
+        let natively = native_answer(native.create_if_absent(path, "{}\n"));
+        assert_eq!(portable.create_if_absent(path, "{}\n"), natively, "{path}");
+    }
+
+    // A failed system call: a collection made immutable (`chattr +i`, which binds root too)
+    // refuses the link of a new record with EPERM.
+    assert!(native.create_if_absent("control/frozen/old.json", "{}\n").expect("create"));
+    match Immutable::set(&home.join("control/frozen")) {
+        Some(_frozen) => {
+            let natively = native_answer(native.create_if_absent("control/frozen/new.json", "{}\n"));
+            let Err(failure) = &natively else { panic!("an immutable collection takes no new record") };
+            kinds.push((failure.kind, failure.errno.clone()));
+            assert_eq!(portable.create_if_absent("control/frozen/new.json", "{}\n"), natively);
+        }
+        None if std::env::var_os("PROCLEASE_REQUIRE_MOUNTS").is_some() => panic!("cannot make a directory immutable here (FS_IOC_SETFLAGS), and PROCLEASE_REQUIRE_MOUNTS is set"),
+        None => eprintln!("skipped the errno case: this file system or user cannot make a directory immutable (FS_IOC_SETFLAGS)"),
+    }
+    // Each kind of answer was compared: refusals, unsafe files, and a failed system call with
+    // its errno (a file where a directory is expected).
+    use proclease::core::FailureKind;
+    assert!(kinds.iter().any(|(kind, _)| *kind == FailureKind::Refused), "{kinds:?}");
+    assert!(kinds.iter().any(|(kind, _)| *kind == FailureKind::Unsafe), "{kinds:?}");
+    if std::env::var_os("PROCLEASE_REQUIRE_MOUNTS").is_some() {
+        assert!(kinds.iter().any(|(_, errno)| errno.is_some()), "{kinds:?}");
+    }
+}
+
+/// A directory's immutable flag, cleared again when dropped (so that the temporary directory
+/// can be removed).
+struct Immutable(std::fs::File);
+
+impl Immutable {
+    /// `None` where the flag cannot be set (tmpfs before Linux 6.0, no `CAP_LINUX_IMMUTABLE`).
+    fn set(dir: &Path) -> Option<Immutable> {
+        use rustix::fs::{IFlags, ioctl_getflags, ioctl_setflags};
+        let file = std::fs::File::open(dir).ok()?;
+        let flags = ioctl_getflags(&file).ok()?;
+        ioctl_setflags(&file, flags | IFlags::IMMUTABLE).ok()?;
+        Some(Immutable(file))
+    }
+}
+
+impl Drop for Immutable {
+    fn drop(&mut self) {
+        use rustix::fs::{IFlags, ioctl_getflags, ioctl_setflags};
+        if let Ok(flags) = ioctl_getflags(&self.0) {
+            let _ = ioctl_setflags(&self.0, flags - IFlags::IMMUTABLE);
+        }
+    }
+}
+
+/// A writer's temporary in `.proclease/staging` is removed once its writer is provably dead, and
+/// kept while it lives: the component judges owners by the core's rules over the host's
+/// `process-identity` facts, as the native store does.
+#[test]
+fn a_dead_writers_temporary_is_swept_and_a_live_ones_kept() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let home = state_home(&dir, "state");
+    let mut portable = PortableStore::open(&home);
+    assert_eq!(portable.create_if_absent("control/leases/a.json", "{}\n"), Ok(true));
+
+    let mut child = std::process::Command::new("true").spawn().expect("true runs");
+    let dead_pid = child.id();
+    child.wait().expect("true ends");
+    let own = ProcessIdentity::new().self_identity().expect("own identity");
+    let staging = home.join(".proclease/staging");
+    let dead = staging.join(format!("{dead_pid}-{}-{}.tmp", "a".repeat(64), uuid::Uuid::new_v4()));
+    let live = staging.join(format!("{}-{}-{}.tmp", own.pid, own.process_start_id, uuid::Uuid::new_v4()));
+    for path in [&dead, &live] {
+        std::fs::write(path, "partial").expect("a temporary");
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    }
+
+    portable.snapshot("control/leases", true).expect("a recovering snapshot");
+    assert!(!dead.exists(), "the dead writer's temporary is removed");
+    assert!(live.exists(), "a live writer's temporary is kept");
+}
+
+/// The lease-creation lock is one kernel lock for both: the component waits while the native
+/// host holds it and takes it once released, and the native host cannot take it while the
+/// component holds it.
+#[test]
+fn the_lease_creation_lock_excludes_across_the_native_host_and_the_component() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let home = state_home(&dir, "state");
+    let native = native(&home);
+    let mut portable = PortableStore::open(&home);
+
+    let held = native.lock_file(LEASING_LOCK).expect("the lock file");
+    held.lock().expect("the native host takes the lock");
+    let released = Arc::new(AtomicBool::new(false));
+    let releaser = {
+        let released = released.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            released.store(true, Ordering::SeqCst);
+            drop(held);
+        })
+    };
+    assert_eq!(portable.lock_leasing_taken(), Ok(true));
+    assert!(released.load(Ordering::SeqCst), "the component took the lock only once the native host released it");
+    releaser.join().expect("the releaser ends");
+
+    let attempt = native.lock_file(LEASING_LOCK).expect("the lock file");
+    assert!(matches!(attempt.try_lock(), Err(TryLockError::WouldBlock)), "held by the component");
+    portable.unlock_leasing();
+    attempt.try_lock().expect("free once the component released it");
+}
