@@ -294,12 +294,6 @@ enum_map!(disposition_to_wit, disposition_from_wit, Disposition, t::Disposition,
 
 enum_map!(probe_to_wit, probe_from_wit, Probe, t::Probe, { Owner <=> Owner, Helper <=> Helper, Child <=> Child, Host <=> Host });
 
-// ---------- workspace ----------
-
-struct_map!(directory_facts_to_wit, directory_facts_from_wit, DirectoryFacts, ws::DirectoryFacts, {
-    canonical, is_directory, owned, mode, identity => (directory_identity_to_wit, directory_identity_from_wit),
-});
-
 // ---------- plugin catalog ----------
 
 struct_map!(installed_to_wit, installed_from_wit, InstalledPlugin, pc::InstalledPlugin, { plugin_id, version, host_api_version, bundle_sha256, manifest_sha256 });

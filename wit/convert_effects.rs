@@ -1,8 +1,9 @@
 // The conversions of what the protocols below the system-call seam report (failures, owners
-// and their facts, the state store's answers): spliced into `convert.rs` with `include!`, and
-// into the portable store (`guest/portable`), whose world exports `state-store` where the
-// component imports it. It uses `enum_map!` and `struct_map!` (`convert_macros.rs`) and the
-// paths `t` (types), `pi` (process-identity) and `ss` (state-store).
+// and their facts, the state store's and the workspace's answers): spliced into `convert.rs`
+// with `include!`, and into the portable store (`guest/portable`), whose world exports
+// `state-store` and `workspace` where the component imports them. It uses `enum_map!` and
+// `struct_map!` (`convert_macros.rs`) and the paths `t` (types), `pi` (process-identity), `ss`
+// (state-store) and `ws` (workspace).
 
 // ---------- failures ----------
 
@@ -129,3 +130,9 @@ pub(crate) fn batch_from_wit(entries: Vec<ss::BatchEntry>) -> Vec<(String, Batch
         })
         .collect()
 }
+
+// ---------- workspace ----------
+
+struct_map!(directory_facts_to_wit, directory_facts_from_wit, DirectoryFacts, ws::DirectoryFacts, {
+    canonical, is_directory, owned, mode, identity => (directory_identity_to_wit, directory_identity_from_wit),
+});

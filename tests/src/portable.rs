@@ -15,7 +15,8 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use ::proclease::wasmtime;
-use proclease::core::effects::{BatchStatus, CollectionIdentity, CollectionSnapshot, Failure, Store};
+use proclease::core::effects::{BatchStatus, CollectionIdentity, CollectionSnapshot, DirectoryFacts, Failure, Store, Workspace};
+use proclease::core::records::DirectoryIdentity;
 use proclease::process_identity::ProcessIdentity;
 use proclease::seam::{Errno, FileStat, Fs as _, NativeFs};
 use proclease::{Runtime, RuntimeConfig};
@@ -45,12 +46,12 @@ use generated::proclease::lease::{process_identity as pi, sys_fs, sys_kernel, ty
 /// The conversions the component and the native host share (`wit/convert_effects.rs`).
 #[allow(dead_code)]
 mod convert {
-    use proclease::core::effects::{BatchInvalid, BatchStatus, CollectionEntry, CollectionIdentity, CollectionSnapshot, EntryKind, FinishedRun};
+    use proclease::core::effects::{BatchInvalid, BatchStatus, CollectionEntry, CollectionIdentity, CollectionSnapshot, DirectoryFacts, EntryKind, FinishedRun};
     use proclease::core::liveness::{OwnerFacts, OwnerStatus, ProcRead, ProcView, RemotePresence, TreeState, WitnessState};
     use proclease::core::records::{DirectoryIdentity, Owner};
     use proclease::core::{Failure, FailureKind};
 
-    use super::generated::exports::proclease::lease::state_store as ss;
+    use super::generated::exports::proclease::lease::{state_store as ss, workspace as ws};
     use super::generated::proclease::lease::{process_identity as pi, types as t};
 
     include!("../../wit/convert_macros.rs");
@@ -61,6 +62,8 @@ mod convert {
 pub struct SysHost {
     table: ResourceTable,
     home: OwnedFd,
+    /// The workspace roots: resolved path and an `O_NOFOLLOW` handle.
+    roots: Vec<(String, OwnedFd)>,
     identity: ProcessIdentity,
 }
 
@@ -111,6 +114,15 @@ impl sys_fs::Host for SysHost {
     fn state_home(&mut self) -> wasmtime::Result<Resource<OwnedFd>> {
         let home = self.home.try_clone()?;
         Ok(self.table.push(home)?)
+    }
+
+    fn granted_roots(&mut self) -> wasmtime::Result<Vec<(String, Resource<OwnedFd>)>> {
+        let mut granted = Vec::new();
+        for (path, dir) in &self.roots {
+            let dir = dir.try_clone()?;
+            granted.push((path.clone(), self.table.push(dir)?));
+        }
+        Ok(granted)
     }
 }
 
@@ -318,11 +330,27 @@ pub type Answer<T> = Result<T, Failure>;
 
 impl PortableStore {
     /// The portable store on the state home `home` (a directory the caller validated, as the
-    /// native `StateHome` does).
+    /// native `StateHome` does), with no workspace root.
     pub fn open(home: &Path) -> PortableStore {
+        PortableStore::with_roots(home, &[])
+    }
+
+    /// The portable store on the state home `home`, granted the workspace `roots` (resolved
+    /// with realpath and opened without following a symbolic link, as the native workspace
+    /// grants them).
+    pub fn with_roots(home: &Path, roots: &[&Path]) -> PortableStore {
         let (runtime, component) = loaded();
         let home = File::open(home).map(OwnedFd::from).expect("the state home opens");
-        let host = SysHost { table: ResourceTable::new(), home, identity: ProcessIdentity::new() };
+        let roots = roots
+            .iter()
+            .map(|root| {
+                use rustix::fs::{Mode, OFlags};
+                let path = std::fs::canonicalize(root).expect("the root resolves");
+                let dir = rustix::fs::open(&path, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty()).expect("the root opens");
+                (path.into_os_string().into_string().expect("a UTF-8 root"), dir)
+            })
+            .collect();
+        let host = SysHost { table: ResourceTable::new(), home, roots, identity: ProcessIdentity::new() };
         let mut store = wasmtime::Store::new(runtime.engine(), host);
         // The runtime's engine interrupts a call at an epoch deadline (the shipped component's
         // call deadline); a test's calls have none.
@@ -424,5 +452,31 @@ impl Store for PortableStore {
 
     fn unlock_leasing(&mut self) {
         PortableStore::unlock_leasing(self);
+    }
+}
+
+/// The component's `workspace` exports as the core's workspace effect.
+impl Workspace for PortableStore {
+    fn inspect(&mut self, path: &str) -> Result<Option<DirectoryFacts>, Failure> {
+        let guest = self.instance.proclease_lease_workspace();
+        let lookup = guest.call_inspect(&mut self.store, path).expect("the portable store does not trap");
+        lookup.map(|l| l.facts.map(convert::directory_facts_from_wit)).map_err(convert::failure_from_wit)
+    }
+
+    fn create_private_directory(&mut self, path: &str) -> Result<Vec<String>, Failure> {
+        let guest = self.instance.proclease_lease_workspace();
+        guest.call_create_private_directory(&mut self.store, path).expect("the portable store does not trap").map_err(convert::failure_from_wit)
+    }
+
+    fn remove_empty_directory(&mut self, path: &str, expected: Option<&DirectoryIdentity>) -> Result<bool, Failure> {
+        let guest = self.instance.proclease_lease_workspace();
+        let expected = expected.cloned().map(convert::directory_identity_to_wit);
+        guest.call_remove_empty_directory(&mut self.store, path, expected.as_ref()).expect("the portable store does not trap").map_err(convert::failure_from_wit)
+    }
+
+    fn remove_tree(&mut self, path: &str, expected: &DirectoryIdentity) -> Result<bool, Failure> {
+        let guest = self.instance.proclease_lease_workspace();
+        let expected = convert::directory_identity_to_wit(expected.clone());
+        guest.call_remove_tree(&mut self.store, path, &expected).expect("the portable store does not trap").map_err(convert::failure_from_wit)
     }
 }

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use proclease::core::digest::sha256_hex;
-use proclease::core::effects::{Failure, Store};
+use proclease::core::effects::{Failure, Store, Workspace as _};
 use proclease::process_identity::ProcessIdentity;
 use proclease::state_home::StateHome;
 use proclease::state_store::{LEASING_LOCK, StateStore};
@@ -60,7 +60,7 @@ fn tree(root: &Path) -> Vec<(String, &'static str, u32, Vec<u8>)> {
 }
 
 #[test]
-fn the_portable_store_imports_only_the_system_call_contract_and_exports_the_store() {
+fn the_portable_store_imports_only_the_system_call_contract_and_exports_the_store_and_workspace() {
     let (mut imports, exports) = PortableStore::world();
     imports.sort();
     assert_eq!(
@@ -68,7 +68,7 @@ fn the_portable_store_imports_only_the_system_call_contract_and_exports_the_stor
         ["proclease:lease/process-identity@0.3.0", "proclease:lease/sys-fs@0.3.0", "proclease:lease/sys-kernel@0.3.0", "proclease:lease/types@0.3.0",],
         "no WASI, no ambient authority: only the contract and the identity facts"
     );
-    assert_eq!(exports, ["proclease:lease/state-store@0.3.0"]);
+    assert_eq!(exports, ["proclease:lease/state-store@0.3.0", "proclease:lease/workspace@0.3.0"]);
 }
 
 #[test]
@@ -287,4 +287,114 @@ fn the_lease_creation_lock_excludes_across_the_native_host_and_the_component() {
     assert!(matches!(attempt.try_lock(), Err(TryLockError::WouldBlock)), "held by the component");
     portable.unlock_leasing();
     attempt.try_lock().expect("free once the component released it");
+}
+
+/// Two workspaces, one through each: the native one on root `a`, the component on root `b`,
+/// the same calls on the same shapes of tree. Answers are compared with `b` written as `a`.
+struct Workspaces {
+    _dir: tempfile::TempDir,
+    a: PathBuf,
+    b: PathBuf,
+    native: proclease::workspace::Workspace,
+    portable: PortableStore,
+}
+
+impl Workspaces {
+    fn new() -> Workspaces {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let home = state_home(&dir, "state");
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        for root in [&a, &b] {
+            std::fs::create_dir(root).expect("a root");
+            std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+        }
+        let (a, b) = (std::fs::canonicalize(&a).expect("realpath"), std::fs::canonicalize(&b).expect("realpath"));
+        let native = proclease::workspace::Workspace::new(std::slice::from_ref(&a)).expect("the native workspace");
+        let portable = PortableStore::with_roots(&home, &[&b]);
+        Workspaces { _dir: dir, a, b, native, portable }
+    }
+
+    fn a(&self, below: &str) -> String {
+        format!("{}/{below}", self.a.display())
+    }
+
+    fn b(&self, below: &str) -> String {
+        format!("{}/{below}", self.b.display())
+    }
+
+    /// `text` with root `b` written as root `a`.
+    fn as_a(&self, text: &str) -> String {
+        text.replace(&self.b.display().to_string(), &self.a.display().to_string())
+    }
+
+    fn same<T: std::fmt::Debug>(&self, native: Result<T, proclease::workspace::WorkspaceError>, portable: Result<T, Failure>, what: &str) {
+        let native = format!("{:?}", native.map_err(|e| e.failure()));
+        assert_eq!(self.as_a(&format!("{portable:?}")), native, "{what}");
+    }
+}
+
+fn identity_of(path: &Path) -> proclease::core::records::DirectoryIdentity {
+    let meta = std::fs::metadata(path).expect("exists");
+    let birth = rustix::fs::statx(rustix::fs::CWD, path, rustix::fs::AtFlags::empty(), rustix::fs::StatxFlags::BTIME).expect("statx");
+    let birth_ns =
+        if birth.stx_mask & rustix::fs::StatxFlags::BTIME.bits() != 0 { i128::from(birth.stx_btime.tv_sec) * 1_000_000_000 + i128::from(birth.stx_btime.tv_nsec) } else { 0 };
+    proclease::core::records::DirectoryIdentity { device: meta.dev().to_string(), inode: meta.ino().to_string(), birthtime_ns: birth_ns.to_string() }
+}
+
+/// A tree of files and directories, some deep, some read-only, under `path`.
+fn tree_at(path: &Path) {
+    std::fs::create_dir_all(path.join("out/deep/er")).expect("a tree");
+    std::fs::write(path.join("out/result.txt"), "built\n").expect("a file");
+    std::fs::write(path.join("out/deep/er/leaf"), "x").expect("a file");
+    std::fs::set_permissions(path.join("out/deep"), std::fs::Permissions::from_mode(0o500)).expect("read-only");
+}
+
+#[test]
+fn the_portable_workspace_creates_inspects_and_removes_as_the_native_one() {
+    let mut w = Workspaces::new();
+
+    let (native, portable) = (w.native.create_private_directory(&w.a("jobs/one")), w.portable.create_private_directory(&w.b("jobs/one")));
+    w.same(native, portable, "create");
+    let (native, portable) = (w.native.inspect(&w.a("jobs/one")), w.portable.inspect(&w.b("jobs/one")));
+    let (native, portable) = (native.expect("native facts").expect("present"), portable.expect("portable facts").expect("present"));
+    assert_eq!((portable.canonical, portable.is_directory, portable.owned, portable.mode), (native.canonical, native.is_directory, native.owned, native.mode));
+    assert_eq!(portable.identity, identity_of(&w.b.join("jobs/one")), "the directory's own identity");
+    assert_eq!(w.portable.inspect(&w.b("jobs/absent")), Ok(None));
+
+    // Outside the granted roots, and a path that is not normalised: refused alike.
+    for (native_path, portable_path) in [("/etc/x".to_string(), "/etc/x".to_string()), (w.a("jobs/../x"), w.b("jobs/../x"))] {
+        let (native, portable) = (w.native.inspect(&native_path), w.portable.inspect(&portable_path));
+        assert!(native.is_err(), "{native_path} is refused");
+        w.same(native, portable, &native_path);
+    }
+
+    // A tree removed only with its identity: a wrong one is refused and changes nothing.
+    tree_at(&w.a.join("jobs/one"));
+    tree_at(&w.b.join("jobs/one"));
+    let wrong = proclease::core::records::DirectoryIdentity { device: "1".into(), inode: "2".into(), birthtime_ns: "3".into() };
+    let (native, portable) = (w.native.remove_tree(&w.a("jobs/one"), &wrong), w.portable.remove_tree(&w.b("jobs/one"), &wrong));
+    assert!(native.is_err(), "a wrong identity is refused");
+    w.same(native, portable, "a wrong identity");
+    assert_eq!(std::fs::read_to_string(w.b.join("jobs/one/out/result.txt")).expect("kept"), "built\n");
+
+    let (native_id, portable_id) = (identity_of(&w.a.join("jobs/one")), identity_of(&w.b.join("jobs/one")));
+    assert_eq!(w.native.remove_tree(&w.a("jobs/one"), &native_id).map_err(|e| e.failure()), Ok(true));
+    assert_eq!(w.portable.remove_tree(&w.b("jobs/one"), &portable_id), Ok(true));
+    assert!(!w.b.join("jobs/one").exists(), "the tree is gone");
+    assert_eq!(tree(&w.b.join("jobs")), tree(&w.a.join("jobs")), "and no quarantine is left beside it");
+    assert!(tree(&w.b.join("jobs")).is_empty());
+
+    // An empty directory goes only when it is empty and still the one identified.
+    for root in [&w.a, &w.b] {
+        std::fs::create_dir(root.join("jobs/empty")).expect("mkdir");
+        std::fs::set_permissions(root.join("jobs/empty"), std::fs::Permissions::from_mode(0o700)).expect("chmod");
+        std::fs::write(root.join("jobs/full"), "").expect("a file");
+    }
+    let (native, portable) = (w.native.remove_empty_directory(&w.a("jobs/empty"), Some(&wrong)), w.portable.remove_empty_directory(&w.b("jobs/empty"), Some(&wrong)));
+    w.same(native, portable, "an empty directory of another identity");
+    assert!(w.b.join("jobs/empty").exists());
+    let (native_id, portable_id) = (identity_of(&w.a.join("jobs/empty")), identity_of(&w.b.join("jobs/empty")));
+    assert_eq!(w.portable.remove_empty_directory(&w.b("jobs/empty"), Some(&portable_id)), Ok(true));
+    assert_eq!(w.native.remove_empty_directory(&w.a("jobs/empty"), Some(&native_id)).map_err(|e| e.failure()), Ok(true));
+    assert_eq!(tree(&w.b.join("jobs")), tree(&w.a.join("jobs")));
 }

@@ -1,10 +1,12 @@
-//! The portable store (issue #41): the state store's protocol of `proclease-protocols` — the
-//! compare-and-swap of records, ghostget's mutation claims and their arbitration (§3.5), the
-//! collection recovery (§3.9) — as a WebAssembly component (world `portable-store` of `wit/`).
-//! It imports only the system-call contract (`wit/sys.wit`: `sys-fs`, `sys-kernel`), the
-//! host's `process-identity` facts and the state home's handle, and exports the `state-store`
-//! interface `proclease.wasm` imports. A runtime that cannot run the protocols natively loads
-//! it instead of carrying its own copy; the protocols are the native host's, byte for byte.
+//! The portable store (issue #41): the protocols of `proclease-protocols` that keep data safe —
+//! the state store's compare-and-swap of records, ghostget's mutation claims and their
+//! arbitration (§3.5), the collection recovery (§3.9), and the workspace's identity-bound
+//! removal (§6A.4) — as a WebAssembly component (world `portable-store` of `wit/`). It imports
+//! only the system-call contract (`wit/sys.wit`: `sys-fs`, `sys-kernel`) and the host's
+//! `process-identity` facts, and exports the `state-store` and `workspace` interfaces
+//! `proclease.wasm` imports, for the state home and the workspace roots the host grants. A
+//! runtime that cannot run the protocols natively loads it instead of carrying its own copy;
+//! the protocols are the native host's, byte for byte.
 //!
 //! `no_std`, like the component, so that it imports exactly what its world names. On any other
 //! target than `wasm32` the crate is empty.
@@ -23,13 +25,13 @@ mod generated {
 }
 
 /// The generated bindings under the paths the shared conversions expect
-/// (`crate::bindings::proclease::lease::{types, process_identity, state_store}`): this world
-/// exports `state-store` where the component imports it.
+/// (`crate::bindings::proclease::lease::{types, process_identity, state_store, workspace}`):
+/// this world exports `state-store` and `workspace` where the component imports them.
 #[cfg(target_arch = "wasm32")]
 mod bindings {
     pub mod proclease {
         pub mod lease {
-            pub use crate::generated::exports::proclease::lease::state_store;
+            pub use crate::generated::exports::proclease::lease::{state_store, workspace};
             pub use crate::generated::proclease::lease::{process_identity, sys_fs, sys_kernel, types};
         }
     }
@@ -43,12 +45,12 @@ mod convert {
     use alloc::string::String;
     use alloc::vec::Vec;
 
-    use proclease_core::effects::{BatchInvalid, BatchStatus, CollectionEntry, CollectionIdentity, CollectionSnapshot, EntryKind, FinishedRun};
+    use proclease_core::effects::{BatchInvalid, BatchStatus, CollectionEntry, CollectionIdentity, CollectionSnapshot, DirectoryFacts, EntryKind, FinishedRun};
     use proclease_core::liveness::{OwnerFacts, OwnerStatus, ProcRead, ProcView, RemotePresence, TreeState, WitnessState};
     use proclease_core::records::{DirectoryIdentity, Owner};
     use proclease_core::{Failure, FailureKind};
 
-    use crate::bindings::proclease::lease::{process_identity as pi, state_store as ss, types as t};
+    use crate::bindings::proclease::lease::{process_identity as pi, state_store as ss, types as t, workspace as ws};
 
     include!("../../../wit/convert_macros.rs");
     include!("../../../wit/convert_effects.rs");
@@ -62,6 +64,8 @@ mod no_std_runtime;
 mod store;
 #[cfg(target_arch = "wasm32")]
 mod sys;
+#[cfg(target_arch = "wasm32")]
+mod workspace;
 
 /// `memcmp`, which the protocols' orderings of names and strings call (sorting, `BTreeSet`)
 /// and which a `no_std` guest gets from no C library: WebAssembly has no instruction for it.

@@ -105,6 +105,12 @@ impl ss::Guest for PortableStore {
     }
 
     fn unlock_leasing() {
-        LEASING.lock().take();
+        release_leasing_lock();
     }
+}
+
+/// Releases the lease-creation lock `lock-leasing` took, if held (dropping the host's lock
+/// handle releases the kernel lock).
+pub fn release_leasing_lock() {
+    LEASING.lock().take();
 }
