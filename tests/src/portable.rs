@@ -194,7 +194,16 @@ impl sys_fs::HostDirectory for SysHost {
     fn try_lock(&mut self, dir: Resource<OwnedFd>, name: Vec<u8>) -> wasmtime::Result<Result<sys_fs::LockAttempt, u16>> {
         use rustix::fs::{Mode, OFlags};
         let flags = OFlags::RDWR | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        match rustix::fs::openat(self.dir(&dir)?, name.as_slice(), flags, Mode::from_raw_mode(0o600)) {
+        let directory = self.dir(&dir)?;
+        let opened = match rustix::fs::openat(directory, name.as_slice(), flags, Mode::from_raw_mode(0o600)) {
+            // A read-only file system: an existing lock file still serialises readers.
+            Err(rustix::io::Errno::ROFS) => match rustix::fs::openat(directory, name.as_slice(), OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty()) {
+                Err(rustix::io::Errno::NOENT) => Err(rustix::io::Errno::ROFS),
+                other => other,
+            },
+            other => other,
+        };
+        match opened {
             Ok(fd) => self.attempt(File::from(fd)),
             Err(e) => Ok(Err(u16::try_from(e.raw_os_error()).unwrap_or(5))),
         }

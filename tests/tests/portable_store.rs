@@ -398,3 +398,63 @@ fn the_portable_workspace_creates_inspects_and_removes_as_the_native_one() {
     assert_eq!(w.native.remove_empty_directory(&w.a("jobs/empty"), Some(&native_id)).map_err(|e| e.failure()), Ok(true));
     assert_eq!(tree(&w.b.join("jobs")), tree(&w.a.join("jobs")));
 }
+
+/// A tmpfs mounted on `path`, unmounted when dropped.
+struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    /// `None` where no tmpfs can be mounted (no `CAP_SYS_ADMIN`), unless CI requires it.
+    fn mount(path: &Path) -> Option<Tmpfs> {
+        let status = std::process::Command::new("mount").args(["-t", "tmpfs", "-o", "size=1m,mode=700", "tmpfs"]).arg(path).status();
+        if status.is_ok_and(|s| s.success()) {
+            return Some(Tmpfs(path.to_path_buf()));
+        }
+        assert!(std::env::var_os("PROCLEASE_REQUIRE_MOUNTS").is_none(), "cannot mount a tmpfs (needs CAP_SYS_ADMIN) and PROCLEASE_REQUIRE_MOUNTS is set");
+        eprintln!("skipped: cannot mount a tmpfs here (needs CAP_SYS_ADMIN)");
+        None
+    }
+
+    /// `mount -o remount,ro`, retried while the mount is busy (a descriptor open for writing).
+    fn read_only(&self) {
+        for _ in 0..250 {
+            let output = std::process::Command::new("mount").args(["-o", "remount,ro"]).arg(&self.0).output().expect("mount runs");
+            if output.status.success() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("the tmpfs cannot be made read-only");
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+/// On a read-only state home (`EROFS`) the portable store still lists and reads, as the native
+/// one does (the collection lock file is opened read-only), and refuses a write with the same
+/// failure.
+#[test]
+fn a_read_only_state_home_is_read_and_refused_as_natively() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mount_point = std::fs::canonicalize(dir.path()).expect("realpath").join("mnt");
+    std::fs::create_dir(&mount_point).expect("mkdir");
+    let Some(fs) = Tmpfs::mount(&mount_point) else { return };
+    let home = mount_point.join("state");
+    StateHome::open(&home).expect("the state home opens");
+    let native = native(&home);
+    let mut portable = PortableStore::open(&home);
+    assert_eq!(portable.create_if_absent("control/leases/a.json", "{}\n"), Ok(true));
+    fs.read_only();
+
+    assert_eq!(portable.read_if_present("control/leases/a.json", 1024), native_answer(native.read_if_present("control/leases/a.json", 1024)));
+    let listed = portable.snapshot("control/leases", false).expect("the portable store lists a read-only collection").expect("present");
+    let natively = native.snapshot("control/leases", false).expect("the native store lists it").expect("present");
+    assert_eq!(listed.entries.iter().map(|e| &e.name).collect::<Vec<_>>(), natively.entries.iter().map(|e| &e.name).collect::<Vec<_>>());
+    let refused = native_answer(native.create_if_absent("control/leases/b.json", "{}\n"));
+    assert_eq!(refused.as_ref().map_err(|f| f.errno.as_deref()), Err(Some("EROFS")));
+    assert_eq!(portable.create_if_absent("control/leases/b.json", "{}\n"), refused);
+    drop(fs);
+}

@@ -244,3 +244,22 @@ fn removal_handles_deep_wide_and_non_utf8_trees() {
     assert!(!target.exists());
     assert_eq!(std::fs::read_dir(&f.root).expect("list").count(), 0, "no quarantine left behind");
 }
+
+/// A root whose path is not UTF-8 (a home directory named in Latin-1) is left out, not an error:
+/// no lease path can name a directory under it, and the other roots keep working.
+#[test]
+fn a_root_that_is_not_utf8_is_left_out_and_the_others_still_work() {
+    use std::os::unix::ffi::OsStrExt as _;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let latin1 = dir.path().join(std::ffi::OsStr::from_bytes(b"j\xf6rg"));
+    let good = dir.path().join("good");
+    for root in [&latin1, &good] {
+        std::fs::create_dir(root).expect("a root");
+        std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    }
+    let workspace = Workspace::new(&[latin1, good.clone()]).expect("a root that is not UTF-8 does not stop the others");
+    let good = std::fs::canonicalize(&good).expect("realpath");
+    assert_eq!(workspace.roots().collect::<Vec<_>>(), [good.as_path()]);
+    let job = format!("{}/job", good.display());
+    assert_eq!(workspace.create_private_directory(&job).expect("create under the other root"), vec![job]);
+}

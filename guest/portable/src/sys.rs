@@ -28,20 +28,24 @@ fn stat(s: sys_fs::FileStat) -> FileStat {
 }
 
 /// Waits for a kernel lock: `attempt` until it is taken or unsupported, pausing between tries
-/// (1 ms, doubling to 20 ms), at most `bound`. `Ok(None)` at the bound.
+/// (1 ms, doubling to 20 ms), at most `bound` by the host's clock or by the pauses asked for,
+/// whichever says so first (a host clock that stands still or steps back cannot make the wait
+/// endless). `Ok(None)` at the bound.
 fn wait_for(bound: Duration, attempt: impl Fn() -> Result<LockAttempt, u16>) -> Result<Option<Option<Lock>>, Errno> {
     let start = sys_kernel::monotonic_ns();
     let mut pause = Duration::from_millis(1);
+    let mut paused = Duration::ZERO;
     loop {
         match attempt().map_err(errno)? {
             LockAttempt::Taken(lock) => return Ok(Some(Some(lock))),
             LockAttempt::Unsupported => return Ok(Some(None)),
             LockAttempt::Held => {}
         }
-        if Duration::from_nanos(sys_kernel::monotonic_ns().saturating_sub(start)) >= bound {
+        if Duration::from_nanos(sys_kernel::monotonic_ns().saturating_sub(start)).max(paused) >= bound {
             return Ok(None);
         }
         sys_kernel::pause(u64::try_from(pause.as_nanos()).unwrap_or(u64::MAX));
+        paused += pause;
         pause = (pause * 2).min(Duration::from_millis(20));
     }
 }

@@ -162,20 +162,26 @@ pub struct HeldLock<F: Fs> {
 
 /// Acquires the catalog mutation lock of `store`'s state home (§5 step 3), failing fast.
 /// `physical_root` resolves the plugin store's root (`<state home>/provider-plugins`) to its
-/// physical path (realpath: the host's), once it exists: the claims' target names it.
+/// physical path (realpath: the host's; bytes, as the file system names it), once it exists:
+/// the claims' target names it.
 ///
 /// Errors (the reference's messages): [`ALREADY_LOCKED`]; `portable plugin catalog mutation lock
 /// owner cannot be inspected safely`; `portable plugin lock publication owner cannot be inspected
 /// safely`; `portable plugin catalog mutation lock could not be acquired`; the arbitration's; a
 /// plugin store directory that cannot be created or is unsafe; the root's path unresolved.
-pub fn acquire<F: Fs, K: Kernel + ?Sized>(store: &StoreProtocol<F, K>, physical_root: impl FnOnce() -> Result<String, String>, now_ms: i64) -> Result<HeldLock<F>, String> {
+pub fn acquire<F: Fs, K: Kernel + ?Sized>(store: &StoreProtocol<F, K>, physical_root: impl FnOnce() -> Result<Vec<u8>, String>, now_ms: i64) -> Result<HeldLock<F>, String> {
     let (fs, identity) = (store.fs(), store.kernel());
     for name in STORE_DIRECTORIES {
         store.ensure_private_directory(&format!("{STORE_ROOT}/{name}")).map_err(|e| e.to_string())?;
     }
     let locks_path = format!("{STORE_ROOT}/locks");
     let dir = store.open_directory(&locks_path).map_err(|e| e.to_string())?.ok_or("the plugin store's locks directory vanished")?;
-    let target = lock_target(&format!("{}/locks/{LOCK_NAME}", physical_root()?.trim_end_matches('/')));
+    let mut lock_path = physical_root()?;
+    while lock_path.len() > 1 && lock_path.ends_with(b"/") {
+        lock_path.pop();
+    }
+    lock_path.extend_from_slice(format!("/locks/{LOCK_NAME}").as_bytes());
+    let target = lock_target(&lock_path);
     let kind = LockClaim { target };
     let own = mutation_claim::own_identity(identity)?;
     let acquired_at = proclease_core::records::invocation_lease::iso_timestamp(now_ms).ok_or("the clock is outside the dates a lock can record")?;
@@ -196,10 +202,11 @@ pub fn acquire<F: Fs, K: Kernel + ?Sized>(store: &StoreProtocol<F, K>, physical_
     Err("portable plugin catalog mutation lock could not be acquired".into())
 }
 
-/// `sha256("portable-provider-plugin-lock" ‖ 0x00 ‖ lock path)` in hex (§5).
-pub fn lock_target(lock_path: &str) -> String {
+/// `sha256("portable-provider-plugin-lock" ‖ 0x00 ‖ lock path)` in hex (§5), over the path's
+/// bytes.
+pub fn lock_target(lock_path: &[u8]) -> String {
     let mut input = b"portable-provider-plugin-lock\0".to_vec();
-    input.extend_from_slice(lock_path.as_bytes());
+    input.extend_from_slice(lock_path);
     proclease_core::digest::sha256_hex(&input)
 }
 

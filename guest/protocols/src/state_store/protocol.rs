@@ -164,12 +164,15 @@ impl<F: Fs, K: Kernel + ?Sized> StoreProtocol<F, K> {
         let start = self.kernel.monotonic();
         let bound = self.kernel.wait_bound(CLAIM_WAIT);
         let mut pause = core::time::Duration::from_millis(1);
+        // The pauses asked for, summed: the wait ends at the bound even where a host's clock
+        // stands still or steps back (a WebAssembly host's, not the native one's).
+        let mut paused = core::time::Duration::ZERO;
         let held = loop {
             if let Some(held) = arbitration::arbitrate(&self.fs, dir, &kind, &*self.kernel, &own).map_err(claim_error)? {
                 self.kernel.note_taken(&format!("the mutation claim of {path}"));
                 break held;
             }
-            let waited = self.kernel.monotonic().saturating_sub(start);
+            let waited = self.kernel.monotonic().saturating_sub(start).max(paused);
             if waited >= bound {
                 // Who holds it, for the operation's error: the claim's record names its owner.
                 let holder = arbitration::live_holder(&self.fs, dir, &kind, &*self.kernel).map(|pid| self.kernel.holder(pid));
@@ -181,6 +184,7 @@ impl<F: Fs, K: Kernel + ?Sized> StoreProtocol<F, K> {
             }
             tracing::trace!(path, "another process holds the mutation claim; waiting");
             self.kernel.pause(pause);
+            paused += pause;
             pause = (pause * 2).min(core::time::Duration::from_millis(20));
         };
         let result = mutate();

@@ -13,11 +13,12 @@ pub(crate) type HeldLock = proclease_protocols::catalog_lock::HeldLock<NativeFs>
 /// ([`proclease_protocols::catalog_lock::acquire`]).
 ///
 /// Errors: the protocol's, in the reference's words; the plugin store's root that cannot be
-/// resolved, or whose physical path is not UTF-8.
+/// resolved.
 pub(crate) fn acquire(store: &StateStore, now_ms: i64) -> Result<HeldLock, String> {
     let physical_root = || {
+        use std::os::unix::ffi::OsStringExt as _;
         let physical = std::fs::canonicalize(store.home().path().join(STORE_ROOT)).map_err(|e| format!("{STORE_ROOT}: {e}"))?;
-        physical.into_os_string().into_string().map_err(|path| format!("{}: the plugin store's physical path is not UTF-8", path.to_string_lossy()))
+        Ok(physical.into_os_string().into_vec())
     };
     proclease_protocols::catalog_lock::acquire(store.protocol(), physical_root, now_ms)
 }

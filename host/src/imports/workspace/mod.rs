@@ -57,7 +57,9 @@ impl Workspace {
         roots
     }
 
-    /// Grants `roots` (each resolved with realpath and opened `O_NOFOLLOW`).
+    /// Grants `roots` (each resolved with realpath and opened `O_NOFOLLOW`). A root whose
+    /// resolved path is not UTF-8 is left out, with a warning: lease paths are text (the records
+    /// hold them as JSON strings), so no leased directory can be named under it anyway.
     ///
     /// Errors: a root that does not exist or is not a directory.
     pub fn new(roots: &[PathBuf]) -> Result<Workspace, WorkspaceError> {
@@ -67,10 +69,9 @@ impl Workspace {
             let path = std::fs::canonicalize(root).map_err(|e| WorkspaceError::Io { path: label.clone(), operation: "realpath of a workspace root", source: e.into() })?;
             let dir = rustix::fs::open(&path, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())
                 .map_err(|e| io_error(&label, "open of a workspace root")(e.into()))?;
-            // Lease paths are text (the records hold them as JSON strings), so no lease can be
-            // under a root whose resolved path is not.
             let Ok(path) = path.into_os_string().into_string() else {
-                return Err(WorkspaceError::Refused { path: label, reason: "its resolved path is not UTF-8, so no leased directory can be named under it".into() });
+                tracing::warn!(root = %label, "workspace root left out: its resolved path is not UTF-8, so no leased directory can be named under it");
+                continue;
             };
             granted.push(GrantedRoot { path, dir });
         }
