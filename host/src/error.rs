@@ -119,8 +119,8 @@ impl Error {
         match self {
             Error::Storage(failure) | Error::System(failure) => Some(failure.clone()),
             Error::Lease(lease) => lease.cause().cloned(),
-            Error::Store(error) => Some(crate::state_store::failure_of(error)),
-            Error::Workspace(error) => Some(crate::workspace::failure_of(error)),
+            Error::Store(error) => Some(error.failure()),
+            Error::Workspace(error) => Some(error.failure()),
             Error::LockTimeout(timeout) => Some(
                 timeout
                     .during
@@ -361,12 +361,6 @@ impl Error {
 /// The symbolic name of an operating-system error (`EROFS`), when `error` carries an errno.
 pub(crate) fn errno_name(error: &std::io::Error) -> Option<String> {
     error.raw_os_error().map(|code| crate::seam::Errno::from_raw(code).symbol())
-}
-
-/// An I/O error `source` of `operation` on `path` as it crosses the boundary: kind from its
-/// errno ([`FailureKind::of_errno`]; [`FailureKind::Io`] without one), `message` whole.
-pub(crate) fn io_failure(path: &str, operation: &str, source: &crate::seam::IoError, message: String) -> Failure {
-    source.failure(path, operation, message)
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@ pub mod crash_world;
 #[cfg(feature = "cluster")]
 pub mod etcd_server;
 pub mod fakes;
+pub mod fs_fixtures;
 pub mod hostile;
 pub mod interleavings;
 pub mod linearizability;

@@ -15,6 +15,7 @@ use proclease::wasmtime::Store;
 use proclease::wasmtime::component::{Component, Instance, Val};
 use proclease::{Admission, Error, HostState, Limit, Runtime, RuntimeConfig};
 use proclease_tests::fakes::RealHome;
+use proclease_tests::fs_fixtures::tree;
 use proclease_tests::hostile;
 
 const DEADLINE: Duration = Duration::from_secs(1);
@@ -207,29 +208,6 @@ impl Sandbox {
     }
 }
 
-/// Every entry under `root` (symbolic links not followed): kind, mode and content.
-fn tree(root: &Path) -> BTreeMap<PathBuf, String> {
-    let mut entries = BTreeMap::new();
-    let mut pending = vec![root.to_path_buf()];
-    while let Some(dir) = pending.pop() {
-        for entry in std::fs::read_dir(&dir).expect("read_dir") {
-            let path = entry.expect("entry").path();
-            let meta = std::fs::symlink_metadata(&path).expect("lstat");
-            let mode = meta.permissions().mode();
-            let what = if meta.file_type().is_symlink() {
-                format!("link -> {}", std::fs::read_link(&path).expect("readlink").display())
-            } else if meta.is_dir() {
-                pending.push(path.clone());
-                format!("dir {mode:o}")
-            } else {
-                format!("file {mode:o} {:?}", std::fs::read(&path).expect("read"))
-            };
-            entries.insert(path, what);
-        }
-    }
-    entries
-}
-
 /// Whether store path `path` names a symbolic link planted directly in a real directory of
 /// the state home.
 fn planted_link(home: &Path, path: &str) -> bool {
@@ -247,7 +225,7 @@ fn store_calls_outside_the_state_home_are_refused_and_touch_nothing() {
     let (mut store, instance) = instantiate(sandbox.effects());
     // The store's own bookkeeping (`.proclease/`: per-record mutation locks) may change;
     // nothing else, inside the state home or outside it, may.
-    let bookkeeping = sandbox.home.join(".proclease");
+    let bookkeeping = sandbox.home.strip_prefix(&sandbox.root).expect("the home is in the sandbox").join(".proclease");
     let observed = || tree(&sandbox.root).into_iter().filter(|(path, _)| !path.starts_with(&bookkeeping)).collect::<BTreeMap<_, _>>();
     let before = observed();
     let absolute_secret = sandbox.outside.join("secret.txt").display().to_string();

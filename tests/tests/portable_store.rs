@@ -16,6 +16,7 @@ use proclease::core::effects::{Failure, Store, Workspace as _};
 use proclease::process_identity::ProcessIdentity;
 use proclease::state_home::StateHome;
 use proclease::state_store::{LEASING_LOCK, StateStore};
+use proclease_tests::fs_fixtures::{Tmpfs, tree};
 use proclease_tests::portable::PortableStore;
 use proclease_tests::store_fixtures::assert_compare_and_swap_contract;
 
@@ -30,33 +31,17 @@ fn native(home: &Path) -> StateStore {
     StateStore::open(StateHome::open(home).expect("the state home opens"), Arc::new(ProcessIdentity::new())).expect("the native store opens")
 }
 
+/// One state home with both stores on it.
+fn both_stores() -> (tempfile::TempDir, PathBuf, StateStore, PortableStore) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let home = state_home(&dir, "state");
+    let (native, portable) = (native(&home), PortableStore::open(&home));
+    (dir, home, native, portable)
+}
+
 /// What the native store answers, as the failure the component would be given.
 fn native_answer<T>(answer: Result<T, proclease::state_store::StoreError>) -> Result<T, Failure> {
     answer.map_err(|e| e.failure())
-}
-
-/// Every file and directory under `root` with its kind, mode and bytes, in name order.
-fn tree(root: &Path) -> Vec<(String, &'static str, u32, Vec<u8>)> {
-    fn walk(root: &Path, dir: &Path, out: &mut Vec<(String, &'static str, u32, Vec<u8>)>) {
-        let mut entries: Vec<_> = std::fs::read_dir(dir).expect("readable").map(|e| e.expect("entry").path()).collect();
-        entries.sort();
-        for path in entries {
-            let meta = std::fs::symlink_metadata(&path).expect("stat");
-            let name = path.strip_prefix(root).expect("below the root").to_string_lossy().into_owned();
-            let mode = meta.mode() & 0o7777;
-            if meta.is_dir() {
-                out.push((name, "directory", mode, Vec::new()));
-                walk(root, &path, out);
-            } else if meta.file_type().is_symlink() {
-                out.push((name, "symlink", mode, Vec::new()));
-            } else {
-                out.push((name, "file", mode, std::fs::read(&path).expect("readable")));
-            }
-        }
-    }
-    let mut out = Vec::new();
-    walk(root, root, &mut out);
-    out
 }
 
 #[test]
@@ -143,10 +128,7 @@ fn portable_identity(home: &Path, collection: &str) -> proclease::core::effects:
 /// fails whichever store made it.
 #[test]
 fn each_store_reads_and_swaps_what_the_other_wrote() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let home = state_home(&dir, "state");
-    let native = native(&home);
-    let mut portable = PortableStore::open(&home);
+    let (_dir, _home, native, mut portable) = both_stores();
 
     assert_eq!(portable.create_if_absent("control/leases/x.json", "from the component\n"), Ok(true));
     assert_eq!(native.read_if_present("control/leases/x.json", 1024).expect("native read").as_deref(), Some("from the component\n"));
@@ -162,10 +144,7 @@ fn each_store_reads_and_swaps_what_the_other_wrote() {
 /// message, errno, path and operation (the protocols word them, whatever runs them).
 #[test]
 fn refusals_unsafe_files_and_errnos_read_as_natively() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let home = state_home(&dir, "state");
-    let native = native(&home);
-    let mut portable = PortableStore::open(&home);
+    let (_dir, home, native, mut portable) = both_stores();
     assert!(native.create_if_absent("control/leases/open.json", "{}\n").expect("create"));
     std::fs::set_permissions(home.join("control/leases/open.json"), std::fs::Permissions::from_mode(0o644)).expect("chmod");
     symlink("/etc/hostname", home.join("control/leases/linked.json")).expect("symlink");
@@ -263,10 +242,7 @@ fn a_dead_writers_temporary_is_swept_and_a_live_ones_kept() {
 /// component holds it.
 #[test]
 fn the_lease_creation_lock_excludes_across_the_native_host_and_the_component() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let home = state_home(&dir, "state");
-    let native = native(&home);
-    let mut portable = PortableStore::open(&home);
+    let (_dir, _home, native, mut portable) = both_stores();
 
     let held = native.lock_file(LEASING_LOCK).expect("the lock file");
     held.lock().expect("the native host takes the lock");
@@ -322,6 +298,13 @@ impl Workspaces {
         format!("{}/{below}", self.b.display())
     }
 
+    /// The identity of the directory `path` (under either root), as the native workspace
+    /// reports it.
+    fn identity(&self, path: &str) -> proclease::core::records::DirectoryIdentity {
+        let both = proclease::workspace::Workspace::new(&[self.a.clone(), self.b.clone()]).expect("the native workspace");
+        both.inspect(path).expect("inspect").expect("present").identity
+    }
+
     /// `text` with root `b` written as root `a`.
     fn as_a(&self, text: &str) -> String {
         text.replace(&self.b.display().to_string(), &self.a.display().to_string())
@@ -331,14 +314,6 @@ impl Workspaces {
         let native = format!("{:?}", native.map_err(|e| e.failure()));
         assert_eq!(self.as_a(&format!("{portable:?}")), native, "{what}");
     }
-}
-
-fn identity_of(path: &Path) -> proclease::core::records::DirectoryIdentity {
-    let meta = std::fs::metadata(path).expect("exists");
-    let birth = rustix::fs::statx(rustix::fs::CWD, path, rustix::fs::AtFlags::empty(), rustix::fs::StatxFlags::BTIME).expect("statx");
-    let birth_ns =
-        if birth.stx_mask & rustix::fs::StatxFlags::BTIME.bits() != 0 { i128::from(birth.stx_btime.tv_sec) * 1_000_000_000 + i128::from(birth.stx_btime.tv_nsec) } else { 0 };
-    proclease::core::records::DirectoryIdentity { device: meta.dev().to_string(), inode: meta.ino().to_string(), birthtime_ns: birth_ns.to_string() }
 }
 
 /// A tree of files and directories, some deep, some read-only, under `path`.
@@ -358,7 +333,7 @@ fn the_portable_workspace_creates_inspects_and_removes_as_the_native_one() {
     let (native, portable) = (w.native.inspect(&w.a("jobs/one")), w.portable.inspect(&w.b("jobs/one")));
     let (native, portable) = (native.expect("native facts").expect("present"), portable.expect("portable facts").expect("present"));
     assert_eq!((portable.canonical, portable.is_directory, portable.owned, portable.mode), (native.canonical, native.is_directory, native.owned, native.mode));
-    assert_eq!(portable.identity, identity_of(&w.b.join("jobs/one")), "the directory's own identity");
+    assert_eq!(portable.identity, w.identity(&w.b("jobs/one")), "the directory's own identity");
     assert_eq!(w.portable.inspect(&w.b("jobs/absent")), Ok(None));
 
     // Outside the granted roots, and a path that is not normalised: refused alike.
@@ -377,7 +352,7 @@ fn the_portable_workspace_creates_inspects_and_removes_as_the_native_one() {
     w.same(native, portable, "a wrong identity");
     assert_eq!(std::fs::read_to_string(w.b.join("jobs/one/out/result.txt")).expect("kept"), "built\n");
 
-    let (native_id, portable_id) = (identity_of(&w.a.join("jobs/one")), identity_of(&w.b.join("jobs/one")));
+    let (native_id, portable_id) = (w.identity(&w.a("jobs/one")), w.identity(&w.b("jobs/one")));
     assert_eq!(w.native.remove_tree(&w.a("jobs/one"), &native_id).map_err(|e| e.failure()), Ok(true));
     assert_eq!(w.portable.remove_tree(&w.b("jobs/one"), &portable_id), Ok(true));
     assert!(!w.b.join("jobs/one").exists(), "the tree is gone");
@@ -393,44 +368,10 @@ fn the_portable_workspace_creates_inspects_and_removes_as_the_native_one() {
     let (native, portable) = (w.native.remove_empty_directory(&w.a("jobs/empty"), Some(&wrong)), w.portable.remove_empty_directory(&w.b("jobs/empty"), Some(&wrong)));
     w.same(native, portable, "an empty directory of another identity");
     assert!(w.b.join("jobs/empty").exists());
-    let (native_id, portable_id) = (identity_of(&w.a.join("jobs/empty")), identity_of(&w.b.join("jobs/empty")));
+    let (native_id, portable_id) = (w.identity(&w.a("jobs/empty")), w.identity(&w.b("jobs/empty")));
     assert_eq!(w.portable.remove_empty_directory(&w.b("jobs/empty"), Some(&portable_id)), Ok(true));
     assert_eq!(w.native.remove_empty_directory(&w.a("jobs/empty"), Some(&native_id)).map_err(|e| e.failure()), Ok(true));
     assert_eq!(tree(&w.b.join("jobs")), tree(&w.a.join("jobs")));
-}
-
-/// A tmpfs mounted on `path`, unmounted when dropped.
-struct Tmpfs(PathBuf);
-
-impl Tmpfs {
-    /// `None` where no tmpfs can be mounted (no `CAP_SYS_ADMIN`), unless CI requires it.
-    fn mount(path: &Path) -> Option<Tmpfs> {
-        let status = std::process::Command::new("mount").args(["-t", "tmpfs", "-o", "size=1m,mode=700", "tmpfs"]).arg(path).status();
-        if status.is_ok_and(|s| s.success()) {
-            return Some(Tmpfs(path.to_path_buf()));
-        }
-        assert!(std::env::var_os("PROCLEASE_REQUIRE_MOUNTS").is_none(), "cannot mount a tmpfs (needs CAP_SYS_ADMIN) and PROCLEASE_REQUIRE_MOUNTS is set");
-        eprintln!("skipped: cannot mount a tmpfs here (needs CAP_SYS_ADMIN)");
-        None
-    }
-
-    /// `mount -o remount,ro`, retried while the mount is busy (a descriptor open for writing).
-    fn read_only(&self) {
-        for _ in 0..250 {
-            let output = std::process::Command::new("mount").args(["-o", "remount,ro"]).arg(&self.0).output().expect("mount runs");
-            if output.status.success() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        panic!("the tmpfs cannot be made read-only");
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("umount").arg("-l").arg(&self.0).status();
-    }
 }
 
 /// On a read-only state home (`EROFS`) the portable store still lists and reads, as the native
@@ -438,16 +379,13 @@ impl Drop for Tmpfs {
 /// failure.
 #[test]
 fn a_read_only_state_home_is_read_and_refused_as_natively() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let mount_point = std::fs::canonicalize(dir.path()).expect("realpath").join("mnt");
-    std::fs::create_dir(&mount_point).expect("mkdir");
-    let Some(fs) = Tmpfs::mount(&mount_point) else { return };
-    let home = mount_point.join("state");
+    let Some(fs) = Tmpfs::mount("1m") else { return };
+    let home = fs.path.join("state");
     StateHome::open(&home).expect("the state home opens");
     let native = native(&home);
     let mut portable = PortableStore::open(&home);
     assert_eq!(portable.create_if_absent("control/leases/a.json", "{}\n"), Ok(true));
-    fs.read_only();
+    fs.remount("ro");
 
     assert_eq!(portable.read_if_present("control/leases/a.json", 1024), native_answer(native.read_if_present("control/leases/a.json", 1024)));
     let listed = portable.snapshot("control/leases", false).expect("the portable store lists a read-only collection").expect("present");

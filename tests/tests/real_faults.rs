@@ -13,57 +13,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 
+use proclease_tests::fs_fixtures::Tmpfs;
+
 use proclease::Host;
 use proclease::state_store::{StateStore, StoreError};
 use proclease::workspace::{Workspace, WorkspaceError};
-
-/// A tmpfs of `size` mounted on a fresh directory, unmounted when dropped.
-struct Tmpfs {
-    _dir: tempfile::TempDir,
-    path: PathBuf,
-}
-
-impl Tmpfs {
-    fn mount(size: &str) -> Option<Tmpfs> {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = std::fs::canonicalize(dir.path()).expect("realpath").join("mnt");
-        std::fs::create_dir(&path).expect("mkdir");
-        Self::mount_at(&path, size).then_some(Tmpfs { _dir: dir, path })
-    }
-
-    fn mount_at(path: &Path, size: &str) -> bool {
-        let status = Command::new("mount").args(["-t", "tmpfs", "-o", &format!("size={size},mode=700"), "tmpfs"]).arg(path).status();
-        if status.is_ok_and(|s| s.success()) {
-            return true;
-        }
-        assert!(std::env::var_os("PROCLEASE_REQUIRE_MOUNTS").is_none(), "cannot mount a tmpfs (needs CAP_SYS_ADMIN) and PROCLEASE_REQUIRE_MOUNTS is set");
-        eprintln!("skipped: cannot mount a tmpfs here (needs CAP_SYS_ADMIN)");
-        false
-    }
-
-    /// Remounts with `option`, retrying for up to 5 s: `remount,ro` is refused ("mount point is
-    /// busy") while any process holds a file of it open for writing, and a child another test
-    /// thread forks in the middle of a write holds a copy of that descriptor until its `exec`
-    /// (seen once in CI on a loaded machine).
-    fn remount(&self, option: &str) {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-        loop {
-            let output = Command::new("mount").args(["-o", &format!("remount,{option}")]).arg(&self.path).output().expect("mount");
-            if output.status.success() {
-                return;
-            }
-            let said = String::from_utf8_lossy(&output.stderr);
-            assert!(std::time::Instant::now() < deadline && said.contains("busy"), "remount {option}: {said}");
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(&self.path).status();
-    }
-}
 
 fn open_host(home: &Path) -> Host {
     Host::builder().state_home(home).build().expect("the state home opens")

@@ -9,14 +9,13 @@ use alloc::sync::Arc;
 use alloc::vec::Vec;
 
 use proclease_core::effects::{Failure, FailureKind};
-use proclease_protocols::seam::{Fs as _, Kernel as _, Locked};
+
 use proclease_protocols::state_store::{LEASING_LOCK, StoreError, StoreProtocol};
-use proclease_protocols::waits::{LOCK_HINT, LockTimeout};
 
 use crate::bindings::proclease::lease::state_store as ss;
 use crate::bindings::proclease::lease::sys_fs::Lock;
 use crate::convert::{batch_to_wit, collection_identity_from_wit, collection_identity_to_wit, failure_to_wit, snapshot_to_wit};
-use crate::sys::{SysFs, SysKernel};
+use crate::sys::{LOCK_WAIT, SysFs, SysKernel, Wait, timeout, wait_for};
 
 /// The exports' implementation.
 pub struct PortableStore;
@@ -79,8 +78,7 @@ impl ss::Guest for PortableStore {
     }
 
     /// Takes `.proclease/locks/directory-lease-creation.lock` until `unlock-leasing` (nothing
-    /// when already held), waiting at most [`LOCK_WAIT`](crate::sys::LOCK_WAIT); `held: false` where the host has no
-    /// kernel locks.
+    /// when already held), waiting at most [`LOCK_WAIT`]; `held: false` where the host has no kernel locks.
     fn lock_leasing() -> Result<ss::LeasingLock, ss::Failure> {
         let mut leasing = LEASING.lock();
         if let Some(held) = leasing.as_ref() {
@@ -88,17 +86,15 @@ impl ss::Guest for PortableStore {
         }
         let store = store()?;
         let label = format!(".proclease/locks/{LEASING_LOCK}");
-        let start = store.kernel().monotonic();
-        match store.fs().lock(store.locks(), LEASING_LOCK, &|_| None) {
-            Ok(Locked::Held(lock)) => {
+        match wait_for(LOCK_WAIT, || store.locks().try_lock(LEASING_LOCK.as_bytes())) {
+            Ok(Wait::Taken(lock)) => {
                 let held = lock.is_some();
                 *leasing = Some(lock);
                 Ok(ss::LeasingLock { held })
             }
-            Ok(Locked::TimedOut) => {
-                let waited_ms = u64::try_from(store.kernel().monotonic().saturating_sub(start).as_millis()).unwrap_or(u64::MAX);
-                let timeout = LockTimeout { lock: label.clone(), holder: None, behind: None, waited_ms, hint: LOCK_HINT, during: None };
-                Err(failure_to_wit(Failure { path: Some(label), ..Failure::new(FailureKind::Contended, timeout.to_string()) }))
+            Ok(Wait::TimedOut(waited_ms)) => {
+                let message = timeout(&label, waited_ms).to_string();
+                Err(failure_to_wit(Failure { path: Some(label), ..Failure::new(FailureKind::Contended, message) }))
             }
             Err(e) => Err(wit(StoreError::io(&label, "lock of the lease-creation lock", e))),
         }

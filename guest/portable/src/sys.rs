@@ -27,22 +27,31 @@ fn stat(s: sys_fs::FileStat) -> FileStat {
     FileStat { dev: s.dev, ino: s.ino, size: s.size, mtime: s.mtime, ctime: s.ctime, mode: s.mode, uid: s.uid, birth: s.birth }
 }
 
+/// How a wait for a kernel lock ended.
+pub enum Wait {
+    /// Taken (`None`: the host has no kernel locks).
+    Taken(Option<Lock>),
+    /// Another holder kept it past the bound, after this long (ms).
+    TimedOut(u64),
+}
+
 /// Waits for a kernel lock: `attempt` until it is taken or unsupported, pausing between tries
 /// (1 ms, doubling to 20 ms), at most `bound` by the host's clock or by the pauses asked for,
 /// whichever says so first (a host clock that stands still or steps back cannot make the wait
-/// endless). `Ok(None)` at the bound.
-fn wait_for(bound: Duration, attempt: impl Fn() -> Result<LockAttempt, u16>) -> Result<Option<Option<Lock>>, Errno> {
+/// endless).
+pub fn wait_for(bound: Duration, attempt: impl Fn() -> Result<LockAttempt, u16>) -> Result<Wait, Errno> {
     let start = sys_kernel::monotonic_ns();
     let mut pause = Duration::from_millis(1);
     let mut paused = Duration::ZERO;
     loop {
         match attempt().map_err(errno)? {
-            LockAttempt::Taken(lock) => return Ok(Some(Some(lock))),
-            LockAttempt::Unsupported => return Ok(Some(None)),
+            LockAttempt::Taken(lock) => return Ok(Wait::Taken(Some(lock))),
+            LockAttempt::Unsupported => return Ok(Wait::Taken(None)),
             LockAttempt::Held => {}
         }
-        if Duration::from_nanos(sys_kernel::monotonic_ns().saturating_sub(start)).max(paused) >= bound {
-            return Ok(None);
+        let waited = Duration::from_nanos(sys_kernel::monotonic_ns().saturating_sub(start)).max(paused);
+        if waited >= bound {
+            return Ok(Wait::TimedOut(u64::try_from(waited.as_millis()).unwrap_or(u64::MAX)));
         }
         sys_kernel::pause(u64::try_from(pause.as_nanos()).unwrap_or(u64::MAX));
         paused += pause;
@@ -162,22 +171,24 @@ impl Fs for SysFs {
 
     fn lock(&self, locks: &Directory, name: &(impl Name + ?Sized), _behind: &dyn Fn(Option<i32>) -> Option<Behind>) -> Result<Locked<Option<Lock>>, IoError> {
         match wait_for(LOCK_WAIT, || locks.try_lock(name.as_ref()))? {
-            Some(lock) => Ok(Locked::Held(lock)),
-            None => Ok(Locked::TimedOut),
+            Wait::Taken(lock) => Ok(Locked::Held(lock)),
+            Wait::TimedOut(_) => Ok(Locked::TimedOut),
         }
     }
 
     fn lock_directory(&self, dir: &Directory, label: &str) -> Result<Option<Lock>, LockError> {
-        let start = sys_kernel::monotonic_ns();
         match wait_for(LOCK_WAIT, || dir.try_lock_directory()) {
-            Ok(Some(lock)) => Ok(lock),
-            Ok(None) => {
-                let waited_ms = sys_kernel::monotonic_ns().saturating_sub(start) / 1_000_000;
-                Err(LockError::TimedOut(LockTimeout { lock: label.into(), holder: None, behind: None, waited_ms, hint: LOCK_HINT, during: None }))
-            }
+            Ok(Wait::Taken(lock)) => Ok(lock),
+            Ok(Wait::TimedOut(waited_ms)) => Err(LockError::TimedOut(timeout(label, waited_ms))),
             Err(e) => Err(LockError::Io(e.into())),
         }
     }
+}
+
+/// A wait for the lock `label` that reached its bound after `waited_ms`; the contract names no
+/// holder (it has no view of `/proc/locks`).
+pub fn timeout(label: &str, waited_ms: u64) -> LockTimeout {
+    LockTimeout { lock: label.into(), holder: None, behind: None, waited_ms, hint: LOCK_HINT, during: None }
 }
 
 /// The process facts of the host: `sys-kernel` for time, randomness and `kill(pid, 0)`, and

@@ -35,7 +35,7 @@ pub fn issue_file_token(store: &StateStore, admission: &mut Admission) -> Result
              set it aside while no exclusive run holds the admission (tokens then start again from 1: tell what compares them)",
             store.home().path().display()
         );
-        Error::System(crate::error::io_failure(&counter_path(store), "handing out a fencing token", &e.into(), message))
+        Error::System(crate::seam::IoError::from(e).failure(&counter_path(store), "handing out a fencing token", message))
     })
 }
 
@@ -51,7 +51,7 @@ pub fn check_file_fence(runtime: &Runtime, store: &StateStore, token: i64) -> Re
     let counter = counter_path(store);
     let unreadable = |e: std::io::Error| {
         let message = format!("cannot read the fencing counter of the state home {home}: {e}");
-        Error::System(crate::error::io_failure(&counter, "reading the fencing counter", &crate::seam::IoError::from(e), message))
+        Error::System(crate::seam::IoError::from(e).failure(&counter, "reading the fencing counter", message))
     };
     let issued = match FileFence::open_existing(store.home()).map_err(unreadable)? {
         Some(fence) => fence.current().map_err(unreadable)?,

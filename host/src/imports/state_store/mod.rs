@@ -238,11 +238,6 @@ pub(crate) fn release_leasing_lock() {
 /// `error` as it crosses the boundary: its kind, its message, and its path, operation and errno
 /// where it has them.
 pub fn failure(error: StoreError) -> Failure {
-    failure_of(&error)
-}
-
-/// [`failure`] of a borrowed error ([`StoreError::failure`]).
-pub(crate) fn failure_of(error: &StoreError) -> Failure {
     error.failure()
 }
 

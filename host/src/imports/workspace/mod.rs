@@ -131,11 +131,6 @@ pub struct SharedWorkspace(pub std::sync::Arc<Workspace>);
 /// `error` as it crosses the boundary: its kind, its message, its path and, for an I/O error, its
 /// operation and errno.
 pub fn failure(error: WorkspaceError) -> proclease_core::Failure {
-    failure_of(&error)
-}
-
-/// [`failure`] of a borrowed error ([`WorkspaceError::failure`]).
-pub(crate) fn failure_of(error: &WorkspaceError) -> proclease_core::Failure {
     error.failure()
 }
 
