@@ -3,7 +3,9 @@
 //! ([`proclease_tests::hostile::BYTES`]) and precompiled as `OUT_DIR/hostile.cwasm`, the way
 //! `host/build.rs` builds the real guest (`host/build-support/wasm_guest.rs`); and the portable
 //! store (`guest/portable`, world `portable-store` of `wit/`) as `OUT_DIR/portable.cwasm`, for
-//! `tests/tests/portable_store.rs`. A cold build takes ~35 s (the wit-bindgen macro stack);
+//! `tests/tests/portable_store.rs`; and the shipped portable artifact
+//! (`host/component/proclease-portable.wasm`) as `OUT_DIR/proclease-portable.cwasm`, for
+//! `tests/tests/portable_artifact.rs`. A cold build takes ~35 s (the wit-bindgen macro stack);
 //! later builds only rerun when a guest, the WIT files or `Cargo.lock` change.
 
 #[path = "../host/build-support/engine_config.rs"]
@@ -37,4 +39,11 @@ fn main() {
     wasm_guest::write_if_changed(&out_dir.join("portable.wasm"), &bytes);
     let precompiled = engine.precompile_component(&bytes).expect("the portable store compiles with Cranelift");
     wasm_guest::write_if_changed(&out_dir.join("portable.cwasm"), &precompiled);
+    // The portable artifact as shipped (`host/component/`, the bytes other runtimes load;
+    // `component_contract` holds it to the build from source), for `tests/tests/portable_artifact.rs`.
+    let shipped = root.join("host/component/proclease-portable.wasm");
+    println!("cargo:rerun-if-changed={}", shipped.display());
+    let bytes = std::fs::read(&shipped).unwrap_or_else(|e| panic!("{}: {e} (it is checked in)", shipped.display()));
+    let precompiled = engine.precompile_component(&bytes).expect("the portable artifact compiles with Cranelift");
+    wasm_guest::write_if_changed(&out_dir.join("proclease-portable.cwasm"), &precompiled);
 }

@@ -175,6 +175,35 @@ fn component_interfaces_name_exactly_the_contract() {
     assert!(out.contains("export  proclease:lease/records@0.3.0"), "{out}");
 }
 
+/// `component --portable` writes the portable artifact (the component with the portable store
+/// inside, `host/component/proclease-portable.wasm`) and describes it: it imports the
+/// system-call contract where the component imports a state store and a workspace.
+#[test]
+fn component_portable_writes_and_describes_the_portable_artifact() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("proclease-portable.wasm");
+    let output = proclease(&["component", "--portable", "-o", path.to_str().expect("utf-8")]);
+    assert!(output.status.success(), "{output:?}");
+    let bytes = std::fs::read(&path).expect("written");
+    let shipped = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/component/proclease-portable.wasm")).expect("checked in");
+    assert!(bytes == shipped, "the portable artifact written is the one shipped");
+    assert_eq!(proclease(&["component", "--portable"]).stdout, bytes);
+    assert!(bytes != proclease(&["component"]).stdout, "not the component");
+
+    let described = proclease(&["component", "--portable", "--interfaces", "--json"]);
+    assert!(described.status.success(), "{described:?}");
+    let description: serde_json::Value = serde_json::from_slice(&described.stdout).expect("JSON");
+    assert_eq!(description["sha256"], proclease::core::digest::sha256_hex(&bytes));
+    assert_eq!(description["bytes"], bytes.len());
+    let names = |key: &str| description[key].as_array().expect("a list").iter().map(|n| n.as_str().expect("a name").to_string()).collect::<Vec<_>>();
+    let imports = names("imports");
+    for import in ["sys-fs", "sys-kernel", "process-identity", "plugin-catalog", "clock", "entropy"] {
+        assert!(imports.contains(&format!("proclease:lease/{import}@0.3.0")), "{imports:?}");
+    }
+    assert!(!imports.iter().any(|n| n.contains("state-store") || n.contains("workspace") || n.starts_with("wasi:")), "{imports:?}");
+    assert!(names("exports").contains(&"proclease:lease/directory-leases@0.3.0".to_string()), "{description}");
+}
+
 #[test]
 fn validate_never_blocks_on_special_files_and_says_when_nothing_was_found() {
     let dir = tempfile::tempdir().expect("tempdir");

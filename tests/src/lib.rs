@@ -16,5 +16,6 @@ pub mod hostile;
 pub mod interleavings;
 pub mod linearizability;
 pub mod portable;
+pub mod portable_artifact;
 pub mod sim_disk;
 pub mod store_fixtures;

@@ -26,7 +26,7 @@ use wasmtime::component::{Component, HasSelf, Linker, Resource, ResourceTable};
 /// configuration (the runtime has no compiler).
 pub const PRECOMPILED: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/portable.cwasm"));
 
-mod generated {
+pub(crate) mod generated {
     ::proclease::wasmtime::component::bindgen!({
         path: "../wit",
         world: "portable-store",
@@ -65,6 +65,30 @@ pub struct SysHost {
     /// The workspace roots: resolved path and an `O_NOFOLLOW` handle.
     roots: Vec<(String, OwnedFd)>,
     identity: ProcessIdentity,
+}
+
+impl SysHost {
+    /// The grants of an instance: the state home `home` (a directory the caller validated, as
+    /// the native `StateHome` does) and the workspace `roots` (resolved with realpath and opened
+    /// without following a symbolic link, as the native workspace grants them).
+    pub(crate) fn new(home: &Path, roots: &[&Path]) -> SysHost {
+        let home = File::open(home).map(OwnedFd::from).expect("the state home opens");
+        let roots = roots
+            .iter()
+            .map(|root| {
+                use rustix::fs::{Mode, OFlags};
+                let path = std::fs::canonicalize(root).expect("the root resolves");
+                let dir = rustix::fs::open(&path, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty()).expect("the root opens");
+                (path.into_os_string().into_string().expect("a UTF-8 root"), dir)
+            })
+            .collect();
+        SysHost { table: ResourceTable::new(), home, roots, identity: ProcessIdentity::new() }
+    }
+
+    /// The resources the component holds.
+    pub(crate) fn table(&mut self) -> &mut ResourceTable {
+        &mut self.table
+    }
 }
 
 fn errno(e: Errno) -> u16 {
@@ -322,7 +346,7 @@ pub struct PortableStore {
     instance: generated::PortableStore,
 }
 
-/// The engine of a default [`Runtime`], and the component loaded into it, once per process.
+/// The engine of a default [`Runtime`], and the portable store loaded into it, once per process.
 fn loaded() -> &'static (Runtime, Component) {
     static LOADED: OnceLock<(Runtime, Component)> = OnceLock::new();
     LOADED.get_or_init(|| {
@@ -349,17 +373,7 @@ impl PortableStore {
     /// grants them).
     pub fn with_roots(home: &Path, roots: &[&Path]) -> PortableStore {
         let (runtime, component) = loaded();
-        let home = File::open(home).map(OwnedFd::from).expect("the state home opens");
-        let roots = roots
-            .iter()
-            .map(|root| {
-                use rustix::fs::{Mode, OFlags};
-                let path = std::fs::canonicalize(root).expect("the root resolves");
-                let dir = rustix::fs::open(&path, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty()).expect("the root opens");
-                (path.into_os_string().into_string().expect("a UTF-8 root"), dir)
-            })
-            .collect();
-        let host = SysHost { table: ResourceTable::new(), home, roots, identity: ProcessIdentity::new() };
+        let host = SysHost::new(home, roots);
         let mut store = wasmtime::Store::new(runtime.engine(), host);
         // The runtime's engine interrupts a call at an epoch deadline (the shipped component's
         // call deadline); a test's calls have none.

@@ -8,10 +8,15 @@ use wit_parser::{Resolve, WorldItem, WorldKey};
 
 /// The world `proclease` of `wit/`, resolved: (imports, exports) as component-model names.
 fn world_items() -> (Vec<String>, Vec<String>) {
+    world_items_of("proclease")
+}
+
+/// The world `name` of `wit/`, resolved: (imports, exports) as component-model names, sorted.
+fn world_items_of(name: &str) -> (Vec<String>, Vec<String>) {
     let mut resolve = Resolve::default();
     let wit = Path::new(env!("CARGO_MANIFEST_DIR")).join("../wit");
     let (package, _) = resolve.push_dir(&wit).expect("wit/ parses");
-    let world = resolve.select_world(&[package], Some("proclease")).expect("world proclease exists");
+    let world = resolve.select_world(&[package], Some(name)).unwrap_or_else(|e| panic!("world {name} exists: {e}"));
     let names = |items: &wit_parser::IndexMap<WorldKey, WorldItem>| {
         let mut names: Vec<String> = items
             .iter()
@@ -107,4 +112,36 @@ fn the_shipped_component_is_the_one_built_from_source() {
         proclease::component::BYTES.len(),
         proclease::component::SHA256
     );
+}
+
+/// The portable artifact (`host/component/proclease-portable.wasm`, what `proclease component
+/// --portable` writes) is likewise the one built from this source: the component and the
+/// portable store, composed by `host/build.rs`.
+#[test]
+fn the_shipped_portable_artifact_is_the_one_built_from_source() {
+    let prebuilt = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../host/component/proclease-portable.wasm");
+    let shipped = std::fs::read(&prebuilt).expect("host/component/proclease-portable.wasm is readable");
+    assert!(
+        shipped == proclease::component::PORTABLE_BYTES,
+        "host/component/proclease-portable.wasm ({} bytes) is not the artifact built from this source ({} bytes, sha256 {}): \
+         refresh it with `cargo run -p proclease -- component --portable --force -o host/component/proclease-portable.wasm` and commit it",
+        shipped.len(),
+        proclease::component::PORTABLE_BYTES.len(),
+        proclease::component::PORTABLE_SHA256
+    );
+}
+
+/// The portable artifact's boundary is exactly world `proclease-portable`: the system-call
+/// contract and the effects not on it yet in, the component's exports out; no `state-store`, no
+/// `workspace` (the portable store inside provides them), no WASI.
+#[test]
+fn the_portable_artifact_imports_and_exports_exactly_what_its_world_declares() {
+    let (imports, exports) = world_items_of("proclease-portable");
+    let mut shipped_imports: Vec<String> = proclease::component::portable_imports().map(String::from).collect();
+    shipped_imports.sort();
+    assert_eq!(shipped_imports, imports);
+    let mut shipped_exports: Vec<String> = proclease::component::portable_exports().map(String::from).collect();
+    shipped_exports.sort();
+    assert_eq!(shipped_exports, exports);
+    assert_eq!(world_items().1, exports, "the same exports as the component");
 }

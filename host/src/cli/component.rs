@@ -10,23 +10,63 @@ use serde_json::json;
 
 use super::Failure;
 
-/// Prints the component's sha256, size, WIT package, imports and exports (text or JSON).
-pub fn describe_component(as_json: bool) -> Result<ExitCode, Failure> {
-    let runtime = Runtime::shared()?;
-    let (imports, exports) = (runtime.import_names(), runtime.export_names());
+/// Which artifact `proclease component` writes or describes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Artifact {
+    /// `proclease.wasm`: the lease logic, importing `state-store` and `workspace` (what this
+    /// binary, the Python and the Node hosts load today).
+    Component,
+    /// `proclease-portable.wasm`: the component with the portable store plugged in, importing
+    /// the system-call contract instead (`wit/sys.wit`, world `proclease-portable`).
+    Portable,
+}
+
+impl Artifact {
+    fn bytes(self) -> &'static [u8] {
+        match self {
+            Artifact::Component => proclease::component::BYTES,
+            Artifact::Portable => proclease::component::PORTABLE_BYTES,
+        }
+    }
+
+    fn sha256(self) -> &'static str {
+        match self {
+            Artifact::Component => proclease::component::SHA256,
+            Artifact::Portable => proclease::component::PORTABLE_SHA256,
+        }
+    }
+
+    /// The file name the hint suggests.
+    fn file_name(self) -> &'static str {
+        match self {
+            Artifact::Component => "proclease.wasm",
+            Artifact::Portable => "proclease-portable.wasm",
+        }
+    }
+}
+
+/// Prints the artifact's sha256, size, WIT package, imports and exports (text or JSON).
+pub fn describe_component(artifact: Artifact, as_json: bool) -> Result<ExitCode, Failure> {
+    let (imports, exports): (Vec<String>, Vec<String>) = match artifact {
+        Artifact::Component => {
+            let runtime = Runtime::shared()?;
+            (runtime.import_names(), runtime.export_names())
+        }
+        Artifact::Portable => (proclease::component::portable_imports().map(String::from).collect(), proclease::component::portable_exports().map(String::from).collect()),
+    };
     if as_json {
         super::print_json(&json!({
             "schemaVersion": super::JSON_SCHEMA_VERSION,
-            "sha256": proclease::component::SHA256,
-            "bytes": proclease::component::BYTES.len(),
+            "sha256": artifact.sha256(),
+            "bytes": artifact.bytes().len(),
             "witPackage": proclease::component::WIT_PACKAGE,
             "imports": imports,
             "exports": exports,
         }));
         return Ok(ExitCode::SUCCESS);
     }
-    outln!("sha256  {}", proclease::component::SHA256);
-    outln!("bytes   {}", proclease::component::BYTES.len());
+    outln!("sha256  {}", artifact.sha256());
+    outln!("bytes   {}", artifact.bytes().len());
     outln!("wit     {}", proclease::component::WIT_PACKAGE);
     for name in imports {
         outln!("import  {name}");
@@ -37,10 +77,10 @@ pub fn describe_component(as_json: bool) -> Result<ExitCode, Failure> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Writes the component bytes to `output` (an existing file only with `force`) or to standard
+/// Writes the artifact's bytes to `output` (an existing file only with `force`) or to standard
 /// output (never a terminal).
-pub fn write_component(output: Option<&Path>, force: bool) -> Result<ExitCode, Failure> {
-    let bytes = proclease::component::BYTES;
+pub fn write_component(artifact: Artifact, output: Option<&Path>, force: bool) -> Result<ExitCode, Failure> {
+    let bytes = artifact.bytes();
     match output {
         Some(path) => {
             let mut options = std::fs::OpenOptions::new();
@@ -59,8 +99,9 @@ pub fn write_component(output: Option<&Path>, force: bool) -> Result<ExitCode, F
         None => {
             let mut stdout = std::io::stdout().lock();
             if stdout.is_terminal() {
+                let (name, flag) = (artifact.file_name(), if artifact == Artifact::Portable { " --portable" } else { "" });
                 return Err(Failure::new("standard output is a terminal: the component is binary")
-                    .hint("write it to a file with -o proclease.wasm, or redirect: proclease component > proclease.wasm"));
+                    .hint(format!("write it to a file with -o {name}, or redirect: proclease component{flag} > {name}")));
             }
             stdout.write_all(bytes).and_then(|()| stdout.flush()).map_err(|e| Failure::new(format!("cannot write the component: {e}")))?;
         }

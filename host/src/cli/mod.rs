@@ -207,7 +207,8 @@ enum Command {
     },
     /// Write the embedded WebAssembly component, for other runtimes (Node/jco, Python/wasmtime).
     #[command(after_help = "Examples:\n  proclease component -o proclease.wasm\n  proclease component > proclease.wasm\n  \
-        proclease component --interfaces\n  proclease component --interfaces --json\n\n\
+        proclease component --interfaces\n  proclease component --interfaces --json\n  \
+        proclease component --portable -o proclease-portable.wasm\n\n\
         The bytes are not written to a terminal, and an existing -o file is kept unless --force is given.")]
     Component {
         /// Where to write it; standard output when absent (not a terminal).
@@ -223,6 +224,11 @@ enum Command {
         /// With --interfaces: print JSON instead of text.
         #[arg(long, requires = "interfaces")]
         json: bool,
+        /// The portable artifact instead (`proclease-portable.wasm`): the component with the
+        /// portable store inside, importing system calls (`wit/sys.wit`) instead of a state
+        /// store and a workspace, for a runtime that implements those.
+        #[arg(long)]
+        portable: bool,
     },
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     #[command(after_help = "Examples:\n  proclease completions bash > ~/.local/share/bash-completion/completions/proclease\n  \
@@ -352,8 +358,8 @@ pub fn main() -> ExitCode {
     // to standard output while it holds leases.
     let result: Result<ExitCode, Failure> = match cli.command {
         Command::Validate { files, json } => validate::run(&files, json).map_err(|e| Failure::new(e.to_string())),
-        Command::Component { interfaces: true, json, .. } => component::describe_component(json),
-        Command::Component { output, force, .. } => component::write_component(output.as_deref(), force),
+        Command::Component { interfaces: true, json, portable, .. } => component::describe_component(artifact(portable), json),
+        Command::Component { output, force, portable, .. } => component::write_component(artifact(portable), output.as_deref(), force),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "proclease", &mut std::io::stdout());
             Ok(ExitCode::SUCCESS)
@@ -381,6 +387,11 @@ pub fn main() -> ExitCode {
 
 /// Prints a usage error (exit 2), or help and version (exit 0); a command given to `run` or
 /// `invocations run` without the `--` before it gets the hint that fixes it.
+/// The artifact `proclease component` is about: `--portable` or the component.
+fn artifact(portable: bool) -> component::Artifact {
+    if portable { component::Artifact::Portable } else { component::Artifact::Component }
+}
+
 fn usage_error(error: &clap::Error) -> ExitCode {
     use clap::error::ErrorKind;
     let _ = error.print();

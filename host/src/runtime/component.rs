@@ -27,3 +27,26 @@ pub const SHA256: &str = env!("PROCLEASE_COMPONENT_SHA256");
 /// The WIT package the component implements, name and version (`proclease:lease@0.3.0`), read
 /// from `wit/proclease.wit` at build time.
 pub const WIT_PACKAGE: &str = env!("PROCLEASE_WIT_PACKAGE");
+
+/// The portable artifact (world `proclease-portable` of `wit/sys.wit`): [`BYTES`] with the
+/// portable store (`guest/portable`) plugged into its `state-store` and `workspace` imports, for
+/// runtimes without this host. It imports the system-call contract (`sys-fs`, `sys-kernel`),
+/// `process-identity`, `plugin-catalog`, `clock` and `entropy`, and exports what [`BYTES`]
+/// exports. `proclease component --portable` writes it; this crate does not load it.
+pub const PORTABLE_BYTES: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/proclease-portable.wasm"));
+
+/// Lowercase hex sha256 of [`PORTABLE_BYTES`], computed at build time.
+pub const PORTABLE_SHA256: &str = env!("PROCLEASE_PORTABLE_SHA256");
+
+/// The interfaces [`PORTABLE_BYTES`] imports, in its order (`proclease:lease/sys-fs@0.3.0`, …),
+/// read from its bytes at build time.
+pub fn portable_imports() -> impl Iterator<Item = &'static str> {
+    PORTABLE_INTERFACES.lines().filter_map(|line| line.strip_prefix("import "))
+}
+
+/// The interfaces [`PORTABLE_BYTES`] exports, in its order.
+pub fn portable_exports() -> impl Iterator<Item = &'static str> {
+    PORTABLE_INTERFACES.lines().filter_map(|line| line.strip_prefix("export "))
+}
+
+const PORTABLE_INTERFACES: &str = include_str!(concat!(env!("OUT_DIR"), "/proclease-portable.interfaces"));

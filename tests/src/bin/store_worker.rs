@@ -9,6 +9,9 @@
 //!   store_worker churn <state-home>                        print `ready`, then write, replace, remove forever
 //!   store_worker hold-catalog-lock <state-home>            take the catalog lock, print `locked`, sleep
 //!   store_worker try-catalog-lock <state-home>             print `acquired` (and release) or `refused: <message>`
+//!   store_worker hold-directory-lease <native|portable> <state-home> <root> <dir>
+//!       lease the new directory <dir> under the workspace root <root> through the native host or
+//!       the portable artifact (`proclease_tests::portable_artifact`), print `leased`, sleep
 //!   store_worker increment <state-home> <path> <count>     count times: read {"value":N} (absent: create
 //!       {"value":0}), replace it if unchanged with N+1, retrying lost compare-and-swaps, lost
 //!       arbitrations and reads that overlapped a replace; then print
@@ -20,6 +23,7 @@ use std::sync::Arc;
 use proclease::Host;
 use proclease::state_store::{SharedStore, StateStore};
 use proclease_tests::linearizability;
+use proclease_tests::portable_artifact::PortableArtifact;
 use proclease_tests::store_fixtures::{churn_record, round_of, round_record};
 
 fn open_host(home: &str) -> Host {
@@ -117,6 +121,32 @@ fn main() {
                 }
                 Err(message) => println!("refused: {message}"),
             }
+        }
+        "hold-directory-lease" => {
+            let (home, root, dir) = (arg(3), arg(4), arg(5));
+            // Held by the handle until the parent kills this process.
+            let _lease: Box<dyn std::any::Any> = match arg(2).as_str() {
+                "native" => {
+                    let host = Host::builder().state_home(Path::new(&home)).workspace_root(Path::new(&root)).build().unwrap_or_else(|e| fail(&e.to_string()));
+                    let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_millis() as f64);
+                    let request = proclease::core::directory_leases::Request {
+                        role: proclease::core::records::directory_lease::Role::RawWorking,
+                        path: dir,
+                        output_root: None,
+                        recover_after_ms: now_ms + 60_000.0,
+                        now_ms: None,
+                    };
+                    Box::new((host.lease_new_directory(&request).unwrap_or_else(|e| fail(&e.to_string())), host))
+                }
+                "portable" => {
+                    let mut artifact = PortableArtifact::open(Path::new(&home), &[Path::new(&root)]);
+                    let lease = artifact.lease_new_directory(Path::new(&dir)).unwrap_or_else(|e| fail(&e));
+                    Box::new((lease, artifact))
+                }
+                other => fail(&format!("no host {other}")),
+            };
+            println!("leased");
+            std::thread::sleep(std::time::Duration::from_secs(120));
         }
         "increment" => {
             let store = open(&arg(2));
