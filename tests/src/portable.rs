@@ -165,8 +165,8 @@ impl sys_fs::HostDirectory for SysHost {
         self.own(opened)
     }
 
-    fn lstat(&mut self, dir: Resource<OwnedFd>, name: Vec<u8>) -> wasmtime::Result<Result<Option<sys_fs::FileStat>, u16>> {
-        Ok(NativeFs.lstat(self.dir(&dir)?, &name).map(|s| s.map(stat)).map_err(errno))
+    fn lstat(&mut self, dir: Resource<OwnedFd>, name: Vec<u8>) -> wasmtime::Result<Result<sys_fs::Lookup, u16>> {
+        Ok(NativeFs.lstat(self.dir(&dir)?, &name).map(|found| sys_fs::Lookup { stat: found.map(stat) }).map_err(errno))
     }
 
     fn open_file(&mut self, dir: Resource<OwnedFd>, name: Vec<u8>) -> wasmtime::Result<Result<Resource<File>, u16>> {
@@ -195,24 +195,24 @@ impl sys_fs::HostDirectory for SysHost {
         self.own(made)
     }
 
-    fn sync(&mut self, dir: Resource<OwnedFd>) -> wasmtime::Result<Result<(), u16>> {
-        Ok(NativeFs.sync_dir(self.dir(&dir)?).map_err(errno))
+    fn sync(&mut self, dir: Resource<OwnedFd>) -> wasmtime::Result<Option<u16>> {
+        Ok(NativeFs.sync_dir(self.dir(&dir)?).err().map(errno))
     }
 
-    fn link(&mut self, dir: Resource<OwnedFd>, source: Vec<u8>, target_dir: Resource<OwnedFd>, target: Vec<u8>) -> wasmtime::Result<Result<(), u16>> {
-        Ok(NativeFs.link(self.dir(&dir)?, &source, self.dir(&target_dir)?, &target).map_err(errno))
+    fn link(&mut self, dir: Resource<OwnedFd>, source: Vec<u8>, target_dir: Resource<OwnedFd>, target: Vec<u8>) -> wasmtime::Result<Option<u16>> {
+        Ok(NativeFs.link(self.dir(&dir)?, &source, self.dir(&target_dir)?, &target).err().map(errno))
     }
 
-    fn rename(&mut self, dir: Resource<OwnedFd>, source: Vec<u8>, target_dir: Resource<OwnedFd>, target: Vec<u8>, replace: bool) -> wasmtime::Result<Result<(), u16>> {
-        Ok(NativeFs.rename(self.dir(&dir)?, &source, self.dir(&target_dir)?, &target, replace).map_err(errno))
+    fn rename(&mut self, dir: Resource<OwnedFd>, source: Vec<u8>, target_dir: Resource<OwnedFd>, target: Vec<u8>, replace: bool) -> wasmtime::Result<Option<u16>> {
+        Ok(NativeFs.rename(self.dir(&dir)?, &source, self.dir(&target_dir)?, &target, replace).err().map(errno))
     }
 
-    fn unlink(&mut self, dir: Resource<OwnedFd>, name: Vec<u8>) -> wasmtime::Result<Result<(), u16>> {
-        Ok(NativeFs.unlink(self.dir(&dir)?, &name).map_err(errno))
+    fn unlink(&mut self, dir: Resource<OwnedFd>, name: Vec<u8>) -> wasmtime::Result<Option<u16>> {
+        Ok(NativeFs.unlink(self.dir(&dir)?, &name).err().map(errno))
     }
 
-    fn remove_dir(&mut self, dir: Resource<OwnedFd>, name: Vec<u8>) -> wasmtime::Result<Result<(), u16>> {
-        Ok(NativeFs.remove_dir(self.dir(&dir)?, &name).map_err(errno))
+    fn remove_dir(&mut self, dir: Resource<OwnedFd>, name: Vec<u8>) -> wasmtime::Result<Option<u16>> {
+        Ok(NativeFs.remove_dir(self.dir(&dir)?, &name).err().map(errno))
     }
 
     fn try_lock(&mut self, dir: Resource<OwnedFd>, name: Vec<u8>) -> wasmtime::Result<Result<sys_fs::LockAttempt, u16>> {
@@ -256,20 +256,20 @@ impl sys_fs::HostFile for SysHost {
         Ok(NativeFs.read_up_to(self.file(&file)?, limit, expected).map_err(errno))
     }
 
-    fn write_all(&mut self, file: Resource<File>, bytes: Vec<u8>) -> wasmtime::Result<Result<(), u16>> {
-        Ok(NativeFs.write_all(self.file(&file)?, &bytes).map_err(errno))
+    fn write_all(&mut self, file: Resource<File>, bytes: Vec<u8>) -> wasmtime::Result<Option<u16>> {
+        Ok(NativeFs.write_all(self.file(&file)?, &bytes).err().map(errno))
     }
 
-    fn write_at(&mut self, file: Resource<File>, bytes: Vec<u8>, offset: u64) -> wasmtime::Result<Result<(), u16>> {
-        Ok(NativeFs.write_at(self.file(&file)?, &bytes, offset).map_err(errno))
+    fn write_at(&mut self, file: Resource<File>, bytes: Vec<u8>, offset: u64) -> wasmtime::Result<Option<u16>> {
+        Ok(NativeFs.write_at(self.file(&file)?, &bytes, offset).err().map(errno))
     }
 
-    fn sync(&mut self, file: Resource<File>) -> wasmtime::Result<Result<(), u16>> {
-        Ok(NativeFs.sync_file(self.file(&file)?).map_err(errno))
+    fn sync(&mut self, file: Resource<File>) -> wasmtime::Result<Option<u16>> {
+        Ok(NativeFs.sync_file(self.file(&file)?).err().map(errno))
     }
 
-    fn sync_data(&mut self, file: Resource<File>) -> wasmtime::Result<Result<(), u16>> {
-        Ok(NativeFs.sync_file_data(self.file(&file)?).map_err(errno))
+    fn sync_data(&mut self, file: Resource<File>) -> wasmtime::Result<Option<u16>> {
+        Ok(NativeFs.sync_file_data(self.file(&file)?).err().map(errno))
     }
 
     fn drop(&mut self, file: Resource<File>) -> wasmtime::Result<()> {

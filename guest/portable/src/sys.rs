@@ -59,6 +59,11 @@ pub fn wait_for(bound: Duration, attempt: impl Fn() -> Result<LockAttempt, u16>)
     }
 }
 
+/// A call's `outcome`: `none` when it succeeded, else its errno.
+fn done(outcome: Option<u16>) -> Result<(), Errno> {
+    outcome.map_or(Ok(()), |code| Err(errno(code)))
+}
+
 /// The file system of the host, through `sys-fs`.
 pub struct SysFs;
 
@@ -85,7 +90,7 @@ impl Fs for SysFs {
     }
 
     fn lstat(&self, dir: &Directory, name: &(impl Name + ?Sized)) -> Result<Option<FileStat>, Errno> {
-        dir.lstat(name.as_ref()).map(|s| s.map(stat)).map_err(errno)
+        dir.lstat(name.as_ref()).map(|found| found.stat.map(stat)).map_err(errno)
     }
 
     fn open_file(&self, dir: &Directory, name: &(impl Name + ?Sized)) -> Result<File, Errno> {
@@ -130,19 +135,19 @@ impl Fs for SysFs {
     }
 
     fn write_all(&self, file: &File, bytes: &[u8]) -> Result<(), Errno> {
-        file.write_all(bytes).map_err(errno)
+        done(file.write_all(bytes))
     }
 
     fn write_at(&self, file: &File, bytes: &[u8], offset: u64) -> Result<(), Errno> {
-        file.write_at(bytes, offset).map_err(errno)
+        done(file.write_at(bytes, offset))
     }
 
     fn sync_file(&self, file: &File) -> Result<(), Errno> {
-        file.sync().map_err(errno)
+        done(file.sync())
     }
 
     fn sync_file_data(&self, file: &File) -> Result<(), Errno> {
-        file.sync_data().map_err(errno)
+        done(file.sync_data())
     }
 
     fn make_dir(&self, dir: &Directory, name: &(impl Name + ?Sized)) -> Result<Directory, Errno> {
@@ -150,23 +155,23 @@ impl Fs for SysFs {
     }
 
     fn sync_dir(&self, dir: &Directory) -> Result<(), Errno> {
-        dir.sync().map_err(errno)
+        done(dir.sync())
     }
 
     fn link(&self, from_dir: &Directory, from: &(impl Name + ?Sized), to_dir: &Directory, to: &(impl Name + ?Sized)) -> Result<(), Errno> {
-        from_dir.link(from.as_ref(), to_dir, to.as_ref()).map_err(errno)
+        done(from_dir.link(from.as_ref(), to_dir, to.as_ref()))
     }
 
     fn rename(&self, from_dir: &Directory, from: &(impl Name + ?Sized), to_dir: &Directory, to: &(impl Name + ?Sized), replace: bool) -> Result<(), Errno> {
-        from_dir.rename(from.as_ref(), to_dir, to.as_ref(), replace).map_err(errno)
+        done(from_dir.rename(from.as_ref(), to_dir, to.as_ref(), replace))
     }
 
     fn unlink(&self, dir: &Directory, name: &(impl Name + ?Sized)) -> Result<(), Errno> {
-        dir.unlink(name.as_ref()).map_err(errno)
+        done(dir.unlink(name.as_ref()))
     }
 
     fn remove_dir(&self, dir: &Directory, name: &(impl Name + ?Sized)) -> Result<(), Errno> {
-        dir.remove_dir(name.as_ref()).map_err(errno)
+        done(dir.remove_dir(name.as_ref()))
     }
 
     fn lock(&self, locks: &Directory, name: &(impl Name + ?Sized), _behind: &dyn Fn(Option<i32>) -> Option<Behind>) -> Result<Locked<Option<Lock>>, IoError> {
