@@ -237,7 +237,8 @@ class Proclease:
                     for item_name, item in extern.ty.exports(eng).items():
                         kind = item.ty
                         if isinstance(kind, FuncType):
-                            self._require(interface, item_name)
+                            if not item_name.startswith("[method]"):
+                                self._require(interface, item_name)
                             instance.add_func(item_name, self._forwarder(interface, item_name, kind.result))
                             names.append(item_name)
                         elif isinstance(kind, ResourceType):
@@ -260,14 +261,18 @@ class Proclease:
             raise TypeError(f"the host provides no {interface}.{function} (expected {snake(interface)}.{snake(function)})")
 
     def _forwarder(self, interface: str, function: str, result_type: Any) -> Callable[..., Any]:
-        part_name, method_name = snake(interface), snake(function)
+        """The host function of `interface.function`: the host's `snake_case` method, or for a
+        resource's method (`[method]directory.open-dir`) the method of the Python object the
+        handle stands for (`open_dir`), its resource arguments also given as those objects."""
+        resource_method = function.startswith("[method]")
+        part_name, method_name = snake(interface), snake(function.split(".", 1)[1] if resource_method else function)
         shape = result_shape(result_type) if isinstance(result_type, ResultType) else None
         if shape == "cannot-fail":
             raise TypeError(f"{interface}.{function}: wasmtime-py cannot return the error case of its result (an option or empty ok case); see component.result_shape")
 
         def forward(_store: Any, *args: Any) -> Any:
             try:
-                return outcome(*args)
+                return outcome(_store, *args)
             except Exception:
                 raise  # wasmtime-py turns it into a trap of the export call
             except BaseException as interrupt:
@@ -277,8 +282,13 @@ class Proclease:
                 self._interrupted = interrupt
                 raise RuntimeError(f"{interface}.{function} was interrupted") from None
 
-        def outcome(*args: Any) -> Any:
-            method = getattr(getattr(self.host, part_name), method_name)
+        def outcome(store: Any, *args: Any) -> Any:
+            if resource_method:
+                args = tuple(self._host_object(store, a) for a in args)
+                method = getattr(args[0], method_name)
+                args = args[1:]
+            else:
+                method = getattr(getattr(self.host, part_name), method_name)
             args = tuple(adopt(a) for a in args)
             if shape is None:
                 return self._lower(method(*args))
@@ -304,6 +314,13 @@ class Proclease:
             return tuple(self._lower(v) for v in value)
         if isinstance(value, Variant):
             return Variant(value.tag, self._lower(value.payload))
+        return value
+
+    def _host_object(self, store: Any, value: Any) -> Any:
+        """A handle of a resource this host made (`borrow<directory>`) as the Python object it
+        stands for (`store`: the calling store's context); any other value as it is."""
+        if isinstance(value, ResourceAny):
+            return self._live[value.to_host(store).rep]
         return value
 
     def _dropped(self, _store: Any, rep: int) -> None:

@@ -1,0 +1,368 @@
+"""The system-call contract (`wit/sys.wit`: `sys-fs`, `sys-kernel`) on this machine, for the
+portable artifact (`host/component/proclease-portable.wasm`, issue #41): one system call per
+function, failures as errno numbers. No protocol step and no message is here — the store's
+compare-and-swap, the mutation claims and the workspace's identity-bound removal run inside the
+artifact. `tests/src/portable.rs` is the same contract in Rust (the reference).
+
+`statx` (for birth times, as the native host records them) and `renameat2` (`RENAME_NOREPLACE`)
+have no `os` function; they are called through ctypes from the C library.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno as errnos
+import fcntl
+import os
+import time
+from typing import Any, Callable, List, Optional, Tuple, TypeVar
+
+from ._binding import HostResource, Variant
+from ._wit import HostError, Rec, rec
+
+T = TypeVar("T")
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+AT_EMPTY_PATH = 0x1000
+AT_SYMLINK_NOFOLLOW = 0x100
+AT_NO_AUTOMOUNT = 0x800
+STATX_BASIC_STATS = 0x7FF
+STATX_BTIME = 0x800
+RENAME_NOREPLACE = 1
+OPEN_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class _Timestamp(ctypes.Structure):
+    _fields_ = [("sec", ctypes.c_int64), ("nsec", ctypes.c_uint32), ("_reserved", ctypes.c_int32)]
+
+
+class _Statx(ctypes.Structure):
+    """`struct statx` (linux/stat.h), 256 bytes."""
+
+    _fields_ = [
+        ("mask", ctypes.c_uint32),
+        ("blksize", ctypes.c_uint32),
+        ("attributes", ctypes.c_uint64),
+        ("nlink", ctypes.c_uint32),
+        ("uid", ctypes.c_uint32),
+        ("gid", ctypes.c_uint32),
+        ("mode", ctypes.c_uint16),
+        ("_spare0", ctypes.c_uint16),
+        ("ino", ctypes.c_uint64),
+        ("size", ctypes.c_uint64),
+        ("blocks", ctypes.c_uint64),
+        ("attributes_mask", ctypes.c_uint64),
+        ("atime", _Timestamp),
+        ("btime", _Timestamp),
+        ("ctime", _Timestamp),
+        ("mtime", _Timestamp),
+        ("rdev_major", ctypes.c_uint32),
+        ("rdev_minor", ctypes.c_uint32),
+        ("dev_major", ctypes.c_uint32),
+        ("dev_minor", ctypes.c_uint32),
+        ("_spare", ctypes.c_uint64 * 14),
+    ]
+
+
+def _os_error() -> OSError:
+    code = ctypes.get_errno()
+    return OSError(code, os.strerror(code))
+
+
+def _code(error: OSError) -> int:
+    return error.errno if error.errno is not None else errnos.EIO
+
+
+def _result(call: Callable[[], T]) -> T:
+    """A `result<T, errno>`: the value, or the call's errno raised as the error case."""
+    try:
+        return call()
+    except OSError as error:
+        raise HostError(_code(error)) from None
+
+
+def _outcome(call: Callable[[], Any]) -> Optional[int]:
+    """An `outcome`: none on success, else the errno."""
+    try:
+        call()
+    except OSError as error:
+        return _code(error)
+    return None
+
+
+def _statx(fd: int, name: bytes, flags: int) -> Optional[Rec]:
+    """`statx` of `name` in `fd` as a `file-stat`; None when it is absent."""
+    buf = _Statx()
+    if _libc.statx(fd, name, flags | AT_NO_AUTOMOUNT, STATX_BASIC_STATS | STATX_BTIME, ctypes.byref(buf)) != 0:
+        error = _os_error()
+        if error.errno == errnos.ENOENT:
+            return None
+        raise error
+    birth = (buf.btime.sec, buf.btime.nsec) if buf.mask & STATX_BTIME else None
+    return rec(
+        dev=os.makedev(buf.dev_major, buf.dev_minor),
+        ino=buf.ino,
+        size=buf.size,
+        mtime=(buf.mtime.sec, buf.mtime.nsec),
+        ctime=(buf.ctime.sec, buf.ctime.nsec),
+        mode=buf.mode,
+        uid=buf.uid,
+        birth=birth,
+    )
+
+
+def _fstat(fd: int) -> Rec:
+    s = os.fstat(fd)
+    return rec(
+        dev=s.st_dev,
+        ino=s.st_ino,
+        size=s.st_size,
+        mtime=divmod(s.st_mtime_ns, 1_000_000_000),
+        ctime=divmod(s.st_ctime_ns, 1_000_000_000),
+        mode=s.st_mode,
+        uid=s.st_uid,
+        birth=None,
+    )
+
+
+def _attempt(fd: int) -> Variant:
+    """A `lock-attempt` on the open file `fd` (taken: the lock keeps `fd`)."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return Variant("held", None)
+    except OSError:
+        os.close(fd)
+        raise
+    return Variant("taken", Lock(fd))
+
+
+class _Fd(HostResource):
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def release(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+class Lock(_Fd):
+    """A held `flock`: released when the component drops it (the descriptor is closed)."""
+
+    wit_name = "lock"
+
+
+class File(_Fd):
+    """`sys-fs.file`: an open regular file."""
+
+    wit_name = "file"
+
+    def stat(self) -> Rec:
+        return _result(lambda: _fstat(self.fd))
+
+    def read_up_to(self, limit: int, expected: int) -> bytes:
+        def read() -> bytes:
+            chunks: List[bytes] = []
+            left = limit
+            while left > 0:
+                chunk = os.read(self.fd, min(left, max(expected + 1, 65536)))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                left -= len(chunk)
+            return b"".join(chunks)
+
+        return _result(read)
+
+    def write_all(self, data: bytes) -> Optional[int]:
+        def write() -> None:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self.fd, view) :]
+
+        return _outcome(write)
+
+    def write_at(self, data: bytes, offset: int) -> Optional[int]:
+        def write() -> None:
+            view, at = memoryview(data), offset
+            while view:
+                written = os.pwrite(self.fd, view, at)
+                view, at = view[written:], at + written
+
+        return _outcome(write)
+
+    def sync(self) -> Optional[int]:
+        return _outcome(lambda: os.fsync(self.fd))
+
+    def sync_data(self) -> Optional[int]:
+        return _outcome(lambda: os.fdatasync(self.fd))
+
+
+class Directory(_Fd):
+    """`sys-fs.directory`: an open directory; every name is one entry in it, never followed."""
+
+    wit_name = "directory"
+
+    def duplicate(self) -> "Directory":
+        return _result(lambda: Directory(os.dup(self.fd)))
+
+    def stat(self) -> Rec:
+        def stat() -> Rec:
+            found = _statx(self.fd, b"", AT_EMPTY_PATH)
+            if found is None:
+                raise OSError(errnos.ENOENT, "gone")
+            return found
+
+        return _result(stat)
+
+    def open_dir(self, name: bytes) -> "Directory":
+        def open_dir() -> Directory:
+            try:
+                return Directory(os.open(name, OPEN_DIR, dir_fd=self.fd))
+            except NotADirectoryError:
+                found = _statx(self.fd, name, AT_SYMLINK_NOFOLLOW)
+                if found is not None and (found.mode & 0o170000) == 0o120000:
+                    raise OSError(errnos.ELOOP, "a symbolic link") from None
+                raise
+
+        return _result(open_dir)
+
+    def lstat(self, name: bytes) -> Rec:
+        return _result(lambda: rec(stat=_statx(self.fd, name, AT_SYMLINK_NOFOLLOW)))
+
+    def open_file(self, name: bytes) -> File:
+        return _result(lambda: File(os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=self.fd)))
+
+    def _names(self, at_most: int, prefix: bytes) -> List[bytes]:
+        """Up to `at_most` names starting with `prefix` (the listing stops there)."""
+        names: List[bytes] = []
+        with os.scandir(self.fd) as entries:
+            for entry in entries:
+                name = os.fsencode(entry.name)
+                if name.startswith(prefix):
+                    if len(names) == at_most:
+                        break
+                    names.append(name)
+        return names
+
+    def read_names(self, prefix: bytes, bound: int) -> List[bytes]:
+        try:
+            names = self._names(bound + 1, prefix)
+        except OSError as error:
+            raise HostError(Variant("failed", _code(error))) from None
+        if len(names) > bound:
+            raise HostError(Variant("too-many", None))
+        return names
+
+    def first_names(self, at_most: int) -> List[bytes]:
+        return _result(lambda: self._names(at_most, b""))
+
+    def create_file(self, name: bytes) -> File:
+        def create() -> File:
+            fd = os.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=self.fd)
+            file = File(fd)
+            os.fchmod(fd, 0o600)
+            return file
+
+        return _result(create)
+
+    def make_dir(self, name: bytes) -> "Directory":
+        def make() -> Directory:
+            os.mkdir(name, 0o700, dir_fd=self.fd)
+            try:
+                made = Directory(os.open(name, OPEN_DIR, dir_fd=self.fd))
+                os.fchmod(made.fd, 0o700)
+                return made
+            except OSError:
+                try:
+                    os.rmdir(name, dir_fd=self.fd)
+                except OSError:
+                    pass
+                raise
+
+        return _result(make)
+
+    def sync(self) -> Optional[int]:
+        return _outcome(lambda: os.fsync(self.fd))
+
+    def link(self, source: bytes, target_dir: "Directory", target: bytes) -> Optional[int]:
+        return _outcome(lambda: os.link(source, target, src_dir_fd=self.fd, dst_dir_fd=target_dir.fd, follow_symlinks=False))
+
+    def rename(self, source: bytes, target_dir: "Directory", target: bytes, replace: bool) -> Optional[int]:
+        def rename() -> None:
+            if replace:
+                os.rename(source, target, src_dir_fd=self.fd, dst_dir_fd=target_dir.fd)
+            elif _libc.renameat2(self.fd, source, target_dir.fd, target, RENAME_NOREPLACE) != 0:
+                raise _os_error()
+
+        return _outcome(rename)
+
+    def unlink(self, name: bytes) -> Optional[int]:
+        return _outcome(lambda: os.unlink(name, dir_fd=self.fd))
+
+    def remove_dir(self, name: bytes) -> Optional[int]:
+        return _outcome(lambda: os.rmdir(name, dir_fd=self.fd))
+
+    def try_lock(self, name: bytes) -> Variant:
+        def attempt() -> Variant:
+            try:
+                fd = os.open(name, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=self.fd)
+            except OSError as error:
+                if error.errno != errnos.EROFS:
+                    raise
+                # A read-only file system: an existing lock file still serialises readers.
+                try:
+                    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=self.fd)
+                except FileNotFoundError:
+                    raise error from None
+            return _attempt(fd)
+
+        return _result(attempt)
+
+    def try_lock_directory(self) -> Variant:
+        return _result(lambda: _attempt(os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=self.fd)))
+
+
+class SysFs:
+    """`sys-fs`: the state home and workspace roots this host grants, and the effective uid."""
+
+    def __init__(self, state_home: str, workspace_roots: List[str]) -> None:
+        self._home = state_home
+        self._roots = [os.path.realpath(root) for root in workspace_roots]
+
+    def euid(self) -> int:
+        return os.geteuid()
+
+    def state_home(self) -> Directory:
+        return Directory(os.open(self._home, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))
+
+    def granted_roots(self) -> List[Tuple[str, Directory]]:
+        return [(root, Directory(os.open(root, OPEN_DIR))) for root in self._roots]
+
+
+class SysKernel:
+    """`sys-kernel`: this process's pid, a monotonic clock, randomness, sleep, `kill(pid, 0)`."""
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def monotonic_ns(self) -> int:
+        return time.monotonic_ns()
+
+    def random_bytes(self) -> bytes:
+        return os.urandom(16)
+
+    def pause(self, ns: int) -> None:
+        time.sleep(ns / 1e9)
+
+    def pid_gone(self, pid: int) -> bool:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        except (OSError, OverflowError):
+            return False
+        return False

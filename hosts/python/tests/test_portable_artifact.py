@@ -1,0 +1,105 @@
+"""The portable artifact (`host/component/proclease-portable.wasm`: the component with the
+store's, claims' and workspace's protocols inside, issue #41) run from Python over this
+package's implementation of the system-call contract (`proclease._sys`), beside the native
+binary on one state home: each keeps the other's live lease and recovers it once its owner is
+SIGKILLed. Nothing of the store is ported here: the artifact does the file work through
+`sys-fs`.
+
+The native binary is `$PROCLEASE_BIN`, as in `test_interop.py`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from proclease._binding import HostError, Proclease
+from proclease._sys import SysFs, SysKernel
+from proclease._wit import Rec, rec
+from proclease.host import Clock, Entropy
+from proclease.process_identity import ProcessIdentity
+
+import test_interop
+from test_interop import Place, await_entry, doctor, kill_and_await, running
+
+# The interop suite's fixtures: `$PROCLEASE_BIN` required, and a fresh state home and workspace.
+native_binary = test_interop.native_binary
+place = test_interop.place
+
+ARTIFACT = Path(__file__).resolve().parents[3] / "host" / "component" / "proclease-portable.wasm"
+
+
+class NoCatalog:
+    """This test grants no plugin catalog."""
+
+    def installed(self, plugin_id: str) -> Any:
+        raise HostError("this test grants no plugin catalog")
+
+    def lock(self) -> Any:
+        raise HostError("this test grants no plugin catalog")
+
+
+class Grants:
+    """What the artifact imports: the system calls, the process facts, the catalog, time and
+    randomness."""
+
+    def __init__(self, place: Place) -> None:
+        self.sys_fs = SysFs(str(place.home), [str(place.ws)])
+        self.sys_kernel = SysKernel()
+        self.process_identity = ProcessIdentity(str(place.home))
+        self.plugin_catalog = NoCatalog()
+        self.clock = Clock()
+        self.entropy = Entropy()
+
+
+def artifact(place: Place) -> Proclease:
+    assert place.native("doctor", "--json").returncode == 0  # makes and claims the state home
+    return Proclease(ARTIFACT, Grants(place))
+
+
+def counts(report: Rec) -> tuple[int, int]:
+    return (report.recovered, report.active)
+
+
+def test_a_native_run_is_kept_by_the_artifact_while_it_lives_and_recovered_once_killed(place: Place) -> None:
+    component = artifact(place)
+    supervisor = place.start_native("run", "--workdir", str(place.job), "--", "sleep", "60")
+    try:
+        entry = await_entry(place.native, str(place.job), running, "active running")
+        assert counts(component.directory_leases.recover(None)) == (0, 1)
+        assert place.job.is_dir(), "a live run's directory is kept"
+        kill_and_await([supervisor.pid, entry["childPid"]])
+    finally:
+        supervisor.kill()
+        supervisor.wait()
+    # The box's processes die with its init; the recovery proves them gone by their witness.
+    deadline = time.monotonic() + 10
+    while counts(report := component.directory_leases.recover(None)) != (1, 0) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert counts(report) == (1, 0)
+    assert not place.job.exists(), "the dead run's directory is removed"
+    assert place.leases() == []
+    assert doctor(place.native)["entries"] == []
+
+
+def test_a_lease_taken_through_the_artifact_is_active_natively_until_released(place: Place) -> None:
+    component = artifact(place)
+    now = Clock().now_ms()
+    request = rec(role="raw-working", path=str(place.job), output_root=None, recover_after_ms=float(now + 60_000), now_ms=float(now))
+    lease = component.resource("directory-leases", "directory-lease", component.directory_leases.create_with_directory(request))
+    assert place.job.is_dir() and (place.job.stat().st_mode & 0o777) == 0o700
+    [entry] = doctor(place.native)["entries"]
+    assert (entry["target"], entry["disposition"], entry["ownerPid"]) == (str(place.job), "active", os.getpid()), entry
+    kept = place.native("recover", "--json")
+    assert kept.returncode == 0, kept.stderr
+    assert [e["action"] for e in json.loads(kept.stdout)["directoryLeases"]["entries"]] == ["keep"]
+    lease.release()
+    lease.drop()
+    assert place.job.is_dir(), "a release never removes the directory"
+    assert doctor(place.native)["entries"] == []
+    # The artifact keeps the state home and the workspace roots open for its life; no file and
+    # no kernel lock (the lease-creation lock) outlives the calls that took them.
+    assert {type(r).__name__ for r in component._live.values()} <= {"Directory"}, component._live
