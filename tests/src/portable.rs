@@ -349,13 +349,33 @@ pub struct PortableStore {
 /// The engine of a default [`Runtime`], and the portable store loaded into it, once per process.
 fn loaded() -> &'static (Runtime, Component) {
     static LOADED: OnceLock<(Runtime, Component)> = OnceLock::new();
-    LOADED.get_or_init(|| {
-        let runtime = Runtime::new(RuntimeConfig::default()).expect("the runtime starts");
-        // SAFETY: the bytes were produced by `Engine::precompile_component` in this crate's
-        // build script with the runtime's engine configuration; wasmtime checks their header.
-        let component = unsafe { Component::deserialize(runtime.engine(), PRECOMPILED) }.expect("the precompiled portable store loads");
-        (runtime, component)
-    })
+    LOADED.get_or_init(|| load(PRECOMPILED))
+}
+
+/// A default [`Runtime`] and the component `precompiled` holds, loaded into it.
+pub(crate) fn load(precompiled: &'static [u8]) -> (Runtime, Component) {
+    let runtime = Runtime::new(RuntimeConfig::default()).expect("the runtime starts");
+    // SAFETY: the bytes were produced by `Engine::precompile_component` in this crate's build
+    // script with the runtime's engine configuration; wasmtime checks their header.
+    let component = unsafe { Component::deserialize(runtime.engine(), precompiled) }.expect("the precompiled component loads");
+    (runtime, component)
+}
+
+/// The names `component` imports and exports, as the component model names them.
+pub(crate) fn world_of((runtime, component): &(Runtime, Component)) -> (Vec<String>, Vec<String>) {
+    let ty = component.component_type();
+    let imports = ty.imports(runtime.engine()).map(|(name, _)| name.to_string()).collect();
+    let exports = ty.exports(runtime.engine()).map(|(name, _)| name.to_string()).collect();
+    (imports, exports)
+}
+
+/// A store of `runtime`'s engine for an instance granted what `host` grants.
+pub(crate) fn store_of(runtime: &Runtime, host: SysHost) -> wasmtime::Store<SysHost> {
+    let mut store = wasmtime::Store::new(runtime.engine(), host);
+    // The runtime's engine interrupts a call at an epoch deadline (the shipped component's call
+    // deadline); a test's calls have none.
+    store.set_epoch_deadline(u64::MAX / 2);
+    store
 }
 
 /// What a call of the portable store answered, or the core's failure (a trap panics: a bug).
@@ -373,11 +393,7 @@ impl PortableStore {
     /// grants them).
     pub fn with_roots(home: &Path, roots: &[&Path]) -> PortableStore {
         let (runtime, component) = loaded();
-        let host = SysHost::new(home, roots);
-        let mut store = wasmtime::Store::new(runtime.engine(), host);
-        // The runtime's engine interrupts a call at an epoch deadline (the shipped component's
-        // call deadline); a test's calls have none.
-        store.set_epoch_deadline(u64::MAX / 2);
+        let mut store = store_of(runtime, SysHost::new(home, roots));
         let mut linker = Linker::new(runtime.engine());
         generated::PortableStore::add_to_linker::<SysHost, HasSelf<SysHost>>(&mut linker, |host| host).expect("the imports link");
         let instance = generated::PortableStore::instantiate(&mut store, component, &linker).expect("the portable store instantiates");
@@ -386,11 +402,7 @@ impl PortableStore {
 
     /// The names the component imports and exports, as the component model names them.
     pub fn world() -> (Vec<String>, Vec<String>) {
-        let (runtime, component) = loaded();
-        let ty = component.component_type();
-        let imports = ty.imports(runtime.engine()).map(|(name, _)| name.to_string()).collect();
-        let exports = ty.exports(runtime.engine()).map(|(name, _)| name.to_string()).collect();
-        (imports, exports)
+        world_of(loaded())
     }
 
     fn call<T, W>(

@@ -12,7 +12,7 @@ use std::sync::OnceLock;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use ::proclease::wasmtime;
-use proclease::{Runtime, RuntimeConfig};
+use proclease::Runtime;
 use wasmtime::component::{Component, HasSelf, Linker, Resource, ResourceAny};
 
 use crate::portable::SysHost;
@@ -85,13 +85,7 @@ impl entropy::Host for SysHost {
 /// The engine of a default [`Runtime`], and the artifact loaded into it, once per process.
 fn loaded() -> &'static (Runtime, Component) {
     static LOADED: OnceLock<(Runtime, Component)> = OnceLock::new();
-    LOADED.get_or_init(|| {
-        let runtime = Runtime::new(RuntimeConfig::default()).expect("the runtime starts");
-        // SAFETY: the bytes were produced by `Engine::precompile_component` in this crate's
-        // build script with the runtime's engine configuration; wasmtime checks their header.
-        let component = unsafe { Component::deserialize(runtime.engine(), PRECOMPILED) }.expect("the precompiled portable artifact loads");
-        (runtime, component)
-    })
+    LOADED.get_or_init(|| crate::portable::load(PRECOMPILED))
 }
 
 /// What a recovery through the artifact did: (recovered, active) counts of its report.
@@ -133,9 +127,7 @@ impl PortableArtifact {
     /// `StateHome` does), granted the workspace `roots`.
     pub fn open(home: &Path, roots: &[&Path]) -> PortableArtifact {
         let (runtime, component) = loaded();
-        let mut store = wasmtime::Store::new(runtime.engine(), SysHost::new(home, roots));
-        // The runtime's engine interrupts a call at an epoch deadline; a test's calls have none.
-        store.set_epoch_deadline(u64::MAX / 2);
+        let mut store = crate::portable::store_of(runtime, SysHost::new(home, roots));
         let mut linker = Linker::new(runtime.engine());
         generated::ProcleasePortable::add_to_linker::<SysHost, HasSelf<SysHost>>(&mut linker, |host| host).expect("the imports link");
         let instance = generated::ProcleasePortable::instantiate(&mut store, component, &linker).expect("the portable artifact instantiates");
@@ -144,11 +136,7 @@ impl PortableArtifact {
 
     /// The names the artifact imports and exports, as the component model names them.
     pub fn world() -> (Vec<String>, Vec<String>) {
-        let (runtime, component) = loaded();
-        let ty = component.component_type();
-        let imports = ty.imports(runtime.engine()).map(|(name, _)| name.to_string()).collect();
-        let exports = ty.exports(runtime.engine()).map(|(name, _)| name.to_string()).collect();
-        (imports, exports)
+        crate::portable::world_of(loaded())
     }
 
     /// `create-with-directory`: creates `path` (0700, with its missing ancestors) and leases it

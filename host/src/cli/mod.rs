@@ -385,13 +385,13 @@ pub fn main() -> ExitCode {
     }
 }
 
-/// Prints a usage error (exit 2), or help and version (exit 0); a command given to `run` or
-/// `invocations run` without the `--` before it gets the hint that fixes it.
 /// The artifact `proclease component` is about: `--portable` or the component.
 fn artifact(portable: bool) -> component::Artifact {
     if portable { component::Artifact::Portable } else { component::Artifact::Component }
 }
 
+/// Prints a usage error (exit 2), or help and version (exit 0); a command given to `run` or
+/// `invocations run` without the `--` before it gets the hint that fixes it.
 fn usage_error(error: &clap::Error) -> ExitCode {
     use clap::error::ErrorKind;
     let _ = error.print();

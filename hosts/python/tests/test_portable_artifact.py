@@ -10,14 +10,17 @@ The native binary is `$PROCLEASE_BIN`, as in `test_interop.py`.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, List
+
+import pytest
 
 from proclease._binding import HostError, Proclease
-from proclease._sys import SysFs, SysKernel
+from proclease._sys import Directory, SysFs, SysKernel
 from proclease._wit import Rec, rec
 from proclease.host import Clock, Entropy
 from proclease.process_identity import ProcessIdentity
@@ -96,6 +99,9 @@ def test_a_lease_taken_through_the_artifact_is_active_natively_until_released(pl
     kept = place.native("recover", "--json")
     assert kept.returncode == 0, kept.stderr
     assert [e["action"] for e in json.loads(kept.stdout)["directoryLeases"]["entries"]] == ["keep"]
+    refused = place.native("run", "--workdir", str(place.job), "--", "touch", "ran")
+    assert refused.returncode == 1 and f"{place.job}: refused: already leased by pid {os.getpid()}" in refused.stderr, refused.stderr
+    assert not (place.job / "ran").exists(), "the native run never started beside the lease"
     lease.release()
     lease.drop()
     assert place.job.is_dir(), "a release never removes the directory"
@@ -103,3 +109,25 @@ def test_a_lease_taken_through_the_artifact_is_active_natively_until_released(pl
     # The artifact keeps the state home and the workspace roots open for its life; no file and
     # no kernel lock (the lease-creation lock) outlives the calls that took them.
     assert {type(r).__name__ for r in component._live.values()} <= {"Directory"}, component._live
+
+
+def test_a_trap_inside_a_call_leaves_no_kernel_lock_held(place: Place, monkeypatch: pytest.MonkeyPatch) -> None:
+    component = artifact(place)
+
+    def broken(self: Directory, prefix: bytes, bound: int) -> List[bytes]:
+        raise RuntimeError("a bug of the host")  # no errno: the call traps
+
+    monkeypatch.setattr(Directory, "read_names", broken)
+    now = Clock().now_ms()
+    request = rec(role="raw-working", path=str(place.job), output_root=None, recover_after_ms=float(now + 60_000), now_ms=float(now))
+    with pytest.raises(Exception, match="a bug of the host|wasm"):
+        component.directory_leases.create_with_directory(request)
+    locks = sorted((place.home / ".proclease" / "locks").iterdir())
+    assert locks, "the call took the lease-creation lock before it trapped"
+    for lock in locks:
+        fd = os.open(lock, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # raises BlockingIOError while held
+        finally:
+            os.close(fd)
+    assert component.live_host_resources == 0

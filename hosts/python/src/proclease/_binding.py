@@ -28,6 +28,7 @@ from ._errors import Error
 
 import hashlib
 import threading
+import weakref
 from pathlib import Path
 from contextlib import contextmanager
 from typing import Any, Callable, Dict, Iterator, List, Optional
@@ -220,6 +221,8 @@ class Proclease:
         self._trapped = False
         self.store = Store(engine())
         self.linker = Linker(engine())
+        # An instance that is collected releases what it still holds (descriptors, locks).
+        weakref.finalize(self, _release_all, self._live)
         self._bind_imports()
         self.instance = self.linker.instantiate(self.store, self.component)
         self._funcs: Dict[tuple, Any] = {}
@@ -249,7 +252,10 @@ class Proclease:
                 self.bound[interface] = names
 
     def _renew(self) -> None:
-        """A new store and instance of the same component and imports."""
+        """A new store and instance of the same component and imports. The trapped instance's
+        host resources are released first, as its crash would release them (a kernel lock it
+        held must not outlive it: every host on the state home would wait for it)."""
+        _release_all(self._live)
         self.store = Store(engine())
         self.instance = self.linker.instantiate(self.store, self.component)
         self._funcs = {}
@@ -324,7 +330,10 @@ class Proclease:
         return value
 
     def _dropped(self, _store: Any, rep: int) -> None:
-        self._live.pop(rep).release()
+        # Absent: released already, with the rest of a trapped instance's (`_renew`).
+        resource = self._live.pop(rep, None)
+        if resource is not None:
+            resource.release()
 
     @property
     def live_host_resources(self) -> int:
@@ -404,6 +413,9 @@ class Proclease:
                 value = func(self.store, *args)
             except Exception:  # a trap: wasmtime.Trap or WasmtimeError
                 self._trapped = True
+                # The instance is dead: what it held is released now, as its crash would (a
+                # kernel lock must not wait for its next call, or for this process's exit).
+                _release_all(self._live)
                 interrupted, self._interrupted = self._interrupted, None
                 if interrupted is not None:
                     raise interrupted from None
@@ -450,6 +462,16 @@ class Proclease:
 
     def resource(self, interface: str, name: str, handle: ResourceAny) -> GuestResource:
         return GuestResource(self, interface, name, handle)
+
+
+def _release_all(live: Dict[int, HostResource]) -> None:
+    """Releases every host resource in `live` (an instance that is gone holds none)."""
+    while live:
+        _, resource = live.popitem()
+        try:
+            resource.release()
+        except Exception:  # noqa: BLE001 (the others are still released)
+            pass
 
 
 def _is_tagged(valtype: Any) -> bool:

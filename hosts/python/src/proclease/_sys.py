@@ -5,69 +5,32 @@ compare-and-swap, the mutation claims and the workspace's identity-bound removal
 artifact. `tests/src/portable.rs` is the same contract in Rust (the reference).
 
 `statx` (for birth times, as the native host records them) and `renameat2` (`RENAME_NOREPLACE`)
-have no `os` function; they are called through ctypes from the C library.
+have no `os` function; `_linux.py` calls them through ctypes.
 """
 
 from __future__ import annotations
 
-import ctypes
 import errno as errnos
 import fcntl
 import os
 import time
 from typing import Any, Callable, List, Optional, Tuple, TypeVar
 
+from . import _linux
 from ._binding import HostResource, Variant
 from ._wit import HostError, Rec, rec
 
 T = TypeVar("T")
 
-_libc = ctypes.CDLL(None, use_errno=True)
-
-AT_EMPTY_PATH = 0x1000
-AT_SYMLINK_NOFOLLOW = 0x100
-AT_NO_AUTOMOUNT = 0x800
-STATX_BASIC_STATS = 0x7FF
-STATX_BTIME = 0x800
-RENAME_NOREPLACE = 1
 OPEN_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-class _Timestamp(ctypes.Structure):
-    _fields_ = [("sec", ctypes.c_int64), ("nsec", ctypes.c_uint32), ("_reserved", ctypes.c_int32)]
-
-
-class _Statx(ctypes.Structure):
-    """`struct statx` (linux/stat.h), 256 bytes."""
-
-    _fields_ = [
-        ("mask", ctypes.c_uint32),
-        ("blksize", ctypes.c_uint32),
-        ("attributes", ctypes.c_uint64),
-        ("nlink", ctypes.c_uint32),
-        ("uid", ctypes.c_uint32),
-        ("gid", ctypes.c_uint32),
-        ("mode", ctypes.c_uint16),
-        ("_spare0", ctypes.c_uint16),
-        ("ino", ctypes.c_uint64),
-        ("size", ctypes.c_uint64),
-        ("blocks", ctypes.c_uint64),
-        ("attributes_mask", ctypes.c_uint64),
-        ("atime", _Timestamp),
-        ("btime", _Timestamp),
-        ("ctime", _Timestamp),
-        ("mtime", _Timestamp),
-        ("rdev_major", ctypes.c_uint32),
-        ("rdev_minor", ctypes.c_uint32),
-        ("dev_major", ctypes.c_uint32),
-        ("dev_minor", ctypes.c_uint32),
-        ("_spare", ctypes.c_uint64 * 14),
-    ]
-
-
-def _os_error() -> OSError:
-    code = ctypes.get_errno()
-    return OSError(code, os.strerror(code))
+def _entry(name: bytes) -> bytes:
+    """`name` when it is one directory entry; `EINVAL` otherwise (a NUL would cut it short in
+    the C calls, a `/` would walk out of the directory)."""
+    if not name or b"\0" in name or b"/" in name:
+        raise OSError(errnos.EINVAL, "not a directory entry name")
+    return name
 
 
 def _code(error: OSError) -> int:
@@ -92,28 +55,34 @@ def _outcome(call: Callable[[], Any]) -> Optional[int]:
 
 
 def _statx(fd: int, name: bytes, flags: int) -> Optional[Rec]:
-    """`statx` of `name` in `fd` as a `file-stat`; None when it is absent."""
-    buf = _Statx()
-    if _libc.statx(fd, name, flags | AT_NO_AUTOMOUNT, STATX_BASIC_STATS | STATX_BTIME, ctypes.byref(buf)) != 0:
-        error = _os_error()
-        if error.errno == errnos.ENOENT:
+    """`statx` of `name` in `fd` as a `file-stat`; None when it is absent. Where there is no
+    statx (`ENOSYS`), `lstat` without a birth time, as the native host falls back."""
+    try:
+        buf = _linux.statx(fd, name, flags | _linux.AT_NO_AUTOMOUNT)
+    except OSError as error:
+        if error.errno != errnos.ENOSYS:
+            raise
+        try:
+            return _stat_record(os.stat(fd) if flags & _linux.AT_EMPTY_PATH else os.stat(name, dir_fd=fd, follow_symlinks=False))
+        except FileNotFoundError:
             return None
-        raise error
-    birth = (buf.btime.sec, buf.btime.nsec) if buf.mask & STATX_BTIME else None
+    if buf is None:
+        return None
+    birth = (buf.stx_btime.tv_sec, buf.stx_btime.tv_nsec) if buf.stx_mask & _linux.STATX_BTIME else None
     return rec(
-        dev=os.makedev(buf.dev_major, buf.dev_minor),
-        ino=buf.ino,
-        size=buf.size,
-        mtime=(buf.mtime.sec, buf.mtime.nsec),
-        ctime=(buf.ctime.sec, buf.ctime.nsec),
-        mode=buf.mode,
-        uid=buf.uid,
+        dev=os.makedev(buf.stx_dev_major, buf.stx_dev_minor),
+        ino=buf.stx_ino,
+        size=buf.stx_size,
+        mtime=(buf.stx_mtime.tv_sec, buf.stx_mtime.tv_nsec),
+        ctime=(buf.stx_ctime.tv_sec, buf.stx_ctime.tv_nsec),
+        mode=buf.stx_mode,
+        uid=buf.stx_uid,
         birth=birth,
     )
 
 
-def _fstat(fd: int) -> Rec:
-    s = os.fstat(fd)
+def _stat_record(s: os.stat_result) -> Rec:
+    """A `file-stat` from `stat(2)`: no birth time."""
     return rec(
         dev=s.st_dev,
         ino=s.st_ino,
@@ -140,13 +109,21 @@ def _attempt(fd: int) -> Variant:
 
 
 class _Fd(HostResource):
+    """An open descriptor, closed when the component drops its handle or it is collected."""
+
     def __init__(self, fd: int) -> None:
         self.fd = fd
 
     def release(self) -> None:
         if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
+            fd, self.fd = self.fd, -1
+            os.close(fd)
+
+    def __del__(self) -> None:
+        try:
+            self.release()
+        except OSError:
+            pass
 
 
 class Lock(_Fd):
@@ -161,7 +138,7 @@ class File(_Fd):
     wit_name = "file"
 
     def stat(self) -> Rec:
-        return _result(lambda: _fstat(self.fd))
+        return _result(lambda: _stat_record(os.fstat(self.fd)))
 
     def read_up_to(self, limit: int, expected: int) -> bytes:
         def read() -> bytes:
@@ -211,7 +188,7 @@ class Directory(_Fd):
 
     def stat(self) -> Rec:
         def stat() -> Rec:
-            found = _statx(self.fd, b"", AT_EMPTY_PATH)
+            found = _statx(self.fd, b"", _linux.AT_EMPTY_PATH)
             if found is None:
                 raise OSError(errnos.ENOENT, "gone")
             return found
@@ -221,9 +198,9 @@ class Directory(_Fd):
     def open_dir(self, name: bytes) -> "Directory":
         def open_dir() -> Directory:
             try:
-                return Directory(os.open(name, OPEN_DIR, dir_fd=self.fd))
+                return Directory(os.open(_entry(name), OPEN_DIR, dir_fd=self.fd))
             except NotADirectoryError:
-                found = _statx(self.fd, name, AT_SYMLINK_NOFOLLOW)
+                found = _statx(self.fd, name, _linux.AT_SYMLINK_NOFOLLOW)
                 if found is not None and (found.mode & 0o170000) == 0o120000:
                     raise OSError(errnos.ELOOP, "a symbolic link") from None
                 raise
@@ -231,10 +208,10 @@ class Directory(_Fd):
         return _result(open_dir)
 
     def lstat(self, name: bytes) -> Rec:
-        return _result(lambda: rec(stat=_statx(self.fd, name, AT_SYMLINK_NOFOLLOW)))
+        return _result(lambda: rec(stat=_statx(self.fd, _entry(name), _linux.AT_SYMLINK_NOFOLLOW)))
 
     def open_file(self, name: bytes) -> File:
-        return _result(lambda: File(os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=self.fd)))
+        return _result(lambda: File(os.open(_entry(name), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=self.fd)))
 
     def _names(self, at_most: int, prefix: bytes) -> List[bytes]:
         """Up to `at_most` names starting with `prefix` (the listing stops there)."""
@@ -262,16 +239,15 @@ class Directory(_Fd):
 
     def create_file(self, name: bytes) -> File:
         def create() -> File:
-            fd = os.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=self.fd)
-            file = File(fd)
-            os.fchmod(fd, 0o600)
+            file = File(os.open(_entry(name), os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=self.fd))
+            os.fchmod(file.fd, 0o600)  # on failure, collecting `file` closes it
             return file
 
         return _result(create)
 
     def make_dir(self, name: bytes) -> "Directory":
         def make() -> Directory:
-            os.mkdir(name, 0o700, dir_fd=self.fd)
+            os.mkdir(_entry(name), 0o700, dir_fd=self.fd)
             try:
                 made = Directory(os.open(name, OPEN_DIR, dir_fd=self.fd))
                 os.fchmod(made.fd, 0o700)
@@ -289,27 +265,27 @@ class Directory(_Fd):
         return _outcome(lambda: os.fsync(self.fd))
 
     def link(self, source: bytes, target_dir: "Directory", target: bytes) -> Optional[int]:
-        return _outcome(lambda: os.link(source, target, src_dir_fd=self.fd, dst_dir_fd=target_dir.fd, follow_symlinks=False))
+        return _outcome(lambda: os.link(_entry(source), _entry(target), src_dir_fd=self.fd, dst_dir_fd=target_dir.fd, follow_symlinks=False))
 
     def rename(self, source: bytes, target_dir: "Directory", target: bytes, replace: bool) -> Optional[int]:
         def rename() -> None:
             if replace:
-                os.rename(source, target, src_dir_fd=self.fd, dst_dir_fd=target_dir.fd)
-            elif _libc.renameat2(self.fd, source, target_dir.fd, target, RENAME_NOREPLACE) != 0:
-                raise _os_error()
+                os.rename(_entry(source), _entry(target), src_dir_fd=self.fd, dst_dir_fd=target_dir.fd)
+            else:
+                _linux.rename_noreplace(self.fd, _entry(source), target_dir.fd, _entry(target))
 
         return _outcome(rename)
 
     def unlink(self, name: bytes) -> Optional[int]:
-        return _outcome(lambda: os.unlink(name, dir_fd=self.fd))
+        return _outcome(lambda: os.unlink(_entry(name), dir_fd=self.fd))
 
     def remove_dir(self, name: bytes) -> Optional[int]:
-        return _outcome(lambda: os.rmdir(name, dir_fd=self.fd))
+        return _outcome(lambda: os.rmdir(_entry(name), dir_fd=self.fd))
 
     def try_lock(self, name: bytes) -> Variant:
         def attempt() -> Variant:
             try:
-                fd = os.open(name, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=self.fd)
+                fd = os.open(_entry(name), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=self.fd)
             except OSError as error:
                 if error.errno != errnos.EROFS:
                     raise
@@ -327,20 +303,27 @@ class Directory(_Fd):
 
 
 class SysFs:
-    """`sys-fs`: the state home and workspace roots this host grants, and the effective uid."""
+    """`sys-fs`: the state home and workspace roots this host grants, and the effective uid.
+
+    Each is opened once, here (OSError when one cannot be), and handed out as a new descriptor
+    on each call: `state_home` a directory the caller validated (as `Host` does), each root by
+    its realpath, without following a symbolic link."""
 
     def __init__(self, state_home: str, workspace_roots: List[str]) -> None:
-        self._home = state_home
-        self._roots = [os.path.realpath(root) for root in workspace_roots]
+        self._home = Directory(os.open(state_home, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))
+        self._roots: List[Tuple[str, Directory]] = []
+        for root in workspace_roots:
+            resolved = os.path.realpath(root)
+            self._roots.append((resolved, Directory(os.open(resolved, OPEN_DIR))))
 
     def euid(self) -> int:
         return os.geteuid()
 
     def state_home(self) -> Directory:
-        return Directory(os.open(self._home, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))
+        return Directory(os.dup(self._home.fd))
 
     def granted_roots(self) -> List[Tuple[str, Directory]]:
-        return [(root, Directory(os.open(root, OPEN_DIR))) for root in self._roots]
+        return [(root, Directory(os.dup(opened.fd))) for root, opened in self._roots]
 
 
 class SysKernel:

@@ -23,23 +23,22 @@ Failures are raised as `HostError(failure)` (`types.failure`, kinds `refused`,
 messages the native host's (`<path>: refused: <reason>`, `<path>: <reference message>`,
 `<path>: <operation> failed: <strerror> (os error N)`).
 
-Birth times come from `statx(2)` (`STATX_BTIME`), called through `ctypes` (glibc >= 2.28, or the
-raw system call), as the native host does through rustix; a filesystem that reports none gives
-`"0"`, as the WIT says.
+Birth times come from `statx(2)` (`STATX_BTIME`), called through `ctypes` (`_linux.py`: glibc
+>= 2.28, or the raw system call), as the native host does through rustix; a filesystem that
+reports none gives `"0"`, as the WIT says.
 """
 
 from __future__ import annotations
 
-import ctypes
 import errno as _errno
 import os
-import platform
 import re
 import stat as _stat
 import threading
 import uuid
 from typing import Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
+from . import _linux
 from ._fsops import open_dir
 from ._wit import HostError, Rec, failure, os_failure
 
@@ -60,68 +59,7 @@ MAX_PATH_UTF16 = 4096
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-# --- statx and renameat2 through ctypes ------------------------------------------------------
-
-_AT_SYMLINK_NOFOLLOW = 0x100
-_AT_EMPTY_PATH = 0x1000
-_STATX_BASIC_STATS = 0x7FF
-_STATX_BTIME = 0x800
-_RENAME_NOREPLACE = 1
-#: System call numbers, for a libc without the wrapper (glibc < 2.28).
-_SYS_STATX = {"x86_64": 332, "aarch64": 291}
-_SYS_RENAMEAT2 = {"x86_64": 316, "aarch64": 276}
-
-
-class _StatxTimestamp(ctypes.Structure):
-    _fields_ = [("tv_sec", ctypes.c_int64), ("tv_nsec", ctypes.c_uint32), ("_reserved", ctypes.c_int32)]
-
-
-class _StatxBuf(ctypes.Structure):
-    """`struct statx` (linux/stat.h), 256 bytes."""
-
-    _fields_ = [
-        ("stx_mask", ctypes.c_uint32),
-        ("stx_blksize", ctypes.c_uint32),
-        ("stx_attributes", ctypes.c_uint64),
-        ("stx_nlink", ctypes.c_uint32),
-        ("stx_uid", ctypes.c_uint32),
-        ("stx_gid", ctypes.c_uint32),
-        ("stx_mode", ctypes.c_uint16),
-        ("_spare0", ctypes.c_uint16),
-        ("stx_ino", ctypes.c_uint64),
-        ("stx_size", ctypes.c_uint64),
-        ("stx_blocks", ctypes.c_uint64),
-        ("stx_attributes_mask", ctypes.c_uint64),
-        ("stx_atime", _StatxTimestamp),
-        ("stx_btime", _StatxTimestamp),
-        ("stx_ctime", _StatxTimestamp),
-        ("stx_mtime", _StatxTimestamp),
-        ("stx_rdev_major", ctypes.c_uint32),
-        ("stx_rdev_minor", ctypes.c_uint32),
-        ("stx_dev_major", ctypes.c_uint32),
-        ("stx_dev_minor", ctypes.c_uint32),
-        ("_spare2", ctypes.c_uint64 * 14),
-    ]
-
-
-assert ctypes.sizeof(_StatxBuf) == 256
-
-_libc = ctypes.CDLL(None, use_errno=True)
-
-
-def _libc_function(name: str, argtypes: list) -> Optional[object]:
-    function = getattr(_libc, name, None)
-    if function is not None:
-        function.argtypes = argtypes
-        function.restype = ctypes.c_int
-    return function
-
-
-_statx_fn = _libc_function("statx", [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_uint, ctypes.POINTER(_StatxBuf)])
-_renameat2_fn = _libc_function("renameat2", [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint])
-_syscall = getattr(_libc, "syscall", None)
-if _syscall is not None:
-    _syscall.restype = ctypes.c_long
+# --- statx and renameat2 (`_linux.py`) -----------------------------------------------------
 
 
 class Statx(NamedTuple):
@@ -146,24 +84,17 @@ def statx(dir_fd: int, name: str, empty_path: bool = False) -> Optional[Statx]:
     `fsops::directory_identity`'s birth-time rule.
 
     Raises OSError for any other error."""
-    flags = _AT_EMPTY_PATH if empty_path else _AT_SYMLINK_NOFOLLOW
-    buf = _StatxBuf()
-    machine = platform.machine()
-    if _statx_fn is not None:
-        rc = _statx_fn(dir_fd, _fs(name), flags, _STATX_BASIC_STATS | _STATX_BTIME, ctypes.byref(buf))
-    elif _syscall is not None and machine in _SYS_STATX:
-        rc = _syscall(_SYS_STATX[machine], ctypes.c_int(dir_fd), ctypes.c_char_p(_fs(name)), ctypes.c_int(flags), ctypes.c_uint(_STATX_BASIC_STATS | _STATX_BTIME), ctypes.byref(buf))
-    else:
-        return _lstat_fallback(dir_fd, name, empty_path)
-    if rc != 0:
-        code = ctypes.get_errno()
-        if code == _errno.ENOENT:
-            return None
-        if code == _errno.ENOSYS:
+    flags = _linux.AT_EMPTY_PATH if empty_path else _linux.AT_SYMLINK_NOFOLLOW
+    try:
+        buf = _linux.statx(dir_fd, _fs(name), flags)
+    except OSError as error:
+        if error.errno == _errno.ENOSYS:
             return _lstat_fallback(dir_fd, name, empty_path)
-        raise OSError(code, os.strerror(code))
+        raise
+    if buf is None:
+        return None
     birth = 0
-    if buf.stx_mask & _STATX_BTIME:
+    if buf.stx_mask & _linux.STATX_BTIME:
         birth = buf.stx_btime.tv_sec * 1_000_000_000 + buf.stx_btime.tv_nsec
     return Statx(buf.stx_mode, buf.stx_uid, buf.stx_ino, os.makedev(buf.stx_dev_major, buf.stx_dev_minor), birth)
 
@@ -184,16 +115,7 @@ def rename_noreplace(dir_fd: int, old: str, new_dir_fd: int, new: str) -> None:
     """`renameat2(…, RENAME_NOREPLACE)`: fails with `EEXIST` instead of replacing `new`.
 
     Raises OSError."""
-    machine = platform.machine()
-    if _renameat2_fn is not None:
-        rc = _renameat2_fn(dir_fd, _fs(old), new_dir_fd, _fs(new), _RENAME_NOREPLACE)
-    elif _syscall is not None and machine in _SYS_RENAMEAT2:
-        rc = _syscall(_SYS_RENAMEAT2[machine], ctypes.c_int(dir_fd), ctypes.c_char_p(_fs(old)), ctypes.c_int(new_dir_fd), ctypes.c_char_p(_fs(new)), ctypes.c_uint(_RENAME_NOREPLACE))
-    else:
-        raise OSError(_errno.ENOSYS, "renameat2 is unavailable")
-    if rc != 0:
-        code = ctypes.get_errno()
-        raise OSError(code, os.strerror(code))
+    _linux.rename_noreplace(dir_fd, _fs(old), new_dir_fd, _fs(new))
 
 
 # --- Descriptor-relative helpers (host/src/imports/fsops.rs) ---------------------------------
