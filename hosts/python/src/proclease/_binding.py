@@ -252,10 +252,8 @@ class Proclease:
                 self.bound[interface] = names
 
     def _renew(self) -> None:
-        """A new store and instance of the same component and imports. The trapped instance's
-        host resources are released first, as its crash would release them (a kernel lock it
-        held must not outlive it: every host on the state home would wait for it)."""
-        _release_all(self._live)
+        """A new store and instance of the same component and imports (the trapped instance's
+        host resources were released at its trap, in `call`)."""
         self.store = Store(engine())
         self.instance = self.linker.instantiate(self.store, self.component)
         self._funcs = {}

@@ -8,10 +8,11 @@ symbolic link. Failures are `OSError`s carrying the errno the kernel gave, as th
 
 from __future__ import annotations
 
-import ctypes
 import errno as _errno
 import os
 from typing import Callable, List, Optional, Union
+
+from . import _linux
 
 S_IFMT = 0o170000
 S_IFREG = 0o100000
@@ -175,29 +176,20 @@ def open_dir(dir_fd: int, name: Union[str, bytes]) -> int:
 # --- renameat2(RENAME_NOREPLACE) ---------------------------------------------------------------
 #
 # The Rust renames claims with `renameat_with(.., RenameFlags::NOREPLACE)`; Python's `os` has no
-# renameat2, so it is called through libc (ctypes, standard library).
-
-_RENAME_NOREPLACE = 1
-try:
-    _libc = ctypes.CDLL(None, use_errno=True)
-    _renameat2 = _libc.renameat2
-    _renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
-    _renameat2.restype = ctypes.c_int
-except (OSError, AttributeError):  # pragma: no cover - a libc without renameat2 (glibc < 2.28)
-    _renameat2 = None
+# renameat2, so `_linux.py` calls it through ctypes.
 
 
 def rename_noreplace(src_dir: int, src: str, dst_dir: int, dst: str) -> None:
     """`renameat2(src_dir, src, dst_dir, dst, RENAME_NOREPLACE)`: `EEXIST` when `dst` exists.
 
-    Without a libc renameat2 this falls back to `link` + `unlink` (also never replacing; for an
-    instant both names exist)."""
-    if _renameat2 is not None:
-        if _renameat2(src_dir, os.fsencode(src), dst_dir, os.fsencode(dst), _RENAME_NOREPLACE) == 0:
-            return
-        code = ctypes.get_errno()
-        if code != _errno.ENOSYS:
-            raise errno_error(code, src)
+    Where there is no renameat2 (`ENOSYS`) this falls back to `link` + `unlink` (also never
+    replacing; for an instant both names exist)."""
+    try:
+        _linux.rename_noreplace(src_dir, os.fsencode(src), dst_dir, os.fsencode(dst))
+        return
+    except OSError as error:
+        if error.errno != _errno.ENOSYS:
+            raise errno_error(error.errno, src) from None
     os.link(src, dst, src_dir_fd=src_dir, dst_dir_fd=dst_dir, follow_symlinks=False)
     os.unlink(src, dir_fd=src_dir)
 
