@@ -279,6 +279,28 @@ impl sys_fs::HostFile for SysHost {
 }
 
 impl sys_fs::HostLock for SysHost {
+    fn note(&mut self, lock: Resource<File>, note: Vec<u8>) -> wasmtime::Result<Option<u16>> {
+        use std::os::unix::fs::FileExt;
+        Ok(self.file(&lock)?.write_all_at(&note, 0).err().map(|e| io_errno(&e)))
+    }
+
+    fn noted(&mut self, lock: Resource<File>, length: u32) -> wasmtime::Result<Result<Vec<u8>, u16>> {
+        use std::os::unix::fs::FileExt;
+        let file = self.file(&lock)?;
+        let mut bytes = vec![0u8; length as usize];
+        let mut filled = 0;
+        while filled < bytes.len() {
+            match file.read_at(&mut bytes[filled..], filled as u64) {
+                Ok(0) => break,
+                Ok(read) => filled += read,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Ok(Err(io_errno(&e))),
+            }
+        }
+        bytes.truncate(filled);
+        Ok(Ok(bytes))
+    }
+
     /// Closing the only descriptor of the open file description releases its `flock`.
     fn drop(&mut self, lock: Resource<File>) -> wasmtime::Result<()> {
         self.table.delete(lock)?;

@@ -893,6 +893,17 @@ impl Fs for SimFs {
         Ok(())
     }
 
+    /// Nothing is recorded: this disk's locks are granted at once and exclude nothing, and a
+    /// note is proof of abandonment only to a holder that excludes its writer. (A simulated
+    /// writer is never abandoned alive: it crashes with its process.)
+    fn note_in_lock(&self, _: &(), _: &[u8]) -> Result<(), SysErrno> {
+        Ok(())
+    }
+
+    fn lock_note(&self, _: &(), _: usize) -> Result<Vec<u8>, SysErrno> {
+        Ok(Vec::new())
+    }
+
     /// One writer at a time acts on the simulated disk: the lock is always free.
     fn lock(&self, _: &u64, _: &(impl Name + ?Sized), _: &dyn Fn(Option<i32>) -> Option<Behind>) -> Result<Locked<()>, IoError> {
         Ok(Locked::Held(()))

@@ -181,6 +181,20 @@ impl Fs for SysFs {
         }
     }
 
+    fn note_in_lock(&self, lock: &Option<Lock>, note: &[u8]) -> Result<(), Errno> {
+        lock.as_ref().map_or(Ok(()), |lock| done(lock.note(note)))
+    }
+
+    fn lock_note(&self, lock: &Option<Lock>, length: usize) -> Result<Vec<u8>, Errno> {
+        let Some(lock) = lock else { return Ok(Vec::new()) };
+        let bytes = lock.noted(u32::try_from(length).unwrap_or(u32::MAX)).map_err(errno)?;
+        // The host's answer is never trusted past the length asked for.
+        if bytes.len() > length {
+            return Err(Errno::IO);
+        }
+        Ok(bytes)
+    }
+
     fn lock_directory(&self, dir: &Directory, label: &str) -> Result<Option<Lock>, LockError> {
         match wait_for(LOCK_WAIT, || dir.try_lock_directory()) {
             Ok(Wait::Taken(lock)) => Ok(lock),

@@ -160,6 +160,15 @@ pub trait Fs: Send + Sync {
     /// Takes the kernel lock of the directory `dir` itself (a `flock` on it, through a handle of
     /// its own), waiting within the caller's bound; `label` names it in a long wait's message.
     fn lock_directory(&self, dir: &Self::Dir, label: &str) -> Result<Self::Lock, crate::waits::LockError>;
+    /// Records `note` at the start of the file of a held collection lock (`pwrite` at 0, no
+    /// fsync), for the lock's next holder: the store writes there the id of the mutation claim it
+    /// is about to publish, so that a claim its writer could not release (a WebAssembly instance
+    /// trapped in the middle of a write) is known abandoned to whoever holds the lock next.
+    /// A host without kernel locks records nothing.
+    fn note_in_lock(&self, lock: &Self::Lock, note: &[u8]) -> Result<(), Errno>;
+    /// The first `length` bytes of a held collection lock's file: what its last holder recorded
+    /// with [`note_in_lock`](Self::note_in_lock) (fewer bytes, or none, when nothing was).
+    fn lock_note(&self, lock: &Self::Lock, length: usize) -> Result<Vec<u8>, Errno>;
 }
 
 /// The process facts the protocols need, and the time, randomness and pauses they use (a

@@ -13,6 +13,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import subprocess
 import time
 from pathlib import Path
 from typing import Any, List
@@ -131,3 +132,68 @@ def test_a_trap_inside_a_call_leaves_no_kernel_lock_held(place: Place, monkeypat
         finally:
             os.close(fd)
     assert component.live_host_resources == 0
+
+
+ADMISSION = Path("recovery") / "beeper-message-like-me-export-admission"
+
+
+def claims_in(collection: Path) -> List[str]:
+    return sorted(p.name for p in collection.iterdir() if p.name.startswith(".io-mutation-"))
+
+
+def test_a_claim_abandoned_by_a_trap_does_not_hold_up_other_hosts(place: Place, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An instance that traps between publishing a mutation claim and releasing it leaves the
+    claim behind, owned by this live process. The next holder of the collection's lock (here
+    the native binary, in another process) knows it abandoned from the claim id noted in the
+    lock, removes it and goes on — where it used to wait out its bound and fail."""
+    component = artifact(place)
+    original = Directory.rename
+
+    def trapping(self: Directory, source: bytes, target_dir: Directory, target: bytes, replace: bool) -> Any:
+        if target.startswith(b".io-mutation-") and b"-held-" in target:
+            raise RuntimeError("a bug of the host")  # no errno: the call traps
+        return original(self, source, target_dir, target, replace)
+
+    monkeypatch.setattr(Directory, "rename", trapping)
+    with pytest.raises(Exception, match="a bug of the host|wasm"):
+        component.export_admission.acquire()
+    monkeypatch.setattr(Directory, "rename", original)
+    collection = place.home / ADMISSION
+    left = claims_in(collection)
+    assert len(left) == 1 and "-candidate-" in left[0], left
+    assert json.loads((collection / left[0]).read_text())["pid"] == os.getpid(), "the claim is this live process's"
+
+    ran = place.native("run", "--exclusive", "--workdir", str(place.job), "--", "touch", "ran")
+    assert ran.returncode == 0, ran.stderr
+    assert (place.job / "ran").is_file()
+    assert claims_in(collection) == [], "the abandoned claim was removed"
+
+
+def test_a_live_claim_that_no_lock_notes_is_still_waited_for(place: Place) -> None:
+    """The other side: a claim of a live process that no proclease noted (a running ghostget's,
+    here stopped for good) is never removed; the native binary waits for it and gives up."""
+    assert place.native("doctor", "--json").returncode == 0
+    owner = subprocess.Popen(["sleep", "60"])
+    try:
+        identity = json.loads(place.native("identity", "--json", str(owner.pid)).stdout)
+        collection = place.home / ADMISSION
+        collection.mkdir(mode=0o700, parents=True, exist_ok=True)
+        for directory in (place.home / "recovery", collection):
+            os.chmod(directory, 0o700)
+        target = "7090835e861362df23825dadcaeccaa91ec32490e69ec9f97b7f74b3c43a797e"  # active.json
+        claim_id = "3f1c9a52-8d2e-4b7a-9c1d-2e5f6a7b8c9d"
+        text = (
+            f'{{"kind":"io-state-mutation-claim","schemaVersion":1,"targetSha256":"{target}","claimId":"{claim_id}",'
+            f'"pid":{owner.pid},"bootId":"{identity["bootId"]}","processStartId":"{identity["processStartId"]}"}}\n'
+        )
+        name = f".io-mutation-{target}-held-{claim_id}.lock"
+        fd = os.open(collection / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        os.write(fd, text.encode())
+        os.close(fd)
+        refused = place.native("run", "--exclusive", "--lock-timeout", "1s", "--workdir", str(place.job), "--", "touch", "ran")
+        assert refused.returncode != 0, refused.stdout
+        assert not (place.job / "ran").exists()
+        assert claims_in(collection) == [name], "a live owner's claim stays"
+    finally:
+        owner.kill()
+        owner.wait()

@@ -119,3 +119,19 @@ def test_a_kernel_lock_is_exclusive_until_its_holder_drops_it(here: Directory) -
     again = here.try_lock(b"lock")
     assert again.tag == "taken"
     again.payload.release()
+
+
+def test_a_lock_keeps_its_holders_note_for_the_next_holder(here: Directory, tmp_path: Path) -> None:
+    first = here.try_lock(b"lock").payload
+    assert first.noted(36) == b"", "a new lock file notes nothing"
+    assert first.note(b"3f1c9a52-8d2e-4b7a-9c1d-2e5f6a7b8c9d") is None
+    assert first.note(b"0123") is None  # overwrites in place, from the start
+    first.release()
+    second = here.try_lock(b"lock").payload
+    assert second.noted(36) == b"01239a52-8d2e-4b7a-9c1d-2e5f6a7b8c9d"
+    assert second.noted(4) == b"0123"
+    second.release()
+    assert (tmp_path / "lock").stat().st_mode & 0o777 == 0o600
+    directory = here.try_lock_directory().payload
+    assert refused(lambda: directory.noted(36)) == errno.EISDIR
+    directory.release()

@@ -190,7 +190,20 @@ pub struct Held {
 /// Runs the arbitration for one fresh claim of `own`: `Ok(Some)` when this process holds the
 /// target, `Ok(None)` when it lost (its claim is already gone again).
 pub fn arbitrate<F: Fs + ?Sized, K: Kernel + ?Sized>(fs: &F, dir: &F::Dir, kind: &dyn ClaimKind<F>, kernel: &K, own: &Owner) -> Result<Option<Held>, ArbitrationError> {
-    let claim_id = kernel.new_uuid();
+    arbitrate_as(fs, dir, kind, kernel, own, &kernel.new_uuid())
+}
+
+/// [`arbitrate`] for a claim with the fresh id `claim_id` (a version-4 UUID the caller drew
+/// from [`Kernel::new_uuid`] and recorded before publishing, `Fs::note_in_lock`).
+pub fn arbitrate_as<F: Fs + ?Sized, K: Kernel + ?Sized>(
+    fs: &F,
+    dir: &F::Dir,
+    kind: &dyn ClaimKind<F>,
+    kernel: &K,
+    own: &Owner,
+    claim_id: &str,
+) -> Result<Option<Held>, ArbitrationError> {
+    let claim_id = claim_id.to_string();
     kind.publish(fs, dir, &claim_id, own)?;
     let mut name = kind.name(Phase::Waiting, &claim_id);
     let mut phase = Phase::Waiting;

@@ -181,6 +181,9 @@ pub struct Recovered {
     pub file_quarantines: usize,
     /// Mutation claims of gone owners (only with `claims`).
     pub claims: usize,
+    /// The claim and stage of an abandoned claim id (its writer, alive or not, no longer holds
+    /// the collection lock under which it noted the id).
+    pub abandoned: usize,
 }
 
 /// A pid as the reference's name patterns write it: `[1-9][0-9]{0,9}`.
@@ -196,9 +199,17 @@ fn private_file<F: Fs + ?Sized>(fs: &F, dir: &F::Dir, name: &str) -> bool {
 /// The crash recovery of §3.9 in the collection `dir` (see the module docs); with `claims`,
 /// also the claims of gone owners of every target (§3.5 `recoverOrphanedMutationClaims`).
 ///
+/// `abandoned`: the claim id the collection lock's previous holder noted before it published
+/// its claim (`Fs::note_in_lock`), read by the caller, who now holds that lock. Every proclease
+/// writer publishes and releases its claim while holding the lock, so a claim (or stage) with
+/// that id still here is one its writer can no longer release: a WebAssembly instance that
+/// trapped between its claim and the release, while its process lives on. It is removed even
+/// though its owner is alive (`docs/deviations.md` 29); a claim of any other id — a running
+/// ghostget's, which takes no proclease lock — is judged by its owner as before.
+///
 /// Errors: with `claims`, those of listing a target's live claims (an owner that cannot be
 /// judged, an unstable listing, a malformed claim), or more than [`MAX_TARGETS`] targets.
-pub fn recover_directory<F: Fs + ?Sized, K: Kernel + ?Sized>(fs: &F, dir: &F::Dir, kernel: &K, claims: bool) -> Result<Recovered, ArbitrationError> {
+pub fn recover_directory<F: Fs + ?Sized, K: Kernel + ?Sized>(fs: &F, dir: &F::Dir, kernel: &K, claims: bool, abandoned: Option<&str>) -> Result<Recovered, ArbitrationError> {
     let mut recovered = Recovered::default();
     // Every name this recovery concerns starts with `.io-`.
     let names = |dir: &F::Dir| -> Vec<String> { files::names_starting_with(fs, dir, ".io-", super::MAX_ENTRIES).unwrap_or_default() };
@@ -217,7 +228,19 @@ pub fn recover_directory<F: Fs + ?Sized, K: Kernel + ?Sized>(fs: &F, dir: &F::Di
         let count = |names: &[String]| names.iter().filter(|n| parse_claim_name(n).is_some()).count();
         recovered.claims = count(&before).saturating_sub(count(&names(dir)));
     }
-    let names = names(dir);
+    let mut names = names(dir);
+    if let Some(abandoned) = abandoned {
+        // Not fsynced: a claim's names never are (see `arbitration::advance`).
+        names.retain(|name| {
+            let id = parse_claim_name(name).map(|(_, _, id)| id).or_else(|| stage_name(name).map(|(id, _)| id));
+            if id != Some(abandoned) || !private_file(fs, dir, name) || fs.unlink(dir, name.as_str()).is_err() {
+                return true;
+            }
+            tracing::warn!(claim = %name, "removed a mutation claim its writer abandoned (it noted the claim in the collection lock this process now holds)");
+            recovered.abandoned += 1;
+            false
+        });
+    }
     let claim_ids: Vec<&str> = names.iter().filter_map(|n| parse_claim_name(n)).map(|(_, _, id)| id).collect();
     let mut removed = false;
     for name in &names {

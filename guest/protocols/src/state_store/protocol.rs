@@ -44,6 +44,9 @@ pub struct StoreProtocol<F: Fs, K: Kernel + ?Sized> {
 /// temporaries (snapshots for recovery always do).
 const STAGING_SWEEP_INTERVAL: core::time::Duration = core::time::Duration::from_secs(1);
 
+/// The length of a claim id as a collection lock's note records it (a version-4 UUID's text).
+const CLAIM_ID_LENGTH: usize = 36;
+
 impl<F: Fs, K: Kernel + ?Sized> StoreProtocol<F, K> {
     /// Opens the store on the state home `home` (a directory the caller has validated),
     /// creating `.proclease/{staging,locks}` (0700).
@@ -112,12 +115,12 @@ impl<F: Fs, K: Kernel + ?Sized> StoreProtocol<F, K> {
         let (segments, name) = split(path)?;
         check_size(path, content)?;
         let dir = self.walk(path, &segments, true)?.ok_or_else(|| StoreError::unsafe_(path, "parent vanished"))?;
-        let _lock = self.lock(path, &segments, &dir, Some(name))?;
+        let lock = self.lock(path, &segments, &dir, Some(name))?;
         let temp = self.stage(path, content.as_bytes())?;
         let unlink_temp = || {
             let _ = self.fs.unlink(&self.staging, &temp);
         };
-        let created = self.with_claim(path, &dir, name, || self.link_new(path, &dir, name, &temp));
+        let created = self.with_claim(path, &lock, &dir, name, || self.link_new(path, &dir, name, &temp));
         unlink_temp();
         created?.ok_or_else(|| StoreError::Contended { path: path.into() })
     }
@@ -148,7 +151,7 @@ impl<F: Fs, K: Kernel + ?Sized> StoreProtocol<F, K> {
     /// Errors: the claim protocol's own (an owner that cannot be judged, two holders, a
     /// malformed claim: [`StoreError::Claim`]); this process's identity unavailable; those of
     /// `mutate`.
-    fn with_claim<T>(&self, path: &str, dir: &F::Dir, name: &str, mutate: impl FnOnce() -> Result<T, StoreError>) -> Result<Option<T>, StoreError> {
+    fn with_claim<T>(&self, path: &str, lock: &F::Lock, dir: &F::Dir, name: &str, mutate: impl FnOnce() -> Result<T, StoreError>) -> Result<Option<T>, StoreError> {
         if !self.mutation_claims.load(core::sync::atomic::Ordering::Relaxed) {
             return mutate().map(Some);
         }
@@ -159,7 +162,7 @@ impl<F: Fs, K: Kernel + ?Sized> StoreProtocol<F, K> {
             None => StoreError::Claim { path: path.into(), reason: e.message.into() },
         };
         let own = mutation_claim::own_identity(&*self.kernel).map_err(|reason| StoreError::Claim { path: path.into(), reason: reason.into() })?;
-        mutation_claim::recover_directory(&self.fs, dir, &*self.kernel, false).map_err(claim_error)?;
+        mutation_claim::recover_directory(&self.fs, dir, &*self.kernel, false, self.noted_claim(lock).as_deref()).map_err(claim_error)?;
         let kind = mutation_claim::MutationClaim::for_leaf(name);
         let start = self.kernel.monotonic();
         let bound = self.kernel.wait_bound(CLAIM_WAIT);
@@ -168,7 +171,13 @@ impl<F: Fs, K: Kernel + ?Sized> StoreProtocol<F, K> {
         // stands still or steps back (a WebAssembly host's, not the native one's).
         let mut paused = core::time::Duration::ZERO;
         let held = loop {
-            if let Some(held) = arbitration::arbitrate(&self.fs, dir, &kind, &*self.kernel, &own).map_err(claim_error)? {
+            // Noted before it is published, for whoever holds the lock after this process: a
+            // claim that outlives this hold of the lock was abandoned (`recover_directory`).
+            let claim_id = self.kernel.new_uuid();
+            if let Err(e) = self.fs.note_in_lock(lock, claim_id.as_bytes()) {
+                tracing::debug!(path, "the mutation claim's id could not be noted in the collection lock ({e}); a trap before its release would leave it until this process exits");
+            }
+            if let Some(held) = arbitration::arbitrate_as(&self.fs, dir, &kind, &*self.kernel, &own, &claim_id).map_err(claim_error)? {
                 self.kernel.note_taken(&format!("the mutation claim of {path}"));
                 break held;
             }
@@ -230,9 +239,9 @@ impl<F: Fs, K: Kernel + ?Sized> StoreProtocol<F, K> {
         check_hash(path, expected_sha256)?;
         check_size(path, content)?;
         let Some(dir) = self.walk(path, &segments, false)? else { return Ok(false) };
-        let _lock = self.lock(path, &segments, &dir, Some(name))?;
+        let lock = self.lock(path, &segments, &dir, Some(name))?;
         let temp = self.stage(path, content.as_bytes())?;
-        let replaced = self.with_claim(path, &dir, name, || {
+        let replaced = self.with_claim(path, &lock, &dir, name, || {
             let Some(old) = read_record(&self.fs, &dir, name, path, MAX_RECORD_BYTES)? else { return Ok(false) };
             if digest::sha256_hex(&old) != expected_sha256 {
                 return Ok(false);
@@ -258,8 +267,8 @@ impl<F: Fs, K: Kernel + ?Sized> StoreProtocol<F, K> {
         let (segments, name) = split(path)?;
         check_hash(path, expected_sha256)?;
         let Some(dir) = self.walk(path, &segments, false)? else { return Ok(false) };
-        let _lock = self.lock(path, &segments, &dir, Some(name))?;
-        Ok(self.with_claim(path, &dir, name, || self.remove_read(path, &dir, name, expected_sha256))?.unwrap_or(false))
+        let lock = self.lock(path, &segments, &dir, Some(name))?;
+        Ok(self.with_claim(path, &lock, &dir, name, || self.remove_read(path, &dir, name, expected_sha256))?.unwrap_or(false))
     }
 
     /// The removal's critical section: reads the record, compares, unlinks the inode read, and
@@ -322,8 +331,9 @@ impl<F: Fs, K: Kernel + ?Sized> StoreProtocol<F, K> {
         }
         let Some(dir) = self.walk(path, &segments, false)? else { return Ok(None) };
         // proclease's writers hold this lock with their claims: the listing never sees them.
-        let _lock = self.lock(path, &segments, &dir, None)?;
-        mutation_claim::recover_directory(&self.fs, &dir, &*self.kernel, recover_orphans).map_err(|e| StoreError::Claim { path: path.into(), reason: e.to_string() })?;
+        let lock = self.lock(path, &segments, &dir, None)?;
+        mutation_claim::recover_directory(&self.fs, &dir, &*self.kernel, recover_orphans, self.noted_claim(&lock).as_deref())
+            .map_err(|e| StoreError::Claim { path: path.into(), reason: e.to_string() })?;
         let stat = self.fs.stat_dir(&dir).map_err(|e| StoreError::io(path, "fstat", e))?;
         let names = self.fs.read_names(&dir, MAX_ENTRIES, b"").map_err(|e| match e {
             Some(e) => StoreError::io(path, "list", e),
@@ -438,6 +448,14 @@ impl<F: Fs, K: Kernel + ?Sized> StoreProtocol<F, K> {
             Locked::Held(held) => Ok(held),
             Locked::TimedOut => Err(StoreError::Contended { path: path.into() }),
         }
+    }
+
+    /// The claim id the previous holder of the collection `lock` noted before publishing its
+    /// mutation claim (`Fs::note_in_lock`), if the lock's file holds one.
+    fn noted_claim(&self, lock: &F::Lock) -> Option<String> {
+        let note = self.fs.lock_note(lock, CLAIM_ID_LENGTH).ok()?;
+        let id = core::str::from_utf8(&note).ok()?;
+        proclease_core::js::is_uuid_v4(id).then(|| id.to_string())
     }
 
     /// Writes `content` to a fresh, fsynced temporary in the staging directory, named

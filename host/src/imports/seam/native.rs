@@ -236,6 +236,14 @@ impl Fs for NativeFs {
         Ok(lock::lock(locks, name, behind)?)
     }
 
+    fn note_in_lock(&self, lock: &lock::CollectionLock, note: &[u8]) -> Result<(), Errno> {
+        seam(lock.note(note))
+    }
+
+    fn lock_note(&self, lock: &lock::CollectionLock, length: usize) -> Result<Vec<u8>, Errno> {
+        seam(lock.noted(length))
+    }
+
     fn lock_directory(&self, dir: &OwnedFd, label: &str) -> Result<lock::CollectionLock, crate::lock_wait::LockError> {
         let fd = rustix::fs::openat(dir, ".", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty()).map_err(|e| crate::lock_wait::LockError::Io(e.into()))?;
         let file = std::fs::File::from(fd);

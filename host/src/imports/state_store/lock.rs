@@ -26,6 +26,39 @@ impl CollectionLock {
     }
 }
 
+impl CollectionLock {
+    /// Writes `note` at the start of the lock's file (`pwrite` at 0, no fsync): see
+    /// `proclease_protocols::seam::Fs::note_in_lock`.
+    pub(crate) fn note(&self, note: &[u8]) -> rustix::io::Result<()> {
+        let mut offset = 0usize;
+        while offset < note.len() {
+            match rustix::io::pwrite(&self.file, &note[offset..], offset as u64) {
+                Ok(0) => return Err(rustix::io::Errno::IO),
+                Ok(written) => offset += written,
+                Err(rustix::io::Errno::INTR) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// The first `length` bytes of the lock's file (fewer when it is shorter).
+    pub(crate) fn noted(&self, length: usize) -> rustix::io::Result<Vec<u8>> {
+        let mut bytes = vec![0u8; length];
+        let mut filled = 0usize;
+        while filled < length {
+            match rustix::io::pread(&self.file, &mut bytes[filled..], filled as u64) {
+                Ok(0) => break,
+                Ok(read) => filled += read,
+                Err(rustix::io::Errno::INTR) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        bytes.truncate(filled);
+        Ok(bytes)
+    }
+}
+
 impl Drop for CollectionLock {
     /// Unlocks explicitly: closing the descriptor alone leaves the lock held while a child
     /// forked meanwhile by another thread still has a copy of it (until its exec).

@@ -126,10 +126,34 @@ class _Fd(HostResource):
             pass
 
 
+def _pwrite_all(fd: int, data: bytes, offset: int) -> None:
+    view, at = memoryview(data), offset
+    while view:
+        written = os.pwrite(fd, view, at)
+        view, at = view[written:], at + written
+
+
 class Lock(_Fd):
     """A held `flock`: released when the component drops it (the descriptor is closed)."""
 
     wit_name = "lock"
+
+    def note(self, note: bytes) -> Optional[int]:
+        return _outcome(lambda: _pwrite_all(self.fd, note, 0))
+
+    def noted(self, length: int) -> bytes:
+        def read() -> bytes:
+            chunks: List[bytes] = []
+            at = 0
+            while at < length:
+                chunk = os.pread(self.fd, length - at, at)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                at += len(chunk)
+            return b"".join(chunks)
+
+        return _result(read)
 
 
 class File(_Fd):
@@ -163,13 +187,7 @@ class File(_Fd):
         return _outcome(write)
 
     def write_at(self, data: bytes, offset: int) -> Optional[int]:
-        def write() -> None:
-            view, at = memoryview(data), offset
-            while view:
-                written = os.pwrite(self.fd, view, at)
-                view, at = view[written:], at + written
-
-        return _outcome(write)
+        return _outcome(lambda: _pwrite_all(self.fd, data, offset))
 
     def sync(self) -> Optional[int]:
         return _outcome(lambda: os.fsync(self.fd))
