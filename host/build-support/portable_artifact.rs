@@ -8,11 +8,15 @@ use wac_graph::{CompositionGraph, EncodeOptions};
 
 /// The interfaces the portable store provides to the component: after composing, the artifact
 /// must import neither (else a runtime would have to provide them, which is what it is for).
+/// It also exports both, for its host's own use of the same protocols (a directory's facts
+/// before leasing it, the lease-creation lock, a run's marker directories): a host that loads
+/// the artifact needs no store or workspace code of its own.
 const PLUGGED: [&str; 2] = ["state-store", "workspace"];
 
 /// `component` (the proclease component) with `store` (the portable store) plugged into its
-/// imports, encoded and validated. Panics with a one-line reason when they do not fit: a change
-/// to `wit/` that only one of them was rebuilt for.
+/// imports, and the component's exports and the store's ([`PLUGGED`]) exported, encoded and
+/// validated. What `wac_graph::plug` does, plus the store's exports. Panics with a one-line
+/// reason when they do not fit: a change to `wit/` that only one of them was rebuilt for.
 pub fn compose(component: &[u8], store: &[u8]) -> Vec<u8> {
     let mut graph = CompositionGraph::new();
     let socket =
@@ -21,7 +25,27 @@ pub fn compose(component: &[u8], store: &[u8]) -> Vec<u8> {
     let plug = Package::from_bytes("proclease:portable-store", None, store.to_vec(), graph.types_mut())
         .unwrap_or_else(|e| panic!("the portable store does not parse as a package: {e:#}"));
     let plug = graph.register_package(plug).unwrap_or_else(|e| panic!("registering the portable store: {e:#}"));
-    wac_graph::plug(&mut graph, vec![plug], socket).unwrap_or_else(|e| panic!("the portable store does not plug into the component: {e:#}"));
+
+    let socket_instance = graph.instantiate(socket);
+    let store_instance = graph.instantiate(plug);
+    let store_exports: Vec<String> = graph.types()[graph[plug].ty()].exports.keys().cloned().collect();
+    for name in &store_exports {
+        let mut cache = Default::default();
+        let mut checker = wac_graph::types::SubtypeChecker::new(&mut cache);
+        let (export_ty, import_ty) = (graph.types()[graph[plug].ty()].exports[name], graph.types()[graph[socket].ty()].imports.get(name).copied());
+        let Some(import_ty) = import_ty else { panic!("the component imports no `{name}`, which the portable store exports (rebuild both from one `wit/`)") };
+        if let Err(e) = checker.is_subtype(export_ty, graph.types(), import_ty, graph.types()) {
+            panic!("the portable store's `{name}` does not plug into the component's import: {e:#}");
+        }
+        let export = graph.alias_instance_export(store_instance, name).unwrap_or_else(|e| panic!("the portable store's `{name}`: {e:#}"));
+        graph.set_instantiation_argument(socket_instance, name, export).unwrap_or_else(|e| panic!("plugging `{name}`: {e:#}"));
+    }
+    let component_exports: Vec<String> = graph.types()[graph[socket].ty()].exports.keys().cloned().collect();
+    for (instance, name) in component_exports.iter().map(|n| (socket_instance, n)).chain(store_exports.iter().map(|n| (store_instance, n))) {
+        let export = graph.alias_instance_export(instance, name).unwrap_or_else(|e| panic!("exporting `{name}`: {e:#}"));
+        graph.export(export, name).unwrap_or_else(|e| panic!("exporting `{name}`: {e:#}"));
+    }
+
     let bytes = graph.encode(EncodeOptions::default()).unwrap_or_else(|e| panic!("encoding the portable artifact: {e:#}"));
     let interfaces = interfaces(&bytes);
     for name in PLUGGED {

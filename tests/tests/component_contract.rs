@@ -132,8 +132,9 @@ fn the_shipped_portable_artifact_is_the_one_built_from_source() {
 }
 
 /// The portable artifact's boundary is exactly world `proclease-portable`: the system-call
-/// contract and the effects not on it yet in, the component's exports out; no `state-store`, no
-/// `workspace` (the portable store inside provides them), no WASI.
+/// contract and the effects not on it yet in; the component's exports, and the portable
+/// store's `state-store` and `workspace`, out; no `state-store` or `workspace` import (the
+/// portable store inside provides them), no WASI.
 #[test]
 fn the_portable_artifact_imports_and_exports_exactly_what_its_world_declares() {
     let (imports, exports) = world_items_of("proclease-portable");
@@ -143,5 +144,9 @@ fn the_portable_artifact_imports_and_exports_exactly_what_its_world_declares() {
     let mut shipped_exports: Vec<String> = proclease::component::portable_exports().map(String::from).collect();
     shipped_exports.sort();
     assert_eq!(shipped_exports, exports);
-    assert_eq!(world_items().1, exports, "the same exports as the component");
+    let mut component_and_store = world_items().1;
+    component_and_store.extend(["proclease:lease/state-store@0.3.0".to_string(), "proclease:lease/workspace@0.3.0".to_string()]);
+    component_and_store.sort();
+    assert_eq!(component_and_store, exports, "the component's exports and the store's");
+    assert!(!imports.iter().any(|i| i.contains("/state-store@") || i.contains("/workspace@")), "{imports:?}");
 }

@@ -32,7 +32,8 @@ pub const WIT_PACKAGE: &str = env!("PROCLEASE_WIT_PACKAGE");
 /// portable store (`guest/portable`) plugged into its `state-store` and `workspace` imports, for
 /// runtimes without this host. It imports the system-call contract (`sys-fs`, `sys-kernel`),
 /// `process-identity`, `plugin-catalog`, `clock` and `entropy`, and exports what [`BYTES`]
-/// exports. `proclease component --portable` writes it; this crate does not load it.
+/// exports plus the portable store's `state-store` and `workspace` (for its host's own use).
+/// `proclease component --portable` writes it; this crate does not load it.
 pub const PORTABLE_BYTES: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/proclease-portable.wasm"));
 
 /// Lowercase hex sha256 of [`PORTABLE_BYTES`], computed at build time.

@@ -20,7 +20,7 @@ from typing import Any, List
 
 import pytest
 
-from proclease._binding import HostError, Proclease
+from proclease._binding import ComponentError, HostError, Proclease
 from proclease._sys import Directory, SysFs, SysKernel
 from proclease._wit import Rec, rec
 from proclease.host import Clock, Entropy
@@ -197,3 +197,42 @@ def test_a_live_claim_that_no_lock_notes_is_still_waited_for(place: Place) -> No
     finally:
         owner.kill()
         owner.wait()
+
+
+def test_the_artifact_gives_its_host_the_workspace_and_store_protocols(place: Place) -> None:
+    """A host that loads the artifact inspects, creates and removes directories, and takes the
+    lease-creation lock, through the artifact's own `workspace` and `state-store` exports: the
+    protocols written once, not a port of them."""
+    component = artifact(place)
+    job = place.job / "deep" / "er"
+    assert component.workspace.inspect(str(job)).facts is None
+    created = component.workspace.create_private_directory(str(job))
+    assert created == [str(place.job), str(place.job / "deep"), str(job)] or created == [str(place.job / "deep"), str(job)], created
+    assert job.stat().st_mode & 0o777 == 0o700
+    facts = component.workspace.inspect(str(job)).facts
+    st = os.lstat(job)
+    assert (facts.canonical, facts.is_directory, facts.owned, facts.mode) == (True, True, True, 0o700)
+    assert (facts.identity.device, facts.identity.inode) == (str(st.st_dev), str(st.st_ino))
+    with pytest.raises(ComponentError, match="/etc/ssl: refused: outside the granted workspace roots") as refused:
+        component.workspace.inspect("/etc/ssl")
+    assert refused.value.failure.kind == "refused"
+    (job / "result.txt").write_text("built\n")
+    wrong = rec(device=facts.identity.device, inode=str(int(facts.identity.inode) + 1), birthtime_ns=facts.identity.birthtime_ns)
+    with pytest.raises(ComponentError, match="recursive removal target changed identity") as changed:
+        component.workspace.remove_tree(str(job), wrong)
+    assert changed.value.failure.kind == "identity-changed"
+    assert (job / "result.txt").read_text() == "built\n", "another identity: nothing removed"
+    assert component.workspace.remove_tree(str(job), facts.identity) is True
+    assert not job.exists()
+
+    held = component.state_store.lock_leasing()
+    lock_file = place.home / ".proclease" / "locks" / "directory-lease-creation.lock"
+    fd = os.open(lock_file, os.O_RDONLY)
+    try:
+        with pytest.raises(BlockingIOError):
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        component.state_store.unlock_leasing()
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # free again
+    finally:
+        os.close(fd)
+    assert held is not None

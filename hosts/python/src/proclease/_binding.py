@@ -350,7 +350,11 @@ class Proclease:
             if func is None:
                 raise LookupError(f"{interface} exports no function {name}")
             result = func.type(self.store).result
-            self._funcs[key] = (func, isinstance(result, ResultType), _is_tagged(result))
+            is_result = isinstance(result, ResultType)
+            # Untagged, a value of a class only the err case lifts to is the error: a `failure`
+            # record beside a `bool` (the store's and the workspace's exports).
+            err_only = tuple(_classes(result.err) - _classes(result.ok) - {object}) if is_result else ()
+            self._funcs[key] = (func, is_result, _is_tagged(result), err_only)
         return self._funcs[key]
 
     @contextmanager
@@ -400,12 +404,12 @@ class Proclease:
         string error)."""
         # One call at a time: an instance cannot be entered twice (threads sharing a host queue).
         with self.calling():
-            func, is_result, tagged = self._func(interface, name)
+            func, is_result, tagged, err_only = self._func(interface, name)
             if self._trapped:
                 # A trapped instance cannot be entered again: a fresh one (the native host never
                 # reuses one either). Handles of the old one's resources are gone with it.
                 self._renew()
-                func, is_result, tagged = self._func(interface, name)
+                func, is_result, tagged, err_only = self._func(interface, name)
             self._interrupted = None
             try:
                 value = func(self.store, *args)
@@ -419,7 +423,12 @@ class Proclease:
                     raise interrupted from None
                 raise
             func.post_return(self.store)
+        failed = is_result and not tagged and bool(err_only) and isinstance(value, err_only) and not isinstance(value, Variant)
         value = adopt(value)
+        if failed:
+            # A `failure` record (kind, message, errno, path, operation) is a storage failure; a
+            # plain string error has no kind.
+            raise ComponentError("storage" if isinstance(value, Rec) else None, value)
         if not is_result:
             return value
         if tagged:
@@ -427,6 +436,8 @@ class Proclease:
             if value.tag == "ok":
                 return value.payload
             value = value.payload
+            if isinstance(value, Rec):  # a `failure` record: a storage failure
+                raise ComponentError("storage", value)
             if not (isinstance(value, Variant) and value.tag in ERROR_TAGS):
                 raise ComponentError(None, value)
         # Untagged: the ok type never lifts to a Variant (else the cases would overlap and
@@ -457,6 +468,16 @@ class Proclease:
     @property
     def invocation_leases(self) -> Exports:
         return self.exports("invocation-leases")
+
+    @property
+    def workspace(self) -> Exports:
+        """The portable artifact's own workspace protocol (`proclease-portable.wasm` only)."""
+        return self.exports("workspace")
+
+    @property
+    def state_store(self) -> Exports:
+        """The portable artifact's own state store (`proclease-portable.wasm` only)."""
+        return self.exports("state-store")
 
     def resource(self, interface: str, name: str, handle: ResourceAny) -> GuestResource:
         return GuestResource(self, interface, name, handle)
