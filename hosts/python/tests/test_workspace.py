@@ -1,29 +1,82 @@
-"""The `workspace` import of the Python host (`proclease.workspace`) on real directories.
+"""The workspace protocol as the Python host runs it: the portable artifact's own `workspace`
+exports (`guest/protocols/src/workspace/`, the same code the native binary runs) over this
+package's system calls (`proclease._sys`), on real directories.
 
-Ports the behaviour of `host/src/imports/workspace/mod.rs` (spec §6A.4, §3.3
-`removePrivateDirectoryTree`): facts by statx without following links, refusals outside the
-granted roots, the identity-bound removal and the completion of a crashed one. The only fake is
-the crash itself (a child process that dies right after its quarantine rename), an instant a
-test cannot otherwise choose.
+What it holds (spec §6A.4, §3.3 `removePrivateDirectoryTree`): facts by statx without following
+links, refusals outside the granted roots, the identity-bound removal and the completion of a
+crashed one. The only fakes are the crash itself (a child process that dies right after its
+quarantine rename) and a failing disk, instants a test cannot otherwise choose.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
 import textwrap
 import uuid
 from pathlib import Path
+from typing import Any, Callable, List
 
 import pytest
 
-from proclease import workspace as ws_module
+import proclease
+from proclease._binding import ComponentError, Proclease
+from proclease._sys import Directory, SysFs, SysKernel
 from proclease._wit import HostError
-from proclease.workspace import Workspace
+from proclease.host import PACKAGED_ARTIFACT, Clock, Entropy
+from proclease.process_identity import ProcessIdentity
 
-SRC = str(Path(ws_module.__file__).resolve().parent.parent)
+SRC = str(Path(proclease.__file__).resolve().parent.parent)
+
+#: A workspace quarantine: `.io-remove-<pid>-<uuid v4>.quarantine`.
+QUARANTINE = re.compile(r"^\.io-remove-([1-9][0-9]*)-[0-9a-f-]{36}\.quarantine$")
+
+
+class NoCatalog:
+    def installed(self, plugin_id: str) -> Any:
+        raise HostError("no plugin catalog here")
+
+    def lock(self) -> Any:
+        raise HostError("no plugin catalog here")
+
+
+class Grants:
+    def __init__(self, home: str, roots: List[str]) -> None:
+        self.sys_fs = SysFs(home, roots)
+        self.sys_kernel = SysKernel()
+        self.process_identity = ProcessIdentity(home)
+        self.plugin_catalog = NoCatalog()
+        self.clock = Clock()
+        self.entropy = Entropy()
+
+
+class Workspace:
+    """The artifact's `workspace` exports for `roots`, failures raised as `HostError(failure)`
+    as the import they serve would raise them."""
+
+    def __init__(self, home: Path, roots: List[str]) -> None:
+        self.component = Proclease(PACKAGED_ARTIFACT, Grants(str(home), roots))
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        call = getattr(self.component.workspace, name)
+
+        def failing_as_the_import(*args: Any) -> Any:
+            try:
+                return call(*args)
+            except ComponentError as error:
+                raise HostError(error.failure) from None
+
+        return failing_as_the_import
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    path = tmp_path / "state"
+    path.mkdir(mode=0o700)
+    return path
 
 
 @pytest.fixture
@@ -35,25 +88,23 @@ def root(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def workspace(root: Path):
-    ws = Workspace([str(root)])
-    yield ws
-    ws.close()
+def workspace(home: Path, root: Path) -> Workspace:
+    return Workspace(home, [str(root)])
+
+
+def identity(ws: Workspace, path: Path) -> Any:
+    return ws.inspect(str(path)).facts.identity
+
+
+def failure_of(info: pytest.ExceptionInfo) -> Any:
+    assert isinstance(info.value, HostError)
+    return info.value.payload
 
 
 def private_dir(path: Path) -> Path:
     path.mkdir(mode=0o700)
     os.chmod(path, 0o700)
     return path
-
-
-def identity(ws: Workspace, path: Path):
-    return ws.inspect(str(path)).facts.identity
-
-
-def failure_of(info: pytest.ExceptionInfo):
-    assert isinstance(info.value, HostError)
-    return info.value.payload
 
 
 # --- inspect ------------------------------------------------------------------------------------
@@ -145,25 +196,20 @@ def test_paths_outside_every_granted_root_are_refused(workspace: Workspace, root
     assert failure_of(info).kind == "refused"
 
 
-def test_a_root_given_through_a_symbolic_link_is_resolved(tmp_path: Path, root: Path) -> None:
+def test_a_root_given_through_a_symbolic_link_is_resolved(tmp_path: Path, home: Path, root: Path) -> None:
     (tmp_path / "alias").symlink_to(root)
-    ws = Workspace([str(tmp_path / "alias")])
-    try:
-        assert ws.roots == [str(root)]
-        private_dir(root / "d")
-        assert ws.inspect(str(root / "d")).facts.canonical
-        with pytest.raises(HostError):
-            ws.inspect(str(tmp_path / "alias" / "d"))
-    finally:
-        ws.close()
+    ws = Workspace(home, [str(tmp_path / "alias")])
+    private_dir(root / "d")
+    assert ws.inspect(str(root / "d")).facts.canonical
+    with pytest.raises(HostError):
+        ws.inspect(str(tmp_path / "alias" / "d"))
 
 
 def test_a_missing_root_cannot_be_granted(tmp_path: Path) -> None:
-    with pytest.raises(HostError) as info:
-        Workspace([str(tmp_path / "missing")])
-    failure = failure_of(info)
-    assert failure.kind == "io" and failure.errno == "ENOENT"
-    assert failure.message.startswith(f"{tmp_path / 'missing'}: realpath of a workspace root failed: No such file or directory (os error 2)")
+    with pytest.raises(proclease.Error) as info:
+        proclease.Host(state_home=tmp_path / "state", workspace_roots=[tmp_path / "missing"])
+    assert info.value.kind == "system"
+    assert info.value.message == f"{tmp_path / 'missing'}: realpath of a workspace root failed: No such file or directory (os error 2)"
 
 
 # --- create-private-directory and remove-empty-directory ---------------------------------------
@@ -312,22 +358,29 @@ CRASHING_REMOVER = textwrap.dedent(
     """
     import os, signal, sys
     sys.path.insert(0, sys.argv[1])
-    from proclease import workspace
-    from proclease._wit import Rec
-    def crash(*args):
-        os.kill(os.getpid(), signal.SIGKILL)  # the instant after the quarantine rename
-    workspace.delete_tree = crash
-    ws = workspace.Workspace([sys.argv[2]])
-    ws.remove_tree(sys.argv[3], Rec(device=sys.argv[4], inode=sys.argv[5], birthtime_ns=sys.argv[6]))
+    sys.path.insert(0, sys.argv[2])
+    from proclease._sys import Directory
+    from proclease._wit import rec
+    from test_workspace import Workspace
+    rename = Directory.rename
+    def crash(self, source, target_dir, target, replace):
+        answer = rename(self, source, target_dir, target, replace)
+        if target.startswith(b".io-remove-"):
+            os.kill(os.getpid(), signal.SIGKILL)  # the instant after the quarantine rename
+        return answer
+    Directory.rename = crash
+    ws = Workspace(sys.argv[3], [sys.argv[4]])
+    ws.remove_tree(sys.argv[5], rec(device=sys.argv[6], inode=sys.argv[7], birthtime_ns=sys.argv[8]))
     """
 )
 
 
-def crash_mid_removal(root: Path, target: Path, expected) -> None:
+def crash_mid_removal(home: Path, root: Path, target: Path, expected: Any) -> None:
     """Runs a remover in a child process that is SIGKILLed right after it quarantined
     `target`."""
+    here = str(Path(__file__).resolve().parent)
     child = subprocess.run(
-        [sys.executable, "-c", CRASHING_REMOVER, SRC, str(root), str(target), expected.device, expected.inode, expected.birthtime_ns],
+        [sys.executable, "-c", CRASHING_REMOVER, SRC, here, str(home), str(root), str(target), expected.device, expected.inode, expected.birthtime_ns],
         capture_output=True,
         text=True,
         timeout=60,
@@ -335,14 +388,14 @@ def crash_mid_removal(root: Path, target: Path, expected) -> None:
     assert child.returncode == -signal.SIGKILL, child.stderr
 
 
-def test_a_removal_killed_mid_quarantine_is_completed_by_a_later_call(workspace: Workspace, root: Path, tmp_path: Path) -> None:
+def test_a_removal_killed_mid_quarantine_is_completed_by_a_later_call(workspace: Workspace, home: Path, root: Path, tmp_path: Path) -> None:
     target = private_dir(root / "target")
     build_tree(target, private_dir(tmp_path / "outside"))
     expected = identity(workspace, target)
-    crash_mid_removal(root, target, expected)
+    crash_mid_removal(home, root, target, expected)
     assert not target.exists()
     quarantines = [name for name in os.listdir(root) if name.startswith(".io-remove-")]
-    assert len(quarantines) == 1 and ws_module.quarantine_pid(quarantines[0]) is not None
+    assert len(quarantines) == 1 and QUARANTINE.match(quarantines[0]) is not None, quarantines
     # The remover is dead (the kernel says ESRCH): the quarantine of this identity is finished.
     assert workspace.remove_tree(str(target), expected) is True
     assert os.listdir(root) == []
@@ -388,10 +441,10 @@ def test_this_process_finishes_its_own_abandoned_quarantine(workspace: Workspace
     (target / "file").write_text("x")
     expected = identity(workspace, target)
 
-    def failing(*args):
-        raise OSError(5, os.strerror(5))  # EIO, as a failing disk reports it
+    def failing(self: Directory, name: bytes) -> int:
+        return 5  # EIO, as a failing disk reports it
 
-    monkeypatch.setattr(ws_module, "delete_tree", failing)
+    monkeypatch.setattr(Directory, "unlink", failing)
     with pytest.raises(HostError) as info:
         workspace.remove_tree(str(target), expected)
     failure = failure_of(info)

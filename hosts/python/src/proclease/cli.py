@@ -18,6 +18,7 @@ from . import reports
 from ._binding import ComponentError
 from ._wit import HostError
 from .host import Host, LockTimeout, Refused
+from ._errors import Error
 from .state_store import StateHomeError
 from .supervisor import Interrupted, StartError
 from .supervisor import run as supervise
@@ -132,7 +133,7 @@ def main(args: Optional[List[str]] = None) -> int:
         payload = error.payload
         print(f"proclease: {payload.message if hasattr(payload, 'message') else payload}", file=sys.stderr)
         return 1
-    except (Refused, StartError, StateHomeError, OSError) as error:
+    except (Refused, StartError, StateHomeError, OSError, Error) as error:
         print(f"proclease: {error}", file=sys.stderr)
         return 1
 

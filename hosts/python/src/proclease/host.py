@@ -6,9 +6,12 @@
     with host.directory_lease("/tmp/jobs/build", create=True) as lease:   # native binary uses
         ...                                         # the directory is leased to this process
 
-Everything a lease rule decides is the component's (the same `proclease.wasm` the native binary
-embeds); this module only wires its imports to the effects (`state_store`, `workspace`,
-`process_identity`, `plugin_catalog`) and turns its exports into context managers and reports.
+Everything a lease rule decides, and every protocol that keeps state safe — the store's
+compare-and-swap, ghostget's mutation claims, the workspace's identity-bound removal — is the
+portable artifact's (`proclease-portable.wasm`: the native binary's component with the store and
+workspace protocols composed in, issue #41); this module grants it the system calls
+(`_sys`), the process facts (`process_identity`) and the plugin catalog, and turns its exports
+into context managers and reports.
 """
 
 from __future__ import annotations
@@ -31,12 +34,17 @@ from ._wit import Rec, rec
 from .plugin_catalog import PluginCatalog
 from .process_identity import ProcessIdentity
 from .records import AdmissionClaim, AdmissionSurvey, DirectoryLeaseClaim, Liveness, Owner, OwnerStatus, RawPhase
+from ._sys import SysFs, SysKernel
 from .state_store import StateStore
-from .workspace import Workspace
 
-#: The component this package hosts, installed next to this file (in the repository a link to
-#: `host/component/proclease.wasm`).
+#: The component (world `proclease`), installed next to this file (in the repository a link to
+#: `host/component/proclease.wasm`): for embedders that provide its store and workspace
+#: imports themselves (the conformance harness does).
 PACKAGED_COMPONENT = Path(__file__).resolve().parent / "proclease.wasm"
+
+#: The portable artifact `Host` loads (world `proclease-portable`), installed next to this file
+#: (in the repository a link to `host/component/proclease-portable.wasm`).
+PACKAGED_ARTIFACT = Path(__file__).resolve().parent / "proclease-portable.wasm"
 
 #: `raw-working` leases whose owner died while `launching` become recoverable this long after
 #: they were taken, as the native `run`'s default `--recover-after` (s).
@@ -70,6 +78,14 @@ def component_path(wasm: Optional[StrPath] = None) -> Path:
     return chosen
 
 
+def artifact_path(wasm: Optional[StrPath] = None) -> Path:
+    """`wasm`, $PROCLEASE_PORTABLE_WASM, or the portable artifact packaged with this module."""
+    chosen = Path(wasm) if wasm is not None else Path(os.environ["PROCLEASE_PORTABLE_WASM"]) if os.environ.get("PROCLEASE_PORTABLE_WASM") else PACKAGED_ARTIFACT
+    if not chosen.is_file():
+        raise Error(f"{chosen}: no proclease portable artifact; install the package from a clone of the repository (`pip install hosts/python`: src/proclease/proclease-portable.wasm links to host/component/proclease-portable.wasm) or set PROCLEASE_PORTABLE_WASM", kind="no-component")
+    return chosen
+
+
 class Clock:
     """The `clock` import: wall-clock ms since the Unix epoch."""
 
@@ -85,13 +101,22 @@ class Entropy:
 
 
 class Effects:
-    """The object the component's imports are bound to: one attribute per imported interface
-    (snake_case), each a real effect on this machine."""
+    """The object the artifact's imports are bound to: one attribute per imported interface
+    (snake_case), each a real effect on this machine.
+
+    `state_store` is not an import: it validates, creates or claims the state home (as the
+    native binary does) before the artifact is granted it, and serves the plugin catalog's
+    lock and this host's own kernel locks (the catalog lock is not on the system-call contract
+    yet)."""
 
     def __init__(self, state_home: Path, workspace_roots: Sequence[str], judge: Any) -> None:
         self.process_identity = ProcessIdentity(str(state_home))
         self.state_store = StateStore(str(state_home), self.process_identity, judge)
-        self.workspace = Workspace(list(workspace_roots))
+        try:
+            self.sys_fs = SysFs(self.state_store.home_path, list(workspace_roots))
+        except OSError as error:
+            raise system_error(error, "opening a granted directory") from error
+        self.sys_kernel = SysKernel()
         self.plugin_catalog = PluginCatalog(str(state_home), self.state_store, self.process_identity, judge)
         self.clock = Clock()
         self.entropy = Entropy()
@@ -102,8 +127,8 @@ class Host:
 
     `state_home`: default `default_state_home()` (created 0700 if absent, as the native binary
     does). `workspace_roots`: the directories under which leased directories may be inspected,
-    created and removed (default `default_workspace_roots()`). `wasm`: the component (default
-    the packaged one).
+    created and removed (default `default_workspace_roots()`). `wasm`: the portable artifact
+    (default `artifact_path()`: $PROCLEASE_PORTABLE_WASM or the packaged one).
 
     Errors from every method are `proclease.Error` (see there).
     """
@@ -113,16 +138,16 @@ class Host:
         self.lock_timeout = lock_timeout
         # Made (0700, with missing parents) and claimed by the store when absent, as natively.
         self.state_home = Path(os.path.abspath(state_home if state_home is not None else default_state_home()))
-        roots = [os.path.realpath(r) for r in workspace_roots] if workspace_roots else default_workspace_roots()
+        roots = [_granted_root(r) for r in workspace_roots] if workspace_roots else default_workspace_roots()
         self.workspace_roots = roots
-        wasm_path = component_path(wasm)
+        wasm_path = artifact_path(wasm)
         self.effects = Effects(self.state_home, roots, self.judge)
         try:
             self.component = Proclease(wasm_path, self.effects)
         except Error:
             raise
         except Exception as error:  # wasmtime's own (a component that does not load or link)
-            raise Error(f"{wasm_path}: the proclease component cannot be loaded: {error}", kind="system") from error
+            raise Error(f"{wasm_path}: the proclease portable artifact cannot be loaded: {error}", kind="system") from error
         # A second instance for the pure `judge-owner` export: the store judges a mutation
         # claim's writer while the first instance is inside an import call, and a component
         # instance cannot be re-entered.
@@ -189,7 +214,7 @@ class Host:
         # (the Node host writes its lease, then looks): the later of two to look sees the other.
         lock = self._take_lock("directory-lease-creation.lock")
         try:
-            facts = self.effects.workspace.inspect(target).facts
+            facts = self.component.workspace.inspect(target).facts
             conflict = self.component.directory_leases.conflict(target, facts.identity if facts is not None else None, None)
             if conflict is not None:
                 raise Refused(_already_leased(self.state_home, target, conflict))
@@ -295,6 +320,15 @@ class LockTimeout(Error):
 
     def __init__(self, message: str) -> None:
         super().__init__(message, kind="lock-timeout")
+
+
+def _granted_root(root: StrPath) -> str:
+    """The physical path of a workspace root the user grants; `Error` (kind `system`) in the
+    native binary's words when it cannot be resolved."""
+    try:
+        return os.path.realpath(root, strict=True)
+    except OSError as error:
+        raise Error(f"{os.fspath(root)}: realpath of a workspace root failed: {error.strerror} (os error {error.errno})", kind="system") from error
 
 
 def _within(path: str, ancestor: str) -> bool:

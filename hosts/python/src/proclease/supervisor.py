@@ -178,7 +178,7 @@ def _run(host, argv: Sequence[str], workdir: str, exclusive: bool, recover_after
                 pass
         for path in reversed(created):
             try:
-                host.effects.workspace.remove_empty_directory(path, None)
+                host.component.workspace.remove_empty_directory(path, None)
             except Exception:  # best effort: an empty directory of ours is all it could leave
                 break
         if admission is not None:
@@ -240,7 +240,7 @@ def _run(host, argv: Sequence[str], workdir: str, exclusive: bool, recover_after
                 # would take the run for a crashed start and remove its results.
                 marker = f"{lease.claim.parent_path.rstrip('/')}/.proclease-finished-{lease.claim.id}"
                 try:
-                    host.effects.workspace.create_private_directory(marker)
+                    host.component.workspace.create_private_directory(marker)
                     kept = f"the state home took no write at all (not even the run journal), so the finish is marked by {marker} beside it: `proclease recover` keeps the directory too"
                 except Exception as failure:  # noqa: BLE001 (said, and the words below tell what to do)
                     say(f"the finish of the command could not be marked beside its directory either: {failure}")
