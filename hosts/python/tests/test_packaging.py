@@ -11,6 +11,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent
 COMPONENT = PACKAGE.parent.parent / "host" / "component" / "proclease.wasm"
+ARTIFACT = PACKAGE.parent.parent / "host" / "component" / "proclease-portable.wasm"
 
 EXAMPLE = """
 import os, sys
@@ -25,6 +26,7 @@ except Error as error:
     print(error.kind, error.code, error.message)
     raise
 import proclease.host
+print("artifact", proclease.host.PACKAGED_ARTIFACT)
 print("component", proclease.host.PACKAGED_COMPONENT)
 """
 
@@ -44,3 +46,6 @@ def test_pip_install_of_the_package_directory_gives_a_working_typed_package(tmp_
     assert str(installed).startswith(str(venv)), f"imported from the venv, not the source tree: {installed}"
     assert not installed.is_symlink() and hashlib.sha256(installed.read_bytes()).hexdigest() == hashlib.sha256(COMPONENT.read_bytes()).hexdigest(), "the component's own bytes"
     assert (installed.parent / "py.typed").is_file(), "typed (PEP 561)"
+    artifact = Path(ran.stdout.split("artifact ", 1)[1].splitlines()[0].strip())
+    assert artifact.parent == installed.parent and not artifact.is_symlink(), artifact
+    assert hashlib.sha256(artifact.read_bytes()).hexdigest() == hashlib.sha256(ARTIFACT.read_bytes()).hexdigest(), "the portable artifact's own bytes, which Host loads"
