@@ -14,6 +14,7 @@ import fcntl
 import json
 import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any, List
@@ -236,3 +237,26 @@ def test_the_artifact_gives_its_host_the_workspace_and_store_protocols(place: Pl
     finally:
         os.close(fd)
     assert held is not None
+
+
+def test_writers_whose_instances_trap_mid_claim_lose_no_update_and_hold_up_no_one(tmp_path: Path) -> None:
+    """Three processes increment one record through the artifact's store; two of them trap on
+    every third advance of a mutation claim to `held` (their claim left behind, owned by a live
+    process) and go on with a fresh instance. Every increment lands exactly once, no writer
+    runs out of its bound, and no claim is left once they are done."""
+    home = tmp_path / "state"
+    worker = Path(__file__).resolve().parent / "worker.py"
+    path, count = "recovery/counter/value.json", 25
+    children = [
+        subprocess.Popen([sys.executable, str(worker), "increment", str(home), path, str(count), *trap], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for trap in (["3"], ["3"], [])
+    ]
+    reports = []
+    for child in children:
+        out, err = child.communicate(timeout=300)
+        assert child.returncode == 0, err
+        reports.append(json.loads(out.strip().splitlines()[-1]))
+    assert all(r["successes"] == count for r in reports), reports
+    assert sum(r["traps"] for r in reports) >= 10, reports
+    assert (home / path).read_text() == f'{{"value":{3 * count}}}\n'
+    assert os.listdir(home / "recovery" / "counter") == ["value.json"], "no claim left behind"

@@ -1,10 +1,13 @@
 """A child process of the interop tests, the Python host's side of `store_worker` /
 `admission_worker` (tests/src/bin/), with the same arguments and output:
 
-  worker.py increment <state-home> <path> <count>
+  worker.py increment <state-home> <path> <count> [<trap-every>]
       count times: read {"value":N} (absent: create {"value":0}), replace it if unchanged with
       N+1, retrying lost compare-and-swaps; prints {"event":"ready"} before the first, then
-      {"outcome":"done","successes":S,"retries":R,"value":V}
+      {"outcome":"done","successes":S,"retries":R,"value":V,"traps":T}. The writes go through
+      the portable artifact's own store (what `Host` runs). With <trap-every> K, every K-th
+      advance of a mutation claim to `held` traps the instance instead (a host bug inside an
+      import call), leaving its claim behind; the next call runs on a fresh instance.
   worker.py race <state-home> <go-file> <release-file>
       wait for <go-file>, acquire the export admission: print `acquired`, wait for
       <release-file> and release it; or print `blocked: <message>`
@@ -18,8 +21,10 @@ import os
 import sys
 import time
 
+from typing import Any
+
 from proclease import Error, Host
-from proclease._wit import HostError
+from proclease._binding import ComponentError
 
 
 def fail(message: str) -> None:
@@ -35,8 +40,23 @@ def wait_for(path: str) -> None:
         time.sleep(0.0002)
 
 
-def increment(home: str, path: str, count: int) -> None:
-    store = Host(home).effects.state_store
+def increment(home: str, path: str, count: int, trap_every: int = 0) -> None:
+    host = Host(home)
+    store = host.component.state_store
+    traps = 0
+    if trap_every:
+        from proclease._sys import Directory
+
+        rename, advances = Directory.rename, [0]
+
+        def trapping(self: Directory, source: bytes, target_dir: Directory, target: bytes, replace: bool) -> Any:
+            if target.startswith(b".io-mutation-") and b"-held-" in target:
+                advances[0] += 1
+                if advances[0] % trap_every == 0:
+                    raise RuntimeError("a bug of the host")
+            return rename(self, source, target_dir, target, replace)
+
+        Directory.rename = trapping  # type: ignore[method-assign]
     # Loading the component takes a while: say when the writes begin, so that a test can start
     # the other writers then.
     print(json.dumps({"event": "ready"}), flush=True)
@@ -45,7 +65,7 @@ def increment(home: str, path: str, count: int) -> None:
     deadline = time.monotonic() + 300
     while successes < count:
         if time.monotonic() > deadline:
-            fail(f"no progress: {successes} of {count} increments in 300 s ({retries} retries)")
+            fail(f"no progress: {successes} of {count} increments in 300 s ({retries} retries, {traps} traps)")
         try:
             text = store.read_if_present(path, 1 << 16).text
             if text is None:
@@ -53,19 +73,26 @@ def increment(home: str, path: str, count: int) -> None:
                 continue
             n = json.loads(text)["value"]
             replaced = store.replace_if_unchanged(path, hashlib.sha256(text.encode()).hexdigest(), f'{{"value":{n + 1}}}\n')
-        except HostError as error:
+        except ComponentError as error:
             # Another writer was mid-mutation past the store's bound, or a read overlapped a
             # replace: try again, as store_worker does.
-            if error.payload.kind == "contended" or "changed while it was read" in error.payload.message:
+            failure = error.failure
+            if failure is not None and (failure.kind == "contended" or "changed while it was read" in failure.message):
                 retries += 1
                 continue
-            fail(error.payload.message)
+            fail(error.message)
+        except Exception as error:  # noqa: BLE001 (only the injected trap is expected)
+            if "a bug of the host" not in str(error):
+                raise
+            # Trapped before the record changed (the claim never reached `held`).
+            traps += 1
+            continue
         if replaced:
             successes += 1
             value = n + 1
         else:
             retries += 1
-    print(json.dumps({"outcome": "done", "successes": successes, "retries": retries, "value": value}, separators=(",", ":")))
+    print(json.dumps({"outcome": "done", "successes": successes, "retries": retries, "value": value, "traps": traps}, separators=(",", ":")))
 
 
 def race(home: str, go: str, release: str) -> None:
@@ -81,8 +108,8 @@ def race(home: str, go: str, release: str) -> None:
 
 def main() -> None:
     args = sys.argv[1:]
-    if args[:1] == ["increment"] and len(args) == 4:
-        increment(args[1], args[2], int(args[3]))
+    if args[:1] == ["increment"] and len(args) in (4, 5):
+        increment(args[1], args[2], int(args[3]), int(args[4]) if len(args) == 5 else 0)
     elif args[:1] == ["race"] and len(args) == 4:
         race(args[1], args[2], args[3])
     else:
