@@ -21,13 +21,13 @@ from typing import Any, List
 
 import pytest
 
-from proclease._binding import ComponentError, HostError, Proclease
-from proclease._sys import Directory, SysFs, SysKernel
+from proclease._binding import ComponentError, Proclease
+from proclease._sys import Directory
 from proclease._wit import Rec, rec
-from proclease.host import Clock, Entropy
-from proclease.process_identity import ProcessIdentity
+from proclease.host import Clock
 
 import test_interop
+from conftest import ArtifactGrants
 from test_interop import Place, await_entry, doctor, kill_and_await, running
 
 # The interop suite's fixtures: `$PROCLEASE_BIN` required, and a fresh state home and workspace.
@@ -37,32 +37,13 @@ place = test_interop.place
 ARTIFACT = Path(__file__).resolve().parents[3] / "host" / "component" / "proclease-portable.wasm"
 
 
-class NoCatalog:
-    """This test grants no plugin catalog."""
-
-    def installed(self, plugin_id: str) -> Any:
-        raise HostError("this test grants no plugin catalog")
-
-    def lock(self) -> Any:
-        raise HostError("this test grants no plugin catalog")
-
-
-class Grants:
-    """What the artifact imports: the system calls, the process facts, the catalog, time and
-    randomness."""
-
-    def __init__(self, place: Place) -> None:
-        self.sys_fs = SysFs(str(place.home), [str(place.ws)])
-        self.sys_kernel = SysKernel()
-        self.process_identity = ProcessIdentity(str(place.home))
-        self.plugin_catalog = NoCatalog()
-        self.clock = Clock()
-        self.entropy = Entropy()
+def grants(place: Place) -> ArtifactGrants:
+    return ArtifactGrants(str(place.home), [str(place.ws)])
 
 
 def artifact(place: Place) -> Proclease:
     assert place.native("doctor", "--json").returncode == 0  # makes and claims the state home
-    return Proclease(ARTIFACT, Grants(place))
+    return Proclease(ARTIFACT, grants(place))
 
 
 def counts(report: Rec) -> tuple[int, int]:

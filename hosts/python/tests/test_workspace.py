@@ -24,10 +24,11 @@ import pytest
 
 import proclease
 from proclease._binding import ComponentError, Proclease
-from proclease._sys import Directory, SysFs, SysKernel
+from proclease._sys import Directory
 from proclease._wit import HostError
-from proclease.host import PACKAGED_ARTIFACT, Clock, Entropy
-from proclease.process_identity import ProcessIdentity
+from proclease.host import PACKAGED_ARTIFACT
+
+from conftest import ArtifactGrants
 
 SRC = str(Path(proclease.__file__).resolve().parent.parent)
 
@@ -35,30 +36,12 @@ SRC = str(Path(proclease.__file__).resolve().parent.parent)
 QUARANTINE = re.compile(r"^\.io-remove-([1-9][0-9]*)-[0-9a-f-]{36}\.quarantine$")
 
 
-class NoCatalog:
-    def installed(self, plugin_id: str) -> Any:
-        raise HostError("no plugin catalog here")
-
-    def lock(self) -> Any:
-        raise HostError("no plugin catalog here")
-
-
-class Grants:
-    def __init__(self, home: str, roots: List[str]) -> None:
-        self.sys_fs = SysFs(home, roots)
-        self.sys_kernel = SysKernel()
-        self.process_identity = ProcessIdentity(home)
-        self.plugin_catalog = NoCatalog()
-        self.clock = Clock()
-        self.entropy = Entropy()
-
-
 class Workspace:
     """The artifact's `workspace` exports for `roots`, failures raised as `HostError(failure)`
     as the import they serve would raise them."""
 
     def __init__(self, home: Path, roots: List[str]) -> None:
-        self.component = Proclease(PACKAGED_ARTIFACT, Grants(str(home), roots))
+        self.component = Proclease(PACKAGED_ARTIFACT, ArtifactGrants(str(home), roots))
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
         call = getattr(self.component.workspace, name)
