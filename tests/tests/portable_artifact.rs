@@ -89,7 +89,11 @@ fn the_portable_artifact_imports_the_system_call_contract_instead_of_a_store() {
     imports.sort();
     let names = |list: &[&str]| list.iter().map(|name| format!("proclease:lease/{name}@0.3.0")).collect::<Vec<_>>();
     assert_eq!(imports, names(&["clock", "entropy", "plugin-catalog", "process-identity", "sys-fs", "sys-kernel", "types"]), "no state store, no workspace, no WASI");
-    assert_eq!(exports, names(&["records", "dispositions", "export-admission", "directory-leases", "invocation-leases"]));
+    assert_eq!(
+        exports,
+        names(&["records", "dispositions", "export-admission", "directory-leases", "invocation-leases", "state-store", "workspace"]),
+        "the component's exports, and the store's own for its host"
+    );
 }
 
 /// A lease taken through the artifact is the native host's kind of lease: it names this
