@@ -185,6 +185,11 @@ impl Fs for SysFs {
         lock.as_ref().map_or(Ok(()), |lock| done(lock.note(note)))
     }
 
+    /// `None` is a host without kernel locks (`unsupported`): nothing is excluded.
+    fn lock_excludes(&self, lock: &Option<Lock>) -> bool {
+        lock.is_some()
+    }
+
     fn lock_note(&self, lock: &Option<Lock>, length: usize) -> Result<Vec<u8>, Errno> {
         let Some(lock) = lock else { return Ok(Vec::new()) };
         let bytes = lock.noted(u32::try_from(length).unwrap_or(u32::MAX)).map_err(errno)?;

@@ -166,6 +166,15 @@ pub trait Fs: Send + Sync {
     /// trapped in the middle of a write) is known abandoned to whoever holds the lock next.
     /// A host without kernel locks records nothing.
     fn note_in_lock(&self, lock: &Self::Lock, note: &[u8]) -> Result<(), Errno>;
+    /// Whether a held collection lock excludes every other holder, this process's other
+    /// instances included (a `flock` on an open file description of its own). A host without
+    /// kernel locks grants a lock that excludes nothing: the reference's mutation claims alone
+    /// then serialise writers, and a claim of this very process may be another instance's live
+    /// one (`arbitration::live_claims`).
+    fn lock_excludes(&self, lock: &Self::Lock) -> bool {
+        let _ = lock;
+        true
+    }
     /// The first `length` bytes of a held collection lock's file: what its last holder recorded
     /// with [`note_in_lock`](Self::note_in_lock) (fewer bytes, or none, when nothing was).
     fn lock_note(&self, lock: &Self::Lock, length: usize) -> Result<Vec<u8>, Errno>;

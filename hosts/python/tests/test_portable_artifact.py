@@ -11,10 +11,13 @@ The native binary is `$PROCLEASE_BIN`, as in `test_interop.py`.
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any, List
@@ -241,3 +244,86 @@ def test_writers_whose_instances_trap_mid_claim_lose_no_update_and_hold_up_no_on
     assert sum(r["traps"] for r in reports) >= 10, reports
     assert (home / path).read_text() == f'{{"value":{3 * count}}}\n'
     assert os.listdir(home / "recovery" / "counter") == ["value.json"], "no claim left behind"
+
+
+def test_a_child_forked_while_a_write_holds_the_lock_does_not_keep_it(place: Place, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another thread forks at the instant a write holds the collection's kernel lock (here:
+    as it notes its claim); the child lives on with a copy of the descriptor. The write's
+    release unlocks explicitly, so the admission is taken and released as usual — closing
+    alone left the lock held for the child's life, and every later write of that collection,
+    by any host, failed."""
+    from proclease import Host
+    from proclease._sys import Lock
+
+    host = Host(state_home=place.home, workspace_roots=[place.ws])
+    children: List[int] = []
+    note = Lock.note
+
+    def forking(self: Lock, text: bytes) -> Any:
+        if not children:
+            pid = os.fork()
+            if pid == 0:
+                time.sleep(30)
+                os._exit(0)
+            children.append(pid)
+        return note(self, text)
+
+    monkeypatch.setattr(Lock, "note", forking)
+    try:
+        with host.admission():
+            pass
+        assert children, "the fork happened while a write held the lock"
+        assert not (place.home / ADMISSION / "active.json").exists(), "released"
+        ran = place.native("run", "--exclusive", "--lock-timeout", "2s", "--workdir", str(place.job), "--", "touch", "ran")
+        assert ran.returncode == 0, ran.stderr
+    finally:
+        for pid in children:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+
+
+def test_without_kernel_locks_two_instances_of_one_process_lose_no_update(place: Place, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A host whose `try-lock` answers `unsupported` (Node's plan) relies on the reference's
+    mutation claims alone. Two instances of one process, in two threads, increment one record:
+    a claim of this very process is then another instance's write in progress, not a stale
+    claim of its own to remove (which let both write: 24 of 400 increments were lost)."""
+    from proclease import Host
+    from proclease._binding import Variant
+
+    monkeypatch.setattr(Directory, "try_lock", lambda self, name: Variant("unsupported", None))
+    hosts = [Host(state_home=place.home, workspace_roots=[place.ws]) for _ in range(2)]
+    path, count = "recovery/counter/value.json", 150
+    hosts[0].component.state_store.create_if_absent(path, "0\n")
+    done = [0, 0]
+    problems: List[str] = []
+
+    def work(i: int) -> None:
+        store = hosts[i].component.state_store
+        while done[i] < count and len(problems) < 20:
+            try:
+                text = store.read_if_present(path, 4096).text
+                if store.replace_if_unchanged(path, hashlib.sha256(text.encode()).hexdigest(), f"{int(text) + 1}\n"):
+                    done[i] += 1
+            except ComponentError as error:
+                if error.failure is None or error.failure.kind != "contended":
+                    problems.append(str(error))
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=300)
+    assert problems == [], problems
+    assert done == [count, count]
+    assert (place.home / path).read_text() == f"{2 * count}\n", "every increment landed once"
+
+
+def test_host_given_the_component_instead_of_the_artifact_says_which_file_it_needs(tmp_path: Path) -> None:
+    from proclease import Error, Host
+
+    component = ARTIFACT.parent / "proclease.wasm"
+    with pytest.raises(Error) as refused:
+        Host(state_home=tmp_path / "state", workspace_roots=[tmp_path], wasm=component)
+    assert refused.value.kind == "system"
+    assert refused.value.message.startswith(f"{component}: the proclease portable artifact cannot be loaded: ")
+    assert "Host loads `proclease-portable.wasm` (`proclease component --portable -o FILE`)" in refused.value.message

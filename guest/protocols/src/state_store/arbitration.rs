@@ -189,12 +189,19 @@ pub struct Held {
 
 /// Runs the arbitration for one fresh claim of `own`: `Ok(Some)` when this process holds the
 /// target, `Ok(None)` when it lost (its claim is already gone again).
+///
+/// The caller arbitrates for one target of `dir` at a time in this process (a process-wide
+/// mutex, or a kernel lock that excludes this process's other instances too), so another claim
+/// of `own` is stale and is removed ([`live_claims`]).
 pub fn arbitrate<F: Fs + ?Sized, K: Kernel + ?Sized>(fs: &F, dir: &F::Dir, kind: &dyn ClaimKind<F>, kernel: &K, own: &Owner) -> Result<Option<Held>, ArbitrationError> {
-    arbitrate_as(fs, dir, kind, kernel, own, &kernel.new_uuid())
+    arbitrate_as(fs, dir, kind, kernel, own, &kernel.new_uuid(), true)
 }
 
 /// [`arbitrate`] for a claim with the fresh id `claim_id` (a version-4 UUID the caller drew
-/// from [`Kernel::new_uuid`] and recorded before publishing, `Fs::note_in_lock`).
+/// from [`Kernel::new_uuid`] and recorded before publishing, `Fs::note_in_lock`). With
+/// `alone_in_process` false (the caller holds no lock that excludes this process's other
+/// instances: a host without kernel locks), another claim of `own` is judged like any live
+/// owner's: it may be another instance's write in progress.
 pub fn arbitrate_as<F: Fs + ?Sized, K: Kernel + ?Sized>(
     fs: &F,
     dir: &F::Dir,
@@ -202,15 +209,17 @@ pub fn arbitrate_as<F: Fs + ?Sized, K: Kernel + ?Sized>(
     kernel: &K,
     own: &Owner,
     claim_id: &str,
+    alone_in_process: bool,
 ) -> Result<Option<Held>, ArbitrationError> {
     let claim_id = claim_id.to_string();
+    let stale_own = alone_in_process.then_some(own);
     kind.publish(fs, dir, &claim_id, own)?;
     let mut name = kind.name(Phase::Waiting, &claim_id);
     let mut phase = Phase::Waiting;
     let outcome = (|| -> Result<bool, ArbitrationError> {
         // At most three listings: waiting, candidate, held.
         loop {
-            let others = live_claims(fs, dir, kind, kernel, Some(&claim_id), Some(own))?;
+            let others = live_claims(fs, dir, kind, kernel, Some(&claim_id), stale_own)?;
             match step(phase, &claim_id, &others) {
                 Step::Advance(next) => {
                     name = advance(fs, dir, kind, &name, next, &claim_id)?;
@@ -263,10 +272,12 @@ pub fn release<F: Fs + ?Sized>(fs: &F, dir: &F::Dir, name: &str) {
 /// after removing the claims of provably gone owners. Retries until one pass sees no claim
 /// vanish, move or die.
 ///
-/// With `own`, a claim of this very process other than `skip` is removed as stale: a process
-/// arbitrates for one target of a directory at a time (the store holds the collection's kernel
-/// lock, the catalog lock its process-wide mutex), so such a claim is one whose release failed —
-/// left in place it would block this process's own later writes until it exits.
+/// With `own`, a claim of this very process other than `skip` is removed as stale: the caller
+/// passes `own` only when this process arbitrates for one target of a directory at a time (the
+/// store holds a collection kernel lock that excludes its other instances too, the catalog lock
+/// its process-wide mutex), so such a claim is one whose release failed — left in place it
+/// would block this process's own later writes until it exits. Without kernel locks two
+/// instances of one process may arbitrate at once, and the caller passes `None`.
 pub fn live_claims<F: Fs + ?Sized, K: Kernel + ?Sized>(
     fs: &F,
     dir: &F::Dir,

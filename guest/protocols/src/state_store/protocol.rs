@@ -177,7 +177,7 @@ impl<F: Fs, K: Kernel + ?Sized> StoreProtocol<F, K> {
             if let Err(e) = self.fs.note_in_lock(lock, claim_id.as_bytes()) {
                 tracing::debug!(path, "the mutation claim's id could not be noted in the collection lock ({e}); a trap before its release would leave it until this process exits");
             }
-            if let Some(held) = arbitration::arbitrate_as(&self.fs, dir, &kind, &*self.kernel, &own, &claim_id).map_err(claim_error)? {
+            if let Some(held) = arbitration::arbitrate_as(&self.fs, dir, &kind, &*self.kernel, &own, &claim_id, self.fs.lock_excludes(lock)).map_err(claim_error)? {
                 self.kernel.note_taken(&format!("the mutation claim of {path}"));
                 break held;
             }

@@ -134,9 +134,27 @@ def _pwrite_all(fd: int, data: bytes, offset: int) -> None:
 
 
 class Lock(_Fd):
-    """A held `flock`: released when the component drops it (the descriptor is closed)."""
+    """A held `flock`: released when the component drops it.
+
+    Unlocked explicitly (`LOCK_UN`) before the descriptor is closed: closing alone leaves the
+    lock held while a child forked meanwhile (another thread's `os.fork()`, `multiprocessing`)
+    keeps a copy of the descriptor, for the child's whole life. Only by the process that took
+    it: a forked child that releases its copy (at its exit, a finalizer) must not unlock its
+    parent's lock in the middle of a write."""
 
     wit_name = "lock"
+
+    def __init__(self, fd: int) -> None:
+        super().__init__(fd)
+        self._taker = os.getpid()
+
+    def release(self) -> None:
+        if self.fd >= 0 and os.getpid() == self._taker:
+            try:
+                fcntl.flock(self.fd, fcntl.LOCK_UN)
+            except OSError:
+                pass
+        super().release()
 
     def note(self, note: bytes) -> Optional[int]:
         return _outcome(lambda: _pwrite_all(self.fd, note, 0))

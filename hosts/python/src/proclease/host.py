@@ -147,7 +147,11 @@ class Host:
         except Error:
             raise
         except Exception as error:  # wasmtime's own (a component that does not load or link)
-            raise Error(f"{wasm_path}: the proclease portable artifact cannot be loaded: {error}", kind="system") from error
+            raise Error(
+                f"{wasm_path}: the proclease portable artifact cannot be loaded: {error}; Host loads `proclease-portable.wasm` "
+                "(`proclease component --portable -o FILE`), not the component `proclease.wasm`, which needs a store of its host's",
+                kind="system",
+            ) from error
         # A second instance for the pure `judge-owner` export: the store judges a mutation
         # claim's writer while the first instance is inside an import call, and a component
         # instance cannot be re-entered.
@@ -237,7 +241,7 @@ class Host:
                     pass
                 raise
         finally:
-            os.close(lock)
+            _release_lock(lock)
         return lease
 
     # --- the export admission (§6A.5) --------------------------------------------------------
@@ -275,7 +279,7 @@ class Host:
                 invocations = self.component.invocation_leases.preview_repair(True) if dry_run else self.component.invocation_leases.repair(True)
         finally:
             if turn is not None:
-                os.close(turn)
+                _release_lock(turn)
         return Recovery(run=run, creations=creations, invocations=invocations, dry_run=dry_run)
 
     def _recovery_turn(self) -> int:
@@ -320,6 +324,17 @@ class LockTimeout(Error):
 
     def __init__(self, message: str) -> None:
         super().__init__(message, kind="lock-timeout")
+
+
+def _release_lock(fd: int) -> None:
+    """Releases a kernel lock `Host._take_lock` took: unlocked explicitly, then closed (closing
+    alone leaves it held while a child forked meanwhile keeps a copy of the descriptor). The
+    caller is the process that took it."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    except OSError:
+        pass
+    os.close(fd)
 
 
 def _granted_root(root: StrPath) -> str:
