@@ -237,7 +237,7 @@ impl Fs for NativeFs {
     }
 
     fn note_in_lock(&self, lock: &lock::CollectionLock, note: &[u8]) -> Result<(), Errno> {
-        seam(lock.note(note))
+        self.write_at(lock.file(), note, 0)
     }
 
     fn lock_note(&self, lock: &lock::CollectionLock, length: usize) -> Result<Vec<u8>, Errno> {

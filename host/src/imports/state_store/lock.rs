@@ -24,22 +24,11 @@ impl CollectionLock {
     pub(crate) fn held(file: File) -> CollectionLock {
         CollectionLock { file }
     }
-}
 
-impl CollectionLock {
-    /// Writes `note` at the start of the lock's file (`pwrite` at 0, no fsync): see
-    /// `proclease_protocols::seam::Fs::note_in_lock`.
-    pub(crate) fn note(&self, note: &[u8]) -> rustix::io::Result<()> {
-        let mut offset = 0usize;
-        while offset < note.len() {
-            match rustix::io::pwrite(&self.file, &note[offset..], offset as u64) {
-                Ok(0) => return Err(rustix::io::Errno::IO),
-                Ok(written) => offset += written,
-                Err(rustix::io::Errno::INTR) => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(())
+    /// The lock's file, for the note its holder leaves the next one
+    /// (`proclease_protocols::seam::Fs::note_in_lock`).
+    pub(crate) fn file(&self) -> &File {
+        &self.file
     }
 
     /// The first `length` bytes of the lock's file (fewer when it is shorter).
