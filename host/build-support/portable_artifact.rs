@@ -11,7 +11,7 @@ use wac_graph::{CompositionGraph, EncodeOptions};
 /// It also exports both, for its host's own use of the same protocols (a directory's facts
 /// before leasing it, the lease-creation lock, a run's marker directories): a host that loads
 /// the artifact needs no store or workspace code of its own.
-const PLUGGED: [&str; 2] = ["state-store", "workspace"];
+const PLUGGED: [&str; 3] = ["state-store", "workspace", "plugin-catalog"];
 
 /// `component` (the proclease component) with `store` (the portable store) plugged into its
 /// imports, and the component's exports and the store's ([`PLUGGED`]) exported, encoded and

@@ -197,11 +197,11 @@ fn component_portable_writes_and_describes_the_portable_artifact() {
     assert_eq!(description["bytes"], bytes.len());
     let names = |key: &str| description[key].as_array().expect("a list").iter().map(|n| n.as_str().expect("a name").to_string()).collect::<Vec<_>>();
     let imports = names("imports");
-    for import in ["sys-fs", "sys-kernel", "process-identity", "plugin-catalog", "clock", "entropy"] {
+    for import in ["sys-fs", "sys-kernel", "process-identity", "clock", "entropy"] {
         assert!(imports.contains(&format!("proclease:lease/{import}@0.3.0")), "{imports:?}");
     }
-    assert!(!imports.iter().any(|n| n.contains("state-store") || n.contains("workspace") || n.starts_with("wasi:")), "{imports:?}");
-    for export in ["directory-leases", "state-store", "workspace"] {
+    assert!(!imports.iter().any(|n| n.contains("state-store") || n.contains("workspace") || n.contains("plugin-catalog") || n.starts_with("wasi:")), "{imports:?}");
+    for export in ["directory-leases", "state-store", "workspace", "plugin-catalog"] {
         assert!(names("exports").contains(&format!("proclease:lease/{export}@0.3.0")), "{description}");
     }
 }

@@ -41,7 +41,7 @@ pub(crate) mod generated {
     });
 }
 
-use generated::proclease::lease::{process_identity as pi, sys_fs, sys_kernel, types as t};
+use generated::proclease::lease::{clock, process_identity as pi, sys_fs, sys_kernel, types as t};
 
 /// The conversions the component and the native host share (`wit/convert_effects.rs`).
 #[allow(dead_code)]
@@ -62,6 +62,8 @@ mod convert {
 pub struct SysHost {
     table: ResourceTable,
     home: OwnedFd,
+    /// The state home's resolved path (`state-home-path`).
+    home_path: Vec<u8>,
     /// The workspace roots: resolved path and an `O_NOFOLLOW` handle.
     roots: Vec<(String, OwnedFd)>,
     identity: ProcessIdentity,
@@ -72,6 +74,10 @@ impl SysHost {
     /// the native `StateHome` does) and the workspace `roots` (resolved with realpath and opened
     /// without following a symbolic link, as the native workspace grants them).
     pub(crate) fn new(home: &Path, roots: &[&Path]) -> SysHost {
+        let home_path = {
+            use std::os::unix::ffi::OsStringExt as _;
+            std::fs::canonicalize(home).expect("the state home resolves").into_os_string().into_vec()
+        };
         let home = File::open(home).map(OwnedFd::from).expect("the state home opens");
         let roots = roots
             .iter()
@@ -82,12 +88,7 @@ impl SysHost {
                 (path.into_os_string().into_string().expect("a UTF-8 root"), dir)
             })
             .collect();
-        SysHost { table: ResourceTable::new(), home, roots, identity: ProcessIdentity::new() }
-    }
-
-    /// The resources the component holds.
-    pub(crate) fn table(&mut self) -> &mut ResourceTable {
-        &mut self.table
+        SysHost { table: ResourceTable::new(), home, home_path, roots, identity: ProcessIdentity::new() }
     }
 }
 
@@ -138,6 +139,10 @@ impl sys_fs::Host for SysHost {
     fn state_home(&mut self) -> wasmtime::Result<Resource<OwnedFd>> {
         let home = self.home.try_clone()?;
         Ok(self.table.push(home)?)
+    }
+
+    fn state_home_path(&mut self) -> wasmtime::Result<Vec<u8>> {
+        Ok(self.home_path.clone())
     }
 
     fn granted_roots(&mut self) -> wasmtime::Result<Vec<(String, Resource<OwnedFd>)>> {
@@ -334,6 +339,13 @@ impl sys_kernel::Host for SysHost {
 }
 
 impl t::Host for SysHost {}
+
+impl clock::Host for SysHost {
+    fn now_ms(&mut self) -> wasmtime::Result<u64> {
+        let since_epoch = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        Ok(u64::try_from(since_epoch.as_millis()).unwrap_or(u64::MAX))
+    }
+}
 
 impl pi::Host for SysHost {
     fn current_boot_id(&mut self) -> wasmtime::Result<Result<String, String>> {

@@ -2,7 +2,7 @@
 //! `proclease-portable` of `wit/sys.wit`: the component with the portable store inside), run
 //! over the same native implementation of the system-call contract as the portable store
 //! ([`crate::portable::SysHost`]): what a Python or Node host will load, and all it will have to
-//! provide besides (`plugin-catalog`, `clock`, `entropy`).
+//! provide besides (`entropy`; `clock` the portable store imports too).
 //!
 //! [`PortableArtifact`] calls the component's `directory-leases` exports, so a test can take,
 //! release and recover leases through it on the state home and workspace the native host uses.
@@ -13,16 +13,13 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use ::proclease::wasmtime;
 use proclease::Runtime;
-use wasmtime::component::{Component, HasSelf, Linker, Resource, ResourceAny};
+use wasmtime::component::{Component, HasSelf, Linker, ResourceAny};
 
 use crate::portable::SysHost;
 
 /// The shipped artifact compiled to native code by `tests/build.rs` with the runtime's engine
 /// configuration (the runtime has no compiler).
 pub const PRECOMPILED: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/proclease-portable.cwasm"));
-
-/// This test host grants no plugin catalog: a lock on it is never handed out.
-pub struct NoCatalogLock;
 
 mod generated {
     ::proclease::wasmtime::component::bindgen!({
@@ -37,39 +34,13 @@ mod generated {
             "proclease:lease/sys-kernel": crate::portable::generated::proclease::lease::sys_kernel,
             "proclease:lease/process-identity": crate::portable::generated::proclease::lease::process_identity,
             "proclease:lease/types": crate::portable::generated::proclease::lease::types,
-            "proclease:lease/plugin-catalog.catalog-lock": super::NoCatalogLock,
+            "proclease:lease/clock": crate::portable::generated::proclease::lease::clock,
         },
     });
 }
 
 use generated::exports::proclease::lease::directory_leases as dl;
-use generated::proclease::lease::{clock, entropy, plugin_catalog};
-
-/// The refusal of the plugin-catalog calls: this host grants no catalog.
-const NO_CATALOG: &str = "this test host grants no plugin catalog";
-
-impl plugin_catalog::Host for SysHost {
-    fn installed(&mut self, _: String) -> wasmtime::Result<Result<plugin_catalog::Installation, String>> {
-        Ok(Err(NO_CATALOG.into()))
-    }
-
-    fn lock(&mut self) -> wasmtime::Result<Result<Resource<NoCatalogLock>, String>> {
-        Ok(Err(NO_CATALOG.into()))
-    }
-}
-
-impl plugin_catalog::HostCatalogLock for SysHost {
-    fn drop(&mut self, lock: Resource<NoCatalogLock>) -> wasmtime::Result<()> {
-        self.table().delete(lock)?;
-        Ok(())
-    }
-}
-
-impl clock::Host for SysHost {
-    fn now_ms(&mut self) -> wasmtime::Result<u64> {
-        Ok(SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)))
-    }
-}
+use generated::proclease::lease::entropy;
 
 impl entropy::Host for SysHost {
     fn random_bytes(&mut self, len: u32) -> wasmtime::Result<Vec<u8>> {

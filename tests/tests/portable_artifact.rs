@@ -88,10 +88,10 @@ fn the_portable_artifact_imports_the_system_call_contract_instead_of_a_store() {
     let (mut imports, exports) = PortableArtifact::world();
     imports.sort();
     let names = |list: &[&str]| list.iter().map(|name| format!("proclease:lease/{name}@0.3.0")).collect::<Vec<_>>();
-    assert_eq!(imports, names(&["clock", "entropy", "plugin-catalog", "process-identity", "sys-fs", "sys-kernel", "types"]), "no state store, no workspace, no WASI");
+    assert_eq!(imports, names(&["clock", "entropy", "process-identity", "sys-fs", "sys-kernel", "types"]), "no state store, no workspace, no plugin catalog, no WASI");
     assert_eq!(
         exports,
-        names(&["records", "dispositions", "export-admission", "directory-leases", "invocation-leases", "state-store", "workspace"]),
+        names(&["records", "dispositions", "export-admission", "directory-leases", "invocation-leases", "state-store", "workspace", "plugin-catalog"]),
         "the component's exports, and the store's own for its host"
     );
 }

@@ -45,15 +45,21 @@ fn native_answer<T>(answer: Result<T, proclease::state_store::StoreError>) -> Re
 }
 
 #[test]
-fn the_portable_store_imports_only_the_system_call_contract_and_exports_the_store_and_workspace() {
+fn the_portable_store_imports_only_the_system_call_contract_and_exports_the_store_workspace_and_catalog() {
     let (mut imports, exports) = PortableStore::world();
     imports.sort();
     assert_eq!(
         imports,
-        ["proclease:lease/process-identity@0.3.0", "proclease:lease/sys-fs@0.3.0", "proclease:lease/sys-kernel@0.3.0", "proclease:lease/types@0.3.0",],
-        "no WASI, no ambient authority: only the contract and the identity facts"
+        [
+            "proclease:lease/clock@0.3.0",
+            "proclease:lease/process-identity@0.3.0",
+            "proclease:lease/sys-fs@0.3.0",
+            "proclease:lease/sys-kernel@0.3.0",
+            "proclease:lease/types@0.3.0",
+        ],
+        "no WASI, no ambient authority: only the contract, the identity facts and the time a lock records"
     );
-    assert_eq!(exports, ["proclease:lease/state-store@0.3.0", "proclease:lease/workspace@0.3.0"]);
+    assert_eq!(exports, ["proclease:lease/state-store@0.3.0", "proclease:lease/workspace@0.3.0", "proclease:lease/plugin-catalog@0.3.0"]);
 }
 
 #[test]

@@ -2,9 +2,10 @@
 //! the state store's compare-and-swap of records, ghostget's mutation claims and their
 //! arbitration (§3.5), the collection recovery (§3.9), and the workspace's identity-bound
 //! removal (§6A.4) — as a WebAssembly component (world `portable-store` of `wit/`). It imports
-//! only the system-call contract (`wit/sys.wit`: `sys-fs`, `sys-kernel`) and the host's
-//! `process-identity` facts, and exports the `state-store` and `workspace` interfaces
-//! `proclease.wasm` imports, for the state home and the workspace roots the host grants. A
+//! only the system-call contract (`wit/sys.wit`: `sys-fs`, `sys-kernel`), the host's
+//! `process-identity` facts and its `clock`, and exports the `state-store`, `workspace` and
+//! `plugin-catalog` interfaces `proclease.wasm` imports (the last: the state home's catalog and
+//! the catalog mutation lock of §5), for the state home and the workspace roots the host grants. A
 //! runtime that cannot run the protocols natively loads it instead of carrying its own copy;
 //! the protocols are the native host's, byte for byte.
 //!
@@ -32,7 +33,7 @@ mod bindings {
     pub mod proclease {
         pub mod lease {
             pub use crate::generated::exports::proclease::lease::{state_store, workspace};
-            pub use crate::generated::proclease::lease::{process_identity, sys_fs, sys_kernel, types};
+            pub use crate::generated::proclease::lease::{clock, process_identity, sys_fs, sys_kernel, types};
         }
     }
 }
@@ -60,6 +61,8 @@ mod convert {
 #[path = "../../component/src/no_std_runtime.rs"]
 mod no_std_runtime;
 
+#[cfg(target_arch = "wasm32")]
+mod catalog;
 #[cfg(target_arch = "wasm32")]
 mod store;
 #[cfg(target_arch = "wasm32")]

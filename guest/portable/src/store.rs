@@ -32,10 +32,17 @@ static LEASING: spin::Mutex<Option<Option<Lock>>> = spin::Mutex::new(None);
 
 /// The store on the granted state home, opened once.
 fn store() -> Result<&'static Store, ss::Failure> {
+    opened().map_err(wit)
+}
+
+/// The store on the granted state home, opened at the first call that succeeds and kept.
+///
+/// Errors: the store's, when the granted state home cannot be opened as one.
+pub fn opened() -> Result<&'static Store, StoreError> {
     if let Some(store) = STORE.get() {
         return Ok(store);
     }
-    let opened = StoreProtocol::open(SysFs, crate::bindings::proclease::lease::sys_fs::state_home(), Arc::new(SysKernel)).map_err(wit)?;
+    let opened = StoreProtocol::open(SysFs, crate::bindings::proclease::lease::sys_fs::state_home(), Arc::new(SysKernel))?;
     Ok(STORE.call_once(|| opened))
 }
 

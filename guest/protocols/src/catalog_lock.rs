@@ -152,6 +152,26 @@ fn holder_in(text: &str) -> Option<Owner> {
     (lock_text(acquired_at, &owner) == text).then_some(owner)
 }
 
+/// What keeps this process's other would-be holders of the lock out while it acquires, and so
+/// what a claim or a lock recorded with this process's own identity (pid, boot id, start time)
+/// means to [`acquire`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InProcess {
+    /// One acquisition at a time per process, the lock counted process-wide (the native host's
+    /// `PluginCatalog`): a claim of this process is a stale leftover and is removed; a lock
+    /// recorded with this process's identity is held (a release that failed) and refuses, as
+    /// any live holder's.
+    Counted,
+    /// A kernel lock that every instance of this process takes before it acquires and keeps
+    /// while it holds the lock (the portable store's guard, `docs/deviations.md` 30): a claim
+    /// or a lock of this process was left by an instance that no longer runs (a trap) and is
+    /// taken over.
+    KernelGuard,
+    /// Nothing (a host without kernel locks, whose instances may share a pid): a claim or lock
+    /// of this process may be another instance's, live, and is judged as any owner's.
+    Nothing,
+}
+
 /// A lock this process published: its directory and the identity of its inode.
 pub struct HeldLock<F: Fs> {
     dir: F::Dir,
@@ -165,11 +185,19 @@ pub struct HeldLock<F: Fs> {
 /// physical path (realpath: the host's; bytes, as the file system names it), once it exists:
 /// the claims' target names it.
 ///
+/// `in_process` says what keeps this process's other would-be holders out meanwhile, and so
+/// what a claim or a lock recorded with this process's own identity means ([`InProcess`]).
+///
 /// Errors (the reference's messages): [`ALREADY_LOCKED`]; `portable plugin catalog mutation lock
 /// owner cannot be inspected safely`; `portable plugin lock publication owner cannot be inspected
 /// safely`; `portable plugin catalog mutation lock could not be acquired`; the arbitration's; a
 /// plugin store directory that cannot be created or is unsafe; the root's path unresolved.
-pub fn acquire<F: Fs, K: Kernel + ?Sized>(store: &StoreProtocol<F, K>, physical_root: impl FnOnce() -> Result<Vec<u8>, String>, now_ms: i64) -> Result<HeldLock<F>, String> {
+pub fn acquire<F: Fs, K: Kernel + ?Sized>(
+    store: &StoreProtocol<F, K>,
+    physical_root: impl FnOnce() -> Result<Vec<u8>, String>,
+    now_ms: i64,
+    in_process: InProcess,
+) -> Result<HeldLock<F>, String> {
     let (fs, identity) = (store.fs(), store.kernel());
     for name in STORE_DIRECTORIES {
         store.ensure_private_directory(&format!("{STORE_ROOT}/{name}")).map_err(|e| e.to_string())?;
@@ -189,11 +217,12 @@ pub fn acquire<F: Fs, K: Kernel + ?Sized>(store: &StoreProtocol<F, K>, physical_
     let text = |e: ArbitrationError| e.to_string();
     for _ in 0..ROUNDS {
         remove_stale_stages(fs, &dir, identity)?;
-        let Some(claim) = arbitration::arbitrate(fs, &dir, &kind, identity, &own).map_err(text)? else {
+        let alone = !matches!(in_process, InProcess::Nothing);
+        let Some(claim) = arbitration::arbitrate_as(fs, &dir, &kind, identity, &own, &identity.new_uuid(), alone).map_err(text)? else {
             identity.pause(Duration::from_millis(5));
             continue;
         };
-        let outcome = publish_lock(fs, &dir, &own, &record, identity);
+        let outcome = publish_lock(fs, &dir, &own, &record, identity, matches!(in_process, InProcess::KernelGuard));
         arbitration::release(fs, &dir, &claim.name);
         if let Some((dev, ino)) = outcome? {
             return Ok(HeldLock { dir, dev, ino, own });
@@ -211,16 +240,17 @@ pub fn lock_target(lock_path: &[u8]) -> String {
 }
 
 /// Holding the arbitration claim: up to four attempts to publish the lock, taking over one whose
-/// holder is provably gone. `Ok(Some(dev, ino))` of the published lock; `Ok(None)` when the
-/// attempts ran out.
-fn publish_lock<F: Fs, K: Kernel + ?Sized>(fs: &F, dir: &F::Dir, own: &Owner, record: &str, identity: &K) -> Result<Option<(u64, u64)>, String> {
+/// holder is provably gone, or (`own_abandoned`) one recorded with this process's own identity.
+/// `Ok(Some(dev, ino))` of the published lock; `Ok(None)` when the attempts ran out.
+fn publish_lock<F: Fs, K: Kernel + ?Sized>(fs: &F, dir: &F::Dir, own: &Owner, record: &str, identity: &K, own_abandoned: bool) -> Result<Option<(u64, u64)>, String> {
     for _ in 0..PUBLISH_ATTEMPTS {
         if publish_linked(fs, dir, own, record.as_bytes(), LOCK_NAME, &identity.new_uuid()).map_err(|e| format!("{LOCK_NAME}: {e}"))? {
             let stat = fs.lstat(dir, LOCK_NAME).map_err(|e| format!("{LOCK_NAME}: {e}"))?.ok_or("the catalog mutation lock vanished")?;
             return Ok(Some((stat.dev, stat.ino)));
         }
         let Some((holder, dev, ino)) = read_lock(fs, dir)? else { continue };
-        match arbitration::status(identity, &holder) {
+        let status = if own_abandoned && holder == *own { OwnerStatus::DifferentOrDead } else { arbitration::status(identity, &holder) };
+        match status {
             OwnerStatus::ExactLiveOwner => return Err(ALREADY_LOCKED.into()),
             OwnerStatus::Unknown => return Err("portable plugin catalog mutation lock owner cannot be inspected safely".into()),
             OwnerStatus::DifferentOrDead => remove_exact(fs, dir, own, dev, ino, &identity.new_uuid(), "portable plugin catalog mutation lock changed before reclaim")?,

@@ -8,7 +8,8 @@
 //! - [`workspace`]: directory facts, private directory creation and the identity-bound
 //!   quarantine removal (§6A.4, §3.3 `removePrivateDirectoryTree`);
 //! - [`run_journal`]: the journal that keeps a finished run's results (`docs/deviations.md` 19);
-//! - [`catalog_lock`]: the reference's catalog mutation lock (§5), shared with ghostget;
+//! - [`catalog_lock`]: the reference's catalog mutation lock (§5), shared with ghostget, and
+//!   [`plugin_catalog`] the catalog file it guards;
 //! - [`files`]: the file-level steps they are built from, [`waits`] what a wait reports.
 //!
 //! No system call is made here: `proclease` (the native host) runs these protocols over rustix,
@@ -42,6 +43,7 @@ mod prelude {
 pub mod catalog_lock;
 pub mod files;
 pub mod os_error;
+pub mod plugin_catalog;
 pub mod run_journal;
 pub mod seam;
 pub mod state_store;

@@ -15,7 +15,7 @@ import pytest
 
 from proclease._binding import Proclease
 from proclease._sys import SysFs, SysKernel
-from proclease._wit import HostError, Rec
+from proclease._wit import Rec
 from proclease.host import Clock, Entropy, component_path
 from proclease.process_identity import ProcessIdentity, identity_digest, process_start_id  # noqa: F401 (re-exported)
 
@@ -50,26 +50,15 @@ def proc_judge(owner: Rec) -> str:
     return _judge_instance.dispositions.judge_owner(owner, ProcProcesses().probe(owner)).status
 
 
-class NoCatalog:
-    """A plugin catalog a test does not grant."""
-
-    def installed(self, plugin_id: str) -> Any:
-        raise HostError("this test grants no plugin catalog")
-
-    def lock(self) -> Any:
-        raise HostError("this test grants no plugin catalog")
-
-
 class ArtifactGrants:
     """What the portable artifact imports, for the state home `home` (an existing 0700
-    directory) and the workspace `roots`: this package's system calls and process facts, no
-    plugin catalog, the clock and randomness."""
+    directory) and the workspace `roots`: this package's system calls and process facts, the
+    clock and randomness."""
 
     def __init__(self, home: str, roots: List[str]) -> None:
         self.sys_fs = SysFs(home, roots)
         self.sys_kernel = SysKernel()
         self.process_identity = ProcessIdentity(home)
-        self.plugin_catalog = NoCatalog()
         self.clock = Clock()
         self.entropy = Entropy()
 

@@ -37,4 +37,4 @@ def test_every_import_of_the_portable_artifact_can_report_its_failure_from_pytho
 
 def test_the_portable_artifact_imports_the_system_calls_instead_of_a_store() -> None:
     interfaces = {interface for interface, _ in _import_functions()}
-    assert interfaces == {"sys-fs", "sys-kernel", "process-identity", "plugin-catalog", "clock", "entropy"}, interfaces
+    assert interfaces == {"sys-fs", "sys-kernel", "process-identity", "clock", "entropy"}, interfaces

@@ -7,7 +7,12 @@
       {"outcome":"done","successes":S,"retries":R,"value":V,"traps":T}. The writes go through
       the portable artifact's own store (what `Host` runs). With <trap-every> K, every K-th
       advance of a mutation claim to `held` traps the instance instead (a host bug inside an
-      import call), leaving its claim behind; the next call runs on a fresh instance.
+      import call), leaving its claim behind; the next call runs on a fresh instance. With
+      $PROCLEASE_TEST_NO_KERNEL_LOCKS=1 the host answers `unsupported` to every `try-lock`, so
+      that the reference's mutation claims alone serialise the writes (as with ghostget).
+  worker.py churn <state-home>
+      prints {"event": "ready"}, then rewrites, replaces and removes recovery/churn/{0..3}.json
+      (12 KB records) through the artifact's store until killed
   worker.py race <state-home> <go-file> <release-file>
       wait for <go-file>, acquire the export admission: print `acquired`, wait for
       <release-file> and release it; or print `blocked: <message>`
@@ -41,6 +46,11 @@ def wait_for(path: str) -> None:
 
 
 def increment(home: str, path: str, count: int, trap_every: int = 0) -> None:
+    if os.environ.get("PROCLEASE_TEST_NO_KERNEL_LOCKS") == "1":
+        from proclease._binding import Variant
+        from proclease._sys import Directory
+
+        Directory.try_lock = lambda self, name: Variant("unsupported", None)  # type: ignore[method-assign]
     host = Host(home)
     store = host.component.state_store
     traps = 0
@@ -95,6 +105,24 @@ def increment(home: str, path: str, count: int, trap_every: int = 0) -> None:
     print(json.dumps({"outcome": "done", "successes": successes, "retries": retries, "value": value, "traps": traps}, separators=(",", ":")))
 
 
+def churn(home: str) -> None:
+    store = Host(home).component.state_store
+    print(json.dumps({"event": "ready"}), flush=True)
+    n = 0
+    while True:
+        for k in range(4):
+            n += 1
+            path = f"recovery/churn/{k}.json"
+            record = '{"k":%d,"n":%d,"pad":"%s"}\n' % (k, n, chr(97 + n % 26) * 12000)
+            current = store.read_if_present(path, 1 << 20).text
+            if current is None:
+                store.create_if_absent(path, record)
+            elif n % 7 == 0:
+                store.remove_if_unchanged(path, hashlib.sha256(current.encode()).hexdigest())
+            else:
+                store.replace_if_unchanged(path, hashlib.sha256(current.encode()).hexdigest(), record)
+
+
 def race(home: str, go: str, release: str) -> None:
     host = Host(home)
     wait_for(go)
@@ -110,6 +138,8 @@ def main() -> None:
     args = sys.argv[1:]
     if args[:1] == ["increment"] and len(args) in (4, 5):
         increment(args[1], args[2], int(args[3]), int(args[4]) if len(args) == 5 else 0)
+    elif args[:1] == ["churn"] and len(args) == 2:
+        churn(args[1])
     elif args[:1] == ["race"] and len(args) == 4:
         race(args[1], args[2], args[3])
     else:

@@ -20,7 +20,8 @@ pub(crate) fn acquire(store: &StateStore, now_ms: i64) -> Result<HeldLock, Strin
         let physical = std::fs::canonicalize(store.home().path().join(STORE_ROOT)).map_err(|e| format!("{STORE_ROOT}: {e}"))?;
         Ok(physical.into_os_string().into_vec())
     };
-    proclease_protocols::catalog_lock::acquire(store.protocol(), physical_root, now_ms)
+    // `PluginCatalog` counts the lock process-wide and acquires under its mutex.
+    proclease_protocols::catalog_lock::acquire(store.protocol(), physical_root, now_ms, proclease_protocols::catalog_lock::InProcess::Counted)
 }
 
 /// Releases `lock` (§5 step 5): removes exactly the inode this process published.

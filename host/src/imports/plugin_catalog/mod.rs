@@ -3,16 +3,8 @@
 //!
 //! **Catalog file.** proclease does not install plugins; it reads what the plugin host says is
 //! installed from a JSON file — `<state home>/provider-plugins/catalog.json` (read through the
-//! state store: a private file of yours), or the file given with `--plugin-catalog`:
-//!
-//! ```json
-//! {"schemaVersion": 1, "plugins": [
-//!   {"pluginId": "portable-test", "version": "1.0.0", "hostApiVersion": 1,
-//!    "bundleSha256": "<64 hex>", "manifestSha256": "<64 hex>", "enabled": true}
-//! ]}
-//! ```
-//!
-//! A plugin that is absent or `"enabled": false` is not installed. Embedders supply their own
+//! state store: a private file of yours), or the file given with `--plugin-catalog` — in the
+//! format of `proclease_protocols::plugin_catalog`, which parses it. Embedders supply their own
 //! catalog through the `Catalog` effect trait instead.
 //!
 //! **Lock.** The reference's catalog mutation lock (§5, [`lock_file`]): the lock file
@@ -29,7 +21,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use proclease_core::effects::InstalledPlugin;
-use serde_json::Value;
+use proclease_protocols::plugin_catalog::{describe, find, installed_in_state_home};
 
 use crate::state_store::StateStore;
 
@@ -37,10 +29,7 @@ pub mod lock_file;
 mod wit;
 
 pub use lock_file::ALREADY_LOCKED;
-/// The catalog file inside the state home.
-pub const DEFAULT_PATH: &str = "provider-plugins/catalog.json";
-/// The largest catalog file read (bytes).
-pub const MAX_CATALOG_BYTES: u32 = 1 << 20;
+pub use proclease_protocols::plugin_catalog::{DEFAULT_PATH, MAX_CATALOG_BYTES};
 
 /// Where the catalog is read from.
 #[derive(Debug, Clone)]
@@ -88,25 +77,19 @@ impl PluginCatalog {
     ///
     /// Errors: the catalog file cannot be read or is malformed (the message names it).
     pub fn installed(&self, plugin_id: &str) -> Result<Option<InstalledPlugin>, String> {
-        let (label, text) = match &self.source {
-            Source::StateHome => {
-                let text = self.store.read_if_present(DEFAULT_PATH, MAX_CATALOG_BYTES).map_err(|e| e.to_string())?;
-                (DEFAULT_PATH.to_string(), text)
-            }
-            Source::File(path) => {
-                let text = match std::fs::read(path) {
-                    Ok(bytes) if bytes.len() as u64 > u64::from(MAX_CATALOG_BYTES) => {
-                        return Err(format!("{}: the plugin catalog is larger than {MAX_CATALOG_BYTES} bytes", path.display()));
-                    }
-                    Ok(bytes) => Some(String::from_utf8(bytes).map_err(|_| format!("{}: the plugin catalog is not UTF-8", path.display()))?),
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-                    Err(e) => return Err(format!("{}: cannot read the plugin catalog: {e}", path.display())),
-                };
-                (path.display().to_string(), text)
-            }
+        let path = match &self.source {
+            Source::StateHome => return installed_in_state_home(self.store.protocol(), plugin_id),
+            Source::File(path) => path,
         };
-        let Some(text) = text else { return Ok(None) };
-        find(&text, plugin_id).map_err(|problem| format!("{label}: {problem}; see `proclease --help` for the catalog format"))
+        let text = match std::fs::read(path) {
+            Ok(bytes) if bytes.len() as u64 > u64::from(MAX_CATALOG_BYTES) => {
+                return Err(format!("{}: the plugin catalog is larger than {MAX_CATALOG_BYTES} bytes", path.display()));
+            }
+            Ok(bytes) => String::from_utf8(bytes).map_err(|_| format!("{}: the plugin catalog is not UTF-8", path.display()))?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(format!("{}: cannot read the plugin catalog: {e}", path.display())),
+        };
+        find(&text, plugin_id).map_err(|problem| describe(&path.display().to_string(), &problem))
     }
 
     /// Takes one level of the catalog mutation lock (§5), failing fast.
@@ -140,31 +123,6 @@ impl PluginCatalog {
             }
         }
     }
-}
-
-fn find(text: &str, plugin_id: &str) -> Result<Option<InstalledPlugin>, String> {
-    let doc: Value = serde_json::from_str(text).map_err(|e| format!("the plugin catalog is not valid JSON ({e})"))?;
-    if doc["schemaVersion"] != 1 {
-        return Err("the plugin catalog must have \"schemaVersion\": 1".into());
-    }
-    let plugins = doc["plugins"].as_array().ok_or("the plugin catalog needs a \"plugins\" array")?;
-    for plugin in plugins {
-        if plugin["pluginId"] != plugin_id {
-            continue;
-        }
-        let field = |name: &str| plugin[name].as_str().map(String::from).ok_or(format!("plugin {plugin_id}: \"{name}\" must be a string"));
-        let host_api_version = plugin["hostApiVersion"].as_u64().and_then(|v| u32::try_from(v).ok()).ok_or(format!("plugin {plugin_id}: \"hostApiVersion\" must be a number"))?;
-        let enabled = plugin["enabled"].as_bool().ok_or(format!("plugin {plugin_id}: \"enabled\" must be true or false"))?;
-        let installed = InstalledPlugin {
-            plugin_id: plugin_id.into(),
-            version: field("version")?,
-            host_api_version,
-            bundle_sha256: field("bundleSha256")?,
-            manifest_sha256: field("manifestSha256")?,
-        };
-        return Ok(enabled.then_some(installed));
-    }
-    Ok(None)
 }
 
 /// The plugin catalog as the component's effect ([`proclease_core::effects::Catalog`]), shared by

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     # What a type checker sees: the names below, loaded lazily at run time (`__getattr__`).
     from ._errors import Error
     from .host import Admission, DirectoryLease, HelperMayRun, Host, LockTimeout, Recovery, Refused, default_state_home, default_workspace_roots
-    from .state_store import StateHomeError
+    from .state_home import StateHomeError
 
 __all__ = ["Admission", "DirectoryLease", "Error", "HelperMayRun", "Host", "LockTimeout", "Recovery", "Refused", "StateHomeError", "default_state_home", "default_workspace_roots"]
 
@@ -31,7 +31,7 @@ def __getattr__(name: str) -> Any:
 
         return Error
     if name == "StateHomeError":
-        from .state_store import StateHomeError
+        from .state_home import StateHomeError
 
         return StateHomeError
     if name in __all__:

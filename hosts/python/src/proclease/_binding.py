@@ -479,6 +479,12 @@ class Proclease:
         """The portable artifact's own state store (`proclease-portable.wasm` only)."""
         return self.exports("state-store")
 
+    @property
+    def plugin_catalog(self) -> Exports:
+        """The portable artifact's own plugin catalog: the state home's catalog file and the §5
+        catalog mutation lock (`proclease-portable.wasm` only)."""
+        return self.exports("plugin-catalog")
+
     def resource(self, interface: str, name: str, handle: ResourceAny) -> GuestResource:
         return GuestResource(self, interface, name, handle)
 

@@ -1,7 +1,6 @@
 """`statx(2)` and `renameat2(2)`, which Python's `os` lacks (no birth time, no
 `RENAME_NOREPLACE`), called through ctypes: the C library's wrapper (glibc >= 2.28), else the raw
-system call (x86_64, aarch64). Shared by the system-call contract (`_sys.py`) and the catalog
-lock's file operations (`_fsops.py`).
+system call (x86_64, aarch64), for the system-call contract (`_sys.py`).
 """
 
 from __future__ import annotations

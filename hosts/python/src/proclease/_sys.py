@@ -347,6 +347,7 @@ class SysFs:
 
     def __init__(self, state_home: str, workspace_roots: List[str]) -> None:
         self._home = Directory(os.open(state_home, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))
+        self._home_path = os.fsencode(os.path.realpath(state_home))
         self._roots: List[Tuple[str, Directory]] = []
         for root in workspace_roots:
             resolved = os.path.realpath(root)
@@ -357,6 +358,9 @@ class SysFs:
 
     def state_home(self) -> Directory:
         return Directory(os.dup(self._home.fd))
+
+    def state_home_path(self) -> bytes:
+        return self._home_path
 
     def granted_roots(self) -> List[Tuple[str, Directory]]:
         return [(root, Directory(os.dup(opened.fd))) for root, opened in self._roots]

@@ -19,7 +19,7 @@ from ._binding import ComponentError
 from ._wit import HostError
 from .host import Host, LockTimeout, Refused
 from ._errors import Error
-from .state_store import StateHomeError
+from .state_home import StateHomeError
 from .supervisor import Interrupted, StartError
 from .supervisor import run as supervise
 

@@ -10,7 +10,7 @@ Everything a lease rule decides, and every protocol that keeps state safe — th
 compare-and-swap, ghostget's mutation claims, the workspace's identity-bound removal — is the
 portable artifact's (`proclease-portable.wasm`: the native binary's component with the store and
 workspace protocols composed in, issue #41); this module grants it the system calls
-(`_sys`), the process facts (`process_identity`) and the plugin catalog, and turns its exports
+(`_sys`), the process facts (`process_identity`), the clock and randomness, and turns its exports
 into context managers and reports.
 """
 
@@ -31,11 +31,10 @@ from typing import Any, Callable, Iterator, List, Optional, Sequence, Union, cas
 from ._binding import GuestResource, Proclease
 from ._errors import Error, system_error
 from ._wit import Rec, rec
-from .plugin_catalog import PluginCatalog
 from .process_identity import ProcessIdentity
 from .records import AdmissionClaim, AdmissionSurvey, DirectoryLeaseClaim, Liveness, Owner, OwnerStatus, RawPhase
 from ._sys import SysFs, SysKernel
-from .state_store import StateStore
+from .state_home import GrantedStateHome
 
 #: The component (world `proclease`), installed next to this file (in the repository a link to
 #: `host/component/proclease.wasm`): for embedders that provide its store and workspace
@@ -104,20 +103,19 @@ class Effects:
     """The object the artifact's imports are bound to: one attribute per imported interface
     (snake_case), each a real effect on this machine.
 
-    `state_store` is not an import: it validates, creates or claims the state home (as the
-    native binary does) before the artifact is granted it, and serves the plugin catalog's
-    lock and this host's own kernel locks (the catalog lock is not on the system-call contract
-    yet)."""
+    `state_home` is not an import: it validates, creates or claims the state home (as the
+    native binary does) before the artifact is granted it, and opens this host's own kernel
+    locks' files. The store, the workspace and the plugin catalog (its file and the §5 mutation
+    lock) are the artifact's own."""
 
-    def __init__(self, state_home: Path, workspace_roots: Sequence[str], judge: Any) -> None:
+    def __init__(self, state_home: Path, workspace_roots: Sequence[str]) -> None:
         self.process_identity = ProcessIdentity(str(state_home))
-        self.state_store = StateStore(str(state_home), self.process_identity, judge)
+        self.state_home = GrantedStateHome(str(state_home))
         try:
-            self.sys_fs = SysFs(self.state_store.home_path, list(workspace_roots))
+            self.sys_fs = SysFs(self.state_home.home_path, list(workspace_roots))
         except OSError as error:
             raise system_error(error, "opening a granted directory") from error
         self.sys_kernel = SysKernel()
-        self.plugin_catalog = PluginCatalog(str(state_home), self.state_store, self.process_identity, judge)
         self.clock = Clock()
         self.entropy = Entropy()
 
@@ -141,7 +139,7 @@ class Host:
         roots = [_granted_root(r) for r in workspace_roots] if workspace_roots else default_workspace_roots()
         self.workspace_roots = roots
         wasm_path = artifact_path(wasm)
-        self.effects = Effects(self.state_home, roots, self.judge)
+        self.effects = Effects(self.state_home, roots)
         try:
             self.component = Proclease(wasm_path, self.effects)
         except Error:
@@ -152,9 +150,8 @@ class Host:
                 "(`proclease component --portable -o FILE`), not the component `proclease.wasm`, which needs a store of its host's",
                 kind="system",
             ) from error
-        # A second instance for the pure `judge-owner` export: the store judges a mutation
-        # claim's writer while the first instance is inside an import call, and a component
-        # instance cannot be re-entered.
+        # A second instance for the pure `judge-owner` export (`liveness`), so that judging an
+        # owner never re-enters, nor waits for, a call of the first.
         self._judge = Proclease(wasm_path, self.effects)
 
     # --- liveness ---------------------------------------------------------------------------
@@ -289,7 +286,7 @@ class Host:
         """Takes the kernel lock `.proclease/locks/<name>` the native host takes for the same
         purpose, waiting at most `lock_timeout` s for another holder; returns its descriptor
         (closing it releases the lock). Raises `LockTimeout`."""
-        fd = self.effects.state_store.lock_file(name)
+        fd = self.effects.state_home.lock_file(name)
         deadline = time.monotonic() + self.lock_timeout
         while True:
             try:
