@@ -1,10 +1,10 @@
 """Shared fixtures of the Python host's tests.
 
-`processes` and `judge` are the state store's and the catalog's view of processes: the host's
-real `ProcessIdentity` (here without a state home, so without witnesses: `/proc` alone) and the
-component's `judge-owner` on what it observes — the same pair a `Host` wires, minus the
-witnesses. The plain names are importable by worker scripts too
-(`from conftest import ProcProcesses, proc_judge`).
+`processes` and `judge` are a view of processes: the host's real `ProcessIdentity` (here
+without a state home, so without witnesses: `/proc` alone) and the component's `judge-owner` on
+what it observes — what a `Host` wires, minus the witnesses. `ArtifactGrants` is what the
+Python tests grant the portable artifact. The plain names are importable by worker scripts too
+(`from conftest import ArtifactGrants, ProcProcesses, proc_judge`).
 """
 
 from __future__ import annotations
