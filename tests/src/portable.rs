@@ -336,6 +336,24 @@ impl sys_kernel::Host for SysHost {
         let Some(pid) = i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw) else { return Ok(false) };
         Ok(rustix::process::test_kill_process(pid) == Err(rustix::io::Errno::SRCH))
     }
+
+    /// The native host's default bound (10 s).
+    fn lock_wait_ns(&mut self) -> wasmtime::Result<u64> {
+        Ok(10_000_000_000)
+    }
+
+    fn warn(&mut self, message: String) -> wasmtime::Result<()> {
+        eprintln!("proclease: {message}");
+        Ok(())
+    }
+
+    fn proc_locks(&mut self) -> wasmtime::Result<Option<Vec<u8>>> {
+        Ok(std::fs::read("/proc/locks").ok())
+    }
+
+    fn proc_stat(&mut self, pid: u32) -> wasmtime::Result<Option<Vec<u8>>> {
+        Ok(std::fs::read(format!("/proc/{pid}/stat")).ok())
+    }
 }
 
 impl t::Host for SysHost {}

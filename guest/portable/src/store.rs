@@ -15,7 +15,7 @@ use proclease_protocols::state_store::{LEASING_LOCK, StoreError, StoreProtocol};
 use crate::bindings::proclease::lease::state_store as ss;
 use crate::bindings::proclease::lease::sys_fs::Lock;
 use crate::convert::{batch_to_wit, collection_identity_from_wit, collection_identity_to_wit, failure_to_wit, snapshot_to_wit};
-use crate::sys::{LOCK_WAIT, SysFs, SysKernel, Wait, timeout, wait_for};
+use crate::sys::{LockFile, SysFs, SysKernel, Wait, Waited, wait_for};
 
 /// The exports' implementation.
 pub struct PortableStore;
@@ -85,7 +85,8 @@ impl ss::Guest for PortableStore {
     }
 
     /// Takes `.proclease/locks/directory-lease-creation.lock` until `unlock-leasing` (nothing
-    /// when already held), waiting at most [`LOCK_WAIT`]; `held: false` where the host has no kernel locks.
+    /// when already held), waiting at most the host's bound (`sys-kernel.lock-wait-ns`);
+    /// `held: false` where the host has no kernel locks.
     fn lock_leasing() -> Result<ss::LeasingLock, ss::Failure> {
         let mut leasing = LEASING.lock();
         if let Some(held) = leasing.as_ref() {
@@ -93,14 +94,15 @@ impl ss::Guest for PortableStore {
         }
         let store = store()?;
         let label = format!(".proclease/locks/{LEASING_LOCK}");
-        match wait_for(LOCK_WAIT, || store.locks().try_lock(LEASING_LOCK.as_bytes())) {
+        let waited = Waited { label: &label, file: LockFile::Named(store.locks(), LEASING_LOCK.as_bytes()), behind: &|_| None };
+        match wait_for(&waited, || store.locks().try_lock(LEASING_LOCK.as_bytes())) {
             Ok(Wait::Taken(lock)) => {
                 let held = lock.is_some();
                 *leasing = Some(lock);
                 Ok(ss::LeasingLock { held })
             }
-            Ok(Wait::TimedOut(waited_ms)) => {
-                let message = timeout(&label, waited_ms).to_string();
+            Ok(Wait::TimedOut(timeout)) => {
+                let message = timeout.to_string();
                 Err(failure_to_wit(Failure { path: Some(label), ..Failure::new(FailureKind::Contended, message) }))
             }
             Err(e) => Err(wit(StoreError::io(&label, "lock of the lease-creation lock", e))),

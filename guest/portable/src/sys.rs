@@ -1,23 +1,26 @@
 //! The seam of `proclease-protocols` ([`Fs`], [`Kernel`]) over the system-call contract
 //! (`wit/sys.wit`): each method is one call of the host's, and an errno crosses as its Linux
 //! number. The waits for kernel locks are the protocol's: one non-blocking attempt per call
-//! (`try-lock`), retried with pauses within [`LOCK_WAIT`].
+//! (`try-lock`), retried with pauses within the host's bound (`sys-kernel.lock-wait-ns`).
 
-use alloc::string::String;
+use alloc::boxed::Box;
+use alloc::format;
+use alloc::string::{String, ToString as _};
 use alloc::vec::Vec;
 use core::time::Duration;
 
 use proclease_core::liveness::{self, OwnerStatus};
 use proclease_core::records::Owner;
 use proclease_protocols::seam::{Errno, FileStat, Fs, IoError, Kernel, Locked, Name};
-use proclease_protocols::waits::{Behind, LOCK_HINT, LockError, LockTimeout};
+use proclease_protocols::waits::{self, Behind, Holder, LOCK_HINT, LockError, LockTimeout};
 
 use crate::bindings::proclease::lease::sys_fs::{self, Directory, File, Lock, LockAttempt, NamesError};
 use crate::bindings::proclease::lease::{process_identity, sys_kernel};
 use crate::convert;
 
-/// How long a wait for a kernel lock lasts before it gives up (the native host's bound).
-pub const LOCK_WAIT: Duration = Duration::from_secs(10);
+/// How long a wait stays silent before it tells the user what it is behind (the native host's
+/// `TELL_AFTER`).
+pub const TELL_AFTER: Duration = Duration::from_secs(1);
 
 fn errno(code: u16) -> Errno {
     Errno::from_raw(i32::from(code))
@@ -31,27 +34,74 @@ fn stat(s: sys_fs::FileStat) -> FileStat {
 pub enum Wait {
     /// Taken (`None`: the host has no kernel locks).
     Taken(Option<Lock>),
-    /// Another holder kept it past the bound, after this long (ms).
-    TimedOut(u64),
+    /// Another holder kept it past the bound: who, and for how long.
+    TimedOut(LockTimeout),
+}
+
+/// The file of a kernel lock a wait is for, where its holder is looked up.
+pub enum LockFile<'a> {
+    /// The file `name` in a directory.
+    Named(&'a Directory, &'a [u8]),
+    /// The directory itself.
+    Directory(&'a Directory),
+}
+
+/// A kernel lock a wait is for: how the user knows it (`.proclease/locks/NAME`), its file, and
+/// what its holder itself waits for (the store's mutation claims).
+pub struct Waited<'a> {
+    /// The lock as messages name it.
+    pub label: &'a str,
+    /// Its file.
+    pub file: LockFile<'a>,
+    /// What a holder (by pid) itself waits for.
+    pub behind: &'a dyn Fn(Option<i32>) -> Option<Behind>,
+}
+
+impl Waited<'_> {
+    /// The process `/proc/locks` shows holding the lock, as the host can read it.
+    fn holder(&self) -> Option<Holder> {
+        let found = match self.file {
+            LockFile::Named(dir, name) => dir.lstat(name).ok()?.stat?,
+            LockFile::Directory(dir) => dir.stat().ok()?,
+        };
+        let text = sys_kernel::proc_locks()?;
+        let text = core::str::from_utf8(&text).ok()?;
+        let own = i32::try_from(sys_kernel::pid()).ok()?;
+        let pid = waits::flock_holder(text, waits::major_minor(found.dev), found.ino, own)?;
+        Some(SysKernel.holder(pid))
+    }
 }
 
 /// Waits for a kernel lock: `attempt` until it is taken or unsupported, pausing between tries
-/// (1 ms, doubling to 20 ms), at most `bound` by the host's clock or by the pauses asked for,
-/// whichever says so first (a host clock that stands still or steps back cannot make the wait
-/// endless).
-pub fn wait_for(bound: Duration, attempt: impl Fn() -> Result<LockAttempt, u16>) -> Result<Wait, Errno> {
+/// (1 ms, doubling to 20 ms), at most the host's bound (`sys-kernel.lock-wait-ns`) by its clock
+/// or by the pauses asked for, whichever says so first (a host clock that stands still or steps
+/// back cannot make the wait endless). After [`TELL_AFTER`] it tells the user who holds the
+/// lock (`sys-kernel.warn`); at the bound, the timeout names who held it.
+pub fn wait_for(waited: &Waited<'_>, attempt: impl Fn() -> Result<LockAttempt, u16>) -> Result<Wait, Errno> {
+    let bound = Duration::from_nanos(sys_kernel::lock_wait_ns());
     let start = sys_kernel::monotonic_ns();
     let mut pause = Duration::from_millis(1);
     let mut paused = Duration::ZERO;
+    let mut told = false;
     loop {
         match attempt().map_err(errno)? {
             LockAttempt::Taken(lock) => return Ok(Wait::Taken(Some(lock))),
             LockAttempt::Unsupported => return Ok(Wait::Taken(None)),
             LockAttempt::Held => {}
         }
-        let waited = Duration::from_nanos(sys_kernel::monotonic_ns().saturating_sub(start)).max(paused);
-        if waited >= bound {
-            return Ok(Wait::TimedOut(u64::try_from(waited.as_millis()).unwrap_or(u64::MAX)));
+        let spent = Duration::from_nanos(sys_kernel::monotonic_ns().saturating_sub(start)).max(paused);
+        if spent >= bound {
+            let holder = waited.holder();
+            let behind = (waited.behind)(holder.as_ref().map(|h| h.pid)).map(Box::new);
+            let waited_ms = u64::try_from(spent.as_millis()).unwrap_or(u64::MAX);
+            return Ok(Wait::TimedOut(LockTimeout { lock: waited.label.into(), holder, behind, waited_ms, hint: LOCK_HINT, during: None }));
+        }
+        if !told && spent >= TELL_AFTER {
+            told = true;
+            let holder = waited.holder();
+            let behind = (waited.behind)(holder.as_ref().map(|h| h.pid)).map(|words| format!(", which itself waits for {words}")).unwrap_or_default();
+            let left = bound.saturating_sub(spent).as_secs_f64();
+            sys_kernel::warn(&format!("waiting for {} holding {}{behind} (for at most {left:.1} s more)", waits::holder_words(&holder), waited.label));
         }
         sys_kernel::pause(u64::try_from(pause.as_nanos()).unwrap_or(u64::MAX));
         paused += pause;
@@ -174,10 +224,15 @@ impl Fs for SysFs {
         done(dir.remove_dir(name.as_ref()))
     }
 
-    fn lock(&self, locks: &Directory, name: &(impl Name + ?Sized), _behind: &dyn Fn(Option<i32>) -> Option<Behind>) -> Result<Locked<Option<Lock>>, IoError> {
-        match wait_for(LOCK_WAIT, || locks.try_lock(name.as_ref()))? {
+    fn lock(&self, locks: &Directory, name: &(impl Name + ?Sized), behind: &dyn Fn(Option<i32>) -> Option<Behind>) -> Result<Locked<Option<Lock>>, IoError> {
+        let label = format!(".proclease/locks/{}", String::from_utf8_lossy(name.as_ref()));
+        let waited = Waited { label: &label, file: LockFile::Named(locks, name.as_ref()), behind };
+        match wait_for(&waited, || locks.try_lock(name.as_ref()))? {
             Wait::Taken(lock) => Ok(Locked::Held(lock)),
-            Wait::TimedOut(_) => Ok(Locked::TimedOut),
+            Wait::TimedOut(timeout) => {
+                sys_kernel::warn(&timeout.to_string());
+                Ok(Locked::TimedOut)
+            }
         }
     }
 
@@ -201,18 +256,13 @@ impl Fs for SysFs {
     }
 
     fn lock_directory(&self, dir: &Directory, label: &str) -> Result<Option<Lock>, LockError> {
-        match wait_for(LOCK_WAIT, || dir.try_lock_directory()) {
+        let waited = Waited { label, file: LockFile::Directory(dir), behind: &|_| None };
+        match wait_for(&waited, || dir.try_lock_directory()) {
             Ok(Wait::Taken(lock)) => Ok(lock),
-            Ok(Wait::TimedOut(waited_ms)) => Err(LockError::TimedOut(timeout(label, waited_ms))),
+            Ok(Wait::TimedOut(timeout)) => Err(LockError::TimedOut(timeout)),
             Err(e) => Err(LockError::Io(e.into())),
         }
     }
-}
-
-/// A wait for the lock `label` that reached its bound after `waited_ms`; the contract names no
-/// holder (it has no view of `/proc/locks`).
-pub fn timeout(label: &str, waited_ms: u64) -> LockTimeout {
-    LockTimeout { lock: label.into(), holder: None, behind: None, waited_ms, hint: LOCK_HINT, during: None }
 }
 
 /// The process facts of the host: `sys-kernel` for time, randomness and `kill(pid, 0)`, and
@@ -260,5 +310,10 @@ impl Kernel for SysKernel {
 
     fn pid_gone(&self, pid: u64) -> bool {
         sys_kernel::pid_gone(pid)
+    }
+
+    fn holder(&self, pid: i32) -> Holder {
+        let stat = u32::try_from(pid).ok().and_then(sys_kernel::proc_stat);
+        waits::holder_from_stat(pid, stat.as_deref().and_then(|s| core::str::from_utf8(s).ok()))
     }
 }

@@ -105,6 +105,48 @@ impl core::error::Error for LockTimeout {
     }
 }
 
+/// The pid `/proc/locks` (its text, `proc_locks`) shows holding a lock on the file of device
+/// `(major, minor)` and inode `ino`: not a waiter (`N: -> …`), not `own` (this process's pid).
+/// Each line reads `N: FLOCK ADVISORY WRITE PID MAJ:MIN:INODE START END`, the device numbers in
+/// hex (proc(5)).
+pub fn flock_holder(proc_locks: &str, (major, minor): (u32, u32), ino: u64, own: i32) -> Option<i32> {
+    proc_locks.lines().find_map(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        if fields.get(1) == Some(&"->") || fields.len() < 6 {
+            return None;
+        }
+        let mut device = fields[5].split(':');
+        let (maj, min, inode) = (device.next()?, device.next()?, device.next()?);
+        let same = u32::from_str_radix(maj, 16).ok()? == major && u32::from_str_radix(min, 16).ok()? == minor && inode.parse::<u64>().ok()? == ino;
+        let pid = fields[4].parse::<i32>().ok()?;
+        (same && pid > 0 && pid != own).then_some(pid)
+    })
+}
+
+/// The (major, minor) numbers of a device number `dev` as `stat` gives it (glibc's
+/// `gnu_dev_major` and `gnu_dev_minor`).
+pub fn major_minor(dev: u64) -> (u32, u32) {
+    let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff);
+    let minor = (dev & 0xff) | ((dev >> 12) & !0xff);
+    (u32::try_from(major).unwrap_or(u32::MAX), u32::try_from(minor).unwrap_or(u32::MAX))
+}
+
+/// `pid` as a lock's holder, from its `/proc/<pid>/stat` (`None`: unreadable): the command (the
+/// `comm` between the first `(` and the last `)`) and the scheduler state after it.
+pub fn holder_from_stat(pid: i32, stat: Option<&str>) -> Holder {
+    let stat = stat.unwrap_or_default();
+    let command = stat.split_once('(').and_then(|(_, rest)| rest.rsplit_once(')')).map_or_else(|| "?".to_string(), |(comm, _)| comm.to_string());
+    let state = match stat.rsplit_once(") ").and_then(|(_, rest)| rest.chars().next()) {
+        Some('T') | Some('t') => "stopped",
+        Some('R') => "running",
+        Some('S') => "sleeping",
+        Some('D') => "in uninterruptible sleep",
+        Some('Z') => "a zombie",
+        _ => "state unknown",
+    };
+    Holder { pid, command, state }
+}
+
 /// Why taking a lock failed.
 #[derive(Debug, thiserror::Error)]
 pub enum LockError {
@@ -114,4 +156,25 @@ pub enum LockError {
     /// The lock call failed.
     #[error("{0}")]
     Io(crate::os_error::IoError),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_holder_of_a_flock_is_read_from_proc_locks_and_its_stat() {
+        let locks = "1: FLOCK  ADVISORY  WRITE 4242 fe:00:1234 0 EOF\n1: -> FLOCK  ADVISORY  WRITE 77 fe:00:1234 0 EOF\n2: POSIX  ADVISORY  WRITE 99 08:01:1234 0 EOF\n";
+        assert_eq!(flock_holder(locks, (0xfe, 0), 1234, 1), Some(4242));
+        assert_eq!(flock_holder(locks, (0xfe, 0), 1234, 4242), None, "never this process itself, never a waiter");
+        assert_eq!(flock_holder(locks, (8, 1), 1234, 1), Some(99));
+        assert_eq!(flock_holder(locks, (0xfe, 0), 9, 1), None);
+        let holder = holder_from_stat(4242, Some("4242 (my (odd) cmd) T 1 4242 4242 0 -1"));
+        assert_eq!(holder.to_string(), "pid 4242 (my (odd) cmd, stopped)");
+        assert_eq!(holder_from_stat(7, None).to_string(), "pid 7 (?, state unknown)");
+        assert_eq!(major_minor(0xfe00), (0xfe, 0));
+        // glibc's makedev(259, 0x12303): minor's low byte, major's low 12 bits, minor's rest.
+        let dev = 0x03 | (259 << 8) | (0x12300 << 12);
+        assert_eq!(major_minor(dev), (259, 0x12303), "the high minor bits");
+    }
 }

@@ -172,40 +172,21 @@ pub fn lock_behind(file: &File, lock: &str, bound: Duration, behind: &dyn Fn(Opt
     }
 }
 
-/// The process `/proc/locks` shows holding a lock on `file`'s inode (not a waiter), if any.
+/// The process `/proc/locks` shows holding a lock on `file`'s inode (not a waiter), if any
+/// (`proclease_protocols::waits::flock_holder`).
 pub fn holder(file: &File) -> Option<Holder> {
     let meta = file.metadata().ok()?;
-    let (major, minor) = (rustix::fs::major(meta.dev()), rustix::fs::minor(meta.dev()));
+    let device = (rustix::fs::major(meta.dev()), rustix::fs::minor(meta.dev()));
     let text = std::fs::read_to_string("/proc/locks").ok()?;
-    let own = std::process::id() as i32;
-    let pid = text.lines().find_map(|line| {
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        // `N: FLOCK ADVISORY WRITE PID MAJ:MIN:INODE 0 EOF`; waiters have `->` after `N:`.
-        if fields.get(1) == Some(&"->") || fields.len() < 6 {
-            return None;
-        }
-        let mut device = fields[5].split(':');
-        let (maj, min, inode) = (device.next()?, device.next()?, device.next()?);
-        let same = u32::from_str_radix(maj, 16).ok()? == major && u32::from_str_radix(min, 16).ok()? == minor && inode.parse::<u64>().ok()? == meta.ino();
-        let pid = fields[4].parse::<i32>().ok()?;
-        (same && pid > 0 && pid != own).then_some(pid)
-    })?;
+    let pid = proclease_protocols::waits::flock_holder(&text, device, meta.ino(), std::process::id() as i32)?;
     Some(process(pid))
 }
 
-/// `pid` as a holder: its command and scheduler state from `/proc`.
+/// `pid` as a holder: its command and scheduler state from `/proc/<pid>/stat`
+/// (`proclease_protocols::waits::holder_from_stat`).
 pub fn process(pid: i32) -> Holder {
-    let command = std::fs::read_to_string(format!("/proc/{pid}/comm")).map_or_else(|_| "?".into(), |c| c.trim_end().to_string());
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let state = match stat.rsplit_once(") ").and_then(|(_, rest)| rest.chars().next()) {
-        Some('T') | Some('t') => "stopped",
-        Some('R') => "running",
-        Some('S') => "sleeping",
-        Some('D') => "in uninterruptible sleep",
-        Some('Z') => "a zombie",
-        _ => "state unknown",
-    };
-    Holder { pid, command, state }
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok();
+    proclease_protocols::waits::holder_from_stat(pid, stat.as_deref())
 }
 
 #[cfg(test)]

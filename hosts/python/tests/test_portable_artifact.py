@@ -327,3 +327,44 @@ def test_host_given_the_component_instead_of_the_artifact_says_which_file_it_nee
     assert refused.value.kind == "system"
     assert refused.value.message.startswith(f"{component}: the proclease portable artifact cannot be loaded: ")
     assert "Host loads `proclease-portable.wasm` (`proclease component --portable -o FILE`)" in refused.value.message
+
+
+def test_a_wait_for_another_process_s_lock_is_bounded_by_lock_timeout_and_names_the_holder(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A write behind a collection lock another process keeps (here `flock(1)`, as a stopped
+    or stuck writer would) waits at most `Host(lock_timeout)`, says after a second who holds
+    the lock (read from `/proc/locks` through the system-call contract), and gives up naming
+    that process, with what to do: the native host's behaviour, worded by the same protocol."""
+    import logging
+
+    from proclease import Host
+    from proclease.process_identity import identity_digest
+
+    home = tmp_path / "state"
+    host = Host(state_home=home, workspace_roots=[str(tmp_path)], lock_timeout=1.5)
+    store = host.component.state_store
+    assert store.create_if_absent("recovery/things/a.json", "{}\n")
+    lock = home / ".proclease" / "locks" / f"{identity_digest('proclease-collection-lock', 'recovery/things')}.lock"
+    assert lock.is_file(), sorted(os.listdir(lock.parent))
+    # `-o`: the lock is flock(1)'s alone, not the shell's it runs (killed with its group).
+    holder = subprocess.Popen(["flock", "-o", "-x", str(lock), "-c", "echo locked; exec sleep 60"], stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
+        caplog.set_level(logging.WARNING, logger="proclease")
+        begun = time.monotonic()
+        with pytest.raises(ComponentError) as caught:
+            store.replace_if_unchanged("recovery/things/a.json", hashlib.sha256(b"{}\n").hexdigest(), '{"n":1}\n')
+        assert time.monotonic() - begun < 8.0, "the host's 1.5 s bound, not the default 10 s"
+    finally:
+        os.killpg(holder.pid, signal.SIGKILL)
+        holder.wait()
+        holder.stdout.close()
+    assert caught.value.failure is not None and caught.value.failure.kind == "contended", caught.value
+    label = f".proclease/locks/{lock.name}"
+    warnings = [record.getMessage() for record in caplog.records if record.name.startswith("proclease")]
+    # flock(1) took the lock itself and runs the shell (then sleep) as its child.
+    named = f"pid {holder.pid} (flock, sleeping)"
+    assert any(w.startswith(f"waiting for {named} holding {label} (for at most 0.") for w in warnings), warnings
+    timeout = [w for w in warnings if w.startswith("waited ")]
+    assert len(timeout) == 1 and f"ms for {label}, held by {named}: continue a stopped holder" in timeout[0], warnings
+    assert (home / "recovery/things/a.json").read_text() == "{}\n", "nothing changed"
+    assert store.replace_if_unchanged("recovery/things/a.json", hashlib.sha256(b"{}\n").hexdigest(), '{"n":1}\n'), "free again"

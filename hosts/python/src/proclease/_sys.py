@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import errno as errnos
 import fcntl
+import logging
 import os
 import time
 from typing import Any, Callable, List, Optional, Tuple, TypeVar
@@ -19,6 +20,11 @@ from typing import Any, Callable, List, Optional, Tuple, TypeVar
 from . import _linux
 from ._binding import HostResource, Variant
 from ._wit import HostError, Rec, rec
+
+#: Where a wait's warnings go: silent until the application configures logging (the CLI shows
+#: warnings, as the native binary does).
+_log = logging.getLogger("proclease.waits")
+_log.addHandler(logging.NullHandler())
 
 T = TypeVar("T")
 
@@ -367,7 +373,13 @@ class SysFs:
 
 
 class SysKernel:
-    """`sys-kernel`: this process's pid, a monotonic clock, randomness, sleep, `kill(pid, 0)`."""
+    """`sys-kernel`: this process's pid, a monotonic clock, randomness, sleep, `kill(pid, 0)`,
+    the bound of a wait for a kernel lock (`lock_timeout`, s), the warnings a wait gives (to the
+    `proclease` logger, which the CLI shows), and `/proc/locks` and `/proc/<pid>/stat` for
+    naming a lock's holder."""
+
+    def __init__(self, lock_timeout: float = 10.0) -> None:
+        self.lock_timeout = lock_timeout
 
     def pid(self) -> int:
         return os.getpid()
@@ -389,3 +401,23 @@ class SysKernel:
         except (OSError, OverflowError):
             return False
         return False
+
+    def lock_wait_ns(self) -> int:
+        return max(0, int(self.lock_timeout * 1e9))
+
+    def warn(self, message: str) -> None:
+        _log.warning("%s", message)
+
+    def proc_locks(self) -> Optional[bytes]:
+        return _read_or_none("/proc/locks")
+
+    def proc_stat(self, pid: int) -> Optional[bytes]:
+        return _read_or_none(f"/proc/{pid}/stat")
+
+
+def _read_or_none(path: str) -> Optional[bytes]:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError:
+        return None

@@ -9,6 +9,7 @@ the bound. `run` exits with the command's status once it ran (128+N for signal N
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 import time
@@ -88,8 +89,20 @@ def exit_status(error: ComponentError) -> int:
     return 1
 
 
+def _show_warnings() -> None:
+    """Shows the package's warnings (a wait for another process's lock says who it waits for)
+    on stderr, once per process, as the native binary does."""
+    logger = logging.getLogger("proclease")
+    if not any(getattr(h, "_proclease_cli", False) for h in logger.handlers):
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("proclease: %(message)s"))
+        handler._proclease_cli = True  # type: ignore[attr-defined]
+        logger.addHandler(handler)
+
+
 def main(args: Optional[List[str]] = None) -> int:
     options = parser().parse_args(args)
+    _show_warnings()
     try:
         host = Host(options.state_home, options.workspace_root or None)
         if options.command == "doctor":

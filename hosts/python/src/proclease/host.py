@@ -108,14 +108,14 @@ class Effects:
     locks' files. The store, the workspace and the plugin catalog (its file and the §5 mutation
     lock) are the artifact's own."""
 
-    def __init__(self, state_home: Path, workspace_roots: Sequence[str]) -> None:
+    def __init__(self, state_home: Path, workspace_roots: Sequence[str], lock_timeout: float = 10.0) -> None:
         self.process_identity = ProcessIdentity(str(state_home))
         self.state_home = GrantedStateHome(str(state_home))
         try:
             self.sys_fs = SysFs(self.state_home.home_path, list(workspace_roots))
         except OSError as error:
             raise system_error(error, "opening a granted directory") from error
-        self.sys_kernel = SysKernel()
+        self.sys_kernel = SysKernel(lock_timeout)
         self.clock = Clock()
         self.entropy = Entropy()
 
@@ -139,7 +139,7 @@ class Host:
         roots = [_granted_root(r) for r in workspace_roots] if workspace_roots else default_workspace_roots()
         self.workspace_roots = roots
         wasm_path = artifact_path(wasm)
-        self.effects = Effects(self.state_home, roots)
+        self.effects = Effects(self.state_home, roots, lock_timeout)
         try:
             self.component = Proclease(wasm_path, self.effects)
         except Error:
