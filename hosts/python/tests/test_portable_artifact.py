@@ -340,7 +340,8 @@ def test_a_wait_for_another_process_s_lock_is_bounded_by_lock_timeout_and_names_
     from proclease.process_identity import identity_digest
 
     home = tmp_path / "state"
-    host = Host(state_home=home, workspace_roots=[str(tmp_path)], lock_timeout=1.5)
+    host = Host(state_home=home, workspace_roots=[str(tmp_path)])
+    host.lock_timeout = 1.5  # settable after construction too
     store = host.component.state_store
     assert store.create_if_absent("recovery/things/a.json", "{}\n")
     lock = home / ".proclease" / "locks" / f"{identity_digest('proclease-collection-lock', 'recovery/things')}.lock"

@@ -132,8 +132,7 @@ class Host:
     """
 
     def __init__(self, state_home: Optional[StrPath] = None, workspace_roots: Optional[Sequence[StrPath]] = None, wasm: Optional[StrPath] = None, lock_timeout: float = 10.0) -> None:
-        #: How long one operation waits for a lock of the state home another process holds (s).
-        self.lock_timeout = lock_timeout
+        self._lock_timeout = lock_timeout
         # Made (0700, with missing parents) and claimed by the store when absent, as natively.
         self.state_home = Path(os.path.abspath(state_home if state_home is not None else default_state_home()))
         roots = [_granted_root(r) for r in workspace_roots] if workspace_roots else default_workspace_roots()
@@ -153,6 +152,17 @@ class Host:
         # A second instance for the pure `judge-owner` export (`liveness`), so that judging an
         # owner never re-enters, nor waits for, a call of the first.
         self._judge = Proclease(wasm_path, self.effects)
+
+    @property
+    def lock_timeout(self) -> float:
+        """How long one wait for a lock of the state home another process holds lasts (s):
+        this host's own locks and every wait inside the artifact's store. Settable."""
+        return self._lock_timeout
+
+    @lock_timeout.setter
+    def lock_timeout(self, seconds: float) -> None:
+        self._lock_timeout = seconds
+        self.effects.sys_kernel.lock_timeout = seconds
 
     # --- liveness ---------------------------------------------------------------------------
 
