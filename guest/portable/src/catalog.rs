@@ -12,23 +12,23 @@
 //! holds the catalog lock. So another instance of this process never shares the lock, and a
 //! lock or claim recorded with this process's identity while the guard is free was left by an
 //! instance that no longer runs (a trap: its host released its handles) and is taken over.
-//! Where the host has no kernel locks (`unsupported`), such a lock is judged as any live
+//! Before it publishes its claim and its lock, an instance notes both in the guard's file
+//! (`catalog_lock::guard_note`); the guard's next holder, in any process, takes over exactly
+//! those if it finds them, for their publisher let the guard go without releasing them. Where
+//! the host has no kernel locks (`unsupported`), a lock of this process is judged as any live
 //! holder's: it refuses until this process exits.
 
 use alloc::string::{String, ToString as _};
 use alloc::vec::Vec;
 
-use proclease_protocols::catalog_lock::{self, HeldLock, InProcess, STORE_ROOT};
+use proclease_protocols::catalog_lock::{self, GUARD_LOCK, HeldLock, InProcess, STORE_ROOT};
 use proclease_protocols::plugin_catalog;
 
-use crate::bindings::proclease::lease::clock;
 use crate::bindings::proclease::lease::sys_fs::{self, Lock, LockAttempt};
+use crate::bindings::proclease::lease::{clock, sys_kernel};
 use crate::generated::exports::proclease::lease::plugin_catalog as pc;
 use crate::store::{PortableStore, opened};
 use crate::sys::{SysFs, SysKernel};
-
-/// The guard's file in the store's `.proclease/locks/`.
-pub const GUARD_LOCK: &str = "catalog-mutation.lock";
 
 /// The catalog lock this instance holds: the lock file it published, its guard (`None` where
 /// the host has no kernel locks), and how many levels are handed out.
@@ -55,10 +55,19 @@ impl Drop for CatalogLevel {
         if current.levels == 0
             && let Some(Held { lock, guard, .. }) = held.take()
         {
-            let _ = lock.release(&SysFs, &SysKernel);
+            // A copy of this instance in a forked child never removes its parent's lock.
+            if published_here(&lock) {
+                let _ = lock.release(&SysFs, &SysKernel);
+            }
             drop(guard);
         }
     }
+}
+
+/// Whether `lock` was published by this process, not by the parent of a forked child that
+/// runs a copy of this instance.
+fn published_here(lock: &HeldLock<SysFs>) -> bool {
+    lock.owner().pid == u64::from(sys_kernel::pid())
 }
 
 impl pc::Guest for PortableStore {
@@ -81,6 +90,14 @@ impl pc::Guest for PortableStore {
     fn lock() -> Result<pc::CatalogLock, String> {
         let mut held = HELD.lock();
         if let Some(current) = held.as_mut() {
+            if !published_here(&current.lock) {
+                return Err(alloc::format!(
+                    "{}: this instance holds the lock for pid {}, and was copied into a forked child (pid {}): make a host of the child's own",
+                    catalog_lock::ALREADY_LOCKED,
+                    current.lock.owner().pid,
+                    sys_kernel::pid()
+                ));
+            }
             current.levels += 1;
             return Ok(pc::CatalogLock::new(CatalogLevel));
         }
@@ -94,7 +111,17 @@ impl pc::Guest for PortableStore {
                 return Err(alloc::format!(".proclease/locks/{GUARD_LOCK}: {error}"));
             }
         };
-        let in_process = if guard.is_some() { InProcess::KernelGuard } else { InProcess::Nothing };
+        // What the guard's last holder noted: a claim and a lock it left when it let the
+        // guard go (a trap) are taken over, in whatever process it ran.
+        let previous = guard.as_ref().and_then(|guard| guard.noted(catalog_lock::GUARD_NOTE_LENGTH as u32).ok()).unwrap_or_default();
+        let note = |bytes: &[u8]| {
+            if let Some(guard) = &guard {
+                // Unwritten (a read-only state home), it only leaves the next holder unable to
+                // tell this acquisition's leftovers from a live holder's.
+                let _ = guard.note(bytes);
+            }
+        };
+        let in_process = if guard.is_some() { InProcess::KernelGuard { previous: &previous, note: &note } } else { InProcess::Nothing };
         let physical_root = || {
             let mut path: Vec<u8> = sys_fs::state_home_path();
             path.push(b'/');

@@ -42,6 +42,10 @@ use crate::state_store::{MAX_ENTRIES, StoreProtocol, mutation_claim};
 pub const ALREADY_LOCKED: &str = "portable plugin catalog mutation is already locked";
 /// The lock's file name in `locks/`.
 pub const LOCK_NAME: &str = ".catalog-mutation.lock";
+/// The guard's file in the store's `.proclease/locks/` (`docs/deviations.md` 30): a kernel lock
+/// every proclease takes before it acquires the catalog lock and keeps while it holds it
+/// ([`InProcess::KernelGuard`]).
+pub const GUARD_LOCK: &str = "catalog-mutation.lock";
 /// The plugin store's root below the state home (§6B.1).
 pub const STORE_ROOT: &str = "provider-plugins";
 /// The plugin store's directories (§5 `ensureStore`).
@@ -155,21 +159,53 @@ fn holder_in(text: &str) -> Option<Owner> {
 /// What keeps this process's other would-be holders of the lock out while it acquires, and so
 /// what a claim or a lock recorded with this process's own identity (pid, boot id, start time)
 /// means to [`acquire`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum InProcess {
+#[derive(Clone, Copy)]
+pub enum InProcess<'a> {
     /// One acquisition at a time per process, the lock counted process-wide (the native host's
     /// `PluginCatalog`): a claim of this process is a stale leftover and is removed; a lock
     /// recorded with this process's identity is held (a release that failed) and refuses, as
     /// any live holder's.
     Counted,
-    /// A kernel lock that every instance of this process takes before it acquires and keeps
-    /// while it holds the lock (the portable store's guard, `docs/deviations.md` 30): a claim
-    /// or a lock of this process was left by an instance that no longer runs (a trap) and is
-    /// taken over.
-    KernelGuard,
+    /// A kernel lock (the guard, `docs/deviations.md` 30) that every portable instance, of
+    /// this process or another, takes before it acquires and keeps while it holds the lock.
+    /// Holding it, a claim or a lock of this process was left by an instance that no longer
+    /// runs (a trap) and is taken over; so is the claim and the lock the guard's last holder
+    /// noted there (`previous`, as [`guard_note`] wrote it), in whatever process: that holder
+    /// let the guard go without releasing them.
+    KernelGuard {
+        /// What the guard's file holds: the previous holder's note (empty when none).
+        previous: &'a [u8],
+        /// Writes this acquisition's note to the guard's file, before each claim and lock is
+        /// published.
+        note: &'a dyn Fn(&[u8]),
+    },
     /// Nothing (a host without kernel locks, whose instances may share a pid): a claim or lock
     /// of this process may be another instance's, live, and is judged as any owner's.
     Nothing,
+}
+
+/// The bytes a guard's file holds for one acquisition: the arbitration claim's id (36 bytes),
+/// then the lock record it is about to publish, padded with spaces to [`GUARD_NOTE_LENGTH`]
+/// (a shorter note over a longer one leaves nothing of the longer behind).
+pub fn guard_note(claim_id: &str, record: &str) -> Vec<u8> {
+    let mut note = Vec::with_capacity(GUARD_NOTE_LENGTH);
+    note.extend_from_slice(claim_id.as_bytes());
+    note.extend_from_slice(record.as_bytes());
+    note.resize(GUARD_NOTE_LENGTH.max(note.len()), b' ');
+    note
+}
+
+/// The length of a guard note ([`guard_note`]), bytes: a claim id and the longest lock record.
+pub const GUARD_NOTE_LENGTH: usize = 320;
+
+/// The claim id and lock record a guard note names, each when it is well formed.
+fn noted_in_guard(note: &[u8]) -> (Option<String>, Option<String>) {
+    let Ok(text) = core::str::from_utf8(note) else { return (None, None) };
+    let Some((claim_id, record)) = text.split_at_checked(36) else { return (None, None) };
+    let claim_id = proclease_core::js::is_uuid_v4(claim_id).then(|| claim_id.to_string());
+    let record = record.trim_end_matches(' ');
+    let record = holder_in(record).map(|_| record.to_string());
+    (claim_id, record)
 }
 
 /// A lock this process published: its directory and the identity of its inode.
@@ -196,7 +232,7 @@ pub fn acquire<F: Fs, K: Kernel + ?Sized>(
     store: &StoreProtocol<F, K>,
     physical_root: impl FnOnce() -> Result<Vec<u8>, String>,
     now_ms: i64,
-    in_process: InProcess,
+    in_process: InProcess<'_>,
 ) -> Result<HeldLock<F>, String> {
     let (fs, identity) = (store.fs(), store.kernel());
     for name in STORE_DIRECTORIES {
@@ -215,14 +251,23 @@ pub fn acquire<F: Fs, K: Kernel + ?Sized>(
     let acquired_at = proclease_core::records::invocation_lease::iso_timestamp(now_ms).ok_or("the clock is outside the dates a lock can record")?;
     let record = lock_text(&acquired_at, &own);
     let text = |e: ArbitrationError| e.to_string();
+    let (abandoned_claim, abandoned_lock) = match in_process {
+        InProcess::KernelGuard { previous, .. } => noted_in_guard(previous),
+        _ => (None, None),
+    };
+    let abandoned = Abandoned { own: matches!(in_process, InProcess::KernelGuard { .. }), lock: abandoned_lock.as_deref() };
     for _ in 0..ROUNDS {
-        remove_stale_stages(fs, &dir, identity)?;
+        remove_stale_stages(fs, &dir, identity, &kind, abandoned_claim.as_deref())?;
         let alone = !matches!(in_process, InProcess::Nothing);
-        let Some(claim) = arbitration::arbitrate_as(fs, &dir, &kind, identity, &own, &identity.new_uuid(), alone).map_err(text)? else {
+        let claim_id = identity.new_uuid();
+        if let InProcess::KernelGuard { note, .. } = in_process {
+            note(&guard_note(&claim_id, &record));
+        }
+        let Some(claim) = arbitration::arbitrate_as(fs, &dir, &kind, identity, &own, &claim_id, alone).map_err(text)? else {
             identity.pause(Duration::from_millis(5));
             continue;
         };
-        let outcome = publish_lock(fs, &dir, &own, &record, identity, matches!(in_process, InProcess::KernelGuard));
+        let outcome = publish_lock(fs, &dir, &own, &record, identity, &abandoned);
         arbitration::release(fs, &dir, &claim.name);
         if let Some((dev, ino)) = outcome? {
             return Ok(HeldLock { dir, dev, ino, own });
@@ -239,17 +284,26 @@ pub fn lock_target(lock_path: &[u8]) -> String {
     proclease_core::digest::sha256_hex(&input)
 }
 
+/// Which existing locks [`publish_lock`] knows abandoned though their holder lives.
+struct Abandoned<'a> {
+    /// One recorded with this process's own identity.
+    own: bool,
+    /// The one with exactly this text (the guard's previous holder's).
+    lock: Option<&'a str>,
+}
+
 /// Holding the arbitration claim: up to four attempts to publish the lock, taking over one whose
-/// holder is provably gone, or (`own_abandoned`) one recorded with this process's own identity.
+/// holder is provably gone, or that is known `abandoned`.
 /// `Ok(Some(dev, ino))` of the published lock; `Ok(None)` when the attempts ran out.
-fn publish_lock<F: Fs, K: Kernel + ?Sized>(fs: &F, dir: &F::Dir, own: &Owner, record: &str, identity: &K, own_abandoned: bool) -> Result<Option<(u64, u64)>, String> {
+fn publish_lock<F: Fs, K: Kernel + ?Sized>(fs: &F, dir: &F::Dir, own: &Owner, record: &str, identity: &K, abandoned: &Abandoned<'_>) -> Result<Option<(u64, u64)>, String> {
     for _ in 0..PUBLISH_ATTEMPTS {
         if publish_linked(fs, dir, own, record.as_bytes(), LOCK_NAME, &identity.new_uuid()).map_err(|e| format!("{LOCK_NAME}: {e}"))? {
             let stat = fs.lstat(dir, LOCK_NAME).map_err(|e| format!("{LOCK_NAME}: {e}"))?.ok_or("the catalog mutation lock vanished")?;
             return Ok(Some((stat.dev, stat.ino)));
         }
-        let Some((holder, dev, ino)) = read_lock(fs, dir)? else { continue };
-        let status = if own_abandoned && holder == *own { OwnerStatus::DifferentOrDead } else { arbitration::status(identity, &holder) };
+        let Some((holder, text, dev, ino)) = read_lock(fs, dir)? else { continue };
+        let left = (abandoned.own && holder == *own) || abandoned.lock == Some(text.as_str());
+        let status = if left { OwnerStatus::DifferentOrDead } else { arbitration::status(identity, &holder) };
         match status {
             OwnerStatus::ExactLiveOwner => return Err(ALREADY_LOCKED.into()),
             OwnerStatus::Unknown => return Err("portable plugin catalog mutation lock owner cannot be inspected safely".into()),
@@ -259,8 +313,8 @@ fn publish_lock<F: Fs, K: Kernel + ?Sized>(fs: &F, dir: &F::Dir, own: &Owner, re
     Ok(None)
 }
 
-/// The lock's holder and inode, or `None` when it vanished or changed while read.
-fn read_lock<F: Fs>(fs: &F, dir: &F::Dir) -> Result<Option<(Owner, u64, u64)>, String> {
+/// The lock's holder, text and inode, or `None` when it vanished or changed while read.
+fn read_lock<F: Fs>(fs: &F, dir: &F::Dir) -> Result<Option<(Owner, String, u64, u64)>, String> {
     let malformed = || "portable plugin catalog mutation lock is malformed".to_string();
     let file = match fs.open_file(dir, LOCK_NAME) {
         Ok(file) => file,
@@ -280,8 +334,9 @@ fn read_lock<F: Fs>(fs: &F, dir: &F::Dir) -> Result<Option<(Owner, u64, u64)>, S
         Ok(Some(now)) if now.same_inode(&before) => {}
         _ => return Ok(None),
     }
-    let holder = core::str::from_utf8(&bytes).ok().and_then(holder_in).ok_or_else(malformed)?;
-    Ok(Some((holder, before.dev, before.ino)))
+    let text = core::str::from_utf8(&bytes).map_err(|_| malformed())?;
+    let holder = holder_in(text).ok_or_else(malformed)?;
+    Ok(Some((holder, text.to_string(), before.dev, before.ino)))
 }
 
 /// Removes the lock if it is still inode `(dev, ino)`: renames it to
@@ -307,16 +362,25 @@ fn remove_exact<F: Fs>(fs: &F, dir: &F::Dir, own: &Owner, dev: u64, ino: u64, uu
     Ok(())
 }
 
-/// Removes publication stages whose owner (named in the stage) is provably gone, and reclaim
-/// names whose pid is gone (§5; the latter a deviation). An owner that cannot be judged is an
-/// error.
-fn remove_stale_stages<F: Fs, K: Kernel + ?Sized>(fs: &F, dir: &F::Dir, identity: &K) -> Result<(), String> {
+/// Removes publication stages whose owner (named in the stage) is provably gone, reclaim
+/// names whose pid is gone (§5; the latter a deviation), and the arbitration claim (any phase,
+/// its publication stage too) with the id `abandoned_claim` (a guard's previous holder's). An
+/// owner that cannot be judged is an error.
+fn remove_stale_stages<F: Fs, K: Kernel + ?Sized>(fs: &F, dir: &F::Dir, identity: &K, kind: &LockClaim, abandoned_claim: Option<&str>) -> Result<(), String> {
     let names = fs.read_names(dir, MAX_ENTRIES, b"").map_err(|e| match e {
         Some(e) => format!("{STORE_ROOT}/locks: {e}"),
         None => format!("{STORE_ROOT}/locks has more than {MAX_ENTRIES} entries"),
     })?;
     for raw in names {
         let Ok(name) = String::from_utf8(raw) else { continue };
+        if let Some(abandoned) = abandoned_claim {
+            let claim = ClaimKind::<F>::parse_name(kind, &name).is_some_and(|(_, id)| id == abandoned);
+            let stage = publication_id(&name) == Some(abandoned);
+            if claim || stage {
+                let _ = fs.unlink(dir, name.as_str());
+                continue;
+            }
+        }
         if let Some(owner) = publication_owner(&name) {
             match arbitration::status(identity, &owner) {
                 OwnerStatus::ExactLiveOwner => {}
@@ -347,6 +411,13 @@ fn publication_owner(name: &str) -> Option<Owner> {
     (hex(boot) && hex(start) && proclease_core::js::is_uuid_v4(id)).then(|| Owner { pid, boot_id: boot.into(), process_start_id: start.into() })
 }
 
+/// The uuid a publication stage `.lock-publication-<pid>-<boot>-<start>-<uuid>.tmp` ends with
+/// (a claim's stage carries its claim id there).
+fn publication_id(name: &str) -> Option<&str> {
+    let rest = name.strip_prefix(PUBLICATION_PREFIX)?.strip_suffix(".tmp")?;
+    rest.get(rest.len().checked_sub(36)?..)
+}
+
 /// The pid of a reclaim name `.lock-reclaim-<pid>-<uuid v4>`.
 fn reclaim_pid(name: &str) -> Option<u64> {
     let (pid, id) = name.strip_prefix(RECLAIM_PREFIX)?.split_once('-')?;
@@ -355,6 +426,11 @@ fn reclaim_pid(name: &str) -> Option<u64> {
 }
 
 impl<F: Fs> HeldLock<F> {
+    /// The process that published the lock (the identity its record names).
+    pub fn owner(&self) -> &Owner {
+        &self.own
+    }
+
     /// Releases the lock (§5 step 5) on `fs`: removes exactly the inode this process published
     /// (the reclaim name's random part from `kernel`).
     ///
@@ -383,6 +459,24 @@ mod tests {
         );
         assert_eq!(holder_in(&text), Some(owner));
         assert_eq!(holder_in(text.trim_end()), None);
+    }
+
+    #[test]
+    fn a_guard_note_names_the_claim_and_the_exact_lock_and_nothing_of_a_longer_one() {
+        let owner = Owner { pid: 4242, boot_id: "a".repeat(64), process_start_id: "b".repeat(64) };
+        let record = lock_text("2026-07-25T12:00:00.000Z", &owner);
+        let id = "3f1c9a52-8d2e-4b7a-9c1d-2e5f6a7b8c9d";
+        let note = guard_note(id, &record);
+        assert_eq!(note.len(), GUARD_NOTE_LENGTH);
+        assert_eq!(noted_in_guard(&note), (Some(id.to_string()), Some(record.clone())));
+        // A longer pid's record noted before: the padding leaves nothing of it.
+        let longer = guard_note(id, &lock_text("2026-07-25T12:00:00.000Z", &Owner { pid: 4_194_304, ..owner.clone() }));
+        let mut file = longer.clone();
+        file[..note.len()].copy_from_slice(&note);
+        assert_eq!(noted_in_guard(&file).1, Some(record));
+        assert_eq!(noted_in_guard(b""), (None, None));
+        assert_eq!(noted_in_guard(&guard_note("not-a-uuid-at-all-but-36-bytes-long!", "x")), (None, None));
+        assert_eq!(publication_id(&format!(".lock-publication-77-{}-{}-{id}.tmp", "a".repeat(64), "b".repeat(64))), Some(id));
     }
 
     #[test]

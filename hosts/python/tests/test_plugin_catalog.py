@@ -235,6 +235,48 @@ def test_another_instance_of_this_process_is_refused_while_one_holds_it(home: Pa
     assert os.listdir(locks_dir(home)) == []
 
 
+@pytest.mark.parametrize("next_holder", ["python", "native"])
+def test_a_lock_left_by_a_trapped_instance_is_taken_over_by_another_process(home: Path, monkeypatch: pytest.MonkeyPatch, catalog_worker, next_holder: str) -> None:
+    """The guard's note (`docs/deviations.md` 30): an instance that traps holding the lock
+    leaves the lock, recorded with this live process, and the note of it in the guard's file.
+    The next proclease to take the guard — another Python process, or the native binary —
+    takes the noted lock over at once, instead of being refused until this process exits."""
+    if next_holder == "native" and not NATIVE_WORKER.is_file():
+        pytest.skip(f"the native store worker {NATIVE_WORKER} is not built")
+    catalog = Catalog(home)
+    catalog.lock()
+    lock = locks_dir(home) / LOCK_NAME
+
+    def trapping(self: Directory, *args: Any) -> Any:
+        raise RuntimeError("a bug of the host")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Directory, "read_names", trapping)
+        with pytest.raises(Exception, match="a bug of the host"):
+            catalog.component.state_store.snapshot("provider-plugins/locks", True)
+    assert json.loads(lock.read_text())["pid"] == os.getpid(), "left by the trap, naming this live process"
+    if next_holder == "python":
+        other = catalog_worker("try", str(home))
+        out, err = other.communicate(timeout=120)
+    else:
+        done = subprocess.run([str(NATIVE_WORKER), "try-catalog-lock", str(home)], capture_output=True, text=True, timeout=60)
+        out, err = done.stdout, done.stderr
+    assert out == "acquired\n", err
+    assert os.listdir(locks_dir(home)) == [], "taken over and released: nothing left"
+
+
+def test_a_live_holder_s_lock_is_never_taken_over_through_the_note(home: Path, catalog_worker) -> None:
+    """The note names a lock its holder let the guard go without releasing; while the holder
+    keeps the guard (it lives and holds the lock), every other proclease is refused."""
+    holder = catalog_worker("hold", str(home))
+    assert holder.stdout.readline() == "locked\n", holder.stderr.read()
+    assert refusal(Catalog(home).lock) == ALREADY_LOCKED
+    if NATIVE_WORKER.is_file():
+        native = subprocess.run([str(NATIVE_WORKER), "try-catalog-lock", str(home)], capture_output=True, text=True, timeout=60)
+        assert native.stdout == f"refused: {ALREADY_LOCKED}\n", native.stderr
+    assert json.loads((locks_dir(home) / LOCK_NAME).read_text())["pid"] == holder.pid
+
+
 def test_a_lock_left_by_a_trapped_instance_is_taken_over_by_the_next(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An instance that traps while it holds the lock (a host bug, Ctrl-C inside an import)
     leaves the lock file, recorded with this live process's identity. Its host released its
@@ -265,6 +307,70 @@ def test_a_lock_left_by_a_trapped_instance_is_taken_over_by_the_next(home: Path,
     renewed = catalog.lock()  # the trapped one, renewed, takes it as well
     renewed.drop()
     assert os.listdir(locks_dir(home)) == []
+
+
+def test_a_ctrl_c_while_a_level_is_dropped_releases_the_guard_and_is_raised(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Ctrl-C that lands inside the release of the last level (the lock's rename) traps the
+    instance as it would in a call: the interrupt reaches the caller, the instance's handles
+    (the guard among them) are released at once, and the next instance takes over the lock
+    the interrupted release left."""
+    catalog = Catalog(home)
+    level = catalog.lock()
+    lock = locks_dir(home) / LOCK_NAME
+    real_rename = Directory.rename
+
+    def interrupted(self: Directory, source: bytes, target_dir: Directory, target: bytes, replace: bool) -> Any:
+        if target.startswith(b".lock-reclaim-"):
+            raise KeyboardInterrupt
+        return real_rename(self, source, target_dir, target, replace)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Directory, "rename", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            level.drop()
+    assert lock.exists(), "the interrupted release left the lock"
+    assert _guard_free(home), "the trapped instance's guard was released with its handles"
+    Catalog(home).lock().drop()
+    assert os.listdir(locks_dir(home)) == [], "taken over and released by the next instance"
+    catalog.lock().drop()  # the interrupted one, renewed, works again
+
+
+def test_a_forked_child_never_releases_its_parent_s_lock(home: Path) -> None:
+    """A child forked while this process holds the lock runs a copy of the instance: it is
+    refused another level, and dropping the levels it copied leaves the parent's lock in place
+    (before, the child removed it, and a native process then took the lock beside the parent)."""
+    catalog = Catalog(home)
+    level = catalog.lock()
+    lock = locks_dir(home) / LOCK_NAME
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover (the child reports through the pipe)
+        os.close(read)
+        try:
+            try:
+                catalog.lock()
+                report = "taken"
+            except ComponentError as error:
+                report = str(error)
+            level.drop()
+            report += "|" + ("kept" if lock.exists() else "removed")
+        except BaseException as error:  # noqa: BLE001 (reported to the parent)
+            report = f"error {error!r}"
+        os.write(write, report.encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        report = pipe.read()
+    os.waitpid(child, 0)
+    refusal, outcome = report.split("|")
+    assert refusal.startswith(f"{ALREADY_LOCKED}: this instance holds the lock for pid {os.getpid()}, and was copied into a forked child"), report
+    assert outcome == "kept", report
+    assert json.loads(lock.read_text())["pid"] == os.getpid()
+    if NATIVE_WORKER.is_file():
+        native = subprocess.run([str(NATIVE_WORKER), "try-catalog-lock", str(home)], capture_output=True, text=True, timeout=60)
+        assert native.stdout == f"refused: {ALREADY_LOCKED}\n", native.stderr
+    level.drop()
+    assert not lock.exists()
 
 
 def _guard_free(home: Path) -> bool:
@@ -419,6 +525,12 @@ CATALOG_WORKER = textwrap.dedent(
         level = catalog.lock()
         print("locked", flush=True)
         time.sleep(120)
+    elif mode == "try":
+        try:
+            catalog.lock().drop()
+            print("acquired", flush=True)
+        except ComponentError as e:
+            print("refused: %s" % e, flush=True)
     elif mode == "count":
         counter, rounds, go = sys.argv[3], int(sys.argv[4]), sys.argv[5]
         print("ready", flush=True)

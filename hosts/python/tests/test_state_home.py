@@ -118,6 +118,20 @@ def test_a_foreign_non_empty_directory_is_never_claimed(tmp_path: Path) -> None:
     assert not (home / MARKER).exists()
 
 
+def test_a_host_writes_nothing_into_a_directory_it_refuses_as_a_state_home(tmp_path: Path) -> None:
+    """`Host` validates the state home before anything else touches it: a refused directory
+    is left exactly as it was (no `.proclease/`, no witness), as the native binary leaves it."""
+    from proclease import Host
+
+    home = tmp_path / "project"
+    home.mkdir()
+    (home / "notes.txt").write_text("x")
+    with pytest.raises(StateHomeError) as caught:
+        Host(state_home=home, workspace_roots=[str(tmp_path)])
+    assert "is not empty and not a state home" in str(caught.value)
+    assert os.listdir(home) == ["notes.txt"]
+
+
 def test_an_existing_ghostget_layout_is_claimed_and_modes_are_enforced(tmp_path: Path) -> None:
     home = tmp_path / "ghostget"
     (home / "recovery").mkdir(parents=True)

@@ -84,10 +84,13 @@ def increment(home: str, path: str, count: int, trap_every: int = 0) -> None:
             n = json.loads(text)["value"]
             replaced = store.replace_if_unchanged(path, hashlib.sha256(text.encode()).hexdigest(), f'{{"value":{n + 1}}}\n')
         except ComponentError as error:
-            # Another writer was mid-mutation past the store's bound, or a read overlapped a
-            # replace: try again, as store_worker does.
+            # Another writer was mid-mutation past the store's bound, a read overlapped a
+            # replace, or (writers without kernel locks, as ghostget writes) the §3.5
+            # arbitration saw claims come and go past its bound: nothing was changed; try
+            # again, as store_worker does.
             failure = error.failure
-            if failure is not None and (failure.kind == "contended" or "changed while it was read" in failure.message):
+            transient = ("changed while it was read", "did not reach a stable snapshot")
+            if failure is not None and (failure.kind == "contended" or any(words in failure.message for words in transient)):
                 retries += 1
                 continue
             fail(error.message)

@@ -14,7 +14,9 @@
 //! process (proclease or ghostget) holds it, is re-entrant within one process (a depth count),
 //! is released on every path (dropping the last level removes exactly the inode this process
 //! published), and a crashed holder's lock is taken over by the next process once the holder is
-//! provably gone.
+//! provably gone. It is acquired and held under the guard every proclease takes
+//! (`.proclease/locks/catalog-mutation.lock`, `docs/deviations.md` 30), which also lets it take
+//! over a lock a trapped portable instance of another, live process left.
 
 use std::collections::HashMap;
 use std::path::PathBuf;

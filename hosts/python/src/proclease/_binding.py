@@ -145,20 +145,29 @@ _compiled: Dict[str, Component] = {}
 _engine: Optional[Engine] = None
 
 
+#: Guards the process's one engine and its compiled components: `Host`s made at once in several
+#: threads would otherwise make two engines, and one's component would not instantiate in the
+#: other's store ("cross-Engine instantiation").
+_loading = threading.Lock()
+
+
 def engine() -> Engine:
     global _engine
-    if _engine is None:
-        _engine = Engine()
-    return _engine
+    with _loading:
+        if _engine is None:
+            _engine = Engine()
+        return _engine
 
 
 def compile_component(wasm: Path) -> Component:
     """Compiles the component at `wasm` once per process (keyed by its sha256)."""
     data = Path(wasm).read_bytes()
     key = hashlib.sha256(data).hexdigest()
-    if key not in _compiled:
-        _compiled[key] = Component(engine(), data)
-    return _compiled[key]
+    eng = engine()
+    with _loading:
+        if key not in _compiled:
+            _compiled[key] = Component(eng, data)
+        return _compiled[key]
 
 
 class GuestResource:
@@ -170,6 +179,8 @@ class GuestResource:
         self._interface = interface
         self._name = name
         self.handle = handle
+        #: The instance it belongs to (`Proclease.generation`): a trapped one's are gone with it.
+        self._generation = owner.generation
 
     def __getattr__(self, method: str) -> Callable[..., Any]:
         if method.startswith("_"):
@@ -178,11 +189,14 @@ class GuestResource:
         return lambda *args: self._owner.call(self._interface, export, self.handle, *args)
 
     def drop(self) -> None:
-        # Under the instance's call lock: a drop enters the component's store as a call does.
+        # Under the instance's call lock: a drop enters the component's store as a call does,
+        # and traps as a call does (an import that fails inside the resource's destructor).
         with self._owner.calling():
             if self.handle is not None:
-                self.handle.drop(self._owner.store)
-                self.handle = None
+                handle, self.handle = self.handle, None
+                if self._owner.generation != self._generation or self._owner.trapped:
+                    return  # its instance trapped: the resource went with it
+                self._owner.entered(lambda: handle.drop(self._owner.store))
 
 
 class Exports:
@@ -219,6 +233,8 @@ class Proclease:
         self._deferred: List[Callable[[], None]] = []
         self._interrupted: Optional[BaseException] = None
         self._trapped = False
+        #: Counts renewals: which instance a guest resource's handle belongs to.
+        self.generation = 0
         self.store = Store(engine())
         self.linker = Linker(engine())
         # An instance that is collected releases what it still holds (descriptors, locks).
@@ -258,6 +274,12 @@ class Proclease:
         self.instance = self.linker.instantiate(self.store, self.component)
         self._funcs = {}
         self._trapped = False
+        self.generation += 1
+
+    @property
+    def trapped(self) -> bool:
+        """Whether the instance trapped (the next call renews it)."""
+        return self._trapped
 
     def _require(self, interface: str, function: str) -> None:
         part = getattr(self.host, snake(interface), None)
@@ -398,6 +420,23 @@ class Proclease:
             except Exception:  # noqa: BLE001 (deferred finalizer work says why itself)
                 pass
 
+    def entered(self, enter: Callable[[], Any]) -> Any:
+        """Runs `enter` (a call of an export, or a drop of one of its resources), the caller
+        holding `calling()`. On a trap the instance is dead: what it held is released now, as
+        its crash would release it (a kernel lock must not wait for its next call, or for this
+        process's exit), the next call renews it, and an interrupt (Ctrl-C) an import took is
+        raised again."""
+        self._interrupted = None
+        try:
+            return enter()
+        except Exception:  # a trap: wasmtime.Trap or WasmtimeError
+            self._trapped = True
+            _release_all(self._live)
+            interrupted, self._interrupted = self._interrupted, None
+            if interrupted is not None:
+                raise interrupted from None
+            raise
+
     def call(self, interface: str, name: str, *args: Any) -> Any:
         """Calls an export and returns its value; the err case of a `result` is raised as
         `ComponentError` (the `error` variant's kind and message, or kind None for a plain
@@ -410,18 +449,7 @@ class Proclease:
                 # reuses one either). Handles of the old one's resources are gone with it.
                 self._renew()
                 func, is_result, tagged, err_only = self._func(interface, name)
-            self._interrupted = None
-            try:
-                value = func(self.store, *args)
-            except Exception:  # a trap: wasmtime.Trap or WasmtimeError
-                self._trapped = True
-                # The instance is dead: what it held is released now, as its crash would (a
-                # kernel lock must not wait for its next call, or for this process's exit).
-                _release_all(self._live)
-                interrupted, self._interrupted = self._interrupted, None
-                if interrupted is not None:
-                    raise interrupted from None
-                raise
+            value = self.entered(lambda: func(self.store, *args))
             func.post_return(self.store)
         failed = is_result and not tagged and bool(err_only) and isinstance(value, err_only) and not isinstance(value, Variant)
         value = adopt(value)

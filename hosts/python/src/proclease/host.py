@@ -109,8 +109,10 @@ class Effects:
     lock) are the artifact's own."""
 
     def __init__(self, state_home: Path, workspace_roots: Sequence[str], lock_timeout: float = 10.0) -> None:
-        self.process_identity = ProcessIdentity(str(state_home))
+        # Validated (or created and claimed) first: nothing is written into a directory that
+        # is then refused as a state home, witnesses included.
         self.state_home = GrantedStateHome(str(state_home))
+        self.process_identity = ProcessIdentity(self.state_home.home_path)
         try:
             self.sys_fs = SysFs(self.state_home.home_path, list(workspace_roots))
         except OSError as error:
@@ -296,7 +298,10 @@ class Host:
         """Takes the kernel lock `.proclease/locks/<name>` the native host takes for the same
         purpose, waiting at most `lock_timeout` s for another holder; returns its descriptor
         (closing it releases the lock). Raises `LockTimeout`."""
-        fd = self.effects.state_home.lock_file(name)
+        try:
+            fd = self.effects.state_home.lock_file(name)
+        except OSError as error:
+            raise Error(f"{self.state_home}/.proclease/locks/{name}: the lock cannot be opened: {error.strerror or error}; recovering and leasing need a writable state home", kind="system") from error
         deadline = time.monotonic() + self.lock_timeout
         while True:
             try:
