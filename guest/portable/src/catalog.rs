@@ -56,8 +56,11 @@ impl Drop for CatalogLevel {
             && let Some(Held { lock, guard, .. }) = held.take()
         {
             // A copy of this instance in a forked child never removes its parent's lock.
-            if published_here(&lock) {
-                let _ = lock.release(&SysFs, &SysKernel);
+            if published_here(&lock)
+                && lock.release(&SysFs, &SysKernel).is_ok()
+                && let Some(guard) = &guard
+            {
+                let _ = guard.note(&catalog_lock::guard_note_cleared());
             }
             drop(guard);
         }
@@ -129,7 +132,15 @@ impl pc::Guest for PortableStore {
             Ok(path)
         };
         let now_ms = i64::try_from(clock::now_ms()).unwrap_or(i64::MAX);
-        let lock = catalog_lock::acquire(store, physical_root, now_ms, in_process)?;
+        let lock = match catalog_lock::acquire(store, physical_root, now_ms, in_process) {
+            Ok(lock) => lock,
+            Err(refusal) => {
+                if let Some(guard) = &guard {
+                    let _ = guard.note(&catalog_lock::guard_note_cleared());
+                }
+                return Err(refusal);
+            }
+        };
         *held = Some(Held { lock, guard, levels: 1 });
         Ok(pc::CatalogLock::new(CatalogLevel))
     }

@@ -198,6 +198,13 @@ pub fn guard_note(claim_id: &str, record: &str) -> Vec<u8> {
 /// The length of a guard note ([`guard_note`]), bytes: a claim id and the longest lock record.
 pub const GUARD_NOTE_LENGTH: usize = 320;
 
+/// What a guard's holder writes over its note once its lock is released, or when it acquired
+/// none: a note of nothing ([`GUARD_NOTE_LENGTH`] spaces), so that the next holder has nothing to
+/// take over and a state home that ends as it began is byte for byte the same.
+pub fn guard_note_cleared() -> Vec<u8> {
+    alloc::vec![b' '; GUARD_NOTE_LENGTH]
+}
+
 /// The claim id and lock record a guard note names, each when it is well formed.
 fn noted_in_guard(note: &[u8]) -> (Option<String>, Option<String>) {
     let Ok(text) = core::str::from_utf8(note) else { return (None, None) };
@@ -475,6 +482,7 @@ mod tests {
         file[..note.len()].copy_from_slice(&note);
         assert_eq!(noted_in_guard(&file).1, Some(record));
         assert_eq!(noted_in_guard(b""), (None, None));
+        assert_eq!(noted_in_guard(&guard_note_cleared()), (None, None));
         assert_eq!(noted_in_guard(&guard_note("not-a-uuid-at-all-but-36-bytes-long!", "x")), (None, None));
         assert_eq!(publication_id(&format!(".lock-publication-77-{}-{}-{id}.tmp", "a".repeat(64), "b".repeat(64))), Some(id));
     }

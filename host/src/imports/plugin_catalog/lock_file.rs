@@ -63,7 +63,13 @@ pub(crate) fn acquire(store: &StateStore, now_ms: i64) -> Result<HeldLock, Strin
             };
             // `PluginCatalog` counts the lock process-wide and acquires under its mutex; the
             // guard excludes every other acquirer, this process's other hosts included.
-            proclease_protocols::catalog_lock::acquire(store.protocol(), physical_root, now_ms, InProcess::KernelGuard { previous: &previous, note: &note })?
+            match proclease_protocols::catalog_lock::acquire(store.protocol(), physical_root, now_ms, InProcess::KernelGuard { previous: &previous, note: &note }) {
+                Ok(lock) => lock,
+                Err(refusal) => {
+                    note(&proclease_protocols::catalog_lock::guard_note_cleared());
+                    return Err(refusal);
+                }
+            }
         }
         None => proclease_protocols::catalog_lock::acquire(store.protocol(), physical_root, now_ms, InProcess::Counted)?,
     };
@@ -76,6 +82,14 @@ pub(crate) fn acquire(store: &StateStore, now_ms: i64) -> Result<HeldLock, Strin
 /// Errors: `portable plugin catalog mutation lock changed before release` when the lock is gone
 /// or is another inode (which is then left in place).
 pub(crate) fn release(store: &StateStore, mut held: HeldLock) -> Result<(), String> {
-    // The guard is unlocked when `held` drops, after the lock's release.
-    held.lock.take().map_or(Ok(()), |lock| lock.release(&NativeFs, store.processes()))
+    use std::os::unix::fs::FileExt as _;
+    let released = held.lock.take().map_or(Ok(()), |lock| lock.release(&NativeFs, store.processes()));
+    // Released: the note names nothing to take over any more. The guard is unlocked when
+    // `held` drops, after this.
+    if released.is_ok()
+        && let Some(guard) = &held.guard
+    {
+        let _ = guard.write_all_at(&proclease_protocols::catalog_lock::guard_note_cleared(), 0);
+    }
+    released
 }
