@@ -905,6 +905,11 @@ impl Fs for SimFs {
     }
 
     /// One writer at a time acts on the simulated disk: the lock is always free.
+    fn try_lock(&self, _: &u64, _: &(impl Name + ?Sized)) -> Result<Option<()>, SysErrno> {
+        Ok(Some(()))
+    }
+
+    /// One writer at a time acts on the simulated disk: the lock is always free.
     fn lock(&self, _: &u64, _: &(impl Name + ?Sized), _: &dyn Fn(Option<i32>) -> Option<Behind>) -> Result<Locked<()>, IoError> {
         Ok(Locked::Held(()))
     }

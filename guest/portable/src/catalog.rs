@@ -21,20 +21,19 @@
 use alloc::string::{String, ToString as _};
 use alloc::vec::Vec;
 
-use proclease_protocols::catalog_lock::{self, GUARD_LOCK, HeldLock, InProcess, STORE_ROOT};
+use proclease_protocols::catalog_lock::{self, HeldLock, InProcess, STORE_ROOT};
 use proclease_protocols::plugin_catalog;
 
-use crate::bindings::proclease::lease::sys_fs::{self, Lock, LockAttempt};
+use crate::bindings::proclease::lease::sys_fs;
 use crate::bindings::proclease::lease::{clock, sys_kernel};
 use crate::generated::exports::proclease::lease::plugin_catalog as pc;
 use crate::store::{PortableStore, opened};
 use crate::sys::{SysFs, SysKernel};
 
-/// The catalog lock this instance holds: the lock file it published, its guard (`None` where
-/// the host has no kernel locks), and how many levels are handed out.
+/// The catalog lock this instance holds (its guard within it) and how many levels are handed
+/// out.
 struct Held {
     lock: HeldLock<SysFs>,
-    guard: Option<Lock>,
     levels: usize,
 }
 
@@ -53,16 +52,12 @@ impl Drop for CatalogLevel {
         let Some(current) = held.as_mut() else { return };
         current.levels -= 1;
         if current.levels == 0
-            && let Some(Held { lock, guard, .. }) = held.take()
+            && let Some(Held { lock, .. }) = held.take()
+            // A copy of this instance in a forked child never removes its parent's lock; its
+            // guard goes all the same.
+            && published_here(&lock)
         {
-            // A copy of this instance in a forked child never removes its parent's lock.
-            if published_here(&lock)
-                && lock.release(&SysFs, &SysKernel).is_ok()
-                && let Some(guard) = &guard
-            {
-                let _ = guard.note(&catalog_lock::guard_note_cleared());
-            }
-            drop(guard);
+            let _ = lock.release(&SysFs, &SysKernel);
         }
     }
 }
@@ -105,26 +100,6 @@ impl pc::Guest for PortableStore {
             return Ok(pc::CatalogLock::new(CatalogLevel));
         }
         let store = opened().map_err(|e| e.to_string())?;
-        let guard = match store.locks().try_lock(GUARD_LOCK.as_bytes()) {
-            Ok(LockAttempt::Taken(lock)) => Some(lock),
-            Ok(LockAttempt::Unsupported) => None,
-            Ok(LockAttempt::Held) => return Err(catalog_lock::ALREADY_LOCKED.into()),
-            Err(code) => {
-                let error = proclease_protocols::seam::Errno::from_raw(i32::from(code));
-                return Err(alloc::format!(".proclease/locks/{GUARD_LOCK}: {error}"));
-            }
-        };
-        // What the guard's last holder noted: a claim and a lock it left when it let the
-        // guard go (a trap) are taken over, in whatever process it ran.
-        let previous = guard.as_ref().and_then(|guard| guard.noted(catalog_lock::GUARD_NOTE_LENGTH as u32).ok()).unwrap_or_default();
-        let note = |bytes: &[u8]| {
-            if let Some(guard) = &guard {
-                // Unwritten (a read-only state home), it only leaves the next holder unable to
-                // tell this acquisition's leftovers from a live holder's.
-                let _ = guard.note(bytes);
-            }
-        };
-        let in_process = if guard.is_some() { InProcess::KernelGuard { previous: &previous, note: &note } } else { InProcess::Nothing };
         let physical_root = || {
             let mut path: Vec<u8> = sys_fs::state_home_path();
             path.push(b'/');
@@ -132,16 +107,8 @@ impl pc::Guest for PortableStore {
             Ok(path)
         };
         let now_ms = i64::try_from(clock::now_ms()).unwrap_or(i64::MAX);
-        let lock = match catalog_lock::acquire(store, physical_root, now_ms, in_process) {
-            Ok(lock) => lock,
-            Err(refusal) => {
-                if let Some(guard) = &guard {
-                    let _ = guard.note(&catalog_lock::guard_note_cleared());
-                }
-                return Err(refusal);
-            }
-        };
-        *held = Some(Held { lock, guard, levels: 1 });
+        let lock = catalog_lock::acquire(store, physical_root, now_ms, InProcess::Instances)?;
+        *held = Some(Held { lock, levels: 1 });
         Ok(pc::CatalogLock::new(CatalogLevel))
     }
 }

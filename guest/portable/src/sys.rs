@@ -236,6 +236,15 @@ impl Fs for SysFs {
         }
     }
 
+    /// `Some(None)` where the host has no kernel locks (`unsupported`): taken, excluding nothing.
+    fn try_lock(&self, locks: &Directory, name: &(impl Name + ?Sized)) -> Result<Option<Option<Lock>>, Errno> {
+        match locks.try_lock(name.as_ref()).map_err(errno)? {
+            LockAttempt::Taken(lock) => Ok(Some(Some(lock))),
+            LockAttempt::Unsupported => Ok(Some(None)),
+            LockAttempt::Held => Ok(None),
+        }
+    }
+
     fn note_in_lock(&self, lock: &Option<Lock>, note: &[u8]) -> Result<(), Errno> {
         lock.as_ref().map_or(Ok(()), |lock| done(lock.note(note)))
     }

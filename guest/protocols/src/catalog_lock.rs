@@ -44,7 +44,7 @@ pub const ALREADY_LOCKED: &str = "portable plugin catalog mutation is already lo
 pub const LOCK_NAME: &str = ".catalog-mutation.lock";
 /// The guard's file in the store's `.proclease/locks/` (`docs/deviations.md` 30): a kernel lock
 /// every proclease takes before it acquires the catalog lock and keeps while it holds it
-/// ([`InProcess::KernelGuard`]).
+/// ([`acquire`]).
 pub const GUARD_LOCK: &str = "catalog-mutation.lock";
 /// The plugin store's root below the state home (§6B.1).
 pub const STORE_ROOT: &str = "provider-plugins";
@@ -156,32 +156,25 @@ fn holder_in(text: &str) -> Option<Owner> {
     (lock_text(acquired_at, &owner) == text).then_some(owner)
 }
 
-/// What keeps this process's other would-be holders of the lock out while it acquires, and so
-/// what a claim or a lock recorded with this process's own identity (pid, boot id, start time)
-/// means to [`acquire`].
-#[derive(Clone, Copy)]
-pub enum InProcess<'a> {
-    /// One acquisition at a time per process, the lock counted process-wide (the native host's
-    /// `PluginCatalog`): a claim of this process is a stale leftover and is removed; a lock
-    /// recorded with this process's identity is held (a release that failed) and refuses, as
-    /// any live holder's.
+/// Who else in this process may acquire the lock while this caller does, which decides what a
+/// claim or a lock recorded with this process's own identity (pid, boot id, start time) means
+/// to [`acquire`]. Either way the caller first takes the guard ([`GUARD_LOCK`],
+/// `docs/deviations.md` 30): held by another, the answer is [`ALREADY_LOCKED`] at once; taken,
+/// the claim and the lock its last holder noted there and left are taken over, in whatever
+/// process that holder ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InProcess {
+    /// No one: the lock is counted process-wide and acquired under a process-wide mutex (the
+    /// native host's `PluginCatalog`). A claim of this process is a stale leftover; so is a
+    /// lock of this process while the guard is held (a release that failed). A guard that
+    /// cannot be opened (a read-only state home) is done without, and such a lock then refuses.
     Counted,
-    /// A kernel lock (the guard, `docs/deviations.md` 30) that every portable instance, of
-    /// this process or another, takes before it acquires and keeps while it holds the lock.
-    /// Holding it, a claim or a lock of this process was left by an instance that no longer
-    /// runs (a trap) and is taken over; so is the claim and the lock the guard's last holder
-    /// noted there (`previous`, as [`guard_note`] wrote it), in whatever process: that holder
-    /// let the guard go without releasing them.
-    KernelGuard {
-        /// What the guard's file holds: the previous holder's note (empty when none).
-        previous: &'a [u8],
-        /// Writes this acquisition's note to the guard's file, before each claim and lock is
-        /// published.
-        note: &'a dyn Fn(&[u8]),
-    },
-    /// Nothing (a host without kernel locks, whose instances may share a pid): a claim or lock
-    /// of this process may be another instance's, live, and is judged as any owner's.
-    Nothing,
+    /// Other instances of this process (the portable artifact): holding a guard that excludes
+    /// them, a claim or lock of this process was left by an instance that no longer runs (a
+    /// trap) and is taken over; where the host's guard excludes nothing (no kernel locks), such
+    /// a claim or lock may be another instance's, live, and is judged as any owner's. A guard
+    /// that cannot be opened is an error.
+    Instances,
 }
 
 /// The bytes a guard's file holds for one acquisition: the arbitration claim's id (36 bytes),
@@ -221,6 +214,8 @@ pub struct HeldLock<F: Fs> {
     dev: u64,
     ino: u64,
     own: Owner,
+    /// The guard ([`GUARD_LOCK`]), held until the lock is released or this is dropped.
+    guard: Option<F::Lock>,
 }
 
 /// Acquires the catalog mutation lock of `store`'s state home (§5 step 3), failing fast.
@@ -239,8 +234,34 @@ pub fn acquire<F: Fs, K: Kernel + ?Sized>(
     store: &StoreProtocol<F, K>,
     physical_root: impl FnOnce() -> Result<Vec<u8>, String>,
     now_ms: i64,
-    in_process: InProcess<'_>,
+    in_process: InProcess,
 ) -> Result<HeldLock<F>, String> {
+    let fs = store.fs();
+    let guard = match fs.try_lock(store.locks(), GUARD_LOCK) {
+        Ok(Some(guard)) => Some(guard),
+        Ok(None) => return Err(ALREADY_LOCKED.into()),
+        Err(_) if in_process == InProcess::Counted => None,
+        Err(e) => return Err(format!(".proclease/locks/{GUARD_LOCK}: {e}")),
+    };
+    let acquired = acquire_guarded(store, physical_root, now_ms, in_process, guard.as_ref());
+    if acquired.is_err()
+        && let Some(guard) = &guard
+    {
+        let _ = fs.note_in_lock(guard, &guard_note_cleared());
+    }
+    let (dir, dev, ino, own) = acquired?;
+    Ok(HeldLock { dir, dev, ino, own, guard })
+}
+
+/// [`acquire`] once the guard is settled (`None`: done without one): the locks directory and
+/// the published lock's inode and owner.
+fn acquire_guarded<F: Fs, K: Kernel + ?Sized>(
+    store: &StoreProtocol<F, K>,
+    physical_root: impl FnOnce() -> Result<Vec<u8>, String>,
+    now_ms: i64,
+    in_process: InProcess,
+    guard: Option<&F::Lock>,
+) -> Result<(F::Dir, u64, u64, Owner), String> {
     let (fs, identity) = (store.fs(), store.kernel());
     for name in STORE_DIRECTORIES {
         store.ensure_private_directory(&format!("{STORE_ROOT}/{name}")).map_err(|e| e.to_string())?;
@@ -258,17 +279,21 @@ pub fn acquire<F: Fs, K: Kernel + ?Sized>(
     let acquired_at = proclease_core::records::invocation_lease::iso_timestamp(now_ms).ok_or("the clock is outside the dates a lock can record")?;
     let record = lock_text(&acquired_at, &own);
     let text = |e: ArbitrationError| e.to_string();
-    let (abandoned_claim, abandoned_lock) = match in_process {
-        InProcess::KernelGuard { previous, .. } => noted_in_guard(previous),
-        _ => (None, None),
-    };
-    let abandoned = Abandoned { own: matches!(in_process, InProcess::KernelGuard { .. }), lock: abandoned_lock.as_deref() };
+    let previous = guard.and_then(|guard| fs.lock_note(guard, GUARD_NOTE_LENGTH).ok()).unwrap_or_default();
+    let (abandoned_claim, abandoned_lock) = noted_in_guard(&previous);
+    // Alone in this process: no other instance can be acquiring (a count, or a guard that
+    // excludes them); only then are this process's own claims and lock leftovers.
+    let alone = in_process == InProcess::Counted || guard.is_some_and(|guard| fs.lock_excludes(guard));
+    // Holding a guard that excludes every other acquirer, a lock of this process's own is
+    // one its holder let go without releasing.
+    let abandoned = Abandoned { own: guard.is_some_and(|guard| fs.lock_excludes(guard)), lock: abandoned_lock.as_deref() };
     for _ in 0..ROUNDS {
         remove_stale_stages(fs, &dir, identity, &kind, abandoned_claim.as_deref())?;
-        let alone = !matches!(in_process, InProcess::Nothing);
         let claim_id = identity.new_uuid();
-        if let InProcess::KernelGuard { note, .. } = in_process {
-            note(&guard_note(&claim_id, &record));
+        if let Some(guard) = guard {
+            // Unwritten (a read-only state home), it only leaves the guard's next holder unable
+            // to tell this acquisition's leftovers from a live holder's.
+            let _ = fs.note_in_lock(guard, &guard_note(&claim_id, &record));
         }
         let Some(claim) = arbitration::arbitrate_as(fs, &dir, &kind, identity, &own, &claim_id, alone).map_err(text)? else {
             identity.pause(Duration::from_millis(5));
@@ -277,7 +302,7 @@ pub fn acquire<F: Fs, K: Kernel + ?Sized>(
         let outcome = publish_lock(fs, &dir, &own, &record, identity, &abandoned);
         arbitration::release(fs, &dir, &claim.name);
         if let Some((dev, ino)) = outcome? {
-            return Ok(HeldLock { dir, dev, ino, own });
+            return Ok((dir, dev, ino, own));
         }
     }
     Err("portable plugin catalog mutation lock could not be acquired".into())
@@ -444,7 +469,15 @@ impl<F: Fs> HeldLock<F> {
     /// Errors: `portable plugin catalog mutation lock changed before release` when the lock is
     /// gone or is another inode (which is then left in place).
     pub fn release<K: Kernel + ?Sized>(self, fs: &F, kernel: &K) -> Result<(), String> {
-        remove_exact(fs, &self.dir, &self.own, self.dev, self.ino, &kernel.new_uuid(), "portable plugin catalog mutation lock changed before release")
+        let released = remove_exact(fs, &self.dir, &self.own, self.dev, self.ino, &kernel.new_uuid(), "portable plugin catalog mutation lock changed before release");
+        // Released: the guard's note names nothing to take over any more. The guard goes
+        // with `self`, after this.
+        if released.is_ok()
+            && let Some(guard) = &self.guard
+        {
+            let _ = fs.note_in_lock(guard, &guard_note_cleared());
+        }
+        released
     }
 }
 

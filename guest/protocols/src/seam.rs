@@ -157,6 +157,9 @@ pub trait Fs: Send + Sync {
     /// within the caller's bound; `behind` names what a lock's holder itself waits for, for the
     /// message of a long wait.
     fn lock(&self, locks: &Self::Dir, name: &(impl Name + ?Sized), behind: &dyn Fn(Option<i32>) -> Option<crate::waits::Behind>) -> Result<Locked<Self::Lock>, IoError>;
+    /// One attempt, without waiting, at the kernel lock `name` in the lock directory `locks`
+    /// (creating its file): `None` while another open file description holds it.
+    fn try_lock(&self, locks: &Self::Dir, name: &(impl Name + ?Sized)) -> Result<Option<Self::Lock>, Errno>;
     /// Takes the kernel lock of the directory `dir` itself (a `flock` on it, through a handle of
     /// its own), waiting within the caller's bound; `label` names it in a long wait's message.
     fn lock_directory(&self, dir: &Self::Dir, label: &str) -> Result<Self::Lock, crate::waits::LockError>;

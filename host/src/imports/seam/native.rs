@@ -236,6 +236,11 @@ impl Fs for NativeFs {
         Ok(lock::lock(locks, name, behind)?)
     }
 
+    fn try_lock(&self, locks: &OwnedFd, name: &(impl Name + ?Sized)) -> Result<Option<lock::CollectionLock>, Errno> {
+        let name = std::str::from_utf8(name.as_ref()).map_err(|_| Errno::ILSEQ)?;
+        lock::try_lock(locks, name).map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(5)))
+    }
+
     fn note_in_lock(&self, lock: &lock::CollectionLock, note: &[u8]) -> Result<(), Errno> {
         self.write_at(lock.file(), note, 0)
     }

@@ -65,6 +65,33 @@ pub(crate) type Locked = crate::seam::Locked<CollectionLock>;
 /// ([`crate::lock_wait::Operation`]), what is left of the operation's bound. `behind` names
 /// what the lock's holder itself waits for ([`crate::lock_wait::lock_behind`]).
 pub(crate) fn lock(locks: impl AsFd, name: &str, behind: &dyn Fn(Option<i32>) -> Option<crate::lock_wait::Behind>) -> std::io::Result<Locked> {
+    let file = open(locks, name)?;
+    // After a second the wait says who holds the lock; at the bound, who held it.
+    // Within an operation, its bound (the host's lock timeout) governs instead of `WAIT`.
+    match crate::lock_wait::lock_behind(&file, &format!(".proclease/locks/{name}"), crate::lock_wait::operation_bound(WAIT), behind) {
+        Ok(()) => Ok(Locked::Held(CollectionLock { file })),
+        Err(crate::lock_wait::LockError::TimedOut(timeout)) => {
+            tracing::warn!("{timeout}");
+            Ok(Locked::TimedOut)
+        }
+        Err(crate::lock_wait::LockError::Io(e)) => Err(e.into()),
+    }
+}
+
+/// One attempt, without waiting, at the lock `name` in the lock directory (opened as [`lock`]
+/// opens it): `None` while another open file description holds it.
+pub(crate) fn try_lock(locks: impl AsFd, name: &str) -> std::io::Result<Option<CollectionLock>> {
+    let file = open(locks, name)?;
+    match file.try_lock() {
+        Ok(()) => Ok(Some(CollectionLock { file })),
+        Err(std::fs::TryLockError::WouldBlock) => Ok(None),
+        Err(std::fs::TryLockError::Error(e)) => Err(e),
+    }
+}
+
+/// The lock file `name` in the lock directory: created 0600 if absent; opened read-only on a
+/// read-only filesystem.
+fn open(locks: impl AsFd, name: &str) -> std::io::Result<File> {
     let fd = match rustix::fs::openat(&locks, name, OFlags::RDWR | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::from_raw_mode(0o600)) {
         // A read-only state home (a read-only mount): an existing lock file still locks (flock
         // needs no write access), so readers such as `doctor` work; a writer fails later, at
@@ -77,15 +104,5 @@ pub(crate) fn lock(locks: impl AsFd, name: &str, behind: &dyn Fn(Option<i32>) ->
         },
         other => other?,
     };
-    let file = File::from(fd);
-    // After a second the wait says who holds the lock; at the bound, who held it.
-    // Within an operation, its bound (the host's lock timeout) governs instead of `WAIT`.
-    match crate::lock_wait::lock_behind(&file, &format!(".proclease/locks/{name}"), crate::lock_wait::operation_bound(WAIT), behind) {
-        Ok(()) => Ok(Locked::Held(CollectionLock { file })),
-        Err(crate::lock_wait::LockError::TimedOut(timeout)) => {
-            tracing::warn!("{timeout}");
-            Ok(Locked::TimedOut)
-        }
-        Err(crate::lock_wait::LockError::Io(e)) => Err(e.into()),
-    }
+    Ok(File::from(fd))
 }
