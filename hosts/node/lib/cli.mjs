@@ -34,7 +34,6 @@ Options:
                          $XDG_DATA_HOME/proclease, ~/.local/share/proclease)
   --workspace-root DIR   A directory under which leased directories may be created, inspected and
                          removed; repeatable (default: your home directory and the temporary directory)
-  --plugin-catalog FILE  The plugin catalog file (default: <state home>/provider-plugins/catalog.json)
   -h, --help             Print help
   -V, --version          Print version
 

@@ -1,6 +1,8 @@
-// Loads the proclease component in Node: the transpilation `component/` of this package holds
-// (made by `npm ci`'s `prepare`, or on first use — `transpile.mjs`), instantiated with the import
-// object a host gives it. Mirrors `tests/js/component.mjs`.
+// Loads the proclease artifacts in Node: the transpilations `portable/` and `component/` of this
+// package hold (made by `npm ci`'s `prepare`, or on first use — `transpile.mjs`), instantiated
+// with the import object a host gives it. `Host` loads the portable artifact (the store,
+// workspace and plugin catalog composed in, over `lib/sys.mjs`); `tests/js` the plain component,
+// whose store it gives itself.
 //
 // The import object is keyed by interface name. jco 0.15.0's generated `.d.ts` name the keys with
 // the package version (`proclease:lease/state-store@0.3.0`) while its generated JS reads them
@@ -10,45 +12,53 @@ import { readFile } from 'node:fs/promises';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { OUT, isCurrent, sourceWasm, transpile } from './transpile.mjs';
+import { ARTIFACTS, isCurrent, sourceWasm, transpile } from './transpile.mjs';
 
 /** The WIT package the component implements. */
 export const PACKAGE = 'proclease:lease';
 export const VERSION = '0.3.0';
 /** The interfaces the component imports (the world `proclease`), `types` included. */
 export const IMPORTS = ['state-store', 'workspace', 'process-identity', 'plugin-catalog', 'clock', 'entropy', 'types'];
+/** The interfaces the portable artifact imports (the world `proclease-portable`), `types` included. */
+export const PORTABLE_IMPORTS = ['sys-fs', 'sys-kernel', 'process-identity', 'clock', 'entropy', 'types'];
 
-let loaded = null;
+const loaded = new Map();
 
-/** The generated module and a cache of its compiled core modules (once per process). */
-async function load() {
-  loaded ??= (async () => {
-    const wasm = sourceWasm();
-    let bytes = null;
-    try {
-      bytes = readFileSync(wasm);
-    } catch {
-      bytes = null;
-    }
-    if (bytes === null || !isCurrent(bytes)) await transpile(wasm);
-    const module = await import(pathToFileURL(join(OUT, 'proclease.js')).href);
-    const cores = new Map();
-    const getCoreModule = (path) => {
-      if (!cores.has(path)) cores.set(path, readFile(join(OUT, path)).then((b) => WebAssembly.compile(b)));
-      return cores.get(path);
-    };
-    return { module, getCoreModule };
-  })();
-  return loaded;
+/** `artifact`'s generated module and a cache of its compiled core modules (once per process). */
+async function load(artifact = 'component') {
+  if (!loaded.has(artifact)) {
+    loaded.set(
+      artifact,
+      (async () => {
+        const out = ARTIFACTS[artifact].out;
+        const wasm = sourceWasm(artifact);
+        let bytes = null;
+        try {
+          bytes = readFileSync(wasm);
+        } catch {
+          bytes = null;
+        }
+        if (bytes === null || !isCurrent(bytes, artifact)) await transpile(wasm, artifact);
+        const module = await import(pathToFileURL(join(out, 'proclease.js')).href);
+        const cores = new Map();
+        const getCoreModule = (path) => {
+          if (!cores.has(path)) cores.set(path, readFile(join(out, path)).then((b) => WebAssembly.compile(b)));
+          return cores.get(path);
+        };
+        return { module, getCoreModule };
+      })(),
+    );
+  }
+  return loaded.get(artifact);
 }
 
 /**
- * The import object jco reads for `interfaces` (`{'state-store': {...}, ...}`): each under its
- * unversioned and its versioned key.
+ * The import object jco reads for `interfaces` (`{'state-store': {...}, ...}`): each of `names`
+ * under its unversioned and its versioned key.
  */
-export function importObject(interfaces) {
+export function importObject(interfaces, names = IMPORTS) {
   const imports = {};
-  for (const name of IMPORTS) {
+  for (const name of names) {
     const impl = interfaces[name] ?? {};
     imports[`${PACKAGE}/${name}`] = impl;
     imports[`${PACKAGE}/${name}@${VERSION}`] = impl;
@@ -62,10 +72,16 @@ export async function instantiate(interfaces) {
   return module.instantiate(getCoreModule, importObject(interfaces));
 }
 
-/** The generated JS's source (for the key check). */
-export async function generatedSource() {
-  await load();
-  return readFile(join(OUT, 'proclease.js'), 'utf8');
+/** A fresh portable-artifact instance whose imports are `interfaces` (`sys-fs`, `sys-kernel`, …); its exports. */
+export async function instantiatePortable(interfaces) {
+  const { module, getCoreModule } = await load('portable');
+  return module.instantiate(getCoreModule, importObject(interfaces, PORTABLE_IMPORTS));
+}
+
+/** The generated JS's source of `artifact` (for the key check). */
+export async function generatedSource(artifact = 'portable') {
+  await load(artifact);
+  return readFile(join(ARTIFACTS[artifact].out, 'proclease.js'), 'utf8');
 }
 
 /** The catalog-lock class of an instance that must never take the lock (the pure instance's). */
@@ -92,7 +108,11 @@ export function pureImports() {
   };
 }
 
-/** A component instance for pure exports only. */
+/**
+ * A component instance for pure exports only: the plain component (the same core as the portable
+ * artifact's, without the store), which jco's generated JS instantiates in about two thirds of
+ * the portable artifact's time.
+ */
 export async function instantiatePure() {
   return instantiate(pureImports());
 }

@@ -183,21 +183,6 @@ export class IdentityError extends ProcleaseError {
   }
 }
 
-/**
- * Runs an import's body: its own typed failures (and any operating-system error that escaped
- * it, as an I/O failure of `path`) are thrown as `{ payload: failure }`; anything else is a bug
- * of this host and traps the component call.
- */
-export function importCall(path, operation, body) {
-  try {
-    return body();
-  } catch (error) {
-    if (error instanceof StoreError || error instanceof WorkspaceError) throw { payload: error.toFailure() };
-    if (isOsError(error)) throw { payload: ioFailure(path, operation, error, `${path}: ${operation} failed: ${osErrorText(error)}`) };
-    throw error;
-  }
-}
-
 /** Runs an import whose error case is a string: its message. */
 export function importCallText(body) {
   try {

@@ -15,7 +15,6 @@ import { osError } from './errors.mjs';
 
 const C = fs.constants;
 export const S_IFMT = 0o170000;
-export const S_IFREG = 0o100000;
 export const S_IFDIR = 0o040000;
 export const S_IFLNK = 0o120000;
 
@@ -105,49 +104,9 @@ export function lstat(dir, name) {
   }
 }
 
-/** Opens `name` in `dir` for reading without following a symbolic link and without blocking on a FIFO (`ELOOP`: a link). */
-export function openRead(dir, name) {
-  return fs.openSync(dir.at(name), C.O_RDONLY | C.O_NOFOLLOW | C.O_NONBLOCK);
-}
-
-/** Why a regular state file is not safe to trust, or null: a regular file of this user with no group or other bits (§3.2). */
-export function unsafeFileReason(stat) {
-  if (fileKind(stat.mode) !== S_IFREG) return 'not a regular file';
-  if (Number(stat.uid) !== euid()) return 'not owned by the current user';
-  if ((Number(stat.mode) & 0o077) !== 0) return 'readable or writable by group or others (expected mode 0600)';
-  return null;
-}
-
 /** The fields whose change between two `fstat`s means a file changed while it was read (§3.2). */
 function sameFingerprint(a, b) {
   return a.dev === b.dev && a.ino === b.ino && a.size === b.size && a.mtimeNs === b.mtimeNs && a.ctimeNs === b.ctimeNs && a.mode === b.mode;
-}
-
-/**
- * `fsops::read_stable`: at most `maxBytes` of the open file `fd`, checking it did not change
- * meanwhile. `{bytes}`, `{tooLarge: true}` or `{changed: true}`.
- */
-export function readStable(fd, before, maxBytes) {
-  const max = BigInt(maxBytes);
-  if (before.size < 0n || before.size > max) return { tooLarge: true };
-  const limit = Number(max) + 1;
-  let buffer = Buffer.alloc(Math.min(limit, Number(before.size) + 1));
-  let length = 0;
-  for (;;) {
-    if (length === buffer.length) {
-      if (buffer.length >= limit) break;
-      const bigger = Buffer.alloc(Math.min(limit, buffer.length * 2));
-      buffer.copy(bigger, 0, 0, length);
-      buffer = bigger;
-    }
-    const n = fs.readSync(fd, buffer, length, buffer.length - length, null);
-    if (n === 0) break;
-    length += n;
-  }
-  if (length > Number(max)) return { tooLarge: true };
-  const after = fs.fstatSync(fd, { bigint: true });
-  if (!sameFingerprint(before, after) || BigInt(length) !== after.size) return { changed: true };
-  return { bytes: buffer.subarray(0, length) };
 }
 
 /** Reads `fd` from its current offset until end of file or `max` bytes, whichever comes first. */
@@ -275,38 +234,6 @@ export function someNames(dir, atMost) {
     reader.closeSync();
   }
   return names;
-}
-
-/**
- * `fsops::remove_tree_at`: removes directory `name` in `dir` and everything below it, never
- * following a symbolic link (a link is unlinked, not entered) and never descending more than 256
- * levels.
- */
-export function removeTreeAt(dir, name) {
-  const empty = (current, depth) => {
-    if (depth > 256) throw new Error('the tree is deeper than 256 levels');
-    for (;;) {
-      const names = someNames(current, 1024);
-      if (names.length === 0) return;
-      for (const raw of names) {
-        let stat;
-        try {
-          stat = fs.lstatSync(current.at(raw), { bigint: true });
-        } catch (error) {
-          if (error.code === 'ENOENT') continue;
-          throw error;
-        }
-        if (fileKind(stat.mode) === S_IFDIR) {
-          using(openDir(current, raw), (child) => empty(child, depth + 1));
-          fs.rmdirSync(current.at(raw));
-        } else {
-          fs.unlinkSync(current.at(raw));
-        }
-      }
-    }
-  };
-  using(openDir(dir, name), (top) => empty(top, 0));
-  fs.rmdirSync(dir.at(name));
 }
 
 /** A fresh UUID v4 (lowercase), for temporaries and claims. */

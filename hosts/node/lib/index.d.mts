@@ -83,8 +83,10 @@ export interface HostOptions {
   stateHome?: string;
   /** Directories under which leased directories may be created, inspected and removed. Default: the home directory and `os.tmpdir()`. */
   workspaceRoots?: readonly string[];
-  /** A catalog file instead of `<state home>/provider-plugins/catalog.json`. */
-  pluginCatalog?: string;
+  /** How long a wait for another process's kernel lock lasts before it fails `contended`, naming the holder, ms. Default 10 000. */
+  lockTimeoutMs?: number;
+  /** Where what a long wait says goes (who holds the lock). Default: `process.emitWarning`. */
+  onWarning?: (message: string) => void;
   env?: NodeJS.ProcessEnv;
 }
 

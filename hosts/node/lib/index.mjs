@@ -233,9 +233,11 @@ export class Host {
    * Opens a host. Options: `stateHome` (default: `$PROCLEASE_STATE_HOME`, `$GHOSTGET_STATE_HOME`,
    * `$XDG_DATA_HOME/proclease`, `~/.local/share/proclease`), `workspaceRoots` (directories under
    * which leased directories may be created, inspected and removed; default: the home directory
-   * and `os.tmpdir()`), `pluginCatalog` (a catalog file instead of
-   * `<state home>/provider-plugins/catalog.json`). The state home is created (0700) and claimed
-   * when absent; one that cannot be used safely is refused (the error says what to fix).
+   * and `os.tmpdir()`), `lockTimeoutMs` (how long a wait for another process's kernel lock lasts,
+   * default 10 000), `onWarning` (what a long wait says; default `process.emitWarning`). The
+   * plugin catalog is `<state home>/provider-plugins/catalog.json`. The state home is created
+   * (0700) and claimed when absent; one that cannot be used safely is refused (the error says
+   * what to fix).
    */
   static async open(options = {}) {
     return new Host(await assemble(options));
@@ -428,6 +430,7 @@ export class Host {
   /** Closes the state home's and the workspace roots' descriptors. */
   close() {
     this.parts.workspace.close();
+    this.parts.sys.close();
     this.parts.home.close();
   }
 }

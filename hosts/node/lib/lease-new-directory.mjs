@@ -5,7 +5,8 @@
 //
 // Every host takes the lease-creation lock (`.proclease/locks/directory-lease-creation.lock`)
 // around the check and the creation, so that two runs cannot both lease one new directory and no
-// recovery removes it meanwhile; this host through `flock(1)` (`state-store/leasing-lock.mjs`).
+// recovery removes it meanwhile; this host through `flock(1)` (`state-store/leasing-lock.mjs`),
+// as the portable artifact's own `lock-leasing` (`sys.mjs`).
 // Where it has none (no util-linux), it still lists the leases again once its lease is written and
 // gives its own up if another lease claims the same directory — as the native host also does
 // after its creation. Each lease is written before its writer looks, so of two concurrent leasers
@@ -89,8 +90,8 @@ export function leaseNewDirectory(host, dir, options = {}) {
   // the bound; nothing was leased or created then.
   // A lock of its own (not the one the component's `lock-leasing` takes, which is released after
   // each component call): the checks and the lease are several calls.
-  const lock = new LeasingLock(host.parts.store);
-  lock.take();
+  const lock = new LeasingLock(host.parts.home);
+  lock.take(host.parts.lockTimeoutMs);
   try {
     return leaseNewDirectoryLocked(host, dir, options);
   } finally {
@@ -134,7 +135,7 @@ function leaseNewDirectoryLocked(host, dir, { recoverAfterMs = 60_000 } = {}) {
   if (here === 'directory' && emptiness() === 'not-empty') throw notEmptyRefusal();
   const created = [];
   for (let p = dir; p !== '/' && kind(p) === 'absent'; p = p.slice(0, p.lastIndexOf('/')) || '/') created.push(p);
-  const facts = quiet(() => workspace.inspect(dir));
+  const facts = quiet(() => call(() => exports.workspace.inspect(dir)).facts);
   const before = conflict(exports, dir, facts ? facts.identity : null);
   if (before) throw alreadyLeased(home, dir, before);
   // Seen empty before a lease that since released would not say that its run left nothing.

@@ -59,7 +59,6 @@ async function retrying(boundMs, step) {
  * its helper), `forwardSignals` (true), `releaseRetryMs` (10 s).
  */
 export async function runCommand(host, workdir, command, { recoverAfterMs = 60_000, exclusive = false, forwardSignals = true, releaseRetryMs = 10_000 } = {}) {
-  const { workspace } = host.parts;
   const exports = host.exports;
   // Signals are caught from the start: one that arrives before the command started stops the run
   // cleanly (nothing started, nothing left) instead of killing it mid-lease.
@@ -125,7 +124,7 @@ export async function runCommand(host, workdir, command, { recoverAfterMs = 60_0
     const undoCreated = () => {
       for (const path of created) {
         try {
-          workspace.removeEmptyDirectory(path, null);
+          call(() => exports.workspace.removeEmptyDirectory(path, undefined));
         } catch {
           // Best effort: what is left is an empty directory recovery finishes.
         }

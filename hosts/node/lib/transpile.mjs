@@ -1,11 +1,15 @@
-// Transpiles the proclease component for Node: `host/component/proclease.wasm` (the bytes the
-// native host embeds; `$PROCLEASE_WASM` overrides) → `component/` of this package, with
-// `@bytecodealliance/jco-transpile` (`instantiation: 'async'`, as `tests/js/component.mjs` does).
+// Transpiles the proclease artifacts for Node with `@bytecodealliance/jco-transpile`
+// (`instantiation: 'async'`, as `tests/js/component.mjs` does):
+// - `portable` (what this package's `Host` loads): `host/component/proclease-portable.wasm`, the
+//   component with the portable store composed in (`wit/sys.wit`, world `proclease-portable`;
+//   `$PROCLEASE_PORTABLE_WASM` overrides) → `portable/`;
+// - `component` (for embedders and `tests/js`, which give the store's imports themselves):
+//   `host/component/proclease.wasm` (`$PROCLEASE_WASM` overrides) → `component/`.
 //
-// Run by `npm ci` (the `prepare` script) and, when `component/` is missing or was made from other
-// bytes, by the loader (`component.mjs`) on first use. `component/stamp.json` records the sha256
-// of the bytes it was made from, and the bytes are kept beside it (`component/proclease.wasm`),
-// so that an installed copy of this package works without the repository.
+// Run by `npm ci` (the `prepare` script) and, when the directory is missing or was made from
+// other bytes, by the loader (`component.mjs`) on first use. `stamp.json` records the sha256 of
+// the bytes it was made from, and the bytes are kept beside it (`proclease.wasm`), so that an
+// installed copy of this package works without the repository.
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -15,50 +19,59 @@ const here = dirname(fileURLToPath(import.meta.url));
 
 /** This package's directory. */
 export const PACKAGE = dirname(here);
-/** Where the transpiled component goes. */
-export const OUT = join(PACKAGE, 'component');
-/** The component bytes of the repository (the native host's `host/component/proclease.wasm`). */
-export const REPOSITORY_WASM = join(PACKAGE, '..', '..', 'host', 'component', 'proclease.wasm');
 /** The jco-transpile version the package pins (package.json). */
 export const JCO_VERSION = '0.15.0';
 
-/** The component bytes to use: `$PROCLEASE_WASM`, else the repository's, else the copy in `component/`. */
-export function sourceWasm() {
-  if (process.env.PROCLEASE_WASM) return process.env.PROCLEASE_WASM;
-  if (existsSync(REPOSITORY_WASM)) return REPOSITORY_WASM;
-  return join(OUT, 'proclease.wasm');
+/** The two artifacts: where each comes from and where its transpilation goes. */
+export const ARTIFACTS = {
+  portable: { env: 'PROCLEASE_PORTABLE_WASM', repository: join(PACKAGE, '..', '..', 'host', 'component', 'proclease-portable.wasm'), out: join(PACKAGE, 'portable') },
+  component: { env: 'PROCLEASE_WASM', repository: join(PACKAGE, '..', '..', 'host', 'component', 'proclease.wasm'), out: join(PACKAGE, 'component') },
+};
+
+/** Where the transpiled component goes (the plain component's, for `tests/js`). */
+export const OUT = ARTIFACTS.component.out;
+/** The component bytes of the repository (the native host's `host/component/proclease.wasm`). */
+export const REPOSITORY_WASM = ARTIFACTS.component.repository;
+
+/** The bytes of `artifact` to use: its environment variable, else the repository's, else the copy kept beside its transpilation. */
+export function sourceWasm(artifact = 'component') {
+  const { env, repository, out } = ARTIFACTS[artifact];
+  if (process.env[env]) return process.env[env];
+  if (existsSync(repository)) return repository;
+  return join(out, 'proclease.wasm');
 }
 
 const sha256 = (bytes) => createHash('sha256').update(bytes).digest('hex');
 
-/** The stamp of the current transpilation, or null. */
-export function readStamp() {
+/** The stamp of `artifact`'s current transpilation, or null. */
+export function readStamp(artifact = 'component') {
   try {
-    return JSON.parse(readFileSync(join(OUT, 'stamp.json'), 'utf8'));
+    return JSON.parse(readFileSync(join(ARTIFACTS[artifact].out, 'stamp.json'), 'utf8'));
   } catch {
     return null;
   }
 }
 
-/** Whether `component/` holds a transpilation of `bytes`. */
-export function isCurrent(bytes) {
-  const stamp = readStamp();
-  return stamp !== null && stamp.sha256 === sha256(bytes) && stamp.jco === JCO_VERSION && existsSync(join(OUT, 'proclease.js'));
+/** Whether `artifact`'s directory holds a transpilation of `bytes`. */
+export function isCurrent(bytes, artifact = 'component') {
+  const stamp = readStamp(artifact);
+  return stamp !== null && stamp.sha256 === sha256(bytes) && stamp.jco === JCO_VERSION && existsSync(join(ARTIFACTS[artifact].out, 'proclease.js'));
 }
 
 /**
- * Transpiles `wasmPath` into `component/` unless it already holds it; returns the sha256 of the
- * bytes. The new files are written to a fresh directory and renamed into place, so that a
- * concurrent reader never sees half a transpilation.
+ * Transpiles `wasmPath` into `artifact`'s directory unless it already holds it; returns the
+ * sha256 of the bytes. The new files are written to a fresh directory and renamed into place, so
+ * that a concurrent reader never sees half a transpilation.
  */
-export async function transpile(wasmPath = sourceWasm()) {
+export async function transpile(wasmPath = sourceWasm(), artifact = 'component') {
+  const OUT = ARTIFACTS[artifact].out;
   let bytes;
   try {
     bytes = readFileSync(wasmPath);
   } catch (e) {
-    throw new Error(`${wasmPath}: the proclease component cannot be read (${e.code ?? e.message}); set PROCLEASE_WASM to a component file`);
+    throw new Error(`${wasmPath}: the proclease ${artifact === 'portable' ? 'portable artifact' : 'component'} cannot be read (${e.code ?? e.message}); set ${ARTIFACTS[artifact].env} to a component file`);
   }
-  if (isCurrent(bytes)) return sha256(bytes);
+  if (isCurrent(bytes, artifact)) return sha256(bytes);
   const { transpileBytes } = await import('@bytecodealliance/jco-transpile');
   const out = await transpileBytes(bytes, { name: 'proclease', instantiation: 'async' });
   const staging = `${OUT}.tmp-${process.pid}-${Date.now()}`;
@@ -79,12 +92,13 @@ export async function transpile(wasmPath = sourceWasm()) {
 
 // `node lib/transpile.mjs` (the `prepare` script).
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
-  const wasm = sourceWasm();
-  transpile(wasm).then(
-    (digest) => console.log(`proclease component ${digest.slice(0, 12)}… transpiled into ${OUT}`),
-    (error) => {
-      console.error(`proclease: ${error.message}`);
-      process.exit(1);
-    },
-  );
+  (async () => {
+    for (const artifact of ['portable', 'component']) {
+      const digest = await transpile(sourceWasm(artifact), artifact);
+      console.log(`proclease ${artifact} ${digest.slice(0, 12)}… transpiled into ${ARTIFACTS[artifact].out}`);
+    }
+  })().catch((error) => {
+    console.error(`proclease: ${error.message}`);
+    process.exit(1);
+  });
 }

@@ -134,7 +134,7 @@ test('an invocation lease is acquired under the catalog lock (the imported resou
   const host = await Host.open({ stateHome: d.home, workspaceRoots: [d.ws] });
   try {
     const [a, b, c] = ['a'.repeat(64), 'b'.repeat(64), 'c'.repeat(64)];
-    host.parts.store.createIfAbsent(
+    host.exports.stateStore.createIfAbsent(
       'provider-plugins/catalog.json',
       JSON.stringify({ schemaVersion: 1, plugins: [{ pluginId: 'portable-test', version: '1.0.0', hostApiVersion: 1, bundleSha256: a, manifestSha256: b, enabled: true }] }),
     );
@@ -152,7 +152,7 @@ test('an invocation lease is acquired under the catalog lock (the imported resou
     controller[Symbol.dispose]();
     assert.deepEqual(invocationLeases.list(), []);
     // A disabled plugin cannot be acquired: the reference's refusal.
-    host.parts.store.replaceIfUnchanged(
+    host.exports.stateStore.replaceIfUnchanged(
       'provider-plugins/catalog.json',
       createHash('sha256').update(fs.readFileSync(join(d.home, 'provider-plugins/catalog.json'))).digest('hex'),
       JSON.stringify({ schemaVersion: 1, plugins: [] }),

@@ -27,10 +27,11 @@ test('a fresh npm project that installs the npm pack tarball runs the README exa
     // PROCLEASE_WASM unset: the installed copy finds its component beside itself, not in the repository.
     const env = { ...process.env };
     delete env.PROCLEASE_WASM;
+    delete env.PROCLEASE_PORTABLE_WASM;
     const ran = await runToEnd(process.execPath, ['example.mjs'], { cwd: app, env });
     assert.equal(ran.code, 0, ran.stderr);
     assert.equal(ran.stdout, `leased ${join(d.ws, 'build')}\n`);
-    assert.ok(fs.existsSync(join(app, 'node_modules', 'proclease-node', 'component', 'proclease.js')), 'the tarball carries the transpilation');
+    assert.ok(fs.existsSync(join(app, 'node_modules', 'proclease-node', 'portable', 'proclease.js')), 'the tarball carries the transpilation');
   } finally {
     d.cleanup();
   }

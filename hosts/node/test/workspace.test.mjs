@@ -1,22 +1,24 @@
-// The workspace on real directories (lib/workspace.mjs): facts, identity-bound removal with the
-// reference's quarantine (§3.3 removePrivateDirectoryTree), creation and removal of empty
-// directories, confinement to the granted roots.
+// The workspace on real directories, as this host runs it: the portable artifact's `workspace`
+// export (the Rust protocol every host runs) over this host's system calls (`lib/sys.mjs`).
+// Facts, identity-bound removal with the reference's quarantine (§3.3
+// removePrivateDirectoryTree), creation and removal of empty directories, confinement to the
+// granted roots.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import { join } from 'node:path';
-import { WorkspaceError } from '../lib/errors.mjs';
-import { Workspace } from '../lib/workspace.mjs';
+import { assemble } from '../lib/host.mjs';
 import { privateTemp } from '../testing/helpers.mjs';
 
+/** The WIT `failure` a workspace call throws. */
 function failureOf(call) {
   try {
     call();
   } catch (error) {
-    assert.ok(error instanceof WorkspaceError, `a WorkspaceError, not ${error?.stack}`);
-    return error.toFailure();
+    assert.ok(!(error instanceof Error) && typeof error.kind === 'string', `a failure record, not ${error?.stack ?? error}`);
+    return error;
   }
   assert.fail('the call did not fail');
 }
@@ -26,14 +28,28 @@ const identity = (path) => {
   return { device: String(s.dev), inode: String(s.ino), birthtimeNs: String(s.birthtimeNs) };
 };
 
-function setup() {
+/** A workspace root granted to a host (its state home elsewhere), and the artifact's `workspace` answering plain values. */
+async function setup() {
   const root = privateTemp();
-  const ws = new Workspace([root]);
-  return { root, ws, cleanup: () => { ws.close(); fs.rmSync(root, { recursive: true, force: true }); } };
+  const home = privateTemp();
+  const parts = await assemble({ stateHome: join(home, 'home'), workspaceRoots: [root] });
+  const exported = parts.root.workspace;
+  const ws = {
+    ...exported,
+    inspect: (path) => exported.inspect(path).facts ?? null,
+    removeEmptyDirectory: (path, expected) => exported.removeEmptyDirectory(path, expected ?? undefined),
+  };
+  const cleanup = () => {
+    parts.workspace.close();
+    parts.sys.close();
+    parts.home.close();
+    for (const dir of [root, home]) fs.rmSync(dir, { recursive: true, force: true });
+  };
+  return { root, ws, cleanup };
 }
 
-test('inspect reports the physical facts lstat gives, birth time included', () => {
-  const { root, ws, cleanup } = setup();
+test('inspect reports the physical facts lstat gives, birth time included', async () => {
+  const { root, ws, cleanup } = await setup();
   try {
     const dir = join(root, 'job');
     fs.mkdirSync(dir, { mode: 0o700 });
@@ -56,8 +72,8 @@ test('inspect reports the physical facts lstat gives, birth time included', () =
   }
 });
 
-test('create-private-directory creates 0700 directories outermost first; remove-empty-directory removes only the expected empty one', () => {
-  const { root, ws, cleanup } = setup();
+test('create-private-directory creates 0700 directories outermost first; remove-empty-directory removes only the expected empty one', async () => {
+  const { root, ws, cleanup } = await setup();
   try {
     const deep = join(root, 'a/b/c');
     // A umask that would narrow mkdir's 0700 to 0500: the directories are chmodded back.
@@ -85,8 +101,8 @@ test('create-private-directory creates 0700 directories outermost first; remove-
   }
 });
 
-test('remove-tree removes a tree only while it is the expected directory, never following a link out of it', () => {
-  const { root, ws, cleanup } = setup();
+test('remove-tree removes a tree only while it is the expected directory, never following a link out of it', async () => {
+  const { root, ws, cleanup } = await setup();
   try {
     const dir = join(root, 'job');
     fs.mkdirSync(join(dir, 'sub/deeper'), { recursive: true, mode: 0o700 });
@@ -119,7 +135,7 @@ test('remove-tree removes a tree only while it is the expected directory, never 
 });
 
 test("remove-tree completes the interrupted quarantine of a dead remover, and refuses a live remover's", async () => {
-  const { root, ws, cleanup } = setup();
+  const { root, ws, cleanup } = await setup();
   const sleeper = spawn('sleep', ['30']);
   try {
     const dir = join(root, 'job');
@@ -145,8 +161,8 @@ test("remove-tree completes the interrupted quarantine of a dead remover, and re
   }
 });
 
-test('remove-tree deletes deep trees and names that are not UTF-8, and refuses a tree that is not private to the user', () => {
-  const { root, ws, cleanup } = setup();
+test('remove-tree deletes deep trees and names that are not UTF-8, and refuses a tree that is not private to the user', async () => {
+  const { root, ws, cleanup } = await setup();
   try {
     const dir = join(root, 'deep');
     fs.mkdirSync(dir, { mode: 0o700 });

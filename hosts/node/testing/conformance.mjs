@@ -86,7 +86,7 @@ export class RealHarness {
   /** Empties the collections a stateful vector uses. */
   reset() {
     for (const dir of [ADMISSION_DIR, LEASES_DIR, INVOCATIONS_DIR]) {
-      this.parts.store.ensurePrivateDirectory(dir);
+      this.root.stateStore.ensurePrivateDirectory(dir);
       const abs = join(this.parts.home.path, dir);
       for (const name of fs.readdirSync(abs)) fs.rmSync(join(abs, name), { recursive: true, force: true });
     }

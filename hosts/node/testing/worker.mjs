@@ -26,7 +26,8 @@ async function waitFor(path) {
 
 async function increment(path, count) {
   const host = await Host.open({ stateHome: home });
-  const store = host.parts.store;
+  // The artifact's own `state-store` export: the Rust store every host runs.
+  const store = host.exports.stateStore;
   console.log(JSON.stringify({ event: 'ready' }));
   let successes = 0;
   let retries = 0;
@@ -38,7 +39,7 @@ async function increment(path, count) {
     let replaced;
     let n;
     try {
-      const text = store.readIfPresent(path, 1 << 16);
+      const text = store.readIfPresent(path, 1 << 16).text ?? null;
       if (text === null) {
         store.createIfAbsent(path, '{"value":0}\n');
         continue;

@@ -10,7 +10,7 @@
 import * as fs from 'node:fs';
 import { afterOutermostCall } from '../calls.mjs';
 import { StoreError, isOsError } from '../errors.mjs';
-import { sleepMs } from '../fsops.mjs';
+import { createPrivateDir, openDir, sleepMs, using } from '../fsops.mjs';
 import { tryLock } from '../process-identity/flock.mjs';
 
 /** The lock file's name in `.proclease/locks/` (`state_store::LEASING_LOCK`). */
@@ -74,13 +74,13 @@ function processWords(pid) {
 /** One state home's lease-creation lock, as this process holds it (or not). */
 export class LeasingLock {
   /**
-   * @param store the `StateStore` (its `walk` opens `.proclease/locks`, creating it 0700)
-   * @param afterCalls true for the lock the component takes through `lock-leasing`: released
-   *   at the latest when the outermost component call returns (`HELD_FOR_CALLS`). False for a
-   *   lock held across component calls (`leaseNewDirectory`).
+   * @param home the `StateHome` (`.proclease/locks` in it is created 0700 when absent)
+   * @param afterCalls true for a lock released at the latest when the outermost component call
+   *   returns (`HELD_FOR_CALLS`). False for a lock held across component calls
+   *   (`leaseNewDirectory`).
    */
-  constructor(store, { afterCalls = false } = {}) {
-    this.store = store;
+  constructor(home, { afterCalls = false } = {}) {
+    this.home = home;
     this.afterCalls = afterCalls;
     this.fd = null;
   }
@@ -93,15 +93,16 @@ export class LeasingLock {
    */
   take(waitMs = WAIT_MS) {
     if (this.fd !== null) return true;
-    const label = `${this.store.home.path}/.proclease/locks/${LEASING_LOCK}`;
+    const label = `${this.home.path}/.proclease/locks/${LEASING_LOCK}`;
     let fd;
-    const locks = this.store.walk('.proclease/locks', ['.proclease', 'locks'], true);
     try {
-      fd = fs.openSync(locks.at(LEASING_LOCK), fs.constants.O_RDWR | fs.constants.O_CREAT | fs.constants.O_NOFOLLOW, 0o600);
+      createPrivateDir(this.home.dir, '.proclease');
+      fd = using(openDir(this.home.dir, '.proclease'), (internal) => {
+        createPrivateDir(internal, 'locks');
+        return using(openDir(internal, 'locks'), (locks) => fs.openSync(locks.at(LEASING_LOCK), fs.constants.O_RDWR | fs.constants.O_CREAT | fs.constants.O_NOFOLLOW, 0o600));
+      });
     } catch (error) {
       throw isOsError(error) ? StoreError.io(label, 'open of the lease-creation lock', error) : error;
-    } finally {
-      locks.close();
     }
     const start = performance.now();
     let taken = false;

@@ -1,0 +1,464 @@
+// The system-call contract (`wit/sys.wit`: `sys-fs`, `sys-kernel`) in Node, for the portable
+// artifact (`host/component/proclease-portable.wasm`, issue #41): one system call per function,
+// failures as Linux errno numbers. No protocol step and no message is here: the store's
+// compare-and-swap, the mutation claims, the workspace's identity-bound removal and the plugin
+// catalog's lock run inside the artifact, the same Rust the native host runs. The Python host's
+// `_sys.py` is the same contract; `tests/src/portable.rs` the reference in Rust.
+//
+// What `node:fs` lacks, and how this host does without it (`docs/deviations.md` 31):
+// - No `*at` calls: a directory handle is an open descriptor, and a name in it is reached as
+//   `/proc/self/fd/N/NAME`. The kernel resolves `/proc/self/fd/N` to the open directory itself
+//   (wherever it was moved), and the last component is never followed (`O_NOFOLLOW`, `lstat`,
+//   `link`, `rename`, `unlink`), as with `openat`.
+// - No `renameat2(RENAME_NOREPLACE)`: a rename that must not replace looks first (`lstat`) and
+//   answers `EEXIST` for a present name. Every such rename of the protocols targets a fresh name
+//   (a claim's, a quarantine's, a reclaim's, with a v4 uuid), or puts a directory back where it
+//   was a moment before; only a name made there in between, by a process of this user, would be
+//   replaced.
+// - No `flock`: a kernel lock is taken by util-linux's `flock(1)` on a descriptor this process
+//   shares with it (`process-identity/flock.mjs`; about 2 ms each); where `flock(1)` is missing,
+//   `try-lock` answers `unsupported`, and the reference's mutation claims alone serialise writers.
+import { randomBytes } from 'node:crypto';
+import * as fs from 'node:fs';
+import { constants as osConstants } from 'node:os';
+import { realpathSync } from 'node:fs';
+import { sleepMs } from './fsops.mjs';
+import { tryLock } from './process-identity/flock.mjs';
+
+const { O_RDONLY, O_RDWR, O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_DIRECTORY } = fs.constants;
+const OPEN_DIR = O_RDONLY | O_DIRECTORY | O_NOFOLLOW;
+const S_IFMT = 0o170000;
+const S_IFLNK = 0o120000;
+const { EINVAL, EIO, ENOENT, EEXIST, ELOOP, ENOTDIR, EROFS, EBADF } = osConstants.errno;
+const BILLION = 1_000_000_000n;
+
+/** The errno number of a failed `node:fs` call (EIO when it carries none). */
+function errnoOf(error) {
+  if (typeof error?.errno === 'number' && error.errno !== 0) return Math.abs(error.errno);
+  const number = typeof error?.code === 'string' ? osConstants.errno[error.code] : undefined;
+  return number ?? EIO;
+}
+
+/** A failure of a `result<T, errno>` import: jco lowers `payload` as the error case. */
+const fail = (errno) => {
+  throw { payload: errno };
+};
+
+/** A `result<T, errno>`: `body()`'s value, or its errno as the error case. */
+function result(body) {
+  try {
+    return body();
+  } catch (error) {
+    if (error && typeof error === 'object' && 'payload' in error) throw error;
+    return fail(errnoOf(error));
+  }
+}
+
+/** An `outcome`: undefined when `body` succeeded, else its errno. */
+function outcome(body) {
+  try {
+    body();
+    return undefined;
+  } catch (error) {
+    return errnoOf(error);
+  }
+}
+
+/** `name` when it is one directory entry; `EINVAL` otherwise (a `/` would walk out of it). */
+function entry(name) {
+  const bytes = Buffer.from(name.buffer, name.byteOffset, name.byteLength);
+  if (bytes.length === 0 || bytes.includes(0) || bytes.includes(0x2f)) {
+    const error = new Error('not a directory entry name');
+    error.errno = EINVAL;
+    throw error;
+  }
+  return bytes;
+}
+
+/** The path that reaches `name` in the open directory `fd`. */
+const at = (fd, name) => Buffer.concat([Buffer.from(`/proc/self/fd/${fd}/`), entry(name)]);
+
+/** (s, ns) of a BigInt of ns. */
+const split = (ns) => [ns / BILLION, ns % BILLION];
+
+/**
+ * A `file-stat` from a BigInt `fs.Stats`. Node fills `birthtime` from `statx` (`stx_btime`) and
+ * leaves it 0 where the file system records none: then there is no birth time, as the native
+ * host reports.
+ */
+function fileStat(s) {
+  return {
+    dev: s.dev,
+    ino: s.ino,
+    size: s.size,
+    mtime: split(s.mtimeNs),
+    ctime: split(s.ctimeNs),
+    mode: Number(s.mode),
+    uid: Number(s.uid),
+    birth: s.birthtimeNs > 0n ? split(s.birthtimeNs) : undefined,
+  };
+}
+
+/** Closes `fd` once (a handle the component dropped, or one that failed half way). */
+function closeQuietly(fd) {
+  try {
+    fs.closeSync(fd);
+  } catch {
+    // Already closed, or EBADF: nothing is held.
+  }
+}
+
+/** `sys-fs.lock`: a held `flock`, released when the component drops it (its descriptor closes). */
+export class Lock {
+  constructor(fd, held = null) {
+    this.fd = fd;
+    /** The set of the locks its host holds (`SysFs.releaseLocks`). */
+    this.held = held;
+    held?.add(this);
+  }
+  note(note) {
+    return outcome(() => {
+      const bytes = Buffer.from(note.buffer, note.byteOffset, note.byteLength);
+      for (let done = 0; done < bytes.length; ) done += fs.writeSync(this.fd, bytes, done, bytes.length - done, done);
+    });
+  }
+  noted(length) {
+    return result(() => {
+      const buffer = Buffer.alloc(length);
+      let done = 0;
+      while (done < length) {
+        const n = fs.readSync(this.fd, buffer, done, length - done, done);
+        if (n === 0) break;
+        done += n;
+      }
+      return new Uint8Array(buffer.subarray(0, done));
+    });
+  }
+  [Symbol.dispose]() {
+    this.held?.delete(this);
+    if (this.fd !== null) {
+      closeQuietly(this.fd);
+      this.fd = null;
+    }
+  }
+}
+
+/**
+ * A `lock-attempt` on the open file `fd`: `taken` (the lock keeps `fd`), `held`, or
+ * `unsupported` (no `flock(1)`); `EIO` when `flock(1)` could not be run or did not answer.
+ */
+function attempt(fd, held) {
+  const tried = tryLock(fd, 'exclusive');
+  if (tried === 'locked') return { tag: 'taken', val: new Lock(fd, held) };
+  closeQuietly(fd);
+  if (tried === 'conflict') return { tag: 'held' };
+  if (tried === 'unsupported') return { tag: 'unsupported' };
+  return fail(EIO);
+}
+
+/** `sys-fs.file`: an open regular file. */
+export class File {
+  constructor(fd) {
+    this.fd = fd;
+  }
+  stat() {
+    return result(() => fileStat(fs.fstatSync(this.fd, { bigint: true })));
+  }
+  readUpTo(limit, expected) {
+    return result(() => {
+      const chunks = [];
+      let left = Number(limit);
+      const size = Math.min(Math.max(Number(expected) + 1, 65536), Math.max(left, 1));
+      while (left > 0) {
+        const buffer = Buffer.alloc(Math.min(left, size));
+        const n = fs.readSync(this.fd, buffer, 0, buffer.length, null);
+        if (n === 0) break;
+        chunks.push(buffer.subarray(0, n));
+        left -= n;
+      }
+      return new Uint8Array(Buffer.concat(chunks));
+    });
+  }
+  writeAll(bytes) {
+    return outcome(() => {
+      const data = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+      for (let done = 0; done < data.length; ) done += fs.writeSync(this.fd, data, done, data.length - done, null);
+    });
+  }
+  writeAt(bytes, offset) {
+    return outcome(() => {
+      const data = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+      const start = Number(offset);
+      for (let done = 0; done < data.length; ) done += fs.writeSync(this.fd, data, done, data.length - done, start + done);
+    });
+  }
+  sync() {
+    return outcome(() => fs.fsyncSync(this.fd));
+  }
+  syncData() {
+    return outcome(() => fs.fdatasyncSync(this.fd));
+  }
+  [Symbol.dispose]() {
+    if (this.fd !== null) {
+      closeQuietly(this.fd);
+      this.fd = null;
+    }
+  }
+}
+
+/** `sys-fs.directory`: an open directory; every name is one entry in it, never followed. */
+export class Directory {
+  /** `held`: the set of the locks taken through this handle's host (`SysFs.releaseLocks`). */
+  constructor(fd, held = null) {
+    this.fd = fd;
+    this.held = held;
+  }
+  /** The open descriptor, `EBADF` once the component dropped this handle. */
+  get open() {
+    if (this.fd === null) {
+      const error = new Error('a dropped directory handle');
+      error.errno = EBADF;
+      throw error;
+    }
+    return this.fd;
+  }
+  duplicate() {
+    // No `dup` in `node:fs`: a new open of the same directory, through its descriptor.
+    return result(() => new Directory(fs.openSync(`/proc/self/fd/${this.open}/.`, O_RDONLY | O_DIRECTORY), this.held));
+  }
+  stat() {
+    return result(() => fileStat(fs.fstatSync(this.open, { bigint: true })));
+  }
+  openDir(name) {
+    return result(() => {
+      const path = at(this.open, name);
+      try {
+        return new Directory(fs.openSync(path, OPEN_DIR), this.held);
+      } catch (error) {
+        if (errnoOf(error) !== ENOTDIR) throw error;
+        const found = fs.lstatSync(path, { bigint: true, throwIfNoEntry: false });
+        if (found !== undefined && (Number(found.mode) & S_IFMT) === S_IFLNK) return fail(ELOOP);
+        throw error;
+      }
+    });
+  }
+  lstat(name) {
+    return result(() => {
+      const found = fs.lstatSync(at(this.open, name), { bigint: true, throwIfNoEntry: false });
+      return { stat: found === undefined ? undefined : fileStat(found) };
+    });
+  }
+  openFile(name) {
+    return result(() => new File(fs.openSync(at(this.open, name), O_RDONLY | O_NOFOLLOW | O_NONBLOCK)));
+  }
+  /** Up to `atMost` names starting with `prefix` (the listing stops there). */
+  names(atMost, prefix) {
+    const want = Buffer.from(prefix.buffer, prefix.byteOffset, prefix.byteLength);
+    const names = [];
+    const listing = fs.opendirSync(`/proc/self/fd/${this.open}`, { encoding: 'buffer' });
+    try {
+      for (let dirent = listing.readSync(); dirent !== null; dirent = listing.readSync()) {
+        const name = dirent.name;
+        if (name.subarray(0, want.length).equals(want)) {
+          if (names.length === atMost) break;
+          names.push(new Uint8Array(name));
+        }
+      }
+    } finally {
+      listing.closeSync();
+    }
+    return names;
+  }
+  readNames(prefix, bound) {
+    let names;
+    try {
+      names = this.names(bound + 1, prefix);
+    } catch (error) {
+      return fail({ tag: 'failed', val: errnoOf(error) });
+    }
+    if (names.length > bound) return fail({ tag: 'too-many' });
+    return names;
+  }
+  firstNames(atMost) {
+    return result(() => this.names(atMost, new Uint8Array()));
+  }
+  createFile(name) {
+    return result(() => {
+      const fd = fs.openSync(at(this.open, name), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
+      try {
+        fs.fchmodSync(fd, 0o600);
+      } catch (error) {
+        closeQuietly(fd);
+        throw error;
+      }
+      return new File(fd);
+    });
+  }
+  makeDir(name) {
+    return result(() => {
+      const path = at(this.open, name);
+      fs.mkdirSync(path, { mode: 0o700 });
+      try {
+        const fd = fs.openSync(path, OPEN_DIR);
+        const made = new Directory(fd, this.held);
+        try {
+          fs.fchmodSync(fd, 0o700);
+        } catch (error) {
+          closeQuietly(fd);
+          throw error;
+        }
+        return made;
+      } catch (error) {
+        try {
+          fs.rmdirSync(path);
+        } catch {
+          // Left empty: the protocols remove an empty directory they do not know.
+        }
+        throw error;
+      }
+    });
+  }
+  sync() {
+    return outcome(() => fs.fsyncSync(this.open));
+  }
+  link(source, targetDir, target) {
+    return outcome(() => fs.linkSync(at(this.open, source), at(targetDir.open, target)));
+  }
+  rename(source, targetDir, target, replace) {
+    return outcome(() => {
+      const to = at(targetDir.open, target);
+      // No RENAME_NOREPLACE in `node:fs`: look first (the head of this file says what remains).
+      if (!replace && fs.lstatSync(to, { throwIfNoEntry: false }) !== undefined) {
+        const error = new Error('the target name exists');
+        error.errno = EEXIST;
+        throw error;
+      }
+      fs.renameSync(at(this.open, source), to);
+    });
+  }
+  unlink(name) {
+    return outcome(() => fs.unlinkSync(at(this.open, name)));
+  }
+  removeDir(name) {
+    return outcome(() => fs.rmdirSync(at(this.open, name)));
+  }
+  tryLock(name) {
+    return result(() => {
+      const path = at(this.open, name);
+      let fd;
+      try {
+        fd = fs.openSync(path, O_RDWR | O_CREAT | O_NOFOLLOW, 0o600);
+      } catch (error) {
+        if (errnoOf(error) !== EROFS) throw error;
+        // A read-only file system: an existing lock file still serialises readers.
+        try {
+          fd = fs.openSync(path, O_RDONLY | O_NOFOLLOW);
+        } catch (again) {
+          if (errnoOf(again) === ENOENT) throw error;
+          throw again;
+        }
+      }
+      return attempt(fd, this.held);
+    });
+  }
+  tryLockDirectory() {
+    return result(() => attempt(fs.openSync(`/proc/self/fd/${this.open}/.`, O_RDONLY | O_DIRECTORY), this.held));
+  }
+  [Symbol.dispose]() {
+    if (this.fd !== null) {
+      closeQuietly(this.fd);
+      this.fd = null;
+    }
+  }
+}
+
+/**
+ * `sys-fs`: the state home and the workspace roots this host grants, and the effective uid.
+ * Each is opened once (throws when one cannot be) and handed out as a new handle on each call:
+ * `stateHome` a directory the caller validated, each root by its realpath, without following a
+ * symbolic link. `close()` closes them.
+ */
+export class SysFs {
+  constructor(stateHome, workspaceRoots) {
+    this.opened = [];
+    /** The kernel locks held through this host's handles. */
+    this.locks = new Set();
+    try {
+      this.home = this.keep(fs.openSync(stateHome, O_RDONLY | O_DIRECTORY));
+      this.homePath = new Uint8Array(Buffer.from(realpathSync.native(stateHome, { encoding: 'buffer' })));
+      this.roots = workspaceRoots.map((root) => {
+        const resolved = realpathSync.native(root);
+        return [resolved, this.keep(fs.openSync(resolved, OPEN_DIR))];
+      });
+    } catch (error) {
+      this.close();
+      throw error;
+    }
+  }
+  keep(fd) {
+    this.opened.push(fd);
+    return fd;
+  }
+  /** A new handle on the open directory `fd`. */
+  again(fd) {
+    return new Directory(fs.openSync(`/proc/self/fd/${fd}/.`, O_RDONLY | O_DIRECTORY), this.locks);
+  }
+  /**
+   * Releases every kernel lock held through this host's handles: after a call into the artifact
+   * trapped, whose handles will never be dropped (the native host releases what a call left
+   * held after every call, the Python host forgets a trapped instance's handles).
+   */
+  releaseLocks() {
+    for (const lock of [...this.locks]) lock[Symbol.dispose]();
+  }
+  /** The import object's `sys-fs`, classes included. */
+  imports() {
+    return {
+      euid: () => process.geteuid(),
+      stateHome: () => this.again(this.home),
+      stateHomePath: () => this.homePath,
+      grantedRoots: () => this.roots.map(([path, fd]) => [path, this.again(fd)]),
+      Directory,
+      File,
+      Lock,
+    };
+  }
+  close() {
+    this.releaseLocks();
+    for (const fd of this.opened.splice(0)) closeQuietly(fd);
+  }
+}
+
+/**
+ * `sys-kernel`: this process's pid, a monotonic clock, randomness, sleep, `kill(pid, 0)`, the
+ * bound of a wait for a kernel lock (`lockTimeoutMs`), the warnings a wait gives (`warn`, the
+ * host's choice of where they go), and `/proc/locks` and `/proc/<pid>/stat` for naming a lock's
+ * holder.
+ */
+export function sysKernel({ lockTimeoutMs = () => 10_000, warn = (message) => process.emitWarning(message, 'ProcleaseWait') } = {}) {
+  const readOrNone = (path) => {
+    try {
+      return new Uint8Array(fs.readFileSync(path));
+    } catch {
+      return undefined;
+    }
+  };
+  return {
+    pid: () => process.pid,
+    monotonicNs: () => process.hrtime.bigint(),
+    randomBytes: () => new Uint8Array(randomBytes(16)),
+    pause: (ns) => sleepMs(Math.max(0, Math.ceil(Number(ns) / 1e6))),
+    pidGone: (pid) => {
+      try {
+        process.kill(Number(pid), 0);
+        return false;
+      } catch (error) {
+        return error?.code === 'ESRCH';
+      }
+    },
+    lockWaitNs: () => BigInt(Math.max(0, Math.round(lockTimeoutMs()))) * 1_000_000n,
+    warn: (message) => warn(message),
+    procLocks: () => readOrNone('/proc/locks'),
+    procStat: (pid) => readOrNone(`/proc/${pid}/stat`),
+  };
+}
