@@ -3,8 +3,9 @@
 // (`host/src/cli/{mod,run,doctor,recover}.rs`).
 //
 // Exit status: 0 ok; 1 error; 2 usage; 3 another export is active; 4 a prior export owner cannot
-// be inspected safely; `run` exits with the command's status once it ran (128+N when signal N
-// ended it), or 6 when its lease could not be released.
+// be inspected safely; 5 another process held a lock of the state home past `--lock-timeout`;
+// `run` exits with the command's status once it ran (128+N when signal N ended it), or 6 when its
+// lease could not be released.
 import { readFileSync, realpathSync } from 'node:fs';
 import { constants as osConstants } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -17,6 +18,8 @@ import { readStamp } from './transpile.mjs';
 const EXIT_BLOCKED = 3;
 /** Exit status when a prior owner cannot be proven dead (`… cannot be inspected safely`). */
 const EXIT_INDETERMINATE = 4;
+/** Exit status when another process held a lock of the state home past `--lock-timeout` (the message names it). */
+const EXIT_LOCK_TIMEOUT = 5;
 /** Exit status of a run whose command finished but whose lease could not be released. */
 const UNRELEASED = 6;
 
@@ -34,6 +37,10 @@ Options:
                          $XDG_DATA_HOME/proclease, ~/.local/share/proclease)
   --workspace-root DIR   A directory under which leased directories may be created, inspected and
                          removed; repeatable (default: your home directory and the temporary directory)
+  --lock-timeout DURATION
+                         How long one wait for a lock of the state home another process holds may
+                         last before failing with exit status 5 and the holder's pid; after 1 s the
+                         wait says who it waits for [default: 10s]
   -h, --help             Print help
   -V, --version          Print version
 
@@ -43,8 +50,9 @@ Examples:
   proclease recover --dry-run
 
 Exit status: 0 ok; 1 error; 2 usage error; 3 blocked by a live owner; 4 a prior owner cannot be
-proven dead. \`run\` exits with the command's status once it ran (128+N if signal N ended it), or 6
-when the lease could not be released after the command ran.
+proven dead; 5 another process held a lock of the state home past --lock-timeout. \`run\` exits
+with the command's status once it ran (128+N if signal N ended it), or 6 when the lease could not
+be released after the command ran.
 `;
 
 const RUN_HELP = `Usage: proclease run --workdir DIR [--recover-after DURATION] -- CMD...
@@ -81,11 +89,11 @@ export function parseDuration(text) {
 
 /** Splits the arguments: global options, the subcommand, its options, and (for `run`) the command after `--`. */
 export function parseArguments(argv) {
-  const global = { stateHome: undefined, workspaceRoots: [], pluginCatalog: undefined };
+  const global = { stateHome: undefined, workspaceRoots: [], pluginCatalog: undefined, lockTimeoutMs: 10_000 };
   const options = {};
   let command = null;
   let rest = null;
-  const takes = { '--state-home': 'stateHome', '--workspace-root': 'workspaceRoots', '--plugin-catalog': 'pluginCatalog' };
+  const takes = { '--state-home': 'stateHome', '--workspace-root': 'workspaceRoots', '--plugin-catalog': 'pluginCatalog', '--lock-timeout': 'lockTimeoutMs' };
   const flags = {
     run: { '--workdir': 'value', '--recover-after': 'value' },
     doctor: { '--json': 'flag' },
@@ -110,6 +118,7 @@ export function parseArguments(argv) {
     if (arg in takes) {
       const key = takes[arg];
       if (key === 'workspaceRoots') global.workspaceRoots.push(value());
+      else if (key === 'lockTimeoutMs') global.lockTimeoutMs = parseDuration(value());
       else global[key] = value();
       continue;
     }
@@ -150,7 +159,16 @@ export function parseArguments(argv) {
 /** What a failure prints and its exit status (the native `Failure::from`). */
 function failure(error) {
   if (error instanceof ProcleaseError) {
-    const status = error.code === 'another-export-is-active' ? EXIT_BLOCKED : error.code === 'prior-export-owner-cannot-be-inspected-safely' ? EXIT_INDETERMINATE : 1;
+    // A wait for another process's kernel lock that reached its bound: this host's own (the
+    // lease-creation lock) or one the artifact's protocols waited for (their words: `waited for …`).
+    const timedOut = (error.kind === 'contended' || error.failure?.kind === 'contended') && /(^|\n|: )waited for /.test(error.message);
+    const status = timedOut
+      ? EXIT_LOCK_TIMEOUT
+      : error.code === 'another-export-is-active'
+        ? EXIT_BLOCKED
+        : error.code === 'prior-export-owner-cannot-be-inspected-safely'
+          ? EXIT_INDETERMINATE
+          : 1;
     let message = error.kind === 'lease' ? error.reference : error.message;
     if (error.kind === 'lease' && error.failure && !message.includes(error.failure.message)) message += `\n  caused by: ${error.failure.message}`;
     return { message, status };
@@ -229,7 +247,7 @@ export async function main(argv) {
   const { global, command, options, rest } = parsed;
   let host;
   try {
-    host = await Host.open(global);
+    host = await Host.open({ ...global, onWarning: (message) => process.stderr.write(`proclease: ${message}\n`) });
   } catch (error) {
     const told = failure(error);
     process.stderr.write(`proclease: ${told.message}\n`);

@@ -45,8 +45,9 @@ export async function assemble({ stateHome, workspaceRoots, pluginCatalog, lockT
     sys = new SysFs(home.path, workspace.rootPaths());
     const processes = new ProcessIdentity(pure, home);
     const liveness = new Liveness(processes, pure);
-    const parts = { home, source: selected.source, sys, workspace, processes, liveness, pure, lockTimeoutMs };
-    const kernel = sysKernel({ lockTimeoutMs: () => parts.lockTimeoutMs, warn: onWarning ?? ((message) => process.emitWarning(message, 'ProcleaseWait')) });
+    const parts = { home, source: selected.source, sys, workspace, processes, liveness, pure, lockTimeoutMs, warn: null };
+    parts.warn = onWarning ?? ((message) => process.emitWarning(message, 'ProcleaseWait'));
+    const kernel = sysKernel({ lockTimeoutMs: () => parts.lockTimeoutMs, warn: (message) => parts.warn(message) });
     parts.root = guarded(await instantiatePortable({ ...hostImports({ processes }), 'sys-fs': sys.imports(), 'sys-kernel': kernel }), sys);
     return parts;
   } catch (error) {

@@ -91,7 +91,7 @@ export function leaseNewDirectory(host, dir, options = {}) {
   // A lock of its own (not the one the component's `lock-leasing` takes, which is released after
   // each component call): the checks and the lease are several calls.
   const lock = new LeasingLock(host.parts.home);
-  lock.take(host.parts.lockTimeoutMs);
+  lock.take(host.parts.lockTimeoutMs, host.parts.warn);
   try {
     return leaseNewDirectoryLocked(host, dir, options);
   } finally {

@@ -201,3 +201,30 @@ test('a run in another PID namespace is refused: no witness would say which name
     d.cleanup();
   }
 });
+
+test('--lock-timeout bounds a wait for another process\'s lock of the state home: it says who holds it, exits 5 and creates nothing', { skip: fs.existsSync('/usr/bin/flock') ? false : "util-linux's flock(1) is absent" }, async () => {
+  const d = freshDirs();
+  const workdir = join(d.ws, 'job');
+  // A holder of the lease-creation lock (as a native run holds it while it leases).
+  const ready = await node(d.home, d.ws, ['doctor']);
+  assert.equal(ready.code, 0, ready.stderr);
+  const lock = join(d.home, '.proclease/locks/directory-lease-creation.lock');
+  fs.mkdirSync(join(d.home, '.proclease/locks'), { recursive: true, mode: 0o700 });
+  const holder = spawn('/usr/bin/flock', ['--exclusive', '--no-fork', lock, 'sh', '-c', 'echo held; exec sleep 60'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  try {
+    await new Promise((r) => holder.stdout.once('data', r));
+    const started = Date.now();
+    const r = await node(d.home, d.ws, ['--lock-timeout', '1500ms', 'run', '--workdir', workdir, '--', 'true']);
+    assert.equal(r.code, 5, r.stderr);
+    assert.ok(Date.now() - started >= 1500, 'it waited its bound');
+    const escaped = lock.replace(/[/.]/g, '\\$&');
+    assert.match(r.stderr, new RegExp(`^proclease: waiting for pid ${holder.pid} \\((sh|sleep), sleeping\\) holding ${escaped} \\(for at most 0\\.\\d s more\\)$`, 'm'), 'after 1 s, who it waits for');
+    assert.match(r.stderr, new RegExp(`^proclease: waited for ${escaped}, held by pid ${holder.pid} \\((sh|sleep), sleeping\\)`, 'm'));
+    assert.equal(fs.existsSync(workdir), false, 'nothing was created');
+    const usage = await node(d.home, d.ws, ['--lock-timeout', 'soon', 'doctor']);
+    assert.equal(usage.code, 2);
+  } finally {
+    holder.kill('SIGKILL');
+    d.cleanup();
+  }
+});

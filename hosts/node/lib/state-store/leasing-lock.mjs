@@ -86,12 +86,13 @@ export class LeasingLock {
   }
 
   /**
-   * Takes the lock, waiting at most `waitMs` for another holder: true when held (also when this
+   * Takes the lock, waiting at most `waitMs` for another holder (saying who it is through `warn`
+   * after 1 s): true when held (also when this
    * process held it already), false when this host cannot take it (no working `flock(1)`).
    * Throws a `StoreError`: `contended` at the bound, naming the holder; `io` when the lock file
    * cannot be opened.
    */
-  take(waitMs = WAIT_MS) {
+  take(waitMs = WAIT_MS, warn = () => {}) {
     if (this.fd !== null) return true;
     const label = `${this.home.path}/.proclease/locks/${LEASING_LOCK}`;
     let fd;
@@ -106,6 +107,7 @@ export class LeasingLock {
     }
     const start = performance.now();
     let taken = false;
+    let warned = false;
     try {
       for (let pause = 1; ; pause = Math.min(pause * 2, 50)) {
         const tried = tryLock(fd, 'exclusive');
@@ -120,6 +122,13 @@ export class LeasingLock {
         // Anything else says nothing of the lock: never go on as if it were held or absent.
         if (tried === 'failed') {
           throw new StoreError('io', label, `${label}: lock of the lease-creation lock failed: util-linux's flock(1) could not take or test it (a failed fork, or a filesystem without flock); retry, or use the native host`);
+        }
+        if (!warned && performance.now() - start >= 1000 && waitMs > 1000) {
+          // As the native host's waits: after 1 s, who it waits for.
+          warned = true;
+          const holder = lockHolder(fd);
+          const left = Math.max(0, (waitMs - (performance.now() - start)) / 1000).toFixed(1);
+          warn(`waiting for ${holder === null ? 'another process (not shown in /proc/locks)' : processWords(holder)} holding ${label} (for at most ${left} s more)`);
         }
         if (performance.now() - start >= waitMs) {
           const holder = lockHolder(fd);
