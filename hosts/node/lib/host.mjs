@@ -48,7 +48,10 @@ export async function assemble({ stateHome, workspaceRoots, pluginCatalog, lockT
     const parts = { home, source: selected.source, sys, workspace, processes, liveness, pure, lockTimeoutMs, warn: null };
     parts.warn = onWarning ?? ((message) => process.emitWarning(message, 'ProcleaseWait'));
     const kernel = sysKernel({ lockTimeoutMs: () => parts.lockTimeoutMs, warn: (message) => parts.warn(message) });
-    parts.root = guarded(await instantiatePortable({ ...hostImports({ processes }), 'sys-fs': sys.imports(), 'sys-kernel': kernel }), sys);
+    const own = hostImports({ processes });
+    const imports = { 'sys-fs': sys.imports(), 'sys-kernel': sys.recorded(kernel) };
+    for (const [name, body] of Object.entries(own)) imports[name] = sys.recorded(body);
+    parts.root = guarded(await instantiatePortable(imports), sys);
     return parts;
   } catch (error) {
     sys?.close();
@@ -57,42 +60,67 @@ export async function assemble({ stateHome, workspaceRoots, pluginCatalog, lockT
   }
 }
 
-/** Whether `f` is a class (jco's exported resources), which is called with `new`, not wrapped. */
-const isClass = (f) => /^class[\s{]/.test(Function.prototype.toString.call(f));
+/** Whether `f` is a class (jco's exported resources), whose methods are wrapped, not the class. */
+const isClass = (f) => typeof f === 'function' && /^class[\s{]/.test(Function.prototype.toString.call(f));
+
+/** Whether `error` is a trap of the component itself: a `WebAssembly.RuntimeError` raised in a wasm frame. */
+const isWasmTrap = (error) =>
+  error instanceof WebAssembly.RuntimeError && /^\s*at wasm:\/\//.test(String(error.stack ?? '').split('\n').find((line) => /^\s*at /.test(line)) ?? '');
 
 /**
- * Whether `error` is what an export returns rather than a trap: jco throws an export's error
- * value as it is (a WIT `error` variant, a `failure` record, a string), and a trap as an `Error`
- * (`WebAssembly.RuntimeError` for a panic, the import's own for an import that failed
- * unexpectedly).
- */
-const returned = (error) => !(error instanceof Error);
-
-/**
- * The exports of `root` with each interface function guarded: a call that traps (an exception
- * that is no error value: a panic in the component, a bug of an import) leaves the instance in
- * a state no later call may rely on, and may leave kernel locks held through handles it will
- * never drop. The locks are released at once (`sys.releaseLocks`), as the native host releases
- * what a call left held, so that no other process waits for them; every later call refuses, and
- * the user opens a new `Host` (Python forgets a trapped instance the same way).
+ * The exports of `root`, every entry into the instance guarded — interface functions, and the
+ * methods, static functions and drops of the resources it exports. A call that traps (a panic in
+ * the component, or an exception that no error value is, thrown by an import: `sys.importError`)
+ * leaves the instance in a state no later call may rely on, and kernel locks held through handles
+ * it will never drop. Those handles are closed at once (`sys.releaseAll`), as the native host
+ * releases what a call left held, so that no other process waits for them; every later call
+ * refuses, and the user opens a new `Host` (Python forgets a trapped instance the same way). An
+ * error jco raises before it enters the component (an argument of the wrong type) changes
+ * nothing. A closed host refuses every call.
  */
 function guarded(root, sys) {
   let trapped = null;
+  const enter = (name, call) => {
+    if (sys.closed) throw new Error(`${name}: this Host is closed: open a new one`);
+    if (trapped !== null) {
+      throw new Error(`a previous call into the proclease component failed unexpectedly (${trapped}); its instance is not used again: open a new Host`);
+    }
+    sys.importError = null;
+    try {
+      return call();
+    } catch (error) {
+      if (isWasmTrap(error) || sys.importError !== null) {
+        trapped = `${name}: ${error?.message ?? error}`;
+        sys.releaseAll();
+      }
+      throw error;
+    } finally {
+      sys.importError = null;
+    }
+  };
   const wrap = (name, f) =>
     function (...args) {
-      if (trapped !== null) {
-        throw new Error(`a previous call into the proclease component failed unexpectedly (${trapped}); its instance is not used again: open a new Host`);
-      }
-      try {
-        return f.apply(this, args);
-      } catch (error) {
-        if (!returned(error)) {
-          trapped = `${name}: ${error?.message ?? error}`;
-          sys.releaseLocks();
-        }
-        throw error;
-      }
+      return enter(name, () => f.apply(this, args));
     };
+  const wrapResource = (iface, name, Resource) => {
+    for (const key of Object.getOwnPropertyNames(Resource.prototype)) {
+      const method = Object.getOwnPropertyDescriptor(Resource.prototype, key).value;
+      if (key !== 'constructor' && typeof method === 'function') Resource.prototype[key] = wrap(`${iface}.${name}.${key}`, method);
+    }
+    for (const key of Object.getOwnPropertyNames(Resource)) {
+      const member = Object.getOwnPropertyDescriptor(Resource, key).value;
+      if (typeof member === 'function' && !isClass(member)) Resource[key] = wrap(`${iface}.${name}.${key}`, member);
+    }
+    const drop = Resource.prototype[Symbol.dispose];
+    if (typeof drop === 'function') {
+      // A drop after a trap or a close is not made: the instance is not entered again, and the
+      // handles it held were closed already.
+      Resource.prototype[Symbol.dispose] = function () {
+        if (trapped !== null || sys.closed) return undefined;
+        return enter(`${iface}.${name} drop`, () => drop.call(this));
+      };
+    }
+  };
   const out = {};
   for (const [iface, members] of Object.entries(root)) {
     if (members === null || typeof members !== 'object') {
@@ -101,6 +129,7 @@ function guarded(root, sys) {
     }
     out[iface] = {};
     for (const [name, member] of Object.entries(members)) {
+      if (isClass(member)) wrapResource(iface, name, member);
       out[iface][name] = typeof member === 'function' && !isClass(member) ? wrap(`${iface}.${name}`, member) : member;
     }
   }

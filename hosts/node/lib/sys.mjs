@@ -81,10 +81,29 @@ const at = (fd, name) => Buffer.concat([Buffer.from(`/proc/self/fd/${fd}/`), ent
 /** (s, ns) of a BigInt of ns. */
 const split = (ns) => [ns / BILLION, ns % BILLION];
 
+let statxGivesBirthTimes;
 /**
- * A `file-stat` from a BigInt `fs.Stats`. Node fills `birthtime` from `statx` (`stx_btime`) and
- * leaves it 0 where the file system records none: then there is no birth time, as the native
- * host reports.
+ * Whether `node:fs` reports birth times from `statx`. libuv reads `stx_btime` (0 where the file
+ * system records none); where `statx` is unavailable (`ENOSYS` or `EPERM`: a kernel before 4.11,
+ * a seccomp filter) it falls back to `lstat` and reports the change time as the birth time, which
+ * would make a directory's identity change with its contents. procfs records no birth time, so a
+ * nonzero one for `/proc/self` is that fallback: then no birth time is reported at all, as the
+ * native host does without `statx`.
+ */
+export function birthTimesAreReal() {
+  if (statxGivesBirthTimes === undefined) {
+    try {
+      statxGivesBirthTimes = fs.lstatSync('/proc/self', { bigint: true }).birthtimeNs === 0n;
+    } catch {
+      statxGivesBirthTimes = false;
+    }
+  }
+  return statxGivesBirthTimes;
+}
+
+/**
+ * A `file-stat` from a BigInt `fs.Stats`: no birth time where the file system records none
+ * (libuv's 0) or `statx` is unavailable (`birthTimesAreReal`), as the native host reports.
  */
 function fileStat(s) {
   return {
@@ -95,7 +114,7 @@ function fileStat(s) {
     ctime: split(s.ctimeNs),
     mode: Number(s.mode),
     uid: Number(s.uid),
-    birth: s.birthtimeNs > 0n ? split(s.birthtimeNs) : undefined,
+    birth: s.birthtimeNs > 0n && birthTimesAreReal() ? split(s.birthtimeNs) : undefined,
   };
 }
 
@@ -108,14 +127,27 @@ function closeQuietly(fd) {
   }
 }
 
-/** `sys-fs.lock`: a held `flock`, released when the component drops it (its descriptor closes). */
-export class Lock {
-  constructor(fd, held = null) {
+/**
+ * An open descriptor handed to the component, closed when the component drops its handle, or
+ * when its host (`sys`, a `SysFs`) is closed or its instance trapped (`SysFs.releaseAll`).
+ */
+class Handle {
+  constructor(fd, sys) {
     this.fd = fd;
-    /** The set of the locks its host holds (`SysFs.releaseLocks`). */
-    this.held = held;
-    held?.add(this);
+    this.sys = sys;
+    sys.handles.add(this);
   }
+  [Symbol.dispose]() {
+    this.sys.handles.delete(this);
+    if (this.fd !== null) {
+      closeQuietly(this.fd);
+      this.fd = null;
+    }
+  }
+}
+
+/** `sys-fs.lock`: a held `flock`, released when the component drops it (its descriptor closes). */
+export class Lock extends Handle {
   note(note) {
     return outcome(() => {
       const bytes = Buffer.from(note.buffer, note.byteOffset, note.byteLength);
@@ -134,22 +166,15 @@ export class Lock {
       return new Uint8Array(buffer.subarray(0, done));
     });
   }
-  [Symbol.dispose]() {
-    this.held?.delete(this);
-    if (this.fd !== null) {
-      closeQuietly(this.fd);
-      this.fd = null;
-    }
-  }
 }
 
 /**
  * A `lock-attempt` on the open file `fd`: `taken` (the lock keeps `fd`), `held`, or
  * `unsupported` (no `flock(1)`); `EIO` when `flock(1)` could not be run or did not answer.
  */
-function attempt(fd, held) {
+function attempt(fd, sys) {
   const tried = tryLock(fd, 'exclusive');
-  if (tried === 'locked') return { tag: 'taken', val: new Lock(fd, held) };
+  if (tried === 'locked') return { tag: 'taken', val: new sys.Lock(fd, sys) };
   closeQuietly(fd);
   if (tried === 'conflict') return { tag: 'held' };
   if (tried === 'unsupported') return { tag: 'unsupported' };
@@ -157,10 +182,7 @@ function attempt(fd, held) {
 }
 
 /** `sys-fs.file`: an open regular file. */
-export class File {
-  constructor(fd) {
-    this.fd = fd;
-  }
+export class File extends Handle {
   stat() {
     return result(() => fileStat(fs.fstatSync(this.fd, { bigint: true })));
   }
@@ -198,21 +220,10 @@ export class File {
   syncData() {
     return outcome(() => fs.fdatasyncSync(this.fd));
   }
-  [Symbol.dispose]() {
-    if (this.fd !== null) {
-      closeQuietly(this.fd);
-      this.fd = null;
-    }
-  }
 }
 
 /** `sys-fs.directory`: an open directory; every name is one entry in it, never followed. */
-export class Directory {
-  /** `held`: the set of the locks taken through this handle's host (`SysFs.releaseLocks`). */
-  constructor(fd, held = null) {
-    this.fd = fd;
-    this.held = held;
-  }
+export class Directory extends Handle {
   /** The open descriptor, `EBADF` once the component dropped this handle. */
   get open() {
     if (this.fd === null) {
@@ -224,7 +235,7 @@ export class Directory {
   }
   duplicate() {
     // No `dup` in `node:fs`: a new open of the same directory, through its descriptor.
-    return result(() => new Directory(fs.openSync(`/proc/self/fd/${this.open}/.`, O_RDONLY | O_DIRECTORY), this.held));
+    return result(() => new this.sys.Directory(fs.openSync(`/proc/self/fd/${this.open}/.`, O_RDONLY | O_DIRECTORY), this.sys));
   }
   stat() {
     return result(() => fileStat(fs.fstatSync(this.open, { bigint: true })));
@@ -233,7 +244,7 @@ export class Directory {
     return result(() => {
       const path = at(this.open, name);
       try {
-        return new Directory(fs.openSync(path, OPEN_DIR), this.held);
+        return new this.sys.Directory(fs.openSync(path, OPEN_DIR), this.sys);
       } catch (error) {
         if (errnoOf(error) !== ENOTDIR) throw error;
         const found = fs.lstatSync(path, { bigint: true, throwIfNoEntry: false });
@@ -249,7 +260,7 @@ export class Directory {
     });
   }
   openFile(name) {
-    return result(() => new File(fs.openSync(at(this.open, name), O_RDONLY | O_NOFOLLOW | O_NONBLOCK)));
+    return result(() => new this.sys.File(fs.openSync(at(this.open, name), O_RDONLY | O_NOFOLLOW | O_NONBLOCK), this.sys));
   }
   /** Up to `atMost` names starting with `prefix` (the listing stops there). */
   names(atMost, prefix) {
@@ -291,7 +302,7 @@ export class Directory {
         closeQuietly(fd);
         throw error;
       }
-      return new File(fd);
+      return new this.sys.File(fd, this.sys);
     });
   }
   makeDir(name) {
@@ -300,14 +311,13 @@ export class Directory {
       fs.mkdirSync(path, { mode: 0o700 });
       try {
         const fd = fs.openSync(path, OPEN_DIR);
-        const made = new Directory(fd, this.held);
         try {
           fs.fchmodSync(fd, 0o700);
         } catch (error) {
           closeQuietly(fd);
           throw error;
         }
-        return made;
+        return new this.sys.Directory(fd, this.sys);
       } catch (error) {
         try {
           fs.rmdirSync(path);
@@ -358,31 +368,51 @@ export class Directory {
           throw again;
         }
       }
-      return attempt(fd, this.held);
+      return attempt(fd, this.sys);
     });
   }
   tryLockDirectory() {
-    return result(() => attempt(fs.openSync(`/proc/self/fd/${this.open}/.`, O_RDONLY | O_DIRECTORY), this.held));
+    return result(() => attempt(fs.openSync(`/proc/self/fd/${this.open}/.`, O_RDONLY | O_DIRECTORY), this.sys));
   }
-  [Symbol.dispose]() {
-    if (this.fd !== null) {
-      closeQuietly(this.fd);
-      this.fd = null;
-    }
+}
+
+/**
+ * The handle classes of one host: subclasses whose every method records an exception that is no
+ * error value (`sys.recording`), so that the host can tell a call that trapped inside an import
+ * from one that jco refused before entering the component.
+ */
+function recordingClass(Base, sys) {
+  const Recording = class extends Base {};
+  for (const name of Object.getOwnPropertyNames(Base.prototype)) {
+    const method = Object.getOwnPropertyDescriptor(Base.prototype, name).value;
+    if (name === 'constructor' || typeof method !== 'function') continue;
+    Recording.prototype[name] = function (...args) {
+      // Looked up at each call, so that a test's replacement of a method is recorded too.
+      return sys.recording(() => Base.prototype[name].apply(this, args));
+    };
   }
+  Object.defineProperty(Recording, 'name', { value: Base.name });
+  return Recording;
 }
 
 /**
  * `sys-fs`: the state home and the workspace roots this host grants, and the effective uid.
  * Each is opened once (throws when one cannot be) and handed out as a new handle on each call:
  * `stateHome` a directory the caller validated, each root by its realpath, without following a
- * symbolic link. `close()` closes them.
+ * symbolic link. Every handle the component holds is this host's (`handles`): `close()` and
+ * `releaseAll()` close them all.
  */
 export class SysFs {
   constructor(stateHome, workspaceRoots) {
+    /** The handles the component holds (directories, files, locks). */
+    this.handles = new Set();
+    /** An exception an import threw during the current call (not an error value), or null. */
+    this.importError = null;
+    this.closed = false;
+    this.Directory = recordingClass(Directory, this);
+    this.File = recordingClass(File, this);
+    this.Lock = recordingClass(Lock, this);
     this.opened = [];
-    /** The kernel locks held through this host's handles. */
-    this.locks = new Set();
     try {
       this.home = this.keep(fs.openSync(stateHome, O_RDONLY | O_DIRECTORY));
       this.homePath = new Uint8Array(Buffer.from(realpathSync.native(stateHome, { encoding: 'buffer' })));
@@ -399,32 +429,56 @@ export class SysFs {
     this.opened.push(fd);
     return fd;
   }
-  /** A new handle on the open directory `fd`. */
+  /** Runs an import's `body`, recording an exception that is no error value (`importError`). */
+  recording(body) {
+    try {
+      return body();
+    } catch (error) {
+      if (!(error !== null && typeof error === 'object' && 'payload' in error)) this.importError = error;
+      throw error;
+    }
+  }
+  /** `body`'s functions (not its classes), each run through `recording`. */
+  recorded(body) {
+    const out = {};
+    for (const [name, member] of Object.entries(body)) {
+      const isClass = typeof member === 'function' && /^class[\s{]/.test(Function.prototype.toString.call(member));
+      out[name] = typeof member === 'function' && !isClass ? (...args) => this.recording(() => member(...args)) : member;
+    }
+    return out;
+  }
+  /** A new handle on the open directory `fd` (EBADF once this host is closed). */
   again(fd) {
-    return new Directory(fs.openSync(`/proc/self/fd/${fd}/.`, O_RDONLY | O_DIRECTORY), this.locks);
+    if (this.closed) {
+      const error = new Error('the host is closed');
+      error.errno = EBADF;
+      throw error;
+    }
+    return new this.Directory(fs.openSync(`/proc/self/fd/${fd}/.`, O_RDONLY | O_DIRECTORY), this);
   }
   /**
-   * Releases every kernel lock held through this host's handles: after a call into the artifact
+   * Closes every handle the component holds, kernel locks included: after a call into the artifact
    * trapped, whose handles will never be dropped (the native host releases what a call left
-   * held after every call, the Python host forgets a trapped instance's handles).
+   * held after every call, the Python host forgets a trapped instance's handles), and at close.
    */
-  releaseLocks() {
-    for (const lock of [...this.locks]) lock[Symbol.dispose]();
+  releaseAll() {
+    for (const handle of [...this.handles]) handle[Symbol.dispose]();
   }
   /** The import object's `sys-fs`, classes included. */
   imports() {
-    return {
+    return this.recorded({
       euid: () => process.geteuid(),
       stateHome: () => this.again(this.home),
       stateHomePath: () => this.homePath,
       grantedRoots: () => this.roots.map(([path, fd]) => [path, this.again(fd)]),
-      Directory,
-      File,
-      Lock,
-    };
+      Directory: this.Directory,
+      File: this.File,
+      Lock: this.Lock,
+    });
   }
   close() {
-    this.releaseLocks();
+    this.closed = true;
+    this.releaseAll();
     for (const fd of this.opened.splice(0)) closeQuietly(fd);
   }
 }

@@ -13,6 +13,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import { WorkspaceError } from './errors.mjs';
 import { Dir, S_IFDIR, S_IFLNK, euid, fileKind, lstat, openDir, someNames, using } from './fsops.mjs';
+import { birthTimesAreReal } from './sys.mjs';
 
 /** The longest path a directory lease may record, in UTF-16 code units (§6A.3). */
 const MAX_PATH_UTF16 = 4096;
@@ -23,8 +24,8 @@ export function isBoundedPath(path) {
   return normalised && path.length <= MAX_PATH_UTF16 && !/[\0\r\n]/.test(path);
 }
 
-/** The physical identity (§6A.4) of a BigInt stat: decimal strings; birth time `"0"` when none. */
-export const identityOf = (stat) => ({ device: String(stat.dev), inode: String(stat.ino), birthtimeNs: String(stat.birthtimeNs ?? 0n) });
+/** The physical identity (§6A.4) of a BigInt stat: decimal strings; birth time `"0"` when none (`birthTimesAreReal`). */
+export const identityOf = (stat) => ({ device: String(stat.dev), inode: String(stat.ino), birthtimeNs: String(birthTimesAreReal() ? (stat.birthtimeNs ?? 0n) : 0n) });
 
 function facts(stat, canonical) {
   const mode = Number(stat.mode);

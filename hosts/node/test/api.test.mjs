@@ -270,3 +270,24 @@ test("withAdmission releases once its helper is gone with all it started, and ke
     d.cleanup();
   }
 });
+
+test('a closed Host refuses every call and closes every descriptor it opened; a new one on the same directories works', async () => {
+  const d = freshDirs();
+  const fds = () => fs.readdirSync('/proc/self/fd').length;
+  try {
+    const before = fds();
+    for (let i = 0; i < 3; i++) {
+      const host = await Host.open({ stateHome: d.home, workspaceRoots: [d.ws] });
+      await host.withDirectoryLease(join(d.ws, `job-${i}`), { create: true }, async () => {});
+      host.recover();
+      host.close();
+      // Its descriptor numbers may be another Host's by now: a closed Host never reaches them.
+      assert.throws(() => host.exports.stateStore.createIfAbsent('recovery/c/x.json', 'x'), /this Host is closed/);
+      assert.throws(() => host.exports.workspace.inspect(join(d.ws, `job-${i}`)), /this Host is closed/);
+    }
+    assert.equal(fds(), before, 'no descriptor is left open');
+    assert.equal(fs.existsSync(join(d.home, 'recovery/c')), false, 'nothing was written by a closed Host');
+  } finally {
+    d.cleanup();
+  }
+});

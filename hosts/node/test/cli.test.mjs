@@ -228,3 +228,18 @@ test('--lock-timeout bounds a wait for another process\'s lock of the state home
     d.cleanup();
   }
 });
+
+test('without statx (ENOSYS: an old kernel, a seccomp filter) no birth time is invented: run refuses as the native binary does, and creates nothing', { skip: fs.existsSync('/usr/bin/strace') ? false : 'strace is absent (it injects the ENOSYS)' }, async () => {
+  const d = freshDirs();
+  const workdir = join(d.ws, 'job');
+  try {
+    // libuv falls back to lstat and reports the change time as the birth time: an identity
+    // that changes with the directory's contents, which recovery would then refuse for good.
+    const r = await runToEnd('/usr/bin/strace', ['-f', '-qq', '-o', '/dev/null', '-e', 'trace=statx', '-e', 'inject=statx:error=ENOSYS', process.execPath, BIN, '--state-home', d.home, '--workspace-root', d.ws, 'run', '--workdir', workdir, '--', 'true']);
+    assert.equal(r.code, 1, r.stderr);
+    assert.equal(r.stderr, `proclease: Beeper Message Like Me recovery: directory lease target is not an owned physical directory\n${workdir} must be a real directory you own with mode 0700\n`, 'the native binary\'s words under the same ENOSYS');
+    assert.equal(fs.existsSync(workdir), false, 'nothing was created');
+  } finally {
+    d.cleanup();
+  }
+});

@@ -11,6 +11,7 @@ import { flockBinary } from '../lib/process-identity/flock.mjs';
 import { LEASING_LOCK, LeasingLock } from '../lib/state-store/leasing-lock.mjs';
 import { Directory } from '../lib/sys.mjs';
 import { Host } from '../lib/index.mjs';
+import { leaseNewDirectory } from '../lib/lease-new-directory.mjs';
 import { NATIVE, freshDirs, killAll, nativeSkip, runToEnd, until } from '../testing/helpers.mjs';
 
 const skip = flockBinary() === null ? "util-linux's flock(1) is absent: this host takes no lock" : nativeSkip();
@@ -107,6 +108,36 @@ test("a component call that fails while it holds the lease-creation lock leaves 
     assert.equal(done.directoryLeases.report.recovered, 1);
     assert.equal(fs.existsSync(workdir), false);
   } finally {
+    host.close();
+    d.cleanup();
+  }
+});
+
+test('a trap inside a resource method (a lease\'s release) releases every kernel lock at once, and the host refuses every later call', { skip }, async () => {
+  const d = freshDirs();
+  const host = await Host.open({ stateHome: d.home, workspaceRoots: [d.ws] });
+  const rename = Directory.prototype.rename;
+  try {
+    const { resource } = leaseNewDirectory(host, join(d.ws, 'job'));
+    // An import that throws while the lease's release holds the collection's kernel lock.
+    Directory.prototype.rename = () => {
+      throw new TypeError('an unexpected failure inside the release');
+    };
+    assert.throws(() => resource.release(), /an unexpected failure inside the release/);
+    Directory.prototype.rename = rename;
+    const locks = fs.readFileSync('/proc/locks', 'utf8');
+    for (const name of fs.readdirSync(join(d.home, '.proclease/locks'))) {
+      const { ino } = fs.statSync(join(d.home, '.proclease/locks', name));
+      assert.ok(!locks.split('\n').some((line) => line.split(/\s+/)[5]?.endsWith(`:${ino}`)), `${name} is not locked any more`);
+    }
+    // A native run writes to the same collection at once (no wait for a lock this process left).
+    const ran = await runToEnd(NATIVE, ['--state-home', d.home, '--workspace-root', d.ws, 'run', '--lock-timeout', '2s', '--workdir', join(d.ws, 'other'), '--', 'true']);
+    assert.equal(ran.code, 0, ran.stderr);
+    assert.throws(() => resource.update('settled', undefined), /failed unexpectedly .*open a new Host/);
+    assert.throws(() => host.recover(), /failed unexpectedly .*open a new Host/);
+    resource[Symbol.dispose](); // a drop after the trap is not made, and does not throw
+  } finally {
+    Directory.prototype.rename = rename;
     host.close();
     d.cleanup();
   }

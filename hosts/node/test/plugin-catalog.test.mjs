@@ -145,3 +145,24 @@ test('a catalog lock left by a call that trapped is released with its guard, and
     h.cleanup();
   }
 });
+
+test('a call jco refuses before it enters the component (a wrong argument type) is no trap: the catalog lock and its guard stay held', async () => {
+  const h = await freshHost();
+  let other;
+  try {
+    const lock = catalogOf(h).lock();
+    assert.throws(() => h.parts.root.stateStore.readIfPresent(42, 10), (e) => e instanceof TypeError);
+    // Another process is still refused: the guard was not released by that error.
+    other = spawn(process.execPath, [join(PACKAGE, 'testing/fixtures/hold-catalog-lock.mjs'), h.parts.home.path, h.ws], { stdio: ['pipe', 'pipe', 'inherit'] });
+    const said = await new Promise((r) => other.stdout.once('data', (d) => r(String(d))));
+    assert.equal(said.trim(), `refused: ${ALREADY_LOCKED}`);
+    assert.equal(JSON.parse(fs.readFileSync(join(h.parts.home.path, LOCK), 'utf8')).pid, process.pid, 'still this process\'s lock');
+    // And this host goes on: the instance was never entered.
+    assert.equal(h.parts.root.stateStore.readIfPresent('recovery/c/r.json', 10).text, undefined);
+    lock[Symbol.dispose]();
+    assert.equal(fs.existsSync(join(h.parts.home.path, LOCK)), false, 'released at its drop');
+  } finally {
+    other?.kill('SIGKILL');
+    h.cleanup();
+  }
+});
