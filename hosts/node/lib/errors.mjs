@@ -72,20 +72,6 @@ export function osError(code) {
   return error;
 }
 
-/** proclease-core's `FailureKind::of_errno`. */
-export const kindOfErrno = (errno) => (errno === 'EACCES' || errno === 'EPERM' || errno === 'EROFS' ? 'permission' : 'io');
-
-/** A WIT `failure` record. */
-export function failure(kind, message, { errno, path, operation } = {}) {
-  return { kind, message, errno, path, operation };
-}
-
-/** `host/src/error.rs` `io_failure`: an I/O error of `operation` on `path` as it crosses the boundary. */
-export function ioFailure(path, operation, source, message) {
-  const errno = isOsError(source) ? source.code : undefined;
-  return failure(errno === undefined ? 'io' : kindOfErrno(errno), message, { errno, path, operation });
-}
-
 /**
  * The root of every error this package throws to its users: `catch (e) { if (e instanceof
  * ProcleaseError) … }` catches them all. `kind`: `lease` (a lease rule refused; `code` is its
@@ -104,7 +90,7 @@ export class ProcleaseError extends Error {
   }
 }
 
-/** A state-store failure (`StoreError`): its `failure` record is `toFailure()`. */
+/** A failure of this host's own state-home work (`StoreError`): the lease-creation lock. */
 export class StoreError extends ProcleaseError {
   /** `Contended`: another writer held the record's mutation claim past the wait. */
   static contended(path) {
@@ -134,12 +120,6 @@ export class StoreError extends ProcleaseError {
     super(message, { kind });
     this.path = path;
   }
-
-  /** `failure_of`. */
-  toFailure() {
-    if (this.kind === 'io') return ioFailure(this.path, this.operation, this.source, this.message);
-    return failure(this.kind, this.message, { path: this.path });
-  }
 }
 
 /** A workspace failure (`WorkspaceError`). */
@@ -161,11 +141,6 @@ export class WorkspaceError extends ProcleaseError {
   constructor(kind, path, message) {
     super(message, { kind });
     this.path = path;
-  }
-
-  toFailure() {
-    if (this.kind === 'io') return ioFailure(this.path, this.operation, this.source, this.message);
-    return failure(this.kind, this.message, { path: this.path });
   }
 }
 

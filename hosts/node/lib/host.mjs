@@ -10,7 +10,7 @@ import { hostImports } from './imports.mjs';
 import { Liveness } from './liveness.mjs';
 import { ProcessIdentity } from './process-identity/index.mjs';
 import { StateHome, selectStateHome } from './state-store/home.mjs';
-import { SysFs, sysKernel } from './sys.mjs';
+import { SysFs, isClass, sysKernel } from './sys.mjs';
 import { Workspace } from './workspace.mjs';
 import { createPrivateDir } from './fsops.mjs';
 
@@ -59,9 +59,6 @@ export async function assemble({ stateHome, workspaceRoots, pluginCatalog, lockT
     throw error;
   }
 }
-
-/** Whether `f` is a class (jco's exported resources), whose methods are wrapped, not the class. */
-const isClass = (f) => typeof f === 'function' && /^class[\s{]/.test(Function.prototype.toString.call(f));
 
 /** Whether `error` is a trap of the component itself: a `WebAssembly.RuntimeError` raised in a wasm frame. */
 const isWasmTrap = (error) =>

@@ -118,6 +118,25 @@ function fileStat(s) {
   };
 }
 
+/** Writes all of `bytes` to `fd`, at byte `offset` (`pwrite`), or at the file's position when `offset` is null. */
+function writeFully(fd, bytes, offset) {
+  const data = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  for (let done = 0; done < data.length; ) done += fs.writeSync(fd, data, done, data.length - done, offset === null ? null : offset + done);
+}
+
+/** `fchmod(fd, mode)`, closing `fd` when it fails (umask may have narrowed a new file's mode). */
+function chmodOrClose(fd, mode) {
+  try {
+    fs.fchmodSync(fd, mode);
+  } catch (error) {
+    closeQuietly(fd);
+    throw error;
+  }
+}
+
+/** Whether `f` is a class (jco's resources), which is passed or wrapped method by method, never called. */
+export const isClass = (f) => typeof f === 'function' && /^class[\s{]/.test(Function.prototype.toString.call(f));
+
 /** Closes `fd` once (a handle the component dropped, or one that failed half way). */
 function closeQuietly(fd) {
   try {
@@ -149,10 +168,7 @@ class Handle {
 /** `sys-fs.lock`: a held `flock`, released when the component drops it (its descriptor closes). */
 export class Lock extends Handle {
   note(note) {
-    return outcome(() => {
-      const bytes = Buffer.from(note.buffer, note.byteOffset, note.byteLength);
-      for (let done = 0; done < bytes.length; ) done += fs.writeSync(this.fd, bytes, done, bytes.length - done, done);
-    });
+    return outcome(() => writeFully(this.fd, note, 0));
   }
   noted(length) {
     return result(() => {
@@ -202,17 +218,10 @@ export class File extends Handle {
     });
   }
   writeAll(bytes) {
-    return outcome(() => {
-      const data = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-      for (let done = 0; done < data.length; ) done += fs.writeSync(this.fd, data, done, data.length - done, null);
-    });
+    return outcome(() => writeFully(this.fd, bytes, null));
   }
   writeAt(bytes, offset) {
-    return outcome(() => {
-      const data = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-      const start = Number(offset);
-      for (let done = 0; done < data.length; ) done += fs.writeSync(this.fd, data, done, data.length - done, start + done);
-    });
+    return outcome(() => writeFully(this.fd, bytes, Number(offset)));
   }
   sync() {
     return outcome(() => fs.fsyncSync(this.fd));
@@ -296,12 +305,7 @@ export class Directory extends Handle {
   createFile(name) {
     return result(() => {
       const fd = fs.openSync(at(this.open, name), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
-      try {
-        fs.fchmodSync(fd, 0o600);
-      } catch (error) {
-        closeQuietly(fd);
-        throw error;
-      }
+      chmodOrClose(fd, 0o600);
       return new this.sys.File(fd, this.sys);
     });
   }
@@ -311,12 +315,7 @@ export class Directory extends Handle {
       fs.mkdirSync(path, { mode: 0o700 });
       try {
         const fd = fs.openSync(path, OPEN_DIR);
-        try {
-          fs.fchmodSync(fd, 0o700);
-        } catch (error) {
-          closeQuietly(fd);
-          throw error;
-        }
+        chmodOrClose(fd, 0o700);
         return new this.sys.Directory(fd, this.sys);
       } catch (error) {
         try {
@@ -442,8 +441,7 @@ export class SysFs {
   recorded(body) {
     const out = {};
     for (const [name, member] of Object.entries(body)) {
-      const isClass = typeof member === 'function' && /^class[\s{]/.test(Function.prototype.toString.call(member));
-      out[name] = typeof member === 'function' && !isClass ? (...args) => this.recording(() => member(...args)) : member;
+      out[name] = typeof member === 'function' && !isClass(member) ? (...args) => this.recording(() => member(...args)) : member;
     }
     return out;
   }
