@@ -11,6 +11,7 @@
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 
+import { isTransient } from './transient.mjs';
 import { Host } from '../lib/index.mjs';
 
 const [mode, home, ...rest] = process.argv.slice(2);
@@ -47,8 +48,7 @@ async function increment(path, count) {
       n = JSON.parse(text).value;
       replaced = store.replaceIfUnchanged(path, createHash('sha256').update(text).digest('hex'), `{"value":${n + 1}}\n`);
     } catch (error) {
-      // Another writer mid-mutation past the store's bound: try again, as store_worker does.
-      if (error?.payload?.kind === 'contended') {
+      if (isTransient(error)) {
         retries += 1;
         continue;
       }
