@@ -158,71 +158,17 @@ impl Error {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum Refusal {
-    /// The directory would hold, or be inside, the state home.
-    #[error(
-        "{}: refused: a leased directory may be removed by `recover`, so it can be neither the state home ({}), inside it, nor hold it",
-        dir.display(),
-        home.display()
-    )]
-    StateHome {
-        /// The directory asked for.
-        dir: PathBuf,
-        /// The state home.
-        home: PathBuf,
-    },
-    /// The path exists and is not a directory (a file, a device, a symbolic link).
-    #[error("{}: refused: it exists and is not a directory; give a directory path (proclease creates it if absent)", dir.display())]
-    NotADirectory {
-        /// The path asked for.
-        dir: PathBuf,
-    },
-    /// The directory exists and is not empty.
-    #[error(
-        "{}: refused: not empty. `run` leases only a directory it creates or an empty one, because after a crash \
-         `recover` deletes the leased directory with everything in it; give a new path and proclease creates it",
-        dir.display()
-    )]
-    NotEmpty {
-        /// The directory.
-        dir: PathBuf,
-    },
-    /// Another lease (live or not) claims the directory.
-    #[error("{}: refused: already leased by pid {owner_pid} (lease {lease_id}): {what}", dir.display())]
-    AlreadyLeased {
-        /// The directory.
-        dir: PathBuf,
-        /// The other lease's owner.
-        owner_pid: u64,
-        /// The other lease's id.
-        lease_id: String,
-        /// What to do about it.
-        what: String,
-    },
-    /// The directory is inside another lease's directory whose owner is not alive: a recovery
-    /// removes that directory with everything in it (`docs/deviations.md` 24).
-    #[error("{}: refused: it is inside {}, leased by pid {owner_pid} (lease {lease_id}): {what}", dir.display(), outer.display())]
-    InsideLeased {
-        /// The directory asked for.
-        dir: PathBuf,
-        /// The directory that holds it, leased.
-        outer: PathBuf,
-        /// That lease's owner.
-        owner_pid: u64,
-        /// That lease's id.
-        lease_id: String,
-        /// What to do about it.
-        what: String,
-    },
-    /// An entry of the lease collection that is not a valid lease may claim the directory: it
-    /// is undecided until it is fixed or set aside (`docs/deviations.md` 24).
-    #[error("{}: refused: the lease collection holds an entry that may claim it, {}: {what}", dir.display(), entry.display())]
-    UndecidedLease {
-        /// The directory asked for.
-        dir: PathBuf,
-        /// The entry's file.
-        entry: PathBuf,
-        /// What is wrong with it and what to do.
-        what: String,
+    /// The directory cannot be leased as a new one (`run`'s lease): it is the state home, holds
+    /// it or lies inside it; it exists and is not a directory; it is not empty; or another lease,
+    /// live or not, claims it (or an entry that is not a valid lease may). The component decides
+    /// and words it (`directory-leases.lease-new-directory`, `docs/deviations.md` 22–24); the
+    /// message names the directory and what to do.
+    #[error("{message}")]
+    NewDirectory {
+        /// Which check refused.
+        kind: proclease_core::directory_leases::RefusalKind,
+        /// The component's message, e.g. `/w/job: refused: not empty. …`.
+        message: String,
     },
     /// A stage's output exists already (publication never overwrites).
     #[error("{}: the output already exists; publishing never overwrites", output.display())]

@@ -204,6 +204,13 @@ export class MemoryHost {
           host.workspace.delete(path);
           return true;
         },
+        // This workspace holds only directories.
+        kind(path) {
+          return host.workspace.has(path) ? 'directory' : 'absent';
+        },
+        isEmptyDirectory(path) {
+          return ![...host.workspace.keys()].some((key) => key.startsWith(`${path}/`));
+        },
       },
       'plugin-catalog': {
         installed(pluginId) {

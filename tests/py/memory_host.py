@@ -267,6 +267,17 @@ class Workspace:
         del self.directories[path]
         return True
 
+    def kind(self, path: str) -> str:
+        """What is at `path`: this workspace holds only directories."""
+        self._granted(path)
+        return "directory" if path in self.directories else "absent"
+
+    def is_empty_directory(self, path: str) -> bool:
+        """Whether no directory lies below `path` (true when it is absent)."""
+        self._granted(path)
+        below = path.rstrip("/") + "/"
+        return not any(p.startswith(below) for p in self.directories)
+
 
 #: `capture` has no scripted answer: reaching it is a failure of the test script.
 UNSCRIPTED = object()

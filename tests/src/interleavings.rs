@@ -694,6 +694,16 @@ impl Workspace for Effector {
         Ok(created)
     }
 
+    fn kind(&mut self, path: &str) -> Result<proclease::core::effects::PathKind, Failure> {
+        self.read(&format!("what is {path}"))?;
+        self.disk().kind(path)
+    }
+
+    fn is_empty_directory(&mut self, path: &str) -> Result<bool, Failure> {
+        self.read(&format!("is {path} empty"))?;
+        self.disk().is_empty_directory(path)
+    }
+
     fn remove_empty_directory(&mut self, path: &str, expected: Option<&DirectoryIdentity>) -> Result<bool, Failure> {
         self.step(&format!("rmdir {path}"))?;
         let removed = self.disk().remove_empty_directory(path, expected);
@@ -838,54 +848,28 @@ impl Process {
         }
     }
 
-    /// The directory lease of `request` unless another lease claims (or may claim) its
-    /// directory, before or after this one is written ([`directory_leases::Run::conflict`]).
-    fn create_unclaimed(&mut self, request: &Request) -> Result<directory_leases::Handle, String> {
-        let (mut store, mut processes, mut workspace) = (self.fx.clone(), self.fx.clone(), self.fx.clone());
-        let mut conflict = |except: Option<&str>, process: &mut Process| -> Result<Option<String>, String> {
-            let identity = workspace.inspect(&request.path).map_err(|f| f.message)?.map(|facts| facts.identity);
-            let fx = directory_leases::Effects {
-                store: &mut store,
-                processes: &mut processes,
-                workspace: &mut workspace.clone(),
-                clock: &mut process.clock,
-                entropy: &mut process.entropy,
-            };
-            let run = directory_leases::settled_run(except, fx).map_err(|e| e.to_string())?;
-            Ok(run.conflict(&request.path, identity.as_ref()).map(|found| format!("{found:?}")))
-        };
-        if let Some(found) = conflict(None, self)? {
-            return Err(format!("{} is claimed: {found}", request.path));
-        }
-        self.refuse_if_not_empty(&request.path)?;
+    /// `run`'s lease of `request` ([`directory_leases::lease_new_directory`], the production
+    /// algorithm every host runs): refused while another lease claims (or may claim) its
+    /// directory, before or after this one is written, or while it is not empty.
+    fn lease_new(&mut self, request: &Request) -> Result<directory_leases::Handle, String> {
         let (mut store, mut processes, mut workspace) = (self.fx.clone(), self.fx.clone(), self.fx.clone());
         let fx = directory_leases::Effects { store: &mut store, processes: &mut processes, workspace: &mut workspace, clock: &mut self.clock, entropy: &mut self.entropy };
-        let mut handle = directory_leases::create_with_directory(request, fx).map_err(|e| e.to_string())?;
-        let after = conflict(Some(&handle.claim.id.clone()), self)?.map(|found| format!("{} is claimed: {found}", request.path));
-        let after = match after {
-            Some(refusal) => Some(refusal),
-            None => self.refuse_if_not_empty(&request.path).err(),
-        };
-        if let Some(refusal) = after {
-            // Nothing ran in it: the claim goes, the directory stays (the host's way).
-            if directory_leases::release(&mut handle, &mut self.fx.clone()).is_ok()
-                && !self.fx.crashed()
-                && let Some(tracked) = lock(&self.fx.world.book).directories.get_mut(&request.path)
-            {
-                tracked.claimed_by = None;
+        match directory_leases::lease_new_directory(request, "/home", fx) {
+            Ok(handle) => Ok(handle),
+            Err(directory_leases::NewDirectoryError::Refused(refusal)) => {
+                // Nothing runs in it: a lease written and given up no longer claims a directory
+                // this process made (the production code released it; a crash in that release
+                // leaves the claim, which the book keeps).
+                if !self.fx.crashed()
+                    && let Some(tracked) = lock(&self.fx.world.book).directories.get_mut(&request.path)
+                    && tracked.claimed_by == Some(self.pid())
+                {
+                    tracked.claimed_by = None;
+                }
+                Err(refusal.message)
             }
-            return Err(refusal);
+            Err(directory_leases::NewDirectoryError::Failed(error)) => Err(error.to_string()),
         }
-        Ok(handle)
-    }
-
-    /// The host's refusal of a directory that exists and is not empty (`Host::lease_new_directory`).
-    fn refuse_if_not_empty(&mut self, path: &str) -> Result<(), String> {
-        self.fx.read(&format!("is {path} empty")).map_err(|f| f.message)?;
-        let listing = self.fx.disk().listing();
-        let inside = format!("{path}/");
-        let empty = !listing.directories.keys().chain(listing.files.keys()).any(|p| p.starts_with(&inside));
-        if empty { Ok(()) } else { Err(format!("{path} exists and is not empty")) }
     }
 
     /// launching → running with the command (`pid + 1`), which writes `out.txt`: the lease's
@@ -930,14 +914,8 @@ impl Process {
                 let path = path.map(String::from).unwrap_or_else(|| format!("/ws/job-{}-{}", self.pid(), self.created));
                 self.created += 1;
                 let request = Request { role: Role::RawWorking, path, output_root: None, recover_after_ms: (START_MS + 60_000) as f64, now_ms: None };
-                // As `Host::lease_new_directory` does: under the lease-creation lock (which
-                // recovery takes to look for what else claims a directory before removing it),
-                // no lease may claim the directory and it must be absent or empty, then the lease
-                // is written, then no other may claim it still and it is empty still.
-                store.lock_leasing().map_err(|f| f.message)?;
-                let created = self.create_unclaimed(&request);
-                store.unlock_leasing();
-                self.directories.push(created?);
+                let leased = self.lease_new(&request)?;
+                self.directories.push(leased);
             }
             Act::Launch => {
                 if let Some(handle) = self.directories.last_mut().filter(|h| !h.released && h.claim.phase == Phase::Preparing) {

@@ -76,6 +76,8 @@ pub struct ArtifactLease(ResourceAny);
 pub struct PortableArtifact {
     store: wasmtime::Store<SysHost>,
     instance: generated::ProcleasePortable,
+    /// The state home's path, for `lease-new-directory`.
+    home: String,
 }
 
 /// A refusal or failure of the artifact, as its message (the words a user reads).
@@ -102,7 +104,7 @@ impl PortableArtifact {
         let mut linker = Linker::new(runtime.engine());
         generated::ProcleasePortable::add_to_linker::<SysHost, HasSelf<SysHost>>(&mut linker, |host| host).expect("the imports link");
         let instance = generated::ProcleasePortable::instantiate(&mut store, component, &linker).expect("the portable artifact instantiates");
-        PortableArtifact { store, instance }
+        PortableArtifact { store, instance, home: home.to_str().expect("a UTF-8 state home").to_string() }
     }
 
     /// The names the artifact imports and exports, as the component model names them.
@@ -110,8 +112,9 @@ impl PortableArtifact {
         crate::portable::world_of(loaded())
     }
 
-    /// `create-with-directory`: creates `path` (0700, with its missing ancestors) and leases it
-    /// (`raw-working`) to this process, recoverable once its owner is gone.
+    /// `lease-new-directory`, as `run` leases: creates `path` (0700, with its missing ancestors)
+    /// or takes it empty, and leases it (`raw-working`) to this process, recoverable once its
+    /// owner is gone; refused (the artifact's message) when another lease claims it.
     pub fn lease_new_directory(&mut self, path: &Path) -> Result<ArtifactLease, Refused> {
         let now = now_ms();
         let request = dl::LeaseRequest {
@@ -122,7 +125,11 @@ impl PortableArtifact {
             now_ms: Some(now),
         };
         let guest = self.instance.proclease_lease_directory_leases();
-        guest.call_create_with_directory(&mut self.store, &request).expect("the artifact does not trap").map(ArtifactLease).map_err(message)
+        match guest.call_lease_new_directory(&mut self.store, &request, &self.home).expect("the artifact does not trap") {
+            Ok(lease) => Ok(ArtifactLease(lease)),
+            Err(dl::NewDirectoryError::Refused(refused)) => Err(refused.message),
+            Err(dl::NewDirectoryError::Failed(error)) => Err(message(error)),
+        }
     }
 
     /// The lease's `release`: removes its claim, never the directory.

@@ -1006,6 +1006,14 @@ impl Workspace for SimDisk {
     fn remove_tree(&mut self, path: &str, expected: &DirectoryIdentity) -> Result<bool, Failure> {
         self.workspace()?.remove_tree(path, expected).map_err(workspace::failure)
     }
+
+    fn kind(&mut self, path: &str) -> Result<proclease::core::effects::PathKind, Failure> {
+        self.workspace()?.kind(path).map_err(workspace::failure)
+    }
+
+    fn is_empty_directory(&mut self, path: &str) -> Result<bool, Failure> {
+        self.workspace()?.is_empty_directory(path).map_err(workspace::failure)
+    }
 }
 
 /// Process identity over the disk's dead set: every process runs on [`BOOT`]; its start id is

@@ -112,7 +112,17 @@ fn a_lease_taken_through_the_artifact_is_held_against_the_native_host_until_rele
     let native = place.native();
     let request = Request { role: Role::RawWorking, path: work.to_str().expect("utf-8").into(), output_root: None, recover_after_ms: now_ms() + 60_000.0, now_ms: None };
     let refused = native.lease_new_directory(&request).err().expect("the native host refuses a leased directory");
-    assert!(matches!(refused, proclease::Error::Refused(proclease::Refusal::AlreadyLeased { .. })), "{refused}");
+    assert!(
+        matches!(refused, proclease::Error::Refused(proclease::Refusal::NewDirectory { kind: proclease::core::directory_leases::RefusalKind::AlreadyLeased, .. })),
+        "{refused}"
+    );
+    let work_text = work.to_str().expect("utf-8");
+    let pid = std::process::id();
+    assert!(refused.to_string().starts_with(&format!("{work_text}: refused: already leased by pid {pid} (lease ")), "{refused}");
+    assert!(refused.to_string().ends_with("): its owner is alive: wait for that run to finish, or use another directory"), "{refused}");
+    // The artifact refuses in the same words: one check, worded once.
+    let twice = artifact.lease_new_directory(&work).err().expect("the artifact refuses its own leased directory");
+    assert_eq!(twice, refused.to_string(), "the artifact's refusal is the native host's");
     let recovery = native.recover(proclease::core::directory_leases::Options::default()).expect("the native recovery runs");
     assert_eq!(counts(&recovery), (0, 1), "a live owner's lease is kept");
     assert!(work.is_dir(), "a live owner's directory is kept");

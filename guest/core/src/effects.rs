@@ -6,6 +6,7 @@
 //! other lease modules are written only against these traits, so they run — and are tested —
 //! the same way everywhere.
 
+use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 
@@ -273,6 +274,32 @@ pub trait Workspace {
     /// Removes `path` only if it is an empty directory and, when `expected` is given, still that
     /// directory (`rmdir`); `false` when it is absent, another directory, or not empty.
     fn remove_empty_directory(&mut self, path: &str, expected: Option<&crate::records::DirectoryIdentity>) -> Result<bool, Failure>;
+    /// What is at `path`, never following a symbolic link. The default cannot tell (an
+    /// `unavailable` failure): for a fake whose callers never lease a new directory.
+    fn kind(&mut self, path: &str) -> Result<PathKind, Failure> {
+        Err(Failure::unavailable(format!("{path}: this workspace cannot tell what is at a path")))
+    }
+    /// Whether the directory `path` has no entries (`true` when it is absent). The default
+    /// cannot tell, as [`Workspace::kind`].
+    fn is_empty_directory(&mut self, path: &str) -> Result<bool, Failure> {
+        Err(Failure::unavailable(format!("{path}: this workspace cannot tell whether a directory is empty")))
+    }
+}
+
+/// What is at a workspace path (WIT `workspace.path-kind`), never following a symbolic link.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PathKind {
+    /// Nothing (or an ancestor is missing).
+    Absent,
+    /// A directory.
+    Directory,
+    /// A symbolic link (never followed).
+    SymbolicLink,
+    /// A file, socket, device or pipe.
+    Other,
+    /// An ancestor below the granted root is a symbolic link or not a directory: the path
+    /// cannot be reached physically.
+    Unreachable,
 }
 
 /// The installed identity of an enabled plugin (§5 `loadInstalledPortableProviderPlugin`).

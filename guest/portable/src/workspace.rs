@@ -46,4 +46,19 @@ impl ws::Guest for PortableStore {
         let expected = expected.map(directory_identity_from_wit);
         workspace().remove_empty_directory(&path, expected.as_ref()).map_err(wit)
     }
+
+    fn kind(path: String) -> Result<ws::PathKind, t::Failure> {
+        use proclease_protocols::workspace::PathKind;
+        Ok(match workspace().kind(&path).map_err(wit)? {
+            PathKind::Absent => ws::PathKind::Absent,
+            PathKind::Directory => ws::PathKind::Directory,
+            PathKind::SymbolicLink => ws::PathKind::SymbolicLink,
+            PathKind::Other => ws::PathKind::Other,
+            PathKind::Unreachable => ws::PathKind::Unreachable,
+        })
+    }
+
+    fn is_empty_directory(path: String) -> Result<bool, t::Failure> {
+        workspace().is_empty_directory(&path).map_err(wit)
+    }
 }

@@ -110,6 +110,39 @@ impl DirectoryLease {
         Ok(DirectoryLease { instance, resource, left: false, bound: crate::lock_wait::DEFAULT_BOUND })
     }
 
+    /// Leases a directory nothing else uses, creating it when absent — the component's
+    /// `lease-new-directory` (`proclease_core::directory_leases::lease_new_directory`): neither
+    /// the state home (`state_home`, absolute) nor inside it nor holding it, absent or empty, and
+    /// claimed by no other lease, checked under the lease-creation lock. In its own component
+    /// instance.
+    ///
+    /// Errors: [`Refusal::NewDirectory`](crate::Refusal::NewDirectory) (nothing leased or
+    /// created); those of [`DirectoryLease::create_with_directory`]; the lock's (a `contended`
+    /// storage failure naming the holder).
+    pub fn lease_new(runtime: &Runtime, effects: Effects, r: &Request, state_home: &str) -> Result<DirectoryLease, Error> {
+        let mut instance = runtime.instantiate_with(effects)?;
+        let leased = instance.call(|exports, store| {
+            Ok(match exports.proclease_lease_directory_leases().call_lease_new_directory(store, &request(r), state_home)? {
+                Ok(resource) => Ok(Ok(resource)),
+                Err(wit::NewDirectoryError::Refused(refused)) => Ok(Err(refused)),
+                Err(wit::NewDirectoryError::Failed(error)) => Err(error),
+            })
+        })?;
+        let resource = leased.map_err(|refused| {
+            use proclease_core::directory_leases::RefusalKind as Kind;
+            let kind = match refused.kind {
+                wit::NewDirectoryRefusal::StateHome => Kind::StateHome,
+                wit::NewDirectoryRefusal::NotADirectory => Kind::NotADirectory,
+                wit::NewDirectoryRefusal::NotEmpty => Kind::NotEmpty,
+                wit::NewDirectoryRefusal::AlreadyLeased => Kind::AlreadyLeased,
+                wit::NewDirectoryRefusal::InsideLeased => Kind::InsideLeased,
+                wit::NewDirectoryRefusal::UndecidedLease => Kind::UndecidedLease,
+            };
+            Error::from(crate::Refusal::NewDirectory { kind, message: refused.message })
+        })?;
+        Ok(DirectoryLease { instance, resource, left: false, bound: crate::lock_wait::DEFAULT_BOUND })
+    }
+
     /// Resumes a handle on `claim` as if this process had written it.
     pub fn resume(runtime: &Runtime, effects: Effects, claim: &Claim, released: bool) -> Result<DirectoryLease, Error> {
         let mut instance = runtime.instantiate_with(effects)?;

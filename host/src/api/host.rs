@@ -17,7 +17,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use proclease_core::directory_leases::{self as leases, Conflict, CreationOutcome, Options, Request, Run};
+use proclease_core::directory_leases::{self as leases, CreationOutcome, Options, Request, Run};
 use proclease_core::dispositions::Disposition;
 use proclease_core::invocation_leases::{Entry, RepairDecision, RepairReport};
 use proclease_core::liveness::{Liveness, OwnerStatus};
@@ -29,7 +29,7 @@ use crate::admission::{Admission, survey_admission};
 #[cfg(feature = "cluster")]
 use crate::cluster::Cluster;
 use crate::cluster::StoreAddress;
-use crate::directory_lease::{ConflictKind, DirectoryLease, directory_lease_conflict, recover_directory_creations, recover_each_directory_lease};
+use crate::directory_lease::{DirectoryLease, recover_directory_creations, recover_each_directory_lease};
 use crate::effects::Effects;
 use crate::error::{Error, Refusal};
 use crate::invocation_lease::{self as invocations, ContainmentController};
@@ -40,7 +40,7 @@ use crate::runtime::{Runtime, RuntimeConfig};
 use crate::state_home::StateHome;
 use crate::state_store::StateStore;
 use crate::witness::Witnesses;
-use crate::workspace::{PathKind, Workspace};
+use crate::workspace::Workspace;
 
 /// How to build a [`Host`]: which state home, which workspace roots, which plugin catalog and
 /// which runtime limits. Every choice has a default.
@@ -514,8 +514,11 @@ impl Host {
     /// (`.proclease/locks/directory-lease-creation.lock`), so that two such calls never lease
     /// one directory twice (the recovery of one would delete the other's).
     ///
-    /// Errors: [`Error::Refused`] (state home, not empty, already leased, not UTF-8);
-    /// [`Error::Lease`] (the §6A.6 refusals); [`Error::Workspace`], [`Error::Store`].
+    /// Errors: [`Error::Refused`] ([`Refusal::NewDirectory`]: state home, not a directory, not
+    /// empty, already leased — the component's check and words; [`Refusal::NotUtf8`]: a state
+    /// home path that is not UTF-8); [`Error::Lease`] (the §6A.6 refusals); [`Error::Storage`]
+    /// for the workspace's reads and the store; [`Error::LockTimeout`] when the lease-creation
+    /// lock's wait reached the host's bound.
     ///
     /// ```
     /// # fn main() -> Result<(), proclease::Error> {
@@ -530,7 +533,11 @@ impl Host {
     /// let mut lease = host.lease_new_directory(&request)?;
     /// assert!(work.is_dir());
     /// // One lease per directory: a second one is refused while the first is held.
-    /// assert!(matches!(host.lease_new_directory(&request), Err(proclease::Error::Refused(proclease::Refusal::AlreadyLeased { .. }))));
+    /// use proclease::core::directory_leases::RefusalKind;
+    /// assert!(matches!(
+    ///     host.lease_new_directory(&request),
+    ///     Err(proclease::Error::Refused(proclease::Refusal::NewDirectory { kind: RefusalKind::AlreadyLeased, .. }))
+    /// ));
     /// lease.release()?; // the directory stays: it is the owner's result
     /// assert!(work.is_dir());
     /// # Ok(()) }
@@ -540,106 +547,10 @@ impl Host {
     }
 
     fn lease_new_directory_now(&self, request: &Request) -> Result<DirectoryLease, Error> {
-        let dir = PathBuf::from(&request.path);
-        let home = self.state_home();
-        if dir.starts_with(home) || home.starts_with(&dir) {
-            return Err(Refusal::StateHome { dir, home: home.to_path_buf() }.into());
-        }
-        match self.workspace.kind(&request.path)? {
-            PathKind::SymbolicLink | PathKind::Other => return Err(Refusal::NotADirectory { dir }.into()),
-            PathKind::Directory if !self.workspace.is_empty_directory(&request.path)? => return Err(Refusal::NotEmpty { dir }.into()),
-            // Absent, or behind a symbolic link: the lease's creation refuses what it cannot create.
-            _ => {}
-        }
-        let leasing = crate::state_store::LEASING_LOCK;
-        let lock = self
-            .store
-            .lock_file(leasing)
-            .map_err(|e| Error::File { path: home.join(".proclease/locks").join(leasing), message: format!("the lease-creation lock cannot be opened: {e}") })?;
-        self.take_lock(&lock, leasing)?;
-        let lease = self.lease_new_directory_locked(request, &dir);
-        let _ = lock.unlock();
-        lease
-    }
-
-    /// The checks and the creation of [`lease_new_directory`](Self::lease_new_directory), under
-    /// the lease-creation lock.
-    ///
-    /// The order is what makes them hold: another lease's release is not under the lock, so the
-    /// directory must be seen empty *after* no lease was seen claiming it — seen empty before,
-    /// a run that finished and released in between would leave its results in a directory this
-    /// call then leases (and a later `recover` deletes). The same two checks follow the
-    /// creation, for a host that takes no lock (the Node host writes its lease, then looks):
-    /// of two leasers that each write, then look, the later to look sees the other.
-    fn lease_new_directory_locked(&self, request: &Request, dir: &Path) -> Result<DirectoryLease, Error> {
-        self.refuse_if_claimed(&request.path, None)?;
-        self.refuse_if_not_empty(&request.path, dir)?;
-        let mut lease = DirectoryLease::create_with_directory(self.runtime(), self.effects(), request)?.with_lock_timeout(self.lock_timeout);
-        let own = lease.claim()?.id;
-        let after = self.refuse_if_claimed(&request.path, Some(&own)).and_then(|()| self.refuse_if_not_empty(&request.path, dir));
-        if let Err(refusal) = after {
-            // Nothing ran in it: the claim goes; the directory stays (it is another's, or holds
-            // what another left). Should the release fail, the claim is this live process's, and
-            // `recover` judges it once this process is gone.
-            let _ = lease.release();
-            return Err(refusal);
-        }
-        Ok(lease)
-    }
-
-    /// Refuses a directory that exists and is not empty ([`Refusal::NotEmpty`]).
-    fn refuse_if_not_empty(&self, path: &str, dir: &Path) -> Result<(), Error> {
-        match self.workspace.kind(path)? {
-            PathKind::Directory if !self.workspace.is_empty_directory(path)? => Err(Refusal::NotEmpty { dir: dir.to_path_buf() }.into()),
-            _ => Ok(()),
-        }
-    }
-
-    /// Refuses a directory (by path, or by identity when it exists) that a lease other than
-    /// `except` (a lease id) already claims, live or not; one inside a directory whose lease's
-    /// owner is not alive (recovery removes that directory whole); and one an entry that is not
-    /// a valid lease may claim — saying whose and what to do ([`Run::conflict`],
-    /// `docs/deviations.md` 22, 24).
-    fn refuse_if_claimed(&self, dir: &str, except: Option<&str>) -> Result<(), Error> {
-        let identity = self.workspace.inspect(dir)?.map(|facts| facts.identity);
-        let Some((kind, found)) = directory_lease_conflict(self.runtime(), self.effects(), dir, identity.as_ref(), except)? else { return Ok(()) };
-        let conflict = match kind {
-            ConflictKind::Active => Conflict::Active(&found),
-            ConflictKind::Recoverable => Conflict::Recoverable(&found),
-            ConflictKind::Replaced => Conflict::Replaced(&found),
-            ConflictKind::Undecided => Conflict::Undecided(&found),
+        let Some(home) = self.state_home().to_str() else {
+            return Err(Refusal::NotUtf8 { path: self.state_home().to_path_buf() }.into());
         };
-        let entry = match conflict {
-            Conflict::Active(entry) | Conflict::Recoverable(entry) | Conflict::Replaced(entry) | Conflict::Undecided(entry) => entry,
-        };
-        let Some(claim) = &entry.claim else {
-            // Not a valid lease: it may claim this directory.
-            let file = lease_entry_path(self.state_home(), &entry.name);
-            let what = format!("{}; fix it, or if no run uses what it claims, move it aside: {}", entry.reason, set_aside_lease_entry(self.state_home(), &entry.name));
-            return Err(Refusal::UndecidedLease { dir: PathBuf::from(dir), entry: file, what }.into());
-        };
-        if claim.path != dir && proclease_core::directory_leases::is_inside(dir, &claim.path) {
-            let what = match conflict {
-                Conflict::Active(_) => "it is a stage, which its run publishes (renames) or removes whole when its command ends: use a directory elsewhere".to_string(),
-                Conflict::Recoverable(_) => {
-                    "its owner is gone, so `proclease recover` removes that directory with everything in it: run it first, or use a directory elsewhere".to_string()
-                }
-                _ => format!("{}; recovery would remove that directory with everything in it once its owner is proven gone: see `proclease doctor`", entry.reason),
-            };
-            return Err(Refusal::InsideLeased { dir: PathBuf::from(dir), outer: PathBuf::from(&claim.path), owner_pid: claim.owner.pid, lease_id: claim.id.clone(), what }.into());
-        }
-        let what = match conflict {
-            Conflict::Active(_) => "its owner is alive: wait for that run to finish, or use another directory".to_string(),
-            Conflict::Recoverable(_) => "its owner is gone: run `proclease recover` first (it removes the directory)".to_string(),
-            Conflict::Replaced(entry) => format!(
-                "{}; this directory is not the one that lease holds (it was re-created or replaced), so `recover` will never remove it: \
-                 check that no run uses it, then move the stale lease record aside: {}",
-                entry.reason,
-                set_aside_lease_entry(self.state_home(), &entry.name)
-            ),
-            Conflict::Undecided(entry) => format!("{}; see `proclease doctor`", entry.reason),
-        };
-        Err(Refusal::AlreadyLeased { dir: PathBuf::from(dir), owner_pid: claim.owner.pid, lease_id: claim.id.clone(), what }.into())
+        Ok(DirectoryLease::lease_new(self.runtime(), self.effects(), request, home)?.with_lock_timeout(self.lock_timeout))
     }
 
     /// Says which of the §6A.4 conditions `dir` or its parent misses, when a lease of `dir` was
@@ -783,6 +694,8 @@ impl Host {
     pub(crate) fn bounded<T>(&self, operation: impl FnOnce() -> Result<T, Error>) -> Result<T, Error> {
         let _operation = crate::lock_wait::Operation::begin(self.lock_timeout);
         operation().map_err(|error| match crate::lock_wait::Operation::timed_out() {
+            // The wait's own timeout, as a lock taken through an import reports it: said once.
+            Some(timeout) if is_the_wait(&error) => Error::LockTimeout(timeout),
             Some(timeout) if waited_out(&error) => Error::LockTimeout(crate::lock_wait::LockTimeout { during: Some(crate::lock_wait::during(error)), ..timeout }),
             _ => error,
         })
@@ -946,6 +859,12 @@ impl Host {
 /// as the component words it (`… could not be … safely`, `… after bounded contention`,
 /// `… failed safely`) or a store failure. A definite refusal (`another export is active`, a
 /// directory already leased, an invalid record) is never a wait's, and keeps its own code.
+/// Whether `error` is a lock wait's own timeout (a `contended` failure in its words, `waited N ms
+/// for …`), not an error that followed one.
+fn is_the_wait(error: &Error) -> bool {
+    matches!(error, Error::Storage(failure) if failure.kind == proclease_core::FailureKind::Contended && failure.message.starts_with("waited "))
+}
+
 fn waited_out(error: &Error) -> bool {
     match error {
         Error::Lease(lease) => {
@@ -958,8 +877,7 @@ fn waited_out(error: &Error) -> bool {
 }
 
 pub(crate) fn set_aside(home: &Path, path: &Path, name: &str) -> String {
-    let to = home.join(".proclease").join(format!("set-aside-{name}"));
-    format!("mv -- '{}' '{}'", path.display(), to.display())
+    leases::set_aside(&home.display().to_string(), &path.display().to_string(), name)
 }
 
 /// The path of an entry of the directory-lease collection.
@@ -969,5 +887,5 @@ pub fn lease_entry_path(home: &Path, name: &str) -> PathBuf {
 
 /// The shell command that sets entry `name` of the directory-lease collection aside.
 pub fn set_aside_lease_entry(home: &Path, name: &str) -> String {
-    set_aside(home, &lease_entry_path(home, name), name)
+    leases::set_aside_lease_entry(&home.display().to_string(), name)
 }

@@ -114,6 +114,14 @@ impl Workspace for NoWorkspace {
     fn remove_empty_directory(&mut self, path: &str, _: Option<&DirectoryIdentity>) -> Result<bool, Failure> {
         Err(Failure::refused(format!("{path}: {NO_WORKSPACE}")))
     }
+
+    fn kind(&mut self, path: &str) -> Result<proclease_core::effects::PathKind, Failure> {
+        Err(Failure::refused(format!("{path}: {NO_WORKSPACE}")))
+    }
+
+    fn is_empty_directory(&mut self, path: &str) -> Result<bool, Failure> {
+        Err(Failure::refused(format!("{path}: {NO_WORKSPACE}")))
+    }
 }
 
 /// The catalog of an instance that was given none.

@@ -25,30 +25,13 @@ export { ProcleaseError };
 export const isWitError = (value) =>
   value !== null && typeof value === 'object' && ['lease', 'storage', 'system'].includes(value.tag) && value.val && typeof value.val.message === 'string';
 
-/** What runs once the outermost `call` has returned or thrown (`afterOutermostCall`). */
-const AFTER_OUTERMOST = [];
-let depth = 0;
-
-/**
- * Registers `hook` to run each time the outermost `call` ends (a call made from inside another,
- * through an import, is not outermost): `state-store/leasing-lock.mjs` releases there what a
- * call that trapped left held.
- */
-export function afterOutermostCall(hook) {
-  AFTER_OUTERMOST.push(hook);
-}
-
 /** Calls an export, turning the error value it throws into a `ComponentError`. */
 export function call(body) {
-  depth += 1;
   try {
     return body();
   } catch (error) {
     if (isWitError(error)) throw new ComponentError(error);
     throw error;
-  } finally {
-    depth -= 1;
-    if (depth === 0) for (const hook of AFTER_OUTERMOST) hook();
   }
 }
 

@@ -159,9 +159,9 @@ export function parseArguments(argv) {
 /** What a failure prints and its exit status (the native `Failure::from`). */
 function failure(error) {
   if (error instanceof ProcleaseError) {
-    // A wait for another process's kernel lock that reached its bound: this host's own (the
-    // lease-creation lock) or one the artifact's protocols waited for (their words: `waited for …`).
-    const timedOut = (error.kind === 'contended' || error.failure?.kind === 'contended') && /(^|\n|: )waited for /.test(error.message);
+    // A wait for another process's kernel lock that reached its bound: one the artifact's
+    // protocols waited for (their words: `waited N ms for …`).
+    const timedOut = (error.kind === 'contended' || error.failure?.kind === 'contended') && /(^|\n|: )waited (\d+ ms )?for /.test(error.message);
     const status = timedOut
       ? EXIT_LOCK_TIMEOUT
       : error.code === 'another-export-is-active'

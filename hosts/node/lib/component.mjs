@@ -100,7 +100,7 @@ export function pureImports() {
   const trap = (names) => Object.fromEntries(names.map((n) => [n, refuse(n)]));
   return {
     'state-store': trap(['readIfPresent', 'createIfAbsent', 'replaceIfUnchanged', 'replaceIfUnchangedLazily', 'removeIfUnchanged', 'ensurePrivateDirectory', 'snapshot', 'readBatch', 'lockLeasing', 'unlockLeasing']),
-    workspace: trap(['inspect', 'removeTree', 'createPrivateDirectory', 'removeEmptyDirectory']),
+    workspace: trap(['inspect', 'removeTree', 'createPrivateDirectory', 'removeEmptyDirectory', 'kind', 'isEmptyDirectory']),
     'process-identity': trap(['currentBootId', 'selfIdentity', 'capture', 'probe', 'finishedRun', 'forgetRun']),
     'plugin-catalog': { ...trap(['installed', 'lock']), CatalogLock: NoCatalogLock },
     clock: trap(['nowMs']),

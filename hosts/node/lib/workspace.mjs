@@ -12,7 +12,7 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import { WorkspaceError } from './errors.mjs';
-import { Dir, S_IFDIR, S_IFLNK, euid, fileKind, lstat, openDir, someNames, using } from './fsops.mjs';
+import { Dir, S_IFDIR, S_IFLNK, euid, fileKind, lstat, openDir, using } from './fsops.mjs';
 import { birthTimesAreReal } from './sys.mjs';
 
 /** The longest path a directory lease may record, in UTF-16 code units (§6A.3). */
@@ -223,23 +223,5 @@ export class Workspace {
       );
     }
     return `${dir} must be a real directory you own with mode 0700, reached without symbolic links`;
-  }
-
-  /** Whether the directory `path` has no entries (true when it is absent). */
-  isEmptyDirectory(path) {
-    const [root, rest] = this.locate(path, true);
-    const walked = walk(root.dir, rest);
-    if (walked.absent) return true;
-    if (walked.notPhysical) {
-      throw WorkspaceError.refused(path, 'a path component (a directory on the way, or the directory itself) is a symbolic link or not a directory');
-    }
-    if (walked.failed) throw WorkspaceError.io(path, 'open', walked.failed);
-    return using(walked.dir, (dir) => {
-      try {
-        return someNames(dir, 1).length === 0;
-      } catch (error) {
-        throw WorkspaceError.io(path, 'list', error);
-      }
-    });
   }
 }

@@ -7,7 +7,8 @@ import { createHash } from 'node:crypto';
 import * as fs from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Host, ProcleaseError } from '../lib/index.mjs';
+import { Host, ProcleaseError, Refusal } from '../lib/index.mjs';
+import { Directory } from '../lib/sys.mjs';
 import { selectStateHome } from '../lib/state-store/home.mjs';
 import { freshDirs } from '../testing/helpers.mjs';
 
@@ -167,40 +168,54 @@ test('an invocation lease is acquired under the catalog lock (the imported resou
 test('a directory another run filled between the checks is refused "not empty", however late it is seen, and its lease given up', async () => {
   // The race a run that finishes and releases opens: this leaser saw the directory empty, that
   // run wrote its results and released, and no lease claims the directory any more. Leasing it
-  // would let a later `recover` delete those results. The other run's writes are made here at
-  // the two instants the race allows: after the check that no lease claims the directory, and
-  // after this leaser's own lease is written.
+  // would let a later `recover` delete those results. The other run's writes are made here,
+  // through this host's own system calls, at the two instants the race allows: after the check
+  // that no lease claims the directory, just before the component looks at its entries again
+  // (`conflict`); and once this leaser's own lease has landed in the collection (`create`).
   const LEASES = 'recovery/beeper-message-like-me-directory-leases';
   const d = freshDirs();
   const host = await Host.open({ stateHome: d.home, workspaceRoots: [d.ws] });
+  const { firstNames, link, rename } = Directory.prototype;
+  const where = (directory) => fs.readlinkSync(`/proc/self/fd/${directory.fd}`);
   try {
-    for (const instant of ['conflict', 'createWithDirectory']) {
+    for (const instant of ['conflict', 'create']) {
       const dir = join(d.ws, `job-${instant}`);
       fs.mkdirSync(dir, { mode: 0o700 });
-      const real = host.exports.directoryLeases;
       let wrote = false;
-      const racing = new Proxy(real, {
-        get(target, name) {
-          const f = Reflect.get(target, name);
-          if (name !== instant || typeof f !== 'function') return typeof f === 'function' ? f.bind(target) : f;
-          return (...args) => {
-            const result = f.apply(target, args);
-            if (!wrote) fs.writeFileSync(join(dir, 'result'), 'the other run finished');
-            wrote = true;
-            return result;
-          };
-        },
-      });
-      const raced = Object.create(host, { exports: { value: { ...host.exports, directoryLeases: racing } } });
-      const error = await raced.withDirectoryLease(dir, {}, async () => assert.fail('the callback ran in a directory holding another run\'s results')).catch((e) => e);
-      assert.ok(wrote, `the race was staged at ${instant}`);
-      assert.ok(error instanceof ProcleaseError, String(error));
+      let looks = 0;
+      const otherRunFinishes = () => {
+        if (!wrote) fs.writeFileSync(join(dir, 'result'), 'the other run finished');
+        wrote = true;
+      };
+      Directory.prototype.firstNames = function (atMost) {
+        // The first look is the one before the lease-creation lock; the second follows the check
+        // that no lease claims the directory.
+        if (where(this) === dir && ++looks === 2 && instant === 'conflict') otherRunFinishes();
+        return firstNames.call(this, atMost);
+      };
+      // A lease file (`<id>.json`) landing in the collection; not a mutation claim (`.io-mutation-…`).
+      const landed = (outcome, targetDir, target) => {
+        const name = Buffer.from(target).toString();
+        if (instant === 'create' && outcome === undefined && where(targetDir) === join(d.home, LEASES) && !name.startsWith('.') && name.endsWith('.json')) otherRunFinishes();
+        return outcome;
+      };
+      Directory.prototype.link = function (source, targetDir, target) {
+        return landed(link.call(this, source, targetDir, target), targetDir, target);
+      };
+      Directory.prototype.rename = function (source, targetDir, target, replace) {
+        return landed(rename.call(this, source, targetDir, target, replace), targetDir, target);
+      };
+      const error = await host.withDirectoryLease(dir, {}, async () => assert.fail('the callback ran in a directory holding another run\'s results')).catch((e) => e);
+      Object.assign(Directory.prototype, { firstNames, link, rename });
+      assert.ok(wrote, `the race was staged at ${instant} (looks at the directory: ${looks})`);
+      assert.ok(error instanceof Refusal && error.code === 'not-empty', String(error));
       assert.match(error.message, /refused: not empty\. `run` leases only a directory it creates or an empty one/);
       assert.equal(fs.readFileSync(join(dir, 'result'), 'utf8'), 'the other run finished', 'the results stay');
       const leases = fs.existsSync(join(d.home, LEASES)) ? fs.readdirSync(join(d.home, LEASES)) : [];
       assert.deepEqual(leases, [], `no lease is left (${instant})`);
     }
   } finally {
+    Object.assign(Directory.prototype, { firstNames, link, rename });
     host.close();
     d.cleanup();
   }

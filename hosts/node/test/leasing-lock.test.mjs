@@ -1,6 +1,6 @@
-// The lease-creation lock (`lib/state-store/leasing-lock.mjs`): this host takes the native host's
-// `.proclease/locks/directory-lease-creation.lock` through flock(1), so that its `run` and
-// `recover` and the native ones exclude each other. Needs util-linux's flock(1), and the native
+// The lease-creation lock: the portable artifact takes the native host's
+// `.proclease/locks/directory-lease-creation.lock` through this host's `sys-kernel` (flock(1),
+// `lib/sys.mjs`), so that its `run` and `recover` and the native ones exclude each other. Needs util-linux's flock(1), and the native
 // binary for the cross-host half (skipped, saying why, without it).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -8,66 +8,42 @@ import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import { join } from 'node:path';
 import { flockBinary } from '../lib/process-identity/flock.mjs';
-import { LEASING_LOCK, LeasingLock } from '../lib/state-store/leasing-lock.mjs';
 import { Directory } from '../lib/sys.mjs';
-import { Host } from '../lib/index.mjs';
+import { Host, ProcleaseError } from '../lib/index.mjs';
 import { leaseNewDirectory } from '../lib/lease-new-directory.mjs';
 import { NATIVE, freshDirs, killAll, nativeSkip, runToEnd, until } from '../testing/helpers.mjs';
 
 const skip = flockBinary() === null ? "util-linux's flock(1) is absent: this host takes no lock" : nativeSkip();
 
-test('the lease-creation lock excludes across hosts: a native run waits while this host holds it and goes on once it is released; this host waits for another holder and names it', { skip }, async () => {
+test('the lease-creation lock excludes across hosts: this host waits for another holder, names it and creates nothing; once it is gone the lease goes ahead and leaves the lock free for a native run', { skip }, async () => {
   const d = freshDirs();
-  const host = await Host.open({ stateHome: d.home, workspaceRoots: [d.ws] });
-  const h = { ws: d.ws };
-  const leasing = new LeasingLock(host.parts.home);
-  const home = host.stateHome;
-  const lock = join(home, '.proclease/locks', LEASING_LOCK);
-  const nativeRun = (workdir) => runToEnd(NATIVE, ['--state-home', home, '--workspace-root', h.ws, 'run', '--lock-timeout', '1s', '--workdir', workdir, '--', 'true']);
+  const host = await Host.open({ stateHome: d.home, workspaceRoots: [d.ws], lockTimeoutMs: 300, onWarning: () => {} });
+  const lock = join(host.stateHome, '.proclease/locks/directory-lease-creation.lock');
+  const nativeRun = (workdir) => runToEnd(NATIVE, ['--state-home', host.stateHome, '--workspace-root', d.ws, 'run', '--lock-timeout', '1s', '--workdir', workdir, '--', 'true']);
   let holder;
   try {
-    assert.equal(leasing.take(), true);
-    assert.equal(leasing.take(), true, 'taken again by its holder: no wait');
-    const stat = fs.lstatSync(lock);
-    assert.ok(stat.isFile() && (stat.mode & 0o777) === 0o600, 'the native host\'s lock file, private');
-
-    // A native run cannot lease a new directory meanwhile: it waits its bound, creates nothing.
-    const refused = await nativeRun(join(h.ws, 'a'));
-    assert.equal(refused.code, 5, `exit 5 (lock timeout): ${refused.stderr}`);
-    assert.match(refused.stderr, /directory-lease-creation\.lock/);
-    assert.equal(fs.existsSync(join(h.ws, 'a')), false, 'nothing was created');
-    leasing.release();
-    const ran = await nativeRun(join(h.ws, 'a'));
-    assert.equal(ran.code, 0, ran.stderr);
-
-    // The other way round: another process holds it (as a native run does while it leases;
-    // `--no-fork`: flock(1) becomes the command, one process that holds it).
+    // Another process holds it, as a native run does while it leases (`--no-fork`: flock(1)
+    // becomes the command, one process that holds it).
+    fs.mkdirSync(join(host.stateHome, '.proclease/locks'), { recursive: true, mode: 0o700 });
     holder = spawn(flockBinary(), ['--exclusive', '--no-fork', lock, 'sh', '-c', 'echo held; exec sleep 60'], { stdio: ['ignore', 'pipe', 'inherit'] });
     await new Promise((r) => holder.stdout.once('data', r));
-    assert.throws(
-      () => leasing.take(300),
-      (error) => {
-        assert.equal(error.kind, 'contended');
-        assert.match(error.message, new RegExp(`^waited for ${lock.replace(/[/.]/g, '\\$&')}, held by pid ${holder.pid} \\((sh|sleep), sleeping\\): continue a stopped holder`));
-        return true;
-      },
-    );
-    // This host's own lease of a new directory (`withDirectoryLease`, `run`) takes it too: once
-    // its holder is gone the lock is free, and the lease goes ahead.
+    const waited = await host.withDirectoryLease(join(d.ws, 'a'), { create: true }, async () => assert.fail('leased while another process held the lock')).catch((e) => e);
+    assert.ok(waited instanceof ProcleaseError && waited.failure?.kind === 'contended', String(waited));
+    assert.match(waited.message, new RegExp(`^waited \\d+ ms for \\.proclease/locks/directory-lease-creation\\.lock, held by pid ${holder.pid} \\((sh|sleep), sleeping\\): continue a stopped holder`));
+    assert.equal(fs.existsSync(join(d.ws, 'a')), false, 'nothing was created');
+    // Once its holder is gone the lock is free, and the lease goes ahead.
     holder.kill('SIGKILL');
     await new Promise((r) => holder.once('exit', r));
     let inside;
-    await host.withDirectoryLease(join(h.ws, 'b'), { create: true }, async () => {
-      inside = fs.existsSync(join(h.ws, 'b'));
+    await host.withDirectoryLease(join(d.ws, 'b'), { create: true }, async () => {
+      inside = fs.existsSync(join(d.ws, 'b'));
+      // Held only while the component leases: a native run leases another directory meanwhile.
+      const meanwhile = await nativeRun(join(d.ws, 'c'));
+      assert.equal(meanwhile.code, 0, meanwhile.stderr);
     });
     assert.equal(inside, true);
-    assert.equal(leasing.fd, null, 'released');
-    // It is free for a native run again.
-    const again = await nativeRun(join(h.ws, 'c'));
-    assert.equal(again.code, 0, again.stderr);
   } finally {
     holder?.kill('SIGKILL');
-    leasing.release();
     host.close();
     d.cleanup();
   }

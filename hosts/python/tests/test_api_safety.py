@@ -15,7 +15,7 @@ import tempfile
 import textwrap
 import time
 from pathlib import Path
-from typing import Iterator, Tuple
+from typing import Iterator, List, Tuple
 
 import pytest
 
@@ -213,9 +213,10 @@ def test_every_failure_is_a_proclease_error_with_its_cause(place: Tuple[Path, Pa
         host.take_directory_lease(home / "inside", create=True)
     assert isinstance(refused.value, Refused) and refused.value.kind == "refused", refused.value
 
+    # Outside the granted roots: the workspace refuses to look, and the message names the path.
     with pytest.raises(Error) as failed:
         host.take_directory_lease(Path("/etc/passwd/below"), create=True)
-    assert failed.value.kind == "system" and isinstance(failed.value.__cause__, NotADirectoryError), repr(failed.value)
+    assert failed.value.kind == "storage" and failed.value.failure.kind == "refused", repr(failed.value)
     assert "/etc/passwd/below" in failed.value.message, failed.value.message
 
     lock = os.open(home / ".proclease" / "locks" / "directory-lease-creation.lock", os.O_RDWR | os.O_CREAT, 0o600)
@@ -288,45 +289,55 @@ def test_one_host_shared_by_four_threads_queues_their_calls(place: Tuple[Path, P
 def test_a_directory_another_run_filled_between_the_checks_is_refused_and_its_lease_given_up(place: Tuple[Path, Path], instant: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """A run that finishes and releases while this leaser checks: it saw the directory empty,
     that run wrote its results and released, and no lease claims the directory any more.
-    Leasing it would let a later `recover` delete those results. The other run's write is made
-    at the two instants the race allows: after the check that no lease claims the directory
-    (`conflict`), and after this leaser's own lease is written (`create`)."""
+    Leasing it would let a later `recover` delete those results. The other run's write is made,
+    through this host's own system calls, at the two instants the race allows: after the check
+    that no lease claims the directory, just before the component looks at the directory's
+    entries again (`conflict`); and once this leaser's own lease has landed in the collection
+    (`create`)."""
     from proclease import Refused
+    from proclease import _sys
 
     home, ws = place
     host = Host(state_home=home, workspace_roots=[ws])
     job = ws / "job"
     job.mkdir(mode=0o700)
-    component = type(host.component)
-    exports = component.directory_leases
-    wrote = []
+    leases = home / "recovery" / "beeper-message-like-me-directory-leases"
+    wrote: List[str] = []
+    looks = []
 
-    class Racing:
-        """The component's `directory-leases` exports, the other run writing after `instant`."""
+    def other_run_finishes() -> None:
+        if not wrote:
+            (job / "result.txt").write_text("the other run finished")
+            wrote.append(instant)
 
-        def __init__(self, real: object) -> None:
-            self._real = real
+    def where(directory: object) -> str:
+        return os.readlink(f"/proc/self/fd/{directory.fd}")  # type: ignore[attr-defined]
 
-        def __getattr__(self, name: str) -> object:
-            function = getattr(self._real, name)
-            if name != instant:
-                return function
+    first_names, link, rename = _sys.Directory.first_names, _sys.Directory.link, _sys.Directory.rename
 
-            def racing(*args: object) -> object:
-                result = function(*args)
-                if not wrote:
-                    (job / "result.txt").write_text("the other run finished")
-                    wrote.append(True)
-                return result
+    def looking(self: object, at_most: int) -> object:
+        if where(self) == str(job):
+            looks.append(at_most)
+            # The first look is the one before the lease-creation lock; the second follows the
+            # check that no lease claims the directory.
+            if instant == "conflict" and len(looks) == 2:
+                other_run_finishes()
+        return first_names(self, at_most)  # type: ignore[arg-type]
 
-            return racing
+    def landed(outcome: object, target_dir: object, target: bytes) -> object:
+        # A lease file (`<id>.json`) landing in the collection; not a mutation claim (`.io-mutation-…`).
+        lease_file = not target.startswith(b".") and target.endswith(b".json")
+        if instant == "create" and outcome is None and where(target_dir) == str(leases) and lease_file:
+            other_run_finishes()
+        return outcome
 
-    monkeypatch.setattr(component, "directory_leases", property(lambda self: Racing(exports.fget(self))))
+    monkeypatch.setattr(_sys.Directory, "first_names", looking)
+    monkeypatch.setattr(_sys.Directory, "link", lambda self, source, target_dir, target: landed(link(self, source, target_dir, target), target_dir, target))
+    monkeypatch.setattr(_sys.Directory, "rename", lambda self, source, target_dir, target, replace: landed(rename(self, source, target_dir, target, replace), target_dir, target))
     with pytest.raises(Refused, match=r"refused: not empty\. `run` leases only a directory it creates or an empty one"):
         host.take_directory_lease(job, create=True)
-    assert wrote, f"the race was staged at {instant}"
+    assert wrote == [instant], f"the race was staged at {instant} (looks at the directory: {len(looks)})"
     assert (job / "result.txt").read_text() == "the other run finished", "the results stay"
-    leases = home / "recovery" / "beeper-message-like-me-directory-leases"
     assert not leases.exists() or list(leases.iterdir()) == [], "no lease is left"
 
 

@@ -69,6 +69,25 @@ impl wit::Guest for Component {
         Ok(wit::DirectoryLease::new(LeaseResource { handle: RefCell::new(handle) }))
     }
 
+    fn lease_new_directory(r: wit::LeaseRequest, state_home: alloc::string::String) -> Result<wit::DirectoryLease, wit::NewDirectoryError> {
+        let (mut s, mut p, mut w, mut c, mut e) = (ImportedStore, ImportedProcesses, ImportedWorkspace, ImportedClock, ImportedEntropy);
+        match leases::lease_new_directory(&request(r), &state_home, effects(&mut s, &mut p, &mut w, &mut c, &mut e)) {
+            Ok(handle) => Ok(wit::DirectoryLease::new(LeaseResource { handle: RefCell::new(handle) })),
+            Err(leases::NewDirectoryError::Failed(failed)) => Err(wit::NewDirectoryError::Failed(error(failed))),
+            Err(leases::NewDirectoryError::Refused(refusal)) => Err(wit::NewDirectoryError::Refused(wit::RefusedDirectory {
+                kind: match refusal.kind {
+                    leases::RefusalKind::StateHome => wit::NewDirectoryRefusal::StateHome,
+                    leases::RefusalKind::NotADirectory => wit::NewDirectoryRefusal::NotADirectory,
+                    leases::RefusalKind::NotEmpty => wit::NewDirectoryRefusal::NotEmpty,
+                    leases::RefusalKind::AlreadyLeased => wit::NewDirectoryRefusal::AlreadyLeased,
+                    leases::RefusalKind::InsideLeased => wit::NewDirectoryRefusal::InsideLeased,
+                    leases::RefusalKind::UndecidedLease => wit::NewDirectoryRefusal::UndecidedLease,
+                },
+                message: refusal.message,
+            })),
+        }
+    }
+
     fn recover_creations(dry_run: bool) -> Result<alloc::vec::Vec<wit::CreationOutcome>, t::Error> {
         let outcomes = leases::recover_creations(&mut ImportedStore, &mut ImportedProcesses, &mut ImportedWorkspace, dry_run).map_err(error)?;
         Ok(outcomes

@@ -5,7 +5,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 use proclease_core::effects::{
-    BatchStatus, Catalog, Clock, CollectionIdentity, CollectionSnapshot, DirectoryFacts, Entropy, Failure, FinishedRun, InstalledPlugin, Processes, Store, Workspace,
+    BatchStatus, Catalog, Clock, CollectionIdentity, CollectionSnapshot, DirectoryFacts, Entropy, Failure, FinishedRun, InstalledPlugin, Processes, Store, PathKind, Workspace,
 };
 use proclease_core::liveness::OwnerFacts;
 use proclease_core::records::{DirectoryIdentity, Owner};
@@ -126,6 +126,20 @@ impl Workspace for ImportedWorkspace {
     fn remove_empty_directory(&mut self, path: &str, expected: Option<&DirectoryIdentity>) -> Result<bool, Failure> {
         let expected = expected.cloned().map(directory_identity_to_wit);
         ws::remove_empty_directory(path, expected.as_ref()).map_err(failure_from_wit)
+    }
+
+    fn kind(&mut self, path: &str) -> Result<PathKind, Failure> {
+        Ok(match ws::kind(path).map_err(failure_from_wit)? {
+            ws::PathKind::Absent => PathKind::Absent,
+            ws::PathKind::Directory => PathKind::Directory,
+            ws::PathKind::SymbolicLink => PathKind::SymbolicLink,
+            ws::PathKind::Other => PathKind::Other,
+            ws::PathKind::Unreachable => PathKind::Unreachable,
+        })
+    }
+
+    fn is_empty_directory(&mut self, path: &str) -> Result<bool, Failure> {
+        ws::is_empty_directory(path).map_err(failure_from_wit)
     }
 }
 

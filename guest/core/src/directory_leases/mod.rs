@@ -4,12 +4,15 @@
 //! gone — by physical identity, never by path alone.
 //!
 //! This module creates, updates and releases leases; [`creation`] creates the directory it
-//! leases (recording the intent first); [`recovery`] recovers them.
+//! leases (recording the intent first); [`new_directory`] leases a directory nothing else uses,
+//! as `run` does; [`recovery`] recovers them.
 
 mod creation;
+mod new_directory;
 mod recovery;
 
 pub use creation::{CreationAction, CreationOutcome, INTENTS, create_with_directory, recover_creations};
+pub use new_directory::{NewDirectoryError, Refusal, RefusalKind, lease_entry_path, lease_new_directory, set_aside, set_aside_lease_entry};
 pub use recovery::{Action, Conflict, MightClaim, Options, Outcome, Report, Run, SETTLE_READS, finished_marker, is_inside, recover, recover_each, settled_run};
 
 use alloc::format;

@@ -9,21 +9,8 @@ use super::protocol::{Walk, WorkspaceProtocol, walk};
 use super::{WorkspaceError, io_error};
 use crate::seam::{Errno, Fs, Kernel, S_IFDIR, S_IFLNK};
 
-/// What is at a path, looked at without following a symbolic link ([`WorkspaceProtocol::kind`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PathKind {
-    /// Nothing (or an ancestor is missing).
-    Absent,
-    /// A directory.
-    Directory,
-    /// A symbolic link (never followed).
-    SymbolicLink,
-    /// A file, socket, device or pipe.
-    Other,
-    /// An ancestor below the granted root is a symbolic link or not a directory: the path
-    /// cannot be reached physically.
-    Unreachable,
-}
+/// What is at a workspace path: the component's own type (WIT `workspace.path-kind`).
+pub use proclease_core::effects::PathKind;
 
 impl<F: Fs, K: Kernel> WorkspaceProtocol<F, K> {
     /// What is at `path`, never following a symbolic link.

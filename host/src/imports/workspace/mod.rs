@@ -150,4 +150,12 @@ impl proclease_core::effects::Workspace for SharedWorkspace {
     fn remove_empty_directory(&mut self, path: &str, expected: Option<&DirectoryIdentity>) -> Result<bool, proclease_core::effects::Failure> {
         self.0.remove_empty_directory(path, expected).map_err(failure)
     }
+
+    fn kind(&mut self, path: &str) -> Result<proclease_core::effects::PathKind, proclease_core::effects::Failure> {
+        self.0.kind(path).map_err(failure)
+    }
+
+    fn is_empty_directory(&mut self, path: &str) -> Result<bool, proclease_core::effects::Failure> {
+        self.0.is_empty_directory(path).map_err(failure)
+    }
 }

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import stat
 import subprocess
 import tempfile
 import time
@@ -28,7 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator, List, Optional, Sequence, Union, cast
 
-from ._binding import GuestResource, Proclease
+from ._binding import ComponentError, GuestResource, Proclease
 from ._errors import Error, system_error
 from ._wit import Rec, rec
 from .process_identity import ProcessIdentity
@@ -203,55 +202,32 @@ class Host:
     def take_directory_lease(self, path: StrPath, *, create: bool = False, recover_after: float = DEFAULT_RECOVER_AFTER_S) -> "DirectoryLease":
         """The lease of `directory_lease` without the `with`: call `release()` when done.
 
-        With `create` (the way `run` leases), the native host's checks come first
-        (`Host::lease_new_directory`): the directory is neither the state home, inside it, nor
-        holds it; it is absent or an empty directory (not a file, not a symbolic link); and no
-        other lease, live or not, claims it (the component's `conflict`) — under the
-        lease-creation lock the native binary takes, so that two runs never lease one directory.
-        Refusals raise `Refused` and leave nothing behind."""
+        With `create` (the way `run` leases), the component's `lease-new-directory` checks first,
+        as it does for every host: the directory is neither the state home, inside it, nor holds
+        it; it is absent or an empty directory (not a file, not a symbolic link); and no other
+        lease, live or not, claims it — under the lease-creation lock every host takes, so that
+        two runs never lease one directory. Refusals raise `Refused` and leave nothing behind; a
+        wait for that lock past `lock_timeout` raises `LockTimeout`."""
         target = os.path.abspath(os.fspath(path))
         now_ms = self.effects.clock.now_ms()
         request = rec(role="raw-working", path=target, output_root=None, recover_after_ms=float(now_ms + int(recover_after * 1000)), now_ms=float(now_ms))
         if not create:
             handle = self.component.directory_leases.create(request)
             return DirectoryLease(self.component.resource("directory-leases", "directory-lease", handle))
-        home = str(self.state_home)
-        if _within(target, home) or _within(home, target):
-            raise Refused(f"{target}: refused: a leased directory may be removed by `recover`, so it can be neither the state home ({home}), inside it, nor hold it")
-        _refuse_unless_empty_or_absent(target)
-        # The order is what makes the checks hold (as `Host::lease_new_directory`): another
-        # lease's release is not under the lock, so the directory must be seen empty *after* no
-        # lease was seen claiming it — seen empty before, a run that finished and released in
-        # between would leave its results in a directory this call leases (and a later
-        # `recover` deletes). Both checks follow the creation too, for a host that takes no lock
-        # (the Node host writes its lease, then looks): the later of two to look sees the other.
-        lock = self._take_lock("directory-lease-creation.lock")
+        # The component's `lease-new-directory`: the checks (state home, not a directory, not
+        # empty, claimed by another lease), their order and their words, and the lease-creation
+        # lock around them, as every host leases a new directory.
         try:
-            facts = self.component.workspace.inspect(target).facts
-            conflict = self.component.directory_leases.conflict(target, facts.identity if facts is not None else None, None)
-            if conflict is not None:
-                raise Refused(_already_leased(self.state_home, target, conflict))
-            _refuse_unless_empty_or_absent(target)
-            make = self.component.directory_leases.create if facts is not None else self.component.directory_leases.create_with_directory
-            lease = DirectoryLease(self.component.resource("directory-leases", "directory-lease", make(request)))
-            try:
-                own = lease.claim
-                after = self.component.directory_leases.conflict(target, own.directory_identity, own.id)
-                if after is not None:
-                    raise Refused(_already_leased(self.state_home, target, after))
-                _refuse_unless_empty_or_absent(target)
-            except BaseException:
-                # Nothing ran in it: the claim goes; the directory stays (another's, or holding
-                # what another left). A release that fails leaves it to this process's finalizer
-                # and, once it is gone, to recovery; the refusal is what the caller hears.
-                try:
-                    lease.release()
-                except Exception:  # noqa: BLE001
-                    pass
-                raise
-        finally:
-            _release_lock(lock)
-        return lease
+            handle = self.component.directory_leases.lease_new_directory(request, str(self.state_home))
+        except ComponentError as error:
+            # wasmtime-py lifts `new-directory-error` untagged: a refusal arrives as its record
+            # (kind, message), as a failure record would; its kinds tell them apart.
+            if error.failure is not None and error.failure.kind in _NEW_DIRECTORY_REFUSALS:
+                raise Refused(error.message) from None
+            if error.failure is not None and error.failure.kind == "contended":
+                raise LockTimeout(error.message) from None
+            raise
+        return DirectoryLease(self.component.resource("directory-leases", "directory-lease", handle))
 
     # --- the export admission (§6A.5) --------------------------------------------------------
 
@@ -358,68 +334,8 @@ def _granted_root(root: StrPath) -> str:
         raise Error(f"{os.fspath(root)}: realpath of a workspace root failed: {error.strerror} (os error {error.errno})", kind="system") from error
 
 
-def _within(path: str, ancestor: str) -> bool:
-    return path == ancestor or path.startswith(ancestor.rstrip("/") + "/")
-
-
-def _inside(path: str, outer: str) -> bool:
-    """Whether `path` lies strictly inside the directory `outer` (proclease-core's `is_inside`)."""
-    outer = outer.rstrip("/")
-    return len(path) > len(outer) + 1 and path.startswith(outer + "/")
-
-
-def _refuse_unless_empty_or_absent(target: str) -> None:
-    """Raises `Refused` when `target` exists and is not an empty directory (a file, a symbolic
-    link, a directory with entries): `run` leases only what it creates or an empty directory."""
-    try:
-        st = os.lstat(target)
-        empty = not stat.S_ISDIR(st.st_mode) or not os.listdir(target)
-    except FileNotFoundError:
-        return
-    except OSError as error:
-        raise system_error(error, "looking at the directory to lease") from error
-    if not stat.S_ISDIR(st.st_mode):
-        raise Refused(f"{target}: refused: it exists and is not a directory; give a directory path (proclease creates it if absent)")
-    if not empty:
-        raise Refused(
-            f"{target}: refused: not empty. `run` leases only a directory it creates or an empty one, because after a crash "
-            "`recover` deletes the leased directory with everything in it; give a new path and proclease creates it"
-        )
-
-
-def _already_leased(home: Path, target: str, conflict: Rec) -> str:
-    """The native refusal's words for the component's `lease-conflict`: `Refusal::AlreadyLeased`,
-    `Refusal::InsideLeased` (inside a directory whose lease's owner is not alive) or
-    `Refusal::UndecidedLease` (an entry that is not a valid lease may claim it;
-    `docs/deviations.md` 24)."""
-    outcome = conflict.outcome
-    claim = outcome.claim
-    collection = home / "recovery" / "beeper-message-like-me-directory-leases"
-    if claim is None:
-        aside = f"mv -- '{collection / outcome.file_name}' '{home / '.proclease' / ('set-aside-' + outcome.file_name)}'"
-        return (
-            f"{target}: refused: the lease collection holds an entry that may claim it, {collection / outcome.file_name}: {outcome.reason}; "
-            f"fix it, or if no run uses what it claims, move it aside: {aside}"
-        )
-    if claim.path != target and _inside(target, claim.path):
-        if conflict.kind == "active":
-            why = "it is a stage, which its run publishes (renames) or removes whole when its command ends: use a directory elsewhere"
-        elif conflict.kind == "recoverable":
-            why = "its owner is gone, so `proclease recover` removes that directory with everything in it: run it first, or use a directory elsewhere"
-        else:
-            why = f"{outcome.reason}; recovery would remove that directory with everything in it once its owner is proven gone: see `proclease doctor`"
-        return f"{target}: refused: it is inside {claim.path}, leased by pid {claim.owner.pid} (lease {claim.id}): {why}"
-    what = {
-        "active": "its owner is alive: wait for that run to finish, or use another directory",
-        "recoverable": "its owner is gone: run `proclease recover` first (it removes the directory)",
-        "replaced": (
-            f"{outcome.reason}; this directory is not the one that lease holds (it was re-created or replaced), so `recover` will never remove it: "
-            f"check that no run uses it, then move the stale lease record aside: mv -- '{home / 'recovery' / 'beeper-message-like-me-directory-leases' / outcome.file_name}' "
-            f"'{home / '.proclease' / ('set-aside-' + outcome.file_name)}'"
-        ),
-        "undecided": f"{outcome.reason}; see `proclease doctor`",
-    }[conflict.kind]
-    return f"{target}: refused: already leased by pid {claim.owner.pid} (lease {claim.id}): {what}"
+#: The cases of the component's `new-directory-refusal` (`directory-leases.lease-new-directory`).
+_NEW_DIRECTORY_REFUSALS = ("state-home", "not-a-directory", "not-empty", "already-leased", "inside-leased", "undecided-lease")
 
 
 #: The phases of a raw directory lease in which no command can run in its directory (§6A.1):
