@@ -93,7 +93,9 @@ impl ss::Guest for PortableStore {
             return Ok(ss::LeasingLock { held: held.is_some() });
         }
         let store = store()?;
-        let label = format!(".proclease/locks/{LEASING_LOCK}");
+        // Named by its absolute path, as the native host names it: which state home is blocked.
+        let home = String::from_utf8_lossy(&crate::bindings::proclease::lease::sys_fs::state_home_path()).into_owned();
+        let label = format!("{}/.proclease/locks/{LEASING_LOCK}", home.trim_end_matches('/'));
         let waited = Waited { label: &label, file: LockFile::Named(store.locks(), LEASING_LOCK.as_bytes()), behind: &|_| None };
         match wait_for(&waited, || store.locks().try_lock(LEASING_LOCK.as_bytes())) {
             Ok(Wait::Taken(lock)) => {

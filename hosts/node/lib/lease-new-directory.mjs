@@ -19,8 +19,9 @@ export class Refusal extends ProcleaseError {
  * absent: the `raw-working` lease resource, and `created`, the directories this call found absent
  * (innermost first) — for the caller to remove again, if still empty, when nothing ran. Throws a
  * `Refusal` (its `code` is the component's `new-directory-refusal`: `already-leased`, `not-empty`,
- * …) or a `ProcleaseError` (a wait for the lease-creation lock past the host's bound: kind
- * `contended`, naming the holder); nothing is left behind then.
+ * …) or a `ComponentError` (a wait for the lease-creation lock past the host's bound: kind
+ * `storage`, `failure.kind` `contended`, its message `waited N ms for …` naming the holder);
+ * nothing is left behind then.
  */
 export function leaseNewDirectory(host, dir, { recoverAfterMs = 60_000 } = {}) {
   // What the lease will create: the directory and its missing ancestors (the artifact's

@@ -217,8 +217,7 @@ test('--lock-timeout bounds a wait for another process\'s lock of the state home
     const r = await node(d.home, d.ws, ['--lock-timeout', '1500ms', 'run', '--workdir', workdir, '--', 'true']);
     assert.equal(r.code, 5, r.stderr);
     assert.ok(Date.now() - started >= 1500, 'it waited its bound');
-    // The artifact names its locks by their place in the state home.
-    const escaped = '.proclease/locks/directory-lease-creation.lock'.replace(/[/.]/g, '\\$&');
+    const escaped = lock.replace(/[/.]/g, '\\$&');
     assert.match(r.stderr, new RegExp(`^proclease: waiting for pid ${holder.pid} \\((sh|sleep), sleeping\\) holding ${escaped} \\(for at most 0\\.\\d s more\\)$`, 'm'), 'after 1 s, who it waits for');
     assert.match(r.stderr, new RegExp(`^proclease: waited \\d+ ms for ${escaped}, held by pid ${holder.pid} \\((sh|sleep), sleeping\\)`, 'm'));
     assert.equal(fs.existsSync(workdir), false, 'nothing was created');

@@ -29,7 +29,7 @@ test('the lease-creation lock excludes across hosts: this host waits for another
     await new Promise((r) => holder.stdout.once('data', r));
     const waited = await host.withDirectoryLease(join(d.ws, 'a'), { create: true }, async () => assert.fail('leased while another process held the lock')).catch((e) => e);
     assert.ok(waited instanceof ProcleaseError && waited.failure?.kind === 'contended', String(waited));
-    assert.match(waited.message, new RegExp(`^waited \\d+ ms for \\.proclease/locks/directory-lease-creation\\.lock, held by pid ${holder.pid} \\((sh|sleep), sleeping\\): continue a stopped holder`));
+    assert.match(waited.message, new RegExp(`^waited \\d+ ms for ${lock.replace(/[/.]/g, '\\$&')}, held by pid ${holder.pid} \\((sh|sleep), sleeping\\): continue a stopped holder`));
     assert.equal(fs.existsSync(join(d.ws, 'a')), false, 'nothing was created');
     // Once its holder is gone the lock is free, and the lease goes ahead.
     holder.kill('SIGKILL');

@@ -8,6 +8,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -395,3 +396,22 @@ def test_a_helper_that_exits_before_it_is_recorded_lets_the_admission_go_once_wh
         os.kill(started[0], signal.SIGKILL)
         release_once_gone(admission)
     assert not refused_by_the_holder(home, ws)
+
+
+def test_a_state_home_named_through_a_symbolic_link_is_still_never_leased(place: Tuple[Path, Path]) -> None:
+    """The state-home check compares physical paths: a state home given through a symbolic link
+    (a `$HOME` that is one) must not let a directory inside it, or the lease collection itself,
+    be leased — `recover` would then meet a directory in the collection and stop."""
+    from proclease import Refused
+
+    home, ws = place
+    home.mkdir(mode=0o700)
+    link = home.parent / "link"
+    link.symlink_to(home.parent)
+    host = Host(state_home=link / "state", workspace_roots=[home.parent])
+    for target in (home / "sub", home / "recovery" / "beeper-message-like-me-directory-leases" / "x", home):
+        with pytest.raises(Refused, match=r"refused: a leased directory may be removed by `recover`, so it can be neither the state home \(" + re.escape(str(home)) + r"\)"):
+            host.take_directory_lease(target, create=True)
+    assert not (home / "sub").exists(), "nothing was created"
+    leases = home / "recovery" / "beeper-message-like-me-directory-leases"
+    assert not leases.exists() or list(leases.iterdir()) == [], "no lease, and no directory in the collection"

@@ -5,7 +5,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 use proclease_core::effects::{
-    BatchStatus, Catalog, Clock, CollectionIdentity, CollectionSnapshot, DirectoryFacts, Entropy, Failure, FinishedRun, InstalledPlugin, Processes, Store, PathKind, Workspace,
+    BatchStatus, Catalog, Clock, CollectionIdentity, CollectionSnapshot, DirectoryFacts, Entropy, Failure, FinishedRun, InstalledPlugin, PathKind, Processes, Store, Workspace,
 };
 use proclease_core::liveness::OwnerFacts;
 use proclease_core::records::{DirectoryIdentity, Owner};

@@ -174,6 +174,13 @@ pub struct Effects<'a> {
     pub entropy: &'a mut dyn Entropy,
 }
 
+impl Effects<'_> {
+    /// The same effects, borrowed again for one call.
+    pub fn reborrow(&mut self) -> Effects<'_> {
+        Effects { store: &mut *self.store, processes: &mut *self.processes, workspace: &mut *self.workspace, clock: &mut *self.clock, entropy: &mut *self.entropy }
+    }
+}
+
 /// Beyond the reference: a new lease is refused while the collection holds [`MAX_CLAIMS`]
 /// entries, as the reference's recovery refuses a collection over that bound as a whole
 /// (`docs/deviations.md` 20): `… directory lease collection exceeded its reviewed bound`,

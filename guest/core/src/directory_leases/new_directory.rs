@@ -128,7 +128,7 @@ fn not_empty(dir: &str) -> NewDirectoryError {
 /// Errors: [`NewDirectoryError::Refused`] for a check (nothing leased or created; a lease this
 /// call wrote and then had to give up is released); [`NewDirectoryError::Failed`] with the
 /// errors of [`create_with_directory`], of the workspace's reads, and of the lock.
-pub fn lease_new_directory(request: &Request, state_home: &str, fx: Effects<'_>) -> Result<Handle, NewDirectoryError> {
+pub fn lease_new_directory(request: &Request, state_home: &str, mut fx: Effects<'_>) -> Result<Handle, NewDirectoryError> {
     let dir = request.path.as_str();
     if within(dir, state_home) || within(state_home, dir) {
         return Err(state_home_refusal(dir, state_home));
@@ -137,21 +137,20 @@ pub fn lease_new_directory(request: &Request, state_home: &str, fx: Effects<'_>)
     // the lease's creation refuses what it cannot create, in its own words.
     refuse_unless_empty_or_absent(dir, fx.workspace)?;
     fx.store.lock_leasing()?;
-    let leased = lease_locked(request, state_home, Effects { store: &mut *fx.store, processes: &mut *fx.processes, workspace: &mut *fx.workspace, clock: &mut *fx.clock, entropy: &mut *fx.entropy });
+    let leased = lease_locked(request, state_home, fx.reborrow());
     fx.store.unlock_leasing();
     leased
 }
 
 /// [`lease_new_directory`] once the lease-creation lock is held.
-fn lease_locked(request: &Request, state_home: &str, fx: Effects<'_>) -> Result<Handle, NewDirectoryError> {
+fn lease_locked(request: &Request, state_home: &str, mut fx: Effects<'_>) -> Result<Handle, NewDirectoryError> {
     let dir = request.path.as_str();
     let identity = fx.workspace.inspect(dir)?.map(|facts| facts.identity);
-    refuse_if_claimed(dir, identity.as_ref(), None, state_home, Effects { store: &mut *fx.store, processes: &mut *fx.processes, workspace: &mut *fx.workspace, clock: &mut *fx.clock, entropy: &mut *fx.entropy })?;
+    refuse_if_claimed(dir, identity.as_ref(), None, state_home, fx.reborrow())?;
     refuse_unless_empty_or_absent(dir, fx.workspace)?;
-    let mut handle = create_with_directory(request, Effects { store: &mut *fx.store, processes: &mut *fx.processes, workspace: &mut *fx.workspace, clock: &mut *fx.clock, entropy: &mut *fx.entropy })?;
+    let mut handle = create_with_directory(request, fx.reborrow())?;
     let own = (handle.claim.id.clone(), handle.claim.directory_identity.clone());
-    let after = refuse_if_claimed(dir, Some(&own.1), Some(&own.0), state_home, Effects { store: &mut *fx.store, processes: &mut *fx.processes, workspace: &mut *fx.workspace, clock: &mut *fx.clock, entropy: &mut *fx.entropy })
-        .and_then(|()| refuse_unless_empty_or_absent(dir, fx.workspace));
+    let after = refuse_if_claimed(dir, Some(&own.1), Some(&own.0), state_home, fx.reborrow()).and_then(|()| refuse_unless_empty_or_absent(dir, fx.workspace));
     if let Err(refusal) = after {
         // Nothing ran in it: the claim goes; the directory stays (it is another's, or holds
         // what another left). Should the release fail, the claim is this live process's, and

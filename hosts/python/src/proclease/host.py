@@ -218,13 +218,17 @@ class Host:
         # empty, claimed by another lease), their order and their words, and the lease-creation
         # lock around them, as every host leases a new directory.
         try:
-            handle = self.component.directory_leases.lease_new_directory(request, str(self.state_home))
+            # The physical path (`realpath`): the check compares paths, and `target` is physical
+            # wherever the lease can be made (the workspace walks without following links).
+            handle = self.component.directory_leases.lease_new_directory(request, self.effects.state_home.home_path)
         except ComponentError as error:
             # wasmtime-py lifts `new-directory-error` untagged: a refusal arrives as its record
             # (kind, message), as a failure record would; its kinds tell them apart.
             if error.failure is not None and error.failure.kind in _NEW_DIRECTORY_REFUSALS:
                 raise Refused(error.message) from None
-            if error.failure is not None and error.failure.kind == "contended":
+            # The lock's own wait past `lock_timeout` (its words: `waited N ms for …`); another
+            # `contended` failure (a record mid-mutation) stays what it is, as natively.
+            if error.failure is not None and error.failure.kind == "contended" and error.message.startswith("waited "):
                 raise LockTimeout(error.message) from None
             raise
         return DirectoryLease(self.component.resource("directory-leases", "directory-lease", handle))
