@@ -14,6 +14,7 @@ pub mod fakes;
 pub mod fs_fixtures;
 pub mod hostile;
 pub mod interleavings;
+pub mod interposed_fs;
 pub mod linearizability;
 pub mod portable;
 pub mod portable_artifact;

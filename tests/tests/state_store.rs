@@ -10,7 +10,8 @@ use std::time::Duration;
 use proclease::core::digest::sha256_hex;
 use proclease::process_identity::ProcessIdentity;
 use proclease::state_home::StateHome;
-use proclease::state_store::{BatchInvalid, BatchStatus, EntryKind, StateStore, StoreError};
+use proclease::state_store::{BatchInvalid, BatchStatus, EntryKind, StateStore, StoreError, StoreProtocol};
+use proclease_tests::interposed_fs::InterposedFs;
 use proclease_tests::store_fixtures::{assert_compare_and_swap_contract, is_complete_churn_record, round_record};
 
 struct Fixture {
@@ -128,6 +129,75 @@ fn batch_read_reports_each_file() {
     assert!(error.to_string().contains("private state batch directory changed identity"), "{error}");
     let duplicate = vec!["ok.json".to_string(), "ok.json".to_string()];
     assert!(f.store.read_batch("recovery/batch", &duplicate, 64, 90, &identity).is_err());
+}
+
+/// The production store over [`InterposedFs`]: `before_read` runs (real system calls) between
+/// each `open` of a record and its `read`.
+fn interposed(home: &Path, before_read: impl Fn() + Send + Sync + 'static) -> StoreProtocol<InterposedFs, ProcessIdentity> {
+    let dir = std::os::fd::OwnedFd::from(std::fs::File::open(home).expect("open the state home"));
+    StoreProtocol::open(InterposedFs { before_read: Arc::new(before_read) }, dir, Arc::new(ProcessIdentity::new())).expect("store opens")
+}
+
+/// Puts `bytes` at `path` as another writer does: a private file beside it, renamed over it.
+fn replace_by_rename(path: &Path, bytes: &[u8]) {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let staged = path.with_extension("staged");
+    let mut file = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&staged).expect("stage");
+    file.write_all(bytes).expect("write");
+    std::fs::rename(&staged, path).expect("rename over the record");
+}
+
+// docs/deviations.md 32: a read that overlaps a writer's replace or removal gives the record it
+// opened, where the reference (§3.2) fails with `state file changed while it was read`; under
+// load, four such overlaps in a row made a read fail (a CI failure of the mixed-host writers).
+#[test]
+fn a_record_replaced_or_removed_while_it_is_read_is_read_as_it_was_at_the_open() {
+    let f = fixture();
+    assert!(f.store.create_if_absent(RECORD, "one\n").expect("create"));
+    let path = f.home.join(RECORD);
+    let reads = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let (hook_path, hook_reads) = (path.clone(), reads.clone());
+    // Every read of the record overlaps a replace: the reference's rule fails each attempt.
+    let store = interposed(&f.home, move || {
+        let n = hook_reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        replace_by_rename(&hook_path, format!("v{n}\n").as_bytes());
+    });
+    assert_eq!(store.read_if_present(RECORD, 1024).expect("read").as_deref(), Some("one\n"), "the record at the open");
+    assert_eq!(reads.load(std::sync::atomic::Ordering::SeqCst), 1, "read once: no retry needed");
+    assert_eq!(std::fs::read_to_string(&path).expect("on disk"), "v1\n");
+    assert_eq!(store.read_if_present(RECORD, 1024).expect("read").as_deref(), Some("v1\n"));
+    // A removal that lands while the record is read.
+    let hook_path = path.clone();
+    let store = interposed(&f.home, move || {
+        let _ = std::fs::remove_file(&hook_path);
+    });
+    assert_eq!(store.read_if_present(RECORD, 1024).expect("read").as_deref(), Some("v2\n"));
+    assert_eq!(store.read_if_present(RECORD, 1024).expect("read"), None, "then absent");
+}
+
+// The rule's limit: a file rewritten in place, same size, its mtime put back (`rsync --inplace
+// --times` does that) shows its change only in its ctime, and its name still names it. That
+// read is never trusted: retried, and refused once the file keeps changing.
+#[test]
+fn a_record_rewritten_in_place_with_its_mtime_put_back_is_never_trusted() {
+    let f = fixture();
+    assert!(f.store.create_if_absent(RECORD, "one\n").expect("create"));
+    let path = f.home.join(RECORD);
+    let rewrites = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let (hook_path, hook_rewrites) = (path.clone(), rewrites.clone());
+    let store = interposed(&f.home, move || {
+        use std::io::{Seek as _, Write as _};
+        let n = hook_rewrites.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let mut file = std::fs::OpenOptions::new().write(true).open(&hook_path).expect("open in place");
+        let modified = file.metadata().expect("fstat").modified().expect("mtime");
+        file.seek(std::io::SeekFrom::Start(0)).expect("seek");
+        file.write_all(if n % 2 == 0 { b"two\n" } else { b"one\n" }).expect("rewrite");
+        file.set_modified(modified).expect("put the mtime back");
+    });
+    let error = store.read_if_present(RECORD, 1024).expect_err("a file that keeps changing in place is refused");
+    assert_eq!(error.to_string(), format!("{RECORD}: unsafe: state file changed while it was read, again and again; retry when its writers are done"));
+    assert_eq!(rewrites.load(std::sync::atomic::Ordering::SeqCst), 4, "each attempt saw the change");
 }
 
 #[test]

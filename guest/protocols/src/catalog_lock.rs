@@ -360,7 +360,7 @@ fn read_lock<F: Fs>(fs: &F, dir: &F::Dir) -> Result<Option<(Owner, String, u64, 
     let bytes = match files::read_stable(fs, &file, &before, MAX_LOCK_BYTES).map_err(|e| format!("{LOCK_NAME}: {e}"))? {
         StableRead::Bytes(bytes) => bytes,
         StableRead::TooLarge => return Err(malformed()),
-        StableRead::Changed => return Ok(None),
+        StableRead::Changed | StableRead::StatusChanged(_) => return Ok(None),
     };
     match fs.lstat(dir, LOCK_NAME) {
         Ok(Some(now)) if now.same_inode(&before) => {}

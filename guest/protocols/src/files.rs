@@ -27,12 +27,29 @@ pub enum StableRead {
     TooLarge,
     /// The file changed while it was read.
     Changed,
+    /// The bytes read, while only the file's status changed: its ctime moved, but not its
+    /// device, inode, size, mtime or mode. A link, unlink or rename of the file does that (a
+    /// writer replacing it, or removing it, while it was read); so does an in-place writer that
+    /// puts the mtime back. Only a caller that checks which it was may use the bytes
+    /// (`read_record`, `docs/deviations.md` 32); to every other caller this is [`Self::Changed`].
+    StatusChanged(Vec<u8>),
 }
 
 /// The fields whose change between two `fstat`s means a file changed while it was read
 /// (§3.2): device, inode, size, mtime, ctime, mode.
-fn fingerprint(stat: &FileStat) -> (u64, u64, i64, (i64, i64), (i64, i64), u32) {
-    (stat.dev, stat.ino, stat.size, stat.mtime, stat.ctime, stat.mode)
+fn fingerprint(stat: &FileStat) -> StatFingerprint {
+    StatFingerprint { dev: stat.dev, ino: stat.ino, size: stat.size, mtime: stat.mtime, ctime: stat.ctime, mode: stat.mode }
+}
+
+/// [`fingerprint`]'s fields.
+#[derive(PartialEq, Eq)]
+struct StatFingerprint {
+    dev: u64,
+    ino: u64,
+    size: i64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+    mode: u32,
 }
 
 /// Reads at most `max_bytes` from an open file whose `fstat` was `before`, checking that it did
@@ -46,8 +63,12 @@ pub fn read_stable<F: Fs + ?Sized>(fs: &F, file: &F::File, before: &FileStat, ma
         return Ok(StableRead::TooLarge);
     }
     let after = fs.stat_file(file)?;
-    if fingerprint(before) != fingerprint(&after) || bytes.len() as i64 != after.size {
+    if bytes.len() as i64 != after.size {
         return Ok(StableRead::Changed);
+    }
+    if fingerprint(before) != fingerprint(&after) {
+        let status_only = (StatFingerprint { ctime: after.ctime, ..fingerprint(before) }) == fingerprint(&after);
+        return Ok(if status_only { StableRead::StatusChanged(bytes) } else { StableRead::Changed });
     }
     Ok(StableRead::Bytes(bytes))
 }

@@ -11,6 +11,7 @@ import * as fs from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { freshHost as openHost, PACKAGE, tree } from '../testing/helpers.mjs';
+import { File } from '../lib/sys.mjs';
 
 const sha = (text) => createHash('sha256').update(text).digest('hex');
 const RECORD = 'recovery/test-collection/record.json';
@@ -295,6 +296,35 @@ test('concurrent writers in several node processes lose no update', async (t) =>
     assert.deepEqual(fs.readdirSync(join(h.parts.home.path, 'recovery/counter')), ['count.json'], 'no temporary, claim or quarantine is left');
     assert.deepEqual(tree(h.parts.home.path).filter((p) => p.includes('.io-') && !p.endsWith('.io-state.json')), []);
   } finally {
+    h.cleanup();
+  }
+});
+
+test('a record replaced while it is read is read as it was at the open (docs/deviations.md 32)', async () => {
+  // Each read of the record overlaps a rename over it, made through this host's own system
+  // calls between the artifact's open and its read; §3.2 would fail every attempt.
+  const h = await freshHost();
+  const { readUpTo } = File.prototype;
+  try {
+    const { store } = h.parts;
+    const path = join(h.parts.home.path, RECORD);
+    assert.equal(store.createIfAbsent(RECORD, 'one\n'), true);
+    let replaces = 0;
+    File.prototype.readUpTo = function (limit, expected) {
+      if (fs.readlinkSync(`/proc/self/fd/${this.fd}`) === path) {
+        replaces += 1;
+        const staged = `${path}.staged`;
+        fs.writeFileSync(staged, `v${replaces}\n`, { mode: 0o600, flag: 'wx' });
+        fs.renameSync(staged, path);
+      }
+      return readUpTo.call(this, limit, expected);
+    };
+    assert.equal(store.readIfPresent(RECORD, 1024), 'one\n', 'the record at the open');
+    assert.equal(replaces, 1, 'read once');
+    assert.equal(fs.readFileSync(path, 'utf8'), 'v1\n');
+    assert.equal(store.readIfPresent(RECORD, 1024), 'v1\n');
+  } finally {
+    File.prototype.readUpTo = readUpTo;
     h.cleanup();
   }
 });

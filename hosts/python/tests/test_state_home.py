@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from conftest import ArtifactGrants, ProcProcesses, identity_digest, process_start_id
+from proclease import _sys
 from proclease._binding import Proclease
 from proclease.host import PACKAGED_ARTIFACT
 from proclease.state_home import MARKER, MARKER_CONTENT, GrantedStateHome, StateHome, StateHomeError
@@ -300,3 +301,33 @@ def test_a_writer_killed_at_random_instants_leaves_only_complete_records(home: P
             stray = [n for n in os.listdir(home / "recovery/churn") if not n.endswith(".json")]
             assert stray == [], f"trial {trial} (seed {seed}): foreign entries {stray}"
     assert changed_trials >= 1, f"no trial saw a write (seed {seed})"
+
+
+# --- Reads that overlap a writer (docs/deviations.md 32) ------------------------------------------
+
+
+def test_a_record_replaced_while_the_artifact_reads_it_is_read_as_it_was_at_the_open(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each read of the record overlaps a rename over it; §3.2 would fail every attempt. The rule
+    is the store's (`guest/protocols`), run here by the portable artifact over `proclease._sys`."""
+    store = granted(home)
+    record = "recovery/interop/counter.json"
+    assert store.create_if_absent(record, "one\n")
+    path = home / record
+    replaces = []
+    read_up_to = _sys.File.read_up_to
+
+    def overlapped(self: Any, limit: int, expected: int) -> bytes:
+        if os.readlink(f"/proc/self/fd/{self.fd}") == str(path):
+            replaces.append(path)
+            staged = path.with_name("counter.staged")
+            fd = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            os.write(fd, f"v{len(replaces)}\n".encode())
+            os.close(fd)
+            os.rename(staged, path)
+        return read_up_to(self, limit, expected)
+
+    monkeypatch.setattr(_sys.File, "read_up_to", overlapped)
+    assert store.read_if_present(record, 1024).text == "one\n"
+    assert len(replaces) == 1 and path.read_text() == "v1\n"
+    assert store.read_if_present(record, 1024).text == "v1\n"
+    assert path.read_text() == "v2\n"

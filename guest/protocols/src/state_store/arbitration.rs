@@ -368,7 +368,7 @@ pub fn read_claim<F: Fs + ?Sized>(fs: &F, dir: &F::Dir, name: &str) -> Result<Op
     let bytes = match files::read_stable(fs, &file, &before, MAX_CLAIM_BYTES).map_err(|_| Failure::Malformed)? {
         StableRead::Bytes(bytes) => bytes,
         StableRead::TooLarge => return Err(Failure::Malformed),
-        StableRead::Changed => return Ok(None),
+        StableRead::Changed | StableRead::StatusChanged(_) => return Ok(None),
     };
     match fs.lstat(dir, name) {
         Ok(Some(now)) if now.same_inode(&before) => {}

@@ -287,7 +287,7 @@ impl<F: Fs, K: Kernel + ?Sized> StoreProtocol<F, K> {
         let bytes = match files::read_stable(&self.fs, &file, &before, MAX_RECORD_BYTES).map_err(|e| StoreError::io(path, "read", e))? {
             StableRead::Bytes(bytes) => bytes,
             StableRead::TooLarge => return Err(StoreError::unsafe_(path, "larger than a record may be")),
-            StableRead::Changed => return Ok(false),
+            StableRead::Changed | StableRead::StatusChanged(_) => return Ok(false),
         };
         if digest::sha256_hex(&bytes) != expected_sha256 {
             return Ok(false);
@@ -520,10 +520,19 @@ fn same_inode<F: Fs>(fs: &F, a_dir: &F::Dir, a_name: &str, b_dir: &F::Dir, b_nam
     }
 }
 
-/// Reads a record file: `None` when absent; an error when unsafe or oversized. A file that
-/// changed while it was read (another process replaced or removed it: renames and unlinks
-/// change its ctime) is read again, a few times, so that a reader racing a writer sees the old
-/// file, the new one, or none — and only a file that keeps changing is an error.
+/// Reads a record file: `None` when absent; an error when unsafe or oversized.
+///
+/// A reader racing a writer sees the old record, the new one, or none (`docs/deviations.md`
+/// 32; §3.2 fails the read instead):
+/// - a file whose ctime alone moved while it was read, and whose name no longer names it
+///   afterwards, was replaced (a rename over it) or removed by another writer after it was
+///   opened. Its bytes are those of a whole record that was current at the open (a record's
+///   inode is never written once it has a name: every writer stages, then links or renames),
+///   so they are returned;
+/// - a file that changed otherwise, or whose name still names it (its link count moved: a
+///   creator unlinking its temporary; or an in-place writer that put its mtime back, which
+///   only the ctime shows), is read again, a few times, and only a file that keeps changing is
+///   an error.
 fn read_record<F: Fs>(fs: &F, dir: &F::Dir, name: &str, path: &str, max_bytes: u64) -> Result<Option<Vec<u8>>, StoreError> {
     const ATTEMPTS: usize = 4;
     for _ in 0..ATTEMPTS {
@@ -541,6 +550,11 @@ fn read_record<F: Fs>(fs: &F, dir: &F::Dir, name: &str, path: &str, max_bytes: u
             StableRead::Bytes(bytes) => return Ok(Some(bytes)),
             StableRead::TooLarge => return Err(StoreError::unsafe_(path, format!("larger than {max_bytes} bytes"))),
             StableRead::Changed => continue,
+            StableRead::StatusChanged(bytes) => match fs.lstat(dir, name) {
+                Ok(Some(now)) if now.same_inode(&stat) => continue,
+                Ok(_) => return Ok(Some(bytes)),
+                Err(e) => return Err(StoreError::io(path, "lstat", e)),
+            },
         }
     }
     Err(StoreError::unsafe_(path, "state file changed while it was read, again and again; retry when its writers are done"))
@@ -567,7 +581,7 @@ fn batch_read_one<F: Fs>(fs: &F, dir: &F::Dir, name: &str, per_file: u64, remain
     let bytes = match files::read_stable(fs, &file, &stat, per_file) {
         Ok(StableRead::Bytes(bytes)) => bytes,
         Ok(StableRead::TooLarge) => return BatchStatus::Invalid(BatchInvalid::FileByteBound),
-        Ok(StableRead::Changed) => return BatchStatus::Invalid(BatchInvalid::ChangedDuringRead),
+        Ok(StableRead::Changed | StableRead::StatusChanged(_)) => return BatchStatus::Invalid(BatchInvalid::ChangedDuringRead),
         Err(_) => return BatchStatus::Invalid(BatchInvalid::Unreadable),
     };
     // The name must still be this inode.

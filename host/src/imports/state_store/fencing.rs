@@ -94,7 +94,7 @@ impl FileFence {
         let bytes = match files::read_stable(&NativeFs, &file, &stat, MAX_BYTES).map_err(|e| context(path.clone())(e.into()))? {
             StableRead::Bytes(bytes) => bytes,
             StableRead::TooLarge => return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{path}: larger than {MAX_BYTES} bytes"))),
-            StableRead::Changed => return Err(std::io::Error::other(format!("{path}: changed while it was read; retry"))),
+            StableRead::Changed | StableRead::StatusChanged(_) => return Err(std::io::Error::other(format!("{path}: changed while it was read; retry"))),
         };
         parse(&bytes).map(Some).ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{path}: not a fencing counter")))
     }
