@@ -210,7 +210,9 @@ pub trait Kernel: Send + Sync {
         uuid::Builder::from_random_bytes(self.random_bytes()).into_uuid().to_string()
     }
     /// How long a wait whose own bound is `own` may last: `own`, or less when the caller's
-    /// operation has less left (the native host keeps one bound per operation).
+    /// operation has less left (the native host keeps one bound per operation), or nothing when
+    /// the host ends the wait early (the native host, on a Ctrl-C before a run's command
+    /// started). Asked again while a wait goes on.
     fn wait_bound(&self, own: Duration) -> Duration {
         own
     }

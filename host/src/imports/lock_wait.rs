@@ -82,8 +82,62 @@ impl Drop for Operation {
     }
 }
 
-/// `own`, or what is left of this thread's operation when that is less.
+/// A stop of this thread's waits ([`stop_waits_when`]): the check, and whether a wait has
+/// already ended because of it.
+struct Stop {
+    check: std::rc::Rc<dyn Fn() -> bool>,
+    spent: bool,
+}
+
+thread_local! {
+    static STOP: RefCell<Option<Stop>> = const { RefCell::new(None) };
+}
+
+/// Ends the next wait of this thread early while it lives ([`stop_waits_when`]); the stop it
+/// replaced comes back when it is dropped.
+#[must_use = "waits stop early only while this value lives"]
+pub struct StopWaits {
+    previous: Option<Stop>,
+    /// The stop is its thread's: dropped on another, it would end that thread's.
+    _thread: std::marker::PhantomData<*const ()>,
+}
+
+/// Once `stop` answers true, ends the wait this thread is in, or the next one it begins, as at
+/// its bound, while the returned guard lives: a lock wait ([`lock_behind`]) gives up at its next
+/// look (within 20 ms) with a [`LockTimeout`] for what it waited so far; a wait that asks
+/// [`remaining`] or [`operation_bound`] gets nothing. One wait only: the waits that follow (the
+/// undoing of what the interrupted operation had done, such as giving up a lease it wrote) wait
+/// as before, so that they do not fail for want of a moment's patience.
+///
+/// For a caller that can tell why better than the timeout does: `run` ends a wait on a Ctrl-C
+/// before its command started and reports the signal (exit 130), not the timeout
+/// (`docs/waiting.md`). `stop` is asked at each look of a wait: it must be cheap (an atomic
+/// load).
+pub fn stop_waits_when(stop: impl Fn() -> bool + 'static) -> StopWaits {
+    let previous = STOP.with(|current| current.borrow_mut().replace(Stop { check: std::rc::Rc::new(stop), spent: false }));
+    StopWaits { previous, _thread: std::marker::PhantomData }
+}
+
+impl Drop for StopWaits {
+    fn drop(&mut self) {
+        let previous = self.previous.take();
+        STOP.with(|current| *current.borrow_mut() = previous);
+    }
+}
+
+/// Whether a stop ends the wait that asks ([`stop_waits_when`]): its check answers true, and no
+/// wait has ended because of it yet ([`note`] marks that).
+fn stopping() -> bool {
+    let check = STOP.with(|current| current.borrow().as_ref().filter(|stop| !stop.spent).map(|stop| stop.check.clone()));
+    check.is_some_and(|check| check())
+}
+
+/// `own`, or what is left of this thread's operation when that is less; nothing for the wait
+/// a stop ends ([`stop_waits_when`]).
 pub fn remaining(own: Duration) -> Duration {
+    if stopping() {
+        return Duration::ZERO;
+    }
     CURRENT.with(|current| match current.borrow().as_ref() {
         Some(c) => own.min(c.deadline.saturating_duration_since(Instant::now())),
         None => own,
@@ -92,8 +146,12 @@ pub fn remaining(own: Duration) -> Duration {
 
 /// The bound of a wait whose own bound is `own` when no operation is open: inside an operation,
 /// what is left of it (so a host's [`lock_timeout`](crate::HostBuilder::lock_timeout) longer
-/// than `own` is honoured), `own` outside one.
+/// than `own` is honoured), `own` outside one; nothing for the wait a stop ends
+/// ([`stop_waits_when`]).
 pub fn operation_bound(own: Duration) -> Duration {
+    if stopping() {
+        return Duration::ZERO;
+    }
     CURRENT.with(|current| match current.borrow().as_ref() {
         Some(c) => c.deadline.saturating_duration_since(Instant::now()),
         None => own,
@@ -113,8 +171,16 @@ pub fn note_taken(lock: &str) {
 }
 
 /// Notes a wait that reached its bound in this thread's operation; the waits for one lock add
-/// up (a write retried by its caller waits for the same claim again).
+/// up (a write retried by its caller waits for the same claim again). A wait that a stop ended
+/// ([`stop_waits_when`]) notes itself here too, which spends the stop.
 pub fn note(timeout: &LockTimeout) {
+    if stopping() {
+        STOP.with(|current| {
+            if let Some(stop) = current.borrow_mut().as_mut() {
+                stop.spent = true;
+            }
+        });
+    }
     CURRENT.with(|current| {
         if let Some(c) = current.borrow_mut().as_mut() {
             let before = c.timed_out.as_ref().filter(|t| t.lock == timeout.lock).map_or(0, |t| t.waited_ms);
@@ -128,8 +194,8 @@ use proclease_protocols::waits::LOCK_HINT as HINT;
 /// Takes `file`'s exclusive `flock`, waiting at most `bound` for another holder (see the module
 /// docs); `lock` names it in messages.
 ///
-/// Errors: [`LockTimeout`] at the bound (an I/O error of the lock itself is
-/// [`LockError::Io`]).
+/// Errors: [`LockTimeout`] at the bound, or when a stop ends the wait ([`stop_waits_when`]);
+/// an I/O error of the lock itself is [`LockError::Io`].
 pub fn lock(file: &File, lock: &str, bound: Duration) -> Result<(), LockError> {
     lock_behind(file, lock, bound, &|_| None)
 }
@@ -154,7 +220,7 @@ pub fn lock_behind(file: &File, lock: &str, bound: Duration, behind: &dyn Fn(Opt
             Err(TryLockError::Error(e)) => return Err(LockError::Io(e.into())),
         }
         let waited = start.elapsed();
-        if waited >= bound {
+        if waited >= bound || stopping() {
             let holder = holder(file);
             let behind = behind(holder.as_ref().map(|h| h.pid)).map(Box::new);
             let timeout = LockTimeout { lock: lock.into(), holder, behind, waited_ms: waited.as_millis() as u64, hint: HINT, during: None };
@@ -244,6 +310,48 @@ mod tests {
         }
         assert!(Operation::timed_out().is_none(), "the operation ended with its outermost guard");
         assert!(remaining(Duration::from_secs(3)) == Duration::from_secs(3), "outside an operation a wait has its own bound");
+    }
+
+    #[test]
+    fn a_stop_ends_one_wait_and_the_waits_after_it_wait_as_before() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("held.lock");
+        std::fs::write(&path, b"").unwrap();
+        let ours = File::open(&path).unwrap();
+        ours.lock().unwrap();
+        let theirs = || File::open(&path).unwrap();
+        let timed_out = |r: Result<(), LockError>| match r {
+            Err(LockError::TimedOut(t)) => t,
+            other => panic!("{other:?}"),
+        };
+        let signalled = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = signalled.clone();
+        let guard = stop_waits_when(move || flag.load(std::sync::atomic::Ordering::SeqCst));
+        assert_eq!(remaining(Duration::from_secs(3)), Duration::from_secs(3), "no stop yet");
+        // A wait of an hour, stopped from another thread while it waits.
+        let stopper = {
+            let signalled = signalled.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(100));
+                signalled.store(true, std::sync::atomic::Ordering::SeqCst);
+            })
+        };
+        let first = timed_out(lock(&theirs(), "a", Duration::from_secs(3600)));
+        stopper.join().unwrap();
+        assert!(first.waited_ms < 3_600_000, "{first}");
+        // The stop is spent: the next wait (say, giving up a lease) gets its whole bound.
+        let second = timed_out(lock(&theirs(), "b", Duration::from_millis(300)));
+        assert!(second.waited_ms >= 300, "{second}");
+        assert_eq!(remaining(Duration::from_secs(3)), Duration::from_secs(3));
+        drop(guard);
+        // A stop not yet spent gives a wait that asks nothing; dropped, it is gone.
+        let guard = stop_waits_when(|| true);
+        assert_eq!(remaining(Duration::from_secs(3)), Duration::ZERO);
+        assert_eq!(operation_bound(Duration::from_secs(3)), Duration::ZERO);
+        drop(guard);
+        assert_eq!(remaining(Duration::from_secs(3)), Duration::from_secs(3));
+        ours.unlock().unwrap();
+        lock(&theirs(), "c", Duration::from_secs(5)).expect("free");
     }
 
     #[test]

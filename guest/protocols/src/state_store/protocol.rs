@@ -182,7 +182,9 @@ impl<F: Fs, K: Kernel + ?Sized> StoreProtocol<F, K> {
                 break held;
             }
             let waited = self.kernel.monotonic().saturating_sub(start).max(paused);
-            if waited >= bound {
+            // The host may end the wait early (native: a Ctrl-C before a run's command started,
+            // `lock_wait::stop_waits_when`): it then has nothing left to give.
+            if waited >= bound || self.kernel.wait_bound(bound).is_zero() {
                 // Who holds it, for the operation's error: the claim's record names its owner.
                 let holder = arbitration::live_holder(&self.fs, dir, &kind, &*self.kernel).map(|pid| self.kernel.holder(pid));
                 let timeout =

@@ -326,6 +326,11 @@ impl<'h> Supervisor<'h> {
         // the run cleanly (nothing started, nothing left) instead of killing it mid-lease.
         let forwarder = if self.forward_signals { signals::forward() } else { None };
         let interrupted = || forwarder.as_ref().and_then(signals::Forwarder::pending).map(|signal| Error::from(Refusal::Interrupted { signal }));
+        // Such a signal also ends the acquisition's wait for a lock at once (the lease-creation
+        // lock, a collection's lock, another writer's claim: its bound may be long,
+        // `--lock-timeout`); the run then reports the signal, not the wait. Until the
+        // acquisition ends: what gives its leases up waits as before.
+        let stop_waits = forwarder.as_ref().map(|forwarder| crate::lock_wait::stop_waits_when(forwarder.pending_check()));
         // What the workspace finds at a path (`None`: it cannot tell).
         let kind = |path: &Path| path.to_str().and_then(|path| host.workspace().kind(path).ok());
         let plan = steps::plan(&self.target, absolute, kind)?;
@@ -365,14 +370,14 @@ impl<'h> Supervisor<'h> {
                 command.env(FENCING_TOKEN, token.to_string()).env(crate::cluster::FENCING_STORE_VARIABLE, store);
             }
             Some(Err(error)) => {
-                drop(acquiring);
+                drop((acquiring, stop_waits));
                 release_admission(&mut admission);
-                return Err(error);
+                return Err(interrupted().unwrap_or(error));
             }
             None => {}
         }
         if let Some(error) = interrupted() {
-            drop(acquiring);
+            drop((acquiring, stop_waits));
             release_admission(&mut admission);
             return Err(error);
         }
@@ -391,12 +396,12 @@ impl<'h> Supervisor<'h> {
             }
             Err(error) => {
                 // Released with a bound of its own: the acquisition's may be spent.
-                drop(acquiring);
+                drop((acquiring, stop_waits));
                 release_admission(&mut admission);
-                return Err(error);
+                return Err(interrupted().unwrap_or(error));
             }
         };
-        drop(acquiring);
+        drop((acquiring, stop_waits));
         let abandon = |lease: &mut DirectoryLease, admission: &mut Option<Admission>| {
             if role == Role::RawWorking {
                 let _ = lease.update(Phase::Settled, None);

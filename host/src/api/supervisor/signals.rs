@@ -70,6 +70,13 @@ mod forwarding {
             Some(self.state.pending.load(Ordering::SeqCst)).filter(|&signal| signal > 0)
         }
 
+        /// Whether a stopping signal arrived before the command started, as a check that
+        /// outlives this borrow (for `lock_wait::stop_waits_when`): an atomic load.
+        pub(in crate::api::supervisor) fn pending_check(&self) -> impl Fn() -> bool + 'static {
+            let state = Arc::clone(&self.state);
+            move || state.pending.load(Ordering::SeqCst) > 0
+        }
+
         /// The first stopping signal (SIGINT, SIGTERM, SIGHUP, SIGQUIT) that arrived while the
         /// command ran, from another process or from the terminal, if any.
         pub(in crate::api::supervisor) fn interrupted(&self) -> Option<i32> {
@@ -151,6 +158,10 @@ mod forwarding {
 
         pub(in crate::api::supervisor) fn pending(&self) -> Option<i32> {
             None
+        }
+
+        pub(in crate::api::supervisor) fn pending_check(&self) -> impl Fn() -> bool + 'static {
+            || false
         }
 
         pub(in crate::api::supervisor) fn interrupted(&self) -> Option<i32> {
