@@ -90,7 +90,11 @@ export class ProcleaseError extends Error {
   }
 }
 
-/** A failure of this host's own state-home work (`StoreError`): the lease-creation lock. */
+/**
+ * A failure of this host's own store work (the native `StoreError`). Nothing throws it since the
+ * store and the lease-creation lock moved into the portable artifact (a store failure is a
+ * `ComponentError` of kind `storage`); still exported, so that code naming it keeps working.
+ */
 export class StoreError extends ProcleaseError {
   /** `Contended`: another writer held the record's mutation claim past the wait. */
   static contended(path) {

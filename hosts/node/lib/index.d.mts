@@ -30,7 +30,7 @@ export class ComponentError extends ProcleaseError {}
 export class Refusal extends ProcleaseError {}
 /** A state home that cannot be used safely (the message says what to fix). */
 export class StateHomeError extends ProcleaseError {}
-/** A state-store failure. */
+/** A state-store failure of this host's own (no longer thrown: the artifact's store fails with a `ComponentError` of kind `storage`). */
 export class StoreError extends ProcleaseError {
   toFailure(): Failure;
 }

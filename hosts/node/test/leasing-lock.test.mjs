@@ -9,7 +9,7 @@ import * as fs from 'node:fs';
 import { join } from 'node:path';
 import { flockBinary } from '../lib/process-identity/flock.mjs';
 import { Directory } from '../lib/sys.mjs';
-import { Host, ProcleaseError } from '../lib/index.mjs';
+import { ComponentError, Host } from '../lib/index.mjs';
 import { leaseNewDirectory } from '../lib/lease-new-directory.mjs';
 import { NATIVE, freshDirs, killAll, nativeSkip, runToEnd, until } from '../testing/helpers.mjs';
 
@@ -28,7 +28,7 @@ test('the lease-creation lock excludes across hosts: this host waits for another
     holder = spawn(flockBinary(), ['--exclusive', '--no-fork', lock, 'sh', '-c', 'echo held; exec sleep 60'], { stdio: ['ignore', 'pipe', 'inherit'] });
     await new Promise((r) => holder.stdout.once('data', r));
     const waited = await host.withDirectoryLease(join(d.ws, 'a'), { create: true }, async () => assert.fail('leased while another process held the lock')).catch((e) => e);
-    assert.ok(waited instanceof ProcleaseError && waited.failure?.kind === 'contended', String(waited));
+    assert.ok(waited instanceof ComponentError && waited.kind === 'storage' && waited.failure?.kind === 'contended', String(waited));
     assert.match(waited.message, new RegExp(`^waited \\d+ ms for ${lock.replace(/[/.]/g, '\\$&')}, held by pid ${holder.pid} \\((sh|sleep), sleeping\\): continue a stopped holder`));
     assert.equal(fs.existsSync(join(d.ws, 'a')), false, 'nothing was created');
     // Once its holder is gone the lock is free, and the lease goes ahead.
