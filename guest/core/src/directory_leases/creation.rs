@@ -45,7 +45,7 @@ fn storage(context: &str, error: impl Into<Error>) -> Error {
 ///
 /// Errors: those of [`check_request`] and [`create`]; a storage error naming the intent or the
 /// directory when either cannot be written.
-pub fn create_with_directory(request: &Request, fx: Effects<'_>) -> Result<Handle, Error> {
+pub fn create_with_directory(request: &Request, mut fx: Effects<'_>) -> Result<Handle, Error> {
     check_request(request, fx.clock)?;
     super::check_room(fx.store)?;
     let owner = fx.processes.self_identity().map_err(Error::unavailable)?;
@@ -93,18 +93,16 @@ pub fn create_with_directory(request: &Request, fx: Effects<'_>) -> Result<Handl
             }
         }
     }
-    let Effects { store, processes, workspace, clock, entropy } = fx;
-    let lease = create_lease(request, Effects { store: &mut *store, processes: &mut *processes, workspace: &mut *workspace, clock, entropy });
-    match lease {
+    match create_lease(request, fx.reborrow()) {
         Ok(handle) => {
             // The lease claims the directory now: the intent has nothing left to prove. Should
             // this removal fail, recovery finds the intent and leaves the leased directory.
-            let _ = store.remove_if_unchanged(&record, &sha);
-            let _ = adopt(&handle.claim, Some(&intent.record.file_name()), store, processes);
+            let _ = fx.store.remove_if_unchanged(&record, &sha);
+            let _ = adopt(&handle.claim, Some(&intent.record.file_name()), fx.store, fx.processes);
             Ok(handle)
         }
         Err(error) => {
-            undo(store, workspace, &made, &sha);
+            undo(fx.store, fx.workspace, &made, &sha);
             Err(error)
         }
     }

@@ -199,11 +199,10 @@ pub fn check_room(store: &mut dyn Store) -> Result<(), Error> {
 /// Errors: those of [`check_request`]; the own identity's (raw); `… directory lease target is
 /// not an owned physical directory` or a raw error for an absent directory; `… directory lease
 /// ID was already present`; anything else as `… directory lease could not be created safely`.
-pub fn create(request: &Request, fx: Effects<'_>) -> Result<Handle, Error> {
-    let Effects { store, processes, workspace, clock, entropy } = fx;
-    let handle = create_lease(request, Effects { store: &mut *store, processes: &mut *processes, workspace, clock, entropy })?;
+pub fn create(request: &Request, mut fx: Effects<'_>) -> Result<Handle, Error> {
+    let handle = create_lease(request, fx.reborrow())?;
     // The lease holds the directory now; a dead creator's intent must stop naming it.
-    let _ = creation::adopt(&handle.claim, None, store, processes);
+    let _ = creation::adopt(&handle.claim, None, fx.store, fx.processes);
     Ok(handle)
 }
 

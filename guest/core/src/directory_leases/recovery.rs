@@ -250,12 +250,11 @@ pub enum Conflict<'a> {
 /// lease `except` (a lease id: the caller's own, when it looks again after writing it).
 ///
 /// Errors: those of [`recover_each`] before any entry is looked at, and the collection's.
-pub fn settled_run(except: Option<&str>, fx: Effects<'_>) -> Result<Run, Error> {
+pub fn settled_run(except: Option<&str>, mut fx: Effects<'_>) -> Result<Run, Error> {
     let mut run = Run::default();
     for _ in 0..SETTLE_READS {
         let options = Options { dry_run: true, past_bound: true, ..Options::default() };
-        let again = Effects { store: &mut *fx.store, processes: &mut *fx.processes, workspace: &mut *fx.workspace, clock: &mut *fx.clock, entropy: &mut *fx.entropy };
-        run = recover_each(None, again, options)?;
+        run = recover_each(None, fx.reborrow(), options)?;
         if !run.in_flux {
             break;
         }
