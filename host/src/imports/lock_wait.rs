@@ -285,21 +285,30 @@ mod tests {
         lock(&file, "x", Duration::from_secs(5)).expect("free once its holder is gone");
     }
 
-    #[test]
-    fn waits_inside_one_operation_share_its_bound_and_the_timeout_is_noted() {
+    /// A lock file in a temporary directory, its `flock` held through the returned file.
+    fn held_lock() -> (tempfile::TempDir, std::path::PathBuf, File) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("held.lock");
         std::fs::write(&path, b"").unwrap();
         let ours = File::open(&path).unwrap();
         ours.lock().unwrap();
+        (dir, path, ours)
+    }
+
+    fn timed_out(result: Result<(), LockError>) -> LockTimeout {
+        match result {
+            Err(LockError::TimedOut(timeout)) => timeout,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn waits_inside_one_operation_share_its_bound_and_the_timeout_is_noted() {
+        let (_dir, path, _ours) = held_lock();
         let theirs = || File::open(&path).unwrap();
         assert!(Operation::timed_out().is_none(), "no operation: nothing noted");
         {
             let _operation = Operation::begin(Duration::from_millis(400));
-            let timed_out = |r: Result<(), LockError>| match r {
-                Err(LockError::TimedOut(t)) => t,
-                other => panic!("{other:?}"),
-            };
             // Each wait asks for 10 s; the first takes what the operation has, the second gets
             // what is left of it (nothing), and a nested operation does not extend it.
             let first = timed_out(lock(&theirs(), "a", Duration::from_secs(10)));
@@ -314,16 +323,8 @@ mod tests {
 
     #[test]
     fn a_stop_ends_one_wait_and_the_waits_after_it_wait_as_before() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("held.lock");
-        std::fs::write(&path, b"").unwrap();
-        let ours = File::open(&path).unwrap();
-        ours.lock().unwrap();
+        let (_dir, path, ours) = held_lock();
         let theirs = || File::open(&path).unwrap();
-        let timed_out = |r: Result<(), LockError>| match r {
-            Err(LockError::TimedOut(t)) => t,
-            other => panic!("{other:?}"),
-        };
         let signalled = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let flag = signalled.clone();
         let guard = stop_waits_when(move || flag.load(std::sync::atomic::Ordering::SeqCst));
