@@ -369,62 +369,67 @@ fn a_signal_before_the_command_started_leaves_nothing_behind() {
     };
     let first = proclease(&["run", "--workdir", dir.path().join("first").to_str().expect("utf-8"), "--", "true"]).output().expect("run");
     assert!(first.status.success(), "{first:?}");
-    let lock = dir.path().join("state/.proclease/locks/directory-lease-creation.lock");
-    assert!(lock.exists(), "the lock file is where the test expects it");
-    // The holder keeps the lock for longer than the test waits (its process group is killed at
-    // the end: flock(1) and its sleep).
-    let mut holder = {
-        use std::os::unix::process::CommandExt as _;
-        Command::new("flock").arg(&lock).args(["sleep", "600"]).process_group(0).spawn().expect("flock(1)")
-    };
-    let held = std::fs::File::open(&lock).expect("open the lock");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while proclease::lock_wait::holder(&held).is_none() {
-        assert!(std::time::Instant::now() < deadline, "flock(1) never took the lock");
-        std::thread::sleep(std::time::Duration::from_millis(10));
+    // The lease-creation lock, and the lease collection's writer lock (state_store/lock.rs),
+    // which the acquisition takes more than once: every wait for it ends.
+    let collection = format!("{}.lock", proclease::core::digest::identity_digest("proclease-collection-lock", "recovery/beeper-message-like-me-directory-leases"));
+    for name in ["directory-lease-creation.lock", collection.as_str()] {
+        let lock = dir.path().join("state/.proclease/locks").join(name);
+        assert!(lock.exists(), "the lock file is where the test expects it: {name}");
+        // The holder keeps the lock for longer than the test waits (its process group is killed at
+        // the end: flock(1) and its sleep).
+        let mut holder = {
+            use std::os::unix::process::CommandExt as _;
+            Command::new("flock").arg(&lock).args(["sleep", "600"]).process_group(0).spawn().expect("flock(1)")
+        };
+        let held = std::fs::File::open(&lock).expect("open the lock");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while proclease::lock_wait::holder(&held).is_none() {
+            assert!(std::time::Instant::now() < deadline, "flock(1) never took the lock");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let job = dir.path().join(format!("job-{}", &name[..8]));
+        let mut run = proclease(&["--lock-timeout", "10m", "run", "--workdir", job.to_str().expect("utf-8"), "--", "touch", "ran"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("run");
+        // Once it waits (it says so after a second), Ctrl-C.
+        let rest = {
+            use std::io::BufRead as _;
+            let mut lines = std::io::BufReader::new(run.stderr.take().expect("stderr")).lines();
+            let mut line = String::new();
+            while !line.contains("waiting for pid") {
+                line = lines.next().expect("run said nothing before it ended").expect("stderr");
+            }
+            let pid = rustix::process::Pid::from_raw(run.id() as i32).expect("pid");
+            rustix::process::kill_process(pid, rustix::process::Signal::INT).expect("SIGINT");
+            std::thread::spawn(move || lines.map_while(Result::ok).collect::<Vec<_>>().join("\n"))
+        };
+        // A liveness bound, not a timing: the lock stays held for ten minutes.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        let status = loop {
+            if let Some(status) = run.try_wait().expect("wait") {
+                break status;
+            }
+            if std::time::Instant::now() > deadline {
+                let _ = run.kill();
+                let _ = rustix::process::kill_process_group(rustix::process::Pid::from_raw(holder.id() as i32).expect("pid"), rustix::process::Signal::KILL);
+                panic!("run still waits for {name} a minute after Ctrl-C");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
+        let said = rest.join().expect("stderr reader");
+        assert!(proclease::lock_wait::holder(&held).is_some(), "the lock was still held when run ended");
+        let _ = rustix::process::kill_process_group(rustix::process::Pid::from_raw(holder.id() as i32).expect("pid"), rustix::process::Signal::KILL);
+        holder.wait().expect("flock(1)");
+        assert_eq!(status.code(), Some(130), "{status:?}: {said}");
+        assert!(said.contains("interrupted by signal 2 before the command started"), "{said}");
+        assert!(!said.contains("proclease: waited"), "the signal is reported, not a timeout: {said}");
+        assert!(!job.exists(), "the directory it created is removed");
+        let doctor = proclease(&["doctor", "--json"]).output().expect("doctor");
+        let doc: serde_json::Value = serde_json::from_slice(&doctor.stdout).expect("json");
+        assert_eq!(doc["entries"].as_array().map(Vec::len), Some(0), "no lease is left: {doc}");
     }
-    let job = dir.path().join("job");
-    let mut run = proclease(&["--lock-timeout", "10m", "run", "--workdir", job.to_str().expect("utf-8"), "--", "touch", "ran"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("run");
-    // Once it waits (it says so after a second), Ctrl-C.
-    let rest = {
-        use std::io::BufRead as _;
-        let mut lines = std::io::BufReader::new(run.stderr.take().expect("stderr")).lines();
-        let mut line = String::new();
-        while !line.contains("waiting for pid") {
-            line = lines.next().expect("run said nothing before it ended").expect("stderr");
-        }
-        let pid = rustix::process::Pid::from_raw(run.id() as i32).expect("pid");
-        rustix::process::kill_process(pid, rustix::process::Signal::INT).expect("SIGINT");
-        std::thread::spawn(move || lines.map_while(Result::ok).collect::<Vec<_>>().join("\n"))
-    };
-    // A liveness bound, not a timing: the lock stays held for ten minutes.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    let status = loop {
-        if let Some(status) = run.try_wait().expect("wait") {
-            break status;
-        }
-        if std::time::Instant::now() > deadline {
-            let _ = run.kill();
-            let _ = rustix::process::kill_process_group(rustix::process::Pid::from_raw(holder.id() as i32).expect("pid"), rustix::process::Signal::KILL);
-            panic!("run still waits for the lock a minute after Ctrl-C");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    };
-    let said = rest.join().expect("stderr reader");
-    assert!(proclease::lock_wait::holder(&held).is_some(), "the lock was still held when run ended");
-    let _ = rustix::process::kill_process_group(rustix::process::Pid::from_raw(holder.id() as i32).expect("pid"), rustix::process::Signal::KILL);
-    holder.wait().expect("flock(1)");
-    assert_eq!(status.code(), Some(130), "{status:?}: {said}");
-    assert!(said.contains("interrupted by signal 2 before the command started"), "{said}");
-    assert!(!said.contains("waited"), "the signal is reported, not a timeout: {said}");
-    assert!(!job.exists(), "the directory it created is removed");
-    let doctor = proclease(&["doctor", "--json"]).output().expect("doctor");
-    let doc: serde_json::Value = serde_json::from_slice(&doctor.stdout).expect("json");
-    assert_eq!(doc["entries"].as_array().map(Vec::len), Some(0), "no lease is left: {doc}");
 }
 
 /// A refusal that wraps another failure keeps it (issue #29): with the state home read-only

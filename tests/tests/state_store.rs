@@ -176,6 +176,27 @@ fn a_record_replaced_or_removed_while_it_is_read_is_read_as_it_was_at_the_open()
     assert_eq!(store.read_if_present(RECORD, 1024).expect("read"), None, "then absent");
 }
 
+// A compare-and-swap never takes the record as it was at the open: replaced while the swap read
+// it (by a writer outside the protocol: one inside it holds the claim), it is no longer the
+// expected record, and the swap answers false, leaving the other writer's version (found by a
+// review of the first version of deviation 32, which overwrote it).
+#[test]
+fn a_compare_and_swap_whose_record_is_replaced_while_it_reads_it_keeps_the_other_version() {
+    let f = fixture();
+    assert!(f.store.create_if_absent(RECORD, "one\n").expect("create"));
+    let path = f.home.join(RECORD);
+    let replaced = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (hook_path, hook_replaced) = (path.clone(), replaced.clone());
+    let store = interposed(&f.home, move || {
+        if !hook_replaced.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            replace_by_rename(&hook_path, b"theirs\n");
+        }
+    });
+    assert!(!store.replace_if_unchanged(RECORD, &sha256_hex(b"one\n"), "mine\n").expect("replace"), "the record changed");
+    assert!(replaced.load(std::sync::atomic::Ordering::SeqCst), "the replace landed during the read");
+    assert_eq!(std::fs::read_to_string(&path).expect("on disk"), "theirs\n", "the other writer's version stays");
+}
+
 // The rule's limit: a file rewritten in place, same size, its mtime put back (`rsync --inplace
 // --times` does that) shows its change only in its ctime, and its name still names it. That
 // read is never trusted: retried, and refused once the file keeps changing.

@@ -82,19 +82,25 @@ impl Drop for Operation {
     }
 }
 
-/// A stop of this thread's waits ([`stop_waits_when`]): the check, and whether a wait has
-/// already ended because of it.
+/// A stop of this thread's waits ([`stop_waits_when`]): the check, and when it was first seen
+/// to answer true.
 struct Stop {
     check: std::rc::Rc<dyn Fn() -> bool>,
-    spent: bool,
+    seen: Option<Instant>,
 }
+
+/// How long after a stop every wait of the thread may still last, in all: enough for the
+/// undoing of what the stopped operation did (giving up a lease it wrote, releasing the
+/// admission) to take a lock another proclease process holds for a moment; short enough that a
+/// run ends promptly when a stuck process holds it.
+pub const STOP_GRACE: Duration = Duration::from_millis(500);
 
 thread_local! {
     static STOP: RefCell<Option<Stop>> = const { RefCell::new(None) };
 }
 
-/// Ends the next wait of this thread early while it lives ([`stop_waits_when`]); the stop it
-/// replaced comes back when it is dropped.
+/// Bounds this thread's waits while it lives ([`stop_waits_when`]); the stop it replaced comes
+/// back when it is dropped.
 #[must_use = "waits stop early only while this value lives"]
 pub struct StopWaits {
     previous: Option<Stop>,
@@ -102,19 +108,20 @@ pub struct StopWaits {
     _thread: std::marker::PhantomData<*const ()>,
 }
 
-/// Once `stop` answers true, ends the wait this thread is in, or the next one it begins, as at
-/// its bound, while the returned guard lives: a lock wait ([`lock_behind`]) gives up at its next
-/// look (within 20 ms) with a [`LockTimeout`] for what it waited so far; a wait that asks
-/// [`remaining`] or [`operation_bound`] gets nothing. One wait only: the waits that follow (the
-/// undoing of what the interrupted operation had done, such as giving up a lease it wrote) wait
-/// as before, so that they do not fail for want of a moment's patience.
+/// Once `stop` answers true, every wait of this thread — the one it is in, and those it begins
+/// while the returned guard lives — ends at most [`STOP_GRACE`] after that moment, as at its
+/// bound: a lock wait ([`lock_behind`]) gives up at its next look (within 20 ms) with a
+/// [`LockTimeout`]; [`remaining`] and [`operation_bound`] give no more than what is left of the
+/// grace. The waits that undo what the stopped operation did share that grace: a lock held for a
+/// moment is still taken, one held for ever is not waited for (what could not be undone is then
+/// left as a killed process would leave it, for `recover` or a takeover).
 ///
-/// For a caller that can tell why better than the timeout does: `run` ends a wait on a Ctrl-C
-/// before its command started and reports the signal (exit 130), not the timeout
-/// (`docs/waiting.md`). `stop` is asked at each look of a wait: it must be cheap (an atomic
-/// load).
+/// For a caller that can tell why better than the timeout does: `run` stops its acquisition's
+/// waits on a Ctrl-C before its command started and reports the signal (exit 130), not the
+/// timeout (`docs/deviations.md` 21). `stop` is asked at each look of a wait until it first
+/// answers true: it must be cheap (an atomic load).
 pub fn stop_waits_when(stop: impl Fn() -> bool + 'static) -> StopWaits {
-    let previous = STOP.with(|current| current.borrow_mut().replace(Stop { check: std::rc::Rc::new(stop), spent: false }));
+    let previous = STOP.with(|current| current.borrow_mut().replace(Stop { check: std::rc::Rc::new(stop), seen: None }));
     StopWaits { previous, _thread: std::marker::PhantomData }
 }
 
@@ -125,19 +132,37 @@ impl Drop for StopWaits {
     }
 }
 
-/// Whether a stop ends the wait that asks ([`stop_waits_when`]): its check answers true, and no
-/// wait has ended because of it yet ([`note`] marks that).
-fn stopping() -> bool {
-    let check = STOP.with(|current| current.borrow().as_ref().filter(|stop| !stop.spent).map(|stop| stop.check.clone()));
-    check.is_some_and(|check| check())
+/// The instant by which this thread's waits must end because of a stop ([`stop_waits_when`]),
+/// once its check answered true.
+fn stop_deadline() -> Option<Instant> {
+    let (check, seen) = STOP.with(|current| current.borrow().as_ref().map(|stop| (stop.check.clone(), stop.seen)))?;
+    if let Some(seen) = seen {
+        return Some(seen + STOP_GRACE);
+    }
+    if !check() {
+        return None;
+    }
+    let now = Instant::now();
+    STOP.with(|current| {
+        if let Some(stop) = current.borrow_mut().as_mut() {
+            stop.seen.get_or_insert(now);
+        }
+    });
+    Some(now + STOP_GRACE)
 }
 
-/// `own`, or what is left of this thread's operation when that is less; nothing for the wait
-/// a stop ends ([`stop_waits_when`]).
-pub fn remaining(own: Duration) -> Duration {
-    if stopping() {
-        return Duration::ZERO;
+/// `own`, capped by what is left of a stop's grace ([`stop_waits_when`]).
+fn within_stop(own: Duration) -> Duration {
+    match stop_deadline() {
+        Some(deadline) => own.min(deadline.saturating_duration_since(Instant::now())),
+        None => own,
     }
+}
+
+/// `own`, or what is left of this thread's operation when that is less, or of a stop's grace
+/// ([`stop_waits_when`]).
+pub fn remaining(own: Duration) -> Duration {
+    let own = within_stop(own);
     CURRENT.with(|current| match current.borrow().as_ref() {
         Some(c) => own.min(c.deadline.saturating_duration_since(Instant::now())),
         None => own,
@@ -146,16 +171,13 @@ pub fn remaining(own: Duration) -> Duration {
 
 /// The bound of a wait whose own bound is `own` when no operation is open: inside an operation,
 /// what is left of it (so a host's [`lock_timeout`](crate::HostBuilder::lock_timeout) longer
-/// than `own` is honoured), `own` outside one; nothing for the wait a stop ends
+/// than `own` is honoured), `own` outside one; capped by what is left of a stop's grace
 /// ([`stop_waits_when`]).
 pub fn operation_bound(own: Duration) -> Duration {
-    if stopping() {
-        return Duration::ZERO;
-    }
-    CURRENT.with(|current| match current.borrow().as_ref() {
+    within_stop(CURRENT.with(|current| match current.borrow().as_ref() {
         Some(c) => c.deadline.saturating_duration_since(Instant::now()),
         None => own,
-    })
+    }))
 }
 
 /// Notes that a wait for `lock` succeeded in this thread's operation: a timeout noted for that
@@ -171,16 +193,8 @@ pub fn note_taken(lock: &str) {
 }
 
 /// Notes a wait that reached its bound in this thread's operation; the waits for one lock add
-/// up (a write retried by its caller waits for the same claim again). A wait that a stop ended
-/// ([`stop_waits_when`]) notes itself here too, which spends the stop.
+/// up (a write retried by its caller waits for the same claim again).
 pub fn note(timeout: &LockTimeout) {
-    if stopping() {
-        STOP.with(|current| {
-            if let Some(stop) = current.borrow_mut().as_mut() {
-                stop.spent = true;
-            }
-        });
-    }
     CURRENT.with(|current| {
         if let Some(c) = current.borrow_mut().as_mut() {
             let before = c.timed_out.as_ref().filter(|t| t.lock == timeout.lock).map_or(0, |t| t.waited_ms);
@@ -194,8 +208,8 @@ use proclease_protocols::waits::LOCK_HINT as HINT;
 /// Takes `file`'s exclusive `flock`, waiting at most `bound` for another holder (see the module
 /// docs); `lock` names it in messages.
 ///
-/// Errors: [`LockTimeout`] at the bound, or when a stop ends the wait ([`stop_waits_when`]);
-/// an I/O error of the lock itself is [`LockError::Io`].
+/// Errors: [`LockTimeout`] at the bound, or at the end of a stop's grace
+/// ([`stop_waits_when`]); an I/O error of the lock itself is [`LockError::Io`].
 pub fn lock(file: &File, lock: &str, bound: Duration) -> Result<(), LockError> {
     lock_behind(file, lock, bound, &|_| None)
 }
@@ -220,7 +234,7 @@ pub fn lock_behind(file: &File, lock: &str, bound: Duration, behind: &dyn Fn(Opt
             Err(TryLockError::Error(e)) => return Err(LockError::Io(e.into())),
         }
         let waited = start.elapsed();
-        if waited >= bound || stopping() {
+        if waited >= bound || stop_deadline().is_some_and(|deadline| Instant::now() >= deadline) {
             let holder = holder(file);
             let behind = behind(holder.as_ref().map(|h| h.pid)).map(Box::new);
             let timeout = LockTimeout { lock: lock.into(), holder, behind, waited_ms: waited.as_millis() as u64, hint: HINT, during: None };
@@ -322,7 +336,7 @@ mod tests {
     }
 
     #[test]
-    fn a_stop_ends_one_wait_and_the_waits_after_it_wait_as_before() {
+    fn a_stop_ends_the_wait_in_progress_and_those_after_it_within_its_grace() {
         let (_dir, path, ours) = held_lock();
         let theirs = || File::open(&path).unwrap();
         let signalled = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -340,19 +354,21 @@ mod tests {
         let first = timed_out(lock(&theirs(), "a", Duration::from_secs(3600)));
         stopper.join().unwrap();
         assert!(first.waited_ms < 3_600_000, "{first}");
-        // The stop is spent: the next wait (say, giving up a lease) gets its whole bound.
-        let second = timed_out(lock(&theirs(), "b", Duration::from_millis(300)));
-        assert!(second.waited_ms >= 300, "{second}");
-        assert_eq!(remaining(Duration::from_secs(3)), Duration::from_secs(3));
+        // The waits after it (say, giving up a lease) share the grace, which is spent by now.
+        let second = timed_out(lock(&theirs(), "b", Duration::from_secs(3600)));
+        assert!(second.waited_ms < 3_600_000, "{second}");
+        assert!(remaining(Duration::from_secs(3)) <= STOP_GRACE && operation_bound(Duration::from_secs(3)) <= STOP_GRACE);
         drop(guard);
-        // A stop not yet spent gives a wait that asks nothing; dropped, it is gone.
-        let guard = stop_waits_when(|| true);
-        assert_eq!(remaining(Duration::from_secs(3)), Duration::ZERO);
-        assert_eq!(operation_bound(Duration::from_secs(3)), Duration::ZERO);
-        drop(guard);
-        assert_eq!(remaining(Duration::from_secs(3)), Duration::from_secs(3));
-        ours.unlock().unwrap();
-        lock(&theirs(), "c", Duration::from_secs(5)).expect("free");
+        assert_eq!(remaining(Duration::from_secs(3)), Duration::from_secs(3), "dropped, the stop is gone");
+        // Within the grace, a lock held for a moment is still taken.
+        let _guard = stop_waits_when(|| true);
+        assert!(remaining(Duration::from_secs(3)) <= STOP_GRACE);
+        let releaser = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            ours.unlock().unwrap();
+        });
+        lock(&theirs(), "c", Duration::from_secs(5)).expect("released within the grace");
+        releaser.join().unwrap();
     }
 
     #[test]

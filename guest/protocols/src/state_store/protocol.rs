@@ -104,7 +104,7 @@ impl<F: Fs, K: Kernel + ?Sized> StoreProtocol<F, K> {
     pub fn read_if_present(&self, path: &str, max_bytes: u32) -> Result<Option<String>, StoreError> {
         let (segments, name) = split(path)?;
         let Some(dir) = self.walk(path, &segments, false)? else { return Ok(None) };
-        let Some(bytes) = read_record(&self.fs, &dir, name, path, u64::from(max_bytes))? else { return Ok(None) };
+        let Some(bytes) = read_record(&self.fs, &dir, name, path, u64::from(max_bytes), true)? else { return Ok(None) };
         String::from_utf8(bytes).map(Some).map_err(|_| StoreError::unsafe_(path, "not valid UTF-8"))
     }
 
@@ -244,7 +244,9 @@ impl<F: Fs, K: Kernel + ?Sized> StoreProtocol<F, K> {
         let lock = self.lock(path, &segments, &dir, Some(name))?;
         let temp = self.stage(path, content.as_bytes())?;
         let replaced = self.with_claim(path, &lock, &dir, name, || {
-            let Some(old) = read_record(&self.fs, &dir, name, path, MAX_RECORD_BYTES)? else { return Ok(false) };
+            // Never the record as it was at the open: a compare-and-swap compares what the name
+            // holds at its swap, and one replaced during the read is no longer the expected one.
+            let Some(old) = read_record(&self.fs, &dir, name, path, MAX_RECORD_BYTES, false)? else { return Ok(false) };
             if digest::sha256_hex(&old) != expected_sha256 {
                 return Ok(false);
             }
@@ -530,12 +532,13 @@ fn same_inode<F: Fs>(fs: &F, a_dir: &F::Dir, a_name: &str, b_dir: &F::Dir, b_nam
 ///   afterwards, was replaced (a rename over it) or removed by another writer after it was
 ///   opened. Its bytes are those of a whole record that was current at the open (a record's
 ///   inode is never written once it has a name: every writer stages, then links or renames),
-///   so they are returned;
+///   so they are returned when `as_at_open` (a plain read); a compare-and-swap's read passes
+///   false, and reads again;
 /// - a file that changed otherwise, or whose name still names it (its link count moved: a
 ///   creator unlinking its temporary; or an in-place writer that put its mtime back, which
 ///   only the ctime shows), is read again, a few times, and only a file that keeps changing is
 ///   an error.
-fn read_record<F: Fs>(fs: &F, dir: &F::Dir, name: &str, path: &str, max_bytes: u64) -> Result<Option<Vec<u8>>, StoreError> {
+fn read_record<F: Fs>(fs: &F, dir: &F::Dir, name: &str, path: &str, max_bytes: u64, as_at_open: bool) -> Result<Option<Vec<u8>>, StoreError> {
     const ATTEMPTS: usize = 4;
     for _ in 0..ATTEMPTS {
         let file = match fs.open_file(dir, name) {
@@ -552,6 +555,7 @@ fn read_record<F: Fs>(fs: &F, dir: &F::Dir, name: &str, path: &str, max_bytes: u
             StableRead::Bytes(bytes) => return Ok(Some(bytes)),
             StableRead::TooLarge => return Err(StoreError::unsafe_(path, format!("larger than {max_bytes} bytes"))),
             StableRead::Changed => continue,
+            StableRead::StatusChanged(_) if !as_at_open => continue,
             StableRead::StatusChanged(bytes) => match fs.lstat(dir, name) {
                 Ok(Some(now)) if now.same_inode(&stat) => continue,
                 Ok(_) => return Ok(Some(bytes)),

@@ -326,10 +326,11 @@ impl<'h> Supervisor<'h> {
         // the run cleanly (nothing started, nothing left) instead of killing it mid-lease.
         let forwarder = if self.forward_signals { signals::forward() } else { None };
         let interrupted = || forwarder.as_ref().and_then(signals::Forwarder::pending).map(|signal| Error::from(Refusal::Interrupted { signal }));
-        // Such a signal also ends the acquisition's wait for a lock at once (the lease-creation
-        // lock, a collection's lock, another writer's claim: its bound may be long,
-        // `--lock-timeout`); the run then reports the signal, not the wait. Until the
-        // acquisition ends: what gives its leases up waits as before.
+        // Such a signal also ends the acquisition's waits for locks (the lease-creation lock, a
+        // collection's lock, another writer's claim: their bound may be long, `--lock-timeout`)
+        // within `STOP_GRACE`, and the undoing of what the acquisition did within the same
+        // grace; the run then reports the signal, not the wait. Until the acquisition succeeded:
+        // from then on, releases wait as before.
         let stop_waits = forwarder.as_ref().map(|forwarder| crate::lock_wait::stop_waits_when(forwarder.pending_check()));
         // What the workspace finds at a path (`None`: it cannot tell).
         let kind = |path: &Path| path.to_str().and_then(|path| host.workspace().kind(path).ok());
@@ -370,14 +371,14 @@ impl<'h> Supervisor<'h> {
                 command.env(FENCING_TOKEN, token.to_string()).env(crate::cluster::FENCING_STORE_VARIABLE, store);
             }
             Some(Err(error)) => {
-                drop((acquiring, stop_waits));
+                drop(acquiring);
                 release_admission(&mut admission);
                 return Err(interrupted().unwrap_or(error));
             }
             None => {}
         }
         if let Some(error) = interrupted() {
-            drop((acquiring, stop_waits));
+            drop(acquiring);
             release_admission(&mut admission);
             return Err(error);
         }
@@ -396,7 +397,7 @@ impl<'h> Supervisor<'h> {
             }
             Err(error) => {
                 // Released with a bound of its own: the acquisition's may be spent.
-                drop((acquiring, stop_waits));
+                drop(acquiring);
                 release_admission(&mut admission);
                 return Err(interrupted().unwrap_or(error));
             }
