@@ -78,14 +78,13 @@ fn a_warm_run_makes_exactly_the_fsyncs_the_durability_page_lists() {
         ("fsync", "directory leases"),
         // 4. remove the creation intent: c
         ("fsync", "creation intents"),
-        // 5. the run journal's `begin`: the file, then its directory
-        ("fsync", "run journal entry"),
-        ("fsync", "run journal"),
+        // 5. the run journal's `begin`: nothing (its `finished` makes the entry durable)
         // 6, 7. the lease `launching`, then `running`: b only (lazy: deviation 28)
         ("fsync", "staged record"),
         ("fsync", "staged record"),
-        // 8. the journal's `finished`, in place
+        // 8. the journal's `finished`, in place: the file's data, then its directory
         ("fdatasync", "run journal entry"),
+        ("fsync", "run journal"),
         // 9. the lease `settled`: b only (lazy)
         ("fsync", "staged record"),
         // 10. remove the lease: c

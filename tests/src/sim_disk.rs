@@ -565,8 +565,8 @@ fn run_journal_on(state: &Arc<Mutex<DiskState>>) -> Result<RunJournal<SimFs>, St
 
 impl SimDisk {
     /// The supervisor's `RunJournal::begin` before the command starts (the production code):
-    /// create the entry exclusively, write it, fsync it and the journal directory (each a step);
-    /// a failure after the create unlinks it again.
+    /// create the entry exclusively and write it (each a step, neither synced: `finished` makes
+    /// the entry durable); a failure after the create unlinks it again.
     pub fn journal_begin(&self, lease_id: &str, directory: &DirectoryIdentity) -> Result<(), String> {
         let failed = |e: String| format!("cannot start the run journal: {e}");
         let entry = run_journal_on(&self.state).map_err(failed)?.begin(lease_id, directory).map_err(|e| failed(e.to_string()))?;
@@ -576,7 +576,8 @@ impl SimDisk {
 
     /// The supervisor's `JournalEntry::finished` once the command's tree has ended (the
     /// production code): the entry is overwritten in place (`journal overwrite`: the kernel has
-    /// it) and `fdatasync`ed (`fdatasync journal`: the disk has it).
+    /// it), `fdatasync`ed (`fdatasync journal`) and its directory fsynced (`fsync journal
+    /// directory`: the disk has it).
     pub fn journal_finish(&self, lease_id: &str, exit_code: i32) -> Result<(), String> {
         let failed = |e: String| format!("the run journal could not record the end: {e}");
         let entries = self.journal_entries.lock().unwrap_or_else(|p| p.into_inner());
@@ -806,12 +807,15 @@ impl Fs for SimFs {
         self.state().mkdir(*dir, text(name)?).map_err(errno)
     }
 
+    /// One step: `fsync journal directory` for the run journal's (only its `finished` asks),
+    /// else `fsync directory`.
     fn sync_dir(&self, dir: &u64) -> Result<(), SysErrno> {
         let mut state = self.state();
         if state.lose_sync_after_link && state.trace.last() == Some(&"link") {
             return state.step("fsync directory").map_err(errno);
         }
-        state.fsync(*dir, "fsync directory").map_err(errno)
+        let what = if state.lookup(JOURNAL) == Some(*dir) { "fsync journal directory" } else { "fsync directory" };
+        state.fsync(*dir, what).map_err(errno)
     }
 
     /// A step named `fsync after recovery`: the store makes what its recovery removed durable,

@@ -507,7 +507,10 @@ fn every_io_error_at_every_step_fails_cleanly_and_a_retry_succeeds() {
                 // The run journal's end is best effort too: the supervisor warns and `run`
                 // prints `recover --keep` when it could not be recorded.
                 let best_effort = at.ends_with("(undo)")
-                    || matches!(at, "unlink temporary" | "unlink claim" | "fsync after recovery" | "unlink journal" | "journal overwrite" | "fdatasync journal");
+                    || matches!(
+                        at,
+                        "unlink temporary" | "unlink claim" | "fsync after recovery" | "unlink journal" | "journal overwrite" | "fdatasync journal" | "fsync journal directory"
+                    );
                 // The removal of a directory-creation intent once the lease claims the directory
                 // is a clean-up too: an intent left behind is finished by recovery.
                 let intent_left = || {

@@ -4,13 +4,16 @@
 //!
 //! One file per supervised run, `<state home>/.proclease/runs/<lease id>.run`, of exactly
 //! [`RECORD_BYTES`] bytes: a JSON object padded with spaces and ended by `\n`.
-//! - [`RunJournal::begin`] creates it (`"state":"running"`) before the command starts, fsynced,
-//!   while the state home is known to be writable (the lease was just written there);
-//! - [`JournalEntry::finished`] overwrites it **in place** (`pwrite` at offset 0, same length,
-//!   `fdatasync`) once the command's whole tree has ended: no new block, inode or directory
-//!   entry is needed, so it still works on a full filesystem, in an immutable (`chattr +i`)
-//!   directory, or when the lease collection refuses writes. A torn write parses as nothing
-//!   finished — the reference's treatment;
+//! - [`RunJournal::begin`] creates it (`"state":"running"`) before the command starts, while
+//!   the state home is known to be writable (the lease was just written there). It is not
+//!   fsynced: a kill keeps it (the kernel has it), and after a power loss a `running` entry and
+//!   no entry mean the same — nothing finished (`docs/durability.md`, step 5);
+//! - [`JournalEntry::finished`] overwrites it **in place** (`pwrite` at offset 0, same length),
+//!   then makes it durable: `fdatasync` of the file, `fsync` of `.proclease/runs` (whose entry
+//!   `begin` left unsynced), once the command's whole tree has ended: no new block, inode or
+//!   directory entry is needed, so it still works on a full filesystem, in an immutable
+//!   (`chattr +i`) directory, or when the lease collection refuses writes. A torn write parses
+//!   as nothing finished — the reference's treatment;
 //! - [`RunJournal::forget`] removes it once the lease is gone.
 //!
 //! The host only reports what the file says ([`RunJournal::finished_run`]); whether that keeps
@@ -45,6 +48,8 @@ pub struct RunJournal<F: Fs> {
 /// The journal file of one run, open for its in-place update.
 pub struct JournalEntry<F: Fs> {
     fs: F,
+    /// `.proclease/runs`, synced by [`JournalEntry::finished`].
+    root: F::Dir,
     file: F::File,
     lease_id: String,
     directory: DirectoryIdentity,
@@ -96,7 +101,8 @@ impl<F: Fs + Clone> RunJournal<F> {
     }
 
     /// Starts the journal entry of the run under lease `lease_id` in the directory `directory`:
-    /// the file is created (0600, exclusively), written in full and fsynced with its directory.
+    /// the file is created (0600, exclusively) and written in full, without an fsync (what a
+    /// power loss may take of it, [`JournalEntry::finished`] makes durable).
     ///
     /// Errors: the lease id is not a UUID; the file exists; any I/O error (a full or read-only
     /// state home: the run must not start then).
@@ -106,12 +112,14 @@ impl<F: Fs + Clone> RunJournal<F> {
         let value = json!({ "version": VERSION, "leaseId": lease_id, "directory": directory_value(directory), "state": "running" });
         let bytes = record(&value).ok_or_else(invalid)?;
         let file = self.fs.create_file(&self.root, &name)?;
-        let written = self.fs.write_at(&file, &bytes, 0).and_then(|()| self.fs.sync_file(&file)).and_then(|()| self.fs.sync_dir(&self.root));
-        if let Err(e) = written {
-            let _ = self.fs.unlink(&self.root, &name);
-            return Err(e.into());
+        let written = self.fs.write_at(&file, &bytes, 0).and_then(|()| self.fs.duplicate(&self.root));
+        match written {
+            Ok(root) => Ok(JournalEntry { fs: self.fs.clone(), root, file, lease_id: lease_id.to_owned(), directory: directory.clone() }),
+            Err(e) => {
+                let _ = self.fs.unlink(&self.root, &name);
+                Err(e.into())
+            }
         }
-        Ok(JournalEntry { fs: self.fs.clone(), file, lease_id: lease_id.to_owned(), directory: directory.clone() })
     }
 
     /// What the journal says of the run under `lease_id`: `Some` only for a complete, valid
@@ -169,9 +177,11 @@ pub fn parse(bytes: &[u8], lease_id: &str) -> Option<FinishedRun> {
 
 impl<F: Fs> JournalEntry<F> {
     /// Records, in place, that the run's command finished with `exit_code` or `signal` and its
-    /// whole tree has ended. Needs no free space and no writable directory.
+    /// whole tree has ended, and makes the entry durable: `fdatasync` of the file, then `fsync`
+    /// of the journal's directory, since [`RunJournal::begin`] synced neither (a power loss after
+    /// this returns keeps a `finished` entry). Needs no free space and no writable directory.
     ///
-    /// Errors: the write or the `fdatasync` failed (a read-only filesystem).
+    /// Errors: the write or either sync failed (a read-only filesystem, an I/O error).
     pub fn finished(&self, exit_code: Option<i32>, signal: Option<i32>) -> Result<(), IoError> {
         let value = json!({
             "version": VERSION, "leaseId": self.lease_id, "directory": directory_value(&self.directory),
@@ -179,7 +189,8 @@ impl<F: Fs> JournalEntry<F> {
         });
         let bytes = record(&value).ok_or_else(|| IoError::other("journal record too long"))?;
         self.fs.write_at(&self.file, &bytes, 0)?;
-        Ok(self.fs.sync_file_data(&self.file)?)
+        self.fs.sync_file_data(&self.file)?;
+        Ok(self.fs.sync_dir(&self.root)?)
     }
 
     /// The lease this entry is for.

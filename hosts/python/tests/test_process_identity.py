@@ -460,6 +460,30 @@ def test_the_run_journal_reads_a_finished_entry_and_nothing_else(identity: Proce
     entry.close()
 
 
+def test_the_run_journal_is_made_durable_at_its_finish_and_only_then(identity: ProcessIdentity, home: Path, monkeypatch) -> None:
+    # `docs/durability.md` steps 5 and 8: `begin` syncs nothing (a `running` entry that a power
+    # loss takes is no loss); `finished` syncs the entry's data, then the journal's directory,
+    # which holds its name.
+    synced: list = []
+    real_fsync, real_fdatasync = os.fsync, os.fdatasync
+
+    def named(fd: int) -> str:
+        return os.readlink(f"/proc/self/fd/{fd}")
+
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(("fsync", named(fd))), real_fsync(fd))[1])
+    monkeypatch.setattr(os, "fdatasync", lambda fd: (synced.append(("fdatasync", named(fd))), real_fdatasync(fd))[1])
+    lease = "0b8f5a3e-2f4c-4b7e-9d2a-7c1e5f3a9b12"
+    directory = Rec(device="2049", inode="1234567", birthtime_ns="1700000000000000001")
+    runs = home / ".proclease" / "runs"
+    assert identity.journal is not None  # its directories are made durable once, when first opened
+    synced.clear()
+    entry = identity.begin_run(lease, directory)
+    assert synced == [], "begin syncs nothing"
+    entry.finished(0, None)
+    assert synced == [("fdatasync", str(runs / f"{lease}.run")), ("fsync", str(runs))]
+    entry.close()
+
+
 # --- interoperation with the native host ----------------------------------------------------------
 
 

@@ -402,17 +402,19 @@ def _parse_journal(data: bytes, lease_id: str) -> Optional[Rec]:
 class JournalEntry:
     """The journal file of one run, open for its in-place update (`run_journal.rs::JournalEntry`)."""
 
-    def __init__(self, fd: int, lease_id: str, directory: dict) -> None:
+    def __init__(self, fd: int, root: int, lease_id: str, directory: dict) -> None:
         self._fd: Optional[int] = fd
+        self._root: Optional[int] = root
         self.lease_id = lease_id
         self._directory = directory
 
     def finished(self, exit_code: Optional[int], signal: Optional[int]) -> None:
-        """Records, in place (`pwrite` at offset 0, same length, `fdatasync`), that the run's
-        command finished with `exit_code` or `signal` and its whole tree has ended. Needs no free
-        space and no writable directory.
+        """Records, in place (`pwrite` at offset 0, same length), that the run's command
+        finished with `exit_code` or `signal` and its whole tree has ended, and makes the entry
+        durable (`fdatasync` of the file, `fsync` of `.proclease/runs`: `begin` synced neither).
+        Needs no free space and no writable directory.
 
-        Raises OSError: the write or the `fdatasync` failed (a read-only filesystem)."""
+        Raises OSError: the write or either sync failed (a read-only filesystem, an I/O error)."""
         value = {
             "version": JOURNAL_VERSION,
             "leaseId": self.lease_id,
@@ -424,17 +426,19 @@ class JournalEntry:
         data = _journal_record(value)
         if data is None:
             raise OSError(_errno.EINVAL, "journal record too long")
-        if self._fd is None:
+        if self._fd is None or self._root is None:
             raise OSError(_errno.EBADF, "the journal entry is closed")
         written = 0
         while written < len(data):
             written += os.pwrite(self._fd, data[written:], written)
         os.fdatasync(self._fd)
+        os.fsync(self._root)
 
     def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        for fd in (self._fd, self._root):
+            if fd is not None:
+                os.close(fd)
+        self._fd = self._root = None
 
 
 def _present(dir_fd: int, path: str) -> bool:
@@ -469,8 +473,9 @@ class RunJournal:
 
     def begin(self, lease_id: str, directory: Any) -> JournalEntry:
         """Starts the journal entry of the run under lease `lease_id` in the directory
-        `directory` (a `directory-identity`): created (0600, exclusively), written in full and
-        fsynced with its directory, before the command starts (`RunJournal::begin`).
+        `directory` (a `directory-identity`): created (0600, exclusively) and written in full,
+        before the command starts, without an fsync: `finished` makes the entry durable
+        (`RunJournal::begin`; `docs/durability.md`, step 5).
 
         Raises OSError: the lease id is not a UUID (`EINVAL`); the file exists; any I/O error (a
         full or read-only state home: the run must not start then)."""
@@ -484,8 +489,7 @@ class RunJournal:
             written = 0
             while written < len(data):
                 written += os.pwrite(fd, data[written:], written)
-            os.fsync(fd)
-            os.fsync(self._root)
+            root = os.dup(self._root)
         except OSError:
             os.close(fd)
             try:
@@ -493,7 +497,7 @@ class RunJournal:
             except OSError:
                 pass
             raise
-        return JournalEntry(fd, lease_id, directory_value)
+        return JournalEntry(fd, root, lease_id, directory_value)
 
     def finished_run(self, lease_id: str) -> Optional[Rec]:
         """What the journal says of the run under `lease_id`: a `run-outcome` only for a complete,
