@@ -205,6 +205,19 @@ pub enum Refusal {
         /// The signal's number.
         signal: i32,
     },
+    /// A signal arrived before the command started, as [`Refusal::Interrupted`], but what was
+    /// taken for the command could not all be released within the signal's grace (a lock held
+    /// by a hung process, a state home that stopped taking writes): nothing was started, and
+    /// `left` names each thing left behind with what becomes of it (as after a crash: the next
+    /// run or `proclease recover` takes it over once this process has exited).
+    #[error("interrupted by signal {signal} before the command started; nothing was started, but not all it held could be released in time: {left}")]
+    InterruptedLeavingClaims {
+        /// The signal's number.
+        signal: i32,
+        /// What is left, e.g. "the export admission (…): the next `run --exclusive` takes it
+        /// over once this process has exited".
+        left: String,
+    },
     /// A box was required (`--containment required`, [`Containment::Required`]) and none can be
     /// made here; nothing was leased (`docs/containment.md`).
     ///

@@ -432,6 +432,103 @@ fn a_signal_before_the_command_started_leaves_nothing_behind() {
     }
 }
 
+/// A signal after the lease was taken but before the command started: the waits between the two
+/// end within the signal's grace too, and what the grace was too short to release is named —
+/// never "nothing is left behind" when something is. Staged with real locks: `run --exclusive`
+/// holds the export admission, waits for the lease-creation lock (held by flock(1)); the test
+/// then takes the admission collection's lock and frees the other, so that `run` leases its
+/// directory and then waits for the admission's lock to mark the launch. Ctrl-C there.
+#[test]
+fn a_signal_after_the_lease_ends_the_waits_before_the_command_and_names_what_is_left() {
+    use std::io::BufRead as _;
+    use std::os::unix::process::CommandExt as _;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let proclease = |args: &[&str]| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_proclease"));
+        command.arg("--state-home").arg(dir.path().join("state")).arg("--workspace-root").arg(dir.path()).args(args);
+        command
+    };
+    let first = proclease(&["run", "--exclusive", "--workdir", dir.path().join("first").to_str().expect("utf-8"), "--", "true"]).output().expect("run");
+    assert!(first.status.success(), "{first:?}");
+    let locks = dir.path().join("state/.proclease/locks");
+    let admissions = format!("{}.lock", proclease::core::digest::identity_digest("proclease-collection-lock", "recovery/beeper-message-like-me-export-admission"));
+    let (creation, admission) = (locks.join("directory-lease-creation.lock"), locks.join(admissions));
+    assert!(creation.exists() && admission.exists(), "the lock files are where the test expects them");
+    // flock(1) holders in process groups of their own, killed with their sleep.
+    let hold = |lock: &std::path::Path| {
+        let holder = Command::new("flock").arg(lock).args(["sleep", "600"]).process_group(0).spawn().expect("flock(1)");
+        let held = std::fs::File::open(lock).expect("open the lock");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while proclease::lock_wait::holder(&held).is_none() {
+            assert!(std::time::Instant::now() < deadline, "flock(1) never took the lock");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        (holder, held)
+    };
+    let kill = |holder: &std::process::Child| {
+        let _ = rustix::process::kill_process_group(rustix::process::Pid::from_raw(holder.id() as i32).expect("pid"), rustix::process::Signal::KILL);
+    };
+    let (mut creation_holder, _) = hold(&creation);
+    let job = dir.path().join("job");
+    let mut run = proclease(&["--lock-timeout", "10m", "run", "--exclusive", "--workdir", job.to_str().expect("utf-8"), "--", "touch", "ran"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run");
+    let mut lines = std::io::BufReader::new(run.stderr.take().expect("stderr")).lines();
+    let mut said = Vec::new();
+    let mut until_it_waits = |said: &mut Vec<String>| loop {
+        let line = lines.next().expect("run said nothing more before it ended").expect("stderr");
+        said.push(line.clone());
+        if line.contains("waiting for pid") {
+            break;
+        }
+    };
+    until_it_waits(&mut said);
+    let (mut admission_holder, held) = hold(&admission);
+    kill(&creation_holder);
+    creation_holder.wait().expect("flock(1)");
+    // Now `run` leases the directory, then waits for the admission's lock.
+    until_it_waits(&mut said);
+    assert!(job.is_dir(), "the directory was leased before the second wait: {said:?}");
+    rustix::process::kill_process(rustix::process::Pid::from_raw(run.id() as i32).expect("pid"), rustix::process::Signal::INT).expect("SIGINT");
+    let rest = std::thread::spawn(move || lines.map_while(Result::ok).collect::<Vec<_>>());
+    // A liveness bound, not a timing: the lock stays held for ten minutes.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = run.try_wait().expect("wait") {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = run.kill();
+            kill(&admission_holder);
+            panic!("run still waits for the admission's lock a minute after Ctrl-C: {said:?}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    said.extend(rest.join().expect("stderr reader"));
+    let said = said.join("\n");
+    assert!(proclease::lock_wait::holder(&held).is_some(), "the lock was still held when run ended");
+    kill(&admission_holder);
+    admission_holder.wait().expect("flock(1)");
+    assert_eq!(status.code(), Some(130), "{status:?}: {said}");
+    assert!(!said.contains("proclease: waited"), "the signal is reported, not a timeout: {said}");
+    assert!(!said.contains("nothing is left behind"), "the admission could not be released: {said}");
+    assert!(
+        said.contains("interrupted by signal 2 before the command started; nothing was started, but not all it held could be released in time: the export admission ("),
+        "{said}"
+    );
+    assert!(said.contains("the next `run --exclusive` takes it over once this process has exited"), "{said}");
+    assert!(!job.join("ran").exists(), "the command never ran");
+    assert!(!job.exists(), "the directory, whose lease was released, is removed");
+    // As said: the next exclusive run takes the dead run's admission over, and nothing stays.
+    let next = proclease(&["run", "--exclusive", "--workdir", dir.path().join("next").to_str().expect("utf-8"), "--", "true"]).output().expect("run");
+    assert!(next.status.success(), "{}", String::from_utf8_lossy(&next.stderr));
+    let doctor = proclease(&["doctor", "--json"]).output().expect("doctor");
+    let doc: serde_json::Value = serde_json::from_slice(&doctor.stdout).expect("json");
+    assert_eq!(doc["entries"].as_array().map(Vec::len), Some(0), "nothing is left: {doc}");
+}
+
 /// A refusal that wraps another failure keeps it (issue #29): with the state home read-only
 /// (a read-only bind mount in a mount namespace), `run --exclusive` says the reference's
 /// `… export admission could not be acquired safely` and, on the next line, what it wrapped.

@@ -126,9 +126,9 @@ pub fn run(global: &Global, args: RunArgs) -> Result<ExitCode, Failure> {
         .release_retry(args.release_retry);
     let finished = match supervisor.run(&mut command) {
         Ok(finished) => finished,
-        Err(proclease::Error::Refused(proclease::Refusal::Interrupted { signal })) => {
+        Err(proclease::Error::Refused(refusal @ (proclease::Refusal::Interrupted { signal } | proclease::Refusal::InterruptedLeavingClaims { signal, .. }))) => {
             // As a shell reports a command a signal ended: 128+N.
-            eprintln!("proclease: interrupted by signal {signal} before the command started; nothing was started and nothing is left behind");
+            eprintln!("proclease: {refusal}");
             return Ok(ExitCode::from(u8::try_from(128 + signal).unwrap_or(1)));
         }
         Err(error) => {

@@ -80,7 +80,15 @@ export async function runCommand(host, workdir, command, { recoverAfterMs = 60_0
       process.on(signal, handler);
     }
   }
-  const interrupted = () => (pending !== null ? new Refusal(`interrupted by signal ${SIGNAL_NUMBERS[pending]} before the command started; nothing was started and nothing is left behind`) : null);
+  // What `left` names could not be released (the native `Refusal::InterruptedLeavingClaims`):
+  // never "nothing is left behind" when something is.
+  const interrupted = (left = []) => {
+    if (pending === null) return null;
+    const prefix = `interrupted by signal ${SIGNAL_NUMBERS[pending]} before the command started; nothing was started`;
+    return new Refusal(left.length === 0 ? `${prefix} and nothing is left behind` : `${prefix}, but not all it held could be released in time: ${left.join('; ')}`);
+  };
+  // The error to report once what was taken is undone: the signal's when one came.
+  const leaving = (error, left) => (error instanceof Refusal && error.message.startsWith('interrupted by signal') ? interrupted(left) : error);
   const stopForwarding = () => {
     for (const [signal, handler] of handlers) process.off(signal, handler);
     handlers.clear();
@@ -90,7 +98,9 @@ export async function runCommand(host, workdir, command, { recoverAfterMs = 60_0
   try {
     const dir = resolve(String(workdir));
     let admission = null;
+    // Each returns what it could not release, worded for `interrupted`.
     const releaseAdmission = () => {
+      const left = [];
       if (admission !== null) {
         try {
           admission.settleHelper();
@@ -99,12 +109,14 @@ export async function runCommand(host, workdir, command, { recoverAfterMs = 60_0
         }
         try {
           admission.release();
-        } catch {
-          // Left for `recover` once this process is gone.
+        } catch (error) {
+          // Left for the next acquirer once this process is gone.
+          left.push(`the export admission (${error.message}): the next \`run --exclusive\` takes it over once this process has exited`);
         }
         admission[Symbol.dispose]?.();
         admission = null;
       }
+      return left;
     };
     // The admission comes before the directory, so that a refusal creates nothing.
     if (exclusive) admission = call(() => exports.exportAdmission.acquire());
@@ -116,8 +128,7 @@ export async function runCommand(host, workdir, command, { recoverAfterMs = 60_0
       if (stop) throw stop;
       ({ resource: lease, created } = leaseNewDirectory(host, dir, { recoverAfterMs }));
     } catch (error) {
-      releaseAdmission();
-      throw error;
+      throw leaving(error, releaseAdmission());
     }
     // What the lease created (the directory and its missing ancestors), removed again if still
     // empty when the command never ran.
@@ -131,6 +142,7 @@ export async function runCommand(host, workdir, command, { recoverAfterMs = 60_0
       }
     };
     const abandon = () => {
+      const left = [];
       try {
         lease.update('settled', undefined);
       } catch {
@@ -138,12 +150,13 @@ export async function runCommand(host, workdir, command, { recoverAfterMs = 60_0
       }
       try {
         lease.release();
-      } catch {
+      } catch (error) {
         // Left for `recover` once this process is gone.
+        left.push(`the lease of ${dir} (${error.message}): \`proclease recover\` removes it once this process has exited`);
       }
       lease[Symbol.dispose]?.();
       undoCreated();
-      releaseAdmission();
+      return left.concat(releaseAdmission());
     };
     try {
       await tick();
@@ -152,8 +165,7 @@ export async function runCommand(host, workdir, command, { recoverAfterMs = 60_0
       call(() => lease.update('launching', undefined));
       if (admission !== null) call(() => admission.beginHelperLaunch());
     } catch (error) {
-      abandon();
-      throw error;
+      throw leaving(error, abandon());
     }
     // Start the command; `spawn` reports a command that cannot start asynchronously.
     const started = await new Promise((resolveStart) => {

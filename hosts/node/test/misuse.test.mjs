@@ -218,3 +218,35 @@ test('a helper started with spawnHelper keeps every exporter out while it runs a
     d.cleanup();
   }
 });
+
+// Ctrl-C before the command started, when what was taken cannot all be released (a lock held for
+// ever, a state home that stopped taking writes): the message names what is left and what takes
+// it over, never "nothing is left behind". The signal's instant and the failing release are what
+// a test cannot make a real run meet on demand: the signal is emitted as `runCommand` starts, and
+// the admission's release is made to fail.
+test('a signal before the command started names what could not be released', async () => {
+  const { runCommand } = await import('../lib/supervisor.mjs');
+  const { Refusal } = await import('../lib/lease-new-directory.mjs');
+  const d = freshDirs();
+  const host = await Host.open({ stateHome: d.home, workspaceRoots: [d.ws], onWarning: () => {} });
+  const { Admission } = host.exports.exportAdmission;
+  const release = Admission.prototype.release;
+  Admission.prototype.release = function refused() {
+    throw new Error('waited 10000 ms for the lock');
+  };
+  try {
+    const job = join(d.ws, 'job');
+    const running = runCommand(host, job, ['touch', 'ran'], { exclusive: true });
+    process.emit('SIGTERM', 'SIGTERM');
+    const error = await running.catch((e) => e);
+    assert.ok(error instanceof Refusal, String(error));
+    assert.equal(
+      error.message,
+      'interrupted by signal 15 before the command started; nothing was started, but not all it held could be released in time: the export admission (waited 10000 ms for the lock): the next `run --exclusive` takes it over once this process has exited',
+    );
+    assert.ok(!fs.existsSync(job), 'nothing was leased or created');
+    assert.ok(fs.existsSync(join(host.stateHome, ADMISSION)), 'the admission it names is there');
+  } finally {
+    Admission.prototype.release = release;
+  }
+});

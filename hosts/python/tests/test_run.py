@@ -132,6 +132,42 @@ def test_a_signal_before_the_command_starts_leaves_nothing(place: Place) -> None
     assert place.leases() == [], "nothing is left behind either way"
 
 
+def test_a_signal_before_the_command_starts_names_what_could_not_be_released(place: Place, monkeypatch) -> None:
+    # The signal's instant and a release that fails (a lock held for ever, a state home that
+    # stopped taking writes) are what a test cannot make a real run meet on demand: the signal
+    # comes as the witness is prepared, and the lease's release is made to fail. The message must
+    # name the lease left behind, never say "nothing is left behind".
+    from proclease import Host
+    from proclease._binding import ComponentError
+    from proclease.host import DirectoryLease
+    from proclease.process_identity import ProcessIdentity
+    from proclease.supervisor import Interrupted
+    from proclease.supervisor import run as supervise
+
+    prepare = ProcessIdentity.prepare_spawn
+
+    def signalled(self):
+        os.kill(os.getpid(), signal.SIGTERM)
+        return prepare(self)
+
+    def refused(self):
+        raise ComponentError("storage", "waited 10000 ms for the lock")
+
+    monkeypatch.setattr(ProcessIdentity, "prepare_spawn", signalled)
+    monkeypatch.setattr(DirectoryLease, "release", refused)
+    host = Host(state_home=place.home, workspace_roots=[place.dir])
+    job = place.ws / "job"
+    with pytest.raises(Interrupted) as info:
+        supervise(host, ["touch", "ran"], str(job))
+    said = str(info.value)
+    assert info.value.signal == signal.SIGTERM
+    assert said.startswith("interrupted by signal 15 before the command started; nothing was started, but not all it held could be released in time: "), said
+    assert f"the lease of {job} (" in said and "`proclease recover` removes it once this process has exited" in said, said
+    assert "nothing is left behind" not in said
+    assert not (job / "ran").exists(), "the command never ran"
+    assert len(place.leases()) == 1, "the lease it names is there"
+
+
 def test_what_the_command_leaves_running_is_stopped_before_the_lease_is_released(place: Place) -> None:
     job = place.ws / "job"
     # A background job that ignores SIGTERM and keeps the inherited witness.

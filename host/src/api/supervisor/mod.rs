@@ -329,8 +329,9 @@ impl<'h> Supervisor<'h> {
         // Such a signal also ends the acquisition's waits for locks (the lease-creation lock, a
         // collection's lock, another writer's claim: their bound may be long, `--lock-timeout`)
         // within `STOP_GRACE`, and the undoing of what the acquisition did within the same
-        // grace; the run then reports the signal, not the wait. Until the acquisition succeeded:
-        // from then on, releases wait as before.
+        // grace; the run then reports the signal, not the wait (and names what the grace was
+        // too short to release). Until the command is spawned: from then on, a signal is the
+        // command's, and the releases at its end wait as before.
         let stop_waits = forwarder.as_ref().map(|forwarder| crate::lock_wait::stop_waits_when(forwarder.pending_check()));
         // What the workspace finds at a path (`None`: it cannot tell).
         let kind = |path: &Path| path.to_str().and_then(|path| host.workspace().kind(path).ok());
@@ -357,10 +358,13 @@ impl<'h> Supervisor<'h> {
         }
         // The command does not inherit the etcd password (docs/cluster.md, "Authentication").
         command.env_remove("PROCLEASE_ETCD_PASSWORD");
-        let release_admission = |admission: &mut Option<Admission>| {
-            if let Some(admission) = admission.as_mut() {
-                let _ = admission.settle_helper();
-                let _ = admission.release();
+        // Each returns what it could not release, worded for `Refusal::InterruptedLeavingClaims`.
+        let release_admission = |admission: &mut Option<Admission>| -> Vec<String> {
+            let Some(admission) = admission.as_mut() else { return Vec::new() };
+            let _ = admission.settle_helper();
+            match admission.release() {
+                Ok(()) => Vec::new(),
+                Err(e) => vec![format!("the export admission ({e}): the next `run --exclusive` takes it over once this process has exited")],
             }
         };
         // The work can check its fence where it writes: in cluster mode the etcd revision of the
@@ -372,15 +376,15 @@ impl<'h> Supervisor<'h> {
             }
             Some(Err(error)) => {
                 drop(acquiring);
-                release_admission(&mut admission);
-                return Err(interrupted().unwrap_or(error));
+                let left = release_admission(&mut admission);
+                return Err(leaving(interrupted().unwrap_or(error), left));
             }
             None => {}
         }
         if let Some(error) = interrupted() {
             drop(acquiring);
-            release_admission(&mut admission);
-            return Err(error);
+            let left = release_admission(&mut admission);
+            return Err(leaving(error, left));
         }
         let now = now_ms();
         let request = Request {
@@ -398,18 +402,22 @@ impl<'h> Supervisor<'h> {
             Err(error) => {
                 // Released with a bound of its own: the acquisition's may be spent.
                 drop(acquiring);
-                release_admission(&mut admission);
-                return Err(interrupted().unwrap_or(error));
+                let left = release_admission(&mut admission);
+                return Err(leaving(interrupted().unwrap_or(error), left));
             }
         };
-        drop((acquiring, stop_waits));
-        let abandon = |lease: &mut DirectoryLease, admission: &mut Option<Admission>| {
+        drop(acquiring);
+        let abandon = |lease: &mut DirectoryLease, admission: &mut Option<Admission>| -> Vec<String> {
             if role == Role::RawWorking {
                 let _ = lease.update(Phase::Settled, None);
             }
-            let _ = lease.release();
+            let mut left = Vec::new();
+            if let Err(e) = lease.release() {
+                left.push(format!("the lease of {} ({e}): `proclease recover` removes it once this process has exited", dir.display()));
+            }
             undo_created();
-            release_admission(admission);
+            left.extend(release_admission(admission));
+            left
         };
         // The run journal's entry is written now, while the state home takes writes: the end of
         // the command is later recorded in place, which needs no free space (run_journal.rs).
@@ -453,20 +461,22 @@ impl<'h> Supervisor<'h> {
             Ok(())
         })();
         if let Err(error) = launching {
-            abandon(&mut lease, &mut admission);
+            let left = abandon(&mut lease, &mut admission);
             forget_journal(&journal);
-            return Err(error);
+            return Err(leaving(interrupted().unwrap_or(error), left));
         }
         command.current_dir(&dir);
         let fenced = cluster::session(host);
         let dead_man = match cluster::hold_dead_man(host, fenced.as_ref()) {
             Ok(hold) => hold,
             Err(error) => {
-                abandon(&mut lease, &mut admission);
+                let left = abandon(&mut lease, &mut admission);
                 forget_journal(&journal);
-                return Err(error);
+                return Err(leaving(interrupted().unwrap_or(error), left));
             }
         };
+        // From here on a signal is the command's (forwarded to it once it runs).
+        drop(stop_waits);
         let options = BoxOptions { containment: self.containment, keep: Vec::new(), die_with_supervisor: fenced.is_some(), cgroup: None };
         let mut tree = match launch.spawn_tree(command, options) {
             Ok(tree) => {
@@ -627,6 +637,16 @@ impl<'h> Supervisor<'h> {
             unreleased.marker = marker;
         }
         Ok(Finished { status, stragglers, containment: tree.containment().clone(), problems, unreleased, interrupted, lock_lost })
+    }
+}
+
+/// `error`, or, when it is the signal's ([`Refusal::Interrupted`]) and `left` names what the
+/// undoing could not release in the signal's grace, the refusal that says so
+/// ([`Refusal::InterruptedLeavingClaims`]): never "nothing is left behind" when something is.
+fn leaving(error: Error, left: Vec<String>) -> Error {
+    match error {
+        Error::Refused(Refusal::Interrupted { signal }) if !left.is_empty() => Refusal::InterruptedLeavingClaims { signal, left: left.join("; ") }.into(),
+        other => other,
     }
 }
 

@@ -33,12 +33,19 @@ FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 
 
 class Interrupted(Exception):
-    """A signal arrived before the command started: nothing was started and nothing is left
-    behind. `signal` is its number (the exit status is 128 + it, as a shell reports)."""
+    """A signal arrived before the command started: nothing was started, and what was taken for
+    it was released — or, when `left` is not empty, each thing it names could not be (the
+    native `Refusal::InterruptedLeavingClaims`). `signal` is its number (the exit status is
+    128 + it, as a shell reports)."""
 
-    def __init__(self, signum: int) -> None:
-        super().__init__(f"interrupted by signal {signum} before the command started; nothing was started and nothing is left behind")
+    def __init__(self, signum: int, left: Sequence[str] = ()) -> None:
+        prefix = f"interrupted by signal {signum} before the command started; nothing was started"
+        if left:
+            super().__init__(f"{prefix}, but not all it held could be released in time: {'; '.join(left)}")
+        else:
+            super().__init__(f"{prefix} and nothing is left behind")
         self.signal = signum
+        self.left = tuple(left)
 
 
 class StartError(Exception):
@@ -161,8 +168,10 @@ def _run(host, argv: Sequence[str], workdir: str, exclusive: bool, recover_after
         state["child"] = child
         if state["pending"] is not None:
             _forward(child, state["pending"])
-    except BaseException:
-        # Nothing ran: settle and release everything, and remove what was created for it.
+    except BaseException as error:
+        # Nothing ran: settle and release everything, and remove what was created for it; what
+        # cannot be is named when a signal is reported, never "nothing is left behind".
+        left = []
         if spawn is not None:
             spawn.discard()
         if lease is not None:
@@ -174,15 +183,22 @@ def _run(host, argv: Sequence[str], workdir: str, exclusive: bool, recover_after
         if lease is not None:
             try:
                 lease.release()
-            except ComponentError:
-                pass
+            except ComponentError as failure:
+                left.append(f"the lease of {lease.path} ({failure}): `proclease recover` removes it once this process has exited")
         for path in reversed(created):
             try:
                 host.component.workspace.remove_empty_directory(path, None)
             except Exception:  # best effort: an empty directory of ours is all it could leave
                 break
         if admission is not None:
-            _release_admission(admission)
+            try:
+                _release_admission(admission)
+            except ComponentError as failure:
+                if not isinstance(error, Interrupted):
+                    raise
+                left.append(f"the export admission ({failure}): the next `run --exclusive` takes it over once this process has exited")
+        if isinstance(error, Interrupted) and left:
+            raise Interrupted(error.signal, left) from None
         raise
     try:
         witness = os.fstat(spawn.fd)
