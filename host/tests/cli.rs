@@ -354,6 +354,49 @@ fn a_closed_stdout_ends_a_report_quietly() {
     }
 }
 
+/// `proclease --state-home DIR/state --workspace-root DIR ARGS…`.
+fn proclease_in(dir: &std::path::Path, args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_proclease"));
+    command.arg("--state-home").arg(dir.join("state")).arg("--workspace-root").arg(dir).args(args);
+    command
+}
+
+/// A flock(1) holding `lock` for ten minutes, in a process group of its own (for
+/// [`kill_group`]), once it holds it; and the lock file, open, to ask whether it is still held.
+fn hold_for_ten_minutes(lock: &std::path::Path) -> (std::process::Child, std::fs::File) {
+    use std::os::unix::process::CommandExt as _;
+    let holder = Command::new("flock").arg(lock).args(["sleep", "600"]).process_group(0).spawn().expect("flock(1)");
+    let held = std::fs::File::open(lock).expect("open the lock");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while proclease::lock_wait::holder(&held).is_none() {
+        assert!(std::time::Instant::now() < deadline, "flock(1) never took the lock");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    (holder, held)
+}
+
+/// Kills the process group of `leader` (flock(1) and its sleep) and reaps the leader.
+fn kill_group(leader: &mut std::process::Child) {
+    let _ = rustix::process::kill_process_group(rustix::process::Pid::from_raw(leader.id() as i32).expect("pid"), rustix::process::Signal::KILL);
+    let _ = leader.wait();
+}
+
+/// `run`'s exit status once it ended, within a minute (a liveness bound, not a timing: the
+/// locks the tests hold stay held for ten minutes); `None` when it still ran (it is killed then).
+fn ended_within_a_minute(run: &mut std::process::Child) -> Option<std::process::ExitStatus> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        if let Some(status) = run.try_wait().expect("wait") {
+            return Some(status);
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = run.kill();
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 /// A Ctrl-C (SIGINT) before the command started — here while `run` waits for the lease
 /// creation lock another process holds — stops the run cleanly: exit 130, the command never
 /// ran, and no lease or directory is left behind (before, the signal killed the supervisor
@@ -362,11 +405,7 @@ fn a_closed_stdout_ends_a_report_quietly() {
 #[test]
 fn a_signal_before_the_command_started_leaves_nothing_behind() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let proclease = |args: &[&str]| {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_proclease"));
-        command.arg("--state-home").arg(dir.path().join("state")).arg("--workspace-root").arg(dir.path()).args(args);
-        command
-    };
+    let proclease = |args: &[&str]| proclease_in(dir.path(), args);
     let first = proclease(&["run", "--workdir", dir.path().join("first").to_str().expect("utf-8"), "--", "true"]).output().expect("run");
     assert!(first.status.success(), "{first:?}");
     // The lease-creation lock, and the lease collection's writer lock (state_store/lock.rs),
@@ -375,18 +414,7 @@ fn a_signal_before_the_command_started_leaves_nothing_behind() {
     for name in ["directory-lease-creation.lock", collection.as_str()] {
         let lock = dir.path().join("state/.proclease/locks").join(name);
         assert!(lock.exists(), "the lock file is where the test expects it: {name}");
-        // The holder keeps the lock for longer than the test waits (its process group is killed at
-        // the end: flock(1) and its sleep).
-        let mut holder = {
-            use std::os::unix::process::CommandExt as _;
-            Command::new("flock").arg(&lock).args(["sleep", "600"]).process_group(0).spawn().expect("flock(1)")
-        };
-        let held = std::fs::File::open(&lock).expect("open the lock");
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while proclease::lock_wait::holder(&held).is_none() {
-            assert!(std::time::Instant::now() < deadline, "flock(1) never took the lock");
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
+        let (mut holder, held) = hold_for_ten_minutes(&lock);
         let job = dir.path().join(format!("job-{}", &name[..8]));
         let mut run = proclease(&["--lock-timeout", "10m", "run", "--workdir", job.to_str().expect("utf-8"), "--", "touch", "ran"])
             .stdout(std::process::Stdio::null())
@@ -405,23 +433,12 @@ fn a_signal_before_the_command_started_leaves_nothing_behind() {
             rustix::process::kill_process(pid, rustix::process::Signal::INT).expect("SIGINT");
             std::thread::spawn(move || lines.map_while(Result::ok).collect::<Vec<_>>().join("\n"))
         };
-        // A liveness bound, not a timing: the lock stays held for ten minutes.
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        let status = loop {
-            if let Some(status) = run.try_wait().expect("wait") {
-                break status;
-            }
-            if std::time::Instant::now() > deadline {
-                let _ = run.kill();
-                let _ = rustix::process::kill_process_group(rustix::process::Pid::from_raw(holder.id() as i32).expect("pid"), rustix::process::Signal::KILL);
-                panic!("run still waits for {name} a minute after Ctrl-C");
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        };
+        let status = ended_within_a_minute(&mut run);
+        let still_held = proclease::lock_wait::holder(&held).is_some();
+        kill_group(&mut holder);
+        let status = status.unwrap_or_else(|| panic!("run still waits for {name} a minute after Ctrl-C"));
         let said = rest.join().expect("stderr reader");
-        assert!(proclease::lock_wait::holder(&held).is_some(), "the lock was still held when run ended");
-        let _ = rustix::process::kill_process_group(rustix::process::Pid::from_raw(holder.id() as i32).expect("pid"), rustix::process::Signal::KILL);
-        holder.wait().expect("flock(1)");
+        assert!(still_held, "the lock was still held when run ended");
         assert_eq!(status.code(), Some(130), "{status:?}: {said}");
         assert!(said.contains("interrupted by signal 2 before the command started"), "{said}");
         assert!(!said.contains("proclease: waited"), "the signal is reported, not a timeout: {said}");
@@ -441,34 +458,15 @@ fn a_signal_before_the_command_started_leaves_nothing_behind() {
 #[test]
 fn a_signal_after_the_lease_ends_the_waits_before_the_command_and_names_what_is_left() {
     use std::io::BufRead as _;
-    use std::os::unix::process::CommandExt as _;
     let dir = tempfile::tempdir().expect("tempdir");
-    let proclease = |args: &[&str]| {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_proclease"));
-        command.arg("--state-home").arg(dir.path().join("state")).arg("--workspace-root").arg(dir.path()).args(args);
-        command
-    };
+    let proclease = |args: &[&str]| proclease_in(dir.path(), args);
     let first = proclease(&["run", "--exclusive", "--workdir", dir.path().join("first").to_str().expect("utf-8"), "--", "true"]).output().expect("run");
     assert!(first.status.success(), "{first:?}");
     let locks = dir.path().join("state/.proclease/locks");
     let admissions = format!("{}.lock", proclease::core::digest::identity_digest("proclease-collection-lock", "recovery/beeper-message-like-me-export-admission"));
     let (creation, admission) = (locks.join("directory-lease-creation.lock"), locks.join(admissions));
     assert!(creation.exists() && admission.exists(), "the lock files are where the test expects them");
-    // flock(1) holders in process groups of their own, killed with their sleep.
-    let hold = |lock: &std::path::Path| {
-        let holder = Command::new("flock").arg(lock).args(["sleep", "600"]).process_group(0).spawn().expect("flock(1)");
-        let held = std::fs::File::open(lock).expect("open the lock");
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while proclease::lock_wait::holder(&held).is_none() {
-            assert!(std::time::Instant::now() < deadline, "flock(1) never took the lock");
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
-        (holder, held)
-    };
-    let kill = |holder: &std::process::Child| {
-        let _ = rustix::process::kill_process_group(rustix::process::Pid::from_raw(holder.id() as i32).expect("pid"), rustix::process::Signal::KILL);
-    };
-    let (mut creation_holder, _) = hold(&creation);
+    let (mut creation_holder, _) = hold_for_ten_minutes(&creation);
     let job = dir.path().join("job");
     let mut run = proclease(&["--lock-timeout", "10m", "run", "--exclusive", "--workdir", job.to_str().expect("utf-8"), "--", "touch", "ran"])
         .stdout(std::process::Stdio::null())
@@ -485,32 +483,20 @@ fn a_signal_after_the_lease_ends_the_waits_before_the_command_and_names_what_is_
         }
     };
     until_it_waits(&mut said);
-    let (mut admission_holder, held) = hold(&admission);
-    kill(&creation_holder);
-    creation_holder.wait().expect("flock(1)");
+    let (mut admission_holder, held) = hold_for_ten_minutes(&admission);
+    kill_group(&mut creation_holder);
     // Now `run` leases the directory, then waits for the admission's lock.
     until_it_waits(&mut said);
     assert!(job.is_dir(), "the directory was leased before the second wait: {said:?}");
     rustix::process::kill_process(rustix::process::Pid::from_raw(run.id() as i32).expect("pid"), rustix::process::Signal::INT).expect("SIGINT");
     let rest = std::thread::spawn(move || lines.map_while(Result::ok).collect::<Vec<_>>());
-    // A liveness bound, not a timing: the lock stays held for ten minutes.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    let status = loop {
-        if let Some(status) = run.try_wait().expect("wait") {
-            break status;
-        }
-        if std::time::Instant::now() > deadline {
-            let _ = run.kill();
-            kill(&admission_holder);
-            panic!("run still waits for the admission's lock a minute after Ctrl-C: {said:?}");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    };
+    let status = ended_within_a_minute(&mut run);
+    let still_held = proclease::lock_wait::holder(&held).is_some();
+    kill_group(&mut admission_holder);
+    let status = status.unwrap_or_else(|| panic!("run still waits for the admission's lock a minute after Ctrl-C: {said:?}"));
     said.extend(rest.join().expect("stderr reader"));
     let said = said.join("\n");
-    assert!(proclease::lock_wait::holder(&held).is_some(), "the lock was still held when run ended");
-    kill(&admission_holder);
-    admission_holder.wait().expect("flock(1)");
+    assert!(still_held, "the lock was still held when run ended");
     assert_eq!(status.code(), Some(130), "{status:?}: {said}");
     assert!(!said.contains("proclease: waited"), "the signal is reported, not a timeout: {said}");
     assert!(!said.contains("nothing is left behind"), "the admission could not be released: {said}");
