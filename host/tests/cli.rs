@@ -515,6 +515,82 @@ fn a_signal_after_the_lease_ends_the_waits_before_the_command_and_names_what_is_
     assert_eq!(doc["entries"].as_array().map(Vec::len), Some(0), "nothing is left: {doc}");
 }
 
+/// A signal that cuts a lease's creation short, when its undo cannot remove the creation intent
+/// it recorded (the intents' collection lock held by a hung process): the message names the
+/// intent, and `recover` finishes it once `run` has exited. Staged with strace(1), which delays
+/// the `mkdir` of the leased directory by 5 s (a fake of the instant only: `run` is the real
+/// binary): in that window the intent exists, the test takes the intents' lock with flock(1)
+/// and sends Ctrl-C, so the intent's update after the `mkdir` waits for the lock and is cut
+/// short, and so is the undo's removal of the intent.
+#[test]
+fn a_signal_that_cuts_a_lease_creation_short_names_the_creation_intent_it_leaves() {
+    use proclease::core::directory_leases::INTENTS;
+    use std::io::Read as _;
+    if !Command::new("strace").args(["-f", "-qq", "-o", "/dev/null", "true"]).output().is_ok_and(|o| o.status.success()) {
+        assert!(
+            std::env::var_os("PROCLEASE_REQUIRE_NAMESPACES").is_none(),
+            "strace is missing or cannot trace here, and PROCLEASE_REQUIRE_NAMESPACES is set (.ci/run installs it)"
+        );
+        eprintln!("skipped: strace is not installed or cannot trace here");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let proclease = |args: &[&str]| proclease_in(dir.path(), args);
+    let first = proclease(&["run", "--workdir", dir.path().join("first").to_str().expect("utf-8"), "--", "true"]).output().expect("run");
+    assert!(first.status.success(), "{first:?}");
+    let intents = dir.path().join("state").join(INTENTS);
+    let lock = dir.path().join("state/.proclease/locks").join(format!("{}.lock", proclease::core::digest::identity_digest("proclease-collection-lock", INTENTS)));
+    assert!(lock.exists(), "the intents' lock file is where the test expects it");
+    let job = dir.path().join("job");
+    let traced = proclease(&["run", "--workdir", job.to_str().expect("utf-8"), "--", "touch", "ran"]);
+    // `-P` limits the delay to system calls on the test's directory: the `mkdirat` of `job`.
+    let mut run = Command::new("strace")
+        .args(["-f", "-qq", "-o", "/dev/null", "-P"])
+        .arg(dir.path())
+        .args(["-e", "trace=mkdir,mkdirat", "-e", "inject=mkdir,mkdirat:delay_enter=5000000", "--"])
+        .arg(traced.get_program())
+        .args(traced.get_args())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("strace");
+    let mut stderr = run.stderr.take().expect("stderr");
+    let said = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stderr.read_to_string(&mut text);
+        text
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let recorded = || std::fs::read_dir(&intents).expect("the intents").filter_map(Result::ok).any(|entry| entry.file_name().to_string_lossy().ends_with(".json"));
+    while !recorded() {
+        assert!(std::time::Instant::now() < deadline, "run never recorded its creation intent");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let (mut holder, _) = hold_for_ten_minutes(&lock);
+    let children = std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", run.id())).expect("strace's children");
+    let pid: i32 = children.split_whitespace().next().and_then(|pid| pid.parse().ok()).expect("the traced run's pid");
+    rustix::process::kill_process(rustix::process::Pid::from_raw(pid).expect("pid"), rustix::process::Signal::INT).expect("SIGINT");
+    let status = ended_within_a_minute(&mut run);
+    kill_group(&mut holder);
+    let said = said.join().expect("stderr reader");
+    let status = status.unwrap_or_else(|| panic!("run still waits a minute after Ctrl-C: {said}"));
+    assert_eq!(status.code(), Some(130), "{status:?}: {said}");
+    let left: Vec<_> = std::fs::read_dir(&intents).expect("the intents").map(|entry| entry.expect("entry").file_name().into_string().expect("utf-8")).collect();
+    assert_eq!(left.len(), 1, "the intent is left: {left:?}");
+    let named = format!(
+        "proclease: interrupted by signal 2 before the command started; nothing was started, but not all it held could be released in time: the creation intent {INTENTS}/{} of {}: `proclease recover` finishes it once this process has exited",
+        left[0],
+        job.display()
+    );
+    assert!(said.contains(&named), "{said}");
+    assert!(!job.join("ran").exists(), "the command never ran");
+    // As said: recover finishes it, and nothing stays.
+    let recover = proclease(&["recover"]).output().expect("recover");
+    assert!(recover.status.success(), "{recover:?}");
+    assert_eq!(std::fs::read_dir(&intents).expect("the intents").count(), 0, "recover finished the intent");
+    assert!(!job.exists(), "no directory is left");
+}
+
 /// A refusal that wraps another failure keeps it (issue #29): with the state home read-only
 /// (a read-only bind mount in a mount namespace), `run --exclusive` says the reference's
 /// `… export admission could not be acquired safely` and, on the next line, what it wrapped.

@@ -377,14 +377,14 @@ impl<'h> Supervisor<'h> {
             Some(Err(error)) => {
                 drop(acquiring);
                 let left = release_admission(&mut admission);
-                return Err(leaving(interrupted().unwrap_or(error), left));
+                return Err(leaving(host, &dir, interrupted().unwrap_or(error), left));
             }
             None => {}
         }
         if let Some(error) = interrupted() {
             drop(acquiring);
             let left = release_admission(&mut admission);
-            return Err(leaving(error, left));
+            return Err(leaving(host, &dir, error, left));
         }
         let now = now_ms();
         let request = Request {
@@ -403,7 +403,7 @@ impl<'h> Supervisor<'h> {
                 // Released with a bound of its own: the acquisition's may be spent.
                 drop(acquiring);
                 let left = release_admission(&mut admission);
-                return Err(leaving(interrupted().unwrap_or(error), left));
+                return Err(leaving(host, &dir, interrupted().unwrap_or(error), left));
             }
         };
         drop(acquiring);
@@ -463,7 +463,7 @@ impl<'h> Supervisor<'h> {
         if let Err(error) = launching {
             let left = abandon(&mut lease, &mut admission);
             forget_journal(&journal);
-            return Err(leaving(interrupted().unwrap_or(error), left));
+            return Err(leaving(host, &dir, interrupted().unwrap_or(error), left));
         }
         command.current_dir(&dir);
         let fenced = cluster::session(host);
@@ -472,7 +472,7 @@ impl<'h> Supervisor<'h> {
             Err(error) => {
                 let left = abandon(&mut lease, &mut admission);
                 forget_journal(&journal);
-                return Err(leaving(interrupted().unwrap_or(error), left));
+                return Err(leaving(host, &dir, interrupted().unwrap_or(error), left));
             }
         };
         // From here on a signal is the command's (forwarded to it once it runs).
@@ -640,12 +640,49 @@ impl<'h> Supervisor<'h> {
     }
 }
 
-/// `error`, or, when it is the signal's ([`Refusal::Interrupted`]) and `left` names what the
-/// undoing could not release in the signal's grace, the refusal that says so
+/// What a lease creation cut short by a signal may have left of this process's work on `dir`:
+/// its creation intent (`docs/deviations.md` 27), when the creation's undo, or the removal that
+/// follows a lease's creation, could not remove it within the signal's grace (the intents'
+/// collection lock held by a hung process). Read straight from the collection, without its
+/// lock (that lock may be what is held), and parsed by the core; when the collection cannot be
+/// read, says that one may be left. Each entry is worded for
+/// [`Refusal::InterruptedLeavingClaims`].
+fn creation_left(host: &Host, dir: &Path) -> Vec<String> {
+    use proclease_core::directory_leases::INTENTS;
+    use proclease_core::records::creation_intent;
+    /// More entries than any number of runs leaves at once: the rest are not read.
+    const AT_MOST: usize = 1_000;
+    const MAX_BYTES: u64 = 65_536;
+    let Some(path) = dir.to_str() else { return Vec::new() };
+    let finish = "`proclease recover` finishes it once this process has exited";
+    let collection = host.state_home().join(INTENTS);
+    let entries = match std::fs::read_dir(&collection) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Vec::new(),
+        Err(e) => return vec![format!("perhaps the creation intent of {path} ({}: {e}): {finish}", collection.display())],
+    };
+    let own = std::process::id();
+    let mine = |name: &str| -> Option<String> {
+        use std::io::Read as _;
+        let file = std::fs::File::open(collection.join(name)).ok()?;
+        let mut text = String::new();
+        file.take(MAX_BYTES).read_to_string(&mut text).ok()?;
+        let intent = creation_intent::parse_file(&text, name).ok()?.record;
+        (intent.path == path && intent.owner.pid == u64::from(own)).then(|| format!("the creation intent {INTENTS}/{name} of {path}: {finish}"))
+    };
+    entries.take(AT_MOST).filter_map(Result::ok).filter_map(|entry| entry.file_name().to_str().and_then(mine)).collect()
+}
+
+/// `error`, or, when it is the signal's ([`Refusal::Interrupted`]) and something could not be
+/// undone in the signal's grace — what `left` names, or the creation intent of `dir` that the
+/// lease's creation recorded ([`creation_left`]) — the refusal that says so
 /// ([`Refusal::InterruptedLeavingClaims`]): never "nothing is left behind" when something is.
-fn leaving(error: Error, left: Vec<String>) -> Error {
+fn leaving(host: &Host, dir: &Path, error: Error, mut left: Vec<String>) -> Error {
     match error {
-        Error::Refused(Refusal::Interrupted { signal }) if !left.is_empty() => Refusal::InterruptedLeavingClaims { signal, left: left.join("; ") }.into(),
+        Error::Refused(Refusal::Interrupted { signal }) => {
+            left.splice(0..0, creation_left(host, dir));
+            if left.is_empty() { Refusal::Interrupted { signal }.into() } else { Refusal::InterruptedLeavingClaims { signal, left: left.join("; ") }.into() }
+        }
         other => other,
     }
 }
