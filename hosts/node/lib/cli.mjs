@@ -135,6 +135,9 @@ export function parseArguments(argv) {
     }
     const kind = flags[command][arg];
     if (kind === undefined) {
+      if (command === 'run' && arg === '--exclusive') {
+        throw new Usage("'--exclusive' is an option of the native proclease binary's run: the Node host has no witness, so a killed holder of the export admission could never be proven gone (README)");
+      }
       if (command === 'run' && (arg === '--stage' || arg === '--output' || arg === '--containment' || arg === '--stragglers' || arg === '--wait')) {
         throw new Usage(`'${arg}' is an option of the native proclease binary's run; the Node host runs a command in a --workdir only`);
       }

@@ -57,6 +57,10 @@ test('run refuses what it must not lease, creating nothing', async () => {
     assert.match(r.stderr, /hint: put the command after `--`/);
     r = await node(d.home, d.ws, ['frobnicate']);
     assert.equal(r.code, 2);
+    r = await node(d.home, d.ws, ['run', '--exclusive', '--workdir', join(d.ws, 'z'), '--', 'true']);
+    assert.equal(r.code, 2);
+    assert.match(r.stderr, /^error: '--exclusive' is an option of the native proclease binary's run: the Node host has no witness/);
+    assert.equal(fs.existsSync(join(d.ws, 'z')), false, 'nothing is created');
   } finally {
     d.cleanup();
   }
