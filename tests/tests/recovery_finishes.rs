@@ -10,7 +10,7 @@ use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
 use std::time::Duration;
 
-use proclease::core::directory_leases::{self, Action, Options, Request};
+use proclease::core::directory_leases::{self, Action, CreationAction, Options, Request};
 use proclease::core::effects::{BatchStatus, CollectionIdentity, CollectionSnapshot, Failure, Processes, Store};
 use proclease::core::liveness::{OwnerFacts, OwnerStatus};
 use proclease::core::records::Owner;
@@ -304,6 +304,10 @@ fn a_crash_between_mkdir_and_the_lease_leaves_nothing_after_recovery() {
     let dry = recover_directory_creations(runtime(), home.real_effects(), true).expect("dry run");
     assert_eq!(dry.len(), 2);
     assert!(made[1].exists(), "a dry run changes nothing");
+    // It says what the real run does: the empty directory goes, the one with data stays.
+    let would = |path: &Path| dry.iter().find(|o| o.path.as_deref() == Some(&s(path))).map(|o| o.action.clone());
+    assert!(matches!(would(&made[1]), Some(CreationAction::Finish(removed)) if removed.first() == Some(&s(&made[1]))), "{dry:?}");
+    assert_eq!(would(&kept), Some(CreationAction::Finish(Vec::new())), "{dry:?}");
     let outcomes = recover_directory_creations(runtime(), home.real_effects(), false).expect("recovered");
     assert!(outcomes.iter().all(|o| o.done), "{outcomes:?}");
     assert!(!made[1].exists(), "the crashed creation's empty directory is gone");

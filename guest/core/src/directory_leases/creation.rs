@@ -254,7 +254,10 @@ pub fn recover_creations(store: &mut dyn Store, processes: &mut dyn Processes, w
         let mut removed = Vec::new();
         if dry_run {
             for (path, identity) in intent.created.iter().rev() {
-                if !claimed(&claims, path) && workspace.inspect(path)?.is_some_and(|facts| identity.as_ref().is_none_or(|i| *i == facts.identity)) {
+                if !claimed(&claims, path)
+                    && workspace.inspect(path)?.is_some_and(|facts| identity.as_ref().is_none_or(|i| *i == facts.identity))
+                    && would_be_empty(workspace, path, &removed)
+                {
                     removed.push(path.clone());
                 }
             }
@@ -301,6 +304,17 @@ pub fn recover_creations(store: &mut dyn Store, processes: &mut dyn Processes, w
         outcomes.push(CreationOutcome { name, path: Some(intent.path), action: CreationAction::Finish(removed), reason, done: !dry_run });
     }
     Ok(outcomes)
+}
+
+/// Whether [`finish_intent`] would find `path` empty, for a dry run: empty now, or holding a
+/// directory `removed` (innermost first) says it would remove first. In the second case a dry run
+/// cannot tell whether something else is in it too, and counts it as the real run would find it
+/// if nothing were; a directory that cannot be read is counted too (the real run tries it). A
+/// directory with anything in it and no such directory inside is never counted: until
+/// 2026-12-07 a dry run said it "would remove" a non-empty directory the real run keeps.
+fn would_be_empty(workspace: &mut dyn Workspace, path: &str, removed: &[String]) -> bool {
+    let holds_removed = removed.iter().any(|inner| inner.strip_prefix(path).and_then(|rest| rest.strip_prefix('/')).is_some_and(|name| !name.is_empty() && !name.contains('/')));
+    holds_removed || workspace.is_empty_directory(path).unwrap_or(true)
 }
 
 /// Removes, innermost first, each directory of `created` that is still empty, still the same
