@@ -10,7 +10,7 @@ import { hostImports } from './imports.mjs';
 import { Liveness } from './liveness.mjs';
 import { ProcessIdentity } from './process-identity/index.mjs';
 import { StateHome, selectStateHome } from './state-store/home.mjs';
-import { SysFs, isClass, sysKernel } from './sys.mjs';
+import { SysFs, isClass, operationBound, sysKernel } from './sys.mjs';
 import { Workspace } from './workspace.mjs';
 import { createPrivateDir } from './fsops.mjs';
 
@@ -47,11 +47,13 @@ export async function assemble({ stateHome, workspaceRoots, pluginCatalog, lockT
     const liveness = new Liveness(processes, pure);
     const parts = { home, source: selected.source, sys, workspace, processes, liveness, pure, lockTimeoutMs, warn: null };
     parts.warn = onWarning ?? ((message) => process.emitWarning(message, 'ProcleaseWait'));
-    const kernel = sysKernel({ lockTimeoutMs: () => parts.lockTimeoutMs, warn: (message) => parts.warn(message) });
+    // One operation's lock waits share one bound (`sysKernel`, `operationBound`).
+    const operation = { depth: 0, deadlineNs: 0n };
+    const kernel = sysKernel({ lockTimeoutMs: () => parts.lockTimeoutMs, warn: (message) => parts.warn(message), operation });
     const own = hostImports({ processes });
     const imports = { 'sys-fs': sys.imports(), 'sys-kernel': sys.recorded(kernel) };
     for (const [name, body] of Object.entries(own)) imports[name] = sys.recorded(body);
-    parts.root = guarded(await instantiatePortable(imports), sys);
+    parts.root = guarded(await instantiatePortable(imports), sys, (call) => operationBound(operation, parts.lockTimeoutMs, call));
     return parts;
   } catch (error) {
     sys?.close();
@@ -75,7 +77,7 @@ const isWasmTrap = (error) =>
  * error jco raises before it enters the component (an argument of the wrong type) changes
  * nothing. A closed host refuses every call.
  */
-function guarded(root, sys) {
+function guarded(root, sys, asOperation = (call) => call()) {
   let trapped = null;
   const enter = (name, call) => {
     if (sys.closed) throw new Error(`${name}: this Host is closed: open a new one`);
@@ -84,7 +86,7 @@ function guarded(root, sys) {
     }
     sys.importError = null;
     try {
-      return call();
+      return asOperation(call);
     } catch (error) {
       if (isWasmTrap(error) || sys.importError !== null) {
         trapped = `${name}: ${error?.message ?? error}`;

@@ -233,8 +233,9 @@ export class Host {
    * Opens a host. Options: `stateHome` (default: `$PROCLEASE_STATE_HOME`, `$GHOSTGET_STATE_HOME`,
    * `$XDG_DATA_HOME/proclease`, `~/.local/share/proclease`), `workspaceRoots` (directories under
    * which leased directories may be created, inspected and removed; default: the home directory
-   * and `os.tmpdir()`), `lockTimeoutMs` (how long a wait for another process's kernel lock lasts,
-   * default 10 000), `onWarning` (what a long wait says; default `process.emitWarning`). The
+   * and `os.tmpdir()`), `lockTimeoutMs` (how long the waits for other processes' kernel locks of
+   * one call into the component may last all together, ms, default 10 000: an admission's eight
+   * attempts share it), `onWarning` (what a long wait says; default `process.emitWarning`). The
    * plugin catalog is `<state home>/provider-plugins/catalog.json`. The state home is created
    * (0700) and claimed when absent; one that cannot be used safely is refused (the error says
    * what to fix).

@@ -485,9 +485,11 @@ export class SysFs {
  * `sys-kernel`: this process's pid, a monotonic clock, randomness, sleep, `kill(pid, 0)`, the
  * bound of a wait for a kernel lock (`lockTimeoutMs`), the warnings a wait gives (`warn`, the
  * host's choice of where they go), and `/proc/locks` and `/proc/<pid>/stat` for naming a lock's
- * holder.
+ * holder. `operation` (`{ depth, deadlineNs }`, kept by the host's entry into the component:
+ * `operationBound`) makes the waits of one call share one bound, as the native host's do
+ * (`docs/deviations.md` 21): `lockWaitNs` is what is left of it.
  */
-export function sysKernel({ lockTimeoutMs = () => 10_000, warn = (message) => process.emitWarning(message, 'ProcleaseWait') } = {}) {
+export function sysKernel({ lockTimeoutMs = () => 10_000, warn = (message) => process.emitWarning(message, 'ProcleaseWait'), operation = { depth: 0, deadlineNs: 0n } } = {}) {
   const readOrNone = (path) => {
     try {
       return new Uint8Array(fs.readFileSync(path));
@@ -508,9 +510,31 @@ export function sysKernel({ lockTimeoutMs = () => 10_000, warn = (message) => pr
         return error?.code === 'ESRCH';
       }
     },
-    lockWaitNs: () => BigInt(Math.max(0, Math.round(lockTimeoutMs()))) * 1_000_000n,
+    lockWaitNs: () => {
+      if (operation.depth === 0) return wholeBoundNs(lockTimeoutMs());
+      const left = operation.deadlineNs - process.hrtime.bigint();
+      return left > 0n ? left : 0n;
+    },
     warn: (message) => warn(message),
     procLocks: () => readOrNone('/proc/locks'),
     procStat: (pid) => readOrNone(`/proc/${pid}/stat`),
   };
+}
+
+/** `ms` (a lock timeout) as a wait's whole bound, ns. */
+const wholeBoundNs = (ms) => BigInt(Math.max(0, Math.round(ms))) * 1_000_000n;
+
+/**
+ * Runs `call` as one operation of `operation` (see `sysKernel`): the outermost entry sets the
+ * deadline, `lockTimeoutMs` from now; entries it makes (another instance judging an owner from
+ * inside an import) share it.
+ */
+export function operationBound(operation, lockTimeoutMs, call) {
+  if (operation.depth === 0) operation.deadlineNs = process.hrtime.bigint() + wholeBoundNs(lockTimeoutMs);
+  operation.depth += 1;
+  try {
+    return call();
+  } finally {
+    operation.depth -= 1;
+  }
 }

@@ -329,6 +329,39 @@ def test_host_given_the_component_instead_of_the_artifact_says_which_file_it_nee
     assert "Host loads `proclease-portable.wasm` (`proclease component --portable -o FILE`)" in refused.value.message
 
 
+def test_an_operation_s_lock_waits_share_one_lock_timeout(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The export admission's acquire makes eight attempts; behind a collection lock another
+    process keeps, they share the host's one `lock_timeout` (as the native host's operation
+    does), so the timeout is said once, not once per attempt with the whole bound waited again
+    (which made `run --exclusive` wait eight times `--lock-timeout`)."""
+    import logging
+
+    from proclease import Error, Host
+    from proclease.process_identity import identity_digest
+
+    home = tmp_path / "state"
+    host = Host(state_home=home, workspace_roots=[str(tmp_path)], lock_timeout=0.5)
+    with host.admission():
+        pass
+    lock = home / ".proclease" / "locks" / f"{identity_digest('proclease-collection-lock', 'recovery/beeper-message-like-me-export-admission')}.lock"
+    assert lock.is_file(), sorted(os.listdir(lock.parent))
+    holder = subprocess.Popen(["flock", "-o", "-x", str(lock), "-c", "echo locked; exec sleep 60"], stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
+        caplog.set_level(logging.WARNING, logger="proclease")
+        with pytest.raises(Error) as refused:
+            with host.admission():
+                pytest.fail("acquired behind a held lock")
+    finally:
+        os.killpg(holder.pid, signal.SIGKILL)
+        holder.wait()
+        holder.stdout.close()
+    assert "export admission could not be acquired after bounded contention" in str(refused.value), refused.value
+    timed_out = [record.getMessage() for record in caplog.records if record.name.startswith("proclease") and record.getMessage().startswith("waited ")]
+    assert len(timed_out) == 1, timed_out
+    assert f"ms for .proclease/locks/{lock.name}, held by pid {holder.pid} (flock, sleeping)" in timed_out[0], timed_out
+
+
 def test_a_wait_for_another_process_s_lock_is_bounded_by_lock_timeout_and_names_the_holder(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """A write behind a collection lock another process keeps (here `flock(1)`, as a stopped
     or stuck writer would) waits at most `Host(lock_timeout)`, says after a second who holds

@@ -30,8 +30,8 @@ import hashlib
 import threading
 import weakref
 from pathlib import Path
-from contextlib import contextmanager
-from typing import Any, Callable, Dict, Iterator, List, Optional
+from contextlib import contextmanager, nullcontext
+from typing import Any, Callable, ContextManager, Dict, Iterator, List, Optional
 
 import wasmtime
 from wasmtime import Engine, Store, WasmtimeError
@@ -219,9 +219,12 @@ class Exports:
 class Proclease:
     """One instance of the component in its own wasmtime Store."""
 
-    def __init__(self, wasm: Path, host: Any) -> None:
+    def __init__(self, wasm: Path, host: Any, operation: Optional[Callable[[], ContextManager[None]]] = None) -> None:
         self.component = compile_component(wasm)
         self.host = host
+        #: Each entry runs inside `operation()` (`SysKernel.operation`: its lock waits share one
+        #: bound); none when the host has no such bound.
+        self._operation = operation if operation is not None else nullcontext
         self._resource_ids: Dict[str, int] = {}
         self._live: Dict[int, HostResource] = {}
         self._next_rep = 1
@@ -428,7 +431,9 @@ class Proclease:
         raised again."""
         self._interrupted = None
         try:
-            return enter()
+            # One operation: its lock waits share one bound (`SysKernel.operation`).
+            with self._operation():
+                return enter()
         except Exception:  # a trap: wasmtime.Trap or WasmtimeError
             self._trapped = True
             _release_all(self._live)

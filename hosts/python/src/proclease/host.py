@@ -141,7 +141,7 @@ class Host:
         wasm_path = artifact_path(wasm)
         self.effects = Effects(self.state_home, roots, lock_timeout)
         try:
-            self.component = Proclease(wasm_path, self.effects)
+            self.component = Proclease(wasm_path, self.effects, self.effects.sys_kernel.operation)
         except Error:
             raise
         except Exception as error:  # wasmtime's own (a component that does not load or link)
@@ -152,12 +152,13 @@ class Host:
             ) from error
         # A second instance for the pure `judge-owner` export (`liveness`), so that judging an
         # owner never re-enters, nor waits for, a call of the first.
-        self._judge = Proclease(wasm_path, self.effects)
+        self._judge = Proclease(wasm_path, self.effects, self.effects.sys_kernel.operation)
 
     @property
     def lock_timeout(self) -> float:
-        """How long one wait for a lock of the state home another process holds lasts (s):
-        this host's own locks and every wait inside the artifact's store. Settable."""
+        """How long the waits of one call into the component for locks of the state home
+        another process holds may last all together (s): this host's own locks and every wait
+        inside the artifact's store (an admission's eight attempts share it). Settable."""
         return self._lock_timeout
 
     @lock_timeout.setter
