@@ -661,14 +661,17 @@ fn creation_left(host: &Host, dir: &Path) -> Vec<String> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Vec::new(),
         Err(e) => return vec![format!("perhaps the creation intent of {path} ({}: {e}): {finish}", collection.display())],
     };
-    let own = std::process::id();
+    // This process as the intent records its owner: a pid alone could be another namespace's
+    // process (containers sharing a state home reuse pids), or one before a reboot. Computed
+    // once per process, by the creation itself; without it, no intent can be shown to be ours.
+    let Ok(own) = host.process_identity().self_identity() else { return Vec::new() };
     let mine = |name: &str| -> Option<String> {
         use std::io::Read as _;
         let file = std::fs::File::open(collection.join(name)).ok()?;
         let mut text = String::new();
         file.take(MAX_BYTES).read_to_string(&mut text).ok()?;
         let intent = creation_intent::parse_file(&text, name).ok()?.record;
-        (intent.path == path && intent.owner.pid == u64::from(own)).then(|| format!("the creation intent {INTENTS}/{name} of {path}: {finish}"))
+        (intent.path == path && intent.owner == own).then(|| format!("the creation intent {INTENTS}/{name} of {path}: {finish}"))
     };
     entries.take(AT_MOST).filter_map(Result::ok).filter_map(|entry| entry.file_name().to_str().and_then(mine)).collect()
 }
