@@ -300,20 +300,29 @@ fn a_crash_between_mkdir_and_the_lease_leaves_nothing_after_recovery() {
     let kept = root.join("jobs/kept");
     dead_creators_intent(&home, 10, std::slice::from_ref(&kept));
     std::fs::write(kept.join("data"), b"mine").expect("data");
+    // A creator that died between `mkdir` and recording the identity (`null` in its intent),
+    // and a file put where its directory was: never removed, never listed.
+    let swapped = root.join("swapped");
+    let (intent, file) = dead_creators_intent(&home, 11, std::slice::from_ref(&swapped));
+    std::fs::write(&file, CreationIntent { created: vec![(s(&swapped), None)], ..intent }.parsed().canonical).expect("intent without identity");
+    std::fs::remove_dir(&swapped).expect("rmdir");
+    std::fs::write(&swapped, b"precious").expect("a file where the directory was");
 
     let dry = recover_directory_creations(runtime(), home.real_effects(), true).expect("dry run");
-    assert_eq!(dry.len(), 2);
+    assert_eq!(dry.len(), 3);
     assert!(made[1].exists(), "a dry run changes nothing");
     // It says what the real run does: the empty directory goes, the one with data stays.
     let would = |path: &Path| dry.iter().find(|o| o.path.as_deref() == Some(&s(path))).map(|o| o.action.clone());
     assert!(matches!(would(&made[1]), Some(CreationAction::Finish(removed)) if removed.first() == Some(&s(&made[1]))), "{dry:?}");
     assert_eq!(would(&kept), Some(CreationAction::Finish(Vec::new())), "{dry:?}");
+    assert_eq!(would(&swapped), Some(CreationAction::Finish(Vec::new())), "{dry:?}");
     let outcomes = recover_directory_creations(runtime(), home.real_effects(), false).expect("recovered");
     assert!(outcomes.iter().all(|o| o.done), "{outcomes:?}");
     assert!(!made[1].exists(), "the crashed creation's empty directory is gone");
     assert!(root.join("jobs").exists(), "its parent now holds another directory: kept");
     assert!(kept.join("data").exists(), "a directory with content stays");
-    assert_eq!(std::fs::read_dir(&intents).expect("intents").count(), 0, "both intents are finished");
+    assert_eq!(std::fs::read(&swapped).expect("the file"), b"precious", "a file where a directory was stays");
+    assert_eq!(std::fs::read_dir(&intents).expect("intents").count(), 0, "every intent is finished");
 }
 
 /// A lease of the directory a dead creator made (the reference's `create`, of an existing
@@ -383,4 +392,60 @@ fn recovery_can_go_on_past_what_it_cannot_recover() {
     assert!(!dirs[2].exists(), "the rest is recovered");
     assert!(leases.join(format!("{}.json", uuid(2))).exists(), "the bad file itself is never deleted");
     assert!(matches!(&run.outcomes[0].action, Action::Skip(e) if e.to_string().ends_with("directory lease is not valid JSON")), "{run:?}");
+}
+
+/// A creation whose lease then fails removes what it made and its intent; but a directory the
+/// undo cannot remove (something was put in it meanwhile) keeps the intent, so that `recover`
+/// finishes it once the creator is gone (and a signal's message can name it), instead of an
+/// unleased directory no record knows of (`docs/deviations.md` 11).
+#[test]
+fn a_directory_the_undo_of_a_failed_creation_cannot_remove_keeps_its_intent() {
+    use proclease::core::effects::{DirectoryFacts, Workspace};
+    use proclease::core::records::DirectoryIdentity;
+    use proclease_tests::fakes::MemoryWorkspace;
+    /// The in-memory workspace, where the leased directory shows mode 0755 once made (the lease
+    /// refuses it: not a private directory), and, with `crowd`, gets an entry put in it as it is
+    /// made (another process's file).
+    struct Refusing {
+        inner: MemoryWorkspace,
+        leased: String,
+        crowd: bool,
+    }
+    impl Workspace for Refusing {
+        fn inspect(&mut self, path: &str) -> Result<Option<DirectoryFacts>, Failure> {
+            let facts = self.inner.inspect(path)?;
+            Ok(facts.map(|facts| if path == self.leased { DirectoryFacts { mode: 0o755, ..facts } } else { facts }))
+        }
+        fn remove_tree(&mut self, path: &str, expected: &DirectoryIdentity) -> Result<bool, Failure> {
+            self.inner.remove_tree(path, expected)
+        }
+        fn create_private_directory(&mut self, path: &str) -> Result<Vec<String>, Failure> {
+            let created = self.inner.create_private_directory(path)?;
+            if self.crowd {
+                self.inner.add(&format!("{path}/theirs"), 999);
+            }
+            Ok(created)
+        }
+        fn remove_empty_directory(&mut self, path: &str, expected: Option<&DirectoryIdentity>) -> Result<bool, Failure> {
+            self.inner.remove_empty_directory(path, expected)
+        }
+    }
+    for crowd in [false, true] {
+        let world = FakeWorld::new(&"b".repeat(64), OwnerStatus::ExactLiveOwner);
+        world.workspace.add("/ws", 1);
+        let leased = "/ws/new/job";
+        let mut effects = world.effects();
+        effects.workspace = Box::new(Refusing { inner: world.workspace.clone(), leased: leased.into(), crowd });
+        let request = Request { role: Role::RawWorking, path: leased.into(), output_root: None, recover_after_ms: 2.0, now_ms: Some(1.0) };
+        let error = DirectoryLease::create_with_directory(runtime(), effects, &request).err().expect("refused");
+        assert!(error.to_string().contains("not an owned physical directory"), "{error}");
+        let intents: Vec<String> = world.store.state().files.keys().filter(|path| path.starts_with(directory_leases::INTENTS)).cloned().collect();
+        let left: Vec<String> = world.workspace.directories().keys().filter(|path| path.starts_with("/ws/")).cloned().collect();
+        if crowd {
+            assert_eq!(left, ["/ws/new", "/ws/new/job", "/ws/new/job/theirs"], "what holds another's entry stays");
+            assert_eq!(intents.len(), 1, "and its intent stays, for recover: {intents:?}");
+        } else {
+            assert!(left.is_empty() && intents.is_empty(), "all undone: {left:?} {intents:?}");
+        }
+    }
 }

@@ -103,7 +103,7 @@ impl ss::Guest for PortableStore {
                 *leasing = Some(lock);
                 Ok(ss::LeasingLock { held })
             }
-            Ok(Wait::TimedOut(timeout, _)) => {
+            Ok(Wait::TimedOut(timeout)) => {
                 let message = timeout.to_string();
                 Err(failure_to_wit(Failure { path: Some(label), ..Failure::new(FailureKind::Contended, message) }))
             }

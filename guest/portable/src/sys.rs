@@ -34,19 +34,8 @@ fn stat(s: sys_fs::FileStat) -> FileStat {
 pub enum Wait {
     /// Taken (`None`: the host has no kernel locks).
     Taken(Option<Lock>),
-    /// Another holder kept it past the bound: who, and for how long; and whether the bound was
-    /// spent before this wait began (an earlier wait of the same operation, which has said so:
-    /// the host's bound is per operation, and an acquire's retries each try once more).
-    TimedOut(LockTimeout, Spent),
-}
-
-/// Whether a wait's bound was spent before it began ([`Wait::TimedOut`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Spent {
-    /// The wait had time of its own, and waited it.
-    InThisWait,
-    /// It had none left: it tried once.
-    Before,
+    /// Another holder kept it past the bound: who, and for how long.
+    TimedOut(LockTimeout),
 }
 
 /// The file of a kernel lock a wait is for, where its holder is looked up.
@@ -105,8 +94,7 @@ pub fn wait_for(waited: &Waited<'_>, attempt: impl Fn() -> Result<LockAttempt, u
             let holder = waited.holder();
             let behind = (waited.behind)(holder.as_ref().map(|h| h.pid)).map(Box::new);
             let waited_ms = u64::try_from(spent.as_millis()).unwrap_or(u64::MAX);
-            let spent_when = if bound.is_zero() { Spent::Before } else { Spent::InThisWait };
-            return Ok(Wait::TimedOut(LockTimeout { lock: waited.label.into(), holder, behind, waited_ms, hint: LOCK_HINT, during: None }, spent_when));
+            return Ok(Wait::TimedOut(LockTimeout { lock: waited.label.into(), holder, behind, waited_ms, hint: LOCK_HINT, during: None }));
         }
         if !told && spent >= TELL_AFTER {
             told = true;
@@ -241,12 +229,8 @@ impl Fs for SysFs {
         let waited = Waited { label: &label, file: LockFile::Named(locks, name.as_ref()), behind };
         match wait_for(&waited, || locks.try_lock(name.as_ref()))? {
             Wait::Taken(lock) => Ok(Locked::Held(lock)),
-            Wait::TimedOut(timeout, spent) => {
-                // Said once per operation, as the native host says it: a wait that had no time
-                // left follows one that said it.
-                if spent == Spent::InThisWait {
-                    sys_kernel::warn(&timeout.to_string());
-                }
+            Wait::TimedOut(timeout) => {
+                sys_kernel::warn(&timeout.to_string());
                 Ok(Locked::TimedOut)
             }
         }
@@ -284,7 +268,7 @@ impl Fs for SysFs {
         let waited = Waited { label, file: LockFile::Directory(dir), behind: &|_| None };
         match wait_for(&waited, || dir.try_lock_directory()) {
             Ok(Wait::Taken(lock)) => Ok(lock),
-            Ok(Wait::TimedOut(timeout, _)) => Err(LockError::TimedOut(timeout)),
+            Ok(Wait::TimedOut(timeout)) => Err(LockError::TimedOut(timeout)),
             Err(e) => Err(LockError::Io(e.into())),
         }
     }

@@ -48,7 +48,7 @@ export async function assemble({ stateHome, workspaceRoots, pluginCatalog, lockT
     const parts = { home, source: selected.source, sys, workspace, processes, liveness, pure, lockTimeoutMs, warn: null };
     parts.warn = onWarning ?? ((message) => process.emitWarning(message, 'ProcleaseWait'));
     // One operation's lock waits share one bound (`sysKernel`, `operationBound`).
-    const operation = { depth: 0, deadlineNs: 0n };
+    const operation = { depth: 0, deadlineNs: 0n, saidTimeout: false };
     const kernel = sysKernel({ lockTimeoutMs: () => parts.lockTimeoutMs, warn: (message) => parts.warn(message), operation });
     const own = hostImports({ processes });
     const imports = { 'sys-fs': sys.imports(), 'sys-kernel': sys.recorded(kernel) };

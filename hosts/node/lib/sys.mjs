@@ -485,11 +485,11 @@ export class SysFs {
  * `sys-kernel`: this process's pid, a monotonic clock, randomness, sleep, `kill(pid, 0)`, the
  * bound of a wait for a kernel lock (`lockTimeoutMs`), the warnings a wait gives (`warn`, the
  * host's choice of where they go), and `/proc/locks` and `/proc/<pid>/stat` for naming a lock's
- * holder. `operation` (`{ depth, deadlineNs }`, kept by the host's entry into the component:
+ * holder. `operation` (`{ depth, deadlineNs, saidTimeout }`, kept by the host's entry into the component:
  * `operationBound`) makes the waits of one call share one bound, as the native host's do
  * (`docs/deviations.md` 21): `lockWaitNs` is what is left of it.
  */
-export function sysKernel({ lockTimeoutMs = () => 10_000, warn = (message) => process.emitWarning(message, 'ProcleaseWait'), operation = { depth: 0, deadlineNs: 0n } } = {}) {
+export function sysKernel({ lockTimeoutMs = () => 10_000, warn = (message) => process.emitWarning(message, 'ProcleaseWait'), operation = { depth: 0, deadlineNs: 0n, saidTimeout: false } } = {}) {
   const readOrNone = (path) => {
     try {
       return new Uint8Array(fs.readFileSync(path));
@@ -515,14 +515,26 @@ export function sysKernel({ lockTimeoutMs = () => 10_000, warn = (message) => pr
       const left = operation.deadlineNs - process.hrtime.bigint();
       return left > 0n ? left : 0n;
     },
-    warn: (message) => warn(message),
+    warn: (message) => {
+      // The first lock timeout of an operation only (`sys-kernel.warn`): its later waits, the
+      // bound spent, time out at once and would say it again.
+      if (message.startsWith('waited ') && operation.depth > 0) {
+        if (operation.saidTimeout) return;
+        operation.saidTimeout = true;
+      }
+      warn(message);
+    },
     procLocks: () => readOrNone('/proc/locks'),
     procStat: (pid) => readOrNone(`/proc/${pid}/stat`),
   };
 }
 
 /** `ms` (a lock timeout) as a wait's whole bound, ns. */
-const wholeBoundNs = (ms) => BigInt(Math.max(0, Math.round(ms))) * 1_000_000n;
+const wholeBoundNs = (ms) => {
+  if (!(ms > 0)) return 0n; // 0, negative, NaN
+  if (!Number.isFinite(ms) || ms >= 9.2e15) return 2n ** 63n - 1n; // as long as a u64 of ns says
+  return BigInt(Math.round(ms)) * 1_000_000n;
+};
 
 /**
  * Runs `call` as one operation of `operation` (see `sysKernel`): the outermost entry sets the
@@ -530,7 +542,10 @@ const wholeBoundNs = (ms) => BigInt(Math.max(0, Math.round(ms))) * 1_000_000n;
  * inside an import) share it.
  */
 export function operationBound(operation, lockTimeoutMs, call) {
-  if (operation.depth === 0) operation.deadlineNs = process.hrtime.bigint() + wholeBoundNs(lockTimeoutMs);
+  if (operation.depth === 0) {
+    operation.deadlineNs = process.hrtime.bigint() + wholeBoundNs(lockTimeoutMs);
+    operation.saidTimeout = false;
+  }
   operation.depth += 1;
   try {
     return call();

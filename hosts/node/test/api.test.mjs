@@ -133,25 +133,39 @@ test('withAdmission holds the export admission; another acquirer is refused whil
 test("an operation's lock waits share one lockTimeoutMs: an admission's eight attempts behind a held lock say the timeout once", async () => {
   const d = freshDirs();
   const warnings = [];
-  const host = await Host.open({ stateHome: d.home, workspaceRoots: [d.ws], lockTimeoutMs: 500, onWarning: (w) => warnings.push(w) });
+  const open = (lockTimeoutMs) => Host.open({ stateHome: d.home, workspaceRoots: [d.ws], lockTimeoutMs, onWarning: (w) => warnings.push(w) });
   let holder;
   try {
-    await host.withAdmission(async () => {});
+    // No bound at all is a bound too (a BigInt of Infinity used to throw).
+    const unbounded = await open(Infinity);
+    try {
+      await unbounded.withAdmission(async () => {});
+    } finally {
+      unbounded.close();
+    }
     const digest = createHash('sha256').update('proclease-collection-lock\0recovery/beeper-message-like-me-export-admission').digest('hex');
     const lock = join(d.home, '.proclease/locks', `${digest}.lock`);
     assert.ok(fs.existsSync(lock), 'the admission collection lock file is where the test expects it');
     holder = spawn('flock', ['-o', '-x', lock, '-c', 'echo locked; exec sleep 60'], { stdio: ['ignore', 'pipe', 'ignore'], detached: true });
     await new Promise((resolve) => holder.stdout.once('data', resolve));
-    const refused = await host.withAdmission(async () => assert.fail('acquired behind a held lock')).catch((e) => e);
-    assert.ok(refused instanceof ProcleaseError, String(refused));
-    assert.match(refused.message, /export admission could not be acquired after bounded contention/);
-    // Before, each of the acquire's eight attempts waited the whole bound again, and said so.
-    const timedOut = warnings.map(String).filter((w) => w.startsWith('waited '));
-    assert.equal(timedOut.length, 1, warnings.join('\n'));
-    assert.match(timedOut[0], new RegExp(`^waited \\d+ ms for \\.proclease/locks/${digest}\\.lock, held by pid ${holder.pid} \\(flock, sleeping\\)`));
+    // With a bound, and with none (every wait tries once): the timeout is said once either way.
+    for (const timeout of [500, 0]) {
+      const host = await open(timeout);
+      warnings.length = 0;
+      try {
+        const refused = await host.withAdmission(async () => assert.fail('acquired behind a held lock')).catch((e) => e);
+        assert.ok(refused instanceof ProcleaseError, String(refused));
+        assert.match(refused.message, /export admission could not be acquired after bounded contention/);
+      } finally {
+        host.close();
+      }
+      // Before, each of the acquire's eight attempts waited the whole bound again, and said so.
+      const timedOut = warnings.map(String).filter((w) => w.startsWith('waited '));
+      assert.equal(timedOut.length, 1, `${timeout} ms: ${warnings.join('\n')}`);
+      assert.match(timedOut[0], new RegExp(`^waited \\d+ ms for \\.proclease/locks/${digest}\\.lock, held by pid ${holder.pid} \\(flock, sleeping\\)`));
+    }
   } finally {
     if (holder) process.kill(-holder.pid, 'SIGKILL');
-    host.close();
     d.cleanup();
   }
 });

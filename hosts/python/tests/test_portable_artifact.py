@@ -19,8 +19,9 @@ import subprocess
 import sys
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, List
+from typing import Any, Iterator, List
 
 import pytest
 
@@ -329,6 +330,21 @@ def test_host_given_the_component_instead_of_the_artifact_says_which_file_it_nee
     assert "Host loads `proclease-portable.wasm` (`proclease component --portable -o FILE`)" in refused.value.message
 
 
+@contextmanager
+def held_by_flock(lock: Path) -> Iterator[subprocess.Popen]:
+    """`lock` held by flock(1) (`-o`: flock's alone, not the shell's it runs) for the block,
+    once it holds it; then it is killed with its group."""
+    holder = subprocess.Popen(["flock", "-o", "-x", str(lock), "-c", "echo locked; exec sleep 60"], stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
+        yield holder
+    finally:
+        os.killpg(holder.pid, signal.SIGKILL)
+        holder.wait()
+        if holder.stdout is not None:
+            holder.stdout.close()
+
+
 def test_an_operation_s_lock_waits_share_one_lock_timeout(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """The export admission's acquire makes eight attempts; behind a collection lock another
     process keeps, they share the host's one `lock_timeout` (as the native host's operation
@@ -345,21 +361,23 @@ def test_an_operation_s_lock_waits_share_one_lock_timeout(tmp_path: Path, caplog
         pass
     lock = home / ".proclease" / "locks" / f"{identity_digest('proclease-collection-lock', 'recovery/beeper-message-like-me-export-admission')}.lock"
     assert lock.is_file(), sorted(os.listdir(lock.parent))
-    holder = subprocess.Popen(["flock", "-o", "-x", str(lock), "-c", "echo locked; exec sleep 60"], stdout=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
-        caplog.set_level(logging.WARNING, logger="proclease")
-        with pytest.raises(Error) as refused:
-            with host.admission():
-                pytest.fail("acquired behind a held lock")
-    finally:
-        os.killpg(holder.pid, signal.SIGKILL)
-        holder.wait()
-        holder.stdout.close()
-    assert "export admission could not be acquired after bounded contention" in str(refused.value), refused.value
-    timed_out = [record.getMessage() for record in caplog.records if record.name.startswith("proclease") and record.getMessage().startswith("waited ")]
-    assert len(timed_out) == 1, timed_out
-    assert f"ms for .proclease/locks/{lock.name}, held by pid {holder.pid} (flock, sleeping)" in timed_out[0], timed_out
+    caplog.set_level(logging.WARNING, logger="proclease")
+    # With a bound, and with none (`lock_timeout=0`: every wait tries once): said once either way.
+    for timeout in (0.5, 0.0):
+        host.lock_timeout = timeout
+        caplog.clear()
+        with held_by_flock(lock) as holder:
+            with pytest.raises(Error) as refused:
+                with host.admission():
+                    pytest.fail("acquired behind a held lock")
+        assert "export admission could not be acquired after bounded contention" in str(refused.value), refused.value
+        timed_out = [record.getMessage() for record in caplog.records if record.name.startswith("proclease") and record.getMessage().startswith("waited ")]
+        assert len(timed_out) == 1, (timeout, timed_out)
+        assert f"ms for .proclease/locks/{lock.name}, held by pid {holder.pid} (flock, sleeping)" in timed_out[0], timed_out
+    # No bound at all is a bound too (it used to raise OverflowError on every call).
+    host.lock_timeout = float("inf")
+    with host.admission():
+        pass
 
 
 def test_a_wait_for_another_process_s_lock_is_bounded_by_lock_timeout_and_names_the_holder(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
@@ -379,19 +397,12 @@ def test_a_wait_for_another_process_s_lock_is_bounded_by_lock_timeout_and_names_
     assert store.create_if_absent("recovery/things/a.json", "{}\n")
     lock = home / ".proclease" / "locks" / f"{identity_digest('proclease-collection-lock', 'recovery/things')}.lock"
     assert lock.is_file(), sorted(os.listdir(lock.parent))
-    # `-o`: the lock is flock(1)'s alone, not the shell's it runs (killed with its group).
-    holder = subprocess.Popen(["flock", "-o", "-x", str(lock), "-c", "echo locked; exec sleep 60"], stdout=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
+    with held_by_flock(lock) as holder:
         caplog.set_level(logging.WARNING, logger="proclease")
         begun = time.monotonic()
         with pytest.raises(ComponentError) as caught:
             store.replace_if_unchanged("recovery/things/a.json", hashlib.sha256(b"{}\n").hexdigest(), '{"n":1}\n')
         assert time.monotonic() - begun < 8.0, "the host's 1.5 s bound, not the default 10 s"
-    finally:
-        os.killpg(holder.pid, signal.SIGKILL)
-        holder.wait()
-        holder.stdout.close()
     assert caught.value.failure is not None and caught.value.failure.kind == "contended", caught.value
     label = f".proclease/locks/{lock.name}"
     warnings = [record.getMessage() for record in caplog.records if record.name.startswith("proclease")]

@@ -73,11 +73,20 @@ pub fn create_with_directory(request: &Request, mut fx: Effects<'_>) -> Result<H
         made.push((path.clone(), identity));
     }
     let intended: Vec<(String, Option<DirectoryIdentity>)> = planned.iter().map(|p| (p.clone(), None)).collect();
+    // What was made is removed again; the intent goes only once none of it is left, so that a
+    // directory the undo could not remove (something was put in it, `rmdir` failed) stays in
+    // the intent, for `recover` to finish once this process has exited (keeping it if it is not
+    // empty), and for a signal's message to name (`docs/deviations.md` 11, 21).
     let undo = |store: &mut dyn Store, workspace: &mut dyn Workspace, made: &[(String, Option<DirectoryIdentity>)], sha: &str| {
+        let mut left = false;
         for (path, identity) in made.iter().rev() {
-            let _ = workspace.remove_empty_directory(path, identity.as_ref());
+            if !matches!(workspace.remove_empty_directory(path, identity.as_ref()), Ok(true)) {
+                left |= still_made(workspace, path, identity.as_ref());
+            }
         }
-        let _ = store.remove_if_unchanged(&record, sha);
+        if !left {
+            let _ = store.remove_if_unchanged(&record, sha);
+        }
     };
     if made != intended {
         let updated = CreationIntent { created: made.clone(), ..intent.record.clone() }.parsed();
@@ -105,6 +114,17 @@ pub fn create_with_directory(request: &Request, mut fx: Effects<'_>) -> Result<H
             undo(fx.store, fx.workspace, &made, &sha);
             Err(error)
         }
+    }
+}
+
+/// Whether the directory this creation made at `path` (`identity`, when known) may still be there
+/// after an undo did not remove it: anything at `path` that is not provably another directory
+/// (or nothing), including a path that cannot be inspected.
+fn still_made(workspace: &mut dyn Workspace, path: &str, identity: Option<&DirectoryIdentity>) -> bool {
+    match workspace.inspect(path) {
+        Ok(None) => false,
+        Ok(Some(facts)) => identity.is_none_or(|made| *made == facts.identity),
+        Err(_) => true,
     }
 }
 
@@ -255,7 +275,7 @@ pub fn recover_creations(store: &mut dyn Store, processes: &mut dyn Processes, w
         if dry_run {
             for (path, identity) in intent.created.iter().rev() {
                 if !claimed(&claims, path)
-                    && workspace.inspect(path)?.is_some_and(|facts| identity.as_ref().is_none_or(|i| *i == facts.identity))
+                    && workspace.inspect(path)?.is_some_and(|facts| facts.is_directory && identity.as_ref().is_none_or(|i| *i == facts.identity))
                     && would_be_empty(workspace, path, &removed)
                 {
                     removed.push(path.clone());
@@ -306,15 +326,16 @@ pub fn recover_creations(store: &mut dyn Store, processes: &mut dyn Processes, w
     Ok(outcomes)
 }
 
-/// Whether [`finish_intent`] would find `path` empty, for a dry run: empty now, or holding a
-/// directory `removed` (innermost first) says it would remove first. In the second case a dry run
-/// cannot tell whether something else is in it too, and counts it as the real run would find it
-/// if nothing were; a directory that cannot be read is counted too (the real run tries it). A
-/// directory with anything in it and no such directory inside is never counted: until
-/// 2026-12-07 a dry run said it "would remove" a non-empty directory the real run keeps.
+/// Whether [`finish_intent`] would find the directory `path` empty, for a dry run: empty now, or
+/// holding a directory `removed` (innermost first) says it would remove first. In the second case
+/// a dry run cannot tell whether something else is in it too (the workspace import only answers
+/// "empty or not"), and counts it as the real run would find it if nothing were. A directory whose
+/// entries cannot be read is not counted. A directory with anything in it and no such directory
+/// inside is never counted: until 2026-12-07 a dry run said it "would remove" a non-empty
+/// directory, or a file put where a creation's directory was, which the real run keeps.
 fn would_be_empty(workspace: &mut dyn Workspace, path: &str, removed: &[String]) -> bool {
     let holds_removed = removed.iter().any(|inner| inner.strip_prefix(path).and_then(|rest| rest.strip_prefix('/')).is_some_and(|name| !name.is_empty() && !name.contains('/')));
-    holds_removed || workspace.is_empty_directory(path).unwrap_or(true)
+    holds_removed || workspace.is_empty_directory(path).unwrap_or(false)
 }
 
 /// Removes, innermost first, each directory of `created` that is still empty, still the same

@@ -374,6 +374,10 @@ class SysFs:
         return [(root, Directory(os.dup(opened.fd))) for root, opened in self._roots]
 
 
+#: The longest wait `lock-wait-ns` answers (a signed 64-bit count of ns, about 292 years).
+_MAX_WAIT_NS = 2**63 - 1
+
+
 class SysKernel:
     """`sys-kernel`: this process's pid, a monotonic clock, randomness, sleep, `kill(pid, 0)`,
     the bound of a wait for a kernel lock (`lock_timeout`, s), the warnings a wait gives (to the
@@ -394,7 +398,8 @@ class SysKernel:
         so an acquire's retries cannot each wait the whole bound again."""
         depth = getattr(self._operation, "depth", 0)
         if depth == 0:
-            self._operation.deadline_ns = time.monotonic_ns() + max(0, int(self.lock_timeout * 1e9))
+            self._operation.deadline_ns = time.monotonic_ns() + self._whole_bound_ns()
+            self._operation.said_timeout = False
         self._operation.depth = depth + 1
         try:
             yield
@@ -426,10 +431,26 @@ class SysKernel:
         """What is left of the current operation's bound (`operation`), or the whole bound
         outside one."""
         if getattr(self._operation, "depth", 0) == 0:
-            return max(0, int(self.lock_timeout * 1e9))
-        return max(0, self._operation.deadline_ns - time.monotonic_ns())
+            return self._whole_bound_ns()
+        return max(0, min(_MAX_WAIT_NS, self._operation.deadline_ns - time.monotonic_ns()))
+
+    def _whole_bound_ns(self) -> int:
+        """`lock_timeout` in ns, as the contract's u64 can carry it: 0 for 0, a negative number
+        or NaN; `math.inf` (or more than about 292 years) waits as long as a u64 can say."""
+        seconds = self.lock_timeout
+        if not seconds > 0:
+            return 0
+        if seconds * 1e9 >= _MAX_WAIT_NS:
+            return _MAX_WAIT_NS
+        return int(seconds * 1e9)
 
     def warn(self, message: str) -> None:
+        # The first lock timeout of an operation only (`sys-kernel.warn`): its later waits, the
+        # bound spent, time out at once and would say it again.
+        if message.startswith("waited ") and getattr(self._operation, "depth", 0) > 0:
+            if self._operation.said_timeout:
+                return
+            self._operation.said_timeout = True
         _log.warning("%s", message)
 
     def proc_locks(self) -> Optional[bytes]:
