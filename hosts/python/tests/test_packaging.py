@@ -49,3 +49,6 @@ def test_pip_install_of_the_package_directory_gives_a_working_typed_package(tmp_
     artifact = Path(ran.stdout.split("artifact ", 1)[1].splitlines()[0].strip())
     assert artifact.parent == installed.parent and not artifact.is_symlink(), artifact
     assert hashlib.sha256(artifact.read_bytes()).hexdigest() == hashlib.sha256(ARTIFACT.read_bytes()).hexdigest(), "the portable artifact's own bytes, which Host loads"
+    # The command line as the README gives it, without the scripts directory on PATH.
+    doctor = subprocess.run([str(python), "-m", "proclease", "--state-home", str(tmp_path / "state"), "doctor"], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert doctor.returncode == 0 and doctor.stdout.startswith(f"state home: {tmp_path / 'state'}"), doctor.stdout + doctor.stderr
