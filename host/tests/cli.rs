@@ -526,12 +526,7 @@ fn a_signal_after_the_lease_ends_the_waits_before_the_command_and_names_what_is_
 fn a_signal_that_cuts_a_lease_creation_short_names_the_creation_intent_it_leaves() {
     use proclease::core::directory_leases::INTENTS;
     use std::io::Read as _;
-    if !Command::new("strace").args(["-f", "-qq", "-o", "/dev/null", "true"]).output().is_ok_and(|o| o.status.success()) {
-        assert!(
-            std::env::var_os("PROCLEASE_REQUIRE_NAMESPACES").is_none(),
-            "strace is missing or cannot trace here, and PROCLEASE_REQUIRE_NAMESPACES is set (.ci/run installs it)"
-        );
-        eprintln!("skipped: strace is not installed or cannot trace here");
+    if !common::strace_available() {
         return;
     }
     let dir = tempfile::tempdir().expect("tempdir");

@@ -8,8 +8,6 @@
 
 mod common;
 
-use std::process::Command;
-
 use common::{PROCLEASE, sandbox};
 
 /// What a synced descriptor names, by the role `docs/durability.md` gives it.
@@ -46,14 +44,7 @@ fn synced(trace: &str) -> Vec<(String, String)> {
 
 #[test]
 fn a_warm_run_makes_exactly_the_fsyncs_the_durability_page_lists() {
-    // Installed, and allowed to trace here (a container's seccomp or Yama's ptrace_scope can
-    // forbid it).
-    if !Command::new("strace").args(["-f", "-qq", "-o", "/dev/null", "true"]).output().is_ok_and(|o| o.status.success()) {
-        assert!(
-            std::env::var_os("PROCLEASE_REQUIRE_NAMESPACES").is_none(),
-            "strace is missing or cannot trace here, and PROCLEASE_REQUIRE_NAMESPACES is set (.ci/run installs it)"
-        );
-        eprintln!("skipped: strace is not installed or cannot trace here");
+    if !common::strace_available() {
         return;
     }
     let sandbox = sandbox();

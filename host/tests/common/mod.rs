@@ -116,6 +116,18 @@ pub fn namespaces_available(flags: &[&str]) -> bool {
     ok
 }
 
+/// Whether strace(1) is installed and may trace here (a container's seccomp or Yama's
+/// ptrace_scope can forbid it); if not, says so, and fails when `PROCLEASE_REQUIRE_NAMESPACES`
+/// is set (`.ci/run` installs strace).
+pub fn strace_available() -> bool {
+    if Command::new("strace").args(["-f", "-qq", "-o", "/dev/null", "true"]).output().is_ok_and(|o| o.status.success()) {
+        return true;
+    }
+    assert!(std::env::var_os("PROCLEASE_REQUIRE_NAMESPACES").is_none(), "strace is missing or cannot trace here, and PROCLEASE_REQUIRE_NAMESPACES is set (.ci/run installs it)");
+    eprintln!("skipped: strace is not installed or cannot trace here");
+    false
+}
+
 /// A `sleep` duration (seconds) no other test or earlier run uses, so that its command line
 /// identifies its process.
 pub fn unique_seconds() -> String {
