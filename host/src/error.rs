@@ -191,7 +191,7 @@ pub enum Refusal {
         path: PathBuf,
     },
     /// The command could not be started; nothing ran and everything was released.
-    #[error("{command}: cannot start the command: {reason}")]
+    #[error("{}", proclease_core::run_refusals::unstartable(command, reason))]
     Unstartable {
         /// The program.
         command: String,
@@ -200,7 +200,7 @@ pub enum Refusal {
     },
     /// A signal (SIGINT, SIGTERM, SIGHUP or SIGQUIT) arrived before the command started: it was
     /// not started, and everything leased or created for it was released and removed.
-    #[error("interrupted by signal {signal} before the command started; nothing was started and nothing is left behind")]
+    #[error("{}", proclease_core::run_refusals::interrupted_before_start(*signal, &[]))]
     Interrupted {
         /// The signal's number.
         signal: i32,
@@ -210,13 +210,16 @@ pub enum Refusal {
     /// by a hung process, a state home that stopped taking writes): nothing was started, and
     /// `left` names each thing left behind with what becomes of it (as after a crash: the next
     /// run or `proclease recover` takes it over once this process has exited).
-    #[error("interrupted by signal {signal} before the command started; nothing was started, but not all it held could be released in time: {left}")]
+    ///
+    /// Worded by proclease-core's `run_refusals`, as every host's supervisor words it.
+    #[error("{}", proclease_core::run_refusals::interrupted_before_start(*signal, left))]
     InterruptedLeavingClaims {
         /// The signal's number.
         signal: i32,
-        /// What is left, e.g. "the export admission (…): the next `run --exclusive` takes it
-        /// over once this process has exited".
-        left: String,
+        /// What is left, in the order it was found, each item as `run_refusals::left_*` words
+        /// it, e.g. "the export admission (…): the next `run --exclusive` takes it over once
+        /// this process has exited".
+        left: Vec<String>,
     },
     /// A box was required (`--containment required`, [`Containment::Required`]) and none can be
     /// made here; nothing was leased (`docs/containment.md`).

@@ -20,7 +20,8 @@
 //! * [`admission`] — §6A.5: acquire, helper lifecycle and release of the export admission;
 //! * [`directory_leases`] — §6A.6: create, update, release and recovery of directory leases;
 //! * [`invocation_leases`] — §6B.5–6B.9: acquire, containment, release, list and repair of
-//!   plugin invocation leases.
+//!   plugin invocation leases;
+//! * [`run_refusals`] — the words of a run refused before its command started, for every host.
 //!
 //! ```
 //! use proclease_core::records::export_admission;
@@ -49,5 +50,6 @@ pub mod liveness;
 pub mod mutations;
 pub mod proc_stat;
 pub mod records;
+pub mod run_refusals;
 
 pub use error::{Error, Failure, FailureKind, LeaseCode, LeaseError};

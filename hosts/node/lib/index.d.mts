@@ -11,6 +11,7 @@ import type * as dispositions from '../component/interfaces/proclease-lease-disp
 import type * as exportAdmission from '../component/interfaces/proclease-lease-export-admission.js';
 import type * as invocationLeases from '../component/interfaces/proclease-lease-invocation-leases.js';
 import type * as records from '../component/interfaces/proclease-lease-records.js';
+import type * as runRefusals from '../component/interfaces/proclease-lease-run-refusals.js';
 
 export type { AdmissionClaim, AdmissionSurvey, CreationOutcome, DirectoryLeaseClaim, Failure, Owner, RawPhase, RecoveryRun, RepairOutcome };
 
@@ -134,6 +135,8 @@ export interface Exports {
   exportAdmission: typeof exportAdmission;
   directoryLeases: typeof directoryLeases;
   invocationLeases: typeof invocationLeases;
+  /** The words of a run refused before its command started, as every host words them. */
+  runRefusals: typeof runRefusals;
 }
 
 export class Host {

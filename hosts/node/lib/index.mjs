@@ -246,7 +246,7 @@ export class Host {
 
   constructor(parts) {
     this.parts = parts;
-    /** The component's exports (`records`, `dispositions`, `exportAdmission`, `directoryLeases`, `invocationLeases`), for what this API does not wrap. */
+    /** The component's exports (`records`, `dispositions`, `exportAdmission`, `directoryLeases`, `invocationLeases`, `runRefusals`), for what this API does not wrap. */
     this.exports = parts.root;
   }
 

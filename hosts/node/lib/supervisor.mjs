@@ -81,14 +81,15 @@ export async function runCommand(host, workdir, command, { recoverAfterMs = 60_0
     }
   }
   // What `left` names could not be released (the native `Refusal::InterruptedLeavingClaims`):
-  // never "nothing is left behind" when something is.
+  // never "nothing is left behind" when something is. Worded by the component (`run-refusals`),
+  // as every host words it.
+  const words = exports.runRefusals;
   const interrupted = (left = []) => {
     if (pending === null) return null;
-    const prefix = `interrupted by signal ${SIGNAL_NUMBERS[pending]} before the command started; nothing was started`;
-    return new Refusal(left.length === 0 ? `${prefix} and nothing is left behind` : `${prefix}, but not all it held could be released in time: ${left.join('; ')}`);
+    return new Refusal(words.interruptedBeforeStart(SIGNAL_NUMBERS[pending], left), { code: 'interrupted' });
   };
   // The error to report once what was taken is undone: the signal's when one came.
-  const leaving = (error, left) => (error instanceof Refusal && error.message.startsWith('interrupted by signal') ? interrupted(left) : error);
+  const leaving = (error, left) => (error instanceof Refusal && error.code === 'interrupted' ? interrupted(left) : error);
   const stopForwarding = () => {
     for (const [signal, handler] of handlers) process.off(signal, handler);
     handlers.clear();
@@ -111,7 +112,7 @@ export async function runCommand(host, workdir, command, { recoverAfterMs = 60_0
           admission.release();
         } catch (error) {
           // Left for the next acquirer once this process is gone.
-          left.push(`the export admission (${error.message}): the next \`run --exclusive\` takes it over once this process has exited`);
+          left.push(words.leftExportAdmission(error.message));
         }
         admission[Symbol.dispose]?.();
         admission = null;
@@ -152,7 +153,7 @@ export async function runCommand(host, workdir, command, { recoverAfterMs = 60_0
         lease.release();
       } catch (error) {
         // Left for `recover` once this process is gone.
-        left.push(`the lease of ${dir} (${error.message}): \`proclease recover\` removes it once this process has exited`);
+        left.push(words.leftDirectoryLease(dir, error.message));
       }
       lease[Symbol.dispose]?.();
       undoCreated();
@@ -181,7 +182,7 @@ export async function runCommand(host, workdir, command, { recoverAfterMs = 60_0
     });
     if (started.error) {
       abandon();
-      throw new Refusal(`${command[0]}: cannot start the command: ${osErrorText(started.error)}`);
+      throw new Refusal(words.unstartable(String(command[0]), osErrorText(started.error)));
     }
     child = started.child;
     const exited = new Promise((r) => child.once('exit', (code, signal) => r({ code, signal })));

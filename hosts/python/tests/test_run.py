@@ -168,6 +168,16 @@ def test_a_signal_before_the_command_starts_names_what_could_not_be_released(pla
     assert len(place.leases()) == 1, "the lease it names is there"
 
 
+def test_a_command_that_cannot_start_is_named_as_every_host_names_it_and_leaves_nothing(place: Place) -> None:
+    job = place.ws / "x" / "y"
+    out = place.run("run", "--workdir", str(job), "--", "/nonexistent/program")
+    assert out.returncode == 1, out.stderr
+    # The native binary's and the Node host's words, from the component's `run-refusals`.
+    assert out.stderr == "proclease: /nonexistent/program: cannot start the command: No such file or directory (os error 2)\n"
+    assert not (place.ws / "x").exists(), "the directories it created are removed again"
+    assert place.leases() == []
+
+
 def test_what_the_command_leaves_running_is_stopped_before_the_lease_is_released(place: Place) -> None:
     job = place.ws / "job"
     # A background job that ignores SIGTERM and keeps the inherited witness.

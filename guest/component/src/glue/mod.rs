@@ -8,6 +8,7 @@ mod dispositions;
 mod imports;
 mod invocation_leases;
 mod records;
+mod run_refusals;
 
 pub(crate) mod bindings {
     wit_bindgen::generate!({

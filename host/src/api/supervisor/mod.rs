@@ -37,6 +37,7 @@ use std::time::Duration;
 use proclease_core::LeaseCode;
 use proclease_core::directory_leases::Request;
 use proclease_core::records::directory_lease::{Phase, Role};
+use proclease_core::run_refusals;
 
 use crate::api::host::Host;
 use crate::containment;
@@ -364,7 +365,7 @@ impl<'h> Supervisor<'h> {
             let _ = admission.settle_helper();
             match admission.release() {
                 Ok(()) => Vec::new(),
-                Err(e) => vec![format!("the export admission ({e}): the next `run --exclusive` takes it over once this process has exited")],
+                Err(e) => vec![run_refusals::left_export_admission(&e.to_string())],
             }
         };
         // The work can check its fence where it writes: in cluster mode the etcd revision of the
@@ -413,7 +414,7 @@ impl<'h> Supervisor<'h> {
             }
             let mut left = Vec::new();
             if let Err(e) = lease.release() {
-                left.push(format!("the lease of {} ({e}): `proclease recover` removes it once this process has exited", dir.display()));
+                left.push(run_refusals::left_directory_lease(&dir.display().to_string(), &e.to_string()));
             }
             undo_created();
             left.extend(release_admission(admission));
@@ -654,12 +655,11 @@ fn creation_left(host: &Host, dir: &Path) -> Vec<String> {
     const AT_MOST: usize = 1_000;
     const MAX_BYTES: u64 = 65_536;
     let Some(path) = dir.to_str() else { return Vec::new() };
-    let finish = "`proclease recover` finishes it once this process has exited";
     let collection = host.state_home().join(INTENTS);
     let entries = match std::fs::read_dir(&collection) {
         Ok(entries) => entries,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Vec::new(),
-        Err(e) => return vec![format!("perhaps the creation intent of {path} ({}: {e}): {finish}", collection.display())],
+        Err(e) => return vec![run_refusals::left_creation_intent_unknown(path, &collection.display().to_string(), &e.to_string())],
     };
     // This process as the intent records its owner: a pid alone could be another namespace's
     // process (containers sharing a state home reuse pids), or one before a reboot. Computed
@@ -671,7 +671,7 @@ fn creation_left(host: &Host, dir: &Path) -> Vec<String> {
         let mut text = String::new();
         file.take(MAX_BYTES).read_to_string(&mut text).ok()?;
         let intent = creation_intent::parse_file(&text, name).ok()?.record;
-        (intent.path == path && intent.owner == own).then(|| format!("the creation intent {INTENTS}/{name} of {path}: {finish}"))
+        (intent.path == path && intent.owner == own).then(|| run_refusals::left_creation_intent(&format!("{INTENTS}/{name}"), path))
     };
     entries.take(AT_MOST).filter_map(Result::ok).filter_map(|entry| entry.file_name().to_str().and_then(mine)).collect()
 }
@@ -684,7 +684,7 @@ fn leaving(host: &Host, dir: &Path, error: Error, mut left: Vec<String>) -> Erro
     match error {
         Error::Refused(Refusal::Interrupted { signal }) => {
             left.splice(0..0, creation_left(host, dir));
-            if left.is_empty() { Refusal::Interrupted { signal }.into() } else { Refusal::InterruptedLeavingClaims { signal, left: left.join("; ") }.into() }
+            if left.is_empty() { Refusal::Interrupted { signal }.into() } else { Refusal::InterruptedLeavingClaims { signal, left }.into() }
         }
         other => other,
     }

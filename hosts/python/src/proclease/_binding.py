@@ -503,6 +503,12 @@ class Proclease:
         return self.exports("invocation-leases")
 
     @property
+    def run_refusals(self) -> Exports:
+        """The words of a run refused before its command started (proclease-core's
+        `run_refusals`), as every host's supervisor words them."""
+        return self.exports("run-refusals")
+
+    @property
     def workspace(self) -> Exports:
         """The portable artifact's own workspace protocol (`proclease-portable.wasm` only)."""
         return self.exports("workspace")

@@ -36,16 +36,17 @@ class Interrupted(Exception):
     """A signal arrived before the command started: nothing was started, and what was taken for
     it was released — or, when `left` is not empty, each thing it names could not be (the
     native `Refusal::InterruptedLeavingClaims`). `signal` is its number (the exit status is
-    128 + it, as a shell reports)."""
+    128 + it, as a shell reports); the message is the component's (`run-refusals`), worded as
+    every host words it."""
 
-    def __init__(self, signum: int, left: Sequence[str] = ()) -> None:
-        prefix = f"interrupted by signal {signum} before the command started; nothing was started"
-        if left:
-            super().__init__(f"{prefix}, but not all it held could be released in time: {'; '.join(left)}")
-        else:
-            super().__init__(f"{prefix} and nothing is left behind")
+    def __init__(self, signum: int, message: str, left: Sequence[str] = ()) -> None:
+        super().__init__(message)
         self.signal = signum
         self.left = tuple(left)
+
+    @classmethod
+    def worded(cls, host, signum: int, left: Sequence[str] = ()) -> "Interrupted":
+        return cls(signum, host.component.run_refusals.interrupted_before_start(signum, list(left)), left)
 
 
 class StartError(Exception):
@@ -129,7 +130,7 @@ def run(host, argv: Sequence[str], workdir: str, *, exclusive: bool = False, rec
 
     def check_interrupted() -> None:
         if state["pending"] is not None:
-            raise Interrupted(state["pending"])
+            raise Interrupted.worded(host, state["pending"])
 
     previous = {s: signal.signal(s, on_signal) for s in FORWARDED}
     try:
@@ -164,7 +165,8 @@ def _run(host, argv: Sequence[str], workdir: str, exclusive: bool, recover_after
         try:
             child = subprocess.Popen(list(argv), cwd=directory, pass_fds=(spawn.fd,))
         except OSError as error:
-            raise StartError(f"cannot start the command: {os.strerror(error.errno) if error.errno else error} (os error {error.errno})") from error
+            reason = f"{os.strerror(error.errno)} (os error {error.errno})" if error.errno else str(error)
+            raise StartError(host.component.run_refusals.unstartable(str(argv[0]), reason)) from error
         state["child"] = child
         if state["pending"] is not None:
             _forward(child, state["pending"])
@@ -172,6 +174,7 @@ def _run(host, argv: Sequence[str], workdir: str, exclusive: bool, recover_after
         # Nothing ran: settle and release everything, and remove what was created for it; what
         # cannot be is named when a signal is reported, never "nothing is left behind".
         left = []
+        words = host.component.run_refusals
         if spawn is not None:
             spawn.discard()
         if lease is not None:
@@ -184,7 +187,7 @@ def _run(host, argv: Sequence[str], workdir: str, exclusive: bool, recover_after
             try:
                 lease.release()
             except ComponentError as failure:
-                left.append(f"the lease of {lease.path} ({failure}): `proclease recover` removes it once this process has exited")
+                left.append(words.left_directory_lease(str(lease.path), str(failure)))
         for path in reversed(created):
             try:
                 host.component.workspace.remove_empty_directory(path, None)
@@ -196,9 +199,9 @@ def _run(host, argv: Sequence[str], workdir: str, exclusive: bool, recover_after
             except ComponentError as failure:
                 if not isinstance(error, Interrupted):
                     raise
-                left.append(f"the export admission ({failure}): the next `run --exclusive` takes it over once this process has exited")
+                left.append(words.left_export_admission(str(failure)))
         if isinstance(error, Interrupted) and left:
-            raise Interrupted(error.signal, left) from None
+            raise Interrupted.worded(host, error.signal, left) from None
         raise
     try:
         witness = os.fstat(spawn.fd)
