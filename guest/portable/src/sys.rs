@@ -75,8 +75,10 @@ impl Waited<'_> {
 /// Waits for a kernel lock: `attempt` until it is taken or unsupported, pausing between tries
 /// (1 ms, doubling to 20 ms), at most the host's bound (`sys-kernel.lock-wait-ns`) by its clock
 /// or by the pauses asked for, whichever says so first (a host clock that stands still or steps
-/// back cannot make the wait endless). After [`TELL_AFTER`] it tells the user who holds the
-/// lock (`sys-kernel.warn`); at the bound, the timeout names who held it.
+/// back cannot make the wait endless), or as soon as the host answers that none is left (it asks
+/// before each retry: a host cuts the waits short once a stopping signal came). After
+/// [`TELL_AFTER`] it tells the user who holds the lock (`sys-kernel.warn`); at the bound, the
+/// timeout names who held it and how long this wait lasted.
 pub fn wait_for(waited: &Waited<'_>, attempt: impl Fn() -> Result<LockAttempt, u16>) -> Result<Wait, Errno> {
     let bound = Duration::from_nanos(sys_kernel::lock_wait_ns());
     let start = sys_kernel::monotonic_ns();
@@ -90,7 +92,7 @@ pub fn wait_for(waited: &Waited<'_>, attempt: impl Fn() -> Result<LockAttempt, u
             LockAttempt::Held => {}
         }
         let spent = Duration::from_nanos(sys_kernel::monotonic_ns().saturating_sub(start)).max(paused);
-        if spent >= bound {
+        if spent >= bound || sys_kernel::lock_wait_ns() == 0 {
             let holder = waited.holder();
             let behind = (waited.behind)(holder.as_ref().map(|h| h.pid)).map(Box::new);
             let waited_ms = u64::try_from(spent.as_millis()).unwrap_or(u64::MAX);

@@ -168,6 +168,66 @@ def test_a_signal_before_the_command_starts_names_what_could_not_be_released(pla
     assert len(place.leases()) == 1, "the lease it names is there"
 
 
+def _admission_lock_held(place: Place) -> subprocess.Popen:
+    """The export admission collection's kernel lock held by flock(1) (as a stopped or stuck
+    proclease would hold it): the lock every `run --exclusive` waits for first."""
+    from proclease.process_identity import identity_digest
+
+    warm = place.run("run", "--exclusive", "--workdir", str(place.ws / "warm"), "--", "true")
+    assert warm.returncode == 0, warm.stderr
+    lock = place.home / ".proclease" / "locks" / f"{identity_digest('proclease-collection-lock', 'recovery/beeper-message-like-me-export-admission')}.lock"
+    assert lock.is_file(), sorted(os.listdir(lock.parent))
+    holder = subprocess.Popen(["flock", "-o", "-x", str(lock), "-c", "echo locked; exec sleep 300"], stdout=subprocess.PIPE, text=True, start_new_session=True)
+    assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
+    return holder
+
+
+def test_ctrl_c_ends_a_wait_for_a_held_lock_before_the_command_within_the_grace(place: Place) -> None:
+    """A `run` waiting for a lock another process keeps (here behind a ten-minute bound) ends
+    at Ctrl-C as the native binary's does: the wait is cut within its 500 ms grace, nothing
+    ran, nothing is left, exit 130 — not after the whole bound, and not as a lock failure."""
+    holder = _admission_lock_held(place)
+    try:
+        job = place.ws / "job"
+        run = place.start("run", "--lock-timeout", "10m", "--exclusive", "--workdir", str(job), "--", "touch", "ran")
+        assert run.stderr is not None
+        said = []
+        # After 1 s a wait says whom it waits for: it is waiting now.
+        while not any(line.startswith("proclease: waiting for pid ") for line in said):
+            line = run.stderr.readline()
+            assert line, ("ended before it waited", said)
+            said.append(line)
+        run.send_signal(signal.SIGINT)
+        _, rest = run.communicate(timeout=60)  # the bound is 10 minutes: ending at all is the cut
+        said.append(rest)
+    finally:
+        os.killpg(holder.pid, signal.SIGKILL)
+        holder.wait()
+    assert run.returncode == 130, said
+    assert "".join(said).endswith("proclease: interrupted by signal 2 before the command started; nothing was started and nothing is left behind\n"), said
+    # It says how long it really waited, not the bound it was cut short of.
+    waited = [line for line in "".join(said).splitlines() if line.startswith("proclease: waited ")]
+    assert len(waited) == 1 and int(waited[0].split()[2]) < 600_000, said
+    assert not job.exists(), "the directory it would have created is not there"
+    assert place.leases() == []
+    again = place.run("run", "--exclusive", "--workdir", str(job), "--", "touch", "ran")
+    assert again.returncode == 0 and (job / "ran").exists(), again.stderr
+
+
+def test_a_lock_held_past_lock_timeout_fails_with_status_5_naming_the_holder(place: Place) -> None:
+    holder = _admission_lock_held(place)
+    try:
+        out = place.run("--lock-timeout", "300ms", "run", "--exclusive", "--workdir", str(place.ws / "job"), "--", "true")
+    finally:
+        os.killpg(holder.pid, signal.SIGKILL)
+        holder.wait()
+    assert out.returncode == 5, out.stderr
+    last = out.stderr.splitlines()[-1]
+    assert last.startswith("proclease: Beeper Message Like Me recovery: export admission could not be acquired after bounded contention: waited "), out.stderr
+    assert f"held by pid {holder.pid} (flock, sleeping): continue a stopped holder" in last, out.stderr
+    assert place.leases() == []
+
+
 def test_a_command_that_cannot_start_is_named_as_every_host_names_it_and_leaves_nothing(place: Place) -> None:
     job = place.ws / "x" / "y"
     out = place.run("run", "--workdir", str(job), "--", "/nonexistent/program")

@@ -85,6 +85,11 @@ class ComponentError(Error):
     `storage`, `system`), or None where the contract's error is a plain string; `code` is a
     lease error's code (`another-export-is-active`, …)."""
 
+    #: When a wait for another process's kernel lock reached the host's bound in the call that
+    #: failed: that wait's words (`waited N ms for …, held by pid N (…): …`), the failure being
+    #: its consequence (the native `Error::LockTimeout`; the CLI exits 5); else None.
+    lock_timeout: Optional[str] = None
+
     def __init__(self, kind: Optional[str], payload: Any) -> None:
         message = error_message(payload)
         #: A storage or system failure's record (kind, message, errno, path, operation), or a
@@ -219,12 +224,14 @@ class Exports:
 class Proclease:
     """One instance of the component in its own wasmtime Store."""
 
-    def __init__(self, wasm: Path, host: Any, operation: Optional[Callable[[], ContextManager[None]]] = None) -> None:
+    def __init__(self, wasm: Path, host: Any, operation: Optional[Callable[[], ContextManager[None]]] = None, timed_out: Optional[Callable[[], Optional[str]]] = None) -> None:
         self.component = compile_component(wasm)
         self.host = host
         #: Each entry runs inside `operation()` (`SysKernel.operation`: its lock waits share one
         #: bound); none when the host has no such bound.
         self._operation = operation if operation is not None else nullcontext
+        #: The last operation's lock timeout (`SysKernel.timed_out`), given to its failure.
+        self._timed_out = timed_out if timed_out is not None else (lambda: None)
         self._resource_ids: Dict[str, int] = {}
         self._live: Dict[int, HostResource] = {}
         self._next_rep = 1
@@ -456,6 +463,15 @@ class Proclease:
                 func, is_result, tagged, err_only = self._func(interface, name)
             value = self.entered(lambda: func(self.store, *args))
             func.post_return(self.store)
+        try:
+            return self._returned(value, is_result, tagged, err_only)
+        except ComponentError as error:
+            error.lock_timeout = self._timed_out()
+            raise
+
+    @staticmethod
+    def _returned(value: Any, is_result: bool, tagged: bool, err_only: Any) -> Any:
+        """An export's value, or its err case raised as `ComponentError`."""
         failed = is_result and not tagged and bool(err_only) and isinstance(value, err_only) and not isinstance(value, Variant)
         value = adopt(value)
         if failed:

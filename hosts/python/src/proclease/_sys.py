@@ -376,6 +376,8 @@ class SysFs:
 
 #: The longest wait `lock-wait-ns` answers (a signed 64-bit count of ns, about 292 years).
 _MAX_WAIT_NS = 2**63 - 1
+#: The longest sleep of a `pause` between looks at `stop_waits` (ns).
+_PAUSE_SLICE_NS = 20_000_000
 
 
 class SysKernel:
@@ -390,6 +392,16 @@ class SysKernel:
         # operation is one call into the component, calls it makes into another instance
         # (judging an owner from inside an import) included.
         self._operation = threading.local()
+        # Once a stopping signal came (`stop_waits`): the monotonic ns by which every wait for a
+        # kernel lock ends, in every thread.
+        self._stop_by_ns: Optional[int] = None
+
+    def stop_waits(self, grace: Optional[float]) -> None:
+        """A stopping signal came (Ctrl-C, SIGTERM): every wait for a kernel lock, those in
+        progress included, ends within `grace` s, as the native supervisor's do
+        (`docs/deviations.md` 21), so that what was taken can be undone and the run end as
+        interrupted instead of waiting out `lock_timeout`. `None` lifts it (the run is over)."""
+        self._stop_by_ns = None if grace is None else time.monotonic_ns() + int(grace * 1e9)
 
     @contextmanager
     def operation(self) -> Iterator[None]:
@@ -399,7 +411,7 @@ class SysKernel:
         depth = getattr(self._operation, "depth", 0)
         if depth == 0:
             self._operation.deadline_ns = time.monotonic_ns() + self._whole_bound_ns()
-            self._operation.said_timeout = False
+            self._operation.timed_out = None
         self._operation.depth = depth + 1
         try:
             yield
@@ -416,7 +428,17 @@ class SysKernel:
         return os.urandom(16)
 
     def pause(self, ns: int) -> None:
-        time.sleep(ns / 1e9)
+        # In slices, so that `stop_waits` ends a pause in progress too (a signal handler runs
+        # between them; `time.sleep` itself resumes after one).
+        end = time.monotonic_ns() + ns
+        while True:
+            now = time.monotonic_ns()
+            left = end - now
+            if self._stop_by_ns is not None:
+                left = min(left, self._stop_by_ns - now)
+            if left <= 0:
+                return
+            time.sleep(min(left, _PAUSE_SLICE_NS) / 1e9)
 
     def pid_gone(self, pid: int) -> bool:
         try:
@@ -430,9 +452,11 @@ class SysKernel:
     def lock_wait_ns(self) -> int:
         """What is left of the current operation's bound (`operation`), or the whole bound
         outside one."""
-        if getattr(self._operation, "depth", 0) == 0:
-            return self._whole_bound_ns()
-        return max(0, min(_MAX_WAIT_NS, self._operation.deadline_ns - time.monotonic_ns()))
+        now = time.monotonic_ns()
+        left = self._whole_bound_ns() if getattr(self._operation, "depth", 0) == 0 else self._operation.deadline_ns - now
+        if self._stop_by_ns is not None:
+            left = min(left, self._stop_by_ns - now)
+        return max(0, min(_MAX_WAIT_NS, left))
 
     def _whole_bound_ns(self) -> int:
         """`lock_timeout` in ns, as the contract's u64 can carry it: 0 for 0, a negative number
@@ -448,10 +472,16 @@ class SysKernel:
         # The first lock timeout of an operation only (`sys-kernel.warn`): its later waits, the
         # bound spent, time out at once and would say it again.
         if message.startswith("waited ") and getattr(self._operation, "depth", 0) > 0:
-            if self._operation.said_timeout:
+            if self._operation.timed_out is not None:
                 return
-            self._operation.said_timeout = True
+            self._operation.timed_out = message
         _log.warning("%s", message)
+
+    def timed_out(self) -> Optional[str]:
+        """The first lock timeout (`waited N ms for …, held by …`) of this thread's last
+        operation, or None: kept after the operation ends, so that its caller can tell that
+        a failure was that wait's (the native host's `Error::LockTimeout`, exit status 5)."""
+        return getattr(self._operation, "timed_out", None)
 
     def proc_locks(self) -> Optional[bytes]:
         return _read_or_none("/proc/locks")

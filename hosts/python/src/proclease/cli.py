@@ -49,6 +49,7 @@ def _common(suppress: bool) -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--state-home", metavar="DIR", default=default(None), help="the state home (default: $PROCLEASE_STATE_HOME, $GHOSTGET_STATE_HOME, $XDG_DATA_HOME/proclease, ~/.local/share/proclease)")
     common.add_argument("--workspace-root", metavar="DIR", action="append", default=default([]), help="a directory under which leased directories may be inspected and removed; repeatable (default: your home directory and the temporary directory)")
+    common.add_argument("--lock-timeout", type=duration, metavar="DURATION", default=default(10.0), help="how long one operation may wait, in all, for locks of the state home another process holds (a stopped proclease, a long recovery), before failing with exit status 5 and the holder's pid; after 1 s the wait says who it waits for (default 10s)")
     return common
 
 
@@ -104,7 +105,7 @@ def main(args: Optional[List[str]] = None) -> int:
     options = parser().parse_args(args)
     _show_warnings()
     try:
-        host = Host(options.state_home, options.workspace_root or None)
+        host = Host(options.state_home, options.workspace_root or None, lock_timeout=options.lock_timeout)
         if options.command == "doctor":
             document = reports.doctor_report(host, time.time_ns() // 1_000_000)
             print(reports.dumps(document) if options.json else reports.doctor_text(document), end="\n" if options.json else "")
@@ -133,7 +134,15 @@ def main(args: Optional[List[str]] = None) -> int:
             return 2
         return supervise(host, argv, options.workdir, exclusive=options.exclusive, recover_after=options.recover_after, grace=options.grace, log=lambda m: print(f"proclease: {m}", file=sys.stderr))
     except ComponentError as error:
-        print(f"proclease: {failure_text(error)}", file=sys.stderr)
+        message = failure_text(error)
+        if error.lock_timeout is not None:
+            # A wait for another process's lock reached the bound and the call failed for it:
+            # the holder is named, as the native binary names it.
+            if error.lock_timeout not in message:
+                message += f": {error.lock_timeout}"
+            print(f"proclease: {message}", file=sys.stderr)
+            return EXIT_LOCK_TIMEOUT
+        print(f"proclease: {message}", file=sys.stderr)
         return exit_status(error)
     except LockTimeout as error:
         print(f"proclease: {error}", file=sys.stderr)

@@ -141,7 +141,7 @@ class Host:
         wasm_path = artifact_path(wasm)
         self.effects = Effects(self.state_home, roots, lock_timeout)
         try:
-            self.component = Proclease(wasm_path, self.effects, self.effects.sys_kernel.operation)
+            self.component = Proclease(wasm_path, self.effects, self.effects.sys_kernel.operation, self.effects.sys_kernel.timed_out)
         except Error:
             raise
         except Exception as error:  # wasmtime's own (a component that does not load or link)
@@ -152,7 +152,7 @@ class Host:
             ) from error
         # A second instance for the pure `judge-owner` export (`liveness`), so that judging an
         # owner never re-enters, nor waits for, a call of the first.
-        self._judge = Proclease(wasm_path, self.effects, self.effects.sys_kernel.operation)
+        self._judge = Proclease(wasm_path, self.effects, self.effects.sys_kernel.operation, self.effects.sys_kernel.timed_out)
 
     @property
     def lock_timeout(self) -> float:

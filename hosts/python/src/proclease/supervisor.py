@@ -31,6 +31,10 @@ UNRELEASED = 6
 #: Signals forwarded to the command while it runs (as the native supervisor's).
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 
+#: How long, in s, the waits for kernel locks may go on once one of them came before the
+#: command started: the native supervisor's grace (`docs/deviations.md` 21).
+STOP_GRACE = 0.5
+
 
 class Interrupted(Exception):
     """A signal arrived before the command started: nothing was started, and what was taken for
@@ -121,12 +125,16 @@ def run(host, argv: Sequence[str], workdir: str, *, exclusive: bool = False, rec
     # Signals are caught from the start: before the command runs, one stops the run cleanly
     # (everything leased or created is undone: `Interrupted`); once it runs, it is forwarded.
     state: dict = {"child": None, "pending": None}
+    kernel = host.effects.sys_kernel
 
     def on_signal(signum: int, _frame: Any) -> None:
         if state["child"] is not None:
             _forward(state["child"], signum)
         elif state["pending"] is None:
             state["pending"] = signum
+            # A wait for a lock in progress (behind a stopped holder, say) ends within the
+            # grace, and so do those of the undo.
+            kernel.stop_waits(STOP_GRACE)
 
     def check_interrupted() -> None:
         if state["pending"] is not None:
@@ -136,6 +144,7 @@ def run(host, argv: Sequence[str], workdir: str, *, exclusive: bool = False, rec
     try:
         return _run(host, argv, workdir, exclusive, recover_after, grace, say, state, check_interrupted)
     finally:
+        kernel.stop_waits(None)
         for s, handler in previous.items():
             signal.signal(s, handler)
 
@@ -143,7 +152,12 @@ def run(host, argv: Sequence[str], workdir: str, *, exclusive: bool = False, rec
 def _run(host, argv: Sequence[str], workdir: str, exclusive: bool, recover_after: float, grace: float, say, state: dict, check_interrupted) -> int:
     admission = None
     if exclusive:
-        admission = host.component.resource("export-admission", "admission", host.component.export_admission.acquire())
+        try:
+            admission = host.component.resource("export-admission", "admission", host.component.export_admission.acquire())
+        except ComponentError:
+            # A wait the signal cut short: the signal is what ended the run.
+            check_interrupted()
+            raise
     lease = None
     spawn = None
     created = _missing_directories(workdir)
@@ -200,8 +214,11 @@ def _run(host, argv: Sequence[str], workdir: str, exclusive: bool, recover_after
                 if not isinstance(error, Interrupted):
                     raise
                 left.append(words.left_export_admission(str(failure)))
-        if isinstance(error, Interrupted) and left:
-            raise Interrupted.worded(host, error.signal, left) from None
+        # The signal is what ended the run when one came, whatever the step it cut short
+        # failed with (a wait that ended at the grace).
+        signum = error.signal if isinstance(error, Interrupted) else state["pending"]
+        if signum is not None and (left or not isinstance(error, Interrupted)):
+            raise Interrupted.worded(host, signum, left) from None
         raise
     try:
         witness = os.fstat(spawn.fd)
