@@ -63,6 +63,18 @@ fn a_stopped_lock_holder_is_named_and_the_wait_ends_at_its_bound() {
         let out = s.run(&args);
         assert!(out.status.success(), "{lock}: the holder is gone: {out:?}");
     }
+    // No bound at all (`--lock-timeout 0`): every attempt tries once and says `waited 0 ms`;
+    // said once all the same, and once in the error.
+    let mut holder = hold(&locks.join(&admissions));
+    let pid = holder.id();
+    let work = s.root.join("jobs/unbounded");
+    let out = s.run(&["--lock-timeout", "0", "run", "--exclusive", "--workdir", work.to_str().unwrap(), "--", "true"]);
+    let _ = rustix::process::kill_process_group(rustix::process::Pid::from_raw(pid as i32).expect("pid"), rustix::process::Signal::KILL);
+    let _ = holder.wait();
+    assert_eq!(out.status.code(), Some(5), "{out:?}");
+    let err = stderr(&out);
+    assert_eq!(err.lines().filter(|line| line.contains(&format!("waited 0 ms for .proclease/locks/{admissions}, held by pid {pid} (flock, "))).count(), 2, "{err}");
+    assert!(!work.exists(), "nothing was created");
 }
 
 /// Issue #28, input 7: `run --exclusive --wait D` waits for its turn while another export holds

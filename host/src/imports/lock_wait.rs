@@ -38,6 +38,8 @@ pub fn during(error: crate::Error) -> Box<During> {
 struct Current {
     deadline: Instant,
     timed_out: Option<LockTimeout>,
+    /// A timeout of this operation was shown to the user ([`Operation::first_timeout`]).
+    said_timeout: bool,
 }
 
 thread_local! {
@@ -62,9 +64,20 @@ impl Operation {
             if outermost {
                 // An absurd bound (years) means no bound, not a panic.
                 let deadline = Instant::now().checked_add(bound).unwrap_or_else(|| Instant::now() + Duration::from_secs(100 * 365 * 86_400));
-                *current = Some(Current { deadline, timed_out: None });
+                *current = Some(Current { deadline, timed_out: None, said_timeout: false });
             }
             Operation { outermost, _thread: std::marker::PhantomData }
+        })
+    }
+
+    /// Whether a timeout about to be shown is the first of this thread's operation (always
+    /// outside one): the attempts that follow a timeout (an admission's acquire makes eight)
+    /// find the bound spent and time out at once, `waited 0 ms`, and would repeat the words
+    /// that the operation's error says again anyway.
+    pub fn first_timeout() -> bool {
+        CURRENT.with(|current| match current.borrow_mut().as_mut() {
+            Some(c) => !std::mem::replace(&mut c.said_timeout, true),
+            None => true,
         })
     }
 

@@ -71,10 +71,8 @@ pub(crate) fn lock(locks: impl AsFd, name: &str, behind: &dyn Fn(Option<i32>) ->
     match crate::lock_wait::lock_behind(&file, &format!(".proclease/locks/{name}"), crate::lock_wait::operation_bound(WAIT), behind) {
         Ok(()) => Ok(Locked::Held(CollectionLock { file })),
         Err(crate::lock_wait::LockError::TimedOut(timeout)) => {
-            // Said once per operation: the attempts that follow a timeout (the admission's
-            // acquire makes eight) find its bound spent and time out at once, `waited 0 ms`,
-            // which would repeat the same words before the operation's error says them again.
-            if crate::lock_wait::Operation::timed_out().is_none_or(|noted| noted.waited_ms <= timeout.waited_ms) {
+            // Said once per operation (also with `--lock-timeout 0`, where every wait is 0 ms).
+            if crate::lock_wait::Operation::first_timeout() {
                 tracing::warn!("{timeout}");
             }
             Ok(Locked::TimedOut)
