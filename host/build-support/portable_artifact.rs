@@ -14,7 +14,8 @@ use wac_graph::{CompositionGraph, EncodeOptions};
 const PLUGGED: [&str; 3] = ["state-store", "workspace", "plugin-catalog"];
 
 /// `component` (the proclease component) with `store` (the portable store) plugged into its
-/// imports, and the component's exports and the store's ([`PLUGGED`]) exported, encoded and
+/// imports, and the component's exports and the store's (those [`PLUGGED`] in, and its own
+/// such as `workspace-advice`) exported, encoded and
 /// validated. What `wac_graph::plug` does, plus the store's exports. Panics with a one-line
 /// reason when they do not fit: a change to `wit/` that only one of them was rebuilt for.
 pub fn compose(component: &[u8], store: &[u8]) -> Vec<u8> {
@@ -33,7 +34,11 @@ pub fn compose(component: &[u8], store: &[u8]) -> Vec<u8> {
         let mut cache = Default::default();
         let mut checker = wac_graph::types::SubtypeChecker::new(&mut cache);
         let (export_ty, import_ty) = (graph.types()[graph[plug].ty()].exports[name], graph.types()[graph[socket].ty()].imports.get(name).copied());
-        let Some(import_ty) = import_ty else { panic!("the component imports no `{name}`, which the portable store exports (rebuild both from one `wit/`)") };
+        let Some(import_ty) = import_ty else {
+            // The store's own (`workspace-advice`): exported below, plugged into nothing.
+            assert!(!PLUGGED.contains(&name.as_str()), "the component imports no `{name}`, which the portable store exports (rebuild both from one `wit/`)");
+            continue;
+        };
         if let Err(e) = checker.is_subtype(export_ty, graph.types(), import_ty, graph.types()) {
             panic!("the portable store's `{name}` does not plug into the component's import: {e:#}");
         }

@@ -91,7 +91,18 @@ fn the_portable_artifact_imports_the_system_call_contract_instead_of_a_store() {
     assert_eq!(imports, names(&["clock", "entropy", "process-identity", "sys-fs", "sys-kernel", "types"]), "no state store, no workspace, no plugin catalog, no WASI");
     assert_eq!(
         exports,
-        names(&["records", "dispositions", "export-admission", "directory-leases", "invocation-leases", "run-refusals", "state-store", "workspace", "plugin-catalog"]),
+        names(&[
+            "records",
+            "dispositions",
+            "export-admission",
+            "directory-leases",
+            "invocation-leases",
+            "run-refusals",
+            "state-store",
+            "workspace",
+            "plugin-catalog",
+            "workspace-advice"
+        ]),
         "the component's exports, and the store's own for its host"
     );
 }

@@ -80,6 +80,18 @@ pub fn unstartable(program: &str, reason: &str) -> String {
     format!("{program}: cannot start the command: {reason}")
 }
 
+/// The hint after a run was refused because the directory-lease collection holds the
+/// reference's bound of leases (`directory lease collection exceeded its reviewed bound`,
+/// [`MAX_CLAIMS`](crate::directory_leases::MAX_CLAIMS), §6A.6): why, and what frees a place.
+pub fn lease_collection_full() -> String {
+    format!(
+        "the state home holds {} directory leases, the reference's bound (ghostget's recovery refuses a collection over it), \
+         so no new lease is taken and nothing was created; `proclease recover` releases the leases of runs that are gone \
+         (`proclease doctor` lists them), or give another state home (--state-home)",
+        crate::directory_leases::MAX_CLAIMS
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,7 +8,7 @@ use alloc::vec::Vec;
 
 use proclease_protocols::workspace::{GrantedRoot, WorkspaceError, WorkspaceProtocol};
 
-use crate::bindings::proclease::lease::{sys_fs, types as t, workspace as ws};
+use crate::bindings::proclease::lease::{sys_fs, types as t, workspace as ws, workspace_advice as advice};
 use crate::convert::{directory_facts_to_wit, directory_identity_from_wit, failure_to_wit};
 use crate::store::PortableStore;
 use crate::sys::{SysFs, SysKernel};
@@ -27,6 +27,12 @@ fn workspace() -> &'static WorkspaceProtocol<SysFs, SysKernel> {
 
 fn wit(error: WorkspaceError) -> t::Failure {
     failure_to_wit(error.failure())
+}
+
+impl advice::Guest for PortableStore {
+    fn why_not_physical(dir: String) -> String {
+        workspace().why_not_physical(&dir)
+    }
 }
 
 impl ws::Guest for PortableStore {

@@ -136,12 +136,7 @@ pub fn run(global: &Global, args: RunArgs) -> Result<ExitCode, Failure> {
             let failure = Failure::from(error);
             return Err(match code {
                 Some(LeaseCode::DirectoryLeaseTargetIsNotAnOwnedPhysicalDirectory) => failure.hint(host.why_not_physical(&dir)),
-                Some(LeaseCode::DirectoryLeaseCollectionExceededItsReviewedBound) => failure.hint(format_args!(
-                    "the state home holds {} directory leases, the reference's bound (ghostget's recovery refuses a collection over it), \
-                     so no new lease is taken and nothing was created; `proclease recover` releases the leases of runs that are gone \
-                     (`proclease doctor` lists them), or give another state home (--state-home)",
-                    proclease::core::directory_leases::MAX_CLAIMS
-                )),
+                Some(LeaseCode::DirectoryLeaseCollectionExceededItsReviewedBound) => failure.hint(proclease::core::run_refusals::lease_collection_full()),
                 Some(_) => match host.invalid_admission_file() {
                     Some(invalid) => failure.hint(format_args!(
                         "{} is not a valid export admission ({}): no --exclusive run can start while it is there, and proclease never deletes it; \

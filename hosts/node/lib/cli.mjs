@@ -199,12 +199,9 @@ async function run(host, options, command) {
     }
     const told = failure(error);
     if (error instanceof ProcleaseError && error.code === 'directory-lease-target-is-not-an-owned-physical-directory') {
-      told.message += `\n${host.parts.workspace.whyNotPhysical(resolve(options.workdir))}`;
+      told.message += `\n${host.exports.workspaceAdvice.whyNotPhysical(resolve(options.workdir))}`;
     } else if (error instanceof ProcleaseError && error.code === 'directory-lease-collection-exceeded-its-reviewed-bound') {
-      told.message +=
-        '\nthe state home holds 64 directory leases, the reference\'s bound (ghostget\'s recovery refuses a collection over it), ' +
-        'so no new lease is taken and nothing was created; `proclease recover` releases the leases of runs that are gone ' +
-        '(`proclease doctor` lists them), or give another state home (--state-home)';
+      told.message += `\n${host.exports.runRefusals.leaseCollectionFull()}`;
     }
     throw Object.assign(new Error(told.message), { status: told.status });
   }

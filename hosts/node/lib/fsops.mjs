@@ -15,7 +15,6 @@ import { osError } from './errors.mjs';
 
 const C = fs.constants;
 export const S_IFMT = 0o170000;
-export const S_IFDIR = 0o040000;
 export const S_IFLNK = 0o120000;
 
 /** The effective uid of this process: "owned" means owned by it. */
@@ -218,22 +217,6 @@ export function namesStartingWith(dir, prefix, bound) {
   const start = Buffer.from(prefix, 'utf8');
   const listed = namesWhere(dir, bound, (name) => name.length >= start.length && name.subarray(0, start.length).equals(start) && nameText(name) !== null);
   return { over: listed.over, names: listed.names.map((name) => nameText(name)) };
-}
-
-/** The first `atMost` names of `dir` (raw), for consumers that remove what they read and read again. */
-export function someNames(dir, atMost) {
-  const reader = fs.opendirSync(dir.self, { encoding: 'buffer' });
-  const names = [];
-  try {
-    while (names.length < atMost) {
-      const entry = reader.readSync();
-      if (entry === null) break;
-      names.push(entry.name);
-    }
-  } finally {
-    reader.closeSync();
-  }
-  return names;
 }
 
 /** A fresh UUID v4 (lowercase), for temporaries and claims. */

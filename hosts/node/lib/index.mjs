@@ -430,7 +430,6 @@ export class Host {
 
   /** Closes the state home's and the workspace roots' descriptors. */
   close() {
-    this.parts.workspace.close();
     this.parts.sys.close();
     this.parts.home.close();
   }

@@ -52,6 +52,17 @@ test('run refuses what it must not lease, creating nothing', async () => {
     assert.equal(r.stderr, 'proclease: /nonexistent/program: cannot start the command: No such file or directory (os error 2)\n');
     assert.equal(fs.existsSync(join(d.ws, 'x')), false, 'the directories it created are removed again');
     assert.deepEqual(fs.readdirSync(join(d.home, LEASES)), []);
+    // A directory that does not qualify (§6A.4): which condition it misses and what to do, worded
+    // by the artifact's `workspace-advice` as the native binary words it.
+    const wide = join(d.ws, 'wide');
+    fs.mkdirSync(wide, { mode: 0o700 });
+    fs.chmodSync(wide, 0o755);
+    r = await node(d.home, d.ws, ['run', '--workdir', wide, '--', 'true']);
+    assert.equal(r.code, 1);
+    assert.equal(
+      r.stderr,
+      `proclease: Beeper Message Like Me recovery: directory lease target is not an owned physical directory\n${wide} has mode 0755; a leased directory must have mode 0700: chmod 700 ${wide}\n`,
+    );
     r = await node(d.home, d.ws, ['run', '--workdir', join(d.ws, 'y'), 'true']);
     assert.equal(r.code, 2);
     assert.match(r.stderr, /hint: put the command after `--`/);

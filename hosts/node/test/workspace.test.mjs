@@ -40,7 +40,6 @@ async function setup() {
     removeEmptyDirectory: (path, expected) => exported.removeEmptyDirectory(path, expected ?? undefined),
   };
   const cleanup = () => {
-    parts.workspace.close();
     parts.sys.close();
     parts.home.close();
     for (const dir of [root, home]) fs.rmSync(dir, { recursive: true, force: true });

@@ -33,7 +33,7 @@ export async function freshHost() {
   const ws = join(dir, 'ws');
   fs.mkdirSync(ws, { mode: 0o700 });
   const parts = await assemble({ stateHome: join(dir, 'home'), workspaceRoots: [ws] });
-  return { dir, ws, parts, cleanup: () => { parts.workspace.close(); parts.sys.close(); parts.home.close(); fs.rmSync(dir, { recursive: true, force: true }); } };
+  return { dir, ws, parts, cleanup: () => { parts.sys.close(); parts.home.close(); fs.rmSync(dir, { recursive: true, force: true }); } };
 }
 
 /** The names below `dir`, recursively (relative paths). */

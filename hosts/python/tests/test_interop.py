@@ -312,3 +312,55 @@ def test_a_helper_launched_under_a_witness_frees_the_admission_once_it_and_its_h
     taken = place.native("run", "--exclusive", "--workdir", str(place.ws / "second"), "--", "true")
     assert taken.returncode == 0, f"{taken.returncode}: {taken.stderr}"
     assert not (place.home / "recovery" / "beeper-message-like-me-export-admission" / "active.json").exists()
+
+
+def test_a_refused_run_says_what_to_do_in_the_native_binary_s_words(place: Place) -> None:
+    """A `run` refused because its directory does not qualify (§6A.4) says which condition it
+    misses and what to do, on a line of its own after the error: the same bytes from both hosts
+    (the artifact's `workspace-advice` runs the native host's protocol)."""
+    wide = place.ws / "wide"
+    wide.mkdir(mode=0o700)
+    os.chmod(wide, 0o755)
+    shared = place.ws / "shared"
+    shared.mkdir(mode=0o700)
+    os.chmod(shared, 0o777)
+    for workdir, hint in (
+        (wide, f"{wide} has mode 0755; a leased directory must have mode 0700: chmod 700 {wide}"),
+        (shared / "job", f"its parent {shared} must be a directory you own that group and others cannot write; a shared directory such as /tmp cannot hold leased directories: use a private one, e.g. mkdir -m 700 /tmp/$USER-jobs"),
+    ):
+        native = place.native("run", "--workdir", str(workdir), "--", "true")
+        python = place.python("run", "--workdir", str(workdir), "--", "true")
+        assert (python.returncode, python.stderr) == (native.returncode, native.stderr)
+        assert python.returncode == 1
+        assert python.stderr == f"proclease: Beeper Message Like Me recovery: directory lease target is not an owned physical directory\n{hint}\n"
+    assert not (shared / "job").exists(), "nothing was created"
+
+
+def test_a_run_refused_at_the_lease_bound_says_what_frees_a_place_as_natively(place: Place) -> None:
+    """With the reference's 64 directory leases held (here by this process, alive), a 65th
+    `run` is refused before it creates anything, with the native binary's hint (the
+    component's `run-refusals`)."""
+    from proclease import Host
+
+    host = Host(state_home=place.home, workspace_roots=[str(place.ws)])
+    leases = []
+    try:
+        for n in range(64):
+            held = place.ws / f"held-{n}"
+            held.mkdir(mode=0o700)
+            leases.append(host.take_directory_lease(held))
+        workdir = place.ws / "new" / "job"
+        native = place.native("run", "--workdir", str(workdir), "--", "true")
+        python = place.python("run", "--workdir", str(workdir), "--", "true")
+    finally:
+        for lease in leases:
+            lease.release()
+    assert (python.returncode, python.stderr) == (native.returncode, native.stderr)
+    assert python.returncode == 1
+    assert python.stderr.endswith(
+        "directory lease collection exceeded its reviewed bound\n"
+        "the state home holds 64 directory leases, the reference's bound (ghostget's recovery refuses a collection over it), "
+        "so no new lease is taken and nothing was created; `proclease recover` releases the leases of runs that are gone "
+        "(`proclease doctor` lists them), or give another state home (--state-home)\n"
+    ), python.stderr
+    assert not (place.ws / "new").exists(), "nothing was created"

@@ -33,4 +33,8 @@ impl wit::Guest for Component {
     fn unstartable(program: String, reason: String) -> String {
         words::unstartable(&program, &reason)
     }
+
+    fn lease_collection_full() -> String {
+        words::lease_collection_full()
+    }
 }

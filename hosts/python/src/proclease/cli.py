@@ -101,6 +101,20 @@ def _show_warnings() -> None:
         logger.addHandler(handler)
 
 
+def _run_hint(host: Host, workdir: str, code: Optional[str]) -> str:
+    """What to do after `run` was refused with `code`, on a line of its own, as the native
+    binary says it (worded by the artifact: `workspace-advice`, `run-refusals`); empty when
+    there is nothing to add."""
+    try:
+        if code == "directory-lease-target-is-not-an-owned-physical-directory":
+            return "\n" + host.component.exports("workspace-advice").why_not_physical(os.path.realpath(workdir))
+        if code == "directory-lease-collection-exceeded-its-reviewed-bound":
+            return "\n" + host.component.run_refusals.lease_collection_full()
+    except Exception:  # noqa: BLE001 (a hint that cannot be worded is left out; the error stands)
+        pass
+    return ""
+
+
 def main(args: Optional[List[str]] = None) -> int:
     options = parser().parse_args(args)
     _show_warnings()
@@ -135,6 +149,8 @@ def main(args: Optional[List[str]] = None) -> int:
         return supervise(host, argv, options.workdir, exclusive=options.exclusive, recover_after=options.recover_after, grace=options.grace, log=lambda m: print(f"proclease: {m}", file=sys.stderr))
     except ComponentError as error:
         message = failure_text(error)
+        if options.command == "run":
+            message += _run_hint(host, options.workdir, error.code)
         if error.lock_timeout is not None:
             # A wait for another process's lock reached the bound and the call failed for it:
             # the holder is named, as the native binary names it.
