@@ -101,7 +101,8 @@ fn the_portable_artifact_imports_the_system_call_contract_instead_of_a_store() {
             "state-store",
             "workspace",
             "plugin-catalog",
-            "workspace-advice"
+            "workspace-advice",
+            "store-advice"
         ]),
         "the component's exports, and the store's own for its host"
     );

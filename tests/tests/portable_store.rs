@@ -59,7 +59,17 @@ fn the_portable_store_imports_only_the_system_call_contract_and_exports_the_stor
         ],
         "no WASI, no ambient authority: only the contract, the identity facts and the time a lock records"
     );
-    assert_eq!(exports, ["proclease:lease/state-store@0.3.0", "proclease:lease/workspace@0.3.0", "proclease:lease/plugin-catalog@0.3.0"]);
+    assert_eq!(
+        exports,
+        [
+            "proclease:lease/state-store@0.3.0",
+            "proclease:lease/workspace@0.3.0",
+            "proclease:lease/plugin-catalog@0.3.0",
+            "proclease:lease/workspace-advice@0.3.0",
+            "proclease:lease/store-advice@0.3.0"
+        ],
+        "what the component imports, and the advice its host's messages need"
+    );
 }
 
 #[test]

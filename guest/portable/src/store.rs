@@ -50,6 +50,14 @@ fn wit(error: StoreError) -> ss::Failure {
     failure_to_wit(error.failure())
 }
 
+impl crate::bindings::proclease::lease::store_advice::Guest for PortableStore {
+    fn creation_intents_left(path: String) -> Vec<String> {
+        let Ok(store) = opened() else { return Vec::new() };
+        let home = String::from_utf8_lossy(&crate::bindings::proclease::lease::sys_fs::state_home_path()).into_owned();
+        store.creation_intents_left(&path, &home)
+    }
+}
+
 impl ss::Guest for PortableStore {
     fn read_if_present(path: String, max_bytes: u32) -> Result<ss::StoredFile, ss::Failure> {
         Ok(ss::StoredFile { text: store()?.read_if_present(&path, max_bytes).map_err(wit)? })

@@ -89,7 +89,9 @@ export async function runCommand(host, workdir, command, { recoverAfterMs = 60_0
     return new Refusal(words.interruptedBeforeStart(SIGNAL_NUMBERS[pending], left), { code: 'interrupted' });
   };
   // The error to report once what was taken is undone: the signal's when one came.
-  const leaving = (error, left) => (error instanceof Refusal && error.code === 'interrupted' ? interrupted(left) : error);
+  // A creation intent the lease's creation could not remove in the grace is named first.
+  const leaving = (error, left) =>
+    error instanceof Refusal && error.code === 'interrupted' ? interrupted([...exports.storeAdvice.creationIntentsLeft(resolve(String(workdir))), ...left]) : error;
   const stopForwarding = () => {
     for (const [signal, handler] of handlers) process.off(signal, handler);
     handlers.clear();

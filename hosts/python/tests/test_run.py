@@ -214,6 +214,139 @@ def test_ctrl_c_ends_a_wait_for_a_held_lock_before_the_command_within_the_grace(
     assert again.returncode == 0 and (job / "ran").exists(), again.stderr
 
 
+def test_ctrl_c_that_cannot_release_the_admission_in_the_grace_names_it_and_exits_130(place: Place) -> None:
+    """Ctrl-C while the run (holding the admission) waits for the directory leases' lock, with
+    the admission's own lock held too by then: the undo cannot release the admission within the
+    grace, so the message names it — and what becomes of it — and the exit is the signal's."""
+    from proclease.process_identity import identity_digest
+
+    holder = _admission_lock_held(place)
+    os.killpg(holder.pid, signal.SIGKILL)
+    holder.wait()
+    locks = place.home / ".proclease" / "locks"
+    leases_lock = locks / f"{identity_digest('proclease-collection-lock', 'recovery/beeper-message-like-me-directory-leases')}.lock"
+    admission_lock = locks / f"{identity_digest('proclease-collection-lock', 'recovery/beeper-message-like-me-export-admission')}.lock"
+    holders = [subprocess.Popen(["flock", "-o", "-x", str(leases_lock), "-c", "echo locked; exec sleep 300"], stdout=subprocess.PIPE, text=True, start_new_session=True)]
+    try:
+        assert holders[0].stdout is not None and holders[0].stdout.readline() == "locked\n"
+        job = place.ws / "job"
+        run = place.start("run", "--lock-timeout", "10m", "--exclusive", "--workdir", str(job), "--", "touch", "ran")
+        assert run.stderr is not None
+        said = []
+        while not any(line.startswith("proclease: waiting for pid ") for line in said):
+            line = run.stderr.readline()
+            assert line, ("ended before it waited", said)
+            said.append(line)
+        holders.append(subprocess.Popen(["flock", "-o", "-x", str(admission_lock), "-c", "echo locked; exec sleep 300"], stdout=subprocess.PIPE, text=True, start_new_session=True))
+        assert holders[1].stdout is not None and holders[1].stdout.readline() == "locked\n"
+        run.send_signal(signal.SIGINT)
+        _, rest = run.communicate(timeout=60)
+        said.append(rest)
+    finally:
+        for each in holders:
+            os.killpg(each.pid, signal.SIGKILL)
+            each.wait()
+    last = "".join(said).splitlines()[-1]
+    assert run.returncode == 130, said
+    assert last.startswith("proclease: interrupted by signal 2 before the command started; nothing was started, but not all it held could be released in time: the export admission ("), said
+    assert last.endswith("): the next `run --exclusive` takes it over once this process has exited"), said
+    assert not (job / "ran").exists()
+    # As said: the next exclusive run takes the dead run's admission over.
+    again = place.run("run", "--exclusive", "--workdir", str(job), "--", "touch", "ran")
+    assert again.returncode == 0 and (job / "ran").exists(), again.stderr
+
+
+def test_a_signal_that_cuts_a_lease_creation_short_names_the_creation_intent_it_leaves(place: Place) -> None:
+    """As the native test of the same name: the workdir's `mkdirat` delayed by strace, the
+    creation intents' lock taken meanwhile, then SIGINT: the undo cannot remove the intent
+    within the grace, and the message names it (the artifact's `store-advice`) instead of
+    saying "nothing is left behind"; `recover` then finishes it."""
+    from proclease.process_identity import identity_digest
+
+    if shutil.which("strace") is None:
+        if os.environ.get("PROCLEASE_REQUIRE_NAMESPACES"):
+            pytest.fail("strace is required (PROCLEASE_REQUIRE_NAMESPACES)")
+        pytest.skip("needs strace to delay the workdir's mkdirat")
+    warm = place.run("run", "--workdir", str(place.ws / "warm"), "--", "true")
+    assert warm.returncode == 0, warm.stderr
+    intents = place.home / "recovery" / "proclease-directory-creations"
+    lock = place.home / ".proclease" / "locks" / f"{identity_digest('proclease-collection-lock', 'recovery/proclease-directory-creations')}.lock"
+    assert lock.is_file()
+    job = place.ws / "job"
+    traced = subprocess.Popen(
+        ["strace", "-f", "-qq", "-o", "/dev/null", "-P", str(place.ws), "-e", "trace=mkdir,mkdirat", "-e", "inject=mkdir,mkdirat:delay_enter=5000000", "--",
+         *command(), "--state-home", str(place.home), "--workspace-root", str(place.dir), "run", "--workdir", str(job), "--", "touch", "ran"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )
+    holder = None
+    try:
+        deadline = time.monotonic() + 60
+        while not any(name.endswith(".json") for name in (os.listdir(intents) if intents.is_dir() else [])):
+            assert time.monotonic() < deadline and traced.poll() is None, "the run never recorded its creation intent"
+            time.sleep(0.01)
+        holder = subprocess.Popen(["flock", "-o", "-x", str(lock), "-c", "echo locked; exec sleep 300"], stdout=subprocess.PIPE, text=True, start_new_session=True)
+        assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
+        with open(f"/proc/{traced.pid}/task/{traced.pid}/children") as children:
+            run_pid = int(children.read().split()[0])
+        os.kill(run_pid, signal.SIGINT)
+        _, said = traced.communicate(timeout=60)
+    finally:
+        if holder is not None:
+            os.killpg(holder.pid, signal.SIGKILL)
+            holder.wait()
+        if traced.poll() is None:
+            traced.kill()
+    assert traced.returncode == 130, said
+    left = os.listdir(intents)
+    assert len(left) == 1, left
+    assert said.endswith(
+        "proclease: interrupted by signal 2 before the command started; nothing was started, but not all it held could be released in time: "
+        f"the creation intent recovery/proclease-directory-creations/{left[0]} of {job}: `proclease recover` finishes it once this process has exited\n"
+    ), said
+    assert not (job / "ran").exists()
+    recover = place.run("recover")
+    assert recover.returncode == 0, recover.stderr
+    assert os.listdir(intents) == [] and not job.exists(), "recover finished it"
+
+
+def test_a_signal_while_the_command_is_being_started_is_the_command_s_and_cuts_no_later_wait(place: Place) -> None:
+    """A Ctrl-C that arrives while the command is being started (its `execve` delayed by
+    strace) goes to the command, as once it runs; the waits after it (recording it, settling,
+    releasing the lease behind a lock held for a few seconds) keep their whole bound: the lease
+    is released, not left with exit 6 as when the stop stayed in force."""
+    from proclease.process_identity import identity_digest
+
+    if shutil.which("strace") is None:
+        if os.environ.get("PROCLEASE_REQUIRE_NAMESPACES"):
+            pytest.fail("strace is required (PROCLEASE_REQUIRE_NAMESPACES)")
+        pytest.skip("needs strace to delay the command's execve")
+    warm = place.run("run", "--workdir", str(place.ws / "warm"), "--", "true")
+    assert warm.returncode == 0, warm.stderr
+    sleep = os.path.realpath(shutil.which("sleep") or "/bin/sleep")
+    lock = place.home / ".proclease" / "locks" / f"{identity_digest('proclease-collection-lock', 'recovery/beeper-message-like-me-directory-leases')}.lock"
+    traced = subprocess.Popen(
+        ["strace", "-f", "-qq", "-o", "/dev/null", "-P", sleep, "-e", "trace=execve", "-e", "inject=execve:delay_enter=3000000", "--",
+         *command(), "--state-home", str(place.home), "--workspace-root", str(place.dir), "run", "--workdir", str(place.ws / "job"), "--", sleep, "5"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        place.await_lease("launching")
+        time.sleep(0.5)  # in the delayed execve now (3 s)
+        with open(f"/proc/{traced.pid}/task/{traced.pid}/children") as children:
+            run_pid = int(children.read().split()[0])
+        os.kill(run_pid, signal.SIGINT)
+        # The lease collection's lock held for 4 s from then: past the execve's end, while the
+        # run records `running`, settles and releases (each may wait the whole 10 s bound).
+        held = subprocess.run(["flock", "-x", str(lock), "sleep", "4"], timeout=60)
+        assert held.returncode == 0
+        _, said = traced.communicate(timeout=60)
+    finally:
+        if traced.poll() is None:
+            traced.kill()
+    assert traced.returncode == 130, said
+    assert place.leases() == [], said
+
+
 def test_a_lock_held_past_lock_timeout_fails_with_status_5_naming_the_holder(place: Place) -> None:
     holder = _admission_lock_held(place)
     try:

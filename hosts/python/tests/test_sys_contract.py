@@ -135,3 +135,27 @@ def test_a_lock_keeps_its_holders_note_for_the_next_holder(here: Directory, tmp_
     directory = here.try_lock_directory().payload
     assert refused(lambda: directory.noted(36)) == errno.EISDIR
     directory.release()
+
+
+def test_a_stopping_signal_ends_the_waits_of_its_own_thread_only() -> None:
+    """`stop_waits` (what `run` calls at Ctrl-C before its command starts) answers no time left
+    to the thread that stopped, never to another thread of the process (a library user's
+    worker keeps its whole bound), and is lifted by `stop_waits(None)`."""
+    import threading
+    import time
+
+    from proclease._sys import SysKernel
+
+    kernel = SysKernel(lock_timeout=5.0)
+    kernel.stop_waits(0.0)
+    assert kernel.lock_wait_ns() == 0
+    begun = time.monotonic()
+    kernel.pause(30_000_000_000)
+    assert time.monotonic() - begun < 25, "a pause of the stopped thread ends at the stop"
+    elsewhere = []
+    worker = threading.Thread(target=lambda: elsewhere.append(kernel.lock_wait_ns()))
+    worker.start()
+    worker.join()
+    assert elsewhere == [5_000_000_000]
+    kernel.stop_waits(None)
+    assert kernel.lock_wait_ns() == 5_000_000_000

@@ -5,6 +5,7 @@
 //! rustix and documents the guarantees; the crash-state suite runs it over a simulated disk.
 
 pub mod arbitration;
+mod intents_left;
 pub mod mutation_claim;
 pub mod path;
 pub mod protocol;

@@ -642,38 +642,12 @@ impl<'h> Supervisor<'h> {
 }
 
 /// What a lease creation cut short by a signal may have left of this process's work on `dir`:
-/// its creation intent (`docs/deviations.md` 27), when the creation's undo, or the removal that
-/// follows a lease's creation, could not remove it within the signal's grace (the intents'
-/// collection lock held by a hung process). Read straight from the collection, without its
-/// lock (that lock may be what is held), and parsed by the core; when the collection cannot be
-/// read, says that one may be left. Each entry is worded for
+/// its creation intents (`docs/deviations.md` 27), read without the collection's lock (the
+/// protocols' `creation_intents_left`, which every host's supervisor runs), each worded for
 /// [`Refusal::InterruptedLeavingClaims`].
 fn creation_left(host: &Host, dir: &Path) -> Vec<String> {
-    use proclease_core::directory_leases::INTENTS;
-    use proclease_core::records::creation_intent;
-    /// More entries than any number of runs leaves at once: the rest are not read.
-    const AT_MOST: usize = 1_000;
-    const MAX_BYTES: u64 = 65_536;
     let Some(path) = dir.to_str() else { return Vec::new() };
-    let collection = host.state_home().join(INTENTS);
-    let entries = match std::fs::read_dir(&collection) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Vec::new(),
-        Err(e) => return vec![run_refusals::left_creation_intent_unknown(path, &collection.display().to_string(), &e.to_string())],
-    };
-    // This process as the intent records its owner: a pid alone could be another namespace's
-    // process (containers sharing a state home reuse pids), or one before a reboot. Computed
-    // once per process, by the creation itself; without it, no intent can be shown to be ours.
-    let Ok(own) = host.process_identity().self_identity() else { return Vec::new() };
-    let mine = |name: &str| -> Option<String> {
-        use std::io::Read as _;
-        let file = std::fs::File::open(collection.join(name)).ok()?;
-        let mut text = String::new();
-        file.take(MAX_BYTES).read_to_string(&mut text).ok()?;
-        let intent = creation_intent::parse_file(&text, name).ok()?.record;
-        (intent.path == path && intent.owner == own).then(|| run_refusals::left_creation_intent(&format!("{INTENTS}/{name}"), path))
-    };
-    entries.take(AT_MOST).filter_map(Result::ok).filter_map(|entry| entry.file_name().to_str().and_then(mine)).collect()
+    host.store().protocol().creation_intents_left(path, &host.state_home().display().to_string())
 }
 
 /// `error`, or, when it is the signal's ([`Refusal::Interrupted`]) and something could not be

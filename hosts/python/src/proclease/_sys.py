@@ -392,16 +392,23 @@ class SysKernel:
         # operation is one call into the component, calls it makes into another instance
         # (judging an owner from inside an import) included.
         self._operation = threading.local()
-        # Once a stopping signal came (`stop_waits`): the monotonic ns by which every wait for a
-        # kernel lock ends, in every thread.
-        self._stop_by_ns: Optional[int] = None
+        # Once a stopping signal came (`stop_waits`): the thread whose waits it ends, and the
+        # monotonic ns by which they end.
+        self._stop: Optional[Tuple[int, int]] = None
 
     def stop_waits(self, grace: Optional[float]) -> None:
-        """A stopping signal came (Ctrl-C, SIGTERM): every wait for a kernel lock, those in
+        """A stopping signal came (Ctrl-C, SIGTERM): every wait for a kernel lock of the calling
+        thread (the one a signal handler runs in: the main thread, which runs `run`), those in
         progress included, ends within `grace` s, as the native supervisor's do
         (`docs/deviations.md` 21), so that what was taken can be undone and the run end as
-        interrupted instead of waiting out `lock_timeout`. `None` lifts it (the run is over)."""
-        self._stop_by_ns = None if grace is None else time.monotonic_ns() + int(grace * 1e9)
+        interrupted instead of waiting out `lock_timeout`. Other threads' waits keep their
+        bound. `None` lifts it (the command started, or the run is over)."""
+        self._stop = None if grace is None else (threading.get_ident(), time.monotonic_ns() + int(grace * 1e9))
+
+    def _stop_by_ns(self) -> Optional[int]:
+        """When this thread's waits must end (`stop_waits`), or None."""
+        stop = self._stop
+        return stop[1] if stop is not None and stop[0] == threading.get_ident() else None
 
     @contextmanager
     def operation(self) -> Iterator[None]:
@@ -434,8 +441,9 @@ class SysKernel:
         while True:
             now = time.monotonic_ns()
             left = end - now
-            if self._stop_by_ns is not None:
-                left = min(left, self._stop_by_ns - now)
+            stop_by = self._stop_by_ns()
+            if stop_by is not None:
+                left = min(left, stop_by - now)
             if left <= 0:
                 return
             time.sleep(min(left, _PAUSE_SLICE_NS) / 1e9)
@@ -454,8 +462,9 @@ class SysKernel:
         outside one."""
         now = time.monotonic_ns()
         left = self._whole_bound_ns() if getattr(self._operation, "depth", 0) == 0 else self._operation.deadline_ns - now
-        if self._stop_by_ns is not None:
-            left = min(left, self._stop_by_ns - now)
+        stop_by = self._stop_by_ns()
+        if stop_by is not None:
+            left = min(left, stop_by - now)
         return max(0, min(_MAX_WAIT_NS, left))
 
     def _whole_bound_ns(self) -> int:

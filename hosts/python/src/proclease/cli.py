@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import os
 import sys
 import time
@@ -30,15 +31,22 @@ EXIT_LOCK_TIMEOUT = 5
 
 
 def duration(text: str) -> float:
-    """`60s`, `5m`, `1h`, `250ms` or plain seconds, as seconds."""
+    """`60s`, `5m`, `1h`, `250ms` or plain seconds, as seconds: finite and not negative, as the
+    native binary's (`inf`, `nan`, `-1` are usage errors, not "for ever" or "no wait")."""
     units = (("ms", 0.001), ("s", 1.0), ("m", 60.0), ("h", 3600.0))
+    seconds: Optional[float] = None
     for suffix, scale in units:
         if text.endswith(suffix) and text[: -len(suffix)].replace(".", "", 1).isdigit():
-            return float(text[: -len(suffix)]) * scale
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid duration {text!r} (e.g. 60s, 5m, 250ms)") from None
+            seconds = float(text[: -len(suffix)]) * scale
+            break
+    else:
+        try:
+            seconds = float(text)
+        except ValueError:
+            pass
+    if seconds is None or not math.isfinite(seconds) or seconds < 0:
+        raise argparse.ArgumentTypeError(f"invalid duration {text!r} (e.g. 60s, 5m, 250ms)")
+    return seconds
 
 
 def _common(suppress: bool) -> argparse.ArgumentParser:

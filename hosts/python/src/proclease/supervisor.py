@@ -144,9 +144,10 @@ def run(host, argv: Sequence[str], workdir: str, *, exclusive: bool = False, rec
     try:
         return _run(host, argv, workdir, exclusive, recover_after, grace, say, state, check_interrupted)
     finally:
-        kernel.stop_waits(None)
+        # The handlers first: a signal between the two would otherwise leave the stop in force.
         for s, handler in previous.items():
             signal.signal(s, handler)
+        kernel.stop_waits(None)
 
 
 def _run(host, argv: Sequence[str], workdir: str, exclusive: bool, recover_after: float, grace: float, say, state: dict, check_interrupted) -> int:
@@ -183,7 +184,10 @@ def _run(host, argv: Sequence[str], workdir: str, exclusive: bool, recover_after
             raise StartError(host.component.run_refusals.unstartable(str(argv[0]), reason)) from error
         state["child"] = child
         if state["pending"] is not None:
+            # A signal that came while the command was being started: it is the command's now,
+            # and the waits after it (settling, releasing) get their whole bound again.
             _forward(child, state["pending"])
+            host.effects.sys_kernel.stop_waits(None)
     except BaseException as error:
         # Nothing ran: settle and release everything, and remove what was created for it; what
         # cannot be is named when a signal is reported, never "nothing is left behind".
@@ -211,12 +215,15 @@ def _run(host, argv: Sequence[str], workdir: str, exclusive: bool, recover_after
             try:
                 _release_admission(admission)
             except ComponentError as failure:
-                if not isinstance(error, Interrupted):
+                if not isinstance(error, Interrupted) and state["pending"] is None:
                     raise
                 left.append(words.left_export_admission(str(failure)))
         # The signal is what ended the run when one came, whatever the step it cut short
         # failed with (a wait that ended at the grace).
         signum = error.signal if isinstance(error, Interrupted) else state["pending"]
+        if signum is not None:
+            # A creation intent the lease's creation could not remove in the grace.
+            left[0:0] = host.component.exports("store-advice").creation_intents_left(os.path.abspath(workdir))
         if signum is not None and (left or not isinstance(error, Interrupted)):
             raise Interrupted.worded(host, signum, left) from None
         raise
