@@ -13,7 +13,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Iterator, List
+from typing import Iterator, List, Tuple
 
 import pytest
 
@@ -177,9 +177,37 @@ def _admission_lock_held(place: Place) -> subprocess.Popen:
     assert warm.returncode == 0, warm.stderr
     lock = place.home / ".proclease" / "locks" / f"{identity_digest('proclease-collection-lock', 'recovery/beeper-message-like-me-export-admission')}.lock"
     assert lock.is_file(), sorted(os.listdir(lock.parent))
+    return _held_by_flock(lock)
+
+
+def _held_by_flock(lock: Path) -> subprocess.Popen:
+    """`lock` held by flock(1) in a session of its own (kill its group to free it)."""
     holder = subprocess.Popen(["flock", "-o", "-x", str(lock), "-c", "echo locked; exec sleep 300"], stdout=subprocess.PIPE, text=True, start_new_session=True)
     assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
     return holder
+
+
+def _warm_with_strace(place: Place, why: str) -> None:
+    """strace there (else skipped, or failed where CI requires it: `PROCLEASE_REQUIRE_NAMESPACES`),
+    and the state home made by a first run, so that what is staged next meets only the run."""
+    if shutil.which("strace") is None:
+        if os.environ.get("PROCLEASE_REQUIRE_NAMESPACES"):
+            pytest.fail("strace is required (PROCLEASE_REQUIRE_NAMESPACES)")
+        pytest.skip(f"needs strace to {why}")
+    warm = place.run("run", "--workdir", str(place.ws / "warm"), "--", "true")
+    assert warm.returncode == 0, warm.stderr
+
+
+def _started_waiting(place: Place, *args: str) -> Tuple[subprocess.Popen, List[str]]:
+    """`args` started, once it says whom it waits for (after 1 s of a wait), and what it said."""
+    run = place.start(*args)
+    assert run.stderr is not None
+    said: List[str] = []
+    while not any(line.startswith("proclease: waiting for pid ") for line in said):
+        line = run.stderr.readline()
+        assert line, ("ended before it waited", said)
+        said.append(line)
+    return run, said
 
 
 def test_ctrl_c_ends_a_wait_for_a_held_lock_before_the_command_within_the_grace(place: Place) -> None:
@@ -189,14 +217,7 @@ def test_ctrl_c_ends_a_wait_for_a_held_lock_before_the_command_within_the_grace(
     holder = _admission_lock_held(place)
     try:
         job = place.ws / "job"
-        run = place.start("run", "--lock-timeout", "10m", "--exclusive", "--workdir", str(job), "--", "touch", "ran")
-        assert run.stderr is not None
-        said = []
-        # After 1 s a wait says whom it waits for: it is waiting now.
-        while not any(line.startswith("proclease: waiting for pid ") for line in said):
-            line = run.stderr.readline()
-            assert line, ("ended before it waited", said)
-            said.append(line)
+        run, said = _started_waiting(place, "run", "--lock-timeout", "10m", "--exclusive", "--workdir", str(job), "--", "touch", "ran")
         run.send_signal(signal.SIGINT)
         _, rest = run.communicate(timeout=60)  # the bound is 10 minutes: ending at all is the cut
         said.append(rest)
@@ -226,19 +247,11 @@ def test_ctrl_c_that_cannot_release_the_admission_in_the_grace_names_it_and_exit
     locks = place.home / ".proclease" / "locks"
     leases_lock = locks / f"{identity_digest('proclease-collection-lock', 'recovery/beeper-message-like-me-directory-leases')}.lock"
     admission_lock = locks / f"{identity_digest('proclease-collection-lock', 'recovery/beeper-message-like-me-export-admission')}.lock"
-    holders = [subprocess.Popen(["flock", "-o", "-x", str(leases_lock), "-c", "echo locked; exec sleep 300"], stdout=subprocess.PIPE, text=True, start_new_session=True)]
+    holders = [_held_by_flock(leases_lock)]
     try:
-        assert holders[0].stdout is not None and holders[0].stdout.readline() == "locked\n"
         job = place.ws / "job"
-        run = place.start("run", "--lock-timeout", "10m", "--exclusive", "--workdir", str(job), "--", "touch", "ran")
-        assert run.stderr is not None
-        said = []
-        while not any(line.startswith("proclease: waiting for pid ") for line in said):
-            line = run.stderr.readline()
-            assert line, ("ended before it waited", said)
-            said.append(line)
-        holders.append(subprocess.Popen(["flock", "-o", "-x", str(admission_lock), "-c", "echo locked; exec sleep 300"], stdout=subprocess.PIPE, text=True, start_new_session=True))
-        assert holders[1].stdout is not None and holders[1].stdout.readline() == "locked\n"
+        run, said = _started_waiting(place, "run", "--lock-timeout", "10m", "--exclusive", "--workdir", str(job), "--", "touch", "ran")
+        holders.append(_held_by_flock(admission_lock))
         run.send_signal(signal.SIGINT)
         _, rest = run.communicate(timeout=60)
         said.append(rest)
@@ -263,12 +276,7 @@ def test_a_signal_that_cuts_a_lease_creation_short_names_the_creation_intent_it_
     saying "nothing is left behind"; `recover` then finishes it."""
     from proclease.process_identity import identity_digest
 
-    if shutil.which("strace") is None:
-        if os.environ.get("PROCLEASE_REQUIRE_NAMESPACES"):
-            pytest.fail("strace is required (PROCLEASE_REQUIRE_NAMESPACES)")
-        pytest.skip("needs strace to delay the workdir's mkdirat")
-    warm = place.run("run", "--workdir", str(place.ws / "warm"), "--", "true")
-    assert warm.returncode == 0, warm.stderr
+    _warm_with_strace(place, "delay the workdir's mkdirat")
     intents = place.home / "recovery" / "proclease-directory-creations"
     lock = place.home / ".proclease" / "locks" / f"{identity_digest('proclease-collection-lock', 'recovery/proclease-directory-creations')}.lock"
     assert lock.is_file()
@@ -284,8 +292,7 @@ def test_a_signal_that_cuts_a_lease_creation_short_names_the_creation_intent_it_
         while not any(name.endswith(".json") for name in (os.listdir(intents) if intents.is_dir() else [])):
             assert time.monotonic() < deadline and traced.poll() is None, "the run never recorded its creation intent"
             time.sleep(0.01)
-        holder = subprocess.Popen(["flock", "-o", "-x", str(lock), "-c", "echo locked; exec sleep 300"], stdout=subprocess.PIPE, text=True, start_new_session=True)
-        assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
+        holder = _held_by_flock(lock)
         with open(f"/proc/{traced.pid}/task/{traced.pid}/children") as children:
             run_pid = int(children.read().split()[0])
         os.kill(run_pid, signal.SIGINT)
@@ -316,12 +323,7 @@ def test_a_signal_while_the_command_is_being_started_is_the_command_s_and_cuts_n
     is released, not left with exit 6 as when the stop stayed in force."""
     from proclease.process_identity import identity_digest
 
-    if shutil.which("strace") is None:
-        if os.environ.get("PROCLEASE_REQUIRE_NAMESPACES"):
-            pytest.fail("strace is required (PROCLEASE_REQUIRE_NAMESPACES)")
-        pytest.skip("needs strace to delay the command's execve")
-    warm = place.run("run", "--workdir", str(place.ws / "warm"), "--", "true")
-    assert warm.returncode == 0, warm.stderr
+    _warm_with_strace(place, "delay the command's execve")
     sleep = os.path.realpath(shutil.which("sleep") or "/bin/sleep")
     lock = place.home / ".proclease" / "locks" / f"{identity_digest('proclease-collection-lock', 'recovery/beeper-message-like-me-directory-leases')}.lock"
     traced = subprocess.Popen(
