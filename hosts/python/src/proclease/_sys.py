@@ -405,10 +405,12 @@ class SysKernel:
         bound. `None` lifts it (the command started, or the run is over)."""
         self._stop = None if grace is None else (threading.get_ident(), time.monotonic_ns() + int(grace * 1e9))
 
-    def _stop_by_ns(self) -> Optional[int]:
-        """When this thread's waits must end (`stop_waits`), or None."""
+    def _stopped_within(self, left_ns: int) -> int:
+        """`left_ns`, or less when this thread's waits must end sooner (`stop_waits`)."""
         stop = self._stop
-        return stop[1] if stop is not None and stop[0] == threading.get_ident() else None
+        if stop is None or stop[0] != threading.get_ident():
+            return left_ns
+        return min(left_ns, stop[1] - time.monotonic_ns())
 
     @contextmanager
     def operation(self) -> Iterator[None]:
@@ -439,11 +441,7 @@ class SysKernel:
         # between them; `time.sleep` itself resumes after one).
         end = time.monotonic_ns() + ns
         while True:
-            now = time.monotonic_ns()
-            left = end - now
-            stop_by = self._stop_by_ns()
-            if stop_by is not None:
-                left = min(left, stop_by - now)
+            left = self._stopped_within(end - time.monotonic_ns())
             if left <= 0:
                 return
             time.sleep(min(left, _PAUSE_SLICE_NS) / 1e9)
@@ -460,12 +458,8 @@ class SysKernel:
     def lock_wait_ns(self) -> int:
         """What is left of the current operation's bound (`operation`), or the whole bound
         outside one."""
-        now = time.monotonic_ns()
-        left = self._whole_bound_ns() if getattr(self._operation, "depth", 0) == 0 else self._operation.deadline_ns - now
-        stop_by = self._stop_by_ns()
-        if stop_by is not None:
-            left = min(left, stop_by - now)
-        return max(0, min(_MAX_WAIT_NS, left))
+        left = self._whole_bound_ns() if getattr(self._operation, "depth", 0) == 0 else self._operation.deadline_ns - time.monotonic_ns()
+        return max(0, min(_MAX_WAIT_NS, self._stopped_within(left)))
 
     def _whole_bound_ns(self) -> int:
         """`lock_timeout` in ns, as the contract's u64 can carry it: 0 for 0, a negative number

@@ -159,15 +159,15 @@ def main(args: Optional[List[str]] = None) -> int:
         message = failure_text(error)
         if options.command == "run":
             message += _run_hint(host, options.workdir, error.code)
+        status = exit_status(error)
         if error.lock_timeout is not None:
             # A wait for another process's lock reached the bound and the call failed for it:
             # the holder is named, as the native binary names it.
             if error.lock_timeout not in message:
                 message += f": {error.lock_timeout}"
-            print(f"proclease: {message}", file=sys.stderr)
-            return EXIT_LOCK_TIMEOUT
+            status = EXIT_LOCK_TIMEOUT
         print(f"proclease: {message}", file=sys.stderr)
-        return exit_status(error)
+        return status
     except LockTimeout as error:
         print(f"proclease: {error}", file=sys.stderr)
         return EXIT_LOCK_TIMEOUT
