@@ -40,6 +40,7 @@ fn a_stopped_lock_holder_is_named_and_the_wait_ends_at_its_bound() {
         ("directory-lease-recovery.lock", vec!["recover"]),
         (collection.as_str(), vec!["run", "--workdir", "WORK", "--", "true"]),
         (collection.as_str(), vec!["doctor"]),
+        (collection.as_str(), vec!["recover"]),
         (admissions.as_str(), vec!["run", "--exclusive", "--workdir", "WORK", "--", "true"]),
     ] {
         let mut holder = hold(&locks.join(lock));

@@ -480,6 +480,22 @@ impl PortableStore {
         let guest = self.instance.proclease_lease_state_store();
         guest.call_unlock_leasing(&mut self.store).expect("the portable store does not trap");
     }
+
+    /// `recovery-turn.take`: whether the recovery turn was taken (`false` where the host has
+    /// no kernel locks).
+    pub fn take_recovery_turn(&mut self) -> Answer<bool> {
+        let guest = self.instance.proclease_lease_recovery_turn();
+        match guest.call_take(&mut self.store).expect("the portable store does not trap") {
+            Ok(turn) => Ok(turn.held),
+            Err(failure) => Err(convert::failure_from_wit(failure)),
+        }
+    }
+
+    /// `recovery-turn.end`.
+    pub fn end_recovery_turn(&mut self) {
+        let guest = self.instance.proclease_lease_recovery_turn();
+        guest.call_end(&mut self.store).expect("the portable store does not trap");
+    }
 }
 
 /// The component's `state-store` exports as the core's store effect: the store the component

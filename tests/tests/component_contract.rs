@@ -134,7 +134,7 @@ fn the_shipped_portable_artifact_is_the_one_built_from_source() {
 /// The portable artifact's boundary is exactly world `proclease-portable`: the system-call
 /// contract and the effects not on it yet in; the component's exports, and the portable
 /// store's `state-store`, `workspace` and `plugin-catalog` (and its own `workspace-advice` and
-/// `store-advice`, for its host's messages), out; none of the three imported
+/// `store-advice`, for its host's messages, and `recovery-turn`), out; none of the three imported
 /// (the portable store inside provides them), no WASI.
 #[test]
 fn the_portable_artifact_imports_and_exports_exactly_what_its_world_declares() {
@@ -146,7 +146,8 @@ fn the_portable_artifact_imports_and_exports_exactly_what_its_world_declares() {
     shipped_exports.sort();
     assert_eq!(shipped_exports, exports);
     let mut component_and_store = world_items().1;
-    component_and_store.extend(["state-store", "workspace", "plugin-catalog", "workspace-advice", "store-advice"].map(|name| format!("proclease:lease/{name}@0.3.0")));
+    component_and_store
+        .extend(["state-store", "workspace", "plugin-catalog", "workspace-advice", "store-advice", "recovery-turn"].map(|name| format!("proclease:lease/{name}@0.3.0")));
     component_and_store.sort();
     assert_eq!(component_and_store, exports, "the component's exports and the store's");
     assert!(!imports.iter().any(|i| i.contains("/state-store@") || i.contains("/workspace@") || i.contains("/plugin-catalog@")), "{imports:?}");

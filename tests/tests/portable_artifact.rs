@@ -98,11 +98,13 @@ fn the_portable_artifact_imports_the_system_call_contract_instead_of_a_store() {
             "directory-leases",
             "invocation-leases",
             "run-refusals",
+            "recovery-advice",
             "state-store",
             "workspace",
             "plugin-catalog",
             "workspace-advice",
-            "store-advice"
+            "store-advice",
+            "recovery-turn"
         ]),
         "the component's exports, and the store's own for its host"
     );

@@ -15,7 +15,7 @@ use proclease::core::digest::sha256_hex;
 use proclease::core::effects::{Failure, Store, Workspace as _};
 use proclease::process_identity::ProcessIdentity;
 use proclease::state_home::StateHome;
-use proclease::state_store::{LEASING_LOCK, StateStore};
+use proclease::state_store::{LEASING_LOCK, RECOVERY_LOCK, StateStore};
 use proclease_tests::fs_fixtures::{Tmpfs, tree};
 use proclease_tests::portable::PortableStore;
 use proclease_tests::store_fixtures::assert_compare_and_swap_contract;
@@ -66,9 +66,10 @@ fn the_portable_store_imports_only_the_system_call_contract_and_exports_the_stor
             "proclease:lease/workspace@0.3.0",
             "proclease:lease/plugin-catalog@0.3.0",
             "proclease:lease/workspace-advice@0.3.0",
-            "proclease:lease/store-advice@0.3.0"
+            "proclease:lease/store-advice@0.3.0",
+            "proclease:lease/recovery-turn@0.3.0"
         ],
-        "what the component imports, and the advice its host's messages need"
+        "what the component imports, and what its host's messages and recovery turn need"
     );
 }
 
@@ -267,6 +268,35 @@ fn a_dead_writers_temporary_is_swept_and_a_live_ones_kept() {
     portable.snapshot("control/leases", true).expect("a recovering snapshot");
     assert!(!dead.exists(), "the dead writer's temporary is removed");
     assert!(live.exists(), "a live writer's temporary is kept");
+}
+
+/// The recovery turn is the native host's: the component waits while the native host holds it
+/// and takes it once released, and the native host cannot take it while the component holds it
+/// (every host's `recover` takes turns with every other's).
+#[test]
+fn the_recovery_turn_excludes_across_the_native_host_and_the_component() {
+    let (_dir, _home, native, mut portable) = both_stores();
+
+    let held = native.lock_file(RECOVERY_LOCK).expect("the lock file");
+    held.lock().expect("the native host takes the turn");
+    let released = Arc::new(AtomicBool::new(false));
+    let releaser = {
+        let released = released.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            released.store(true, Ordering::SeqCst);
+            drop(held);
+        })
+    };
+    assert_eq!(portable.take_recovery_turn(), Ok(true));
+    assert!(released.load(Ordering::SeqCst), "the component took the turn only once the native host released it");
+    releaser.join().expect("the releaser ends");
+    assert_eq!(portable.take_recovery_turn(), Ok(true), "taking it again while held changes nothing");
+
+    let attempt = native.lock_file(RECOVERY_LOCK).expect("the lock file");
+    assert!(matches!(attempt.try_lock(), Err(TryLockError::WouldBlock)), "held by the component");
+    portable.end_recovery_turn();
+    attempt.try_lock().expect("free once the component ended its turn");
 }
 
 /// The lease-creation lock is one kernel lock for both: the component waits while the native

@@ -21,7 +21,8 @@
 //! * [`directory_leases`] — §6A.6: create, update, release and recovery of directory leases;
 //! * [`invocation_leases`] — §6B.5–6B.9: acquire, containment, release, list and repair of
 //!   plugin invocation leases;
-//! * [`run_refusals`] — the words of a run refused before its command started, for every host.
+//! * [`run_refusals`] — the words of a run refused before its command started, for every host;
+//! * [`recovery_advice`] — the words of a `recover` that stopped or whose wait reached its bound.
 //!
 //! ```
 //! use proclease_core::records::export_admission;
@@ -50,6 +51,7 @@ pub mod liveness;
 pub mod mutations;
 pub mod proc_stat;
 pub mod records;
+pub mod recovery_advice;
 pub mod run_refusals;
 
 pub use error::{Error, Failure, FailureKind, LeaseCode, LeaseError};

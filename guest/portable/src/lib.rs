@@ -32,7 +32,7 @@ mod generated {
 mod bindings {
     pub mod proclease {
         pub mod lease {
-            pub use crate::generated::exports::proclease::lease::{state_store, store_advice, workspace, workspace_advice};
+            pub use crate::generated::exports::proclease::lease::{recovery_turn, state_store, store_advice, workspace, workspace_advice};
             pub use crate::generated::proclease::lease::{clock, process_identity, sys_fs, sys_kernel, types};
         }
     }

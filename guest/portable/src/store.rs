@@ -10,7 +10,7 @@ use alloc::vec::Vec;
 
 use proclease_core::effects::{Failure, FailureKind};
 
-use proclease_protocols::state_store::{LEASING_LOCK, StoreError, StoreProtocol};
+use proclease_protocols::state_store::{LEASING_LOCK, RECOVERY_LOCK, StoreError, StoreProtocol};
 
 use crate::bindings::proclease::lease::state_store as ss;
 use crate::bindings::proclease::lease::sys_fs::Lock;
@@ -96,27 +96,7 @@ impl ss::Guest for PortableStore {
     /// when already held), waiting at most the host's bound (`sys-kernel.lock-wait-ns`);
     /// `held: false` where the host has no kernel locks.
     fn lock_leasing() -> Result<ss::LeasingLock, ss::Failure> {
-        let mut leasing = LEASING.lock();
-        if let Some(held) = leasing.as_ref() {
-            return Ok(ss::LeasingLock { held: held.is_some() });
-        }
-        let store = store()?;
-        // Named by its absolute path, as the native host names it: which state home is blocked.
-        let home = String::from_utf8_lossy(&crate::bindings::proclease::lease::sys_fs::state_home_path()).into_owned();
-        let label = format!("{}/.proclease/locks/{LEASING_LOCK}", home.trim_end_matches('/'));
-        let waited = Waited { label: &label, file: LockFile::Named(store.locks(), LEASING_LOCK.as_bytes()), behind: &|_| None };
-        match wait_for(&waited, || store.locks().try_lock(LEASING_LOCK.as_bytes())) {
-            Ok(Wait::Taken(lock)) => {
-                let held = lock.is_some();
-                *leasing = Some(lock);
-                Ok(ss::LeasingLock { held })
-            }
-            Ok(Wait::TimedOut(timeout)) => {
-                let message = timeout.to_string();
-                Err(failure_to_wit(Failure { path: Some(label), ..Failure::new(FailureKind::Contended, message) }))
-            }
-            Err(e) => Err(wit(StoreError::io(&label, "lock of the lease-creation lock", e))),
-        }
+        take_named_lock(&LEASING, LEASING_LOCK, "lock of the lease-creation lock").map(|held| ss::LeasingLock { held })
     }
 
     fn unlock_leasing() {
@@ -128,4 +108,53 @@ impl ss::Guest for PortableStore {
 /// handle releases the kernel lock).
 pub fn release_leasing_lock() {
     LEASING.lock().take();
+}
+
+/// Takes the kernel lock `name` of `.proclease/locks/` into `slot` until it is emptied (nothing
+/// when `slot` already holds it), waiting at most the host's bound (`sys-kernel.lock-wait-ns`)
+/// and naming its holder (`wait_for`); whether a lock is held (false where the host has no
+/// kernel locks). `what` names the system call's purpose in an I/O failure.
+///
+/// Errors: `contended` with the wait's words at the bound (said through `sys-kernel.warn` too);
+/// the store's I/O failure.
+fn take_named_lock(slot: &spin::Mutex<Option<Option<Lock>>>, name: &str, what: &'static str) -> Result<bool, ss::Failure> {
+    let mut slot = slot.lock();
+    if let Some(held) = slot.as_ref() {
+        return Ok(held.is_some());
+    }
+    let store = store()?;
+    // Named by its absolute path, as the native host names it: which state home is blocked.
+    let home = String::from_utf8_lossy(&crate::bindings::proclease::lease::sys_fs::state_home_path()).into_owned();
+    let label = format!("{}/.proclease/locks/{name}", home.trim_end_matches('/'));
+    let waited = Waited { label: &label, file: LockFile::Named(store.locks(), name.as_bytes()), behind: &|_| None };
+    match wait_for(&waited, || store.locks().try_lock(name.as_bytes())) {
+        Ok(Wait::Taken(lock)) => {
+            let held = lock.is_some();
+            *slot = Some(lock);
+            Ok(held)
+        }
+        Ok(Wait::TimedOut(timeout)) => {
+            let message = timeout.to_string();
+            // Said as a collection lock's timeout is (`SysFs::lock`): the host keeps an
+            // operation's first timeout (exit status 5, naming the holder) and says it once.
+            crate::bindings::proclease::lease::sys_kernel::warn(&message);
+            Err(failure_to_wit(Failure { path: Some(label), ..Failure::new(FailureKind::Contended, message) }))
+        }
+        Err(e) => Err(wit(StoreError::io(&label, what, e))),
+    }
+}
+
+/// The recovery turn `recovery-turn.take` took (`Some(None)`: taken where the host has no
+/// kernel locks).
+static RECOVERY_TURN: spin::Mutex<Option<Option<Lock>>> = spin::Mutex::new(None);
+
+impl crate::bindings::proclease::lease::recovery_turn::Guest for PortableStore {
+    /// Takes `.proclease/locks/directory-lease-recovery.lock` until `end`.
+    fn take() -> Result<crate::bindings::proclease::lease::recovery_turn::Turn, ss::Failure> {
+        take_named_lock(&RECOVERY_TURN, RECOVERY_LOCK, "lock of the recovery turn").map(|held| crate::bindings::proclease::lease::recovery_turn::Turn { held })
+    }
+
+    fn end() {
+        RECOVERY_TURN.lock().take();
+    }
 }

@@ -675,9 +675,10 @@ impl Host {
 
     /// Takes the recovery turn (waiting for another recoverer); released when dropped.
     fn recovery_turn(&self) -> Result<std::fs::File, Error> {
-        let path = self.state_home().join(".proclease/locks/directory-lease-recovery.lock");
-        let file = self.store.lock_file("directory-lease-recovery.lock").map_err(|e| Error::File { path: path.clone(), message: e.to_string() })?;
-        self.take_lock(&file, "directory-lease-recovery.lock")?;
+        use crate::state_store::RECOVERY_LOCK;
+        let path = self.state_home().join(".proclease/locks").join(RECOVERY_LOCK);
+        let file = self.store.lock_file(RECOVERY_LOCK).map_err(|e| Error::File { path: path.clone(), message: e.to_string() })?;
+        self.take_lock(&file, RECOVERY_LOCK)?;
         Ok(file)
     }
 

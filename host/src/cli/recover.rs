@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 use proclease::core::directory_leases::{Options, Run};
+use proclease::core::recovery_advice;
 use proclease::report::RecoveryReport;
 
 use super::{Failure, Global};
@@ -57,12 +58,8 @@ pub fn run(global: &Global, args: &RecoverArgs) -> Result<ExitCode, Failure> {
     if let Some(timeout) = &recovery.lock_timeout {
         // A wait that reached its bound, not something wrong with an entry: retry once the
         // holder is done (exit 5, with or without --skip-invalid).
-        let message = match (&recovery.directory_leases.stopped, args.dry_run) {
-            (Some(error), false) => format!("recovery stopped: {error}: {timeout}"),
-            (Some(error), true) => format!("recovery would stop: {error}: {timeout}"),
-            (None, _) => format!("recovery left a lease as it is because a wait reached its bound: {timeout}"),
-        };
-        return Err(Failure::lock_timeout(message));
+        let error = recovery.directory_leases.stopped.as_ref().map(ToString::to_string);
+        return Err(Failure::lock_timeout(recovery_advice::waited_out(error.as_deref(), &timeout.to_string(), args.dry_run)));
     }
     stopped(&recovery.directory_leases, args)
 }
@@ -74,8 +71,5 @@ fn stopped(run: &Run, args: &RecoverArgs) -> Result<ExitCode, Failure> {
     if args.json {
         return Ok(ExitCode::from(1));
     }
-    let cause = run.cause.as_ref().map(|c| format!(" ({c})")).unwrap_or_default();
-    let hint = if args.skip_invalid { "" } else { "; `proclease recover --skip-invalid` recovers the other leases and leaves this one as it is" };
-    let verb = if args.dry_run { "recovery would stop" } else { "recovery stopped" };
-    Err(Failure::new(format!("{verb}: {error}{cause}{hint}")))
+    Err(Failure::new(recovery_advice::stopped(&error.to_string(), run.cause.as_deref(), args.dry_run, args.skip_invalid)))
 }

@@ -8,6 +8,7 @@ mod dispositions;
 mod imports;
 mod invocation_leases;
 mod records;
+mod recovery_advice;
 mod run_refusals;
 
 pub(crate) mod bindings {

@@ -129,6 +129,11 @@ pub const CLAIM_HINT: &str = "another program (ghostget, or a proclease that pre
 /// its path (`docs/deviations.md` 24).
 pub const LEASING_LOCK: &str = "directory-lease-creation.lock";
 
+/// The recovery turn, in `.proclease/locks/`: every recoverer (`recover`, of any host) holds it
+/// while it recovers, so that each reports exactly what it did (a lease another recovered
+/// meanwhile is reported as already recovered). A dry run does not take it.
+pub const RECOVERY_LOCK: &str = "directory-lease-recovery.lock";
+
 /// Where the store keeps its own files, inside the state home.
 pub const INTERNAL: &str = ".proclease";
 

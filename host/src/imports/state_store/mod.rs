@@ -196,7 +196,7 @@ impl SharedStore {
     }
 }
 
-pub use proclease_protocols::state_store::LEASING_LOCK;
+pub use proclease_protocols::state_store::{LEASING_LOCK, RECOVERY_LOCK};
 
 thread_local! {
     /// The lease-creation lock a component call on this thread holds

@@ -1,0 +1,70 @@
+//! The words of a `recover` that did not finish: recovery stopped at a lease it could not judge
+//! or change, or a wait for another process's lock reached its bound.
+//!
+//! Every host's `recover` command (`proclease recover`, the Python and Node hosts' command lines)
+//! says these with the functions here (the native host links this crate; the Python and Node
+//! hosts call the component's `recovery-advice` export, `wit/proclease.wit`), so that a stop
+//! reads the same whichever host recovered, and its advice is right for its cause: a lease that
+//! is not recoverable as it is can be skipped (`--skip-invalid`), a lock another process holds
+//! cannot — skipping would only leave every lease as it is (exit status 5 in every host,
+//! `docs/deviations.md` 21).
+//!
+//! ```
+//! use proclease_core::recovery_advice::{stopped, waited_out};
+//! assert_eq!(
+//!     stopped("a lease file is invalid", Some("bad JSON"), false, false),
+//!     "recovery stopped: a lease file is invalid (bad JSON); \
+//!      `proclease recover --skip-invalid` recovers the other leases and leaves this one as it is"
+//! );
+//! assert_eq!(
+//!     waited_out(Some("directory lease recovery failed safely"), "waited 1000 ms for L, held by pid 7", true),
+//!     "recovery would stop: directory lease recovery failed safely: waited 1000 ms for L, held by pid 7"
+//! );
+//! ```
+
+use alloc::format;
+use alloc::string::String;
+
+/// Recovery stopped (`dry_run`: would stop) at `error`, the stop's own words (§6A.6's
+/// `directory lease recovery failed safely`, a lease file that is invalid, …), with the
+/// `cause` recovery gave, if any. Unless `skip_invalid` was asked, says that
+/// `--skip-invalid` recovers the other leases. Not for a stop a lock wait caused: see
+/// [`waited_out`].
+pub fn stopped(error: &str, cause: Option<&str>, dry_run: bool, skip_invalid: bool) -> String {
+    let cause = cause.map(|c| format!(" ({c})")).unwrap_or_default();
+    let hint = if skip_invalid { "" } else { "; `proclease recover --skip-invalid` recovers the other leases and leaves this one as it is" };
+    format!("{}: {error}{cause}{hint}", verb(dry_run))
+}
+
+/// A wait for another process's lock reached the host's lock timeout during recovery;
+/// `timeout` is that wait's own words (`waited N ms for LOCK, held by pid P (…): …`). With
+/// `error`, recovery stopped (`dry_run`: would stop) for it; without, it went on and left a
+/// lease as it is. Never advises `--skip-invalid`: nothing is wrong with an entry, the lock's
+/// holder must finish (the host exits with status 5).
+pub fn waited_out(error: Option<&str>, timeout: &str, dry_run: bool) -> String {
+    match error {
+        Some(error) => format!("{}: {error}: {timeout}", verb(dry_run)),
+        None => format!("recovery left a lease as it is because a wait reached its bound: {timeout}"),
+    }
+}
+
+fn verb(dry_run: bool) -> &'static str {
+    if dry_run { "recovery would stop" } else { "recovery stopped" }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stop_names_its_cause_and_the_skip_only_when_it_was_not_asked() {
+        assert_eq!(stopped("E", None, true, true), "recovery would stop: E");
+        assert_eq!(stopped("E", Some("C"), false, true), "recovery stopped: E (C)");
+    }
+
+    #[test]
+    fn a_wait_that_reached_its_bound_never_advises_skipping() {
+        assert_eq!(waited_out(Some("E"), "waited 5 ms for L", false), "recovery stopped: E: waited 5 ms for L");
+        assert_eq!(waited_out(None, "waited 5 ms for L", true), "recovery left a lease as it is because a wait reached its bound: waited 5 ms for L");
+    }
+}
