@@ -363,6 +363,41 @@ def test_a_lock_held_past_lock_timeout_fails_with_status_5_naming_the_holder(pla
     assert place.leases() == []
 
 
+def test_recover_past_lock_timeout_exits_5_naming_the_holder_without_advising_a_skip(place: Place) -> None:
+    """As the native `host/tests/waits.rs`: `recover` behind another recoverer's turn, or behind
+    the lease collection's lock, exits 5 naming the holder — said once — and never advises
+    `--skip-invalid`, which cannot help (the words are proclease-core's `recovery_advice`);
+    the same for a `run` behind the lease-creation lock. Once the holder is gone, it recovers."""
+    from proclease.process_identity import identity_digest
+
+    warm = place.run("run", "--workdir", str(place.ws / "warm"), "--", "true")
+    assert warm.returncode == 0, "the state home and its collections are made: " + warm.stderr
+    locks = place.home / ".proclease" / "locks"
+    collection = f"{identity_digest('proclease-collection-lock', 'recovery/beeper-message-like-me-directory-leases')}.lock"
+    for lock, args, last_words in [
+        ("directory-lease-recovery.lock", ["recover"], "proclease: waited "),
+        (collection, ["recover"], "proclease: recovery stopped: Beeper Message Like Me recovery: directory lease recovery failed safely: waited "),
+        (collection, ["recover", "--dry-run"], "proclease: recovery would stop: Beeper Message Like Me recovery: directory lease recovery failed safely: waited "),
+        ("directory-lease-creation.lock", ["run", "--workdir", str(place.ws / "job"), "--", "true"], "proclease: waited "),
+    ]:
+        (locks / lock).touch()
+        holder = _held_by_flock(locks / lock)
+        try:
+            out = place.run("--lock-timeout", "300ms", *args)
+        finally:
+            os.killpg(holder.pid, signal.SIGKILL)
+            holder.wait()
+        assert out.returncode == 5, (lock, args, out.stderr)
+        lines = out.stderr.splitlines()
+        assert lines[-1].startswith(last_words), (lock, args, out.stderr)
+        assert f"{lock}, held by pid {holder.pid} (flock, sleeping): continue a stopped holder" in lines[-1], out.stderr
+        assert "--skip-invalid" not in out.stderr, out.stderr
+        assert len(lines) == len(set(lines)), ("said once", out.stderr)
+    assert not (place.ws / "job").exists()
+    done = place.run("recover")
+    assert done.returncode == 0, done.stderr
+
+
 def test_a_command_that_cannot_start_is_named_as_every_host_names_it_and_leaves_nothing(place: Place) -> None:
     job = place.ws / "x" / "y"
     out = place.run("run", "--workdir", str(job), "--", "/nonexistent/program")

@@ -525,6 +525,18 @@ class Proclease:
         return self.exports("run-refusals")
 
     @property
+    def recovery_advice(self) -> Exports:
+        """The words of a `recover` that stopped or whose wait reached its bound
+        (proclease-core's `recovery_advice`), as every host's command line words them."""
+        return self.exports("recovery-advice")
+
+    @property
+    def recovery_turn(self) -> Exports:
+        """The portable artifact's recovery turn (`take`, `end`): the kernel lock every host's
+        `recover` holds while it recovers (`proclease-portable.wasm` only)."""
+        return self.exports("recovery-turn")
+
+    @property
     def workspace(self) -> Exports:
         """The portable artifact's own workspace protocol (`proclease-portable.wasm` only)."""
         return self.exports("workspace")

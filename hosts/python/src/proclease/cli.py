@@ -98,15 +98,30 @@ def exit_status(error: ComponentError) -> int:
     return 1
 
 
+class _Warnings(logging.StreamHandler):  # type: ignore[type-arg]
+    """The package's warnings on stderr, remembering the last one said."""
+
+    last: Optional[str] = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.last = record.getMessage()
+        super().emit(record)
+
+
 def _show_warnings() -> None:
     """Shows the package's warnings (a wait for another process's lock says who it waits for)
     on stderr, once per process, as the native binary does."""
     logger = logging.getLogger("proclease")
-    if not any(getattr(h, "_proclease_cli", False) for h in logger.handlers):
-        handler = logging.StreamHandler(sys.stderr)
+    if not any(isinstance(h, _Warnings) for h in logger.handlers):
+        handler = _Warnings(sys.stderr)
         handler.setFormatter(logging.Formatter("proclease: %(message)s"))
-        handler._proclease_cli = True  # type: ignore[attr-defined]
         logger.addHandler(handler)
+
+
+def _already_said(message: str) -> bool:
+    """Whether `message` is the last warning shown: a wait past the bound says its words, and an
+    error that is nothing but them is not said twice."""
+    return any(isinstance(h, _Warnings) and h.last == message for h in logging.getLogger("proclease").handlers)
 
 
 def _run_hint(host: Host, workdir: str, code: Optional[str]) -> str:
@@ -139,15 +154,17 @@ def main(args: Optional[List[str]] = None) -> int:
             # up in the state home, one per `recover` (docs/witness.md), as the native CLI says.
             host.effects.process_identity.retire()
             document = reports.recovery_report(host.state_home, recovery)
-            if options.json:
-                print(reports.dumps(document))
-                return 1 if recovery.stopped is not None else 0
-            print(reports.recovery_text(host.state_home, recovery, document), end="")
-            if recovery.stopped is not None:
-                cause = f" ({recovery.run.cause})" if recovery.run.cause else ""
-                hint = "" if options.skip_invalid else "; `proclease recover --skip-invalid` recovers the other leases and leaves this one as it is"
-                verb = "recovery would stop" if options.dry_run else "recovery stopped"
-                print(f"proclease: {verb}: {reports.error_message(recovery.stopped)}{cause}{hint}", file=sys.stderr)
+            print(reports.dumps(document) if options.json else reports.recovery_text(host.state_home, recovery, document), end="\n" if options.json else "")
+            advice = host.component.recovery_advice
+            stopped = None if recovery.stopped is None else reports.error_message(recovery.stopped)
+            if recovery.lock_timeout is not None:
+                # A wait that reached its bound, not something wrong with an entry: retry once
+                # the holder is done (exit 5, with or without --skip-invalid).
+                print(f"proclease: {advice.waited_out(stopped, recovery.lock_timeout, options.dry_run)}", file=sys.stderr)
+                return EXIT_LOCK_TIMEOUT
+            if stopped is not None:
+                if not options.json:
+                    print(f"proclease: {advice.stopped(stopped, recovery.run.cause, options.dry_run, options.skip_invalid)}", file=sys.stderr)
                 return 1
             return 0
         argv = options.argv[1:] if options.argv[:1] == ["--"] else options.argv
@@ -166,10 +183,12 @@ def main(args: Optional[List[str]] = None) -> int:
             if error.lock_timeout not in message:
                 message += f": {error.lock_timeout}"
             status = EXIT_LOCK_TIMEOUT
-        print(f"proclease: {message}", file=sys.stderr)
+        if not _already_said(message):
+            print(f"proclease: {message}", file=sys.stderr)
         return status
     except LockTimeout as error:
-        print(f"proclease: {error}", file=sys.stderr)
+        if not _already_said(str(error)):
+            print(f"proclease: {error}", file=sys.stderr)
         return EXIT_LOCK_TIMEOUT
     except Interrupted as error:
         print(f"proclease: {error}", file=sys.stderr)

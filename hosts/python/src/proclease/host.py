@@ -16,7 +16,6 @@ into context managers and reports.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import subprocess
 import tempfile
@@ -258,41 +257,30 @@ class Host:
         """Recovers what provably belongs to dead owners, as the native `proclease recover`:
         directory leases (their directories removed by identity), directory-creation intents,
         then invocation leases (`repair`, tombstones of dead owners included). `dry_run`
-        changes nothing. Recoverers take turns (`.proclease/locks/directory-lease-recovery.lock`)."""
+        changes nothing. Recoverers take turns (the artifact's `recovery-turn`, the native
+        host's `.proclease/locks/directory-lease-recovery.lock`). Its waits for other processes
+        share one bound of `lock_timeout` s (`Recovery.lock_timeout` says when one reached it).
+
+        Raises `ComponentError` (with `lock_timeout` set) when the turn stayed held past the
+        bound."""
         options = rec(dry_run=dry_run, skip_invalid=skip_invalid, concurrent=True, keep=list(keep), past_bound=True)
-        turn = None if dry_run else self._recovery_turn()
-        try:
-            run = self.component.directory_leases.recover_each(None, options)
-            creations = self.component.directory_leases.recover_creations(dry_run)
-            invocations = None
-            if run.stopped is None:
-                invocations = self.component.invocation_leases.preview_repair(True) if dry_run else self.component.invocation_leases.repair(True)
-        finally:
-            if turn is not None:
-                _release_lock(turn)
-        return Recovery(run=run, creations=creations, invocations=invocations, dry_run=dry_run)
-
-    def _recovery_turn(self) -> int:
-        return self._take_lock("directory-lease-recovery.lock")
-
-    def _take_lock(self, name: str) -> int:
-        """Takes the kernel lock `.proclease/locks/<name>` the native host takes for the same
-        purpose, waiting at most `lock_timeout` s for another holder; returns its descriptor
-        (closing it releases the lock). Raises `LockTimeout`."""
-        try:
-            fd = self.effects.state_home.lock_file(name)
-        except OSError as error:
-            raise Error(f"{self.state_home}/.proclease/locks/{name}: the lock cannot be opened: {error.strerror or error}; recovering and leasing need a writable state home", kind="system") from error
-        deadline = time.monotonic() + self.lock_timeout
-        while True:
+        kernel = self.effects.sys_kernel
+        with kernel.operation():
+            turn = None if dry_run else self.component.recovery_turn.take()
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                return fd
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    os.close(fd)
-                    raise LockTimeout(f"{self.state_home}/.proclease/locks/{name}: another process held it for {self.lock_timeout:g} s (another proclease recovering or leasing); retry once it is done") from None
-                time.sleep(0.05)
+                run = self.component.directory_leases.recover_each(None, options)
+                creations = self.component.directory_leases.recover_creations(dry_run)
+                invocations = None
+                if run.stopped is None:
+                    invocations = self.component.invocation_leases.preview_repair(True) if dry_run else self.component.invocation_leases.repair(True)
+            finally:
+                if turn is not None:
+                    self.component.recovery_turn.end()
+            # A wait that reached its bound and stopped recovery, or made it leave a lease as
+            # it is (the native `Recovery::lock_timeout`).
+            refused = run.stopped is not None or any(o.action.tag == "skip" for o in run.outcomes)
+            lock_timeout = kernel.timed_out() if refused else None
+        return Recovery(run=run, creations=creations, invocations=invocations, dry_run=dry_run, lock_timeout=lock_timeout)
 
     # --- invocation leases (§6B) -------------------------------------------------------------
 
@@ -317,17 +305,6 @@ class LockTimeout(Error):
 
     def __init__(self, message: str) -> None:
         super().__init__(message, kind="lock-timeout")
-
-
-def _release_lock(fd: int) -> None:
-    """Releases a kernel lock `Host._take_lock` took: unlocked explicitly, then closed (closing
-    alone leaves it held while a child forked meanwhile keeps a copy of the descriptor). The
-    caller is the process that took it."""
-    try:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-    except OSError:
-        pass
-    os.close(fd)
 
 
 def _granted_root(root: StrPath) -> str:
@@ -607,11 +584,15 @@ class Recovery:
     creation outcomes (`creations`) and invocation repair (`invocations`, None when the
     directory-lease recovery stopped)."""
 
-    def __init__(self, run: Rec, creations: List[Rec], invocations: Optional[Rec], dry_run: bool) -> None:
+    def __init__(self, run: Rec, creations: List[Rec], invocations: Optional[Rec], dry_run: bool, lock_timeout: Optional[str] = None) -> None:
         self.run = run
         self.creations = creations
         self.invocations = invocations
         self.dry_run = dry_run
+        #: The words of a wait for another process's lock that reached the bound and stopped
+        #: recovery or made it leave a lease as it is (`waited N ms for …, held by pid P …`),
+        #: else None: the native `Recovery::lock_timeout` (exit status 5).
+        self.lock_timeout = lock_timeout
 
     @property
     def stopped(self) -> Optional[Any]:

@@ -55,18 +55,6 @@ STATE_DIRECTORIES = (
 )
 
 
-def is_safe_name(name: str) -> bool:
-    """Whether `name` is a safe single directory entry name (§3.3 snapshot rules; `path.rs`):
-    non-empty, not `.`/`..`, no `/`, `\\`, U+FFFD or control characters (<= U+001F, U+007F),
-    <= 255 bytes."""
-    return (
-        name != ""
-        and name not in (".", "..")
-        and len(name.encode("utf-8", "surrogatepass")) <= 255
-        and not any(c in "/\\\ufffd\x7f" or ord(c) < 0x20 for c in name)
-    )
-
-
 def rust_debug(text: str) -> str:
     """`format!("{text:?}")` of a Rust `&str`: double quotes, `\\t \\r \\n \\\\ \\" \\0`
     escaped, other non-printable characters as `\\u{hex}`. (Python's `isprintable` and
@@ -472,17 +460,17 @@ def _private_dir(parent_fd: int, name: str, label: str) -> int:
 
 class GrantedStateHome:
     """A state home opened for the portable artifact (`StateHome.open`: validated, created or
-    claimed) and its lock directory `.proclease/locks/` (created 0700 if absent).
+    claimed), with its lock directory `.proclease/locks/` made (0700) if absent, where the
+    artifact's protocols take the state home's kernel locks.
 
     Raises `StateHomeError` when either cannot be used."""
 
     def __init__(self, home: str) -> None:
         self.home = StateHome.open(home)
-        self._locks = -1
         try:
             internal = _private_dir(self.home.fd, INTERNAL, INTERNAL)
             try:
-                self._locks = _private_dir(internal, "locks", f"{INTERNAL}/locks")
+                os.close(_private_dir(internal, "locks", f"{INTERNAL}/locks"))
             finally:
                 os.close(internal)
         except BaseException:
@@ -494,17 +482,6 @@ class GrantedStateHome:
         """The state home's physical path (for messages; all access goes through descriptors)."""
         return self.home.path
 
-    def lock_file(self, name: str) -> int:
-        """Opens (creating 0600 if absent) the lock file `name` in `.proclease/locks/`, the file
-        the native host locks for the same purpose: its descriptor, which the caller closes.
-        Raises OSError (EINVAL for a name that is not one safe entry)."""
-        if not is_safe_name(name):
-            raise OSError(_errno.EINVAL, "unsafe lock name")
-        return os.open(name, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=self._locks)
-
     def close(self) -> None:
-        """Closes the descriptors."""
-        if self._locks >= 0:
-            os.close(self._locks)
-            self._locks = -1
+        """Closes the state home's descriptor."""
         self.home.close()
