@@ -16,6 +16,8 @@ export class ComponentError extends ProcleaseError {
     super(lease ? leaseErrorText(lease) : error.val.message, { kind: error.tag, code: lease ? lease.code : undefined, failure: lease ? lease.cause : error.val });
     this.error = error;
     this.reference = error.val.message;
+    /** The words of the wait for another process's lock that reached its bound in the call that failed (`waited N ms for …, held by pid P …`), if one did. */
+    this.lockTimeout = error.lockTimeout;
   }
 }
 

@@ -162,9 +162,9 @@ export function parseArguments(argv) {
 /** What a failure prints and its exit status (the native `Failure::from`). */
 function failure(error) {
   if (error instanceof ProcleaseError) {
-    // A wait for another process's kernel lock that reached its bound: one the artifact's
-    // protocols waited for (their words: `waited N ms for …`).
-    const timedOut = (error.kind === 'contended' || error.failure?.kind === 'contended') && /(^|\n|: )waited (\d+ ms )?for /.test(error.message);
+    // A wait for another process's kernel lock that reached its bound in the call that failed
+    // (`operationBound` gives the error its words): exit 5, naming the holder, as natively.
+    const timedOut = typeof error.lockTimeout === 'string';
     const status = timedOut
       ? EXIT_LOCK_TIMEOUT
       : error.code === 'another-export-is-active'
@@ -174,7 +174,9 @@ function failure(error) {
           : 1;
     let message = error.kind === 'lease' ? error.reference : error.message;
     if (error.kind === 'lease' && error.failure && !message.includes(error.failure.message)) message += `\n  caused by: ${error.failure.message}`;
-    return { message, status };
+    if (timedOut && !message.includes(error.lockTimeout)) message += `: ${error.lockTimeout}`;
+    // Nothing but the wait's words, which the wait said already (`onWarning`): not said twice.
+    return { message, status, said: timedOut && message === error.lockTimeout };
   }
   return { message: error.message, status: 1 };
 }
@@ -203,7 +205,7 @@ async function run(host, options, command) {
     } else if (error instanceof ProcleaseError && error.code === 'directory-lease-collection-exceeded-its-reviewed-bound') {
       told.message += `\n${host.exports.runRefusals.leaseCollectionFull()}`;
     }
-    throw Object.assign(new Error(told.message), { status: told.status });
+    throw Object.assign(new Error(told.message), { status: told.status, said: told.said });
   }
   const { code, signal } = finished.status;
   if (finished.unreleased) {
@@ -250,7 +252,7 @@ export async function main(argv) {
     host = await Host.open({ ...global, onWarning: (message) => process.stderr.write(`proclease: ${message}\n`) });
   } catch (error) {
     const told = failure(error);
-    process.stderr.write(`proclease: ${told.message}\n`);
+    if (!told.said) process.stderr.write(`proclease: ${told.message}\n`);
     return told.status;
   }
   try {
@@ -270,16 +272,21 @@ export async function main(argv) {
     });
     const recovery = host.recover({ dryRun: options.dryRun === true, skipInvalid: options.skipInvalid === true, keep });
     process.stdout.write(options.json ? `${toJson(recoveryReport(host.stateHome, recovery))}\n` : recoveryText(host.stateHome, recovery));
-    const stopped = recovery.directoryLeases.stopped;
-    if (!stopped) return 0;
+    const stopped = recovery.directoryLeases.stopped ? recovery.directoryLeases.stopped.val.message : undefined;
+    const advice = host.exports.recoveryAdvice;
+    if (recovery.lockTimeout) {
+      // A wait that reached its bound, not something wrong with an entry: retry once the holder
+      // is done (exit 5, with or without --skip-invalid).
+      process.stderr.write(`proclease: ${advice.waitedOut(stopped, recovery.lockTimeout, options.dryRun === true)}\n`);
+      return EXIT_LOCK_TIMEOUT;
+    }
+    if (stopped === undefined) return 0;
     if (options.json) return 1;
-    const cause = recovery.directoryLeases.cause ? ` (${recovery.directoryLeases.cause})` : '';
-    const hint = options.skipInvalid ? '' : '; `proclease recover --skip-invalid` recovers the other leases and leaves this one as it is';
-    process.stderr.write(`proclease: ${options.dryRun ? 'recovery would stop' : 'recovery stopped'}: ${stopped.val.message}${cause}${hint}\n`);
+    process.stderr.write(`proclease: ${advice.stopped(stopped, recovery.directoryLeases.cause ?? undefined, options.dryRun === true, options.skipInvalid === true)}\n`);
     return 1;
   } catch (error) {
-    const told = error.status !== undefined ? { message: error.message, status: error.status } : failure(error);
-    process.stderr.write(`proclease: ${told.message}\n`);
+    const told = error.status !== undefined ? { message: error.message, status: error.status, said: error.said } : failure(error);
+    if (!told.said) process.stderr.write(`proclease: ${told.message}\n`);
     return told.status;
   } finally {
     host.close();

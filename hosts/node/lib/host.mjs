@@ -45,15 +45,17 @@ export async function assemble({ stateHome, workspaceRoots, pluginCatalog, lockT
     sys = new SysFs(home.path, workspace.rootPaths());
     const processes = new ProcessIdentity(pure, home);
     const liveness = new Liveness(processes, pure);
-    const parts = { home, source: selected.source, sys, workspace, processes, liveness, pure, lockTimeoutMs, warn: null };
+    const parts = { home, source: selected.source, sys, workspace, processes, liveness, pure, lockTimeoutMs, warn: null, operation: null, asOperation: null };
     parts.warn = onWarning ?? ((message) => process.emitWarning(message, 'ProcleaseWait'));
     // One operation's lock waits share one bound (`sysKernel`, `operationBound`).
-    const operation = { depth: 0, deadlineNs: 0n, saidTimeout: false };
+    const operation = { depth: 0, deadlineNs: 0n, timedOut: null };
+    parts.operation = operation;
     const kernel = sysKernel({ lockTimeoutMs: () => parts.lockTimeoutMs, warn: (message) => parts.warn(message), operation });
     const own = hostImports({ processes });
     const imports = { 'sys-fs': sys.imports(), 'sys-kernel': sys.recorded(kernel) };
     for (const [name, body] of Object.entries(own)) imports[name] = sys.recorded(body);
-    parts.root = guarded(await instantiatePortable(imports), sys, (call) => operationBound(operation, parts.lockTimeoutMs, call));
+    parts.asOperation = (call) => operationBound(operation, parts.lockTimeoutMs, call);
+    parts.root = guarded(await instantiatePortable(imports), sys, parts.asOperation);
     return parts;
   } catch (error) {
     sys?.close();

@@ -11,6 +11,7 @@ import type * as dispositions from '../component/interfaces/proclease-lease-disp
 import type * as exportAdmission from '../component/interfaces/proclease-lease-export-admission.js';
 import type * as invocationLeases from '../component/interfaces/proclease-lease-invocation-leases.js';
 import type * as records from '../component/interfaces/proclease-lease-records.js';
+import type * as recoveryAdvice from '../component/interfaces/proclease-lease-recovery-advice.js';
 import type * as runRefusals from '../component/interfaces/proclease-lease-run-refusals.js';
 
 export type { AdmissionClaim, AdmissionSurvey, CreationOutcome, DirectoryLeaseClaim, Failure, Owner, RawPhase, RecoveryRun, RepairOutcome };
@@ -24,6 +25,8 @@ export class ProcleaseError extends Error {
   readonly kind: ErrorKind | undefined;
   readonly code: string | undefined;
   readonly failure: Failure | undefined;
+  /** The words of a wait for another process's lock that reached `lockTimeoutMs` in the call that failed (`waited N ms for …, held by pid P …`), if one did: the command line exits 5. */
+  readonly lockTimeout?: string;
 }
 /** A component export's refusal: `kind` `lease` (with its `code`, e.g. `another-export-is-active`), `storage` or `system`. */
 export class ComponentError extends ProcleaseError {}
@@ -116,6 +119,8 @@ export interface Recovery {
   creations: CreationOutcome[];
   /** Null when directory recovery stopped. */
   invocations: RepairOutcome | null;
+  /** The words of a wait for another process's lock that reached `lockTimeoutMs` and stopped recovery or made it leave a lease as it is (`waited N ms for …, held by pid P …`), else null: the command line exits 5. */
+  lockTimeout: string | null;
 }
 
 /** What `survey` (`doctor`) finds, changing nothing. */
@@ -137,6 +142,8 @@ export interface Exports {
   invocationLeases: typeof invocationLeases;
   /** The words of a run refused before its command started, as every host words them. */
   runRefusals: typeof runRefusals;
+  /** The words of a `recover` that stopped or whose wait reached its bound, as every host words them. */
+  recoveryAdvice: typeof recoveryAdvice;
 }
 
 export class Host {
@@ -153,6 +160,7 @@ export class Host {
   /** Holds the export admission for the callback; released when it ends, unless a helper may still run (then held, with a warning: `admission.release()` once it ended). */
   withAdmission<T>(fn: (admission: Admission) => T | Promise<T>): Promise<T>;
   admission<T>(fn: (admission: Admission) => T | Promise<T>): Promise<T>;
+  /** Recovers what provably belongs to dead owners; recoverers take turns. Throws a `ProcleaseError` (its `lockTimeout` set) when another recoverer kept its turn past `lockTimeoutMs`. */
   recover(options?: RecoverOptions): Recovery;
   survey(): Survey;
   close(): void;

@@ -225,6 +225,23 @@ export class Admission {
   }
 }
 
+/**
+ * Takes the recovery turn (`recovery-turn.take`); its err case, a `failure` record (a wait past
+ * the bound: `contended`, naming the holder), is thrown as a `ProcleaseError` of kind `storage`
+ * that keeps the wait's `lockTimeout`.
+ */
+function takeRecoveryTurn(turns) {
+  try {
+    return turns.take();
+  } catch (error) {
+    const failure = error?.payload ?? error;
+    if (failure !== null && typeof failure === 'object' && typeof failure.kind === 'string' && typeof failure.message === 'string') {
+      throw Object.assign(new ProcleaseError(failure.message, { kind: 'storage', failure }), { lockTimeout: error.lockTimeout });
+    }
+    throw error;
+  }
+}
+
 /** The recovery options of `recover`: the command line's (`concurrent`, `pastBound`) with `dryRun`, `skipInvalid`, `keep`. */
 const recoveryOptions = ({ dryRun = false, skipInvalid = false, keep = [], concurrent = true, pastBound = true } = {}) => ({ dryRun, skipInvalid, concurrent, keep, pastBound });
 
@@ -246,7 +263,7 @@ export class Host {
 
   constructor(parts) {
     this.parts = parts;
-    /** The component's exports (`records`, `dispositions`, `exportAdmission`, `directoryLeases`, `invocationLeases`, `runRefusals`), for what this API does not wrap. */
+    /** The component's exports (`records`, `dispositions`, `exportAdmission`, `directoryLeases`, `invocationLeases`, `runRefusals`, `recoveryAdvice`), for what this API does not wrap. */
     this.exports = parts.root;
   }
 
@@ -391,18 +408,33 @@ export class Host {
    * leases (with the command line's options: `concurrent`, `pastBound`; `dryRun`, `skipInvalid`,
    * `keep` as given), the creation intents of crashed creators, and — when directory recovery did
    * not stop — the invocation tombstones whose owners are provably gone (§6B.9 recover mode;
-   * dry: the component's `preview-repair`). Returns `{dryRun, directoryLeases, creations, invocations}`.
+   * dry: the component's `preview-repair`). Recoverers take turns (the artifact's `recovery-turn`:
+   * the native host's kernel lock, where this runtime has one), and the waits of one recovery
+   * share one bound of `lockTimeoutMs`. Returns `{dryRun, directoryLeases, creations, invocations,
+   * lockTimeout}`: `lockTimeout` is the words of a wait for another process's lock that reached the
+   * bound and stopped recovery or made it leave a lease as it is (the native
+   * `Recovery::lock_timeout`, exit status 5), else null. Throws a `ComponentError` (its
+   * `lockTimeout` set) when another recoverer kept its turn past the bound.
    */
   recover(options = {}) {
     const opts = recoveryOptions(options);
     const leases = this.exports.directoryLeases;
-    const directoryLeases = call(() => leases.recoverEach(undefined, opts));
-    const creations = call(() => leases.recoverCreations(opts.dryRun));
-    let invocations = null;
-    if (!directoryLeases.stopped) {
-      invocations = call(() => (opts.dryRun ? this.exports.invocationLeases.previewRepair(true) : this.exports.invocationLeases.repair(true)));
-    }
-    return { dryRun: opts.dryRun, directoryLeases, creations, invocations };
+    return this.parts.asOperation(() => {
+      const turn = opts.dryRun ? null : takeRecoveryTurn(this.exports.recoveryTurn);
+      let directoryLeases, creations;
+      let invocations = null;
+      try {
+        directoryLeases = call(() => leases.recoverEach(undefined, opts));
+        creations = call(() => leases.recoverCreations(opts.dryRun));
+        if (!directoryLeases.stopped) {
+          invocations = call(() => (opts.dryRun ? this.exports.invocationLeases.previewRepair(true) : this.exports.invocationLeases.repair(true)));
+        }
+      } finally {
+        if (turn !== null) this.exports.recoveryTurn.end();
+      }
+      const refused = Boolean(directoryLeases.stopped) || directoryLeases.outcomes.some((o) => o.action.tag === 'skip');
+      return { dryRun: opts.dryRun, directoryLeases, creations, invocations, lockTimeout: refused ? this.parts.operation.timedOut : null };
+    });
   }
 
   /**

@@ -45,7 +45,8 @@ export function leaseNewDirectory(host, dir, { recoverAfterMs = 60_000 } = {}) {
     // or `{tag: 'failed', val: <the WIT error>}`.
     const value = error?.payload ?? error;
     if (value?.tag === 'refused') throw new Refusal(value.val.message, { code: value.val.kind });
-    if (value?.tag === 'failed') throw new ComponentError(value.val);
+    // The wait past the bound that failed it, if one did (`operationBound` marks what it throws).
+    if (value?.tag === 'failed') throw Object.assign(new ComponentError(value.val), { lockTimeout: error.lockTimeout ?? value.lockTimeout });
     throw error;
   }
   return { resource, created };

@@ -485,11 +485,12 @@ export class SysFs {
  * `sys-kernel`: this process's pid, a monotonic clock, randomness, sleep, `kill(pid, 0)`, the
  * bound of a wait for a kernel lock (`lockTimeoutMs`), the warnings a wait gives (`warn`, the
  * host's choice of where they go), and `/proc/locks` and `/proc/<pid>/stat` for naming a lock's
- * holder. `operation` (`{ depth, deadlineNs, saidTimeout }`, kept by the host's entry into the component:
+ * holder. `operation` (`{ depth, deadlineNs, timedOut }`, kept by the host's entry into the component:
  * `operationBound`) makes the waits of one call share one bound, as the native host's do
- * (`docs/deviations.md` 21): `lockWaitNs` is what is left of it.
+ * (`docs/deviations.md` 21): `lockWaitNs` is what is left of it; `timedOut` keeps the words of the
+ * operation's first wait that reached the bound (`waited N ms for …, held by pid P …`), said once.
  */
-export function sysKernel({ lockTimeoutMs = () => 10_000, warn = (message) => process.emitWarning(message, 'ProcleaseWait'), operation = { depth: 0, deadlineNs: 0n, saidTimeout: false } } = {}) {
+export function sysKernel({ lockTimeoutMs = () => 10_000, warn = (message) => process.emitWarning(message, 'ProcleaseWait'), operation = { depth: 0, deadlineNs: 0n, timedOut: null } } = {}) {
   const readOrNone = (path) => {
     try {
       return new Uint8Array(fs.readFileSync(path));
@@ -519,8 +520,8 @@ export function sysKernel({ lockTimeoutMs = () => 10_000, warn = (message) => pr
       // The first lock timeout of an operation only (`sys-kernel.warn`): its later waits, the
       // bound spent, time out at once and would say it again.
       if (message.startsWith('waited ') && operation.depth > 0) {
-        if (operation.saidTimeout) return;
-        operation.saidTimeout = true;
+        if (operation.timedOut !== null) return;
+        operation.timedOut = message;
       }
       warn(message);
     },
@@ -538,17 +539,22 @@ const wholeBoundNs = (ms) => {
 
 /**
  * Runs `call` as one operation of `operation` (see `sysKernel`): the outermost entry sets the
- * deadline, `lockTimeoutMs` from now; entries it makes (another instance judging an owner from
- * inside an import) share it.
+ * deadline, `lockTimeoutMs` from now, and forgets the last operation's timeout; entries it makes
+ * (another instance judging an owner from inside an import, the calls of one `recover`) share
+ * it. What `call` throws carries the operation's first timeout as `lockTimeout` (its caller can
+ * tell the failure was that wait's: exit status 5, naming the holder).
  */
 export function operationBound(operation, lockTimeoutMs, call) {
   if (operation.depth === 0) {
     operation.deadlineNs = process.hrtime.bigint() + wholeBoundNs(lockTimeoutMs);
-    operation.saidTimeout = false;
+    operation.timedOut = null;
   }
   operation.depth += 1;
   try {
     return call();
+  } catch (error) {
+    if (operation.timedOut !== null && error !== null && typeof error === 'object' && error.lockTimeout === undefined) error.lockTimeout = operation.timedOut;
+    throw error;
   } finally {
     operation.depth -= 1;
   }

@@ -244,6 +244,41 @@ test('--lock-timeout bounds a wait for another process\'s lock of the state home
   }
 });
 
+test('recover past --lock-timeout exits 5 naming the holder, says it once and never advises --skip-invalid, as every host does', { skip: fs.existsSync('/usr/bin/flock') ? false : "util-linux's flock(1) is absent" }, async () => {
+  const d = freshDirs();
+  try {
+    const warm = await node(d.home, d.ws, ['run', '--workdir', join(d.ws, 'warm'), '--', 'true']);
+    assert.equal(warm.code, 0, warm.stderr);
+    const locks = join(d.home, '.proclease/locks');
+    // identity_digest("proclease-collection-lock", "recovery/beeper-message-like-me-directory-leases"): the lease collection's lock.
+    const collection = '20e9f50066e22011bb6b16b677bea4133f42242b9644d61942fa0f1369cdaa5f.lock';
+    for (const [lock, args, lastWords] of [
+      ['directory-lease-recovery.lock', ['recover'], 'proclease: waited '],
+      [collection, ['recover'], 'proclease: recovery stopped: Beeper Message Like Me recovery: directory lease recovery failed safely: waited '],
+      [collection, ['recover', '--dry-run'], 'proclease: recovery would stop: Beeper Message Like Me recovery: directory lease recovery failed safely: waited '],
+    ]) {
+      const holder = spawn('/usr/bin/flock', ['--exclusive', '--no-fork', join(locks, lock), 'sh', '-c', 'echo held; exec sleep 60'], { stdio: ['ignore', 'pipe', 'inherit'] });
+      try {
+        await new Promise((r) => holder.stdout.once('data', r));
+        const r = await node(d.home, d.ws, ['--lock-timeout', '300ms', ...args]);
+        assert.equal(r.code, 5, `${lock} ${args}: ${r.stderr}`);
+        const lines = r.stderr.trimEnd().split('\n');
+        assert.ok(lines.at(-1).startsWith(lastWords), r.stderr);
+        assert.ok(lines.at(-1).includes(`${lock}, held by pid ${holder.pid} (`), r.stderr);
+        assert.ok(!r.stderr.includes('--skip-invalid'), r.stderr);
+        assert.equal(new Set(lines).size, lines.length, `said once: ${r.stderr}`);
+      } finally {
+        holder.kill('SIGKILL');
+        await new Promise((r) => (holder.exitCode !== null || holder.signalCode !== null ? r() : holder.once('exit', r)));
+      }
+    }
+    const done = await node(d.home, d.ws, ['recover']);
+    assert.equal(done.code, 0, done.stderr);
+  } finally {
+    d.cleanup();
+  }
+});
+
 test('without statx (ENOSYS: an old kernel, a seccomp filter) no birth time is invented: run refuses as the native binary does, and creates nothing', { skip: fs.existsSync('/usr/bin/strace') ? false : 'strace is absent (it injects the ENOSYS)' }, async () => {
   const d = freshDirs();
   const workdir = join(d.ws, 'job');
