@@ -88,10 +88,15 @@ export async function runCommand(host, workdir, command, { recoverAfterMs = 60_0
     if (pending === null) return null;
     return new Refusal(words.interruptedBeforeStart(SIGNAL_NUMBERS[pending], left), { code: 'interrupted' });
   };
-  // The error to report once what was taken is undone: the signal's when one came.
+  // The error to report once what was taken is undone: the signal's when one came. A wait for
+  // another process's lock that reached its bound with a signal pending is the signal's too:
+  // this host cannot end a wait early (it blocks the event loop, so the signal is seen only once
+  // the wait is over), and the native and Python hosts would have cut that wait short for it.
   // A creation intent the lease's creation could not remove in the grace is named first.
   const leaving = (error, left) =>
-    error instanceof Refusal && error.code === 'interrupted' ? interrupted([...exports.storeAdvice.creationIntentsLeft(resolve(String(workdir))), ...left]) : error;
+    (error instanceof Refusal && error.code === 'interrupted') || (pending !== null && typeof error?.lockTimeout === 'string')
+      ? interrupted([...exports.storeAdvice.creationIntentsLeft(resolve(String(workdir))), ...left])
+      : error;
   const stopForwarding = () => {
     for (const [signal, handler] of handlers) process.off(signal, handler);
     handlers.clear();
@@ -122,7 +127,14 @@ export async function runCommand(host, workdir, command, { recoverAfterMs = 60_0
       return left;
     };
     // The admission comes before the directory, so that a refusal creates nothing.
-    if (exclusive) admission = call(() => exports.exportAdmission.acquire());
+    if (exclusive) {
+      try {
+        admission = call(() => exports.exportAdmission.acquire());
+      } catch (error) {
+        await tick();
+        throw leaving(error, []);
+      }
+    }
     let lease;
     let created;
     try {
@@ -131,6 +143,7 @@ export async function runCommand(host, workdir, command, { recoverAfterMs = 60_0
       if (stop) throw stop;
       ({ resource: lease, created } = leaseNewDirectory(host, dir, { recoverAfterMs }));
     } catch (error) {
+      await tick();
       throw leaving(error, releaseAdmission());
     }
     // What the lease created (the directory and its missing ancestors), removed again if still
@@ -168,6 +181,7 @@ export async function runCommand(host, workdir, command, { recoverAfterMs = 60_0
       call(() => lease.update('launching', undefined));
       if (admission !== null) call(() => admission.beginHelperLaunch());
     } catch (error) {
+      await tick();
       throw leaving(error, abandon());
     }
     // Start the command; `spawn` reports a command that cannot start asynchronously.

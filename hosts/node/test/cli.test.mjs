@@ -279,6 +279,33 @@ test('recover past --lock-timeout exits 5 naming the holder, says it once and ne
   }
 });
 
+test('Ctrl-C during a wait for a held lock ends the run as the signal\'s once the wait is over: exit 130, nothing started, nothing left', { skip: fs.existsSync('/usr/bin/flock') ? false : "util-linux's flock(1) is absent" }, async () => {
+  const d = freshDirs();
+  const workdir = join(d.ws, 'job');
+  const ready = await node(d.home, d.ws, ['doctor']);
+  assert.equal(ready.code, 0, ready.stderr);
+  const lock = join(d.home, '.proclease/locks/directory-lease-creation.lock');
+  const holder = spawn('/usr/bin/flock', ['--exclusive', '--no-fork', lock, 'sh', '-c', 'echo held; exec sleep 60'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  try {
+    await new Promise((r) => holder.stdout.once('data', r));
+    const run = spawn(process.execPath, [BIN, '--state-home', d.home, '--workspace-root', d.ws, '--lock-timeout', '3s', 'run', '--workdir', workdir, '--', 'touch', 'ran'], { stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    const waiting = new Promise((r) => run.stderr.on('data', (chunk) => ((stderr += chunk), /waiting for pid/.test(stderr) && r())));
+    const ended = new Promise((r) => run.once('close', (code, signal) => r({ code, signal })));
+    await waiting;
+    run.kill('SIGINT');
+    const end = await ended;
+    // This host cannot end the wait early (it blocks the event loop): it is over at the bound,
+    // and then the signal, not the lock, is what the run ends with, as natively.
+    assert.equal(end.code, 130, stderr);
+    assert.equal(stderr.trimEnd().split('\n').at(-1), 'proclease: interrupted by signal 2 before the command started; nothing was started and nothing is left behind', stderr);
+    assert.equal(fs.existsSync(workdir), false, 'nothing was created');
+  } finally {
+    holder.kill('SIGKILL');
+    d.cleanup();
+  }
+});
+
 test('without statx (ENOSYS: an old kernel, a seccomp filter) no birth time is invented: run refuses as the native binary does, and creates nothing', { skip: fs.existsSync('/usr/bin/strace') ? false : 'strace is absent (it injects the ENOSYS)' }, async () => {
   const d = freshDirs();
   const workdir = join(d.ws, 'job');
