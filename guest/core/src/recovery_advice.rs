@@ -1,5 +1,6 @@
 //! The words of a `recover` that did not finish: recovery stopped at a lease it could not judge
-//! or change, or a wait for another process's lock reached its bound.
+//! or change, or a wait for another process's lock reached its bound; and of a survey
+//! (`doctor`, a dry recovery) whose wait reached its bound.
 //!
 //! Every host's `recover` command (`proclease recover`, the Python and Node hosts' command lines)
 //! says these with the functions here (the native host links this crate; the Python and Node
@@ -46,6 +47,16 @@ pub fn waited_out(error: Option<&str>, timeout: &str, dry_run: bool) -> String {
         Some(error) => format!("{}: {error}: {timeout}", verb(dry_run)),
         None => format!("recovery left a lease as it is because a wait reached its bound: {timeout}"),
     }
+}
+
+/// What a survey (`doctor`) says when a wait for another process's lock reached its bound while
+/// it looked: it fails rather than show a held collection as refused or invalid (exit status 5,
+/// `docs/deviations.md` 21). Followed by `: ` and the wait's words.
+pub const SURVEY_INCOMPLETE: &str = "the survey could not read everything";
+
+/// [`SURVEY_INCOMPLETE`] with the wait's words (`waited N ms for LOCK, held by pid P …`).
+pub fn survey_waited_out(timeout: &str) -> String {
+    format!("{SURVEY_INCOMPLETE}: {timeout}")
 }
 
 fn verb(dry_run: bool) -> &'static str {

@@ -734,7 +734,7 @@ impl Host {
             let survey = self.survey_now()?;
             match crate::lock_wait::Operation::timed_out() {
                 Some(timeout) => Err(Error::LockTimeout(crate::lock_wait::LockTimeout {
-                    during: Some(crate::lock_wait::during(Error::system("the survey could not read everything"))),
+                    during: Some(crate::lock_wait::during(Error::system(proclease_core::recovery_advice::SURVEY_INCOMPLETE))),
                     ..timeout
                 })),
                 None => Ok(survey),

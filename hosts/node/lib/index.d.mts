@@ -162,6 +162,7 @@ export class Host {
   admission<T>(fn: (admission: Admission) => T | Promise<T>): Promise<T>;
   /** Recovers what provably belongs to dead owners; recoverers take turns. Throws a `ProcleaseError` (its `lockTimeout` set) when another recoverer kept its turn past `lockTimeoutMs`. */
   recover(options?: RecoverOptions): Recovery;
+  /** What `doctor` shows, changing nothing. Throws a `ProcleaseError` (kind `storage`, its `lockTimeout` set) when a wait for another process's lock reached `lockTimeoutMs`, rather than show a held collection as refused. */
   survey(): Survey;
   close(): void;
 }

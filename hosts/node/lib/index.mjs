@@ -439,25 +439,36 @@ export class Host {
 
   /**
    * What is in the state home and what would become of it, changing nothing (`doctor`; the
-   * native `Host::survey`): `{admission: {survey} | {invalid}, recovery, invocations}`.
+   * native `Host::survey`): `{admission: {survey} | {invalid}, recovery, invocations}`. Its waits
+   * for other processes' locks share one bound of `lockTimeoutMs`; one that reached it fails the
+   * survey with a `ProcleaseError` (kind `storage`, `lockTimeout` set: exit status 5) rather than
+   * show a held collection as refused.
    */
   survey() {
-    let admission;
-    try {
-      admission = { survey: this.exports.exportAdmission.survey() };
-    } catch (error) {
-      if (!isWitError(error) || error.tag !== 'lease') throw isWitError(error) ? new ComponentError(error) : error;
-      const path = `${this.stateHome}/recovery/beeper-message-like-me-export-admission/active.json`;
-      admission = { invalid: { path, error: error.val, setAside: `mv -- '${path}' '${this.stateHome}/.proclease/set-aside-active.json'` } };
-    }
-    const recovery = this.recover({ dryRun: true, concurrent: false, pastBound: true });
-    const decisions = new Map(recovery.invocations ? recovery.invocations.decisions : []);
-    const invocations = call(() => this.exports.invocationLeases.list()).map((entry) => {
-      if (entry.tag === 'invalid') return { entry, status: null, decision: decisions.get(entry.val) ?? null };
-      const status = call(() => this.exports.invocationLeases.leaseStatus(entry.val));
-      return { entry, status, decision: decisions.get(entry.val.lease.leaseId) ?? null };
+    const operation = this.parts.operation;
+    const survey = this.parts.asOperation(() => {
+      let admission;
+      try {
+        admission = { survey: this.exports.exportAdmission.survey() };
+      } catch (error) {
+        if (!isWitError(error) || error.tag !== 'lease') throw isWitError(error) ? new ComponentError(error) : error;
+        const path = `${this.stateHome}/recovery/beeper-message-like-me-export-admission/active.json`;
+        admission = { invalid: { path, error: error.val, setAside: `mv -- '${path}' '${this.stateHome}/.proclease/set-aside-active.json'` } };
+      }
+      const recovery = this.recover({ dryRun: true, concurrent: false, pastBound: true });
+      const decisions = new Map(recovery.invocations ? recovery.invocations.decisions : []);
+      const invocations = call(() => this.exports.invocationLeases.list()).map((entry) => {
+        if (entry.tag === 'invalid') return { entry, status: null, decision: decisions.get(entry.val) ?? null };
+        const status = call(() => this.exports.invocationLeases.leaseStatus(entry.val));
+        return { entry, status, decision: decisions.get(entry.val.lease.leaseId) ?? null };
+      });
+      return { admission, recovery, invocations };
     });
-    return { admission, recovery, invocations };
+    if (operation.timedOut !== null) {
+      const lockTimeout = operation.timedOut;
+      throw Object.assign(new ProcleaseError(this.exports.recoveryAdvice.surveyWaitedOut(lockTimeout), { kind: 'storage' }), { lockTimeout });
+    }
+    return survey;
   }
 
   /** Closes the state home's and the workspace roots' descriptors. */

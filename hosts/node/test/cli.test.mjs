@@ -244,7 +244,7 @@ test('--lock-timeout bounds a wait for another process\'s lock of the state home
   }
 });
 
-test('recover past --lock-timeout exits 5 naming the holder, says it once and never advises --skip-invalid, as every host does', { skip: fs.existsSync('/usr/bin/flock') ? false : "util-linux's flock(1) is absent" }, async () => {
+test('recover (and doctor) past --lock-timeout exits 5 naming the holder, says it once and never advises --skip-invalid, as every host does', { skip: fs.existsSync('/usr/bin/flock') ? false : "util-linux's flock(1) is absent" }, async () => {
   const d = freshDirs();
   try {
     const warm = await node(d.home, d.ws, ['run', '--workdir', join(d.ws, 'warm'), '--', 'true']);
@@ -256,6 +256,7 @@ test('recover past --lock-timeout exits 5 naming the holder, says it once and ne
       ['directory-lease-recovery.lock', ['recover'], 'proclease: waited '],
       [collection, ['recover'], 'proclease: recovery stopped: Beeper Message Like Me recovery: directory lease recovery failed safely: waited '],
       [collection, ['recover', '--dry-run'], 'proclease: recovery would stop: Beeper Message Like Me recovery: directory lease recovery failed safely: waited '],
+      [collection, ['doctor'], 'proclease: the survey could not read everything: waited '],
     ]) {
       const holder = spawn('/usr/bin/flock', ['--exclusive', '--no-fork', join(locks, lock), 'sh', '-c', 'echo held; exec sleep 60'], { stdio: ['ignore', 'pipe', 'inherit'] });
       try {

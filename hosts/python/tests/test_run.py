@@ -367,7 +367,8 @@ def test_recover_past_lock_timeout_exits_5_naming_the_holder_without_advising_a_
     """As the native `host/tests/waits.rs`: `recover` behind another recoverer's turn, or behind
     the lease collection's lock, exits 5 naming the holder — said once — and never advises
     `--skip-invalid`, which cannot help (the words are proclease-core's `recovery_advice`);
-    the same for a `run` behind the lease-creation lock. Once the holder is gone, it recovers."""
+    the same for a `run` behind the lease-creation lock, and for `doctor`, which fails rather
+    than show the held collection as invalid. Once the holder is gone, it recovers."""
     from proclease.process_identity import identity_digest
 
     warm = place.run("run", "--workdir", str(place.ws / "warm"), "--", "true")
@@ -378,6 +379,7 @@ def test_recover_past_lock_timeout_exits_5_naming_the_holder_without_advising_a_
         ("directory-lease-recovery.lock", ["recover"], "proclease: waited "),
         (collection, ["recover"], "proclease: recovery stopped: Beeper Message Like Me recovery: directory lease recovery failed safely: waited "),
         (collection, ["recover", "--dry-run"], "proclease: recovery would stop: Beeper Message Like Me recovery: directory lease recovery failed safely: waited "),
+        (collection, ["doctor"], "proclease: the survey could not read everything: waited "),
         ("directory-lease-creation.lock", ["run", "--workdir", str(place.ws / "job"), "--", "true"], "proclease: waited "),
     ]:
         (locks / lock).touch()

@@ -16,4 +16,8 @@ impl wit::Guest for Component {
     fn waited_out(error: Option<String>, timeout: String, dry_run: bool) -> String {
         words::waited_out(error.as_deref(), &timeout, dry_run)
     }
+
+    fn survey_waited_out(timeout: String) -> String {
+        words::survey_waited_out(&timeout)
+    }
 }

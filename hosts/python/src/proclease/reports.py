@@ -249,7 +249,22 @@ def _row(kind: str, target: str, owner_pid: Optional[int], child_pid: Optional[i
 
 def doctor_report(host: Any, now_ms: int) -> Dict[str, Any]:
     """`doctor --json`'s document: the admission, every directory lease (a recovery dry run's
-    decisions) and every invocation lease, changing nothing."""
+    decisions) and every invocation lease, changing nothing. Its waits for other processes'
+    locks share one bound (`Host.lock_timeout`); one that reached it fails the survey with
+    `LockTimeout` naming the holder, rather than show a held collection as refused (the native
+    `Host::survey`; exit status 5)."""
+    from .host import LockTimeout
+
+    kernel = host.effects.sys_kernel
+    with kernel.operation():
+        document = _doctor_report(host, now_ms)
+        timed_out = kernel.timed_out()
+    if timed_out is not None:
+        raise LockTimeout(host.component.recovery_advice.survey_waited_out(timed_out))
+    return document
+
+
+def _doctor_report(host: Any, now_ms: int) -> Dict[str, Any]:
     home = host.state_home
     entries: List[Dict[str, Any]] = []
     try:
