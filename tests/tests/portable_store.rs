@@ -270,43 +270,23 @@ fn a_dead_writers_temporary_is_swept_and_a_live_ones_kept() {
     assert!(live.exists(), "a live writer's temporary is kept");
 }
 
-/// The recovery turn is the native host's: the component waits while the native host holds it
-/// and takes it once released, and the native host cannot take it while the component holds it
-/// (every host's `recover` takes turns with every other's).
+/// The recovery turn is the native host's (every host's `recover` takes turns with every
+/// other's), and the lease-creation lock is one kernel lock for both: see
+/// [`one_lock_for_both`].
 #[test]
-fn the_recovery_turn_excludes_across_the_native_host_and_the_component() {
-    let (_dir, _home, native, mut portable) = both_stores();
-
-    let held = native.lock_file(RECOVERY_LOCK).expect("the lock file");
-    held.lock().expect("the native host takes the turn");
-    let released = Arc::new(AtomicBool::new(false));
-    let releaser = {
-        let released = released.clone();
-        std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(300));
-            released.store(true, Ordering::SeqCst);
-            drop(held);
-        })
-    };
-    assert_eq!(portable.take_recovery_turn(), Ok(true));
-    assert!(released.load(Ordering::SeqCst), "the component took the turn only once the native host released it");
-    releaser.join().expect("the releaser ends");
-    assert_eq!(portable.take_recovery_turn(), Ok(true), "taking it again while held changes nothing");
-
-    let attempt = native.lock_file(RECOVERY_LOCK).expect("the lock file");
-    assert!(matches!(attempt.try_lock(), Err(TryLockError::WouldBlock)), "held by the component");
-    portable.end_recovery_turn();
-    attempt.try_lock().expect("free once the component ended its turn");
+fn the_recovery_turn_and_the_lease_creation_lock_exclude_across_the_native_host_and_the_component() {
+    one_lock_for_both(RECOVERY_LOCK, PortableStore::take_recovery_turn, PortableStore::end_recovery_turn);
+    one_lock_for_both(LEASING_LOCK, PortableStore::lock_leasing_taken, PortableStore::unlock_leasing);
 }
 
-/// The lease-creation lock is one kernel lock for both: the component waits while the native
-/// host holds it and takes it once released, and the native host cannot take it while the
-/// component holds it.
-#[test]
-fn the_lease_creation_lock_excludes_across_the_native_host_and_the_component() {
+/// The kernel lock `name` is one lock for the native host and the component: the component
+/// (`take`) waits while the native host holds it and takes it once released, taking it again
+/// while held changes nothing, and the native host cannot take it until the component lets it
+/// go (`end`).
+fn one_lock_for_both(name: &str, take: fn(&mut PortableStore) -> proclease_tests::portable::Answer<bool>, end: fn(&mut PortableStore)) {
     let (_dir, _home, native, mut portable) = both_stores();
 
-    let held = native.lock_file(LEASING_LOCK).expect("the lock file");
+    let held = native.lock_file(name).expect("the lock file");
     held.lock().expect("the native host takes the lock");
     let released = Arc::new(AtomicBool::new(false));
     let releaser = {
@@ -317,13 +297,14 @@ fn the_lease_creation_lock_excludes_across_the_native_host_and_the_component() {
             drop(held);
         })
     };
-    assert_eq!(portable.lock_leasing_taken(), Ok(true));
-    assert!(released.load(Ordering::SeqCst), "the component took the lock only once the native host released it");
+    assert_eq!(take(&mut portable), Ok(true), "{name}");
+    assert!(released.load(Ordering::SeqCst), "{name}: the component took the lock only once the native host released it");
     releaser.join().expect("the releaser ends");
+    assert_eq!(take(&mut portable), Ok(true), "{name}: taking it again while held changes nothing");
 
-    let attempt = native.lock_file(LEASING_LOCK).expect("the lock file");
-    assert!(matches!(attempt.try_lock(), Err(TryLockError::WouldBlock)), "held by the component");
-    portable.unlock_leasing();
+    let attempt = native.lock_file(name).expect("the lock file");
+    assert!(matches!(attempt.try_lock(), Err(TryLockError::WouldBlock)), "{name}: held by the component");
+    end(&mut portable);
     attempt.try_lock().expect("free once the component released it");
 }
 

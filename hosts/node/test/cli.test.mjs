@@ -217,6 +217,13 @@ test('a run in another PID namespace is refused: no witness would say which name
   }
 });
 
+/** `lock` held by util-linux's flock(1) (its `sh`, then `sleep`), once it says so; kill it to free the lock. */
+async function heldByFlock(lock) {
+  const holder = spawn('/usr/bin/flock', ['--exclusive', '--no-fork', lock, 'sh', '-c', 'echo held; exec sleep 60'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  await new Promise((r) => holder.stdout.once('data', r));
+  return holder;
+}
+
 test('--lock-timeout bounds a wait for another process\'s lock of the state home: it says who holds it, exits 5 and creates nothing', { skip: fs.existsSync('/usr/bin/flock') ? false : "util-linux's flock(1) is absent" }, async () => {
   const d = freshDirs();
   const workdir = join(d.ws, 'job');
@@ -225,9 +232,8 @@ test('--lock-timeout bounds a wait for another process\'s lock of the state home
   assert.equal(ready.code, 0, ready.stderr);
   const lock = join(d.home, '.proclease/locks/directory-lease-creation.lock');
   fs.mkdirSync(join(d.home, '.proclease/locks'), { recursive: true, mode: 0o700 });
-  const holder = spawn('/usr/bin/flock', ['--exclusive', '--no-fork', lock, 'sh', '-c', 'echo held; exec sleep 60'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const holder = await heldByFlock(lock);
   try {
-    await new Promise((r) => holder.stdout.once('data', r));
     const started = Date.now();
     const r = await node(d.home, d.ws, ['--lock-timeout', '1500ms', 'run', '--workdir', workdir, '--', 'true']);
     assert.equal(r.code, 5, r.stderr);
@@ -258,9 +264,8 @@ test('recover (and doctor) past --lock-timeout exits 5 naming the holder, says i
       [collection, ['recover', '--dry-run'], 'proclease: recovery would stop: Beeper Message Like Me recovery: directory lease recovery failed safely: waited '],
       [collection, ['doctor'], 'proclease: the survey could not read everything: waited '],
     ]) {
-      const holder = spawn('/usr/bin/flock', ['--exclusive', '--no-fork', join(locks, lock), 'sh', '-c', 'echo held; exec sleep 60'], { stdio: ['ignore', 'pipe', 'inherit'] });
+      const holder = await heldByFlock(join(locks, lock));
       try {
-        await new Promise((r) => holder.stdout.once('data', r));
         const r = await node(d.home, d.ws, ['--lock-timeout', '300ms', ...args]);
         assert.equal(r.code, 5, `${lock} ${args}: ${r.stderr}`);
         const lines = r.stderr.trimEnd().split('\n');
@@ -286,9 +291,8 @@ test('Ctrl-C during a wait for a held lock ends the run as the signal\'s once th
   const ready = await node(d.home, d.ws, ['doctor']);
   assert.equal(ready.code, 0, ready.stderr);
   const lock = join(d.home, '.proclease/locks/directory-lease-creation.lock');
-  const holder = spawn('/usr/bin/flock', ['--exclusive', '--no-fork', lock, 'sh', '-c', 'echo held; exec sleep 60'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const holder = await heldByFlock(lock);
   try {
-    await new Promise((r) => holder.stdout.once('data', r));
     const run = spawn(process.execPath, [BIN, '--state-home', d.home, '--workspace-root', d.ws, '--lock-timeout', '3s', 'run', '--workdir', workdir, '--', 'touch', 'ran'], { stdio: ['ignore', 'ignore', 'pipe'] });
     let stderr = '';
     const waiting = new Promise((r) => run.stderr.on('data', (chunk) => ((stderr += chunk), /waiting for pid/.test(stderr) && r())));
