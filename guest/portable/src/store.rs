@@ -115,8 +115,8 @@ pub fn release_leasing_lock() {
 /// and naming its holder (`wait_for`); whether a lock is held (false where the host has no
 /// kernel locks). `what` names the system call's purpose in an I/O failure.
 ///
-/// Errors: `contended` with the wait's words at the bound (said through `sys-kernel.warn` too);
-/// the store's I/O failure.
+/// Errors: `contended` with the wait's words at the bound (given to `sys-kernel.lock-timed-out`
+/// too); the store's I/O failure.
 fn take_named_lock(slot: &spin::Mutex<Option<Option<Lock>>>, name: &str, what: &'static str) -> Result<bool, ss::Failure> {
     let mut slot = slot.lock();
     if let Some(held) = slot.as_ref() {
@@ -135,9 +135,9 @@ fn take_named_lock(slot: &spin::Mutex<Option<Option<Lock>>>, name: &str, what: &
         }
         Ok(Wait::TimedOut(timeout)) => {
             let message = timeout.to_string();
-            // Said as a collection lock's timeout is (`SysFs::lock`): the host keeps an
-            // operation's first timeout (exit status 5, naming the holder) and says it once.
-            crate::bindings::proclease::lease::sys_kernel::warn(&message);
+            // The host keeps an operation's first timeout (exit status 5, naming the holder);
+            // the failure says it, as the native host's does.
+            crate::bindings::proclease::lease::sys_kernel::lock_timed_out(&message);
             Err(failure_to_wit(Failure { path: Some(label), ..Failure::new(FailureKind::Contended, message) }))
         }
         Err(e) => Err(wit(StoreError::io(&label, what, e))),

@@ -175,8 +175,7 @@ function failure(error) {
     let message = error.kind === 'lease' ? error.reference : error.message;
     if (error.kind === 'lease' && error.failure && !message.includes(error.failure.message)) message += `\n  caused by: ${error.failure.message}`;
     if (timedOut && !message.includes(error.lockTimeout)) message += `: ${error.lockTimeout}`;
-    // Nothing but the wait's words, which the wait said already (`onWarning`): not said twice.
-    return { message, status, said: timedOut && message === error.lockTimeout };
+    return { message, status };
   }
   return { message: error.message, status: 1 };
 }
@@ -205,7 +204,7 @@ async function run(host, options, command) {
     } else if (error instanceof ProcleaseError && error.code === 'directory-lease-collection-exceeded-its-reviewed-bound') {
       told.message += `\n${host.exports.runRefusals.leaseCollectionFull()}`;
     }
-    throw Object.assign(new Error(told.message), { status: told.status, said: told.said });
+    throw Object.assign(new Error(told.message), { status: told.status });
   }
   const { code, signal } = finished.status;
   if (finished.unreleased) {
@@ -252,7 +251,7 @@ export async function main(argv) {
     host = await Host.open({ ...global, onWarning: (message) => process.stderr.write(`proclease: ${message}\n`) });
   } catch (error) {
     const told = failure(error);
-    if (!told.said) process.stderr.write(`proclease: ${told.message}\n`);
+    process.stderr.write(`proclease: ${told.message}\n`);
     return told.status;
   }
   try {
@@ -285,8 +284,8 @@ export async function main(argv) {
     process.stderr.write(`proclease: ${advice.stopped(stopped, recovery.directoryLeases.cause ?? undefined, options.dryRun === true, options.skipInvalid === true)}\n`);
     return 1;
   } catch (error) {
-    const told = error.status !== undefined ? { message: error.message, status: error.status, said: error.said } : failure(error);
-    if (!told.said) process.stderr.write(`proclease: ${told.message}\n`);
+    const told = error.status !== undefined ? { message: error.message, status: error.status } : failure(error);
+    process.stderr.write(`proclease: ${told.message}\n`);
     return told.status;
   } finally {
     host.close();

@@ -525,6 +525,11 @@ export function sysKernel({ lockTimeoutMs = () => 10_000, warn = (message) => pr
       }
       warn(message);
     },
+    // A wait whose failure carries its words (`sys-kernel.lock-timed-out`): kept as the
+    // operation's first timeout, shown by whoever reports the failure.
+    lockTimedOut: (message) => {
+      if (operation.depth > 0 && operation.timedOut === null) operation.timedOut = message;
+    },
     procLocks: () => readOrNone('/proc/locks'),
     procStat: (pid) => readOrNone(`/proc/${pid}/stat`),
   };

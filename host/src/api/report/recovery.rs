@@ -232,7 +232,8 @@ impl RecoveryReport {
         let leases = &self.directory_leases;
         let inspected = self.invocation_leases.as_ref().map_or(0, |t| t.inspected);
         if dry_run {
-            if leases.entries.is_empty() && self.directory_creations.is_empty() && inspected == 0 {
+            // A stop (a held lock, an unreadable collection) is not "nothing": its error follows.
+            if leases.entries.is_empty() && leases.stopped.is_none() && self.directory_creations.is_empty() && inspected == 0 {
                 lines.push("nothing to recover: no directory leases and no invocation leases".into());
             }
         } else {
@@ -345,6 +346,14 @@ mod tests {
         let home = Path::new("/state");
         assert_eq!(RecoveryReport::new(home, &recovery(None), true).text(), "nothing to recover: no directory leases and no invocation leases\n");
         assert_eq!(RecoveryReport::new(home, &recovery(None), false).text(), "recovered: 0\npublished: 0\nactive: 0\nindeterminate: 0\n");
+    }
+
+    #[test]
+    fn a_dry_run_that_stopped_before_any_entry_does_not_say_there_is_nothing() {
+        let home = Path::new("/state");
+        let stopped = Run { stopped: Some(proclease_core::Error::lease(LeaseCode::DirectoryLeaseRecoveryFailedSafely)), ..Run::default() };
+        let recovery = Recovery { directory_leases: stopped, creations: Vec::new(), invocations: None, lock_timeout: None };
+        assert_eq!(RecoveryReport::new(home, &recovery, true).text(), "", "the stop's own error says what happened");
     }
 
     #[test]

@@ -480,6 +480,12 @@ class SysKernel:
             self._operation.timed_out = message
         _log.warning("%s", message)
 
+    def lock_timed_out(self, message: str) -> None:
+        # A wait whose failure carries its words (`sys-kernel.lock-timed-out`): kept as the
+        # operation's first timeout, shown by whoever reports the failure.
+        if getattr(self._operation, "depth", 0) > 0 and self._operation.timed_out is None:
+            self._operation.timed_out = message
+
     def timed_out(self) -> Optional[str]:
         """The first lock timeout (`waited N ms for …, held by …`) of this thread's last
         operation, or None: kept after the operation ends, so that its caller can tell that

@@ -12,6 +12,7 @@ import argparse
 import logging
 import math
 import os
+import signal
 import sys
 import time
 from typing import List, Optional
@@ -98,30 +99,15 @@ def exit_status(error: ComponentError) -> int:
     return 1
 
 
-class _Warnings(logging.StreamHandler):  # type: ignore[type-arg]
-    """The package's warnings on stderr, remembering the last one said."""
-
-    last: Optional[str] = None
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.last = record.getMessage()
-        super().emit(record)
-
-
 def _show_warnings() -> None:
     """Shows the package's warnings (a wait for another process's lock says who it waits for)
     on stderr, once per process, as the native binary does."""
     logger = logging.getLogger("proclease")
-    if not any(isinstance(h, _Warnings) for h in logger.handlers):
-        handler = _Warnings(sys.stderr)
+    if not any(getattr(h, "_proclease_cli", False) for h in logger.handlers):
+        handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("proclease: %(message)s"))
+        handler._proclease_cli = True  # type: ignore[attr-defined]
         logger.addHandler(handler)
-
-
-def _already_said(message: str) -> bool:
-    """Whether `message` is the last warning shown: a wait past the bound says its words, and an
-    error that is nothing but them is not said twice."""
-    return any(isinstance(h, _Warnings) and h.last == message for h in logging.getLogger("proclease").handlers)
 
 
 def _run_hint(host: Host, workdir: str, code: Optional[str]) -> str:
@@ -183,16 +169,19 @@ def main(args: Optional[List[str]] = None) -> int:
             if error.lock_timeout not in message:
                 message += f": {error.lock_timeout}"
             status = EXIT_LOCK_TIMEOUT
-        if not _already_said(message):
-            print(f"proclease: {message}", file=sys.stderr)
+        print(f"proclease: {message}", file=sys.stderr)
         return status
     except LockTimeout as error:
-        if not _already_said(str(error)):
-            print(f"proclease: {error}", file=sys.stderr)
+        print(f"proclease: {error}", file=sys.stderr)
         return EXIT_LOCK_TIMEOUT
     except Interrupted as error:
         print(f"proclease: {error}", file=sys.stderr)
         return 128 + error.signal
+    except KeyboardInterrupt:
+        # Ctrl-C in `recover` or `doctor` (a `run` reports its own, above): it ends there, as
+        # the native binary does, without a traceback; a recovery turn or lock this process
+        # took is released with it.
+        return 128 + signal.SIGINT
     except HostError as error:
         # An effect failed outside a component call (opening the state home, a witness).
         payload = error.payload
