@@ -286,6 +286,45 @@ def test_one_host_shared_by_four_threads_queues_their_calls(place: Tuple[Path, P
     assert not (home / "recovery" / "beeper-message-like-me-export-admission" / "active.json").exists()
 
 
+def test_threads_sharing_a_host_take_the_recovery_turn_one_after_another(place: Tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The artifact's recovery turn belongs to the instance, so a second thread's `take` would
+    find it taken and go on, and the first thread's `end` would free it under the second's
+    recovery (found by review, 2026-12-07). Threads sharing a `Host` wait for each other's
+    recovery: their takes and ends alternate, each pair on one thread."""
+    import threading
+
+    from proclease import _binding
+
+    home, ws = place
+    host = Host(home, [ws])
+    host.recover()
+    events: List[Tuple[str, int]] = []
+    real = _binding.Proclease.recovery_turn
+
+    class Recorded:
+        def __init__(self, exports: object) -> None:
+            self._exports = exports
+
+        def take(self) -> object:
+            turn = self._exports.take()  # type: ignore[attr-defined]
+            events.append(("take", threading.get_ident()))
+            time.sleep(0.2)  # held a while: another thread comes in now if it can
+            return turn
+
+        def end(self) -> None:
+            events.append(("end", threading.get_ident()))
+            self._exports.end()  # type: ignore[attr-defined]
+
+    monkeypatch.setattr(_binding.Proclease, "recovery_turn", property(lambda self: Recorded(real.fget(self))))
+    threads = [threading.Thread(target=host.recover) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert [kind for kind, _ in events] == ["take", "end"] * 3, events
+    assert all(events[i][1] == events[i + 1][1] for i in range(0, 6, 2)), events
+
+
 @pytest.mark.parametrize("instant", ["conflict", "create"])
 def test_a_directory_another_run_filled_between_the_checks_is_refused_and_its_lease_given_up(place: Tuple[Path, Path], instant: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """A run that finishes and releases while this leaser checks: it saw the directory empty,

@@ -19,10 +19,11 @@ from __future__ import annotations
 import os
 import subprocess
 import tempfile
+import threading
 import time
 import warnings
 import weakref
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, Callable, Iterator, List, Optional, Sequence, Union, cast
 
@@ -133,6 +134,9 @@ class Host:
 
     def __init__(self, state_home: Optional[StrPath] = None, workspace_roots: Optional[Sequence[StrPath]] = None, wasm: Optional[StrPath] = None, lock_timeout: float = 10.0) -> None:
         self._lock_timeout = lock_timeout
+        # Threads of this process that recover through this Host take turns here: the turn the
+        # artifact takes (`recovery-turn`) is this instance's, so its `take` cannot keep them apart.
+        self._recovering = threading.Lock()
         # Made (0700, with missing parents) and claimed by the store when absent, as natively.
         self.state_home = Path(os.path.abspath(state_home if state_home is not None else default_state_home()))
         roots = [_granted_root(r) for r in workspace_roots] if workspace_roots else default_workspace_roots()
@@ -258,14 +262,15 @@ class Host:
         directory leases (their directories removed by identity), directory-creation intents,
         then invocation leases (`repair`, tombstones of dead owners included). `dry_run`
         changes nothing. Recoverers take turns (the artifact's `recovery-turn`, the native
-        host's `.proclease/locks/directory-lease-recovery.lock`). Its waits for other processes
-        share one bound of `lock_timeout` s (`Recovery.lock_timeout` says when one reached it).
+        host's `.proclease/locks/directory-lease-recovery.lock`; threads sharing this Host wait
+        for each other's recovery first). Its waits for other processes share one bound of
+        `lock_timeout` s (`Recovery.lock_timeout` says when one reached it).
 
         Raises `ComponentError` (with `lock_timeout` set) when the turn stayed held past the
         bound."""
         options = rec(dry_run=dry_run, skip_invalid=skip_invalid, concurrent=True, keep=list(keep), past_bound=True)
         kernel = self.effects.sys_kernel
-        with kernel.operation():
+        with nullcontext() if dry_run else self._recovering, kernel.operation():
             turn = None if dry_run else self.component.recovery_turn.take()
             try:
                 run = self.component.directory_leases.recover_each(None, options)
