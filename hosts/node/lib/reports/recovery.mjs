@@ -150,7 +150,8 @@ export function recoveryText(home, recovery) {
   if (recovery.invocations) for (const [id, decision] of recovery.invocations.decisions) lines.push(invocationLine(id, decision, dryRun));
   const inspected = recovery.invocations ? recovery.invocations.report.inspected : 0;
   if (dryRun) {
-    if (run.outcomes.length === 0 && recovery.creations.length === 0 && inspected === 0) lines.push('nothing to recover: no directory leases and no invocation leases');
+    // A stop (a held lock, an unreadable collection) is not "nothing": its error follows.
+    if (run.outcomes.length === 0 && !run.stopped && recovery.creations.length === 0 && inspected === 0) lines.push('nothing to recover: no directory leases and no invocation leases');
   } else {
     const r = run.report;
     lines.push(`recovered: ${r.recovered}`, `published: ${r.published}`, `active: ${r.active}`, `indeterminate: ${r.indeterminate}`);

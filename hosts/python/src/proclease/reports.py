@@ -216,7 +216,8 @@ def recovery_text(home: Path, recovery: Any, document: Dict[str, Any]) -> str:
         lines += [_invocation_line(e["leaseId"], e["decision"], dry_run) for e in invocations["entries"]]
     inspected = invocations["inspected"] if invocations else 0
     if dry_run:
-        if not leases["entries"] and not document["directoryCreations"] and inspected == 0:
+        # A stop (a held lock, an unreadable collection) is not "nothing": its error follows.
+        if not leases["entries"] and leases["stopped"] is None and not document["directoryCreations"] and inspected == 0:
             lines.append("nothing to recover: no directory leases and no invocation leases")
     else:
         for key in ("recovered", "published", "active", "indeterminate"):
