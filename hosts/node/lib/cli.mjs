@@ -76,9 +76,24 @@ class Usage extends Error {}
 
 /** A humantime-like duration (`60s`, `5m`, `1h30m`, `500ms`) in ms. */
 export function parseDuration(text) {
-  const units = { ns: 1e-6, us: 1e-3, ms: 1, s: 1000, sec: 1000, secs: 1000, m: 60_000, min: 60_000, mins: 60_000, h: 3_600_000, hr: 3_600_000, hrs: 3_600_000, d: 86_400_000, days: 86_400_000 };
-  const parts = String(text).trim().match(/^(?:\d+\s*[a-z]+\s*)+$/) ? [...String(text).matchAll(/(\d+)\s*([a-z]+)/g)] : null;
-  if (!parts) throw new Usage(`invalid duration ${JSON.stringify(text)}: give a number and a unit, e.g. 60s, 5m, 1h`);
+  // humantime's units and grammar (`humantime::parse_duration`, which the native binary's options
+  // use): terms of a number (with an optional fraction) and a unit, or `0` alone.
+  const units = {
+    ...Object.fromEntries(['nanos', 'nsec', 'ns'].map((u) => [u, 1e-6])),
+    ...Object.fromEntries(['usec', 'us', 'µs'].map((u) => [u, 1e-3])),
+    ...Object.fromEntries(['millis', 'msec', 'ms'].map((u) => [u, 1])),
+    ...Object.fromEntries(['seconds', 'second', 'secs', 'sec', 's'].map((u) => [u, 1000])),
+    ...Object.fromEntries(['minutes', 'minute', 'min', 'mins', 'm'].map((u) => [u, 60_000])),
+    ...Object.fromEntries(['hours', 'hour', 'hr', 'hrs', 'h'].map((u) => [u, 3_600_000])),
+    ...Object.fromEntries(['days', 'day', 'd'].map((u) => [u, 86_400_000])),
+    ...Object.fromEntries(['weeks', 'week', 'wk', 'wks', 'w'].map((u) => [u, 604_800_000])),
+    ...Object.fromEntries(['months', 'month', 'M'].map((u) => [u, 2_630_016_000])),
+    ...Object.fromEntries(['years', 'year', 'yr', 'yrs', 'y'].map((u) => [u, 31_557_600_000])),
+  };
+  const trimmed = String(text).trim();
+  if (trimmed === '0') return 0;
+  const parts = /^(?:\d+(?:\.\d+)?\s*[A-Za-zµ]+\s*)+$/.test(trimmed) ? [...trimmed.matchAll(/(\d+(?:\.\d+)?)\s*([A-Za-zµ]+)/g)] : null;
+  if (!parts) throw new Usage(`invalid duration ${JSON.stringify(text)}: give a number and a unit, e.g. 60s, 1m30s, 250ms`);
   let ms = 0;
   for (const [, n, unit] of parts) {
     if (!(unit in units)) throw new Usage(`invalid duration ${JSON.stringify(text)}: unknown unit ${JSON.stringify(unit)}`);

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import { join } from 'node:path';
-import { BIN, freshDirs, killAll, node, runToEnd, startRun } from '../testing/helpers.mjs';
+import { BIN, freshDirs, killAll, NATIVE, nativeSkip, node, runToEnd, startRun } from '../testing/helpers.mjs';
 
 const LEASES = 'recovery/beeper-message-like-me-directory-leases';
 
@@ -324,4 +324,21 @@ test('without statx (ENOSYS: an old kernel, a seccomp filter) no birth time is i
   } finally {
     d.cleanup();
   }
+});
+
+test('a duration means to this CLI what it means to the native binary (humantime\'s grammar)', { skip: nativeSkip() }, async () => {
+  // `--lock-timeout 0` and `1.5s` were refused here, `1s500ms` by the Python CLI (found by review, 2026-12-07).
+  const { parseDuration } = await import('../lib/cli.mjs');
+  for (const text of ['0', '0s', '1.5s', '1s500ms', '1m30s', '250ms', '10 s', '2 minutes', '1h', '3d', '1w', 'x', '1x', '-1', 'inf', '', '1s x', '1,5s']) {
+    const native = await runToEnd(NATIVE, ['--lock-timeout', text, '--version']);
+    let taken = true;
+    try {
+      parseDuration(text);
+    } catch {
+      taken = false;
+    }
+    assert.equal(taken, native.code === 0, `${JSON.stringify(text)}: ${native.stderr}`);
+  }
+  assert.equal(parseDuration('1m30s'), 90_000);
+  assert.equal(parseDuration('1.5s'), 1_500);
 });

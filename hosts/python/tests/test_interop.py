@@ -364,3 +364,26 @@ def test_a_run_refused_at_the_lease_bound_says_what_frees_a_place_as_natively(pl
         "(`proclease doctor` lists them), or give another state home (--state-home)\n"
     ), python.stderr
     assert not (place.ws / "new").exists(), "nothing was created"
+
+
+#: Durations as users write them: every host's `--lock-timeout` must take what the native one
+#: takes (humantime's grammar), and refuse what it refuses.
+DURATIONS = ["0", "0s", "1.5s", "1s500ms", "1m30s", "250ms", "10 s", "2 minutes", "1h", "3d", "1w", "x", "1x", "-1", "inf", "nan", "", "1s x", "1,5s"]
+
+
+@pytest.mark.parametrize("text", DURATIONS)
+def test_a_duration_means_to_this_cli_what_it_means_to_the_native_binary(text: str, tmp_path: Path) -> None:
+    """`--lock-timeout 0` and `1.5s` were refused by the Node CLI, `1s500ms` by this one (found
+    by review, 2026-12-07). Both now read humantime's grammar, as the native binary does; this
+    CLI takes plain seconds (`2`) too, as it always did."""
+    import argparse
+
+    from proclease.cli import duration
+
+    native = subprocess.run([NATIVE, "--state-home", str(tmp_path / "state"), "--lock-timeout", text, "--version"], capture_output=True, text=True, timeout=60)
+    try:
+        duration(text)
+        taken = True
+    except argparse.ArgumentTypeError:
+        taken = False
+    assert taken == (native.returncode == 0), (text, native.stderr)

@@ -12,6 +12,7 @@ import argparse
 import logging
 import math
 import os
+import re
 import signal
 import sys
 import time
@@ -31,22 +32,35 @@ EXIT_INDETERMINATE = 4
 EXIT_LOCK_TIMEOUT = 5
 
 
+#: The units of a duration, in seconds: humantime's (`humantime::parse_duration`, which the
+#: native binary's options use), so that one `--lock-timeout` means the same to every host.
+_UNITS = {
+    **dict.fromkeys(("nanos", "nsec", "ns"), 1e-9),
+    **dict.fromkeys(("usec", "us", "\u00b5s"), 1e-6),
+    **dict.fromkeys(("millis", "msec", "ms"), 1e-3),
+    **dict.fromkeys(("seconds", "second", "secs", "sec", "s"), 1.0),
+    **dict.fromkeys(("minutes", "minute", "min", "mins", "m"), 60.0),
+    **dict.fromkeys(("hours", "hour", "hr", "hrs", "h"), 3600.0),
+    **dict.fromkeys(("days", "day", "d"), 86400.0),
+    **dict.fromkeys(("weeks", "week", "wk", "wks", "w"), 604800.0),
+    **dict.fromkeys(("months", "month", "M"), 2630016.0),
+    **dict.fromkeys(("years", "year", "yr", "yrs", "y"), 31557600.0),
+}
+_TERM = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z\u00b5]+)")
+
+
 def duration(text: str) -> float:
-    """`60s`, `5m`, `1h`, `250ms` or plain seconds, as seconds: finite and not negative, as the
-    native binary's (`inf`, `nan`, `-1` are usage errors, not "for ever" or "no wait")."""
-    units = (("ms", 0.001), ("s", 1.0), ("m", 60.0), ("h", 3600.0))
-    seconds: Optional[float] = None
-    for suffix, scale in units:
-        if text.endswith(suffix) and text[: -len(suffix)].replace(".", "", 1).isdigit():
-            seconds = float(text[: -len(suffix)]) * scale
-            break
-    else:
-        try:
-            seconds = float(text)
-        except ValueError:
-            pass
+    """A duration as the native binary reads it (`60s`, `1.5s`, `1m30s`, `250ms`, `0`), or plain
+    seconds (`2`), as seconds: finite and not negative (`inf`, `nan`, `-1` are usage errors,
+    not "for ever" or "no wait")."""
+    stripped = text.strip()
+    seconds: Optional[float] = float(stripped) if re.fullmatch(r"\d+(?:\.\d+)?", stripped) else None
+    if seconds is None and stripped:
+        terms = list(_TERM.finditer(stripped))
+        if terms and "".join(t.group(0) for t in terms).strip() == stripped and all(t.group(2) in _UNITS for t in terms):
+            seconds = sum(float(t.group(1)) * _UNITS[t.group(2)] for t in terms)
     if seconds is None or not math.isfinite(seconds) or seconds < 0:
-        raise argparse.ArgumentTypeError(f"invalid duration {text!r} (e.g. 60s, 5m, 250ms)")
+        raise argparse.ArgumentTypeError(f"invalid duration {text!r} (e.g. 60s, 1m30s, 250ms)")
     return seconds
 
 
