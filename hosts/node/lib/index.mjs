@@ -413,8 +413,8 @@ export class Host {
    * share one bound of `lockTimeoutMs`. Returns `{dryRun, directoryLeases, creations, invocations,
    * lockTimeout}`: `lockTimeout` is the words of a wait for another process's lock that reached the
    * bound and stopped recovery or made it leave a lease as it is (the native
-   * `Recovery::lock_timeout`, exit status 5), else null. Throws a `ComponentError` (its
-   * `lockTimeout` set) when another recoverer kept its turn past the bound.
+   * `Recovery::lock_timeout`, exit status 5), else null. Throws a `ProcleaseError` (kind
+   * `storage`, its `lockTimeout` set) when another recoverer kept its turn past the bound.
    */
   recover(options = {}) {
     const opts = recoveryOptions(options);
@@ -430,7 +430,13 @@ export class Host {
           invocations = call(() => (opts.dryRun ? this.exports.invocationLeases.previewRepair(true) : this.exports.invocationLeases.repair(true)));
         }
       } finally {
-        if (turn !== null) this.exports.recoveryTurn.end();
+        if (turn !== null) {
+          try {
+            this.exports.recoveryTurn.end();
+          } catch {
+            // A trapped instance released every lock it held already; what failed is reported.
+          }
+        }
       }
       const refused = Boolean(directoryLeases.stopped) || directoryLeases.outcomes.some((o) => o.action.tag === 'skip');
       return { dryRun: opts.dryRun, directoryLeases, creations, invocations, lockTimeout: refused ? this.parts.operation.timedOut : null };
