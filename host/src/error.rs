@@ -86,6 +86,20 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// [`Host::recover`](crate::Host::recover) did part of its work, then failed: `done` is what
+    /// it did (directory leases recovered, their directories removed, creation intents
+    /// finished), `error` why it could not go on — e.g. the invocation leases while another
+    /// process holds the plugin catalog's mutation lock (the reference's `portable plugin
+    /// catalog mutation is already locked`, §5). A second `recover` finishes. Displayed as
+    /// `error`; [`Error::failure`] and [`Error::lease_code`] are `error`'s.
+    #[error("{error}")]
+    RecoveryIncomplete {
+        /// What was recovered before the failure (its `invocations` is `None`).
+        done: Box<crate::Recovery>,
+        /// Why recovery stopped there.
+        #[source]
+        error: Box<Error>,
+    },
 }
 
 impl From<proclease_core::Error> for Error {
@@ -130,6 +144,7 @@ impl Error {
                     .unwrap_or_else(|| Failure::new(FailureKind::Contended, timeout.to_string())),
             ),
             Error::Identity(error) => Some(Failure::unavailable(error.to_string())),
+            Error::RecoveryIncomplete { error, .. } => error.failure(),
             _ => None,
         }
     }
@@ -138,6 +153,7 @@ impl Error {
     pub fn lease_code(&self) -> Option<LeaseCode> {
         match self {
             Error::Lease(lease) => Some(lease.code()),
+            Error::RecoveryIncomplete { error, .. } => error.lease_code(),
             _ => None,
         }
     }

@@ -747,3 +747,46 @@ fn a_run_whose_cgroup_cannot_be_read_is_kept_until_recovered_where_it_can() {
     assert!(recover.status.success(), "{recover:?}");
     assert!(!work.exists(), "recovered where its cgroup can be read: {recover:?}");
 }
+
+#[test]
+fn a_recover_that_cannot_repair_invocation_leases_still_reports_the_directories_it_removed() {
+    // A plugin mutation under way (here: another proclease holding the plugin catalog's guard,
+    // `.proclease/locks/catalog-mutation.lock`) makes the invocation-lease repair fail with the
+    // reference's `already locked`. The directory leases recovered before it stay reported —
+    // before, `recover` removed a crashed run's directory and said only the lock's error.
+    let s = sandbox();
+    let dead = s.dead_lease("a", 1);
+    let guard = s.state.join(".proclease/locks/catalog-mutation.lock");
+    std::fs::create_dir_all(guard.parent().expect("locks")).expect("locks directory");
+    std::fs::write(&guard, b"").expect("guard file");
+    let mut holder = Command::new("flock").arg("-o").arg(&guard).args(["sleep", "60"]).spawn().expect("flock(1)");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !std::fs::read_to_string("/proc/locks").is_ok_and(|locks| locks.lines().any(|l| l.contains(&format!(" {} ", holder.id())))) {
+        assert!(std::time::Instant::now() < deadline, "flock(1) never took the lock");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let advice = "recovery stopped before the invocation leases: portable plugin catalog mutation is already locked; \
+                  what is listed above was done, and `proclease recover` again recovers the rest";
+    let out = s.run(&["recover"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(!dead.exists(), "the crashed run's directory was recovered");
+    let text = stdout(&out);
+    assert!(text.starts_with(&format!("removed {} (", dead.display())), "{text}");
+    assert!(text.contains("\nrecovered: 1\n"), "{text}");
+    assert_eq!(stderr(&out), format!("proclease: {advice}\n"));
+    // As JSON: the document of what was done, then the same error.
+    let second = s.dead_lease("b", 2);
+    let out = s.run(&["recover", "--json"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let document: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("JSON");
+    assert_eq!(document["directoryLeases"]["recovered"], 1, "{document}");
+    assert!(document.get("invocationLeases").is_none(), "not repaired: {document}");
+    assert_eq!(stderr(&out), format!("proclease: {advice}\n"));
+    assert!(!second.exists());
+    // A dry run takes no catalog lock: it previews everything.
+    assert!(s.run(&["recover", "--dry-run"]).status.success());
+    let _ = holder.kill();
+    let _ = holder.wait();
+    let out = s.run(&["recover"]);
+    assert!(out.status.success(), "{out:?}");
+}

@@ -1,5 +1,6 @@
 //! The words of a `recover` that did not finish: recovery stopped at a lease it could not judge
-//! or change, or a wait for another process's lock reached its bound; and of a survey
+//! or change, a wait for another process's lock reached its bound, or the invocation leases
+//! could not be recovered after the directory leases were; and of a survey
 //! (`doctor`, a dry recovery) whose wait reached its bound.
 //!
 //! Every host's `recover` command (`proclease recover`, the Python and Node hosts' command lines)
@@ -49,6 +50,18 @@ pub fn waited_out(error: Option<&str>, timeout: &str, dry_run: bool) -> String {
     }
 }
 
+/// Recovery failed (`dry_run`: would fail) at the invocation leases, with `error` (e.g. the
+/// reference's `portable plugin catalog mutation is already locked` while a plugin mutation
+/// runs), after the directory leases and creation intents were recovered: what the host listed
+/// before this line was done, and a second `recover` finishes.
+pub fn invocations_not_recovered(error: &str, dry_run: bool) -> String {
+    if dry_run {
+        format!("{} before the invocation leases: {error}", verb(dry_run))
+    } else {
+        format!("{} before the invocation leases: {error}; what is listed above was done, and `proclease recover` again recovers the rest", verb(dry_run))
+    }
+}
+
 /// What a survey (`doctor`) says when a wait for another process's lock reached its bound while
 /// it looked: it fails rather than show a held collection as refused or invalid (exit status 5,
 /// `docs/deviations.md` 21). Followed by `: ` and the wait's words.
@@ -77,5 +90,14 @@ mod tests {
     fn a_wait_that_reached_its_bound_never_advises_skipping() {
         assert_eq!(waited_out(Some("E"), "waited 5 ms for L", false), "recovery stopped: E: waited 5 ms for L");
         assert_eq!(waited_out(None, "waited 5 ms for L", true), "recovery left a lease as it is because a wait reached its bound: waited 5 ms for L");
+    }
+
+    #[test]
+    fn a_failure_at_the_invocation_leases_says_what_came_before_it_was_done() {
+        assert_eq!(invocations_not_recovered("E", true), "recovery would stop before the invocation leases: E");
+        assert_eq!(
+            invocations_not_recovered("E", false),
+            "recovery stopped before the invocation leases: E; what is listed above was done, and `proclease recover` again recovers the rest"
+        );
     }
 }

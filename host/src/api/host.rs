@@ -625,7 +625,10 @@ impl Host {
     /// intents of crashed creators, and — when directory recovery did not stop and this is not a
     /// dry run — invocation tombstones whose owners are provably gone (§6B.9 recover mode).
     ///
-    /// Errors: as [`Host::recover_directory_leases`]; the catalog lock's for the tombstones.
+    /// Errors: as [`Host::recover_directory_leases`]; a failure at the invocation leases (the
+    /// catalog lock's, `portable plugin catalog mutation is already locked`, while another
+    /// process mutates the plugin catalog) after directory leases were recovered is
+    /// [`Error::RecoveryIncomplete`], carrying what was done.
     ///
     /// ```
     /// # fn main() -> Result<(), proclease::Error> {
@@ -636,22 +639,25 @@ impl Host {
     /// # Ok(()) }
     /// ```
     pub fn recover(&self, options: Options) -> Result<Recovery, Error> {
-        self.bounded(|| self.recover_now(options))
+        let mut done = None;
+        let recovery = self.bounded(|| self.recover_now(options, &mut done));
+        recovery.map_err(|error| match done {
+            Some(done) => Error::RecoveryIncomplete { done: Box::new(done), error: Box::new(error) },
+            None => error,
+        })
     }
 
-    fn recover_now(&self, options: Options) -> Result<Recovery, Error> {
+    /// [`Host::recover`]'s steps; `done` is set to what was recovered before the invocation
+    /// leases, when those fail.
+    fn recover_now(&self, options: Options, done: &mut Option<Recovery>) -> Result<Recovery, Error> {
         let _turn = if options.dry_run { None } else { Some(self.recovery_turn()?) };
         let dry_run = options.dry_run;
         let directory_leases = recover_each_directory_lease(self.runtime(), self.effects(), None, options)?;
         let creations = recover_directory_creations(self.runtime(), self.effects(), dry_run)?;
-        let invocations = match (dry_run, &directory_leases.stopped) {
-            (false, None) => Some(invocations::repair_invocation_leases(self.runtime(), self.effects(), true)?),
-            (true, None) => Some(invocations::preview_invocation_repair(self.runtime(), self.effects(), true)?),
-            (_, Some(_)) => None,
-        };
         // A wait that reached its bound and stopped recovery, or made it leave a lease as it is.
         let refused = directory_leases.stopped.is_some() || directory_leases.outcomes.iter().any(|o| matches!(o.action, proclease_core::directory_leases::Action::Skip(_)));
         let lock_timeout = if refused { crate::lock_wait::Operation::timed_out() } else { None };
+        let mut recovery = Recovery { directory_leases, creations, invocations: None, lock_timeout };
         if !dry_run {
             // Records of supervisors that died while their dead-man timer was armed: `doctor`
             // said so; nothing else depends on them.
@@ -659,7 +665,21 @@ impl Host {
                 let _ = std::fs::remove_file(path);
             }
         }
-        Ok(Recovery { directory_leases, creations, invocations, lock_timeout })
+        if recovery.directory_leases.stopped.is_none() {
+            let invocations = match dry_run {
+                false => invocations::repair_invocation_leases(self.runtime(), self.effects(), true),
+                true => invocations::preview_invocation_repair(self.runtime(), self.effects(), true),
+            };
+            match invocations {
+                Ok(invocations) => recovery.invocations = Some(invocations),
+                Err(error) => {
+                    // The directories removed and the intents finished stay reported.
+                    *done = Some(recovery);
+                    return Err(error);
+                }
+            }
+        }
+        Ok(recovery)
     }
 
     /// The dead-man records (`supervisor::dead_man_record`) in the state home whose
@@ -752,7 +772,11 @@ impl Host {
                 _ => return Err(other),
             },
         };
-        let recovery = self.recover(Options { dry_run: true, past_bound: true, ..Options::default() })?;
+        let recovery = self.recover(Options { dry_run: true, past_bound: true, ..Options::default() }).map_err(|error| match error {
+            // The survey shows no partial recovery: it fails as the step did.
+            Error::RecoveryIncomplete { error, .. } => *error,
+            other => other,
+        })?;
         let decisions: std::collections::HashMap<String, RepairDecision> = recovery.invocations.iter().flat_map(|(_, decisions)| decisions.iter().cloned()).collect();
         let mut invocations = Vec::new();
         for entry in self.invocation_leases()? {

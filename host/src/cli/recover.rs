@@ -39,13 +39,12 @@ pub fn run(global: &Global, args: &RecoverArgs) -> Result<ExitCode, Failure> {
     let keep = args.keep.iter().map(|dir| std::fs::canonicalize(dir).or_else(|_| std::path::absolute(dir)).map(|p| p.to_string_lossy().into_owned()));
     let keep = keep.collect::<Result<Vec<_>, _>>().map_err(|e| Failure::new(format!("--keep: {e}")))?;
     let options = Options { dry_run: args.dry_run, skip_invalid: args.skip_invalid, concurrent: true, keep, past_bound: true };
-    let recovery = host.recover(options).map_err(|error| match error {
-        proclease::Error::File { .. } => Failure::from(error).hint(
-            "recover writes to the state home (its locks and lease records), so the state home must be writable; \
-             `proclease doctor` shows the same decisions without writing",
-        ),
-        other => Failure::from(other),
-    })?;
+    let (recovery, failed) = match host.recover(options) {
+        Ok(recovery) => (recovery, None),
+        // What was done is reported before why the rest was not.
+        Err(proclease::Error::RecoveryIncomplete { done, error }) => (*done, Some(*error)),
+        Err(error) => return Err(unwritable_hint(error)),
+    };
     // Its calls are done, and none left a record naming this process: its witness would only
     // pile up in the state home, one per `recover` (`docs/witness.md`).
     host.retire();
@@ -55,6 +54,14 @@ pub fn run(global: &Global, args: &RecoverArgs) -> Result<ExitCode, Failure> {
     } else {
         out!("{}", report.text());
     }
+    if let Some(error) = failed {
+        let mut failure = unwritable_hint(error);
+        // Its first line is the error; the lines after it (causes, a hint) stay after the advice.
+        let (first, rest) = failure.message.split_once('\n').unwrap_or((failure.message.as_str(), ""));
+        let rest = if rest.is_empty() { String::new() } else { format!("\n{rest}") };
+        failure.message = format!("{}{rest}", recovery_advice::invocations_not_recovered(first, args.dry_run));
+        return Err(failure);
+    }
     if let Some(timeout) = &recovery.lock_timeout {
         // A wait that reached its bound, not something wrong with an entry: retry once the
         // holder is done (exit 5, with or without --skip-invalid).
@@ -62,6 +69,18 @@ pub fn run(global: &Global, args: &RecoverArgs) -> Result<ExitCode, Failure> {
         return Err(Failure::lock_timeout(recovery_advice::waited_out(error.as_deref(), &timeout.to_string(), args.dry_run)));
     }
     stopped(&recovery.directory_leases, args)
+}
+
+/// `error` as the command's failure; a file it could not write says that the state home must be
+/// writable.
+fn unwritable_hint(error: proclease::Error) -> Failure {
+    match error {
+        proclease::Error::File { .. } => Failure::from(error).hint(
+            "recover writes to the state home (its locks and lease records), so the state home must be writable; \
+             `proclease doctor` shows the same decisions without writing",
+        ),
+        other => Failure::from(other),
+    }
 }
 
 /// Exit status: 0, or — when recovery stopped (or a dry run would stop) — the stop as the error,

@@ -284,10 +284,25 @@ export async function main(argv) {
         return resolve(dir);
       }
     });
-    const recovery = host.recover({ dryRun: options.dryRun === true, skipInvalid: options.skipInvalid === true, keep });
+    const dryRun = options.dryRun === true;
+    let recovery, failed;
+    try {
+      recovery = host.recover({ dryRun, skipInvalid: options.skipInvalid === true, keep });
+    } catch (error) {
+      if (error?.recovery === undefined) throw error;
+      // What was done is reported before why the rest was not.
+      [recovery, failed] = [error.recovery, error];
+    }
     process.stdout.write(options.json ? `${toJson(recoveryReport(host.stateHome, recovery))}\n` : recoveryText(host.stateHome, recovery));
-    const stopped = recovery.directoryLeases.stopped ? recovery.directoryLeases.stopped.val.message : undefined;
     const advice = host.exports.recoveryAdvice;
+    if (failed !== undefined) {
+      const told = failure(failed);
+      const newline = told.message.indexOf('\n');
+      const [first, rest] = newline < 0 ? [told.message, ''] : [told.message.slice(0, newline), told.message.slice(newline)];
+      process.stderr.write(`proclease: ${advice.invocationsNotRecovered(first, dryRun)}${rest}\n`);
+      return told.status;
+    }
+    const stopped = recovery.directoryLeases.stopped ? recovery.directoryLeases.stopped.val.message : undefined;
     if (recovery.lockTimeout) {
       // A wait that reached its bound, not something wrong with an entry: retry once the holder
       // is done (exit 5, with or without --skip-invalid).

@@ -421,13 +421,21 @@ export class Host {
     const leases = this.exports.directoryLeases;
     return this.parts.asOperation(() => {
       const turn = opts.dryRun ? null : takeRecoveryTurn(this.exports.recoveryTurn);
-      let directoryLeases, creations;
-      let invocations = null;
+      let recovery;
       try {
-        directoryLeases = call(() => leases.recoverEach(undefined, opts));
-        creations = call(() => leases.recoverCreations(opts.dryRun));
+        const directoryLeases = call(() => leases.recoverEach(undefined, opts));
+        const creations = call(() => leases.recoverCreations(opts.dryRun));
+        const refused = Boolean(directoryLeases.stopped) || directoryLeases.outcomes.some((o) => o.action.tag === 'skip');
+        recovery = { dryRun: opts.dryRun, directoryLeases, creations, invocations: null, lockTimeout: refused ? this.parts.operation.timedOut : null };
         if (!directoryLeases.stopped) {
-          invocations = call(() => (opts.dryRun ? this.exports.invocationLeases.previewRepair(true) : this.exports.invocationLeases.repair(true)));
+          try {
+            recovery.invocations = call(() => (opts.dryRun ? this.exports.invocationLeases.previewRepair(true) : this.exports.invocationLeases.repair(true)));
+          } catch (error) {
+            // The directories removed and the intents finished stay reported (the native
+            // `Error::RecoveryIncomplete`).
+            if (error !== null && typeof error === 'object') error.recovery = recovery;
+            throw error;
+          }
         }
       } finally {
         if (turn !== null) {
@@ -438,8 +446,7 @@ export class Host {
           }
         }
       }
-      const refused = Boolean(directoryLeases.stopped) || directoryLeases.outcomes.some((o) => o.action.tag === 'skip');
-      return { dryRun: opts.dryRun, directoryLeases, creations, invocations, lockTimeout: refused ? this.parts.operation.timedOut : null };
+      return recovery;
     });
   }
 

@@ -285,6 +285,32 @@ test('recover (and doctor) past --lock-timeout exits 5 naming the holder, says i
   }
 });
 
+test('a recover stopped at the invocation leases (the plugin catalog locked) still reports the directories it removed, as every host does', { skip: fs.existsSync('/usr/bin/flock') ? false : "util-linux's flock(1) is absent" }, async () => {
+  // Another proclease holding the plugin catalog's guard (a plugin mutation under way) fails
+  // the invocation-lease repair with the reference's `already locked`; the crashed run's
+  // directory recovered before it stays reported (before, only the error was said).
+  const d = freshDirs();
+  const workdir = join(d.ws, 'job');
+  const { lease } = await startRun('node', d, workdir);
+  let holder;
+  try {
+    await killAll([lease.owner.pid, lease.childOwner.pid]);
+    holder = await heldByFlock(join(d.home, '.proclease/locks/catalog-mutation.lock'));
+    const r = await node(d.home, d.ws, ['recover']);
+    assert.equal(r.code, 1, r.stderr);
+    assert.equal(fs.existsSync(workdir), false, 'the crashed run\'s directory was recovered');
+    assert.ok(r.stdout.startsWith(`removed ${workdir} (`) && r.stdout.includes('\nrecovered: 1\n'), r.stdout);
+    assert.equal(
+      r.stderr,
+      'proclease: recovery stopped before the invocation leases: portable plugin catalog mutation is already locked; what is listed above was done, and `proclease recover` again recovers the rest\n',
+    );
+  } finally {
+    holder?.kill('SIGKILL');
+    if (holder) await new Promise((r) => (holder.exitCode !== null || holder.signalCode !== null ? r() : holder.once('exit', r)));
+    d.cleanup();
+  }
+});
+
 test('Ctrl-C during a wait for a held lock ends the run as the signal\'s once the wait is over: exit 130, nothing started, nothing left', { skip: fs.existsSync('/usr/bin/flock') ? false : "util-linux's flock(1) is absent" }, async () => {
   const d = freshDirs();
   const workdir = join(d.ws, 'job');

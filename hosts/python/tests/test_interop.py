@@ -283,6 +283,44 @@ def test_recover_reports_what_a_crashed_creator_left_as_the_native_binary_does(p
         alive.wait()
 
 
+def test_a_recover_stopped_at_the_invocation_leases_reports_what_it_did_as_the_native_binary_does(place: Place) -> None:
+    """A plugin mutation under way (another proclease holding the plugin catalog's guard) fails
+    the invocation-lease repair with the reference's `already locked`. What recovery did before
+    it — here, a crashed creator's empty directory removed — is reported, then the failure in
+    proclease-core's words, exit 1, in both hosts alike; once the holder is gone, it finishes."""
+    from proclease.process_identity import ProcessIdentity
+
+    assert place.native("doctor").returncode == 0
+    gone = subprocess.Popen(["sleep", "600"])
+    dead_owner = ProcessIdentity(str(place.home)).capture(gone.pid)
+    gone.kill()
+    gone.wait()
+    guard = place.home / ".proclease" / "locks" / "catalog-mutation.lock"
+    guard.touch()
+    holder = subprocess.Popen(["flock", "-o", "-x", str(guard), "-c", "echo locked; exec sleep 300"], stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
+        said = []
+        for n, run in enumerate((place.python, place.native)):
+            made = place.ws / f"made-{n}"
+            made.mkdir(mode=0o700)
+            write_intent(place, f"{n}{n}{n}{n}{n}{n}{n}{n}-1111-4111-8111-111111111111", dead_owner, made)
+            out = run("recover")
+            assert out.returncode == 1, out.stderr
+            assert not made.exists(), "the crashed creator's directory was removed"
+            assert f"removed {made} (" in out.stdout, out.stdout
+            said.append(out.stderr)
+        assert said[0] == said[1] == (
+            "proclease: recovery stopped before the invocation leases: portable plugin catalog mutation is already locked; "
+            "what is listed above was done, and `proclease recover` again recovers the rest\n"
+        ), said
+    finally:
+        os.killpg(holder.pid, signal.SIGKILL)
+        holder.wait()
+    out = place.python("recover")
+    assert out.returncode == 0, out.stderr
+
+
 HOLDER_SCRIPT = """
 import subprocess, sys, warnings
 from proclease import Host

@@ -17,6 +17,10 @@ impl wit::Guest for Component {
         words::waited_out(error.as_deref(), &timeout, dry_run)
     }
 
+    fn invocations_not_recovered(error: String, dry_run: bool) -> String {
+        words::invocations_not_recovered(&error, dry_run)
+    }
+
     fn survey_waited_out(timeout: String) -> String {
         words::survey_waited_out(&timeout)
     }

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from .host import Admission, DirectoryLease, HelperMayRun, Host, LockTimeout, Recovery, Refused, default_state_home, default_workspace_roots
     from .state_home import StateHomeError
 
-__all__ = ["Admission", "DirectoryLease", "Error", "HelperMayRun", "Host", "LockTimeout", "Recovery", "Refused", "StateHomeError", "default_state_home", "default_workspace_roots"]
+__all__ = ["Admission", "DirectoryLease", "Error", "HelperMayRun", "Host", "LockTimeout", "Recovery", "RecoveryIncomplete", "Refused", "StateHomeError", "default_state_home", "default_workspace_roots"]
 
 
 def __getattr__(name: str) -> Any:

@@ -16,12 +16,12 @@ import re
 import signal
 import sys
 import time
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 from . import reports
 from ._binding import ComponentError
 from ._wit import HostError
-from .host import Host, LockTimeout, Refused
+from .host import Host, LockTimeout, RecoveryIncomplete, Refused
 from ._errors import Error
 from .state_home import StateHomeError
 from .supervisor import Interrupted, StartError
@@ -105,6 +105,26 @@ def failure_text(error: ComponentError) -> str:
     return message
 
 
+def _failure(error: Error) -> Tuple[str, int]:
+    """What the command line says of `error` (without `proclease: `) and its exit status."""
+    if isinstance(error, LockTimeout):
+        return str(error), EXIT_LOCK_TIMEOUT
+    if isinstance(error, HostError):
+        # An effect failed outside a component call: its failure record's words.
+        payload = error.payload
+        return str(payload.message if hasattr(payload, "message") else payload), 1
+    if not isinstance(error, ComponentError):
+        return str(error), 1
+    message, status = failure_text(error), exit_status(error)
+    if error.lock_timeout is not None:
+        # A wait for another process's lock reached the bound and the call failed for it: the
+        # holder is named, as the native binary names it.
+        if error.lock_timeout not in message:
+            message += f": {error.lock_timeout}"
+        status = EXIT_LOCK_TIMEOUT
+    return message, status
+
+
 def exit_status(error: ComponentError) -> int:
     if error.code == "another-export-is-active":
         return EXIT_BLOCKED
@@ -149,13 +169,23 @@ def main(args: Optional[List[str]] = None) -> int:
             return 0
         if options.command == "recover":
             keep = [os.path.realpath(d) for d in options.keep]
-            recovery = host.recover(dry_run=options.dry_run, skip_invalid=options.skip_invalid, keep=keep)
+            failed: Optional[Error] = None
+            try:
+                recovery = host.recover(dry_run=options.dry_run, skip_invalid=options.skip_invalid, keep=keep)
+            except RecoveryIncomplete as incomplete:
+                # What was done is reported before why the rest was not.
+                recovery, failed = incomplete.done, incomplete.error
             # Its calls are done and no record names this process: its witness would only pile
             # up in the state home, one per `recover` (docs/witness.md), as the native CLI says.
             host.effects.process_identity.retire()
             document = reports.recovery_report(host.state_home, recovery)
             print(reports.dumps(document) if options.json else reports.recovery_text(host.state_home, recovery, document), end="\n" if options.json else "")
             advice = host.component.recovery_advice
+            if failed is not None:
+                message, status = _failure(failed)
+                first, newline, rest = message.partition("\n")
+                print(f"proclease: {advice.invocations_not_recovered(first, options.dry_run)}{newline}{rest}", file=sys.stderr)
+                return status
             stopped = None if recovery.stopped is None else reports.error_message(recovery.stopped)
             if recovery.lock_timeout is not None:
                 # A wait that reached its bound, not something wrong with an entry: retry once
@@ -173,16 +203,9 @@ def main(args: Optional[List[str]] = None) -> int:
             return 2
         return supervise(host, argv, options.workdir, exclusive=options.exclusive, recover_after=options.recover_after, grace=options.grace, log=lambda m: print(f"proclease: {m}", file=sys.stderr))
     except ComponentError as error:
-        message = failure_text(error)
+        message, status = _failure(error)
         if options.command == "run":
             message += _run_hint(host, options.workdir, error.code)
-        status = exit_status(error)
-        if error.lock_timeout is not None:
-            # A wait for another process's lock reached the bound and the call failed for it:
-            # the holder is named, as the native binary names it.
-            if error.lock_timeout not in message:
-                message += f": {error.lock_timeout}"
-            status = EXIT_LOCK_TIMEOUT
         print(f"proclease: {message}", file=sys.stderr)
         return status
     except LockTimeout as error:

@@ -267,7 +267,10 @@ class Host:
         `lock_timeout` s (`Recovery.lock_timeout` says when one reached it).
 
         Raises `ComponentError` (with `lock_timeout` set) when the turn stayed held past the
-        bound."""
+        bound; `RecoveryIncomplete` when the invocation leases failed (e.g. `portable plugin
+        catalog mutation is already locked` while another process mutates the plugin catalog)
+        after the directory leases were recovered: its `done` is what was, and a second
+        `recover` finishes."""
         options = rec(dry_run=dry_run, skip_invalid=skip_invalid, concurrent=True, keep=list(keep), past_bound=True)
         kernel = self.effects.sys_kernel
         with nullcontext() if dry_run else self._recovering, kernel.operation():
@@ -275,17 +278,20 @@ class Host:
             try:
                 run = self.component.directory_leases.recover_each(None, options)
                 creations = self.component.directory_leases.recover_creations(dry_run)
-                invocations = None
+                # A wait that reached its bound and stopped recovery, or made it leave a lease
+                # as it is (the native `Recovery::lock_timeout`).
+                refused = run.stopped is not None or any(o.action.tag == "skip" for o in run.outcomes)
+                done = Recovery(run=run, creations=creations, invocations=None, dry_run=dry_run, lock_timeout=kernel.timed_out() if refused else None)
                 if run.stopped is None:
-                    invocations = self.component.invocation_leases.preview_repair(True) if dry_run else self.component.invocation_leases.repair(True)
+                    try:
+                        done.invocations = self.component.invocation_leases.preview_repair(True) if dry_run else self.component.invocation_leases.repair(True)
+                    except Error as error:
+                        # The directories removed and the intents finished stay reported.
+                        raise RecoveryIncomplete(done, error) from error
             finally:
                 if turn is not None:
                     self.component.recovery_turn.end()
-            # A wait that reached its bound and stopped recovery, or made it leave a lease as
-            # it is (the native `Recovery::lock_timeout`).
-            refused = run.stopped is not None or any(o.action.tag == "skip" for o in run.outcomes)
-            lock_timeout = kernel.timed_out() if refused else None
-        return Recovery(run=run, creations=creations, invocations=invocations, dry_run=dry_run, lock_timeout=lock_timeout)
+        return done
 
     # --- invocation leases (§6B) -------------------------------------------------------------
 
@@ -302,6 +308,21 @@ class Refused(Error):
 
     def __init__(self, message: str) -> None:
         super().__init__(message, kind="refused")
+
+
+class RecoveryIncomplete(Error):
+    """`Host.recover` did part of its work, then failed at the invocation leases (the native
+    `Error::RecoveryIncomplete`): `done` is what it did (directory leases recovered, their
+    directories removed, creation intents finished; `done.invocations` is None), `error` why it
+    could not go on (also `__cause__`). Its message, kind, code, failure and `lock_timeout` are
+    `error`'s. A second `recover` finishes."""
+
+    def __init__(self, done: "Recovery", error: Error) -> None:
+        super().__init__(error.message, kind=error.kind, code=error.code, failure=error.failure)
+        self.done = done
+        self.error = error
+        #: As `ComponentError.lock_timeout`: a wait's words when one reached the bound.
+        self.lock_timeout: Optional[str] = getattr(error, "lock_timeout", None)
 
 
 class LockTimeout(Error):

@@ -266,6 +266,8 @@ def doctor_report(host: Any, now_ms: int) -> Dict[str, Any]:
 
 
 def _doctor_report(host: Any, now_ms: int) -> Dict[str, Any]:
+    from .host import RecoveryIncomplete
+
     home = host.state_home
     entries: List[Dict[str, Any]] = []
     try:
@@ -282,7 +284,11 @@ def _doctor_report(host: Any, now_ms: int) -> Dict[str, Any]:
             reason = f"{reason}; new --exclusive runs are refused until a reboot proves it gone, or until you remove {home / ADMISSION_CLAIM} by hand after checking no helper runs"
         claim = survey.claim
         entries.append(_row("admission", claim.id, claim.owner.pid, claim.helper_owner.pid if claim.helper_owner is not None else None, claim.phase or "v1", "-", survey.disposition, reason, None))
-    recovery = host.recover(dry_run=True)
+    try:
+        recovery = host.recover(dry_run=True)
+    except RecoveryIncomplete as incomplete:
+        # The survey shows no partial recovery: it fails as the step did (the native survey).
+        raise incomplete.error from incomplete.error.__cause__
     run = recovery.run
     over_bound = None
     if len(run.outcomes) > MAX_CLAIMS:
