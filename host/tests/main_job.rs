@@ -393,6 +393,10 @@ fn a_command_that_cannot_start_releases_everything() {
     assert_eq!(out.status.code(), Some(1));
     assert!(entries(&s.doctor()).is_empty(), "{}", s.doctor());
     assert!(!work.exists(), "the directory it created is removed");
+    // An empty program name is said as such (every host's words), not as `ENOENT`.
+    let out = s.run(&["run", "--workdir", work.to_str().expect("utf-8"), "--", ""]);
+    assert_eq!((out.status.code(), String::from_utf8_lossy(&out.stderr).as_ref()), (Some(1), "proclease: cannot start the command: its program name is empty\n"));
+    assert!(!work.exists());
     let next = s.run(&["run", "--exclusive", "--workdir", work.to_str().expect("utf-8"), "--", "true"]);
     assert!(next.status.success(), "{next:?}");
 }

@@ -75,8 +75,12 @@ pub fn left_creation_intent_unknown(path: &str, collection: &str, failure: &str)
 
 /// The command `program` cannot be started (not found, not executable, …): `reason` is the
 /// system's error as the host words it (`No such file or directory (os error 2)`). Everything
-/// leased or created for it was undone.
+/// leased or created for it was undone. An empty program name (`run -- ""`) is said as such,
+/// not with the error each system call gives it (ENOENT, EACCES, a runtime's own words).
 pub fn unstartable(program: &str, reason: &str) -> String {
+    if program.is_empty() {
+        return "cannot start the command: its program name is empty".into();
+    }
     format!("{program}: cannot start the command: {reason}")
 }
 
@@ -112,6 +116,7 @@ mod tests {
     #[test]
     fn a_command_that_cannot_start_is_named() {
         assert_eq!(unstartable("/nope", "No such file or directory (os error 2)"), "/nope: cannot start the command: No such file or directory (os error 2)");
+        assert_eq!(unstartable("", "Permission denied (os error 13)"), "cannot start the command: its program name is empty");
         assert_eq!(
             left_creation_intent_unknown("/w", "/home/recovery/proclease-directory-creations", "Permission denied (os error 13)"),
             "perhaps the creation intent of /w (/home/recovery/proclease-directory-creations: Permission denied (os error 13)): `proclease recover` finishes it once this process has exited"

@@ -51,6 +51,11 @@ test('run refuses what it must not lease, creating nothing', async () => {
     assert.equal(r.code, 1);
     assert.equal(r.stderr, 'proclease: /nonexistent/program: cannot start the command: No such file or directory (os error 2)\n');
     assert.equal(fs.existsSync(join(d.ws, 'x')), false, 'the directories it created are removed again');
+    // An empty program name is said as such, in every host's words alike (not the runtime's).
+    r = await node(d.home, d.ws, ['run', '--workdir', missing, '--', '']);
+    assert.equal(r.code, 1);
+    assert.equal(r.stderr, 'proclease: cannot start the command: its program name is empty\n');
+    assert.equal(fs.existsSync(join(d.ws, 'x')), false);
     assert.deepEqual(fs.readdirSync(join(d.home, LEASES)), []);
     // A directory that does not qualify (§6A.4): which condition it misses and what to do, worded
     // by the artifact's `workspace-advice` as the native binary words it.

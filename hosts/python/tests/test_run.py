@@ -408,6 +408,10 @@ def test_a_command_that_cannot_start_is_named_as_every_host_names_it_and_leaves_
     assert out.stderr == "proclease: /nonexistent/program: cannot start the command: No such file or directory (os error 2)\n"
     assert not (place.ws / "x").exists(), "the directories it created are removed again"
     assert place.leases() == []
+    # An empty program name is said as such, as every host says it (not `Permission denied`).
+    out = place.run("run", "--workdir", str(job), "--", "")
+    assert (out.returncode, out.stderr) == (1, "proclease: cannot start the command: its program name is empty\n")
+    assert not (place.ws / "x").exists()
 
 
 def test_what_the_command_leaves_running_is_stopped_before_the_lease_is_released(place: Place) -> None:
