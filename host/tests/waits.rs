@@ -78,6 +78,29 @@ fn a_stopped_lock_holder_is_named_and_the_wait_ends_at_its_bound() {
     assert!(!work.exists(), "nothing was created");
 }
 
+/// A lock whose taker exited is held by whoever keeps its open file: `/proc/locks` names the
+/// `flock(1)` that took it (as a Node host takes every lock), `/proc/<pid>/fdinfo` the process
+/// that holds it. The wait names that process, not the exited taker as `?, state unknown`.
+#[test]
+fn a_lock_taken_by_a_child_that_exited_names_the_process_keeping_its_descriptor() {
+    use std::io::BufRead as _;
+    let s = sandbox();
+    assert!(s.run(&["doctor"]).status.success(), "creates the state home");
+    let lock = s.state.join(".proclease/locks/directory-lease-recovery.lock");
+    std::fs::write(&lock, b"").expect("lock file");
+    let script = format!("exec 9>'{}'; flock 9; echo held; exec sleep 60", lock.display());
+    let mut holder = Command::new("sh").args(["-c", &script]).stdout(std::process::Stdio::piped()).spawn().expect("sh");
+    let mut line = String::new();
+    std::io::BufReader::new(holder.stdout.take().expect("stdout")).read_line(&mut line).expect("read");
+    assert_eq!(line, "held\n");
+    let out = s.run(&["--lock-timeout", "300ms", "recover"]);
+    let _ = holder.kill();
+    let _ = holder.wait();
+    assert_eq!(out.status.code(), Some(5), "{out:?}");
+    let err = stderr(&out);
+    assert!(err.contains(&format!("directory-lease-recovery.lock, held by pid {} (sleep, sleeping)", holder.id())), "{err}");
+}
+
 /// Issue #28, input 7: `run --exclusive --wait D` waits for its turn while another export holds
 /// the admission, saying once that it waits and for whom, and starts only after the other ended;
 /// at its bound it is refused as without `--wait` (exit 3).

@@ -359,6 +359,16 @@ impl sys_kernel::Host for SysHost {
     fn proc_stat(&mut self, pid: u32) -> wasmtime::Result<Option<Vec<u8>>> {
         Ok(std::fs::read(format!("/proc/{pid}/stat")).ok())
     }
+
+    fn proc_pids(&mut self) -> wasmtime::Result<Vec<u32>> {
+        let entries = std::fs::read_dir("/proc").map(|entries| entries.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect());
+        Ok(entries.unwrap_or_default())
+    }
+
+    fn proc_fdinfos(&mut self, pid: u32) -> wasmtime::Result<Option<Vec<Vec<u8>>>> {
+        let Ok(entries) = std::fs::read_dir(format!("/proc/{pid}/fdinfo")) else { return Ok(None) };
+        Ok(Some(entries.filter_map(|e| std::fs::read(e.ok()?.path()).ok()).collect()))
+    }
 }
 
 impl t::Host for SysHost {}

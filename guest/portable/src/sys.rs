@@ -67,7 +67,18 @@ impl Waited<'_> {
         let text = sys_kernel::proc_locks()?;
         let text = core::str::from_utf8(&text).ok()?;
         let own = i32::try_from(sys_kernel::pid()).ok()?;
-        let pid = waits::flock_holder(text, waits::major_minor(found.dev), found.ino, own)?;
+        let device = waits::major_minor(found.dev);
+        let taker = waits::flock_holder(text, device, found.ino, own)?;
+        let pid = match u32::try_from(taker).ok().and_then(sys_kernel::proc_stat) {
+            Some(_) => taker,
+            // The taker exited; the lock lives on in a descriptor another process keeps (a
+            // Node host's `flock(1)` child took it): that process holds it.
+            None => {
+                let pids = sys_kernel::proc_pids().into_iter().filter_map(|pid| i32::try_from(pid).ok());
+                let fdinfos = |pid: i32| u32::try_from(pid).ok().and_then(sys_kernel::proc_fdinfos);
+                waits::descriptor_holder(pids, fdinfos, device, found.ino, own).unwrap_or(taker)
+            }
+        };
         Some(SysKernel.holder(pid))
     }
 }

@@ -109,17 +109,40 @@ impl core::error::Error for LockTimeout {
 /// `(major, minor)` and inode `ino`: not a waiter (`N: -> …`), not `own` (this process's pid).
 /// Each line reads `N: FLOCK ADVISORY WRITE PID MAJ:MIN:INODE START END`, the device numbers in
 /// hex (proc(5)).
-pub fn flock_holder(proc_locks: &str, (major, minor): (u32, u32), ino: u64, own: i32) -> Option<i32> {
-    proc_locks.lines().find_map(|line| {
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        if fields.get(1) == Some(&"->") || fields.len() < 6 {
-            return None;
-        }
-        let mut device = fields[5].split(':');
-        let (maj, min, inode) = (device.next()?, device.next()?, device.next()?);
-        let same = u32::from_str_radix(maj, 16).ok()? == major && u32::from_str_radix(min, 16).ok()? == minor && inode.parse::<u64>().ok()? == ino;
-        let pid = fields[4].parse::<i32>().ok()?;
-        (same && pid > 0 && pid != own).then_some(pid)
+pub fn flock_holder(proc_locks: &str, device: (u32, u32), ino: u64, own: i32) -> Option<i32> {
+    proc_locks.lines().find_map(|line| held_on(line, device, ino).filter(|&pid| pid > 0 && pid != own))
+}
+
+/// The pid a `/proc/locks` line (`N: FLOCK ADVISORY WRITE PID MAJ:MIN:INODE START END`) names as
+/// the taker of a granted lock on the file of `(major, minor)` and `ino`; `None` for a waiter's
+/// line (`N: -> …`) or another file's.
+fn held_on(line: &str, (major, minor): (u32, u32), ino: u64) -> Option<i32> {
+    let fields: Vec<&str> = line.split_whitespace().collect();
+    if fields.get(1) == Some(&"->") || fields.len() < 6 {
+        return None;
+    }
+    let mut device = fields[5].split(':');
+    let (maj, min, inode) = (device.next()?, device.next()?, device.next()?);
+    let same = u32::from_str_radix(maj, 16).ok()? == major && u32::from_str_radix(min, 16).ok()? == minor && inode.parse::<u64>().ok()? == ino;
+    let pid = fields[4].parse::<i32>().ok()?;
+    same.then_some(pid)
+}
+
+/// The process that holds a lock through an open descriptor, when the pid `/proc/locks` names
+/// is not it: `/proc/locks` names the process that *took* a `flock`, and the lock stays with
+/// the open file description, so a taker that exited (the `flock(1)` a Node host takes its locks
+/// through; `exec 9>f; flock 9` in a shell) or a parent that forked leaves the holder unnamed.
+/// Each process's `/proc/<pid>/fdinfo/<fd>` shows the locks of that descriptor's open file in
+/// `lock:` lines of the same shape, so the first of `pids` (not `own`) one of whose `fdinfos`
+/// shows a granted lock on `(major, minor)`, `ino` holds it. `fdinfos(pid)`: the texts of that
+/// process's `fdinfo` files, `None` when they cannot be read.
+pub fn descriptor_holder(pids: impl IntoIterator<Item = i32>, fdinfos: impl Fn(i32) -> Option<Vec<Vec<u8>>>, device: (u32, u32), ino: u64, own: i32) -> Option<i32> {
+    pids.into_iter().filter(|&pid| pid > 0 && pid != own).find(|&pid| {
+        fdinfos(pid).is_some_and(|texts| {
+            texts.iter().any(|text| {
+                core::str::from_utf8(text).is_ok_and(|text| text.lines().any(|line| line.strip_prefix("lock:").is_some_and(|lock| held_on(lock, device, ino).is_some())))
+            })
+        })
     })
 }
 
@@ -173,6 +196,18 @@ mod tests {
         assert_eq!(holder.to_string(), "pid 4242 (my (odd) cmd, stopped)");
         assert_eq!(holder_from_stat(7, None).to_string(), "pid 7 (?, state unknown)");
         assert_eq!(major_minor(0xfe00), (0xfe, 0));
+        // The taker (4242) exited; process 31 keeps the descriptor, and its fdinfo shows the lock.
+        let fdinfo = |pid: i32| -> Option<Vec<Vec<u8>>> {
+            match pid {
+                30 => Some(vec![b"pos:\t0\nflags:\t0100001\n".to_vec()]),
+                31 => Some(vec![b"pos:\t0\n".to_vec(), b"pos:\t0\nino:\t1234\nlock:\t1: FLOCK  ADVISORY  WRITE 4242 fe:00:1234 0 EOF\n".to_vec()]),
+                32 => Some(vec![b"lock:\t1: -> FLOCK  ADVISORY  WRITE 32 fe:00:1234 0 EOF\n".to_vec()]),
+                _ => None,
+            }
+        };
+        assert_eq!(descriptor_holder([29, 30, 32, 31], fdinfo, (0xfe, 0), 1234, 1), Some(31));
+        assert_eq!(descriptor_holder([29, 30, 32, 31], fdinfo, (0xfe, 0), 1234, 31), None, "never this process itself, never a waiter");
+        assert_eq!(descriptor_holder([31], fdinfo, (0xfe, 0), 99, 1), None);
         // glibc's makedev(259, 0x12303): minor's low byte, major's low 12 bits, minor's rest.
         let dev = 0x03 | (259 << 8) | (0x12300 << 12);
         assert_eq!(major_minor(dev), (259, 0x12303), "the high minor bits");

@@ -266,13 +266,33 @@ pub fn lock_behind(file: &File, lock: &str, bound: Duration, behind: &dyn Fn(Opt
 }
 
 /// The process `/proc/locks` shows holding a lock on `file`'s inode (not a waiter), if any
-/// (`proclease_protocols::waits::flock_holder`).
+/// (`proclease_protocols::waits::flock_holder`); when that process has exited, the one whose
+/// open descriptor keeps the lock (`proclease_protocols::waits::descriptor_holder`).
 pub fn holder(file: &File) -> Option<Holder> {
     let meta = file.metadata().ok()?;
     let device = (rustix::fs::major(meta.dev()), rustix::fs::minor(meta.dev()));
     let text = std::fs::read_to_string("/proc/locks").ok()?;
-    let pid = proclease_protocols::waits::flock_holder(&text, device, meta.ino(), std::process::id() as i32)?;
-    Some(process(pid))
+    let own = std::process::id() as i32;
+    let taker = proclease_protocols::waits::flock_holder(&text, device, meta.ino(), own)?;
+    if std::path::Path::new(&format!("/proc/{taker}")).exists() {
+        return Some(process(taker));
+    }
+    // The taker exited and the lock lives on in a descriptor another process holds (a Node
+    // host's locks are taken by a `flock(1)` child): that process is the holder.
+    let holder = proclease_protocols::waits::descriptor_holder(proc_pids(), fdinfos, device, meta.ino(), own);
+    Some(process(holder.unwrap_or(taker)))
+}
+
+/// The pids `/proc` lists.
+fn proc_pids() -> Vec<i32> {
+    std::fs::read_dir("/proc").map_or_else(|_| Vec::new(), |entries| entries.filter_map(|entry| entry.ok()?.file_name().to_str()?.parse().ok()).collect())
+}
+
+/// The texts of `/proc/<pid>/fdinfo/*`; `None` when the directory cannot be read (gone, another
+/// user's).
+fn fdinfos(pid: i32) -> Option<Vec<Vec<u8>>> {
+    let entries = std::fs::read_dir(format!("/proc/{pid}/fdinfo")).ok()?;
+    Some(entries.filter_map(|entry| std::fs::read(entry.ok()?.path()).ok()).collect())
 }
 
 /// `pid` as a holder: its command and scheduler state from `/proc/<pid>/stat`

@@ -532,6 +532,23 @@ export function sysKernel({ lockTimeoutMs = () => 10_000, warn = (message) => pr
     },
     procLocks: () => readOrNone('/proc/locks'),
     procStat: (pid) => readOrNone(`/proc/${pid}/stat`),
+    procPids: () => {
+      try {
+        return new Uint32Array(fs.readdirSync('/proc').filter((name) => /^[0-9]+$/.test(name)).map(Number));
+      } catch {
+        return new Uint32Array();
+      }
+    },
+    procFdinfos: (pid) => {
+      const where = `/proc/${pid}/fdinfo`;
+      let names;
+      try {
+        names = fs.readdirSync(where);
+      } catch {
+        return undefined;
+      }
+      return names.map((name) => readOrNone(`${where}/${name}`)).filter((text) => text !== undefined);
+    },
   };
 }
 

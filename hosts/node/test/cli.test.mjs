@@ -316,6 +316,28 @@ test('a recover stopped at the invocation leases (the plugin catalog locked) sti
   }
 });
 
+test('a lock whose taker exited is said to be held by the process keeping its descriptor', { skip: fs.existsSync('/usr/bin/flock') ? false : "util-linux's flock(1) is absent" }, async () => {
+  // `/proc/locks` names the `flock(1)` that took the lock (as this host takes every lock); the
+  // holder is whoever keeps the open file, which `/proc/<pid>/fdinfo` shows (this host's
+  // `procPids` and `procFdinfos`): named, not `?, state unknown`.
+  const d = freshDirs();
+  let holder;
+  try {
+    const ready = await node(d.home, d.ws, ['doctor']);
+    assert.equal(ready.code, 0, ready.stderr);
+    const lock = join(d.home, '.proclease/locks/directory-lease-recovery.lock');
+    fs.mkdirSync(join(d.home, '.proclease/locks'), { recursive: true, mode: 0o700 });
+    holder = spawn('sh', ['-c', `exec 9>'${lock}'; flock 9; echo held; exec sleep 60`], { stdio: ['ignore', 'pipe', 'inherit'] });
+    await new Promise((r) => holder.stdout.once('data', r));
+    const r = await node(d.home, d.ws, ['--lock-timeout', '300ms', 'recover']);
+    assert.equal(r.code, 5, r.stderr);
+    assert.ok(r.stderr.includes(`directory-lease-recovery.lock, held by pid ${holder.pid} (sleep, sleeping)`), r.stderr);
+  } finally {
+    holder?.kill('SIGKILL');
+    d.cleanup();
+  }
+});
+
 test('Ctrl-C during a wait for a held lock ends the run as the signal\'s once the wait is over: exit 130, nothing started, nothing left', { skip: fs.existsSync('/usr/bin/flock') ? false : "util-linux's flock(1) is absent" }, async () => {
   const d = freshDirs();
   const workdir = join(d.ws, 'job');

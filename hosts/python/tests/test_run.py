@@ -400,6 +400,26 @@ def test_recover_past_lock_timeout_exits_5_naming_the_holder_without_advising_a_
     assert done.returncode == 0, done.stderr
 
 
+def test_a_lock_whose_taker_exited_is_said_to_be_held_by_the_process_keeping_its_descriptor(place: Place) -> None:
+    """`/proc/locks` names the process that took a `flock`; one taken by a child that exited
+    (`exec 9>f; flock 9`, as a Node host takes every lock) is held by whoever keeps the open
+    file, which `/proc/<pid>/fdinfo` shows: the wait names that process (through this host's
+    `proc-pids` and `proc-fdinfos`), not the exited taker as `?, state unknown`."""
+    warm = place.run("doctor")
+    assert warm.returncode == 0, warm.stderr
+    lock = place.home / ".proclease" / "locks" / "directory-lease-recovery.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    holder = subprocess.Popen(["sh", "-c", f"exec 9>'{lock}'; flock 9; echo held; exec sleep 300"], stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        out = place.run("--lock-timeout", "300ms", "recover")
+    finally:
+        os.killpg(holder.pid, signal.SIGKILL)
+        holder.wait()
+    assert out.returncode == 5, out.stderr
+    assert f"directory-lease-recovery.lock, held by pid {holder.pid} (sleep, sleeping)" in out.stderr, out.stderr
+
+
 def test_a_command_that_cannot_start_is_named_as_every_host_names_it_and_leaves_nothing(place: Place) -> None:
     job = place.ws / "x" / "y"
     out = place.run("run", "--workdir", str(job), "--", "/nonexistent/program")

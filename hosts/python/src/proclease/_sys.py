@@ -498,6 +498,21 @@ class SysKernel:
     def proc_stat(self, pid: int) -> Optional[bytes]:
         return _read_or_none(f"/proc/{pid}/stat")
 
+    def proc_pids(self) -> List[int]:
+        try:
+            return [int(name) for name in os.listdir("/proc") if name.isdigit()]
+        except OSError:
+            return []
+
+    def proc_fdinfos(self, pid: int) -> Optional[List[bytes]]:
+        where = f"/proc/{pid}/fdinfo"
+        try:
+            names = os.listdir(where)
+        except OSError:
+            return None
+        texts = (_read_or_none(f"{where}/{name}") for name in names)
+        return [text for text in texts if text is not None]
+
 
 def _read_or_none(path: str) -> Optional[bytes]:
     try:
