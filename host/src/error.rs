@@ -86,13 +86,16 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
-    /// [`Host::recover`](crate::Host::recover) did part of its work, then failed: `done` is what
-    /// it did (directory leases recovered, their directories removed, creation intents
-    /// finished), `error` why it could not go on — e.g. the invocation leases while another
-    /// process holds the plugin catalog's mutation lock (the reference's `portable plugin
-    /// catalog mutation is already locked`, §5). A second `recover` finishes. Displayed as
-    /// `error`; [`Error::failure`] and [`Error::lease_code`] are `error`'s.
-    #[error("{error}")]
+    /// [`Host::recover`](crate::Host::recover) dealt with the directory leases and creation
+    /// intents, then failed at the invocation leases: `done` is what it did (`dry_run`: would
+    /// do) — directory leases recovered, their directories removed, creation intents finished —
+    /// and `error` why it could not go on, e.g. another process holding the plugin catalog's
+    /// mutation lock (the reference's `portable plugin catalog mutation is already locked`, §5).
+    /// Displayed as `recovery stopped at the invocation leases`, with `error` as its
+    /// [`source`](std::error::Error::source); [`Error::failure`], [`Error::lease_code`] and
+    /// [`Error::to_core`] are `error`'s. (A caller that matched `error`'s own variant, e.g.
+    /// `Error::Lease`, on `recover` before finds it here.)
+    #[error("recovery stopped at the invocation leases")]
     RecoveryIncomplete {
         /// What was recovered before the failure (its `invocations` is `None`).
         done: Box<crate::Recovery>,
@@ -162,6 +165,7 @@ impl Error {
     /// is a system failure with its message).
     pub fn to_core(&self) -> proclease_core::Error {
         match self {
+            Error::RecoveryIncomplete { error, .. } => error.to_core(),
             Error::Lease(lease) => proclease_core::Error::Lease(lease.clone()),
             Error::Storage(failure) => proclease_core::Error::Storage(failure.clone()),
             Error::System(failure) => proclease_core::Error::System(failure.clone()),

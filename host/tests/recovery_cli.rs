@@ -765,8 +765,8 @@ fn a_recover_that_cannot_repair_invocation_leases_still_reports_the_directories_
         assert!(std::time::Instant::now() < deadline, "flock(1) never took the lock");
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
-    let advice = "recovery stopped before the invocation leases: portable plugin catalog mutation is already locked; \
-                  what is listed above was done, and `proclease recover` again recovers the rest";
+    let advice = "recovery stopped at the invocation leases, which are left as they are: portable plugin catalog mutation is already locked; \
+                  the rest of the recovery, listed above, was done";
     let out = s.run(&["recover"]);
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     assert!(!dead.exists(), "the crashed run's directory was recovered");

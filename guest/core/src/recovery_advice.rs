@@ -52,13 +52,14 @@ pub fn waited_out(error: Option<&str>, timeout: &str, dry_run: bool) -> String {
 
 /// Recovery failed (`dry_run`: would fail) at the invocation leases, with `error` (e.g. the
 /// reference's `portable plugin catalog mutation is already locked` while a plugin mutation
-/// runs), after the directory leases and creation intents were recovered: what the host listed
-/// before this line was done, and a second `recover` finishes.
+/// runs), after the directory leases and creation intents were dealt with: the invocation leases
+/// are left as they are, and what the host listed before this line was done. No advice to run
+/// again: the error says what stands in the way, which may not pass by itself.
 pub fn invocations_not_recovered(error: &str, dry_run: bool) -> String {
     if dry_run {
-        format!("{} before the invocation leases: {error}", verb(dry_run))
+        format!("{} at the invocation leases: {error}", verb(dry_run))
     } else {
-        format!("{} before the invocation leases: {error}; what is listed above was done, and `proclease recover` again recovers the rest", verb(dry_run))
+        format!("{} at the invocation leases, which are left as they are: {error}; the rest of the recovery, listed above, was done", verb(dry_run))
     }
 }
 
@@ -94,10 +95,10 @@ mod tests {
 
     #[test]
     fn a_failure_at_the_invocation_leases_says_what_came_before_it_was_done() {
-        assert_eq!(invocations_not_recovered("E", true), "recovery would stop before the invocation leases: E");
+        assert_eq!(invocations_not_recovered("E", true), "recovery would stop at the invocation leases: E");
         assert_eq!(
             invocations_not_recovered("E", false),
-            "recovery stopped before the invocation leases: E; what is listed above was done, and `proclease recover` again recovers the rest"
+            "recovery stopped at the invocation leases, which are left as they are: E; the rest of the recovery, listed above, was done"
         );
     }
 }

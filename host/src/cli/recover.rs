@@ -60,6 +60,12 @@ pub fn run(global: &Global, args: &RecoverArgs) -> Result<ExitCode, Failure> {
         let (first, rest) = failure.message.split_once('\n').unwrap_or((failure.message.as_str(), ""));
         let rest = if rest.is_empty() { String::new() } else { format!("\n{rest}") };
         failure.message = format!("{}{rest}", recovery_advice::invocations_not_recovered(first, args.dry_run));
+        if let Some(timeout) = &recovery.lock_timeout {
+            // A wait before it reached its bound too, and left a lease as it is: said, exit 5.
+            let error = recovery.directory_leases.stopped.as_ref().map(ToString::to_string);
+            failure.message = format!("{}\nproclease: {}", failure.message, recovery_advice::waited_out(error.as_deref(), &timeout.to_string(), args.dry_run));
+            failure.status = super::EXIT_LOCK_TIMEOUT;
+        }
         return Err(failure);
     }
     if let Some(timeout) = &recovery.lock_timeout {

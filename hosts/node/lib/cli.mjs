@@ -175,11 +175,13 @@ export function parseArguments(argv) {
 }
 
 /** What a failure prints and its exit status (the native `Failure::from`). */
-function failure(error) {
+function failure(error, { attributeWait = true } = {}) {
   if (error instanceof ProcleaseError) {
     // A wait for another process's kernel lock that reached its bound in the call that failed
     // (`operationBound` gives the error its words): exit 5, naming the holder, as natively.
-    const timedOut = typeof error.lockTimeout === 'string';
+    // Without `attributeWait`, only when the error's own message is the wait's.
+    const ownMessage = error.kind === 'lease' ? error.reference : error.message;
+    const timedOut = typeof error.lockTimeout === 'string' && (attributeWait || ownMessage.includes(error.lockTimeout));
     const status = timedOut
       ? EXIT_LOCK_TIMEOUT
       : error.code === 'another-export-is-active'
@@ -187,7 +189,7 @@ function failure(error) {
         : error.code === 'prior-export-owner-cannot-be-inspected-safely'
           ? EXIT_INDETERMINATE
           : 1;
-    let message = error.kind === 'lease' ? error.reference : error.message;
+    let message = ownMessage;
     if (error.kind === 'lease' && error.failure && !message.includes(error.failure.message)) message += `\n  caused by: ${error.failure.message}`;
     if (timedOut && !message.includes(error.lockTimeout)) message += `: ${error.lockTimeout}`;
     return { message, status };
@@ -296,11 +298,16 @@ export async function main(argv) {
     process.stdout.write(options.json ? `${toJson(recoveryReport(host.stateHome, recovery))}\n` : recoveryText(host.stateHome, recovery));
     const advice = host.exports.recoveryAdvice;
     if (failed !== undefined) {
-      const told = failure(failed);
+      // Its own words, the wait's only when it is the wait's failure (an earlier wait that left a
+      // lease as it is is said on its own line below, as natively).
+      const told = failure(failed, { attributeWait: false });
       const newline = told.message.indexOf('\n');
       const [first, rest] = newline < 0 ? [told.message, ''] : [told.message.slice(0, newline), told.message.slice(newline)];
       process.stderr.write(`proclease: ${advice.invocationsNotRecovered(first, dryRun)}${rest}\n`);
-      return told.status;
+      if (!recovery.lockTimeout) return told.status;
+      const stoppedAt = recovery.directoryLeases.stopped ? recovery.directoryLeases.stopped.val.message : undefined;
+      process.stderr.write(`proclease: ${advice.waitedOut(stoppedAt, recovery.lockTimeout, dryRun)}\n`);
+      return EXIT_LOCK_TIMEOUT;
     }
     const stopped = recovery.directoryLeases.stopped ? recovery.directoryLeases.stopped.val.message : undefined;
     if (recovery.lockTimeout) {

@@ -468,7 +468,14 @@ export class Host {
         const path = `${this.stateHome}/recovery/beeper-message-like-me-export-admission/active.json`;
         admission = { invalid: { path, error: error.val, setAside: `mv -- '${path}' '${this.stateHome}/.proclease/set-aside-active.json'` } };
       }
-      const recovery = this.recover({ dryRun: true, concurrent: false, pastBound: true });
+      let recovery;
+      try {
+        recovery = this.recover({ dryRun: true, concurrent: false, pastBound: true });
+      } catch (error) {
+        // The survey shows no partial recovery: it fails as the step did (the native survey).
+        if (error !== null && typeof error === 'object') delete error.recovery;
+        throw error;
+      }
       const decisions = new Map(recovery.invocations ? recovery.invocations.decisions : []);
       const invocations = call(() => this.exports.invocationLeases.list()).map((entry) => {
         if (entry.tag === 'invalid') return { entry, status: null, decision: decisions.get(entry.val) ?? null };

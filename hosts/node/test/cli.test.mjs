@@ -307,7 +307,7 @@ test('a recover stopped at the invocation leases (the plugin catalog locked) sti
     assert.ok(r.stdout.startsWith(`removed ${workdir} (`) && r.stdout.includes('\nrecovered: 1\n'), r.stdout);
     assert.equal(
       r.stderr,
-      'proclease: recovery stopped before the invocation leases: portable plugin catalog mutation is already locked; what is listed above was done, and `proclease recover` again recovers the rest\n',
+      'proclease: recovery stopped at the invocation leases, which are left as they are: portable plugin catalog mutation is already locked; the rest of the recovery, listed above, was done\n',
     );
   } finally {
     holder?.kill('SIGKILL');

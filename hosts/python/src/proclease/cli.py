@@ -105,8 +105,10 @@ def failure_text(error: ComponentError) -> str:
     return message
 
 
-def _failure(error: Error) -> Tuple[str, int]:
-    """What the command line says of `error` (without `proclease: `) and its exit status."""
+def _failure(error: Error, attribute_wait: bool = True) -> Tuple[str, int]:
+    """What the command line says of `error` (without `proclease: `) and its exit status. A
+    `ComponentError` whose operation had a wait reach its bound gets that wait's words and exit
+    status 5; with `attribute_wait` false, only when its own message is the wait's."""
     if isinstance(error, LockTimeout):
         return str(error), EXIT_LOCK_TIMEOUT
     if isinstance(error, HostError):
@@ -116,7 +118,7 @@ def _failure(error: Error) -> Tuple[str, int]:
     if not isinstance(error, ComponentError):
         return str(error), 1
     message, status = failure_text(error), exit_status(error)
-    if error.lock_timeout is not None:
+    if error.lock_timeout is not None and (attribute_wait or error.lock_timeout in message):
         # A wait for another process's lock reached the bound and the call failed for it: the
         # holder is named, as the native binary names it.
         if error.lock_timeout not in message:
@@ -182,9 +184,15 @@ def main(args: Optional[List[str]] = None) -> int:
             print(reports.dumps(document) if options.json else reports.recovery_text(host.state_home, recovery, document), end="\n" if options.json else "")
             advice = host.component.recovery_advice
             if failed is not None:
-                message, status = _failure(failed)
+                # Its own words, the wait's only when it is the wait's failure (an earlier wait
+                # that left a lease as it is is said on its own line below, as natively).
+                message, status = _failure(failed, attribute_wait=False)
                 first, newline, rest = message.partition("\n")
                 print(f"proclease: {advice.invocations_not_recovered(first, options.dry_run)}{newline}{rest}", file=sys.stderr)
+                if recovery.lock_timeout is not None:
+                    stopped_at = None if recovery.stopped is None else reports.error_message(recovery.stopped)
+                    print(f"proclease: {advice.waited_out(stopped_at, recovery.lock_timeout, options.dry_run)}", file=sys.stderr)
+                    return EXIT_LOCK_TIMEOUT
                 return status
             stopped = None if recovery.stopped is None else reports.error_message(recovery.stopped)
             if recovery.lock_timeout is not None:
