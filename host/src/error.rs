@@ -86,18 +86,22 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
-    /// [`Host::recover`](crate::Host::recover) dealt with the directory leases and creation
-    /// intents, then failed at the invocation leases: `done` is what it did (`dry_run`: would
-    /// do) — directory leases recovered, their directories removed, creation intents finished —
-    /// and `error` why it could not go on, e.g. another process holding the plugin catalog's
-    /// mutation lock (the reference's `portable plugin catalog mutation is already locked`, §5).
-    /// Displayed as `recovery stopped at the invocation leases`, with `error` as its
+    /// [`Host::recover`](crate::Host::recover) dealt with the directory leases, then failed at
+    /// `step` (the creation intents, or the invocation leases): `done` is what it did (`dry_run`:
+    /// would do) — directory leases recovered, their directories removed, and, failing at the
+    /// invocation leases, creation intents finished — and `error` why it could not go on, e.g.
+    /// another process holding the plugin catalog's mutation lock (the reference's `portable
+    /// plugin catalog mutation is already locked`, §5). Displayed as `recovery stopped at the
+    /// invocation leases` (or `… the creation intents`), with `error` as its
     /// [`source`](std::error::Error::source); [`Error::failure`], [`Error::lease_code`] and
     /// [`Error::to_core`] are `error`'s. (A caller that matched `error`'s own variant, e.g.
     /// `Error::Lease`, on `recover` before finds it here.)
-    #[error("recovery stopped at the invocation leases")]
+    #[error("recovery stopped at {}", step.name())]
     RecoveryIncomplete {
-        /// What was recovered before the failure (its `invocations` is `None`).
+        /// The step that failed.
+        step: proclease_core::recovery_advice::Step,
+        /// What was recovered before the failure (its `invocations` is `None`, and its
+        /// `creations` empty when they failed).
         done: Box<crate::Recovery>,
         /// Why recovery stopped there.
         #[source]

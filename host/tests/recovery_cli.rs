@@ -790,3 +790,37 @@ fn a_recover_that_cannot_repair_invocation_leases_still_reports_the_directories_
     let out = s.run(&["recover"]);
     assert!(out.status.success(), "{out:?}");
 }
+
+#[test]
+fn a_recover_whose_creation_intents_stay_locked_still_reports_its_directory_leases() {
+    // The creation intents' collection lock held past the bound (a hung writer): before, the
+    // failure at the creation intents hid what the directory leases' recovery had reported.
+    let s = sandbox();
+    let dead = s.dead_lease("a", 1);
+    let lock =
+        s.state.join(".proclease/locks").join(format!("{}.lock", proclease::core::digest::identity_digest("proclease-collection-lock", "recovery/proclease-directory-creations")));
+    std::fs::create_dir_all(lock.parent().expect("locks")).expect("locks directory");
+    private_dir(&s.state.join("recovery/proclease-directory-creations"));
+    std::fs::write(&lock, b"").expect("lock file");
+    let mut holder = Command::new("flock").arg("-o").arg(&lock).args(["sleep", "60"]).spawn().expect("flock(1)");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !std::fs::read_to_string("/proc/locks").is_ok_and(|locks| locks.lines().any(|l| l.contains(&format!(" {} ", holder.id())))) {
+        assert!(std::time::Instant::now() < deadline, "flock(1) never took the lock");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let out = s.run(&["--lock-timeout", "300ms", "recover"]);
+    let _ = holder.kill();
+    let _ = holder.wait();
+    assert_eq!(out.status.code(), Some(5), "{out:?}");
+    let text = stdout(&out);
+    assert!(text.contains(&format!("{}: ", dead.display())) && text.contains("\nrecovered: 0\n"), "the directory leases' report: {text}");
+    let err = stderr(&out);
+    assert!(
+        err.contains("proclease: recovery stopped at the creation intents, which are left as they are with the invocation leases: recovery/proclease-directory-creations: "),
+        "{err}"
+    );
+    assert!(dead.join("out.txt").is_file(), "nothing removed without the creation intents' lock");
+    let out = s.run(&["recover"]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(!dead.exists());
+}

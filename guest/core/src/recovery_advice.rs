@@ -50,16 +50,41 @@ pub fn waited_out(error: Option<&str>, timeout: &str, dry_run: bool) -> String {
     }
 }
 
-/// Recovery failed (`dry_run`: would fail) at the invocation leases, with `error` (e.g. the
-/// reference's `portable plugin catalog mutation is already locked` while a plugin mutation
-/// runs), after the directory leases and creation intents were dealt with: the invocation leases
-/// are left as they are, and what the host listed before this line was done. No advice to run
-/// again: the error says what stands in the way, which may not pass by itself.
-pub fn invocations_not_recovered(error: &str, dry_run: bool) -> String {
-    if dry_run {
-        format!("{} at the invocation leases: {error}", verb(dry_run))
-    } else {
-        format!("{} at the invocation leases, which are left as they are: {error}; the rest of the recovery, listed above, was done", verb(dry_run))
+/// A step of `recover` after the directory leases, at which it may fail with what came before
+/// it done ([`stopped_at`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// The directory-creation intents of crashed creators.
+    CreationIntents,
+    /// The invocation leases (§6B.9), under the plugin catalog's lock.
+    InvocationLeases,
+}
+
+impl Step {
+    /// What the step deals with: `the creation intents`, `the invocation leases`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Step::CreationIntents => "the creation intents",
+            Step::InvocationLeases => "the invocation leases",
+        }
+    }
+}
+
+/// Recovery failed (`dry_run`: would fail) at `step`, with `error` (e.g. the reference's
+/// `portable plugin catalog mutation is already locked` while a plugin mutation runs), after
+/// what came before it was dealt with: that step and those after it are left as they are, and
+/// what the host listed before this line was done. No advice to run again: the error says what
+/// stands in the way, which may not pass by itself.
+pub fn stopped_at(step: Step, error: &str, dry_run: bool) -> String {
+    match (dry_run, step) {
+        (true, _) => format!("{} at {}: {error}", verb(dry_run), step.name()),
+        (false, Step::CreationIntents) => format!(
+            "{} at the creation intents, which are left as they are with the invocation leases: {error}; the directory leases, listed above, were dealt with",
+            verb(dry_run)
+        ),
+        (false, Step::InvocationLeases) => {
+            format!("{} at the invocation leases, which are left as they are: {error}; the rest of the recovery, listed above, was done", verb(dry_run))
+        }
     }
 }
 
@@ -94,11 +119,15 @@ mod tests {
     }
 
     #[test]
-    fn a_failure_at_the_invocation_leases_says_what_came_before_it_was_done() {
-        assert_eq!(invocations_not_recovered("E", true), "recovery would stop at the invocation leases: E");
+    fn a_failure_after_the_directory_leases_says_what_came_before_it_was_done() {
+        assert_eq!(stopped_at(Step::InvocationLeases, "E", true), "recovery would stop at the invocation leases: E");
         assert_eq!(
-            invocations_not_recovered("E", false),
+            stopped_at(Step::InvocationLeases, "E", false),
             "recovery stopped at the invocation leases, which are left as they are: E; the rest of the recovery, listed above, was done"
+        );
+        assert_eq!(
+            stopped_at(Step::CreationIntents, "E", false),
+            "recovery stopped at the creation intents, which are left as they are with the invocation leases: E; the directory leases, listed above, were dealt with"
         );
     }
 }

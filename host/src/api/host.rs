@@ -24,6 +24,7 @@ use proclease_core::liveness::{Liveness, OwnerStatus};
 use proclease_core::records::Parsed;
 use proclease_core::records::invocation_lease::InvocationLease;
 use proclease_core::records::portable_identity::PortableIdentity;
+use proclease_core::recovery_advice::Step;
 
 use crate::admission::{Admission, survey_admission};
 #[cfg(feature = "cluster")]
@@ -625,10 +626,10 @@ impl Host {
     /// intents of crashed creators, and — when directory recovery did not stop and this is not a
     /// dry run — invocation tombstones whose owners are provably gone (§6B.9 recover mode).
     ///
-    /// Errors: as [`Host::recover_directory_leases`]; a failure at the invocation leases (the
-    /// catalog lock's, `portable plugin catalog mutation is already locked`, while another
-    /// process mutates the plugin catalog) after directory leases were recovered is
-    /// [`Error::RecoveryIncomplete`], carrying what was done.
+    /// Errors: as [`Host::recover_directory_leases`]; a failure at the creation intents or the
+    /// invocation leases (the catalog lock's, `portable plugin catalog mutation is already
+    /// locked`, while another process mutates the plugin catalog) after the directory leases
+    /// were dealt with is [`Error::RecoveryIncomplete`], carrying what was done.
     ///
     /// ```
     /// # fn main() -> Result<(), proclease::Error> {
@@ -642,27 +643,34 @@ impl Host {
         let mut done = None;
         let recovery = self.bounded(|| self.recover_now(options, &mut done));
         recovery.map_err(|error| match done {
-            Some(done) => Error::RecoveryIncomplete { done: Box::new(done), error: Box::new(error) },
+            Some((step, done)) => Error::RecoveryIncomplete { step, done: Box::new(done), error: Box::new(error) },
             None => error,
         })
     }
 
-    /// [`Host::recover`]'s steps; `done` is set to what was recovered before the invocation
-    /// leases, when those fail.
-    fn recover_now(&self, options: Options, done: &mut Option<Recovery>) -> Result<Recovery, Error> {
+    /// [`Host::recover`]'s steps; `done` is set to the step that failed and what was recovered
+    /// before it, when a step after the directory leases fails.
+    fn recover_now(&self, options: Options, done: &mut Option<(Step, Recovery)>) -> Result<Recovery, Error> {
         let _turn = if options.dry_run { None } else { Some(self.recovery_turn()?) };
         let dry_run = options.dry_run;
         let directory_leases = recover_each_directory_lease(self.runtime(), self.effects(), None, options)?;
-        let creations = recover_directory_creations(self.runtime(), self.effects(), dry_run)?;
         // A wait that reached its bound and stopped recovery, or made it leave a lease as it is.
         let refused = directory_leases.stopped.is_some() || directory_leases.outcomes.iter().any(|o| matches!(o.action, proclease_core::directory_leases::Action::Skip(_)));
         let lock_timeout = if refused { crate::lock_wait::Operation::timed_out() } else { None };
-        let mut recovery = Recovery { directory_leases, creations, invocations: None, lock_timeout };
+        let mut recovery = Recovery { directory_leases, creations: Vec::new(), invocations: None, lock_timeout };
         if !dry_run {
             // Records of supervisors that died while their dead-man timer was armed: `doctor`
             // said so; nothing else depends on them.
             for (path, _) in self.dead_man_leftovers() {
                 let _ = std::fs::remove_file(path);
+            }
+        }
+        // The directories removed (and the intents finished) stay reported when a later step fails.
+        match recover_directory_creations(self.runtime(), self.effects(), dry_run) {
+            Ok(creations) => recovery.creations = creations,
+            Err(error) => {
+                *done = Some((Step::CreationIntents, recovery));
+                return Err(error);
             }
         }
         if recovery.directory_leases.stopped.is_none() {
@@ -673,8 +681,7 @@ impl Host {
             match invocations {
                 Ok(invocations) => recovery.invocations = Some(invocations),
                 Err(error) => {
-                    // The directories removed and the intents finished stay reported.
-                    *done = Some(recovery);
+                    *done = Some((Step::InvocationLeases, recovery));
                     return Err(error);
                 }
             }

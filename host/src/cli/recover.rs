@@ -42,7 +42,7 @@ pub fn run(global: &Global, args: &RecoverArgs) -> Result<ExitCode, Failure> {
     let (recovery, failed) = match host.recover(options) {
         Ok(recovery) => (recovery, None),
         // What was done is reported before why the rest was not.
-        Err(proclease::Error::RecoveryIncomplete { done, error }) => (*done, Some(*error)),
+        Err(proclease::Error::RecoveryIncomplete { step, done, error }) => (*done, Some((step, *error))),
         Err(error) => return Err(unwritable_hint(error)),
     };
     // Its calls are done, and none left a record naming this process: its witness would only
@@ -54,12 +54,12 @@ pub fn run(global: &Global, args: &RecoverArgs) -> Result<ExitCode, Failure> {
     } else {
         out!("{}", report.text());
     }
-    if let Some(error) = failed {
+    if let Some((step, error)) = failed {
         let mut failure = unwritable_hint(error);
         // Its first line is the error; the lines after it (causes, a hint) stay after the advice.
         let (first, rest) = failure.message.split_once('\n').unwrap_or((failure.message.as_str(), ""));
         let rest = if rest.is_empty() { String::new() } else { format!("\n{rest}") };
-        failure.message = format!("{}{rest}", recovery_advice::invocations_not_recovered(first, args.dry_run));
+        failure.message = format!("{}{rest}", recovery_advice::stopped_at(step, first, args.dry_run));
         if let Some(timeout) = &recovery.lock_timeout {
             // A wait before it reached its bound too, and left a lease as it is: said, exit 5.
             let error = recovery.directory_leases.stopped.as_ref().map(ToString::to_string);

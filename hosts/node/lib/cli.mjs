@@ -303,7 +303,7 @@ export async function main(argv) {
       const told = failure(failed, { attributeWait: false });
       const newline = told.message.indexOf('\n');
       const [first, rest] = newline < 0 ? [told.message, ''] : [told.message.slice(0, newline), told.message.slice(newline)];
-      process.stderr.write(`proclease: ${advice.invocationsNotRecovered(first, dryRun)}${rest}\n`);
+      process.stderr.write(`proclease: ${advice.stoppedAt(failed.recoveryStep, first, dryRun)}${rest}\n`);
       if (!recovery.lockTimeout) return told.status;
       const stoppedAt = recovery.directoryLeases.stopped ? recovery.directoryLeases.stopped.val.message : undefined;
       process.stderr.write(`proclease: ${advice.waitedOut(stoppedAt, recovery.lockTimeout, dryRun)}\n`);

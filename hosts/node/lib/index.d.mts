@@ -27,8 +27,10 @@ export class ProcleaseError extends Error {
   readonly failure: Failure | undefined;
   /** The words of a wait for another process's lock that reached `lockTimeoutMs` in the call that failed (`waited N ms for …, held by pid P …`), if one did: the command line exits 5. */
   readonly lockTimeout?: string;
-  /** Set when `Host.recover` failed at the invocation leases (e.g. `portable plugin catalog mutation is already locked` while another process mutates the plugin catalog) after the directory leases were recovered: what was done (its `invocations` null). A second `recover` finishes. */
+  /** Set when `Host.recover` failed at the creation intents or the invocation leases (e.g. `portable plugin catalog mutation is already locked` while another process mutates the plugin catalog) after the directory leases were dealt with: what was done (its `invocations` null). */
   readonly recovery?: Recovery;
+  /** With `recovery`: the step that failed. */
+  readonly recoveryStep?: 'creation-intents' | 'invocation-leases';
 }
 /** A component export's refusal: `kind` `lease` (with its `code`, e.g. `another-export-is-active`), `storage` or `system`. */
 export class ComponentError extends ProcleaseError {}
@@ -162,7 +164,7 @@ export class Host {
   /** Holds the export admission for the callback; released when it ends, unless a helper may still run (then held, with a warning: `admission.release()` once it ended). */
   withAdmission<T>(fn: (admission: Admission) => T | Promise<T>): Promise<T>;
   admission<T>(fn: (admission: Admission) => T | Promise<T>): Promise<T>;
-  /** Recovers what provably belongs to dead owners; recoverers take turns. Throws a `ProcleaseError` (its `lockTimeout` set) when another recoverer kept its turn past `lockTimeoutMs`; one whose `recovery` is set when the invocation leases failed after the directory leases were recovered. */
+  /** Recovers what provably belongs to dead owners; recoverers take turns. Throws a `ProcleaseError` (its `lockTimeout` set) when another recoverer kept its turn past `lockTimeoutMs`; one whose `recovery` (and `recoveryStep`) is set when a later step failed after the directory leases were dealt with. */
   recover(options?: RecoverOptions): Recovery;
   /** What `doctor` shows, changing nothing. Throws a `ProcleaseError` (kind `storage`, its `lockTimeout` set) when a wait for another process's lock reached `lockTimeoutMs`, rather than show a held collection as refused. */
   survey(): Survey;

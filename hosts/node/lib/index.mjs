@@ -424,18 +424,20 @@ export class Host {
       let recovery;
       try {
         const directoryLeases = call(() => leases.recoverEach(undefined, opts));
-        const creations = call(() => leases.recoverCreations(opts.dryRun));
         const refused = Boolean(directoryLeases.stopped) || directoryLeases.outcomes.some((o) => o.action.tag === 'skip');
-        recovery = { dryRun: opts.dryRun, directoryLeases, creations, invocations: null, lockTimeout: refused ? this.parts.operation.timedOut : null };
-        if (!directoryLeases.stopped) {
-          try {
+        recovery = { dryRun: opts.dryRun, directoryLeases, creations: [], invocations: null, lockTimeout: refused ? this.parts.operation.timedOut : null };
+        // The directories removed (and the intents finished) stay reported when a later step
+        // fails (the native `Error::RecoveryIncomplete`).
+        let step = 'creation-intents';
+        try {
+          recovery.creations = call(() => leases.recoverCreations(opts.dryRun));
+          if (!directoryLeases.stopped) {
+            step = 'invocation-leases';
             recovery.invocations = call(() => (opts.dryRun ? this.exports.invocationLeases.previewRepair(true) : this.exports.invocationLeases.repair(true)));
-          } catch (error) {
-            // The directories removed and the intents finished stay reported (the native
-            // `Error::RecoveryIncomplete`).
-            if (error !== null && typeof error === 'object') error.recovery = recovery;
-            throw error;
           }
+        } catch (error) {
+          if (error !== null && typeof error === 'object') Object.assign(error, { recovery, recoveryStep: step });
+          throw error;
         }
       } finally {
         if (turn !== null) {
@@ -473,7 +475,10 @@ export class Host {
         recovery = this.recover({ dryRun: true, concurrent: false, pastBound: true });
       } catch (error) {
         // The survey shows no partial recovery: it fails as the step did (the native survey).
-        if (error !== null && typeof error === 'object') delete error.recovery;
+        if (error !== null && typeof error === 'object') {
+          delete error.recovery;
+          delete error.recoveryStep;
+        }
         throw error;
       }
       const decisions = new Map(recovery.invocations ? recovery.invocations.decisions : []);

@@ -17,8 +17,12 @@ impl wit::Guest for Component {
         words::waited_out(error.as_deref(), &timeout, dry_run)
     }
 
-    fn invocations_not_recovered(error: String, dry_run: bool) -> String {
-        words::invocations_not_recovered(&error, dry_run)
+    fn stopped_at(step: wit::RecoveryStep, error: String, dry_run: bool) -> String {
+        let step = match step {
+            wit::RecoveryStep::CreationIntents => words::Step::CreationIntents,
+            wit::RecoveryStep::InvocationLeases => words::Step::InvocationLeases,
+        };
+        words::stopped_at(step, &error, dry_run)
     }
 
     fn survey_waited_out(timeout: String) -> String {

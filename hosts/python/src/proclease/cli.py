@@ -171,12 +171,12 @@ def main(args: Optional[List[str]] = None) -> int:
             return 0
         if options.command == "recover":
             keep = [os.path.realpath(d) for d in options.keep]
-            failed: Optional[Error] = None
+            failed: Optional[RecoveryIncomplete] = None
             try:
                 recovery = host.recover(dry_run=options.dry_run, skip_invalid=options.skip_invalid, keep=keep)
             except RecoveryIncomplete as incomplete:
                 # What was done is reported before why the rest was not.
-                recovery, failed = incomplete.done, incomplete.error
+                recovery, failed = incomplete.done, incomplete
             # Its calls are done and no record names this process: its witness would only pile
             # up in the state home, one per `recover` (docs/witness.md), as the native CLI says.
             host.effects.process_identity.retire()
@@ -186,9 +186,9 @@ def main(args: Optional[List[str]] = None) -> int:
             if failed is not None:
                 # Its own words, the wait's only when it is the wait's failure (an earlier wait
                 # that left a lease as it is is said on its own line below, as natively).
-                message, status = _failure(failed, attribute_wait=False)
+                message, status = _failure(failed.error, attribute_wait=False)
                 first, newline, rest = message.partition("\n")
-                print(f"proclease: {advice.invocations_not_recovered(first, options.dry_run)}{newline}{rest}", file=sys.stderr)
+                print(f"proclease: {advice.stopped_at(failed.step, first, options.dry_run)}{newline}{rest}", file=sys.stderr)
                 if recovery.lock_timeout is not None:
                     stopped_at = None if recovery.stopped is None else reports.error_message(recovery.stopped)
                     print(f"proclease: {advice.waited_out(stopped_at, recovery.lock_timeout, options.dry_run)}", file=sys.stderr)

@@ -267,27 +267,29 @@ class Host:
         `lock_timeout` s (`Recovery.lock_timeout` says when one reached it).
 
         Raises `ComponentError` (with `lock_timeout` set) when the turn stayed held past the
-        bound; `RecoveryIncomplete` when the invocation leases failed (e.g. `portable plugin
-        catalog mutation is already locked` while another process mutates the plugin catalog)
-        after the directory leases were recovered: its `done` is what was, and a second
-        `recover` finishes."""
+        bound; `RecoveryIncomplete` when the creation intents or the invocation leases failed
+        (e.g. `portable plugin catalog mutation is already locked` while another process mutates
+        the plugin catalog) after the directory leases were dealt with: its `done` is what was."""
         options = rec(dry_run=dry_run, skip_invalid=skip_invalid, concurrent=True, keep=list(keep), past_bound=True)
         kernel = self.effects.sys_kernel
         with nullcontext() if dry_run else self._recovering, kernel.operation():
             turn = None if dry_run else self.component.recovery_turn.take()
             try:
                 run = self.component.directory_leases.recover_each(None, options)
-                creations = self.component.directory_leases.recover_creations(dry_run)
                 # A wait that reached its bound and stopped recovery, or made it leave a lease
                 # as it is (the native `Recovery::lock_timeout`).
                 refused = run.stopped is not None or any(o.action.tag == "skip" for o in run.outcomes)
-                done = Recovery(run=run, creations=creations, invocations=None, dry_run=dry_run, lock_timeout=kernel.timed_out() if refused else None)
-                if run.stopped is None:
-                    try:
+                done = Recovery(run=run, creations=[], invocations=None, dry_run=dry_run, lock_timeout=kernel.timed_out() if refused else None)
+                # The directories removed (and the intents finished) stay reported when a later
+                # step fails.
+                step = "creation-intents"
+                try:
+                    done.creations = self.component.directory_leases.recover_creations(dry_run)
+                    if run.stopped is None:
+                        step = "invocation-leases"
                         done.invocations = self.component.invocation_leases.preview_repair(True) if dry_run else self.component.invocation_leases.repair(True)
-                    except Error as error:
-                        # The directories removed and the intents finished stay reported.
-                        raise RecoveryIncomplete(done, error) from error
+                except Error as error:
+                    raise RecoveryIncomplete(step, done, error) from error
             finally:
                 if turn is not None:
                     self.component.recovery_turn.end()
@@ -311,14 +313,16 @@ class Refused(Error):
 
 
 class RecoveryIncomplete(Error):
-    """`Host.recover` did part of its work, then failed at the invocation leases (the native
-    `Error::RecoveryIncomplete`): `done` is what it did (directory leases recovered, their
-    directories removed, creation intents finished; `done.invocations` is None), `error` why it
+    """`Host.recover` dealt with the directory leases, then failed at `step`
+    (`"creation-intents"` or `"invocation-leases"`; the native `Error::RecoveryIncomplete`):
+    `done` is what it did (directory leases recovered, their directories removed, and, failing at
+    the invocation leases, creation intents finished; `done.invocations` is None), `error` why it
     could not go on (also `__cause__`). Its message, kind, code, failure and `lock_timeout` are
-    `error`'s. A second `recover` finishes."""
+    `error`'s."""
 
-    def __init__(self, done: "Recovery", error: Error) -> None:
+    def __init__(self, step: str, done: "Recovery", error: Error) -> None:
         super().__init__(error.message, kind=error.kind, code=error.code, failure=error.failure)
+        self.step = step
         self.done = done
         self.error = error
         #: As `ComponentError.lock_timeout`: a wait's words when one reached the bound.
