@@ -62,6 +62,18 @@ impl Sandbox {
     }
 }
 
+/// `flock -o PATH sleep 60` (the lock is flock(1)'s own, not inherited by `sleep`, so killing
+/// flock frees it), once `/proc/locks` shows it held.
+fn held_by_flock(path: &Path) -> std::process::Child {
+    let holder = Command::new("flock").arg("-o").arg(path).args(["sleep", "60"]).spawn().expect("flock(1)");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !std::fs::read_to_string("/proc/locks").is_ok_and(|locks| locks.lines().any(|l| l.contains(&format!(" {} ", holder.id())))) {
+        assert!(std::time::Instant::now() < deadline, "flock(1) never took the lock");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    holder
+}
+
 fn private_dir(path: &Path) {
     std::fs::create_dir_all(path).expect("mkdir");
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700)).expect("chmod");
@@ -486,13 +498,7 @@ fn a_held_workspace_parent_lock_makes_recover_wait_within_its_bound_and_name_the
     let s = sandbox();
     let dead = s.dead_lease("a", 1);
     let parent = dead.parent().expect("jobs").to_path_buf();
-    // `-o`: the lock is flock(1)'s own, not inherited by `sleep`, so killing flock frees it.
-    let mut holder = Command::new("flock").arg("-o").arg(&parent).args(["sleep", "60"]).spawn().expect("flock(1)");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while !std::fs::read_to_string("/proc/locks").is_ok_and(|locks| locks.lines().any(|l| l.contains(&format!(" {} ", holder.id())))) {
-        assert!(std::time::Instant::now() < deadline, "flock(1) never took the lock");
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
+    let mut holder = held_by_flock(&parent);
     let started = std::time::Instant::now();
     let out = s.run(&["--lock-timeout", "2s", "recover"]);
     let waited = started.elapsed();
@@ -759,12 +765,7 @@ fn a_recover_that_cannot_repair_invocation_leases_still_reports_the_directories_
     let guard = s.state.join(".proclease/locks/catalog-mutation.lock");
     std::fs::create_dir_all(guard.parent().expect("locks")).expect("locks directory");
     std::fs::write(&guard, b"").expect("guard file");
-    let mut holder = Command::new("flock").arg("-o").arg(&guard).args(["sleep", "60"]).spawn().expect("flock(1)");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while !std::fs::read_to_string("/proc/locks").is_ok_and(|locks| locks.lines().any(|l| l.contains(&format!(" {} ", holder.id())))) {
-        assert!(std::time::Instant::now() < deadline, "flock(1) never took the lock");
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
+    let mut holder = held_by_flock(&guard);
     let advice = "recovery stopped at the invocation leases, which are left as they are: portable plugin catalog mutation is already locked; \
                   the rest of the recovery, listed above, was done";
     let out = s.run(&["recover"]);
@@ -802,12 +803,7 @@ fn a_recover_whose_creation_intents_stay_locked_still_reports_its_directory_leas
     std::fs::create_dir_all(lock.parent().expect("locks")).expect("locks directory");
     private_dir(&s.state.join("recovery/proclease-directory-creations"));
     std::fs::write(&lock, b"").expect("lock file");
-    let mut holder = Command::new("flock").arg("-o").arg(&lock).args(["sleep", "60"]).spawn().expect("flock(1)");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while !std::fs::read_to_string("/proc/locks").is_ok_and(|locks| locks.lines().any(|l| l.contains(&format!(" {} ", holder.id())))) {
-        assert!(std::time::Instant::now() < deadline, "flock(1) never took the lock");
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
+    let mut holder = held_by_flock(&lock);
     let out = s.run(&["--lock-timeout", "300ms", "recover"]);
     let _ = holder.kill();
     let _ = holder.wait();
