@@ -54,25 +54,29 @@ pub fn run(global: &Global, args: &RecoverArgs) -> Result<ExitCode, Failure> {
     } else {
         out!("{}", report.text());
     }
+    // A wait that reached its bound and stopped recovery, or left a lease as it is: in the
+    // words of the stop, if there was one.
+    let waited_out = recovery.lock_timeout.as_ref().map(|timeout| {
+        let error = recovery.directory_leases.stopped.as_ref().map(ToString::to_string);
+        recovery_advice::waited_out(error.as_deref(), &timeout.to_string(), args.dry_run)
+    });
     if let Some((step, error)) = failed {
         let mut failure = unwritable_hint(error);
         // Its first line is the error; the lines after it (causes, a hint) stay after the advice.
         let (first, rest) = failure.message.split_once('\n').unwrap_or((failure.message.as_str(), ""));
         let rest = if rest.is_empty() { String::new() } else { format!("\n{rest}") };
         failure.message = format!("{}{rest}", recovery_advice::stopped_at(step, first, args.dry_run));
-        if let Some(timeout) = &recovery.lock_timeout {
-            // A wait before it reached its bound too, and left a lease as it is: said, exit 5.
-            let error = recovery.directory_leases.stopped.as_ref().map(ToString::to_string);
-            failure.message = format!("{}\nproclease: {}", failure.message, recovery_advice::waited_out(error.as_deref(), &timeout.to_string(), args.dry_run));
+        if let Some(waited_out) = waited_out {
+            // A wait before it reached its bound too: said on its own line, exit 5.
+            failure.message = format!("{}\nproclease: {waited_out}", failure.message);
             failure.status = super::EXIT_LOCK_TIMEOUT;
         }
         return Err(failure);
     }
-    if let Some(timeout) = &recovery.lock_timeout {
+    if let Some(waited_out) = waited_out {
         // A wait that reached its bound, not something wrong with an entry: retry once the
         // holder is done (exit 5, with or without --skip-invalid).
-        let error = recovery.directory_leases.stopped.as_ref().map(ToString::to_string);
-        return Err(Failure::lock_timeout(recovery_advice::waited_out(error.as_deref(), &timeout.to_string(), args.dry_run)));
+        return Err(Failure::lock_timeout(waited_out));
     }
     stopped(&recovery.directory_leases, args)
 }

@@ -297,6 +297,7 @@ export async function main(argv) {
     }
     process.stdout.write(options.json ? `${toJson(recoveryReport(host.stateHome, recovery))}\n` : recoveryText(host.stateHome, recovery));
     const advice = host.exports.recoveryAdvice;
+    const stopped = recovery.directoryLeases.stopped ? recovery.directoryLeases.stopped.val.message : undefined;
     if (failed !== undefined) {
       // Its own words, the wait's only when it is the wait's failure (an earlier wait that left a
       // lease as it is is said on its own line below, as natively).
@@ -305,11 +306,9 @@ export async function main(argv) {
       const [first, rest] = newline < 0 ? [told.message, ''] : [told.message.slice(0, newline), told.message.slice(newline)];
       process.stderr.write(`proclease: ${advice.stoppedAt(failed.recoveryStep, first, dryRun)}${rest}\n`);
       if (!recovery.lockTimeout) return told.status;
-      const stoppedAt = recovery.directoryLeases.stopped ? recovery.directoryLeases.stopped.val.message : undefined;
-      process.stderr.write(`proclease: ${advice.waitedOut(stoppedAt, recovery.lockTimeout, dryRun)}\n`);
+      process.stderr.write(`proclease: ${advice.waitedOut(stopped, recovery.lockTimeout, dryRun)}\n`);
       return EXIT_LOCK_TIMEOUT;
     }
-    const stopped = recovery.directoryLeases.stopped ? recovery.directoryLeases.stopped.val.message : undefined;
     if (recovery.lockTimeout) {
       // A wait that reached its bound, not something wrong with an entry: retry once the holder
       // is done (exit 5, with or without --skip-invalid).

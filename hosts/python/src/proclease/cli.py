@@ -183,6 +183,7 @@ def main(args: Optional[List[str]] = None) -> int:
             document = reports.recovery_report(host.state_home, recovery)
             print(reports.dumps(document) if options.json else reports.recovery_text(host.state_home, recovery, document), end="\n" if options.json else "")
             advice = host.component.recovery_advice
+            stopped = None if recovery.stopped is None else reports.error_message(recovery.stopped)
             if failed is not None:
                 # Its own words, the wait's only when it is the wait's failure (an earlier wait
                 # that left a lease as it is is said on its own line below, as natively).
@@ -190,11 +191,9 @@ def main(args: Optional[List[str]] = None) -> int:
                 first, newline, rest = message.partition("\n")
                 print(f"proclease: {advice.stopped_at(failed.step, first, options.dry_run)}{newline}{rest}", file=sys.stderr)
                 if recovery.lock_timeout is not None:
-                    stopped_at = None if recovery.stopped is None else reports.error_message(recovery.stopped)
-                    print(f"proclease: {advice.waited_out(stopped_at, recovery.lock_timeout, options.dry_run)}", file=sys.stderr)
+                    print(f"proclease: {advice.waited_out(stopped, recovery.lock_timeout, options.dry_run)}", file=sys.stderr)
                     return EXIT_LOCK_TIMEOUT
                 return status
-            stopped = None if recovery.stopped is None else reports.error_message(recovery.stopped)
             if recovery.lock_timeout is not None:
                 # A wait that reached its bound, not something wrong with an entry: retry once
                 # the holder is done (exit 5, with or without --skip-invalid).
@@ -216,9 +215,12 @@ def main(args: Optional[List[str]] = None) -> int:
             message += _run_hint(host, options.workdir, error.code)
         print(f"proclease: {message}", file=sys.stderr)
         return status
-    except LockTimeout as error:
-        print(f"proclease: {error}", file=sys.stderr)
-        return EXIT_LOCK_TIMEOUT
+    except (LockTimeout, HostError) as error:
+        # A lock held past the bound; an effect that failed outside a component call (opening
+        # the state home, a witness).
+        message, status = _failure(error)
+        print(f"proclease: {message}", file=sys.stderr)
+        return status
     except Interrupted as error:
         print(f"proclease: {error}", file=sys.stderr)
         return 128 + error.signal
@@ -227,11 +229,6 @@ def main(args: Optional[List[str]] = None) -> int:
         # the native binary does, without a traceback; a recovery turn or lock this process
         # took is released with it.
         return 128 + signal.SIGINT
-    except HostError as error:
-        # An effect failed outside a component call (opening the state home, a witness).
-        payload = error.payload
-        print(f"proclease: {payload.message if hasattr(payload, 'message') else payload}", file=sys.stderr)
-        return 1
     except (Refused, StartError, StateHomeError, OSError, Error) as error:
         print(f"proclease: {error}", file=sys.stderr)
         return 1
